@@ -1,0 +1,178 @@
+"""The 18 lexical match features of section 4.2.2 of the Delta paper, in numpy.
+
+All features are computed from the index-time statistics (``es_rerank.stats``), so
+training, evaluation and serving get the same numbers whichever backend served the
+hits. ``lex_features`` computes any subset by name, vectorised over a batch of
+candidate documents; the greedy feature selection reruns over ``ALL_FEATURES``.
+
+Weighting choices the paper leaves open: BM25 on a field uses that field's
+document frequencies and average length (Lucene's idf and length norm); the
+IDF-weighted overlap and Jaccard features weight each term by its idf over the
+whole text (title + abstract), one notion of term significance for all fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from es_rerank.stats import CorpusStats, DocTerms
+
+FIELD_NUMBERS = {"text": 1, "title": 9, "abstract": 14}
+_KINDS = ("word_overlap", "bigram_overlap", "jaccard", "idf_word_overlap", "idf_jaccard")
+
+# In the paper's order, (1) .. (18).
+ALL_FEATURES: tuple[str, ...] = (
+    "text_word_overlap", "text_bigram_overlap", "text_jaccard", "text_idf_word_overlap",
+    "text_idf_jaccard", "title_bm25", "abstract_bm25", "text_bm25",
+    "title_word_overlap", "title_bigram_overlap", "title_jaccard", "title_idf_word_overlap",
+    "title_idf_jaccard",
+    "abstract_word_overlap", "abstract_bigram_overlap", "abstract_jaccard",
+    "abstract_idf_word_overlap", "abstract_idf_jaccard",
+)
+# Delta-32-Lex3 (section 5.1): BM25 on the abstract, IDF-weighted Jaccard with the
+# title, IDF-weighted proportion of unique query words in the title.
+LEX3: tuple[str, ...] = ("abstract_bm25", "title_idf_jaccard", "title_idf_word_overlap")
+
+
+class UnknownFeatureError(ValueError):
+    """A requested Lex feature name does not exist."""
+
+
+@dataclass(frozen=True)
+class BM25Params:
+    """Okapi BM25 parameters (Lucene's defaults; the paper used k1=2.0 on titles)."""
+
+    k1: float = 1.2
+    b: float = 0.75
+
+
+class _FieldBatch:
+    """One field of a batch of documents as flat token ids with their row index."""
+
+    def __init__(self, ids_per_doc: Sequence[np.ndarray]) -> None:
+        self.n_docs = len(ids_per_doc)
+        self.lengths = np.fromiter((len(a) for a in ids_per_doc), dtype=np.int64, count=self.n_docs)
+        self.ids = np.concatenate(ids_per_doc).astype(np.int64) if self.n_docs else np.zeros(0, np.int64)
+        self.rows = np.repeat(np.arange(self.n_docs), self.lengths)
+
+    def term_frequencies(self, query_terms: np.ndarray) -> np.ndarray:
+        """[n_docs, n_query_terms] counts of each (distinct, sorted) query term."""
+        tf = np.zeros((self.n_docs, len(query_terms)), dtype=np.float64)
+        if len(query_terms) == 0 or len(self.ids) == 0:
+            return tf
+        column = np.searchsorted(query_terms, self.ids)
+        column_clipped = np.minimum(column, len(query_terms) - 1)
+        hit = query_terms[column_clipped] == self.ids
+        np.add.at(tf, (self.rows[hit], column_clipped[hit]), 1.0)
+        return tf
+
+    def unique_idf_sums(self, idf_of: "callable") -> tuple[np.ndarray, np.ndarray]:
+        """Per document: number of distinct terms, and the sum of their idf."""
+        if len(self.ids) == 0:
+            return np.zeros(self.n_docs), np.zeros(self.n_docs)
+        span = int(self.ids.max()) + 1
+        keys = np.unique(self.rows * span + self.ids)
+        rows, terms = keys // span, keys % span
+        counts = np.bincount(rows, minlength=self.n_docs).astype(np.float64)
+        sums = np.bincount(rows, weights=idf_of(terms), minlength=self.n_docs)
+        return counts, sums
+
+    def bigram_presence(self, bigrams: np.ndarray) -> np.ndarray:
+        """[n_docs, n_bigrams] 1.0 where the document field contains the bigram."""
+        present = np.zeros((self.n_docs, len(bigrams)), dtype=np.float64)
+        if len(bigrams) == 0 or len(self.ids) < 2:
+            return present
+        same_doc = self.rows[:-1] == self.rows[1:]
+        first, second = self.ids[:-1], self.ids[1:]
+        for j, (a, b) in enumerate(bigrams):
+            hit = same_doc & (first == a) & (second == b)
+            present[self.rows[:-1][hit], j] = 1.0
+        return present
+
+
+class _Query:
+    """Distinct query terms, their idf weights and bigrams."""
+
+    def __init__(self, query_ids: np.ndarray, stats: CorpusStats) -> None:
+        ordered = np.asarray(query_ids, dtype=np.int64)
+        self.terms = np.unique(ordered)  # sorted; unknown terms have negative ids
+        self.known = self.terms[self.terms >= 0]
+        self.known_mask = self.terms >= 0
+        self.idf = stats.idf(self.terms, "text")
+        pairs = {(int(a), int(b)) for a, b in zip(ordered[:-1], ordered[1:])}
+        self.bigrams = np.asarray(sorted(pairs), dtype=np.int64).reshape(-1, 2)
+
+
+def lex_features(
+    query_ids: np.ndarray,
+    docs: Sequence[DocTerms],
+    stats: CorpusStats,
+    names: Sequence[str] = LEX3,
+    bm25: BM25Params = BM25Params(),
+) -> np.ndarray:
+    """[len(docs), len(names)] float32 Lex features of one query against its candidates.
+
+    ``query_ids`` are lexical term ids from ``stats.vocab.lookup(tokenize(query))``.
+    """
+    unknown = [n for n in names if n not in ALL_FEATURES]
+    if unknown:
+        raise UnknownFeatureError(f"unknown Lex feature(s) {unknown}; choose from {list(ALL_FEATURES)}")
+    query = _Query(query_ids, stats)
+    fields: dict[str, _FieldBatch] = {}
+
+    def field_batch(name: str) -> _FieldBatch:
+        if name not in fields:
+            if name == "text":
+                fields[name] = _FieldBatch([np.concatenate([d.title_ids, d.abstract_ids]) for d in docs])
+            else:
+                fields[name] = _FieldBatch([getattr(d, f"{name}_ids") for d in docs])
+        return fields[name]
+
+    cache: dict[tuple[str, str], np.ndarray] = {}
+
+    def field_tf(name: str) -> np.ndarray:
+        key = (name, "tf")
+        if key not in cache:
+            tf = np.zeros((len(docs), len(query.terms)))
+            tf[:, query.known_mask] = field_batch(name).term_frequencies(query.known)
+            cache[key] = tf
+        return cache[key]
+
+    def field_unique(name: str) -> tuple[np.ndarray, np.ndarray]:
+        key = (name, "unique")
+        if key not in cache:
+            cache[key] = np.stack(field_batch(name).unique_idf_sums(lambda t: stats.idf(t, "text")))
+        return cache[key][0], cache[key][1]
+
+    def feature(name: str) -> np.ndarray:
+        field_name, kind = name.split("_", 1)
+        n_query = max(len(query.terms), 1)
+        if kind == "bm25":
+            tf = field_tf(field_name)
+            lengths = field_batch(field_name).lengths[:, None]
+            norm = bm25.k1 * (1 - bm25.b + bm25.b * lengths / max(stats.avg_length(field_name), 1e-9))
+            idf = stats.idf(query.terms, field_name)
+            return (idf * tf * (bm25.k1 + 1) / (tf + norm)).sum(axis=1)
+        if kind == "bigram_overlap":
+            if len(query.bigrams) == 0:
+                return np.zeros(len(docs))
+            return field_batch(field_name).bigram_presence(query.bigrams).mean(axis=1)
+        present = field_tf(field_name) > 0
+        matched = present.sum(axis=1)
+        matched_idf = (present * query.idf).sum(axis=1)
+        query_idf = max(query.idf.sum(), 1e-12)
+        if kind == "word_overlap":
+            return matched / n_query
+        if kind == "idf_word_overlap":
+            return matched_idf / query_idf
+        n_unique, unique_idf = field_unique(field_name)
+        if kind == "jaccard":
+            return matched / np.maximum(len(query.terms) + n_unique - matched, 1)
+        return matched_idf / np.maximum(query_idf + unique_idf - matched_idf, 1e-12)  # idf_jaccard
+
+    if not docs:
+        return np.zeros((0, len(names)), dtype=np.float32)
+    return np.stack([feature(n) for n in names], axis=1).astype(np.float32)

@@ -1,0 +1,240 @@
+"""Term statistics computed once at index time, and the Lex features built on them.
+
+Per corpus: N, document frequencies per field (title, abstract, text = title +
+abstract), average field lengths, and the term vocabulary. Per document: the
+lexical token ids of title and abstract in order (term frequencies, lengths and
+term sets all derive from these), and the first ``FIRST_TOKENS`` embedding-path
+token ids for the neural model.
+
+Everything here is pure numpy: data in, data out. ``CorpusStats.save`` writes one
+directory of ``.npy`` files that ``CorpusStats.load`` memory-maps in milliseconds;
+the directory name is the index version it describes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from es_rerank.text import NUMBER_CLASSES, embedding_tokens, tokenize
+
+FIRST_TOKENS = 50  # N of the paper: document tokens the neural model reads
+STATS_FORMAT = 1
+FIELDS = ("title", "abstract", "text")
+
+
+class StatsError(Exception):
+    """A statistics directory is missing, incomplete or of another format."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One corpus record: an id, a title and an abstract."""
+
+    doc_id: str
+    title: str
+    abstract: str
+
+
+@dataclass(frozen=True)
+class DocTerms:
+    """The per-document precomputed data that every backend returns with a hit."""
+
+    title_ids: np.ndarray  # int32 [title_len] lexical term ids, in order
+    abstract_ids: np.ndarray  # int32 [abstract_len]
+    first_ids: np.ndarray  # int32 [<= FIRST_TOKENS] embedding-path term ids
+
+    def as_json(self) -> dict[str, list[int]]:
+        """Plain lists, as stored in an Elasticsearch document."""
+        return {
+            "title_ids": self.title_ids.tolist(),
+            "abstract_ids": self.abstract_ids.tolist(),
+            "first_ids": self.first_ids.tolist(),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, list[int]]) -> "DocTerms":
+        """Inverse of ``as_json``."""
+        return cls(
+            np.asarray(data["title_ids"], dtype=np.int32),
+            np.asarray(data["abstract_ids"], dtype=np.int32),
+            np.asarray(data["first_ids"], dtype=np.int32),
+        )
+
+
+class Vocabulary:
+    """Term <-> id table shared by the lexical and the embedding path."""
+
+    def __init__(self, terms: Sequence[str] = NUMBER_CLASSES) -> None:
+        self.terms: list[str] = list(terms)
+        self.ids: dict[str, int] = {t: i for i, t in enumerate(self.terms)}
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def add(self, tokens: Iterable[str]) -> np.ndarray:
+        """Ids of ``tokens``, adding unseen terms to the table."""
+        ids, terms = self.ids, self.terms
+        for token in tokens:
+            if token not in ids:
+                ids[token] = len(terms)
+                terms.append(token)
+        return np.array([ids[t] for t in tokens], dtype=np.int32)
+
+    def lookup(self, tokens: Iterable[str]) -> np.ndarray:
+        """Ids of ``tokens``; each distinct unknown term gets its own negative id."""
+        unknown: dict[str, int] = {}
+        out = [self.ids.get(t, unknown.setdefault(t, -1 - len(unknown))) for t in tokens]
+        return np.asarray(out, dtype=np.int32)
+
+
+def doc_terms(doc: Document, vocab: Vocabulary) -> DocTerms:
+    """Tokenize one document into its precomputed data, growing ``vocab``."""
+    title = tokenize(doc.title)
+    abstract = tokenize(doc.abstract)
+    first = embedding_tokens((title + abstract)[:FIRST_TOKENS])
+    return DocTerms(vocab.add(title), vocab.add(abstract), vocab.add(first))
+
+
+def _ragged(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate int arrays into (ptr [n+1], values) CSR form."""
+    lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
+    ptr = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    values = np.concatenate(arrays).astype(np.int32) if arrays else np.zeros(0, np.int32)
+    return ptr, values
+
+
+def _document_frequency(ptr: np.ndarray, values: np.ndarray, n_terms: int) -> np.ndarray:
+    """Number of documents (CSR rows) containing each term."""
+    rows = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+    unique_pairs = np.unique(rows * n_terms + values)
+    return np.bincount(unique_pairs % n_terms, minlength=n_terms).astype(np.int32)
+
+
+@dataclass
+class CorpusStats:
+    """Corpus-level statistics plus every document's precomputed data, in CSR arrays."""
+
+    version: str
+    doc_ids: list[str]
+    vocab: Vocabulary
+    title_ptr: np.ndarray
+    title_values: np.ndarray
+    abstract_ptr: np.ndarray
+    abstract_values: np.ndarray
+    first_ptr: np.ndarray
+    first_values: np.ndarray
+    df: dict[str, np.ndarray] = field(default_factory=dict)
+    _row_of: dict[str, int] | None = field(default=None, repr=False)
+
+    @classmethod
+    def build(cls, version: str, docs: Sequence[tuple[str, DocTerms]], vocab: Vocabulary) -> "CorpusStats":
+        """Assemble the statistics from tokenized documents (see ``doc_terms``)."""
+        title_ptr, title_values = _ragged([d.title_ids for _, d in docs])
+        abstract_ptr, abstract_values = _ragged([d.abstract_ids for _, d in docs])
+        first_ptr, first_values = _ragged([d.first_ids for _, d in docs])
+        stats = cls(version, [i for i, _ in docs], vocab, title_ptr, title_values,
+                    abstract_ptr, abstract_values, first_ptr, first_values)
+        n = len(vocab)
+        text_ptr, text_values = _ragged([np.concatenate([d.title_ids, d.abstract_ids]) for _, d in docs])
+        stats.df = {
+            "title": _document_frequency(title_ptr, title_values, n),
+            "abstract": _document_frequency(abstract_ptr, abstract_values, n),
+            "text": _document_frequency(text_ptr, text_values, n),
+        }
+        return stats
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_ids)
+
+    def avg_length(self, field_name: str) -> float:
+        """Mean token length of a field over the corpus."""
+        if self.n_docs == 0:
+            return 0.0
+        if field_name == "text":
+            return (self.title_ptr[-1] + self.abstract_ptr[-1]) / self.n_docs
+        ptr = self.title_ptr if field_name == "title" else self.abstract_ptr
+        return float(ptr[-1]) / self.n_docs
+
+    def idf(self, term_ids: np.ndarray, field_name: str = "text") -> np.ndarray:
+        """Lucene's BM25 idf, log(1 + (N - df + 0.5) / (df + 0.5)); unknown ids get df 0."""
+        df_table = self.df[field_name]
+        known = term_ids >= 0
+        df = np.zeros(len(term_ids), dtype=np.float64)
+        df[known] = df_table[term_ids[known]]
+        return np.log1p((self.n_docs - df + 0.5) / (df + 0.5))
+
+    def row(self, doc_id: str) -> int:
+        """Row index of a document id."""
+        if self._row_of is None:
+            self._row_of = {d: i for i, d in enumerate(self.doc_ids)}
+        try:
+            return self._row_of[doc_id]
+        except KeyError:
+            raise StatsError(f"document {doc_id!r} is not in statistics version {self.version!r}; "
+                             "rebuild the index so hits and statistics come from the same load") from None
+
+    def doc_terms(self, row: int) -> DocTerms:
+        """The precomputed data of one document row."""
+        return DocTerms(
+            self.title_values[self.title_ptr[row]:self.title_ptr[row + 1]],
+            self.abstract_values[self.abstract_ptr[row]:self.abstract_ptr[row + 1]],
+            self.first_values[self.first_ptr[row]:self.first_ptr[row + 1]],
+        )
+
+    def save(self, directory: Path) -> None:
+        """Write the statistics as memory-mappable files under ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        arrays = {
+            "title_ptr": self.title_ptr, "title_values": self.title_values,
+            "abstract_ptr": self.abstract_ptr, "abstract_values": self.abstract_values,
+            "first_ptr": self.first_ptr, "first_values": self.first_values,
+            **{f"df_{name}": values for name, values in self.df.items()},
+        }
+        for name, values in arrays.items():
+            np.save(directory / f"{name}.npy", values)
+        (directory / "vocab.txt").write_text("\n".join(self.vocab.terms), encoding="utf-8")
+        (directory / "doc_ids.txt").write_text("\n".join(self.doc_ids), encoding="utf-8")
+        meta = {"format": STATS_FORMAT, "version": self.version, "n_docs": self.n_docs,
+                "n_terms": len(self.vocab)}
+        # meta.json last: its presence marks a complete directory.
+        (directory / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: Path) -> "CorpusStats":
+        """Memory-map statistics written by ``save``."""
+        meta_path = directory / "meta.json"
+        if not meta_path.is_file():
+            raise StatsError(f"no complete statistics at {directory}; build the index first "
+                             "(`esrr index build`)")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("format") != STATS_FORMAT:
+            raise StatsError(f"statistics at {directory} have format {meta.get('format')}, this code "
+                             f"reads format {STATS_FORMAT}; rebuild the index")
+
+        def array(name: str) -> np.ndarray:
+            return np.load(directory / f"{name}.npy", mmap_mode="r")
+
+        terms = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        doc_ids = (directory / "doc_ids.txt").read_text(encoding="utf-8").split("\n")
+        if meta["n_docs"] == 0:
+            doc_ids = []
+        stats = cls(meta["version"], doc_ids, Vocabulary(terms),
+                    array("title_ptr"), array("title_values"), array("abstract_ptr"),
+                    array("abstract_values"), array("first_ptr"), array("first_values"))
+        stats.df = {name: array(f"df_{name}") for name in FIELDS}
+        return stats
+
+
+def build_stats(version: str, documents: Iterable[Document]) -> CorpusStats:
+    """Tokenize documents and compute all statistics in one pass."""
+    vocab = Vocabulary()
+    docs = [(doc.doc_id, doc_terms(doc, vocab)) for doc in documents]
+    return CorpusStats.build(version, docs, vocab)
