@@ -155,7 +155,10 @@ def lex_features(
             lengths = field_batch(field_name).lengths[:, None]
             norm = bm25.k1 * (1 - bm25.b + bm25.b * lengths / max(stats.avg_length(field_name), 1e-9))
             idf = stats.idf(query.terms, field_name)
-            return (idf * tf * (bm25.k1 + 1) / (tf + norm)).sum(axis=1)
+            # tf == 0 terms add nothing; skipping them avoids 0/0 when norm is 0
+            # (b = 1 and an empty field, e.g. a PubMed record without abstract).
+            denominator = np.where(tf > 0, tf + norm, 1.0)
+            return (idf * tf * (bm25.k1 + 1) / denominator).sum(axis=1)
         if kind == "bigram_overlap":
             if len(query.bigrams) == 0:
                 return np.zeros(len(docs))

@@ -88,8 +88,13 @@ class Vocabulary:
 
     def lookup(self, tokens: Iterable[str]) -> np.ndarray:
         """Ids of ``tokens``; each distinct unknown term gets its own negative id."""
-        unknown: dict[str, int] = {}
-        out = [self.ids.get(t, unknown.setdefault(t, -1 - len(unknown))) for t in tokens]
+        ids, unknown = self.ids, {}
+        out = []
+        for t in tokens:
+            term_id = ids.get(t)
+            if term_id is None:  # -1, -2, ... in order of first appearance
+                term_id = unknown.setdefault(t, -1 - len(unknown))
+            out.append(term_id)
         return np.asarray(out, dtype=np.int32)
 
 
@@ -155,13 +160,14 @@ class CorpusStats:
         return len(self.doc_ids)
 
     def avg_length(self, field_name: str) -> float:
-        """Mean token length of a field over the corpus."""
+        """Mean token length of a field (one of ``FIELDS``) over the corpus."""
+        if field_name not in FIELDS:
+            raise StatsError(f"unknown field {field_name!r}; choose from {list(FIELDS)}")
         if self.n_docs == 0:
             return 0.0
-        if field_name == "text":
-            return (self.title_ptr[-1] + self.abstract_ptr[-1]) / self.n_docs
-        ptr = self.title_ptr if field_name == "title" else self.abstract_ptr
-        return float(ptr[-1]) / self.n_docs
+        total = {"title": int(self.title_ptr[-1]), "abstract": int(self.abstract_ptr[-1])}
+        total["text"] = total["title"] + total["abstract"]
+        return total[field_name] / self.n_docs
 
     def idf(self, term_ids: np.ndarray, field_name: str = "text") -> np.ndarray:
         """Lucene's BM25 idf, log(1 + (N - df + 0.5) / (df + 0.5)); unknown ids get df 0."""
@@ -219,11 +225,24 @@ class CorpusStats:
             raise StatsError(f"statistics at {directory} have format {meta.get('format')}, this code "
                              f"reads format {STATS_FORMAT}; rebuild the index")
 
-        def array(name: str) -> np.ndarray:
-            return np.load(directory / f"{name}.npy", mmap_mode="r")
+        def missing(name: str) -> StatsError:
+            return StatsError(f"statistics at {directory} lack {name} although meta.json is "
+                              "there (a partial copy?); rebuild the index (`esrr index build`)")
 
-        terms = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
-        doc_ids = (directory / "doc_ids.txt").read_text(encoding="utf-8").split("\n")
+        def array(name: str) -> np.ndarray:
+            try:
+                return np.load(directory / f"{name}.npy", mmap_mode="r")
+            except FileNotFoundError:
+                raise missing(f"{name}.npy") from None
+
+        def lines(name: str) -> list[str]:
+            try:
+                return (directory / name).read_text(encoding="utf-8").split("\n")
+            except FileNotFoundError:
+                raise missing(name) from None
+
+        terms = lines("vocab.txt")
+        doc_ids = lines("doc_ids.txt")
         if meta["n_docs"] == 0:
             doc_ids = []
         stats = cls(meta["version"], doc_ids, Vocabulary(terms),

@@ -15,6 +15,12 @@ Choices the paper leaves open, made here for biomedical text:
 - A possessive ``'s`` is dropped (``Müller's`` -> ``müller``).
 - A minus sign belongs to a number only where it cannot be a hyphen
   (``10(-6)`` -> ``10``, ``-6``).
+- A range of bare numbers splits into its numbers so each keeps its number
+  class (``18-65`` -> ``18``, ``65``; ``1-2%`` -> ``1%``, ``2%``), like the
+  en-dash form ``18–65`` already does; a compound with a word part stays one
+  token (``10-fold``, ``1,000-fold``, ``3.5-fold``).
+- ``.5`` is the number 0.5; ``50 %`` is the percentage ``50%`` (as ``$ 20`` is
+  the dollar amount ``$20``).
 """
 
 from __future__ import annotations
@@ -33,21 +39,24 @@ NUMBER_CLASSES = (INTEGER, FRACTION, REAL, YEAR_19XX, YEAR_20XX, PERCENTAGE, DOL
 
 _LETTERS = r"[^\W\d_]"
 _ALNUM = r"[^\W_]"
-_NUMBER_BODY = r"\d+(?:,\d{3})*(?:\.\d+)?"
-_WORD_PART = rf"{_ALNUM}+(?:\.\d+)?(?:['’]{_ALNUM}+)*"
+_NUMBER_BODY = r"(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)"
+# A digit run inside a word may carry thousands groups (``1,000-fold``).
+_WORD_PART = rf"{_ALNUM}+(?:(?<=\d),\d{{3}}(?!\d))*(?:\.\d+)?(?:['’]{_ALNUM}+)*"
 
 # No capturing groups, so findall returns plain strings (the fast path).
 _TOKEN_RE = re.compile(
     rf"""
     \$\s?{_NUMBER_BODY}                               # dollar amount
     | (?:{_LETTERS}\.){{2,}}                          # dotted abbreviation
-    | (?<![\w.])-?{_NUMBER_BODY}%?(?![\w-]|\.\d)     # number, percentage
+    | (?<![\w.])-?{_NUMBER_BODY}(?:-{_NUMBER_BODY})*(?:\s?%)?(?![\w-]|[.,]\d)
+                                                      # number, range, percentage
     | {_WORD_PART}(?:-{_WORD_PART})*                  # word or hyphenated compound
     """,
     re.VERBOSE,
 )
 _POSSESSIVE_RE = re.compile(r"['’]s$")
 _NUMBER_RE = re.compile(rf"-?{_NUMBER_BODY}")
+_NUMERIC_RE = re.compile(rf"-?{_NUMBER_BODY}(?:-{_NUMBER_BODY})*%?")
 
 
 def _is_plain_english_part(part: str) -> bool:
@@ -56,11 +65,17 @@ def _is_plain_english_part(part: str) -> bool:
 
 
 def _special_tokens(value: str) -> list[str]:
-    """Tokens of a match holding a hyphen, an apostrophe or a spaced dollar sign."""
+    """Tokens of a match holding a hyphen, an apostrophe or a space (`$ 20`, `50 %`)."""
     if value.startswith("$"):
         return [value.replace(" ", "")]
-    if _NUMBER_RE.fullmatch(value):
-        return [value]
+    compact = value.replace(" ", "")
+    if _NUMERIC_RE.fullmatch(compact):  # -6, 50 %, 18-65, 1-2%
+        percent = "%" if compact.endswith("%") else ""
+        body = compact.rstrip("%")
+        sign = "-" if body.startswith("-") else ""
+        parts = body[len(sign):].split("-")
+        parts[0] = sign + parts[0]
+        return [part + percent for part in parts]
     word = _POSSESSIVE_RE.sub("", value)
     parts = word.split("-")
     if len(parts) > 1 and all(_is_plain_english_part(p) for p in parts):

@@ -1,0 +1,142 @@
+"""Term statistics on the tiny corpus of conftest.py (a, b, c)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from es_rerank.stats import (
+    FIELDS, FIRST_TOKENS, CorpusStats, DocTerms, Document, StatsError, Vocabulary, build_stats,
+)
+from es_rerank.text import NUMBER_CLASSES, YEAR_19XX, embedding_tokens, tokenize
+
+
+def df(stats: CorpusStats, term: str) -> dict[str, int]:
+    term_id = stats.vocab.ids[term]
+    return {name: int(stats.df[name][term_id]) for name in FIELDS}
+
+
+def words(stats: CorpusStats, ids: np.ndarray) -> list[str]:
+    return [stats.vocab.terms[i] for i in ids]
+
+
+def test_document_frequencies_per_field(tiny_stats: CorpusStats) -> None:
+    # a: "vitamin d deficiency" / "vitamin d deficiency causes bone loss"
+    # b: "bone health" / "calcium and vitamin k support bone health"
+    # c: "breast cancer" / ""
+    assert df(tiny_stats, "vitamin") == {"title": 1, "abstract": 2, "text": 2}  # a twice counts once
+    assert df(tiny_stats, "bone") == {"title": 1, "abstract": 2, "text": 2}
+    assert df(tiny_stats, "d") == {"title": 1, "abstract": 1, "text": 1}
+    assert df(tiny_stats, "calcium") == {"title": 0, "abstract": 1, "text": 1}
+    assert df(tiny_stats, "breast") == {"title": 1, "abstract": 0, "text": 1}
+    # the number classes are in every vocabulary but in no document here
+    assert all(df(tiny_stats, cls) == {"title": 0, "abstract": 0, "text": 0} for cls in NUMBER_CLASSES)
+
+
+def test_average_lengths(tiny_stats: CorpusStats) -> None:
+    assert tiny_stats.n_docs == 3
+    assert tiny_stats.avg_length("title") == pytest.approx((3 + 2 + 2) / 3)
+    assert tiny_stats.avg_length("abstract") == pytest.approx((6 + 7 + 0) / 3)
+    assert tiny_stats.avg_length("text") == pytest.approx((9 + 9 + 2) / 3)
+    with pytest.raises(StatsError, match="unknown field 'body'"):
+        tiny_stats.avg_length("body")
+
+
+def test_idf_is_lucene_bm25_idf(tiny_stats: CorpusStats) -> None:
+    ids = tiny_stats.vocab.lookup(["vitamin", "health", "zebrafish"])
+    # N = 3: log(1 + (N - df + 0.5) / (df + 0.5)) with text df 2, 1 and 0 (unknown)
+    expected = [math.log(1 + 1.5 / 2.5), math.log(1 + 2.5 / 1.5), math.log(1 + 3.5 / 0.5)]
+    assert tiny_stats.idf(ids, "text") == pytest.approx(expected)
+
+
+def test_doc_terms_by_row(tiny_stats: CorpusStats) -> None:
+    row = tiny_stats.row("b")
+    assert row == 1
+    terms = tiny_stats.doc_terms(row)
+    assert words(tiny_stats, terms.title_ids) == ["bone", "health"]
+    assert words(tiny_stats, terms.abstract_ids) == tokenize("Calcium and vitamin K support bone health.")
+    assert words(tiny_stats, terms.first_ids) == ["bone", "health"] + tokenize("Calcium and vitamin K support bone health.")
+    empty = tiny_stats.doc_terms(tiny_stats.row("c"))
+    assert len(empty.abstract_ids) == 0 and words(tiny_stats, empty.first_ids) == ["breast", "cancer"]
+
+
+def test_unknown_doc_id(tiny_stats: CorpusStats) -> None:
+    with pytest.raises(StatsError, match="'zzz' is not in statistics version 'tiny'"):
+        tiny_stats.row("zzz")
+
+
+def test_first_tokens_are_truncated_embedding_tokens() -> None:
+    title = "Trial of 1998"
+    abstract = " ".join(f"w{i}" for i in range(60))
+    stats = build_stats("v", [Document("x", title, abstract)])
+    terms = stats.doc_terms(0)
+    lexical = tokenize(title) + tokenize(abstract)
+    assert len(lexical) == 63 and len(terms.first_ids) == FIRST_TOKENS == 50
+    assert words(stats, terms.first_ids) == embedding_tokens(lexical[:50])
+    assert words(stats, terms.first_ids)[2] == YEAR_19XX
+    # the lexical fields are never truncated and keep the number itself
+    assert words(stats, terms.title_ids) == ["trial", "of", "1998"]
+    assert len(terms.abstract_ids) == 60
+
+
+def test_vocabulary_lookup_numbers_unknown_terms_in_order() -> None:
+    vocab = Vocabulary()
+    vocab.add(["cat", "dog"])
+    ids = vocab.lookup(["cat", "zzz", "dog", "yyy", "zzz"])
+    assert ids.tolist() == [len(NUMBER_CLASSES), -1, len(NUMBER_CLASSES) + 1, -2, -1]
+    assert len(vocab) == len(NUMBER_CLASSES) + 2  # lookup never grows the table
+
+
+def test_doc_terms_json_roundtrip(tiny_stats: CorpusStats) -> None:
+    terms = tiny_stats.doc_terms(0)
+    again = DocTerms.from_json(terms.as_json())
+    for name in ("title_ids", "abstract_ids", "first_ids"):
+        assert np.array_equal(getattr(again, name), getattr(terms, name))
+        assert getattr(again, name).dtype == np.int32
+
+
+def test_save_load_roundtrip_is_memory_mapped(tiny_stats: CorpusStats, tmp_path: Path) -> None:
+    directory = tmp_path / "tiny"
+    tiny_stats.save(directory)
+    loaded = CorpusStats.load(directory)
+    assert loaded.version == "tiny" and loaded.doc_ids == ["a", "b", "c"]
+    assert loaded.vocab.terms == tiny_stats.vocab.terms
+    assert isinstance(loaded.title_values, np.memmap) and isinstance(loaded.df["text"], np.memmap)
+    for name in FIELDS:
+        assert np.array_equal(loaded.df[name], tiny_stats.df[name])
+        assert loaded.avg_length(name) == pytest.approx(tiny_stats.avg_length(name))
+    for row in range(3):
+        for part in ("title_ids", "abstract_ids", "first_ids"):
+            assert np.array_equal(getattr(loaded.doc_terms(row), part), getattr(tiny_stats.doc_terms(row), part))
+    assert loaded.row("c") == 2
+
+
+def test_empty_corpus_roundtrip(tmp_path: Path) -> None:
+    stats = build_stats("empty", [])
+    stats.save(tmp_path / "empty")
+    loaded = CorpusStats.load(tmp_path / "empty")
+    assert loaded.n_docs == 0 and loaded.doc_ids == [] and loaded.avg_length("text") == 0.0
+
+
+def test_incomplete_directory(tiny_stats: CorpusStats, tmp_path: Path) -> None:
+    with pytest.raises(StatsError, match="no complete statistics"):
+        CorpusStats.load(tmp_path / "nothing")
+    directory = tmp_path / "partial"
+    tiny_stats.save(directory)
+    (directory / "meta.json").unlink()  # an interrupted save writes meta.json last
+    with pytest.raises(StatsError, match="no complete statistics"):
+        CorpusStats.load(directory)
+    tiny_stats.save(directory)
+    (directory / "df_title.npy").unlink()
+    with pytest.raises(StatsError, match="lack df_title.npy"):
+        CorpusStats.load(directory)
+
+
+def test_other_format_is_refused(tiny_stats: CorpusStats, tmp_path: Path) -> None:
+    tiny_stats.save(tmp_path)
+    (tmp_path / "meta.json").write_text('{"format": 99}', encoding="utf-8")
+    with pytest.raises(StatsError, match="format 99"):
+        CorpusStats.load(tmp_path)

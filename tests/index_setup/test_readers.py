@@ -1,0 +1,289 @@
+"""Corpus, query and qrels readers on small files written by each test."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from es_rerank.stats import Document
+from index_setup.readers import (
+    CorpusFormatError, CorpusNotFoundError, LoadReport, read_beir_corpus, read_corpus,
+    read_pubmed_xml, read_qrels, read_queries,
+)
+
+BEIR_LINES = [
+    {"_id": "MED-1", "title": "Statins and breast cancer", "text": "We studied statins.", "metadata": {}},
+    {"_id": "MED-2", "title": "", "text": "No title here."},
+    {"_id": 3, "text": "An integer id, no title key."},
+]
+
+
+def write_jsonl(path: Path, records: list, extra_lines: tuple[str, ...] = ()) -> Path:
+    text = "".join(json.dumps(r) + "\n" for r in records) + "".join(extra_lines)
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "wt", encoding="utf-8") as out:
+            out.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+EXPECTED_BEIR = [
+    Document("MED-1", "Statins and breast cancer", "We studied statins."),
+    Document("MED-2", "", "No title here."),
+    Document("3", "", "An integer id, no title key."),
+]
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl", "corpus.jsonl.gz"])
+def test_beir_corpus_file_and_directory(tmp_path: Path, name: str) -> None:
+    path = write_jsonl(tmp_path / name, BEIR_LINES)
+    report = LoadReport()
+    assert list(read_corpus(path, report=report)) == EXPECTED_BEIR
+    assert list(read_corpus(tmp_path)) == EXPECTED_BEIR  # a BEIR directory
+    assert list(read_beir_corpus(path)) == EXPECTED_BEIR
+    assert (report.read, report.skipped, report.problems) == (3, 0, [])
+
+
+def test_bad_beir_records_are_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join([
+        json.dumps(BEIR_LINES[0]),                            # 1 ok
+        '{"_id": "MED-9", "title": "cut off',                 # 2 bad JSON
+        "",                                                   # 3 blank: ignored
+        json.dumps({"title": "no id", "text": "x"}),          # 4 missing _id
+        json.dumps({"_id": "MED-4", "title": ["a", "list"]}),  # 5 non-string title
+        json.dumps(["not", "an", "object"]),                  # 6 not an object
+        json.dumps({"_id": "", "text": "empty id"}),          # 7 empty _id
+        json.dumps({"_id": "MED-5", "title": None, "text": 5}),  # 8 non-string text
+        json.dumps(BEIR_LINES[1]),                            # 9 ok
+    ]) + "\n", encoding="utf-8")
+    report = LoadReport()
+    docs = list(read_corpus(path, report=report))
+    assert [d.doc_id for d in docs] == ["MED-1", "MED-2"]
+    assert (report.read, report.skipped) == (2, 6)
+    assert [p.location for p in report.problems] == ["line 2", "line 4", "line 5", "line 6", "line 7", "line 8"]
+    assert all(p.path == str(path) for p in report.problems)
+    messages = [p.message for p in report.problems]
+    assert "not valid JSON" in messages[0]
+    assert 'no "_id"' in messages[1]
+    assert '"title" is a list' in messages[2]
+    assert "expected a JSON object" in messages[3]
+    assert '"text" is a int' in messages[5]
+    assert "skipped 6" in report.summary()
+
+
+def test_strict_mode_raises_at_the_first_bad_record(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "corpus.jsonl", BEIR_LINES[:1], ("{broken\n",))
+    documents = read_corpus(path, strict=True)
+    assert next(documents).doc_id == "MED-1"
+    with pytest.raises(CorpusFormatError) as caught:
+        next(documents)
+    error = caught.value
+    assert (error.path, error.location) == (str(path), "line 2")
+    assert "not valid JSON" in str(error) and "strict=False" in str(error)
+
+
+def test_invalid_utf8_costs_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b'{"_id": "1", "text": "caf\xe9"}\n' + json.dumps(BEIR_LINES[0]).encode() + b"\n")
+    report = LoadReport()
+    assert [d.doc_id for d in read_corpus(path, report=report)] == ["MED-1"]
+    assert report.problems[0].location == "line 1" and "not UTF-8" in report.problems[0].message
+
+
+def test_truncated_gzip_keeps_what_was_read(tmp_path: Path) -> None:
+    whole = write_jsonl(tmp_path / "whole.jsonl.gz", BEIR_LINES * 200)
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    report = LoadReport()
+    docs = list(read_corpus(cut, report=report))
+    assert 0 < len(docs) < 600 and report.skipped == 1
+    assert "truncated or corrupt" in report.problems[0].message
+    with pytest.raises(CorpusFormatError, match="truncated"):
+        list(read_corpus(cut, strict=True))
+
+
+def test_missing_paths_name_what_was_expected(tmp_path: Path) -> None:
+    with pytest.raises(CorpusNotFoundError, match=r"nope\.jsonl does not exist; expected a BEIR"):
+        read_corpus(tmp_path / "nope.jsonl")  # raised at the call, not at the first next()
+    with pytest.raises(CorpusNotFoundError, match="neither corpus.jsonl"):
+        read_corpus(tmp_path)
+    (tmp_path / "notes.txt").write_text("x", encoding="utf-8")
+    with pytest.raises(CorpusNotFoundError, match="unknown corpus format"):
+        read_corpus(tmp_path / "notes.txt")
+    with pytest.raises(CorpusNotFoundError, match="qrels"):
+        read_qrels(tmp_path / "qrels" / "test.tsv")
+    with pytest.raises(CorpusNotFoundError, match="queries"):
+        read_queries(tmp_path / "queries.jsonl")
+    with pytest.raises(CorpusNotFoundError, match="PubMed"):
+        read_pubmed_xml(tmp_path / "pubmed.xml")
+    assert issubclass(CorpusNotFoundError, FileNotFoundError)
+
+
+def test_queries_jsonl_and_tsv(tmp_path: Path) -> None:
+    jsonl = write_jsonl(tmp_path / "queries.jsonl", [
+        {"_id": "PLAIN-3", "text": "Breast Cancer Cells Feed on Cholesterol", "metadata": {"url": "u"}},
+        {"_id": "PLAIN-4", "text": "Using Diet to Treat Asthma"},
+        {"_id": "PLAIN-3", "text": "duplicate"},
+        {"_id": "PLAIN-5"},
+    ])
+    report = LoadReport()
+    assert read_queries(jsonl, report=report) == {
+        "PLAIN-3": "Breast Cancer Cells Feed on Cholesterol", "PLAIN-4": "Using Diet to Treat Asthma",
+        "PLAIN-5": ""}
+    assert report.skipped == 1 and "appears again" in report.problems[0].message
+    tsv = tmp_path / "dev.titles.queries"
+    tsv.write_text("PLAIN-1\twhy deep fried foods may cause cancer\nno tab here\nPLAIN-2\tddt\n", encoding="utf-8")
+    report = LoadReport()
+    assert read_queries(tsv, report=report) == {"PLAIN-1": "why deep fried foods may cause cancer", "PLAIN-2": "ddt"}
+    assert report.problems[0].location == "line 2"
+
+
+def test_beir_qrels_tsv(tmp_path: Path) -> None:
+    path = tmp_path / "test.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\nPLAIN-1\tMED-1\t2\nPLAIN-1\tMED-2\t1\nPLAIN-2\tMED-1\t1\n",
+                    encoding="utf-8")
+    assert read_qrels(path) == {"PLAIN-1": {"MED-1": 2, "MED-2": 1}, "PLAIN-2": {"MED-1": 1}}
+
+
+def test_trec_qrels(tmp_path: Path) -> None:
+    path = tmp_path / "train.2-1-0.qrel"
+    path.write_text("PLAIN-3 0 MED-2436 2\nPLAIN-3\t0\tMED-2437\t1\nPLAIN-4 Q0 MED-1 0\n", encoding="utf-8")
+    assert read_qrels(path) == {"PLAIN-3": {"MED-2436": 2, "MED-2437": 1}, "PLAIN-4": {"MED-1": 0}}
+
+
+def test_bad_qrels_lines(tmp_path: Path) -> None:
+    path = tmp_path / "dev.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD2\nQ1\tD3\thigh\nQ1\tD1\t2\nQ1\tD4\t2.0\n",
+                    encoding="utf-8")
+    report = LoadReport()
+    assert read_qrels(path, report=report) == {"Q1": {"D1": 1, "D4": 2}}
+    assert [p.location for p in report.problems] == ["line 3", "line 4", "line 5"]
+    assert "2 columns" in report.problems[0].message
+    assert "not an integer" in report.problems[1].message
+    assert "judged again" in report.problems[2].message
+    with pytest.raises(CorpusFormatError, match="line 3"):
+        read_qrels(path, strict=True)
+
+
+# --- PubMed XML ----------------------------------------------------------------
+
+PUBMED = """<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE PubmedArticleSet PUBLIC "-//NLM//DTD PubMedArticle, 1st January 2025//EN" "https://dtd.nlm.nih.gov/ncbi/pubmed/out/pubmed_250101.dtd">
+<PubmedArticleSet>
+  <PubmedArticle>
+    <MedlineCitation Status="MEDLINE" Owner="NLM">
+      <PMID Version="1">101</PMID>
+      <Article PubModel="Print">
+        <ArticleTitle>Effect of <i>in vivo</i> IL-6 on
+          α-synuclein.</ArticleTitle>
+        <Abstract>
+          <AbstractText Label="BACKGROUND" NlmCategory="BACKGROUND">Levels rose 10<sup>3</sup>-fold.</AbstractText>
+          <AbstractText Label="RESULTS" NlmCategory="RESULTS">p&lt;0.05 &amp; more.</AbstractText>
+          <CopyrightInformation>Copyright 2020 Elsevier.</CopyrightInformation>
+        </Abstract>
+      </Article>
+      <CommentsCorrectionsList>
+        <CommentsCorrections RefType="Cites"><PMID Version="1">999</PMID></CommentsCorrections>
+      </CommentsCorrectionsList>
+    </MedlineCitation>
+    <PubmedData><ArticleIdList><ArticleId IdType="pubmed">101</ArticleId></ArticleIdList></PubmedData>
+  </PubmedArticle>
+  <PubmedArticle>
+    <MedlineCitation><PMID Version="1">102</PMID>
+      <Article><ArticleTitle>No abstract.</ArticleTitle></Article></MedlineCitation>
+  </PubmedArticle>
+  <PubmedArticle>
+    <MedlineCitation><Article><ArticleTitle>Lost its PMID.</ArticleTitle></Article></MedlineCitation>
+  </PubmedArticle>
+  <DeleteCitation><PMID Version="1">5</PMID><PMID Version="1">6</PMID></DeleteCitation>
+  <PubmedArticle>
+    <MedlineCitation><PMID Version="1">103</PMID>
+      <Article><ArticleTitle></ArticleTitle><VernacularTitle>Titre.</VernacularTitle>
+        <Abstract><AbstractText>Unlabelled abstract.</AbstractText></Abstract></Article></MedlineCitation>
+  </PubmedArticle>
+  <PubmedBookArticle>
+    <BookDocument><PMID Version="1">104</PMID><Book><BookTitle>A Book</BookTitle></Book>
+      <Abstract><AbstractText>Book abstract.</AbstractText></Abstract></BookDocument>
+  </PubmedBookArticle>
+</PubmedArticleSet>
+"""
+
+EXPECTED_PUBMED = [
+    Document("101", "Effect of in vivo IL-6 on α-synuclein.",
+             "BACKGROUND: Levels rose 103-fold. RESULTS: p<0.05 & more."),
+    Document("102", "No abstract.", ""),
+    Document("103", "Titre.", "Unlabelled abstract."),
+    Document("104", "A Book", "Book abstract."),
+]
+
+
+def write_pubmed(path: Path, text: str = PUBMED) -> Path:
+    data = text.encode("utf-8")
+    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+    return path
+
+
+@pytest.mark.parametrize("name", ["pubmed25n0001.xml", "pubmed25n0001.xml.gz"])
+def test_pubmed_xml(tmp_path: Path, name: str) -> None:
+    path = write_pubmed(tmp_path / name)
+    report = LoadReport()
+    assert list(read_corpus(path, report=report)) == EXPECTED_PUBMED
+    assert (report.read, report.skipped, report.deleted) == (4, 1, 2)
+    assert report.problems[0].location == "record 3"
+    assert "without MedlineCitation/PMID" in report.problems[0].message
+    with pytest.raises(CorpusFormatError, match="record 3"):
+        list(read_pubmed_xml(path, strict=True))
+
+
+def test_pubmed_directory_reads_files_in_name_order(tmp_path: Path) -> None:
+    one = PUBMED.replace(">101<", ">201<")
+    write_pubmed(tmp_path / "pubmed25n0002.xml.gz")
+    write_pubmed(tmp_path / "pubmed25n0001.xml.gz", one)
+    write_pubmed(tmp_path / "pubmed25n0001.xml", "not even XML")  # shadowed by its .gz
+    (tmp_path / "README.txt").write_text("ignored", encoding="utf-8")
+    report = LoadReport()
+    ids = [d.doc_id for d in read_corpus(tmp_path, report=report)]
+    assert ids == ["201", "102", "103", "104", "101", "102", "103", "104"]
+    assert (report.read, report.skipped, report.deleted) == (8, 2, 4)
+
+
+def test_pubmed_parse_error_mid_file_ends_that_file_only(tmp_path: Path) -> None:
+    broken = PUBMED.replace("<PMID Version=\"1\">103</PMID>", "<PMID Version=\"1\">103</PMI>")
+    write_pubmed(tmp_path / "pubmed25n0001.xml.gz", broken)
+    write_pubmed(tmp_path / "pubmed25n0002.xml.gz")
+    report = LoadReport()
+    ids = [d.doc_id for d in read_corpus(tmp_path, report=report)]
+    assert ids == ["101", "102"] + ["101", "102", "103", "104"]
+    syntax = [p for p in report.problems if "XML syntax error" in p.message]
+    assert len(syntax) == 1 and syntax[0].path.endswith("pubmed25n0001.xml.gz")
+    assert syntax[0].location.startswith("line ") and "after record 4" in syntax[0].message
+    assert "(mismatched tag)" in syntax[0].message
+    early = write_pubmed(tmp_path / "early.xml", "<PubmedArticleSet><PubmedArticle></PubmedArticleSet>")
+    with pytest.raises(CorpusFormatError, match=r"line 1, column \d+: XML syntax error after record 0"):
+        list(read_corpus(early, strict=True))
+
+
+def test_xml_that_is_not_pubmed(tmp_path: Path) -> None:
+    path = tmp_path / "other.xml"
+    path.write_text("<rss><item>x</item></rss>", encoding="utf-8")
+    report = LoadReport()
+    assert list(read_corpus(path, report=report)) == []
+    assert "expected <PubmedArticleSet>" in report.problems[0].message
+
+
+def test_pubmed_streaming_releases_finished_records(tmp_path: Path) -> None:
+    article = ("<PubmedArticle><MedlineCitation><PMID>{}</PMID><Article><ArticleTitle>t</ArticleTitle>"
+               "</Article></MedlineCitation></PubmedArticle>")
+    body = "".join(article.format(i) for i in range(2000))
+    path = write_pubmed(tmp_path / "big.xml.gz", f"<PubmedArticleSet>{body}</PubmedArticleSet>")
+    documents = read_pubmed_xml(path)
+    seen = [next(documents) for _ in range(1500)]  # the parser's tree holds only the current record
+    frame = documents.gi_frame
+    root = frame.f_locals["root"]
+    assert len(root) <= 1
+    assert len(seen) + sum(1 for _ in documents) == 2000
