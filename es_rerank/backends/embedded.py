@@ -1,0 +1,100 @@
+"""The embedded BM25 backend: a tantivy index directory plus its term statistics.
+
+Zero set-up: no server, the index is a directory under ``ESRR_HOME``. Documents
+are indexed pre-tokenized by ``es_rerank.text.tokenize`` (joined by spaces and
+split again by tantivy's whitespace tokenizer), so BM25 sees exactly our tokens;
+tantivy's BM25 is Lucene's (k1 1.2, b 0.75). Each version lives in its own
+directory and ``CURRENT`` names the one being served, swapped atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import tantivy
+
+from es_rerank.backends.base import BackendError, Hit, check_k
+from es_rerank.stats import CorpusStats
+from es_rerank.text import tokenize
+
+TOKENIZER = "esrr_pretokenized"
+CURRENT_FILE = "CURRENT"
+_TIE_MARGIN = 64
+
+
+def whitespace_analyzer() -> tantivy.TextAnalyzer:
+    """Tantivy analyzer that splits our pre-tokenized text on spaces only."""
+    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
+
+
+def index_schema() -> tantivy.Schema:
+    """One BM25 field (title + abstract tokens), the stats row, and stored display fields."""
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("text", stored=False, tokenizer_name=TOKENIZER, index_option="freq")
+    builder.add_integer_field("row", stored=False, indexed=False, fast=True)
+    builder.add_text_field("doc_id", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("title", stored=True, tokenizer_name="raw", index_option="basic")
+    return builder.build()
+
+
+def current_version(root: Path) -> str:
+    """The version named by ``root/CURRENT``."""
+    pointer = root / CURRENT_FILE
+    if not pointer.is_file():
+        raise BackendError(f"no embedded index under {root}; build one with `esrr index build`")
+    return pointer.read_text(encoding="utf-8").strip()
+
+
+class EmbeddedBackend:
+    """BM25 top-k over an embedded tantivy index, with each hit's precomputed data."""
+
+    def __init__(self, version_dir: Path) -> None:
+        meta_path = version_dir / "meta.json"
+        if not meta_path.is_file():
+            raise BackendError(f"{version_dir} is not a complete embedded index; rebuild it with "
+                               "`esrr index build`")
+        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        self._stats = CorpusStats.load(version_dir / "stats")
+        self._schema = index_schema()
+        self._index = tantivy.Index.open(str(version_dir / "tantivy"))
+        self._index.register_tokenizer(TOKENIZER, whitespace_analyzer())
+        self._searcher = self._index.searcher()
+
+    @classmethod
+    def open_current(cls, root: Path) -> "EmbeddedBackend":
+        """Open the version that ``root/CURRENT`` points at."""
+        return cls(root / current_version(root))
+
+    @property
+    def version(self) -> str:
+        return self._stats.version
+
+    @property
+    def stats(self) -> CorpusStats:
+        return self._stats
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        """Top-``k`` hits by BM25, best first; equal scores ordered by ascending doc id."""
+        check_k(k)
+        terms = sorted(set(tokenize(query)))
+        if not terms:
+            return []
+        bm25 = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t)) for t in terms]
+        )
+        limit = min(k + _TIE_MARGIN, self._stats.n_docs)
+        while True:
+            scored = self._searcher.search(bm25, limit, count=False).hits
+            # Fetch more while a tie at the cut-off could continue past what was fetched.
+            if len(scored) < limit or limit >= self._stats.n_docs or scored[min(k, len(scored)) - 1][0] > scored[-1][0]:
+                break
+            limit *= 2
+        addresses = [address for _, address in scored]
+        rows = self._searcher.fast_field_values("row", addresses)
+        hits = []
+        for (score, address), row in zip(scored, rows):
+            stored = self._searcher.doc(address)
+            hits.append(Hit(stored["doc_id"][0], float(score), stored["title"][0], self._stats.doc_terms(row)))
+        hits.sort(key=lambda h: (-h.score, h.doc_id))
+        return hits[:k]

@@ -1,0 +1,61 @@
+"""The ``esrr`` command: assembles the sub-commands each package defines.
+
+Sub-commands are imported only when invoked, so ``esrr index ...`` never loads
+torch and ``esrr --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+
+class LazyGroup(click.Group):
+    """A click group whose sub-commands are imported on first use.
+
+    ``lazy_subcommands`` maps a name to ``(module:attribute, one-line help)``; the
+    help line lets ``--help`` list commands without importing them.
+    """
+
+    def __init__(self, *args, lazy_subcommands: dict[str, tuple[str, str]] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_subcommands = lazy_subcommands or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy_subcommands])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.lazy_subcommands:
+            return super().get_command(ctx, name)
+        module_name, attribute = self.lazy_subcommands[name][0].split(":")
+        return getattr(importlib.import_module(module_name), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, self.lazy_subcommands[name][1] if name in self.lazy_subcommands
+                 else self.commands[name].get_short_help_str())
+                for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, lazy_subcommands={
+    "index": ("index_setup.cli:index", "Load the corpus; build, replace and inspect indexes."),
+    "search": ("index_setup.cli:search", "Search the served index from the shell (reranked when a model is trained)."),
+    "embeddings": ("index_setup.embeddings:embeddings", "Train and inspect the word2vec embeddings."),
+    "train": ("worker.training.cli:train", "Train a Delta model on NFCorpus train, early-stopped on dev."),
+    "eval": ("worker.training.cli:evaluate", "Evaluate BM25 and the Delta models on NFCorpus test."),
+    "worker": ("worker.cli:worker", "Run the Celery scoring worker."),
+})
+@click.version_option(package_name="es-rerank")
+def main() -> None:
+    """es-rerank: BM25 retrieval reranked by the Delta-32-Lex3 model."""
+
+
+@main.group(cls=LazyGroup, lazy_subcommands={
+    "index": ("index_setup.bench:bench_index", "Tokenize+statistics rate, index build time, BM25 latency."),
+    "score": ("worker.bench:bench_score", "Reference vs fast Delta scorer latency, throughput and RSS."),
+})
+def bench() -> None:
+    """Benchmarks that print measured figures (see the README for how they were run)."""

@@ -1,0 +1,163 @@
+"""Admin commands: ``esrr index build|reindex|versions|use|prune|stats`` and ``esrr search``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from es_rerank.settings import CommonSettings
+
+BACKEND_OPTION = click.option(
+    "--backend", type=click.Choice(["embedded", "elasticsearch"]), default=None,
+    help="Search backend (default: ESRR_BACKEND, else embedded).")
+
+
+def _settings(backend: str | None) -> CommonSettings:
+    settings = CommonSettings()
+    return settings.model_copy(update={"backend": backend}) if backend else settings
+
+
+def _documents(data: Path | None, strict: bool):
+    """The corpus to load, and the report that counts what was skipped."""
+    from index_setup.nfcorpus import find_nfcorpus
+    from index_setup.readers import LoadReport, read_corpus
+
+    path = data if data is not None else find_nfcorpus(None)
+    report = LoadReport()
+    return path, report, read_corpus(path, strict=strict, report=report)
+
+
+def _build(backend: str | None, data: Path | None, strict: bool, version: str | None,
+           require_existing: bool) -> None:
+    from es_rerank.backends.base import BackendError
+    from index_setup.readers import CorpusFormatError
+
+    settings = _settings(backend)
+    try:
+        path, report, documents = _documents(data, strict)
+        click.echo(f"loading {path} into the {settings.backend} backend")
+        if settings.backend == "embedded":
+            from index_setup.embedded_index import build_embedded_index, list_versions
+
+            root = settings.indexes_dir / "embedded"
+            if require_existing and not list_versions(root):
+                raise click.ClickException(f"no embedded index under {root} to replace; "
+                                           "run `esrr index build` first")
+            result = build_embedded_index(documents, root, version=version)
+            click.echo(f"built embedded index {result.version}: {result.n_docs} documents, "
+                       f"{result.n_terms} terms in {result.seconds:.1f} s at {result.directory}")
+        else:
+            from es_rerank.backends.elasticsearch import connect
+            from index_setup.es_index import load_index
+
+            result = load_index(connect(settings), documents, settings, version=version)
+            click.echo(f"loaded Elasticsearch index {result}")
+    except (BackendError, CorpusFormatError, FileNotFoundError, FileExistsError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(report.summary())
+
+
+@click.group()
+def index() -> None:
+    """Load the corpus, build and replace indexes with their term statistics."""
+
+
+@index.command()
+@BACKEND_OPTION
+@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Corpus: a BEIR directory, corpus.jsonl[.gz], PubMed XML (.xml[.gz]) or a "
+                   "directory of PubMed baseline files (default: NFCorpus).")
+@click.option("--strict", is_flag=True, help="Fail on the first malformed record instead of skipping it.")
+@click.option("--version", "version", default=None, help="Version name (default: a UTC timestamp).")
+def build(backend: str | None, data: Path | None, strict: bool, version: str | None) -> None:
+    """Build a new index version with its statistics and serve it."""
+    _build(backend, data, strict, version, require_existing=False)
+
+
+@index.command()
+@BACKEND_OPTION
+@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None)
+@click.option("--strict", is_flag=True)
+@click.option("--version", "version", default=None)
+def reindex(backend: str | None, data: Path | None, strict: bool, version: str | None) -> None:
+    """Replace the served index: build a new version, then swap to it only when complete."""
+    _build(backend, data, strict, version, require_existing=True)
+
+
+@index.command()
+@BACKEND_OPTION
+def versions(backend: str | None) -> None:
+    """List index versions, marking the one being served."""
+    settings = _settings(backend)
+    if settings.backend != "embedded":
+        from es_rerank.backends.elasticsearch import connect
+        from index_setup.es_index import current_version, list_versions
+
+        client = connect(settings)
+        current, all_versions = current_version(client, settings.es_alias), list_versions(client, settings.es_alias)
+    else:
+        from es_rerank.backends.embedded import current_version
+        from index_setup.embedded_index import list_versions
+
+        root = settings.indexes_dir / "embedded"
+        all_versions = list_versions(root)
+        current = current_version(root) if all_versions else None
+    for version in all_versions:
+        click.echo(f"{'*' if version == current else ' '} {version}")
+
+
+@index.command()
+@click.argument("version")
+def use(version: str) -> None:
+    """Serve an existing embedded index version (roll back or forward)."""
+    from index_setup.embedded_index import switch_current
+
+    try:
+        switch_current(CommonSettings().indexes_dir / "embedded", version)
+    except FileNotFoundError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"serving {version}")
+
+
+@index.command()
+@click.option("--keep", default=2, show_default=True, help="Newest versions to keep (the served one always stays).")
+def prune(keep: int) -> None:
+    """Delete old embedded index versions."""
+    from index_setup.embedded_index import prune_versions
+
+    for version in prune_versions(CommonSettings().indexes_dir / "embedded", keep):
+        click.echo(f"deleted {version}")
+
+
+@index.command(name="stats")
+@BACKEND_OPTION
+def show_stats(backend: str | None) -> None:
+    """Print the served index's corpus statistics."""
+    from es_rerank.backends import BackendError, open_backend
+
+    try:
+        stats = open_backend(_settings(backend)).stats
+    except BackendError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"version {stats.version}: {stats.n_docs} documents, {len(stats.vocab)} terms")
+    for field in ("title", "abstract", "text"):
+        click.echo(f"  {field:<8} average length {stats.avg_length(field):7.1f} tokens")
+
+
+@click.command()
+@click.argument("query")
+@click.option("-k", "k", default=10, show_default=True, help="Hits to show.")
+@BACKEND_OPTION
+def search(query: str, k: int, backend: str | None) -> None:
+    """BM25 search of the served index, from the shell."""
+    from es_rerank.backends import BackendError, open_backend
+
+    try:
+        hits = open_backend(_settings(backend)).search(query, k)
+    except BackendError as error:
+        raise click.ClickException(str(error)) from None
+    if not hits:
+        click.echo("no hits")
+    for rank, hit in enumerate(hits, 1):
+        click.echo(f"{rank:>3}. {hit.score:7.3f}  {hit.doc_id:<12} {hit.title}")

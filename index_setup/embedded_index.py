@@ -1,0 +1,102 @@
+"""Build a versioned embedded index (tantivy + statistics) and switch ``CURRENT`` to it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable
+
+import tantivy
+from tqdm import tqdm
+
+from es_rerank.backends.embedded import CURRENT_FILE, TOKENIZER, index_schema, whitespace_analyzer
+from es_rerank.stats import CorpusStats, Document, Vocabulary, doc_terms
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a build produced and how long it took."""
+
+    version: str
+    directory: Path
+    n_docs: int
+    n_terms: int
+    seconds: float
+
+
+def new_version() -> str:
+    """A sortable, unique version name (UTC timestamp with microseconds)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def build_embedded_index(documents: Iterable[Document], root: Path, version: str | None = None,
+                         progress: bool = True, total: int | None = None) -> BuildResult:
+    """Index ``documents`` into ``root/<version>`` and point ``root/CURRENT`` at it.
+
+    The pointer moves only after the index and its statistics are complete; on any
+    failure the half-built version is removed and the served version stays.
+    """
+    version = version or new_version()
+    target = root / version
+    if target.exists():
+        raise FileExistsError(f"index version {version} already exists at {target}; pick another --version")
+    started = time.perf_counter()
+    try:
+        (target / "tantivy").mkdir(parents=True)
+        index = tantivy.Index(index_schema(), path=str(target / "tantivy"))
+        index.register_tokenizer(TOKENIZER, whitespace_analyzer())
+        writer = index.writer(heap_size=256_000_000, num_threads=1)
+        vocab = Vocabulary()
+        docs = []
+        seen: set[str] = set()
+        for doc in tqdm(documents, desc="indexing", unit="doc", total=total, disable=not progress):
+            if doc.doc_id in seen:
+                raise ValueError(f"duplicate document id {doc.doc_id!r}; document ids must be unique")
+            seen.add(doc.doc_id)
+            terms = doc_terms(doc, vocab)
+            text = " ".join(vocab.terms[i] for i in (*terms.title_ids, *terms.abstract_ids))
+            writer.add_document(tantivy.Document(text=text, row=len(docs), doc_id=doc.doc_id, title=doc.title))
+            docs.append((doc.doc_id, terms))
+        writer.commit()
+        writer.wait_merging_threads()
+        stats = CorpusStats.build(version, docs, vocab)
+        stats.save(target / "stats")
+        seconds = time.perf_counter() - started
+        meta = {"version": version, "n_docs": stats.n_docs, "n_terms": len(vocab), "build_seconds": seconds}
+        (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    switch_current(root, version)
+    return BuildResult(version, target, stats.n_docs, len(vocab), seconds)
+
+
+def switch_current(root: Path, version: str) -> None:
+    """Atomically point ``root/CURRENT`` at an existing complete version."""
+    if not (root / version / "meta.json").is_file():
+        raise FileNotFoundError(f"no complete index version {version} under {root}")
+    tmp = root / f".{CURRENT_FILE}.{os.getpid()}"
+    tmp.write_text(version, encoding="utf-8")
+    os.replace(tmp, root / CURRENT_FILE)
+
+
+def list_versions(root: Path) -> list[str]:
+    """Complete versions under ``root``, oldest first."""
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "meta.json").is_file())
+
+
+def prune_versions(root: Path, keep: int = 2) -> list[str]:
+    """Delete all but the newest ``keep`` versions, never the current one; returns the deleted."""
+    current = (root / CURRENT_FILE).read_text(encoding="utf-8").strip() if (root / CURRENT_FILE).exists() else None
+    versions = list_versions(root)
+    doomed = [v for v in versions[:-keep] if v != current] if keep > 0 else [v for v in versions if v != current]
+    for version in doomed:
+        shutil.rmtree(root / version)
+    return doomed
