@@ -29,6 +29,13 @@ class CommonSettings(BaseSettings):
     bm25_b: float = 0.75
     bm25_title_k1: float = 2.0
     bm25_title_b: float = 0.75
+    # Elasticsearch index layout and bulk loading (index_setup/es_index.py).
+    es_shards: int = Field(1, ge=1, description="primary shards; >1 makes BM25 statistics per shard")
+    es_replicas: int = Field(0, ge=0, description="replicas; 0 for a single-node cluster")
+    es_bulk_chunk_size: int = Field(500, ge=1, description="documents per _bulk request")
+    es_bulk_max_retries: int = Field(3, ge=0, description="retries of a chunk rejected with 429")
+    es_bulk_initial_backoff_s: float = Field(2.0, gt=0, description="first retry wait, doubles each retry")
+    es_keep_versions: int = Field(2, ge=1, description="index versions kept by `delete_old_versions`")
 
     @property
     def indexes_dir(self) -> Path:

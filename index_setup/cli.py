@@ -109,24 +109,48 @@ def versions(backend: str | None) -> None:
 
 @index.command()
 @click.argument("version")
-def use(version: str) -> None:
-    """Serve an existing embedded index version (roll back or forward)."""
-    from index_setup.embedded_index import switch_current
+@BACKEND_OPTION
+def use(version: str, backend: str | None) -> None:
+    """Serve an existing index version (roll back or forward)."""
+    from es_rerank.backends.base import BackendError
 
+    settings = _settings(backend)
     try:
-        switch_current(CommonSettings().indexes_dir / "embedded", version)
-    except FileNotFoundError as error:
+        if settings.backend == "embedded":
+            from index_setup.embedded_index import switch_current
+
+            switch_current(settings.indexes_dir / "embedded", version)
+        else:
+            from es_rerank.backends.elasticsearch import connect
+            from index_setup.es_index import use_version
+
+            use_version(connect(settings), settings, version)
+    except (BackendError, FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"serving {version}")
 
 
 @index.command()
 @click.option("--keep", default=2, show_default=True, help="Newest versions to keep (the served one always stays).")
-def prune(keep: int) -> None:
-    """Delete old embedded index versions."""
-    from index_setup.embedded_index import prune_versions
+@BACKEND_OPTION
+def prune(keep: int, backend: str | None) -> None:
+    """Delete old index versions and their statistics."""
+    from es_rerank.backends.base import BackendError
 
-    for version in prune_versions(CommonSettings().indexes_dir / "embedded", keep):
+    settings = _settings(backend)
+    try:
+        if settings.backend == "embedded":
+            from index_setup.embedded_index import prune_versions
+
+            deleted = prune_versions(settings.indexes_dir / "embedded", keep)
+        else:
+            from es_rerank.backends.elasticsearch import connect
+            from index_setup.es_index import delete_old_versions
+
+            deleted = delete_old_versions(connect(settings), settings.es_alias, keep, settings)
+    except BackendError as error:
+        raise click.ClickException(str(error)) from None
+    for version in deleted:
         click.echo(f"deleted {version}")
 
 

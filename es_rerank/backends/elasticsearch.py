@@ -1,0 +1,215 @@
+"""The Elasticsearch backend: BM25 top-k from an ES 8 alias, with each hit's precomputed data.
+
+Layout (written by ``index_setup/es_index.py``): the alias (``ESRR_ES_ALIAS``) points
+at one concrete index ``<alias>-<version>`` whose mapping ``_meta`` records
+``{"esrr_stats_version": <version>}``; the term statistics of that load live in
+``<ESRR_HOME>/indexes/elasticsearch/<version>/stats``.
+
+Hits and statistics always agree: the backend resolves alias -> concrete index ->
+``_meta`` version -> statistics once, then searches that *concrete* index, not the
+alias. A reindex therefore never mixes new hits with old statistics; the backend
+follows the alias when ``reload()`` is called, or by itself as soon as the index it
+serves is deleted (``delete_old_versions``).
+
+Query: ``bool.should`` of one ``match`` on ``title`` and one on ``abstract``, so a
+document's score is BM25(title) + BM25(abstract), each field with its own similarity
+(title k1=2.0 b=0.75 as in the paper, abstract k1=1.2 b=0.75). ``combined_fields``
+(BM25F) was rejected: Lucene's CombinedFieldQuery does not support per-field
+similarities, so it would throw away the title parameters. The query text goes to
+ES as is and is analysed by the index's analyzer (an emulation of
+``es_rerank.text.tokenize``, see ``index_setup/es_index.py`` for what differs).
+Sort: ``_score`` desc, then ``doc_id`` (keyword) asc, so ties are deterministic.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from elasticsearch import ApiError, Elasticsearch, NotFoundError
+from elasticsearch import ConnectionError as ESConnectionError
+from elasticsearch import ConnectionTimeout
+
+from es_rerank.backends.base import BackendError, Hit, check_k
+from es_rerank.stats import CorpusStats, DocTerms, StatsError
+
+if TYPE_CHECKING:
+    from es_rerank.settings import CommonSettings
+
+META_KEY = "esrr_stats_version"
+TERM_FIELDS = ("title_ids", "abstract_ids", "first_ids")
+SOURCE_FIELDS = ["doc_id", "title", *TERM_FIELDS]
+BUILD_HINT = "build the index first: esrr index build --backend elasticsearch"
+
+
+def stats_root(settings: "CommonSettings") -> Path:
+    """Directory holding one ``<version>/stats`` directory per Elasticsearch index version."""
+    return settings.indexes_dir / "elasticsearch"
+
+
+def stats_dir(root: Path, version: str) -> Path:
+    """Statistics directory of one index version under ``root`` (see ``stats_root``)."""
+    return root / version / "stats"
+
+
+def connect(settings: "CommonSettings") -> Elasticsearch:
+    """A client for ``ESRR_ES_URL`` with the configured request timeout."""
+    return Elasticsearch(settings.es_url, request_timeout=settings.es_timeout_s, retry_on_timeout=True)
+
+
+def cluster_url(client: Elasticsearch) -> str:
+    """The node URL(s) a client talks to, for error messages."""
+    try:
+        return ", ".join(str(node.base_url) for node in client.transport.node_pool.all())
+    except AttributeError:  # a client without the usual transport (a stub in tests)
+        return "the configured URL"
+
+
+@contextmanager
+def translate_errors(client: Elasticsearch) -> Iterator[None]:
+    """Turn transport failures into a ``BackendError`` that names the fix."""
+    try:
+        yield
+    except (ESConnectionError, ConnectionTimeout) as exc:
+        raise BackendError(f"cannot reach Elasticsearch at {cluster_url(client)}; start it or set "
+                           f"ESRR_ES_URL ({type(exc).__name__}: {exc})") from exc
+
+
+def alias_targets(client: Elasticsearch, alias: str) -> list[str]:
+    """Concrete indices behind ``alias`` (empty when it does not exist).
+
+    Raises ``BackendError`` when ``alias`` names a concrete index instead of an alias.
+    """
+    if client.indices.exists_alias(name=alias):
+        return sorted(client.indices.get_alias(name=alias).body)
+    if client.indices.exists(index=alias):
+        raise BackendError(
+            f"{alias!r} at {cluster_url(client)} is a concrete index, not an alias; esrr serves "
+            f"versioned indices through an alias. Delete that index (DELETE /{alias}) and rebuild, "
+            "or set ESRR_ES_ALIAS to another name")
+    return []
+
+
+def index_version(client: Elasticsearch, index: str) -> str:
+    """The statistics version recorded in a concrete index's mapping ``_meta``."""
+    mapping = client.indices.get_mapping(index=index).body[index]["mappings"]
+    version = (mapping.get("_meta") or {}).get(META_KEY)
+    if not version:
+        raise BackendError(f"index {index!r} has no {META_KEY!r} in its mapping _meta, so it was not "
+                           f"built by esrr and has no statistics; {BUILD_HINT}")
+    return str(version)
+
+
+@dataclass(frozen=True)
+class _Served:
+    """The concrete index being searched and the statistics of the same load."""
+
+    index: str
+    stats: CorpusStats
+
+
+class ElasticsearchBackend:
+    """BM25 over title+abstract from Elasticsearch, with each hit's precomputed data."""
+
+    def __init__(self, client: Elasticsearch, alias: str, stats_root: Path) -> None:
+        self.client = client
+        self.alias = alias
+        self.stats_root = Path(stats_root)
+        self._lock = threading.Lock()
+        self._served = self._resolve()
+
+    @classmethod
+    def from_settings(cls, settings: "CommonSettings") -> "ElasticsearchBackend":
+        """Connect to ``ESRR_ES_URL`` and serve ``ESRR_ES_ALIAS``."""
+        return cls(connect(settings), settings.es_alias, stats_root(settings))
+
+    def _resolve(self) -> _Served:
+        with translate_errors(self.client):
+            targets = alias_targets(self.client, self.alias)
+            if not targets:
+                raise BackendError(f"no Elasticsearch alias {self.alias!r} at {cluster_url(self.client)}; "
+                                   f"{BUILD_HINT}")
+            if len(targets) > 1:
+                raise BackendError(f"alias {self.alias!r} points at {len(targets)} indices {targets}; it "
+                                   "must point at one: rebuild the index (esrr index build --backend "
+                                   "elasticsearch) to repair it")
+            index = targets[0]
+            version = index_version(self.client, index)
+        directory = stats_dir(self.stats_root, version)
+        try:
+            stats = CorpusStats.load(directory)
+        except StatsError as exc:
+            raise BackendError(f"index {index!r} needs statistics version {version!r} at {directory}, "
+                               f"which cannot be read ({exc}); run this process with the ESRR_HOME the "
+                               "index was built with, or rebuild: esrr index build --backend "
+                               "elasticsearch") from exc
+        if stats.version != version:
+            raise BackendError(f"statistics at {directory} are version {stats.version!r}, index {index!r} "
+                               f"is {version!r}; rebuild: esrr index build --backend elasticsearch")
+        return _Served(index, stats)
+
+    def reload(self) -> bool:
+        """Follow the alias to its current index; True when the served version changed."""
+        served = self._resolve()
+        with self._lock:
+            changed = served.index != self._served.index
+            self._served = served
+        return changed
+
+    @property
+    def index(self) -> str:
+        """The concrete index being searched."""
+        return self._served.index
+
+    @property
+    def version(self) -> str:
+        return self._served.stats.version
+
+    @property
+    def stats(self) -> CorpusStats:
+        return self._served.stats
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        """Top-``k`` hits by BM25, best first; equal scores ordered by ascending doc id."""
+        check_k(k)
+        served = self._served
+        try:
+            response = self._search(served.index, query, k)
+        except NotFoundError:
+            # The served version was deleted after a reindex: follow the alias once.
+            self.reload()
+            served = self._served
+            response = self._search(served.index, query, k)
+        return [self._hit(hit) for hit in response["hits"]["hits"]]
+
+    def _search(self, index: str, query: str, k: int) -> dict:
+        with translate_errors(self.client):
+            try:
+                return self.client.search(
+                    index=index,
+                    size=k,
+                    query={"bool": {"should": [{"match": {"title": {"query": query}}},
+                                               {"match": {"abstract": {"query": query}}}]}},
+                    sort=[{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}],
+                    track_scores=True,
+                    track_total_hits=False,
+                    source=SOURCE_FIELDS,
+                ).body
+            except NotFoundError:
+                raise
+            except ApiError as exc:
+                raise BackendError(f"Elasticsearch rejected the search on {index!r}: {exc}; check the "
+                                   "cluster health, or rebuild the index (esrr index build --backend "
+                                   "elasticsearch)") from exc
+
+    @staticmethod
+    def _hit(hit: dict) -> Hit:
+        source = hit["_source"]
+        score = hit.get("_score")
+        if score is None:  # sorted searches report the score in the sort values
+            score = hit["sort"][0]
+        return Hit(str(source["doc_id"]), float(score), source.get("title") or "",
+                   DocTerms.from_json(source))

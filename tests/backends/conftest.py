@@ -1,0 +1,148 @@
+"""Fixtures for backend tests: an Elasticsearch-API server for the whole session.
+
+``es_url`` is ``ESRR_TEST_ES_URL`` when set (a real Elasticsearch 8), otherwise a
+noida-db server started here on a free loopback port with a fresh data directory
+and stopped at the end of the session. A server that cannot start fails the tests
+loudly (with its output); it never skips them, in CI or elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+START_TIMEOUT_S = 20.0
+
+
+def _noida_command() -> list[str]:
+    """The noida-db server binary itself (not the Python wrapper, which would not pass on SIGTERM)."""
+    try:
+        binary = resources.files("noida_db").joinpath("noida-db")
+        if binary.is_file():
+            return [str(binary)]
+    except ModuleNotFoundError:
+        pass
+    wrapper = Path(sys.executable).with_name("noida-db")
+    if wrapper.is_file():
+        return [str(wrapper)]
+    found = shutil.which("noida-db")
+    if found:
+        return [found]
+    pytest.fail("noida-db is not installed: `pip install -e .[test]`, or point ESRR_TEST_ES_URL at a "
+                "running Elasticsearch 8", pytrace=False)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the server we started: its process group (it may have children), then wait."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def _start_noida(base: Path) -> tuple[subprocess.Popen, str]:
+    command = _noida_command()
+    failures = []
+    for attempt in range(3):  # a free port can be taken between probing and binding
+        port = _free_port()
+        data_dir = base / f"data-{attempt}"
+        data_dir.mkdir()
+        log_path = base / f"noida-{attempt}.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                [*command, "start", "--data-dir", str(data_dir), "--only", "elasticsearch",
+                 "--elasticsearch-port", str(port)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _answers(url):
+                return proc, url
+            time.sleep(0.05)
+        _stop(proc)
+        output = log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
+        failures.append(f"attempt {attempt + 1} (port {port}, exit code {proc.returncode}):\n{output}")
+    pytest.fail("noida-db exited or did not answer HTTP within "
+                f"{START_TIMEOUT_S:.0f} s{' (CI)' if os.environ.get('CI') else ''}; set ESRR_TEST_ES_URL "
+                "to a running Elasticsearch 8 to test against it instead.\n" + "\n".join(failures),
+                pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def es_url(tmp_path_factory: pytest.TempPathFactory):
+    """URL of an Elasticsearch-API server: ``ESRR_TEST_ES_URL`` or a fresh noida-db."""
+    external = os.environ.get("ESRR_TEST_ES_URL")
+    if external:
+        yield external.rstrip("/")
+        return
+    proc, url = _start_noida(tmp_path_factory.mktemp("noida-db"))
+    try:
+        yield url
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def es_client(es_url: str):
+    """An elasticsearch-py 8 client for ``es_url``."""
+    from elasticsearch import Elasticsearch
+
+    client = Elasticsearch(es_url, request_timeout=30)
+    yield client
+    client.close()
+
+
+def _delete_alias_indices(client, alias: str) -> None:
+    indices = client.indices.get(index=f"{alias}*").body
+    for name in indices:
+        client.options(ignore_status=404).indices.delete(index=name)
+
+
+@pytest.fixture
+def es_alias(es_client):
+    """A unique alias name; its indices are deleted after the test (safe on a shared real cluster)."""
+    alias = f"esrr-test-{uuid.uuid4().hex[:10]}"
+    yield alias
+    _delete_alias_indices(es_client, alias)
+
+
+@pytest.fixture
+def es_settings(es_url: str, es_alias: str, tmp_path: Path):
+    """CommonSettings for one test: its own ESRR_HOME, alias and small bulk chunks."""
+    from es_rerank.settings import CommonSettings
+
+    return CommonSettings(home=tmp_path / "home", backend="elasticsearch", es_url=es_url,
+                          es_alias=es_alias, es_bulk_chunk_size=20, es_bulk_initial_backoff_s=0.1)

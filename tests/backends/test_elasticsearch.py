@@ -1,0 +1,263 @@
+"""The Elasticsearch backend and its versioned index, against noida-db or ESRR_TEST_ES_URL.
+
+noida-db ignores custom BM25 k1/b, so nothing here depends on their effect.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from elasticsearch import Elasticsearch
+
+from es_rerank.backends.base import BackendError
+from es_rerank.backends.elasticsearch import META_KEY, ElasticsearchBackend, stats_dir, stats_root
+from es_rerank.settings import CommonSettings
+from es_rerank.stats import Document
+from es_rerank.text import tokenize
+from index_setup.es_index import (
+    ANALYZER,
+    current_version,
+    delete_old_versions,
+    index_name,
+    list_indices,
+    list_versions,
+    load_index,
+    use_version,
+)
+from index_setup.readers import read_beir_corpus
+
+pytestmark = pytest.mark.es
+
+NFCORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nfcorpus" / "corpus.jsonl.gz"
+N_NFCORPUS = 60
+
+HANDWRITTEN = [
+    Document("ZZ-1", "Zymurgy of xylophagous beetles",
+             "Xylophagous beetles ferment wood; zymurgy explains IL-6 levels in U.S. larvae (3.5% rise)."),
+    Document("TIE-b", "Quokka habitat survey", "A quokka census on Rottnest island."),
+    Document("TIE-a", "Quokka habitat survey", "A quokka census on Rottnest island."),
+    Document("EMPTY-1", "", ""),
+]
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[Document]:
+    """60 NFCorpus documents plus a few hand-written ones (distinctive words, ties, empty)."""
+    docs = list(itertools.islice(read_beir_corpus(NFCORPUS), N_NFCORPUS))
+    return docs + HANDWRITTEN
+
+
+@pytest.fixture(scope="module")
+def served(es_url, es_client, corpus, tmp_path_factory):
+    """One loaded index shared by the read-only tests: (settings, load result, backend)."""
+    alias = f"esrr-test-ro-{uuid.uuid4().hex[:10]}"
+    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), es_url=es_url, es_alias=alias,
+                              es_bulk_chunk_size=25)
+    result = load_index(es_client, corpus, settings, progress=False)
+    yield settings, result, ElasticsearchBackend(es_client, alias, stats_root(settings))
+    for name in es_client.indices.get(index=f"{alias}*").body:
+        es_client.options(ignore_status=404).indices.delete(index=name)
+
+
+def _failing_after(documents, n, action=None):
+    """Yield ``documents``; after ``n`` of them run ``action`` or raise."""
+    for i, doc in enumerate(documents):
+        if i == n:
+            if action is None:
+                raise RuntimeError("corpus reader broke")
+            action()
+        yield doc
+
+
+def test_load_creates_versioned_index_behind_alias(served, es_client, corpus):
+    settings, result, backend = served
+    assert result.n_docs == len(corpus)
+    assert result.index == index_name(settings.es_alias, result.version)
+    assert result.previous == ()
+    assert es_client.indices.get_alias(name=settings.es_alias).body.keys() == {result.index}
+    mapping = es_client.indices.get_mapping(index=result.index).body[result.index]["mappings"]
+    assert mapping["_meta"] == {META_KEY: result.version}
+    assert mapping["properties"]["title_ids"]["index"] in (False, "false")
+    similarity = es_client.indices.get_settings(index=result.index).body[result.index]["settings"]["index"]
+    assert float(similarity["similarity"]["esrr_bm25_title"]["k1"]) == settings.bm25_title_k1
+    assert (stats_dir(stats_root(settings), result.version) / "meta.json").is_file()
+    assert backend.version == result.version == current_version(es_client, settings.es_alias)
+    assert backend.stats.n_docs == len(corpus)
+
+
+def test_distinctive_query_finds_its_document(served):
+    hits = served[2].search("zymurgy xylophagous beetles", 5)
+    assert hits[0].doc_id == "ZZ-1"
+    assert hits[0].title == "Zymurgy of xylophagous beetles"
+    assert hits[0].score > 0
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_nfcorpus_title_query_ranks_its_document_first(served, corpus):
+    hits = served[2].search("alkylphenols human milk Taiwan", 10)
+    assert hits[0].doc_id == "MED-118"
+
+
+def test_ties_broken_by_ascending_doc_id(served):
+    hits = served[2].search("quokka rottnest", 10)
+    assert [h.doc_id for h in hits[:2]] == ["TIE-a", "TIE-b"]
+    assert hits[0].score == hits[1].score
+
+
+def test_hit_terms_equal_the_statistics(served):
+    backend = served[2]
+    stats = backend.stats
+    hits = backend.search("statin breast cancer survival methylmercury phosphorus", 30)
+    assert len(hits) >= 5
+    for hit in hits:
+        expected = stats.doc_terms(stats.row(hit.doc_id))
+        for name in ("title_ids", "abstract_ids", "first_ids"):
+            got, want = getattr(hit.terms, name), getattr(expected, name)
+            assert got.dtype == np.int32
+            np.testing.assert_array_equal(got, want, err_msg=f"{hit.doc_id} {name}")
+
+
+def test_empty_and_unmatched_queries_return_no_hits(served):
+    assert served[2].search("qwertyuiopasdf", 10) == []
+    assert served[2].search("?!", 10) == []
+
+
+@pytest.mark.parametrize("k", [0, -1, 1001])
+def test_k_out_of_range(served, k):
+    with pytest.raises(BackendError, match="out of range"):
+        served[2].search("statin", k)
+
+
+def test_analyzer_mirrors_the_tokenizer(served, es_client, corpus):
+    index = served[1].index
+
+    def analyze(text: str) -> list[str]:
+        tokens = es_client.indices.analyze(index=index, analyzer=ANALYZER, text=text).body["tokens"]
+        return [t["token"] for t in tokens]
+
+    exact = ("IL-6 levels in U.S. patients (n = 1,024) rose 3.5% (p<0.05) over 18-65 years; "
+             "Müller's well-known TNF-α, 5-HT2A and COVID-19 data, 10(-6), $ 20, .5 and 1,000-fold")
+    assert analyze(exact) == tokenize(exact)
+    # Drift alarm: if es_rerank/text.py changes, update TOKEN_PATTERN in index_setup/es_index.py.
+    fields = [text for doc in corpus for text in (doc.title, doc.abstract) if text]
+    agree = sum(analyze(text) == tokenize(text) for text in fields)
+    assert agree / len(fields) >= 0.9, f"only {agree}/{len(fields)} fields analyse like tokenize()"
+
+
+def test_reindex_swaps_alias_and_keeps_old_index(es_client, es_settings, corpus):
+    alias = es_settings.es_alias
+    first = load_index(es_client, corpus[:30], es_settings, version="v1", progress=False)
+    old_backend = ElasticsearchBackend(es_client, alias, stats_root(es_settings))
+    second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
+
+    assert second.previous == (first.index,)
+    assert es_client.indices.get_alias(name=alias).body.keys() == {second.index}
+    assert list_versions(es_client, alias) == ["v1", "v2"]
+    assert [(v.index, v.serving) for v in list_indices(es_client, alias)] == [(first.index, False),
+                                                                               (second.index, True)]
+    new_backend = ElasticsearchBackend(es_client, alias, stats_root(es_settings))
+    assert new_backend.version == "v2" and new_backend.stats.n_docs == len(corpus)
+    assert new_backend.search("zymurgy", 1)[0].doc_id == "ZZ-1"
+    # The old backend stays on v1 (hits and statistics of one load) until told otherwise.
+    assert old_backend.version == "v1" and old_backend.search("zymurgy", 1) == []
+
+    # Roll back and forward with one alias move each.
+    assert use_version(es_client, es_settings, "v1") == first.index
+    assert current_version(es_client, alias) == "v1"
+    assert use_version(es_client, es_settings, "v2") == second.index
+    with pytest.raises(BackendError, match="no index"):
+        use_version(es_client, es_settings, "v9")
+    assert str(second).startswith(f"{second.index} (version v2)")
+
+    assert delete_old_versions(es_client, alias, keep=1, settings=es_settings) == ["v1"]
+    assert not es_client.indices.exists(index=first.index)
+    assert not (stats_root(es_settings) / "v1").exists()
+    # Its index gone, the old backend follows the alias by itself.
+    assert old_backend.search("zymurgy", 1)[0].doc_id == "ZZ-1"
+    assert old_backend.version == "v2"
+
+
+def _assert_still_serving(es_client, settings, served_index, failed_version):
+    alias = settings.es_alias
+    assert es_client.indices.get_alias(name=alias).body.keys() == {served_index}
+    assert not es_client.indices.exists(index=index_name(alias, failed_version))
+    assert not (stats_root(settings) / failed_version).exists()
+    backend = ElasticsearchBackend(es_client, alias, stats_root(settings))
+    assert backend.index == served_index
+    assert backend.search("alkylphenols human milk", 3)[0].doc_id == "MED-118"
+
+
+def test_failed_reindex_from_reader_error_keeps_old_index(es_client, es_settings, corpus):
+    first = load_index(es_client, corpus[:30], es_settings, version="v1", progress=False)
+    with pytest.raises(RuntimeError, match="corpus reader broke"):
+        # chunk size 20: the first chunks are already in the new index when the reader fails
+        load_index(es_client, _failing_after(corpus, 45), es_settings, version="v2", progress=False)
+    _assert_still_serving(es_client, es_settings, first.index, "v2")
+
+
+def test_failed_reindex_from_bulk_rejections_keeps_old_index(es_client, es_settings, corpus):
+    first = load_index(es_client, corpus[:30], es_settings, version="v1", progress=False)
+    new_index = index_name(es_settings.es_alias, "v2")
+
+    def block_writes():
+        es_client.indices.put_settings(index=new_index, settings={"index.blocks.write": True})
+
+    with pytest.raises(BackendError, match="rejected while loading"):
+        load_index(es_client, _failing_after(corpus, 45, block_writes), es_settings, version="v2",
+                   progress=False)
+    _assert_still_serving(es_client, es_settings, first.index, "v2")
+
+
+def test_duplicate_ids_fail_and_leave_nothing(es_client, es_settings, corpus):
+    with pytest.raises(ValueError, match="duplicate document id"):
+        load_index(es_client, corpus[:5] + corpus[:1], es_settings, version="v1", progress=False)
+    assert not es_client.indices.exists(index=index_name(es_settings.es_alias, "v1"))
+    assert not es_client.indices.exists_alias(name=es_settings.es_alias)
+
+
+def test_existing_version_is_refused(es_client, es_settings, corpus):
+    load_index(es_client, corpus[:5], es_settings, version="v1", progress=False)
+    with pytest.raises(BackendError, match="already exists"):
+        load_index(es_client, corpus[:5], es_settings, version="v1", progress=False)
+    with pytest.raises(ValueError, match="index name"):
+        load_index(es_client, corpus[:5], es_settings, version="V/2", progress=False)
+
+
+def test_alias_name_taken_by_concrete_index(es_client, es_settings, corpus):
+    es_client.indices.create(index=es_settings.es_alias)
+    with pytest.raises(BackendError, match="concrete index, not an alias.*ESRR_ES_ALIAS"):
+        load_index(es_client, corpus[:5], es_settings, progress=False)
+    with pytest.raises(BackendError, match="concrete index, not an alias"):
+        ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    assert list_versions(es_client, es_settings.es_alias) == []
+
+
+def test_missing_alias_says_build_first(es_client, es_settings):
+    with pytest.raises(BackendError, match="esrr index build --backend elasticsearch"):
+        ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    assert current_version(es_client, es_settings.es_alias) is None
+
+
+def test_missing_statistics_name_the_fix(es_client, es_settings, corpus, tmp_path):
+    load_index(es_client, corpus[:5], es_settings, version="v1", progress=False)
+    with pytest.raises(BackendError, match="ESRR_HOME"):
+        ElasticsearchBackend(es_client, es_settings.es_alias, tmp_path / "elsewhere")
+
+
+def test_unreachable_cluster_names_the_fix(tmp_path, corpus):
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    client = Elasticsearch(url, request_timeout=2, max_retries=0)
+    settings = CommonSettings(home=tmp_path, es_url=url)
+    with pytest.raises(BackendError, match=f"cannot reach Elasticsearch at {url}.*ESRR_ES_URL"):
+        ElasticsearchBackend(client, settings.es_alias, stats_root(settings))
+    with pytest.raises(BackendError, match=f"cannot reach Elasticsearch at {url}.*ESRR_ES_URL"):
+        load_index(client, corpus[:3], settings, progress=False)
+    assert not (stats_root(settings)).exists() or not any(stats_root(settings).iterdir())
