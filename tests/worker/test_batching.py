@@ -1,0 +1,145 @@
+"""MicroBatcher without Celery: per-caller results and errors, real coalescing, bounded waits."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from worker.batching import BatcherClosed, MicroBatcher
+
+
+class Recorder:
+    """A run_batch that doubles numbers, records its batches and fails on negative items."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self.batches: list[list[int]] = []
+        self.called_at: list[float] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, items: list[int]) -> list[int]:
+        with self.lock:
+            self.batches.append(list(items))
+            self.called_at.append(time.monotonic())
+        time.sleep(self.delay_s)
+        bad = [item for item in items if item < 0]
+        if bad:
+            raise ValueError(f"bad item {bad[0]}")
+        return [2 * item for item in items]
+
+
+def submit_concurrently(batcher: MicroBatcher, items: list[int]) -> dict[int, object]:
+    """Each item from its own thread, released together; item -> result or exception."""
+    barrier = threading.Barrier(len(items))
+    outcomes: dict[int, object] = {}
+
+    def call(item: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[item] = batcher(item, timeout=10)
+        except Exception as error:  # noqa: BLE001 - recorded for the assertions
+            outcomes[item] = error
+
+    threads = [threading.Thread(target=call, args=(item,)) for item in items]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    return outcomes
+
+
+def test_concurrent_callers_get_their_own_results_and_share_passes():
+    recorder = Recorder(delay_s=0.02)
+    batcher = MicroBatcher(recorder, max_wait_s=0.05, max_requests=8)
+    try:
+        items = list(range(1, 25))
+        outcomes = submit_concurrently(batcher, items)
+    finally:
+        batcher.close()
+    assert outcomes == {item: 2 * item for item in items}
+    assert len(recorder.batches) < len(items) / 2  # really coalesced
+    assert max(len(b) for b in recorder.batches) <= 8  # the size cap holds
+    assert sorted(i for b in recorder.batches for i in b) == items  # each request exactly once
+    assert batcher.requests == len(items) and batcher.batches == len(recorder.batches)
+
+
+def test_a_lone_request_waits_at_most_max_wait():
+    recorder = Recorder()
+    batcher = MicroBatcher(recorder, max_wait_s=0.03)
+    try:
+        start = time.monotonic()
+        assert batcher(21, timeout=5) == 42
+        waited = recorder.called_at[0] - start
+    finally:
+        batcher.close()
+    assert 0.025 <= waited < 0.03 + 0.05, waited
+
+
+def test_default_wait_is_two_milliseconds_and_zero_does_not_wait():
+    assert MicroBatcher(Recorder()).max_wait_s == 0.002
+    recorder = Recorder()
+    batcher = MicroBatcher(recorder, max_wait_s=0.0)
+    try:
+        start = time.monotonic()
+        for item in range(5):
+            assert batcher(item, timeout=5) == 2 * item
+        assert time.monotonic() - start < 0.5
+    finally:
+        batcher.close()
+
+
+def test_item_cap_splits_batches_and_carries_the_overflow():
+    recorder = Recorder(delay_s=0.01)
+    batcher = MicroBatcher(recorder, max_wait_s=0.05, max_requests=100, max_items=10, size=lambda item: item)
+    try:
+        outcomes = submit_concurrently(batcher, [3, 4, 5, 6, 7, 12])  # 12 is over the cap on its own
+    finally:
+        batcher.close()
+    assert outcomes == {item: 2 * item for item in [3, 4, 5, 6, 7, 12]}
+    for batch in recorder.batches:
+        assert sum(batch) <= 10 or batch == [12]
+
+
+def test_an_error_reaches_only_the_caller_that_caused_it():
+    recorder = Recorder(delay_s=0.01)
+    batcher = MicroBatcher(recorder, max_wait_s=0.05, max_requests=16)
+    try:
+        outcomes = submit_concurrently(batcher, [1, 2, -3, 4, 5])
+    finally:
+        batcher.close()
+    assert isinstance(outcomes.pop(-3), ValueError)
+    assert outcomes == {1: 2, 2: 4, 4: 8, 5: 10}
+
+
+def test_wrong_number_of_results_is_an_error():
+    batcher = MicroBatcher(lambda items: [], max_wait_s=0)
+    try:
+        with pytest.raises(RuntimeError, match="0 results for 1 requests"):
+            batcher(1, timeout=5)
+    finally:
+        batcher.close()
+
+
+def test_close_scores_what_is_queued_then_refuses_new_work():
+    recorder = Recorder(delay_s=0.05)
+    batcher = MicroBatcher(recorder, max_wait_s=0.0, max_requests=1)
+    futures = [batcher.submit(item) for item in range(4)]
+    batcher.close()
+    assert [f.result(timeout=0) for f in futures] == [0, 2, 4, 6]
+    assert not batcher._thread.is_alive()
+    with pytest.raises(BatcherClosed):
+        batcher.submit(1)
+    batcher.close()  # idempotent
+
+
+def test_batch_size_is_reported_on_the_future():
+    recorder = Recorder(delay_s=0.02)
+    batcher = MicroBatcher(recorder, max_wait_s=0.05, max_requests=4)
+    try:
+        futures = [batcher.submit(item) for item in range(4)]
+        assert [f.result(timeout=5) for f in futures] == [0, 2, 4, 6]
+    finally:
+        batcher.close()
+    assert [f.batch_size for f in futures] == [4, 4, 4, 4]

@@ -1,0 +1,241 @@
+"""The scoring task end to end: real Redis, real worker processes (no eager mode).
+
+The first tests check ``worker.runtime`` in this process against ``DeltaModel``
+itself; the ``broker`` tests send payloads through Redis to ``celery worker``
+subprocesses started by the fixtures in ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from es_rerank.lex import LEX3
+from es_rerank.payload import (
+    DOC_LEN, TASK_NAME, PayloadError, ScoreRequest, WorkerSetupError, build_request, encode,
+)
+
+QUERIES = [
+    "statin use and breast cancer survival",
+    "vitamin D levels and colorectal cancer risk in 2010",
+    "does dietary fiber lower heart disease mortality",
+    "green tea and cancer prevention",
+]
+TIMEOUT = 30
+
+
+def make_request(artifacts, query: str, rows: list[int]) -> ScoreRequest:
+    stats = artifacts.stats
+    return build_request(query, [stats.doc_terms(row) for row in rows], stats, LEX3)
+
+
+def reference_scores(artifacts, request: ScoreRequest) -> np.ndarray:
+    """DeltaModel.forward on the same inputs, mapped to embedding rows independently."""
+    import torch
+
+    from worker.model import Checkpoint
+
+    model = Checkpoint.load(artifacts.checkpoint_path).build_model(artifacts.vectors)
+    terms = artifacts.stats.vocab.terms
+    doc_rows = np.zeros((request.n, DOC_LEN), dtype=np.int64)
+    for (i, j), term_id in np.ndenumerate(request.doc_tokens):
+        if term_id >= 0:
+            doc_rows[i, j] = artifacts.embedding_rows([terms[term_id]])[0]
+    query_rows = np.zeros(model.config.query_len, dtype=np.int64)
+    query_rows[:len(request.query_tokens)] = artifacts.embedding_rows(list(request.query_tokens))
+    with torch.no_grad():
+        scores = model(torch.from_numpy(doc_rows), torch.from_numpy(query_rows).expand(request.n, -1),
+                       torch.from_numpy(request.lex))
+    return scores.numpy()
+
+
+def rows_for(artifacts, seed: int, n: int = 20) -> list[int]:
+    return list(np.random.default_rng(seed).permutation(artifacts.stats.n_docs)[:n])
+
+
+# -- in process ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runtime(broker):
+    from worker.runtime import Runtime
+
+    runtime = Runtime.load(broker.settings("unused"))
+    yield runtime
+    runtime.close()
+
+
+def test_runtime_scores_equal_the_model(runtime, artifacts):
+    request = make_request(artifacts, QUERIES[0], rows_for(artifacts, 0))
+    np.testing.assert_allclose(runtime.score(request, timeout=TIMEOUT), reference_scores(artifacts, request),
+                               atol=1e-4, rtol=0)
+    assert runtime.model_name == "delta-32-lex3"
+    assert set(runtime.describe()) >= {"model", "embeddings", "statistics", "device"}
+
+
+def test_runtime_maps_padding_and_unknown_words(runtime, artifacts):
+    request = make_request(artifacts, "zzunknownword statin", rows_for(artifacts, 1, 3))
+    query_rows, doc_rows, lex = runtime.prepare(request)
+    assert query_rows.tolist()[:2] == [1, artifacts.embedding_rows(["statin"])[0]]  # unknown -> UNK
+    assert (query_rows[2:] == 0).all()  # padded to M with PAD
+    assert ((request.doc_tokens == -1) == (doc_rows == 0)).all()
+    assert (doc_rows == 1).any()  # ~10% of the stats terms have no vector in the fixture
+    assert lex is request.lex
+
+
+def test_runtime_rejects_other_lex_features(runtime, artifacts):
+    stats = artifacts.stats
+    request = build_request(QUERIES[0], [stats.doc_terms(0)], stats, lex_names=("text_bm25",))
+    with pytest.raises(PayloadError, match=r"trained with \['abstract_bm25'"):
+        runtime.score(request)
+
+
+def test_runtime_names_a_missing_statistics_version(runtime, artifacts):
+    request = make_request(artifacts, QUERIES[0], [0, 1])
+    other = ScoreRequest("v-missing", request.query_tokens, request.doc_tokens, request.lex, request.lex_names)
+    with pytest.raises(WorkerSetupError, match=r"no statistics for index version 'v-missing'.*ESRR_HOME"):
+        runtime.score(other)
+    hostile = ScoreRequest("../v-test", request.query_tokens, request.doc_tokens, request.lex,
+                           request.lex_names)
+    with pytest.raises(PayloadError, match="not a valid index version"):
+        runtime.score(hostile)
+
+
+def test_runtime_rejects_ids_beyond_the_vocabulary(runtime, artifacts):
+    request = make_request(artifacts, QUERIES[0], [0])
+    docs = request.doc_tokens.copy()
+    docs[0, 0] = len(artifacts.stats.vocab) + 5
+    with pytest.raises(PayloadError, match="different statistics"):
+        runtime.score(ScoreRequest(request.stats_version, request.query_tokens, docs, request.lex,
+                                   request.lex_names))
+
+
+def test_runtime_setup_errors_name_the_fix(broker, tmp_path):
+    from worker.runtime import Runtime
+
+    with pytest.raises(WorkerSetupError, match="no model checkpoint.*ESRR_CHECKPOINT"):
+        Runtime.load(broker.settings("unused", checkpoint=tmp_path / "none.pt"))
+    with pytest.raises(WorkerSetupError, match="no embeddings version 'e-test'"):
+        Runtime.load(broker.settings("unused", home=tmp_path, checkpoint=broker.artifacts.checkpoint_path))
+
+
+# -- through Redis and a worker process -------------------------------------------------------
+
+
+def send(client, queue: str, payload):
+    return client.send_task(TASK_NAME, args=[payload], queue=queue)
+
+
+@pytest.mark.broker
+def test_round_trip_scores_equal_the_model_in_order(running_worker, artifacts):
+    rows = rows_for(artifacts, 2)
+    request = make_request(artifacts, QUERIES[1], rows)
+    result = send(running_worker.client, running_worker.queue, encode(request)).get(timeout=TIMEOUT)
+    assert result["v"] == 1 and result["model"] == "delta-32-lex3" and result["took_ms"] > 0
+    scores = np.asarray(result["scores"], dtype=np.float32)
+    expected = reference_scores(artifacts, request)
+    np.testing.assert_allclose(scores, expected, atol=1e-4, rtol=0)
+    assert np.ptp(expected) > 0  # distinct scores, so the order check means something
+
+    reversed_request = make_request(artifacts, QUERIES[1], rows[::-1])
+    again = send(running_worker.client, running_worker.queue, encode(reversed_request)).get(timeout=TIMEOUT)
+    np.testing.assert_allclose(again["scores"], scores[::-1], atol=1e-5, rtol=0)
+
+
+@pytest.mark.broker
+def test_bad_payload_gets_a_clear_error_and_the_worker_stays_up(running_worker, artifacts):
+    client, queue = running_worker.client, running_worker.queue
+    good = encode(make_request(artifacts, QUERIES[2], rows_for(artifacts, 3, 5)))
+    with pytest.raises(PayloadError, match="payload version 7.*same release"):
+        send(client, queue, {**good, "v": 7}).get(timeout=TIMEOUT)
+    with pytest.raises(PayloadError, match=r"doc_tokens has shape \[5, 50\], expected \[6, 50\]"):
+        send(client, queue, {**good, "n": 6}).get(timeout=TIMEOUT)
+    with pytest.raises(WorkerSetupError, match="no statistics for index version 'v-other'"):
+        send(client, queue, {**good, "stats_version": "v-other"}).get(timeout=TIMEOUT)
+    result = send(client, queue, good).get(timeout=TIMEOUT)
+    assert len(result["scores"]) == 5
+    assert running_worker.process.process.poll() is None
+
+
+@pytest.mark.broker
+def test_concurrent_requests_are_coalesced(running_worker, artifacts):
+    requests = [make_request(artifacts, QUERIES[i % len(QUERIES)], rows_for(artifacts, 10 + i, 12))
+                for i in range(8)]
+    pending = [send(running_worker.client, running_worker.queue, encode(r)) for r in requests]
+    results = [p.get(timeout=TIMEOUT) for p in pending]
+    for request, result in zip(requests, results):
+        np.testing.assert_allclose(result["scores"], reference_scores(artifacts, request), atol=1e-4, rtol=0)
+    assert max(r["batch"] for r in results) >= 2, [r["batch"] for r in results]
+
+
+@pytest.mark.broker
+def test_a_killed_worker_loses_no_task(broker, artifacts):
+    """SIGKILL a worker mid-task; a new worker gets the unacknowledged tasks (acks_late)."""
+    queue = f"rerank-kill-{uuid.uuid4().hex[:6]}"
+    client = broker.client(queue)
+    first = broker.worker(queue, score_delay_ms=1500).start()
+    second = None
+    try:
+        first.wait_ready(client)
+        requests = [make_request(artifacts, QUERIES[i], rows_for(artifacts, 20 + i, 8)) for i in range(4)]
+        pending = [send(client, queue, encode(r)) for r in requests]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the worker is running them
+            active = client.control.inspect(destination=[first.name], timeout=0.5).active() or {}
+            if active.get(first.name):
+                break
+        else:
+            pytest.fail(f"the worker never started the tasks:\n{first.log_tail()}")
+        first.kill()
+        assert not any(p.ready() for p in pending), "tasks finished before the kill; raise score_delay_ms"
+
+        second = broker.worker(queue).start()
+        second.wait_ready(client)
+        for request, p in zip(requests, pending):
+            result = p.get(timeout=TIMEOUT)
+            np.testing.assert_allclose(result["scores"], reference_scores(artifacts, request),
+                                       atol=1e-4, rtol=0)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+def _rabbitmq_url() -> str | None:
+    import os
+    import socket
+
+    url = os.environ.get("ESRR_TEST_AMQP_URL")
+    if url:
+        return url
+    with socket.socket() as sock:
+        sock.settimeout(0.3)
+        if sock.connect_ex(("127.0.0.1", 5672)) == 0:
+            return "amqp://guest:guest@127.0.0.1:5672//"
+    return None
+
+
+@pytest.mark.broker
+def test_rabbitmq_needs_only_the_broker_url(broker, artifacts):
+    """The same worker over RabbitMQ (results over rpc://), changing ESRR_BROKER_URL only."""
+    url = _rabbitmq_url()
+    if url is None:
+        pytest.skip("no RabbitMQ on 127.0.0.1:5672 (set ESRR_TEST_AMQP_URL to run this against one)")
+    queue = f"rerank-amqp-{uuid.uuid4().hex[:6]}"
+    client = broker.client(queue, broker_url=url)
+    assert client.conf.result_backend == "rpc://"
+    process = broker.worker(queue, broker_url=url).start()
+    try:
+        process.wait_ready(client)
+        request = make_request(artifacts, QUERIES[3], rows_for(artifacts, 30, 10))
+        result = send(client, queue, encode(request)).get(timeout=TIMEOUT)
+        np.testing.assert_allclose(result["scores"], reference_scores(artifacts, request), atol=1e-4, rtol=0)
+        with pytest.raises(PayloadError, match="payload version"):
+            send(client, queue, {"v": 0}).get(timeout=TIMEOUT)
+    finally:
+        process.stop(cold=True)  # every task is answered; a warm shutdown would idle ~10 s
+        with client.connection_for_write() as connection:
+            connection.default_channel.queue_delete(queue)

@@ -1,0 +1,90 @@
+"""The Celery application of the scoring worker: ``celery -A worker.celery_app worker``.
+
+Configured from ``WorkerSettings`` (``ESRR_*``); nothing here imports torch, so
+``celery_config`` can also configure a sending-only client. The choices:
+
+- Broker: Redis by default; RabbitMQ by changing only ``ESRR_BROKER_URL`` to
+  ``amqp://guest:guest@127.0.0.1:5672//``.
+- Result backend: the Redis broker itself, whose results reach a waiting
+  ``AsyncResult.get`` through pub/sub (no polling); with an AMQP broker ``rpc://``,
+  which sends the result back as a message to the caller's reply queue.
+- ``task_acks_late`` + ``task_reject_on_worker_lost``: a task is acknowledged
+  after it ran, so a worker killed mid-task does not lose it. On Redis the
+  unacknowledged message comes back after ``visibility_timeout`` (checked every
+  ``unacked_restore_interval``); on RabbitMQ as soon as the connection drops;
+  with the prefork pool a dead child's task is requeued at once. A payload that
+  kills a worker would come back again and again, which is why ``decode`` caps
+  the request size; the gateway should also send with ``expires`` = its deadline
+  so a redelivered task nobody waits for any more is dropped unrun.
+- ``worker_prefetch_multiplier = 1``: a worker reserves only as many tasks as it
+  runs at once (``concurrency``), so a busy worker does not sit on tasks that an
+  idle one could take (``optimizing.rst``).
+- ``worker_pool = threads`` with ``concurrency`` > 1: see ``worker.batching``;
+  tasks overlap in one process so their forward passes can be coalesced, and the
+  model and its GPU memory exist once per process. The threads pool does not
+  enforce time limits (only prefork does); the gateway's deadline and ``expires``
+  bound the wait instead.
+- JSON for tasks and results, matching ``es_rerank.payload``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from es_rerank.payload import TASK_NAME
+from worker.settings import WorkerSettings
+
+
+def celery_config(settings: WorkerSettings) -> dict[str, Any]:
+    """Celery settings for ``settings`` (used by the worker and by test clients)."""
+    config: dict[str, Any] = {
+        "broker_url": settings.broker_url,
+        "result_backend": settings.result_backend_url,
+        "broker_connection_retry_on_startup": True,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_default_queue": settings.queue,
+        "task_routes": {TASK_NAME: {"queue": settings.queue}},
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": True,  # a bad payload is answered once, not redelivered
+        "worker_prefetch_multiplier": 1,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "worker_pool": settings.pool,
+        "worker_concurrency": settings.concurrency,
+        "task_soft_time_limit": settings.soft_time_limit_s,
+        "task_time_limit": settings.time_limit_s,
+        "result_expires": settings.result_expires_s,
+        "task_track_started": False,
+        "worker_send_task_events": False,
+        "worker_disable_rate_limits": True,
+        "enable_utc": True,
+    }
+    if settings.is_redis:
+        transport = {
+            "visibility_timeout": settings.visibility_timeout_s,
+            "unacked_restore_interval": settings.restore_interval_s,
+            "unacked_restore_throttle": 1,  # the interval alone sets the redelivery sweep
+        }
+        if settings.broker_key_prefix:
+            transport["global_keyprefix"] = settings.broker_key_prefix
+        config["broker_transport_options"] = transport
+        if settings.broker_key_prefix and settings.result_backend_url.startswith("redis"):
+            config["result_backend_transport_options"] = {"global_keyprefix": settings.broker_key_prefix}
+    return config
+
+
+def create_app(settings: WorkerSettings | None = None) -> Celery:
+    """A Celery app for ``settings`` (default: read from the environment)."""
+    settings = settings or WorkerSettings()
+    app = Celery("esrr-worker", include=["worker.tasks"])
+    app.conf.update(celery_config(settings))
+    app.esrr_settings = settings  # the validated settings, for the task and the CLI
+    return app
+
+
+app = create_app()

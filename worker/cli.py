@@ -1,0 +1,69 @@
+"""``esrr worker start``: run the Celery scoring worker with the settings of ``WorkerSettings``.
+
+Equivalent to ``celery -A worker.celery_app worker`` (which reads the same
+settings), plus a check of the artifacts before the worker connects: with the
+threads or solo pool the model is loaded here, in the process that will score,
+and a missing or mismatched checkpoint, embeddings directory or device stops
+the command with the fix named.
+"""
+
+from __future__ import annotations
+
+import click
+from pydantic import ValidationError
+
+from es_rerank.payload import WorkerSetupError
+
+
+@click.group()
+def worker() -> None:
+    """Run the Celery scoring worker."""
+
+
+def _settings(**overrides: object):
+    from worker.settings import WorkerSettings
+
+    try:
+        return WorkerSettings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as error:  # listed without the input values, which may hold passwords
+        problems = "\n".join(f"  {'ESRR_' + '.'.join(map(str, e['loc'])).upper() if e['loc'] else ''} "
+                              f"{e['msg']}" for e in error.errors())
+        raise click.ClickException(f"invalid worker settings (ESRR_* environment):\n{problems}") from None
+
+
+@worker.command(context_settings={"ignore_unknown_options": True})
+@click.option("--pool", type=click.Choice(["threads", "solo", "prefork"]), default=None,
+              help="Celery pool (default: ESRR_POOL, else threads: tasks share one model and batch).")
+@click.option("--concurrency", type=int, default=None, help="Tasks in flight (default: ESRR_CONCURRENCY, else 8).")
+@click.option("--loglevel", default=None, help="Log level (default: ESRR_LOGLEVEL, else INFO).")
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+def start(pool: str | None, concurrency: int | None, loglevel: str | None, celery_args: tuple[str, ...]) -> None:
+    """Start a worker; extra arguments go to `celery worker` (e.g. -n NAME)."""
+    settings = _settings(pool=pool, concurrency=concurrency, loglevel=loglevel.upper() if loglevel else None)
+    from kombu.utils.url import maybe_sanitize_url
+
+    from worker.celery_app import app, celery_config
+    from worker.model import Checkpoint
+    from worker.runtime import embeddings_dir, get_runtime
+
+    app.conf.update(celery_config(settings))  # with the command-line overrides
+    app.esrr_settings = settings
+    click.echo(f"broker: {maybe_sanitize_url(settings.broker_url)}  results: "
+               f"{maybe_sanitize_url(settings.result_backend_url)}  queue: {settings.queue}")
+    click.echo(f"pool: {settings.pool} x {settings.concurrency}, prefetch 1, acks late; batches of "
+               f"<= {settings.batch_max_requests} requests / {settings.batch_max_docs} docs, "
+               f"wait <= {settings.batch_wait_ms} ms")
+    try:
+        if settings.pool == "prefork":  # load in each child after the fork; only check paths here
+            checkpoint = Checkpoint.load(settings.checkpoint_path)
+            click.echo(f"model: {settings.checkpoint_path}")
+            click.echo(f"embeddings: {embeddings_dir(settings, checkpoint.embeddings_version)}")
+            click.echo(f"statistics: {settings.indexes_dir}/*/<version>/stats, per request")
+        else:
+            for key, value in get_runtime(settings).describe().items():
+                click.echo(f"{key}: {value}")
+    except (WorkerSetupError, FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    app.worker_main(["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency),
+                     "--prefetch-multiplier", "1", "--loglevel", settings.loglevel,
+                     "--queues", settings.queue, *celery_args])

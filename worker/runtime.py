@@ -1,0 +1,243 @@
+"""What a worker process loads once: checkpoint, embeddings, scorer, batcher, stats tables.
+
+``get_runtime()`` is the per-process singleton. It loads lazily, on first use,
+in the process that scores: with the threads or solo pool that is the worker
+process itself, with prefork each child after the fork, so CUDA is never
+initialised in a parent that then forks. A runtime remembers the pid it was
+loaded in and is rebuilt if it finds itself in another process.
+
+A request carries document tokens as ids in the statistics vocabulary of its
+index version; ``stats_table`` maps that vocabulary to embedding rows once per
+version (``embeddings.lookup(stats.vocab.terms)``) and keeps the last few
+versions, so a reindex is picked up by the next request without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from es_rerank.payload import DOC_LEN, DOC_PAD, PayloadError, ScoreRequest, WorkerSetupError
+from es_rerank.stats import CorpusStats, StatsError
+from index_setup.embeddings import Embeddings, EmbeddingsError
+from worker.batching import MicroBatcher
+from worker.model import PAD_ID, Checkpoint, DeltaModel
+from worker.scorer import DeltaScorer
+from worker.settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+Prepared = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]  # query_rows [M], doc_rows [n, N], lex
+
+
+def stats_dir(settings: WorkerSettings, version: str) -> Path:
+    """The statistics directory of index ``version``: ``<indexes_dir>/<backend>/<version>/stats``.
+
+    The configured backend's directory wins when several backends hold the version.
+    """
+    if not isinstance(version, str) or not _VERSION_RE.match(version) or ".." in version:
+        raise PayloadError(f"stats_version {version!r} is not a valid index version name "
+                           "(letters, digits, '.', '_', '-')")
+    root = settings.indexes_dir
+    found = sorted(root.glob(f"*/{version}/stats"))
+    if not found:
+        raise WorkerSetupError(
+            f"no statistics for index version {version!r} under {root}/*/{version}/stats; the worker "
+            f"must read the same ESRR_HOME ({settings.home}) as the gateway (a shared volume), and "
+            "the index must have been built there (`esrr index build`)")
+    preferred = [path for path in found if path.parent.parent.name == settings.backend]
+    return (preferred or found)[0]
+
+
+def embeddings_dir(settings: WorkerSettings, version: str) -> Path:
+    """The embeddings artifact for a checkpoint trained on embeddings ``version``."""
+    if settings.embeddings is not None:
+        if not (settings.embeddings / "vectors.npy").is_file():
+            raise WorkerSetupError(f"ESRR_EMBEDDINGS={settings.embeddings} holds no vectors.npy; point "
+                                   "it at an embeddings directory (`esrr embeddings train`)")
+        return settings.embeddings
+    root = settings.embeddings_dir
+    for candidate in (root / version, root):
+        if (candidate / "vectors.npy").is_file():
+            return candidate
+    raise WorkerSetupError(f"no embeddings version {version!r} at {root / version} or {root}; train "
+                           "them (`esrr embeddings train`) or set ESRR_EMBEDDINGS to their directory")
+
+
+def _load_embeddings(directory: Path) -> Embeddings:
+    try:
+        return Embeddings.load(directory, mmap=False)  # in memory: torch shares it without a copy
+    except (EmbeddingsError, FileNotFoundError, ValueError) as error:
+        raise WorkerSetupError(f"cannot load embeddings at {directory}: {error}") from error
+
+
+@dataclass
+class Runtime:
+    """Everything one process needs to score requests."""
+
+    settings: WorkerSettings
+    checkpoint_path: Path
+    checkpoint: Checkpoint
+    embeddings_path: Path
+    embeddings: Embeddings
+    model: DeltaModel
+    scorer: DeltaScorer
+    batcher: MicroBatcher
+    pid: int = field(default_factory=os.getpid)
+    _tables: "OrderedDict[str, np.ndarray]" = field(default_factory=OrderedDict)
+    _tables_lock: threading.Lock = field(default_factory=threading.Lock)
+    _load_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def load(cls, settings: WorkerSettings) -> "Runtime":
+        """Load checkpoint, embeddings and scorer; ``WorkerSetupError`` names the fix."""
+        path = settings.checkpoint_path
+        try:
+            checkpoint = Checkpoint.load(path)
+        except (FileNotFoundError, ValueError) as error:
+            raise WorkerSetupError(f"{error} (or set ESRR_CHECKPOINT)") from error
+        if checkpoint.config.doc_len != DOC_LEN:
+            raise WorkerSetupError(f"checkpoint {path} reads {checkpoint.config.doc_len} document tokens, "
+                                   f"the payload carries {DOC_LEN}; retrain with doc_len={DOC_LEN}")
+        directory = embeddings_dir(settings, checkpoint.embeddings_version)
+        embeddings = _load_embeddings(directory)
+        if embeddings.version != checkpoint.embeddings_version:
+            raise WorkerSetupError(
+                f"checkpoint {path} was trained on embeddings {checkpoint.embeddings_version!r} but "
+                f"{directory} holds {embeddings.version!r}; point ESRR_EMBEDDINGS at the right version "
+                "or retrain the model on these embeddings")
+        try:
+            model = checkpoint.build_model(embeddings.vectors)
+        except (ValueError, RuntimeError) as error:
+            raise WorkerSetupError(f"checkpoint {path} does not fit embeddings {directory}: {error}") from error
+        try:
+            scorer = DeltaScorer.from_model(model, settings.device)
+        except ValueError as error:
+            raise WorkerSetupError(f"{error} (ESRR_DEVICE={settings.device})") from error
+        batcher = MicroBatcher(scorer.score_many, max_wait_s=settings.batch_wait_ms / 1000,
+                               max_requests=settings.batch_max_requests,
+                               max_items=settings.batch_max_docs, size=lambda item: item[1].shape[0])
+        runtime = cls(settings, path, checkpoint, directory, embeddings, model, scorer, batcher)
+        log.info("loaded: %s", "; ".join(f"{key}: {value}" for key, value in runtime.describe().items()))
+        return runtime
+
+    @property
+    def model_name(self) -> str:
+        return self.checkpoint_path.stem
+
+    @property
+    def lex_names(self) -> tuple[str, ...]:
+        return tuple(self.checkpoint.config.lex_names)
+
+    def describe(self) -> dict[str, str]:
+        """Where the model, embeddings and statistics come from (for logs and the CLI)."""
+        return {
+            "model": f"{self.model_name} ({self.checkpoint_path})",
+            "lex features": ", ".join(self.lex_names) or "none",
+            "embeddings": f"{self.embeddings.version} ({self.embeddings_path}, "
+                          f"{self.embeddings.vectors.shape[0]} words)",
+            "statistics": f"{self.settings.indexes_dir}/*/<version>/stats, per request",
+            "device": str(self.scorer.device),
+        }
+
+    def stats_table(self, version: str) -> np.ndarray:
+        """int64 [n_terms] embedding row of each term of statistics ``version`` (LRU-cached)."""
+        with self._tables_lock:
+            table = self._tables.get(version)
+            if table is not None:
+                self._tables.move_to_end(version)
+                return table
+        with self._load_lock:  # one load at a time; others re-check the cache afterwards
+            with self._tables_lock:
+                if version in self._tables:
+                    return self._tables[version]
+            directory = stats_dir(self.settings, version)
+            try:
+                stats = CorpusStats.load(directory)
+            except StatsError as error:
+                raise WorkerSetupError(str(error)) from error
+            if stats.version != version:
+                raise WorkerSetupError(f"{directory} holds statistics version {stats.version!r}, not "
+                                       f"{version!r}; rebuild that index")
+            table = np.asarray(self.embeddings.lookup(stats.vocab.terms), dtype=np.int64)
+            log.info("statistics %s: %d terms, %d without an embedding", version, len(table),
+                     int((table == 1).sum()))
+            with self._tables_lock:
+                self._tables[version] = table
+                while len(self._tables) > self.settings.stats_cache_size:
+                    self._tables.popitem(last=False)
+            return table
+
+    def prepare(self, request: ScoreRequest) -> Prepared:
+        """(query_rows int64 [M], doc_rows int64 [n, N], lex float32 [n, L] or None) for the scorer."""
+        if request.lex_names != self.lex_names:
+            raise PayloadError(f"the request carries Lex features {list(request.lex_names)}, model "
+                               f"{self.model_name} was trained with {list(self.lex_names)}; build the "
+                               f"request with lex_names={list(self.lex_names)}")
+        table = self.stats_table(request.stats_version)
+        docs = request.doc_tokens
+        if docs.size and int(docs.max()) >= len(table):
+            raise PayloadError(f"doc_tokens holds id {int(docs.max())} but statistics version "
+                               f"{request.stats_version!r} has {len(table)} terms; the gateway and the "
+                               "worker read different statistics for that version")
+        doc_rows = np.where(docs == DOC_PAD, PAD_ID, table[np.maximum(docs, 0)])  # [n, N]
+        query_len = self.checkpoint.config.query_len
+        query_rows = np.full(query_len, PAD_ID, dtype=np.int64)  # [M]
+        tokens = list(request.query_tokens[:query_len])
+        query_rows[:len(tokens)] = self.embeddings.lookup(tokens)
+        lex = request.lex if self.lex_names else None
+        return query_rows, doc_rows.astype(np.int64, copy=False), lex
+
+    def submit(self, request: ScoreRequest) -> Future:
+        """Queue a request for the next forward pass; the future's result is float32 [n] scores.
+
+        ``future.batch_size`` (once done) is the number of requests that shared the pass.
+        """
+        if request.n == 0:
+            future: Future = Future()
+            future.batch_size = 0
+            future.set_result(np.zeros(0, dtype=np.float32))
+            return future
+        return self.batcher.submit(self.prepare(request))
+
+    def score(self, request: ScoreRequest, timeout: float | None = None) -> np.ndarray:
+        """float32 [n] scores of the request's documents, in their order (micro-batched)."""
+        return np.asarray(self.submit(request).result(timeout), dtype=np.float32)
+
+    def close(self) -> None:
+        self.batcher.close()
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def get_runtime(settings: WorkerSettings | None = None) -> Runtime:
+    """This process's runtime, loaded on first call (thread-safe, fork-aware)."""
+    global _runtime
+    runtime = _runtime
+    if runtime is not None and runtime.pid == os.getpid():
+        return runtime
+    with _runtime_lock:
+        if _runtime is None or _runtime.pid != os.getpid():
+            _runtime = Runtime.load(settings or WorkerSettings())
+        return _runtime
+
+
+def close_runtime() -> None:
+    """Stop this process's batcher (worker shutdown)."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is not None and _runtime.pid == os.getpid():
+            _runtime.close()
+        _runtime = None

@@ -1,0 +1,93 @@
+"""Settings of a scoring worker process, from ``ESRR_*`` environment variables.
+
+Validated when the worker starts (``WorkerSettings()`` raises a pydantic
+``ValidationError`` naming the variable and the fix). The gateway has its own
+settings class; the two share the broker URL, queue and ``CommonSettings``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import Field, model_validator
+
+from es_rerank.payload import DEFAULT_QUEUE
+from es_rerank.settings import CommonSettings
+
+DEFAULT_CHECKPOINT_NAME = "delta-32-lex3.pt"
+REDIS_SCHEMES = ("redis", "rediss", "redis+socket")
+AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
+
+
+class WorkerSettings(CommonSettings):
+    """Broker, artifacts, pool and micro-batching of one worker process."""
+
+    broker_url: str = Field("redis://127.0.0.1:6379/0",
+                            description="Redis (redis://) or RabbitMQ (amqp://guest:guest@host:5672//)")
+    result_backend: str | None = Field(
+        None, description="default: the Redis broker itself, or rpc:// with an AMQP broker")
+    queue: str = Field(DEFAULT_QUEUE, min_length=1, description="queue the worker consumes")
+
+    checkpoint: Path | None = Field(None, description=f"default: <home>/models/{DEFAULT_CHECKPOINT_NAME}")
+    embeddings: Path | None = Field(
+        None, description="embeddings artifact directory; default: <home>/embeddings/<the checkpoint's "
+                          "embeddings_version>, or <home>/embeddings itself when it holds vectors.npy")
+    device: str | None = Field(None, description="cpu, cuda, cuda:N; default: cuda when available")
+
+    pool: str = Field("threads", pattern="^(threads|solo|prefork)$",
+                      description="threads: tasks overlap in one process and share one model, so "
+                                  "concurrent requests can be batched together (see worker.batching)")
+    concurrency: int = Field(8, ge=1, le=256, description="tasks in flight per worker process")
+    batch_wait_ms: float = Field(2.0, ge=0, le=50, description="longest wait for company in a batch")
+    batch_max_requests: int = Field(8, ge=1, le=256)
+    batch_max_docs: int = Field(4000, ge=1, description="documents per forward pass (memory bound)")
+    stats_cache_size: int = Field(4, ge=1, le=64, description="statistics versions kept loaded")
+
+    soft_time_limit_s: float = Field(20.0, gt=0, description="prefork pool only")
+    time_limit_s: float = Field(30.0, gt=0, description="prefork pool only")
+    visibility_timeout_s: float = Field(
+        300.0, gt=0, description="Redis: an unacknowledged task is redelivered after this long")
+    restore_interval_s: float = Field(
+        10.0, gt=0, description="Redis: how often a worker looks for tasks to redeliver")
+    result_expires_s: int = Field(600, ge=1, description="results are read at once; keep Redis clean")
+    broker_key_prefix: str = Field("", description="Redis key prefix, to share a Redis database")
+
+    score_delay_ms: float = Field(0.0, ge=0, description="TESTING ONLY: sleep in every task")
+    loglevel: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
+
+    @property
+    def broker_scheme(self) -> str:
+        return urlsplit(self.broker_url).scheme
+
+    @property
+    def is_redis(self) -> bool:
+        return self.broker_scheme in REDIS_SCHEMES
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.checkpoint or self.models_dir / DEFAULT_CHECKPOINT_NAME
+
+    @property
+    def result_backend_url(self) -> str:
+        """Where results go: both choices push results to the waiting client (no polling)."""
+        if self.result_backend:
+            return self.result_backend
+        return self.broker_url if self.is_redis else "rpc://"
+
+    @model_validator(mode="after")
+    def _check(self) -> "WorkerSettings":
+        if self.broker_scheme not in REDIS_SCHEMES + AMQP_SCHEMES:
+            raise ValueError(f"ESRR_BROKER_URL={self.broker_url!r}: use redis://HOST:6379/DB or "
+                             "amqp://USER:PASSWORD@HOST:5672//")
+        if self.soft_time_limit_s >= self.time_limit_s:
+            raise ValueError(f"ESRR_SOFT_TIME_LIMIT_S ({self.soft_time_limit_s}) must be below "
+                             f"ESRR_TIME_LIMIT_S ({self.time_limit_s})")
+        if self.is_redis and self.visibility_timeout_s <= self.time_limit_s:
+            raise ValueError(
+                f"ESRR_VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s}) must exceed ESRR_TIME_LIMIT_S "
+                f"({self.time_limit_s}), or Redis hands a running task to a second worker")
+        if self.result_backend and self.result_backend.startswith("rpc") and self.is_redis:
+            raise ValueError("ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
+                             "the Redis broker as result backend")
+        return self

@@ -1,0 +1,83 @@
+"""The scoring task, ``rerank.score``: decode the payload, score it, return the scores.
+
+Thin on purpose: the work is in ``es_rerank.payload.decode`` and
+``worker.runtime.Runtime.score``, which tests call directly.
+
+Errors: a malformed payload raises ``PayloadError``, a worker that cannot score
+(missing statistics version, model, embeddings) ``WorkerSetupError``. Both come
+from ``es_rerank.payload`` (torch-free), so ``AsyncResult.get()`` in the gateway
+re-raises them as those classes, with the message that says what to fix. They
+are not retried (retrying cannot help) and, with ``task_acks_on_failure_or_timeout``,
+acknowledged: the worker answers once and stays up. Raising rather than returning
+an error value keeps one path for every failure in the gateway (catch, fall back
+to the BM25 order) and shows failures as FAILURE in Celery's monitoring.
+
+Result: ``{"v": 1, "scores": [float, ...], "model": name, "took_ms": float, "batch": int}``,
+``scores[i]`` for the i-th document of the request; ``batch`` is the number of
+requests that shared its forward pass (for monitoring the micro-batching).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from celery import Task, signals
+
+from es_rerank.payload import RESULT_VERSION, TASK_NAME, decode
+from worker.celery_app import app
+from worker.runtime import Runtime, close_runtime, get_runtime
+from worker.settings import WorkerSettings
+
+
+class ScoringTask(Task):
+    """A task with the process's runtime as a lazy property (celery ``tasks.rst``, Instantiation)."""
+
+    @property
+    def settings(self) -> WorkerSettings:
+        return self.app.esrr_settings
+
+    @property
+    def runtime(self) -> Runtime:
+        return get_runtime(self.settings)
+
+
+@app.task(bind=True, base=ScoringTask, name=TASK_NAME, max_retries=0)
+def score(self: ScoringTask, payload: dict[str, Any]) -> dict[str, Any]:
+    """Scores of the payload's documents for its query."""
+    start = time.perf_counter()
+    request = decode(payload)
+    if self.settings.score_delay_ms:  # testing only: keeps a task running long enough to kill
+        time.sleep(self.settings.score_delay_ms / 1000)
+    runtime = self.runtime
+    future = runtime.submit(request)
+    scores = future.result(timeout=self.settings.time_limit_s)  # the threads pool has no time limit
+    return {"v": RESULT_VERSION, "scores": scores.tolist(), "model": runtime.model_name,
+            "took_ms": round((time.perf_counter() - start) * 1000, 3), "batch": future.batch_size}
+
+
+def _pool_name(pool_cls: Any) -> str:
+    return pool_cls if isinstance(pool_cls, str) else getattr(pool_cls, "__module__", str(pool_cls))
+
+
+@signals.celeryd_after_setup.connect
+def _preload(sender: Any = None, instance: Any = None, **_: Any) -> None:
+    """Load the model before taking tasks, and refuse to start when it cannot be loaded.
+
+    Only with the threads or solo pool: they score in this very process. With
+    prefork each child loads on its first task (after the fork, CUDA-safe).
+    """
+    if instance is None or getattr(instance.app, "esrr_settings", None) is None:
+        return
+    pool = _pool_name(getattr(instance, "pool_cls", ""))
+    if "prefork" in pool or "processes" in pool:
+        return
+    try:
+        get_runtime(instance.app.esrr_settings)  # logs where model, embeddings, statistics come from
+    except Exception as error:  # noqa: BLE001 - re-raised as the reason the worker does not start
+        raise SystemExit(f"esrr worker cannot start: {error}") from error
+
+
+@signals.worker_shutdown.connect
+def _shutdown(**_: Any) -> None:
+    close_runtime()
