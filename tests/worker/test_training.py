@@ -1,0 +1,183 @@
+"""Training and evaluation pieces on tiny inputs: triples, loss, a few SGD steps, metrics."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from worker.model import DeltaConfig, DeltaModel, VARIANTS
+from worker.training.data import QueryCandidates, Triples, batch_inputs, sample_triples, scaled_relevance
+from worker.training.evaluate import evaluate_runs, markdown_table, reverse_doc_id_scores
+from worker.training.metrics import PAPER_NDCG20, TREC_NDCG20, per_query, run_from_scores, write_trec_run
+from worker.training.train import TrainConfig, pairwise_hinge_loss, train_model
+
+
+def _candidates(grades: list[int], bm25: list[float] | None = None, query_id: str = "q1",
+                n_lex: int = 3) -> QueryCandidates:
+    n = len(grades)
+    return QueryCandidates(
+        query_id=query_id,
+        query_rows=np.array([2, 3, 0, 0, 0, 0, 0]),
+        doc_ids=[f"D{i}" for i in range(n)],
+        stats_rows=np.arange(n),
+        lex=np.arange(n * n_lex, dtype=np.float32).reshape(n, n_lex),
+        bm25=np.asarray(bm25 if bm25 is not None else [float(n - i) for i in range(n)], dtype=np.float32),
+        grades=np.asarray(grades),
+    )
+
+
+class _Table:
+    """DocumentRows stand-in over an explicit [n_docs, 50] table."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+
+    def __getitem__(self, stats_rows):
+        return self.rows[stats_rows]
+
+
+class _Rows:
+    """DocumentRows stand-in: stats row i has tokens i+2, i+3 then padding."""
+
+    def __getitem__(self, rows):
+        out = np.zeros((len(rows), 50), dtype=np.int64)
+        out[:, 0] = np.asarray(rows) + 2
+        out[:, 1] = np.asarray(rows) + 3
+        return out
+
+
+def test_scaled_relevance_follows_section_4_1():
+    # grades 2, 1, 0: rel = 2/3, 1/3, 0 -> srel = 1 + 99 rel, and 0 for non-relevant
+    assert scaled_relevance(np.array([2, 1, 0])) == pytest.approx([1 + 66.0, 1 + 33.0, 0.0])
+
+
+def test_triples_are_balanced_and_weighted():
+    cand = _candidates([2, 1, 1, 0, 0, 0, 0, 0])
+    triples = sample_triples([cand], np.random.default_rng(0), max_positives=None)
+    srel = scaled_relevance(cand.grades)
+    # 3 relevant documents each meet one negative; the grade-2 one also meets one grade-1 document.
+    assert len(triples.query) == 4
+    assert all(cand.grades[p] > cand.grades[n] for p, n in zip(triples.positive, triples.negative))
+    assert triples.weight == pytest.approx(np.sqrt(srel[triples.positive] - srel[triples.negative]))
+    negatives = [n for p, n in zip(triples.positive, triples.negative) if cand.grades[n] == 0]
+    assert len(negatives) == 3 and all(cand.bm25[n] > 0 for n in negatives)
+
+
+def test_triples_cap_positives_and_skip_queries_without_negatives():
+    many = _candidates([1] * 10 + [0] * 10, query_id="many")
+    no_negatives = _candidates([1, 1], query_id="none")
+    triples = sample_triples([many, no_negatives], np.random.default_rng(0), max_positives=4)
+    assert len(triples.query) == 4 and set(triples.query) == {0}
+    with pytest.raises(ValueError, match="no training triples"):
+        sample_triples([no_negatives], np.random.default_rng(0))
+
+
+def test_unretrieved_relevant_documents_are_positives_not_negatives():
+    cand = _candidates([1, 0, 0, 1], bm25=[3.0, 2.0, 1.0, 0.0])  # D3 was added, not retrieved
+    triples = sample_triples([cand], np.random.default_rng(1), max_positives=None)
+    assert set(triples.negative) <= {1, 2}
+
+
+def test_pairwise_hinge_loss():
+    positive = torch.tensor([2.0, 0.5, 0.0])
+    negative = torch.tensor([0.0, 0.0, 0.5])
+    weight = torch.tensor([1.0, 2.0, 3.0])
+    # margins: max(0, 1-2+0)=0, max(0, 1-0.5)=0.5, max(0, 1+0.5)=1.5 -> (0 + 1.0 + 4.5) / 3
+    assert pairwise_hinge_loss(positive, negative, weight).item() == pytest.approx(5.5 / 3)
+
+
+def test_batch_inputs_stack_docs_queries_and_lex():
+    cands = [_candidates([1, 0, 0]), _candidates([0, 1], query_id="q2")]
+    docs, queries, lex = batch_inputs(cands, _Rows(), np.array([0, 1]), np.array([2, 1]))
+    assert docs.shape == (2, 50) and queries.shape == (2, 7) and lex.shape == (2, 3)
+    assert docs[0, 0] == 2 + 2 and lex[1].tolist() == cands[1].lex[1].tolist()
+
+
+def test_a_few_epochs_learn_to_prefer_the_relevant_token():
+    """Relevant documents contain the query word; training must rank them first on dev."""
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(60, 300)).astype(np.float32)
+    vectors[0] = 0
+
+    def query(qid: str, word: int) -> QueryCandidates:
+        n = 20
+        rows = np.zeros((n, 50), dtype=np.int64)
+        rows[:, :10] = rng.integers(10, 60, size=(n, 10))
+        grades = np.zeros(n, dtype=np.int64)
+        grades[:4] = 1
+        rows[:4, 3] = word
+        return QueryCandidates(qid, np.array([word, 0, 0, 0, 0, 0, 0]), [f"{qid}-d{i}" for i in range(n)],
+                               np.arange(n), np.zeros((n, 0), np.float32), np.ones(n, np.float32), grades), rows
+
+    built = [query(f"q{i}", 2 + i % 8) for i in range(24)]
+    # Give every query's documents their own stats rows in one shared table.
+    candidates, offset = [], 0
+    for cand, rows in built:
+        candidates.append(QueryCandidates(cand.query_id, cand.query_rows, cand.doc_ids,
+                                          np.arange(offset, offset + len(rows)), cand.lex, cand.bm25, cand.grades))
+        offset += len(rows)
+    table = _Table(np.concatenate([rows for _, rows in built]))
+    qrels = {c.query_id: {d: int(g) for d, g in zip(c.doc_ids, c.grades) if g} for c in candidates}
+    config = DeltaConfig(**VARIANTS["delta-32"], dropout=0.0)
+    result = train_model(config, vectors, candidates[:16], candidates[16:], qrels, table,
+                         TrainConfig(max_epochs=6, patience=6, batch_size=16, learning_rate=0.05),
+                         progress=False)
+    assert result.best_dev > 0.9
+    assert len(result.history) == 6 and result.best_epoch >= 1
+
+
+def test_paper_and_trec_ndcg_differ_only_in_gain():
+    qrels = {"q": {"a": 2, "b": 1}}
+    run = {"q": {"b": 2.0, "a": 1.0, "c": 0.5}}
+    # DCG with gains 2^rel-1: b at rank 1 (gain 1), a at rank 2 (gain 3): 1 + 3/log2(3); ideal 3 + 1/log2(3)
+    paper = (1 + 3 / math.log2(3)) / (3 + 1 / math.log2(3))
+    trec = (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3))
+    assert per_query(PAPER_NDCG20, qrels, run)["q"] == pytest.approx(paper)
+    assert per_query(TREC_NDCG20, qrels, run)["q"] == pytest.approx(trec)
+
+
+def test_queries_without_hits_score_zero():
+    assert per_query(TREC_NDCG20, {"q": {"a": 1}, "r": {"b": 1}}, {"q": {"a": 1.0}}) == {"q": 1.0, "r": 0.0}
+
+
+def test_run_file_ties_break_by_decreasing_doc_id(tmp_path):
+    path = tmp_path / "x.run"
+    write_trec_run({"q": {"MED-1": 1.0, "MED-2": 1.0, "MED-3": 2.0}}, path, "tag")
+    assert [line.split()[2] for line in path.read_text().splitlines()] == ["MED-3", "MED-2", "MED-1"]
+
+
+def test_evaluation_table_marks_significance_against_bm25():
+    cands = [_candidates([1, 0, 0, 0], query_id=f"q{i}") for i in range(12)]
+    qrels = {c.query_id: {"D0": 1} for c in cands}
+    bm25 = run_from_scores(cands, [np.array([0.0, 3.0, 2.0, 1.0]) for _ in cands])  # relevant doc last
+    good = run_from_scores(cands, [np.array([9.0 if i % 3 else 2.5, 3.0, 2.0, 1.0])  # relevant first or second
+                                   for i in range(len(cands))])
+    uninformed = run_from_scores(cands, reverse_doc_id_scores(cands))
+    rows = evaluate_runs({"BM25": bm25, "Model": good, "Uninformed": uninformed}, qrels)
+    model = next(r for r in rows if r.name == "Model")
+    assert model.means[str(TREC_NDCG20)] > 0.8 and model.p_values[str(TREC_NDCG20)] < 0.01
+    table = markdown_table(rows, recall=1.0)
+    assert "| Model |" in table and "+" in table and "Recall@500: 1.0000" in table
+
+
+def test_reverse_doc_id_is_numeric_aware():
+    cand = _candidates([0, 0, 0])
+    cand.doc_ids[:] = ["MED-9", "MED-10", "MED-100"]
+    scores = reverse_doc_id_scores([cand])[0]
+    assert list(np.argsort(-scores)) == [2, 1, 0]
+
+
+def test_model_trains_with_lex_features_and_standardises_them():
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(30, 300)).astype(np.float32)
+    vectors[0] = 0
+    cands = [_candidates([1, 1, 0, 0, 0, 0], query_id=f"q{i}") for i in range(4)]
+    qrels = {c.query_id: {"D0": 1, "D1": 1} for c in cands}
+    config = DeltaConfig(**VARIANTS["delta-32-lex3"])
+    result = train_model(config, vectors, cands, cands, qrels, _Rows(), TrainConfig(max_epochs=1), progress=False)
+    lex = np.concatenate([c.lex for c in cands])
+    assert result.model.lex_mean.numpy() == pytest.approx(lex.mean(axis=0))
+    assert isinstance(result.model, DeltaModel)

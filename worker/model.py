@@ -1,0 +1,171 @@
+"""The Delta relevance model (Mohan et al., WWW 2018, section 3), reference implementation.
+
+Shapes: B batch, N document tokens (50), M query tokens (7), V embedding size
+(300), F conv filters (32), L Lex features. Token id 0 is padding everywhere;
+the word vectors are pre-trained word2vec and stay frozen (section 3).
+
+This module is the readable reference; ``worker.scorer`` is the fast serving
+path and is tested to produce the same scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+PAD_ID = 0
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class DeltaConfig:
+    """Hyper-parameters of section 4.2; the variants of Tables 2 and 6 are flags."""
+
+    embedding_dim: int = 300  # V
+    doc_len: int = 50  # N
+    query_len: int = 7  # M
+    n_filters: int = 32  # n_f
+    kernel_width: int = 3  # k
+    n_conv: int = 3  # N_C
+    hidden: tuple[int, ...] = (32, 16)  # K_1, K_2; K_3 = 1 (N_F = 3)
+    leaky_slope: float = 0.3
+    dropout: float = 0.3
+    lex_names: tuple[str, ...] = ()  # () = Delta-32; LEX3 = Delta-32-Lex3
+    use_difference: bool = True  # Table 6: "no Difference vectors" sets False
+    use_delta_features: bool = True  # Table 6: "no Delta features" sets False
+
+    @property
+    def delta_width(self) -> int:
+        """Channels of the Delta matrix: V difference values (if used) plus 3 features."""
+        return 3 * self.use_delta_features + (self.embedding_dim if self.use_difference else 0)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DeltaConfig":
+        """Inverse of ``dataclasses.asdict``."""
+        data = dict(data, hidden=tuple(data["hidden"]), lex_names=tuple(data["lex_names"]))
+        return cls(**data)
+
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "delta-32": {},
+    "delta-32-lex3": {"lex_names": ("abstract_bm25", "title_idf_jaccard", "title_idf_word_overlap")},
+    "delta-32-no-difference": {"use_difference": False},
+    "delta-32-no-delta-features": {"use_delta_features": False},
+}
+
+
+def delta_matrix(doc: torch.Tensor, query: torch.Tensor, doc_mask: torch.Tensor,
+                 query_mask: torch.Tensor, config: DeltaConfig) -> torch.Tensor:
+    """The unparameterised Delta stage (section 3.2): [B, N, V] x [B, M, V] -> [B, N, C]."""
+    distances = torch.cdist(doc, query)  # [B, N, M]
+    distances = distances.masked_fill(~query_mask[:, None, :], float("inf"))
+    closest = distances.argmin(dim=2)  # [B, N]
+    q_star = torch.gather(query, 1, closest[:, :, None].expand(-1, -1, doc.shape[2]))  # [B, N, V]
+    difference = doc - q_star  # [B, N, V]
+    parts = [difference] if config.use_difference else []
+    if config.use_delta_features:
+        distance = difference.norm(dim=2, keepdim=True)  # [B, N, 1]
+        cosine = F.cosine_similarity(doc, q_star, dim=2, eps=1e-8)[:, :, None]  # [B, N, 1]
+        norms = doc.norm(dim=2, keepdim=True) + q_star.norm(dim=2, keepdim=True)
+        proximity = 1 - distance / norms.clamp_min(1e-8)  # [B, N, 1]
+        parts += [cosine, distance, proximity]
+    return torch.cat(parts, dim=2) * doc_mask[:, :, None]  # [B, N, C], padding zeroed
+
+
+class DeltaModel(nn.Module):
+    """Delta stage -> 3 masked conv layers -> max-pool -> [pooled, Lex] -> 3 dense layers."""
+
+    def __init__(self, config: DeltaConfig, embeddings: np.ndarray | torch.Tensor) -> None:
+        super().__init__()
+        self.config = config
+        vectors = torch.as_tensor(np.asarray(embeddings), dtype=torch.float32)
+        if vectors.shape[1] != config.embedding_dim:
+            raise ValueError(f"embeddings have {vectors.shape[1]} dimensions, the config expects "
+                             f"{config.embedding_dim}; use the embeddings the model was trained with")
+        # Frozen and not saved in checkpoints: they come from the versioned embeddings artifact.
+        self.register_buffer("embeddings", vectors, persistent=False)
+        widths = [config.delta_width] + [config.n_filters] * config.n_conv
+        self.convs = nn.ModuleList(
+            nn.Conv1d(c_in, c_out, config.kernel_width, padding="same")
+            for c_in, c_out in zip(widths[:-1], widths[1:])
+        )
+        self.dropout = nn.Dropout(config.dropout)
+        n_lex = len(config.lex_names)
+        sizes = [config.n_filters + n_lex, *config.hidden, 1]
+        self.dense = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        # Lex features are standardised with training-set statistics stored in the checkpoint.
+        self.register_buffer("lex_mean", torch.zeros(n_lex))
+        self.register_buffer("lex_std", torch.ones(n_lex))
+
+    def forward(self, doc_ids: torch.Tensor, query_ids: torch.Tensor,
+                lex: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores [B] for doc ids [B, N], query ids [B, M] and Lex features [B, L]."""
+        doc_mask = doc_ids != PAD_ID  # [B, N]
+        query_mask = query_ids != PAD_ID  # [B, M]
+        doc = self.embeddings[doc_ids]  # [B, N, V]
+        query = self.embeddings[query_ids]  # [B, M, V]
+        y = delta_matrix(doc, query, doc_mask, query_mask, self.config)  # [B, N, C]
+        y = y.transpose(1, 2)  # [B, C, N] for Conv1d
+        mask = doc_mask[:, None, :].to(y.dtype)  # [B, 1, N]
+        for conv in self.convs:
+            y = F.leaky_relu(conv(y), self.config.leaky_slope) * mask  # [B, F, N]
+        y = self.dropout(y)
+        y = y.masked_fill(mask == 0, float("-inf")).amax(dim=2)  # [B, F]
+        y = torch.where(torch.isinf(y), torch.zeros_like(y), y)  # an all-padding document pools to 0
+        if self.config.lex_names:
+            y = torch.cat([y, (lex - self.lex_mean) / self.lex_std], dim=1)  # [B, F + L]
+        for layer in self.dense:
+            y = F.leaky_relu(layer(y), self.config.leaky_slope)
+        return y[:, 0]  # [B]
+
+    def conv_parameters(self) -> list[nn.Parameter]:
+        """Convolution weights (their own L2 coefficient in training)."""
+        return list(self.convs.parameters())
+
+    def dense_parameters(self) -> list[nn.Parameter]:
+        """Feed-forward weights (their own L2 coefficient in training)."""
+        return list(self.dense.parameters())
+
+
+@dataclass
+class Checkpoint:
+    """A trained model's weights with everything needed to rebuild and trust it."""
+
+    config: DeltaConfig
+    state_dict: dict[str, torch.Tensor]
+    embeddings_version: str
+    stats_version: str
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def save(self, path: Path) -> None:
+        """Write the checkpoint (config as a plain dict, loadable with weights_only)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({
+            "format": CHECKPOINT_FORMAT, "config": asdict(self.config), "state_dict": self.state_dict,
+            "embeddings_version": self.embeddings_version, "stats_version": self.stats_version,
+            "metrics": self.metrics,
+        }, path)
+
+    @classmethod
+    def load(cls, path: Path) -> "Checkpoint":
+        """Read a checkpoint written by ``save``."""
+        if not path.is_file():
+            raise FileNotFoundError(f"no model checkpoint at {path}; train one with `esrr train`")
+        data = torch.load(path, map_location="cpu", weights_only=True)
+        if data.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"checkpoint {path} has format {data.get('format')}; "
+                             f"this code reads format {CHECKPOINT_FORMAT}, retrain with `esrr train`")
+        return cls(DeltaConfig.from_dict(data["config"]), data["state_dict"],
+                   data["embeddings_version"], data["stats_version"], data["metrics"])
+
+    def build_model(self, embeddings: np.ndarray) -> DeltaModel:
+        """A DeltaModel in eval mode with these weights over the given embedding table."""
+        model = DeltaModel(self.config, embeddings)
+        model.load_state_dict(self.state_dict)
+        return model.eval()

@@ -1,0 +1,156 @@
+"""``esrr train`` and ``esrr eval``: the model recipe and the Table 2 evaluation on NFCorpus."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import click
+
+from es_rerank.machine import machine_description
+from es_rerank.settings import CommonSettings
+
+VARIANT_NAMES = {
+    "delta-32": "Delta-32",
+    "delta-32-lex3": "Delta-32-Lex3",
+    "delta-32-no-difference": "Delta-32, no difference vectors",
+    "delta-32-no-delta-features": "Delta-32, no Delta features",
+}
+
+
+@dataclass
+class Workspace:
+    """Everything the train and eval commands share: data, index, embeddings."""
+
+    settings: CommonSettings
+    nfcorpus: object
+    backend: object
+    embeddings: object
+    doc_rows: object
+
+
+def open_workspace(data: Path | None) -> Workspace:
+    """Locate NFCorpus, the served embedded index and the current embeddings."""
+    from es_rerank.backends import BackendError, open_backend
+    from index_setup.embeddings import load_current
+    from index_setup.nfcorpus import NFCorpus
+    from worker.training.data import DocumentRows
+
+    settings = CommonSettings()
+    try:
+        nfcorpus = NFCorpus.locate(data)
+        backend = open_backend(settings)
+        embeddings = load_current(settings)
+    except (BackendError, FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    return Workspace(settings, nfcorpus, backend, embeddings, DocumentRows(backend.stats, embeddings))
+
+
+def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
+    """Where the checkpoint of a variant lives."""
+    return settings.models_dir / f"{variant}.pt"
+
+
+@click.command()
+@click.option("--variant", "variants", multiple=True, default=["delta-32-lex3"], show_default=True,
+              type=click.Choice([*VARIANT_NAMES, "all"]), help="Model variant(s) to train; 'all' trains the four.")
+@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
+@click.option("--max-epochs", default=None, type=int, help="Upper bound on epochs (early stopping on dev decides).")
+@click.option("--train-queries", default=None, type=int, help="Use only the first N training queries (quick runs).")
+@click.option("--dev-queries", default=None, type=int, help="Use only the first N dev queries for early stopping.")
+@click.option("--seed", default=None, type=int)
+def train(variants: tuple[str, ...], data: Path | None, max_epochs: int | None, train_queries: int | None,
+          dev_queries: int | None, seed: int | None) -> None:
+    """Train Delta models on NFCorpus train, early-stopped on dev NDCG@20."""
+    from worker.model import Checkpoint, DeltaConfig, VARIANTS
+    from worker.training.data import build_candidates
+    from worker.training.train import TrainConfig, train_model
+    from worker.training.plots import plot_training_curve
+
+    names = list(VARIANT_NAMES) if "all" in variants else list(dict.fromkeys(variants))
+    work = open_workspace(data)
+    settings = TrainConfig()
+    settings = replace(settings, **{k: v for k, v in {"max_epochs": max_epochs, "seed": seed}.items() if v is not None})
+    train_qrels, dev_qrels = work.nfcorpus.qrels("train"), work.nfcorpus.qrels("dev")
+    train_q = _first(work.nfcorpus.queries("train"), train_queries)
+    dev_q = _first(work.nfcorpus.queries("dev"), dev_queries)
+    lex_names = sorted({name for v in names for name in VARIANTS[v].get("lex_names", ())},
+                       key=lambda n: VARIANTS["delta-32-lex3"]["lex_names"].index(n))
+    click.echo(f"{len(train_q)} train / {len(dev_q)} dev queries; embeddings {work.embeddings.version}; "
+               f"index {work.backend.stats.version}")
+    started = time.perf_counter()
+    train_c = build_candidates(train_q, train_qrels, work.backend, work.embeddings, lex_names, add_judged=True)
+    dev_c = build_candidates(dev_q, dev_qrels, work.backend, work.embeddings, lex_names)
+    click.echo(f"candidates ready in {time.perf_counter() - started:.0f} s")
+    for variant in names:
+        config = DeltaConfig(**VARIANTS[variant], embedding_dim=work.embeddings.vectors.shape[1])
+        keep = [lex_names.index(n) for n in config.lex_names]
+        result = train_model(config, work.embeddings.vectors, _select_lex(train_c, keep), _select_lex(dev_c, keep),
+                             dev_qrels, work.doc_rows, settings)
+        path = checkpoint_path(work.settings, variant)
+        Checkpoint(config, result.model.state_dict(), work.embeddings.version, work.backend.stats.version,
+                   {"dev_ndcg20": result.best_dev, "best_epoch": result.best_epoch,
+                    "train_seconds": result.seconds}).save(path)
+        plot_training_curve(result.history, path.with_suffix(".png"), VARIANT_NAMES[variant])
+        path.with_suffix(".json").write_text(json.dumps({
+            "variant": variant, "train": settings.__dict__, "history": result.history,
+            "best_epoch": result.best_epoch, "best_dev_ndcg20": result.best_dev, "seconds": result.seconds,
+            "machine": machine_description()}, indent=2), encoding="utf-8")
+        click.echo(f"{variant}: best dev NDCG@20 {result.best_dev:.4f} at epoch {result.best_epoch} "
+                   f"({result.seconds:.0f} s) -> {path}")
+
+
+def _first(queries: dict[str, str], n: int | None) -> dict[str, str]:
+    return {q: queries[q] for q in sorted(queries)[:n]} if n else queries
+
+
+def _select_lex(candidates, columns: list[int]):
+    return [replace(c, lex=c.lex[:, columns]) for c in candidates]
+
+
+@click.command(name="eval")
+@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
+@click.option("--split", default="test", show_default=True, type=click.Choice(["dev", "test"]))
+@click.option("--out", type=click.Path(path_type=Path), default=Path("reports/nfcorpus-test"), show_default=True,
+              help="Where table.md, results.json and chart.png go.")
+def evaluate(data: Path | None, split: str, out: Path) -> None:
+    """Evaluate BM25 baselines and every trained Delta variant on BM25 top-500 reranking."""
+    from es_rerank.lex import LEX3
+    from worker.model import Checkpoint
+    from worker.training.data import build_candidates
+    from worker.training.evaluate import (evaluate_runs, first_stage_recall, reverse_doc_id_scores,
+                                          run_from_scores, title_bm25_scores, write_report)
+    from worker.training.train import model_score_fn, score_candidates
+
+    work = open_workspace(data)
+    qrels, queries = work.nfcorpus.qrels(split), work.nfcorpus.queries(split)
+    candidates = build_candidates(queries, qrels, work.backend, work.embeddings, LEX3)
+    runs = {
+        "Uninformed (reverse doc id)": run_from_scores(candidates, reverse_doc_id_scores(candidates)),
+        "BM25": run_from_scores(candidates, [c.bm25 for c in candidates]),
+        "BM25-Title": run_from_scores(candidates, title_bm25_scores(candidates, queries, work.backend.stats)),
+    }
+    for variant, label in VARIANT_NAMES.items():
+        path = checkpoint_path(work.settings, variant)
+        if not path.is_file():
+            click.echo(f"skipping {label}: no checkpoint at {path} (train it with `esrr train --variant {variant}`)")
+            continue
+        checkpoint = Checkpoint.load(path)
+        if checkpoint.embeddings_version != work.embeddings.version:
+            raise click.ClickException(f"{path} was trained on embeddings {checkpoint.embeddings_version}, "
+                                       f"the current ones are {work.embeddings.version}; retrain it")
+        model = checkpoint.build_model(work.embeddings.vectors)
+        columns = [LEX3.index(n) for n in checkpoint.config.lex_names]
+        scores = score_candidates(model_score_fn(model), _select_lex(candidates, columns), work.doc_rows)
+        runs[label] = run_from_scores(candidates, scores)
+    rows = evaluate_runs(runs, qrels)
+    recall = first_stage_recall(qrels, runs["BM25"])
+    command = "esrr " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    write_report(rows, runs, out, recall, command, machine_description(),
+                 runs_dir=work.settings.home / "runs" / split)
+    click.echo((out / "table.md").read_text(encoding="utf-8"))
+    click.echo(f"runs in {work.settings.home / 'runs' / split}; report in {out}")

@@ -1,0 +1,158 @@
+"""Model inputs for training and evaluation: candidates per query, triples, batches.
+
+Candidates come from the first stage (BM25 top-``depth`` through a search
+backend), so training negatives and evaluation reranking see the same documents
+as serving. Every document's first-50 embedding rows are computed once per corpus
+(``DocumentRows``); per query only stats row indices and Lex features are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from es_rerank.backends.base import SearchBackend
+from es_rerank.lex import lex_features
+from es_rerank.stats import FIRST_TOKENS, CorpusStats
+from es_rerank.text import embedding_tokens, tokenize
+
+QUERY_TOKENS = 7  # M of the paper
+PAD_ROW = 0
+
+
+def stats_to_embedding_rows(stats: CorpusStats, embeddings) -> np.ndarray:
+    """[n_terms] embedding row of every statistics term (unknown words -> UNK)."""
+    return np.asarray(embeddings.lookup(stats.vocab.terms), dtype=np.int64)
+
+
+def query_rows(query: str, embeddings) -> np.ndarray:
+    """[M] embedding rows of the query's first M embedding-path tokens, 0-padded."""
+    rows = np.zeros(QUERY_TOKENS, dtype=np.int64)
+    tokens = embedding_tokens(tokenize(query))[:QUERY_TOKENS]
+    if tokens:
+        rows[:len(tokens)] = embeddings.lookup(tokens)
+    return rows
+
+
+class DocumentRows:
+    """[n_docs, N] embedding rows of every document's first N tokens, 0-padded."""
+
+    def __init__(self, stats: CorpusStats, embeddings) -> None:
+        term_rows = stats_to_embedding_rows(stats, embeddings)
+        self.rows = np.zeros((stats.n_docs, FIRST_TOKENS), dtype=np.int32)
+        lengths = np.diff(np.asarray(stats.first_ptr))
+        positions = np.arange(len(stats.first_values)) - np.repeat(np.asarray(stats.first_ptr[:-1]), lengths)
+        self.rows[np.repeat(np.arange(stats.n_docs), lengths), positions] = term_rows[np.asarray(stats.first_values)]
+
+    def __getitem__(self, stats_rows: np.ndarray) -> np.ndarray:
+        return self.rows[stats_rows].astype(np.int64)
+
+
+@dataclass
+class QueryCandidates:
+    """One query's candidate documents with everything the model and metrics need."""
+
+    query_id: str
+    query_rows: np.ndarray  # int64 [M]
+    doc_ids: list[str]
+    stats_rows: np.ndarray  # int64 [n] rows into CorpusStats / DocumentRows
+    lex: np.ndarray  # float32 [n, L]
+    bm25: np.ndarray  # float32 [n] first-stage score (0 for judged documents not retrieved)
+    grades: np.ndarray  # int64 [n] relevance grade, 0 if unjudged
+
+
+def build_candidates(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
+                     backend: SearchBackend, embeddings, lex_names: Sequence[str], depth: int = 500,
+                     add_judged: bool = False, progress: bool = True) -> list[QueryCandidates]:
+    """Retrieve BM25 top-``depth`` per query; ``add_judged`` also adds unretrieved relevant docs (training)."""
+    stats = backend.stats
+    out = []
+    for query_id in tqdm(sorted(queries), desc="candidates", unit="query", disable=not progress):
+        text = queries[query_id]
+        judged = qrels.get(query_id, {})
+        hits = backend.search(text, depth)
+        doc_ids = [h.doc_id for h in hits]
+        terms = [h.terms for h in hits]
+        bm25 = [h.score for h in hits]
+        if add_judged:
+            retrieved = set(doc_ids)
+            for doc_id in sorted(d for d, g in judged.items() if g > 0 and d not in retrieved):
+                doc_ids.append(doc_id)
+                terms.append(stats.doc_terms(stats.row(doc_id)))
+                bm25.append(0.0)
+        query_ids = stats.vocab.lookup(tokenize(text))
+        out.append(QueryCandidates(
+            query_id=query_id,
+            query_rows=query_rows(text, embeddings),
+            doc_ids=doc_ids,
+            stats_rows=np.asarray([stats.row(d) for d in doc_ids], dtype=np.int64),
+            lex=lex_features(query_ids, terms, stats, lex_names) if lex_names else np.zeros((len(doc_ids), 0), np.float32),
+            bm25=np.asarray(bm25, dtype=np.float32),
+            grades=np.asarray([judged.get(d, 0) for d in doc_ids], dtype=np.int64),
+        ))
+    return out
+
+
+def scaled_relevance(grades: np.ndarray) -> np.ndarray:
+    """srel of section 4.1: 0 if not relevant, else 1 + 99 * grade / sum of the query's grades."""
+    total = grades[grades > 0].sum()
+    return np.where(grades > 0, 1.0 + 99.0 * grades / max(total, 1), 0.0)
+
+
+@dataclass
+class Triples:
+    """Training triples (Q, D+, D-) as indices into a candidate list, with loss weights."""
+
+    query: np.ndarray  # int64 [T] index into the candidate list
+    positive: np.ndarray  # int64 [T] index into that query's candidates
+    negative: np.ndarray  # int64 [T]
+    weight: np.ndarray  # float32 [T] sqrt(srel+ - srel-) (section 4.2.1)
+
+
+def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generator,
+                   max_positives: int | None = 32) -> Triples:
+    """Balanced triples: relevant documents each meet one sampled less-relevant one per epoch.
+
+    Per query, as many non-relevant documents (unjudged or grade 0 within the BM25
+    top-``depth``) are drawn as there are relevant ones (section 4.2's balancing);
+    each relevant document is paired with one of them and, where the query has
+    graded levels, with one randomly chosen document of a lower non-zero grade.
+    ``max_positives`` caps the relevant documents drawn per query and epoch (a
+    fresh draw each epoch), so queries with hundreds of judgments do not dominate.
+    """
+    parts: list[tuple[np.ndarray, ...]] = []
+    for qi, cand in enumerate(candidates):
+        srel = scaled_relevance(cand.grades)
+        positives = np.flatnonzero(cand.grades > 0)
+        if max_positives is not None and len(positives) > max_positives:
+            positives = np.sort(rng.choice(positives, size=max_positives, replace=False))
+        negatives = np.flatnonzero((cand.grades == 0) & (cand.bm25 > 0))
+        if len(positives) == 0 or len(negatives) == 0:
+            continue
+        drawn = rng.choice(negatives, size=len(positives), replace=len(negatives) < len(positives))
+        pos, neg = [positives], [rng.permutation(drawn)]
+        for grade in np.unique(cand.grades[positives])[1:]:
+            higher = positives[cand.grades[positives] == grade]
+            lower = np.flatnonzero((cand.grades > 0) & (cand.grades < grade))
+            pos.append(higher)
+            neg.append(rng.choice(lower, size=len(higher)))
+        p, n = np.concatenate(pos), np.concatenate(neg)
+        parts.append((np.full(len(p), qi), p, n, np.sqrt(srel[p] - srel[n])))
+    if not parts:
+        raise ValueError("no training triples: the queries have no relevant documents in their candidates")
+    q, p, n, w = (np.concatenate(column) for column in zip(*parts))
+    order = rng.permutation(len(q))
+    return Triples(q[order], p[order], n[order], w[order].astype(np.float32))
+
+
+def batch_inputs(candidates: Sequence[QueryCandidates], doc_rows: DocumentRows,
+                 query_index: np.ndarray, doc_index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stack (doc rows [B, N], query rows [B, M], lex [B, L]) for (query, candidate) pairs."""
+    stats_rows = np.fromiter((candidates[q].stats_rows[d] for q, d in zip(query_index, doc_index)),
+                             dtype=np.int64, count=len(query_index))
+    queries = np.stack([candidates[q].query_rows for q in query_index])
+    lex = np.stack([candidates[q].lex[d] for q, d in zip(query_index, doc_index)])
+    return doc_rows[stats_rows], queries, lex

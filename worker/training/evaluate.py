@@ -1,0 +1,149 @@
+"""Evaluation as in Table 2 of the paper, on BM25 top-500 reranking: runs, metrics,
+paired t-tests against BM25, a markdown table and a chart."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from es_rerank.lex import BM25Params, lex_features
+from es_rerank.stats import CorpusStats
+from es_rerank.text import tokenize
+from worker.training.data import QueryCandidates
+from worker.training.metrics import (MEASURE_LABELS, RECALL500, REPORT_MEASURES, Qrels, Run, per_query,
+                                     run_from_scores, write_trec_run)
+
+BASELINE = "BM25"
+SIGNIFICANCE = 0.01  # the paper's 99% confidence
+PAPER_TITLE_BM25 = BM25Params(k1=2.0, b=0.75)  # section 4.3.1
+
+
+@dataclass
+class EvalRow:
+    """One ranker's mean metrics, per-query values and paired t-test against BM25."""
+
+    name: str
+    means: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    p_values: dict[str, float]
+
+
+def _natural_key(doc_id: str) -> tuple:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", doc_id))
+
+
+def reverse_doc_id_scores(candidates: Sequence[QueryCandidates]) -> list[np.ndarray]:
+    """The uninformed ranker: decreasing document id within the candidates."""
+    out = []
+    for cand in candidates:
+        order = sorted(range(len(cand.doc_ids)), key=lambda i: _natural_key(cand.doc_ids[i]), reverse=True)
+        scores = np.empty(len(order), dtype=np.float32)
+        scores[order] = -np.arange(len(order), dtype=np.float32)
+        out.append(scores)
+    return out
+
+
+def title_bm25_scores(candidates: Sequence[QueryCandidates], queries: Mapping[str, str],
+                      stats: CorpusStats) -> list[np.ndarray]:
+    """BM25 on the title alone (k1=2.0, b=0.75, the paper's best lexical baseline)."""
+    out = []
+    for cand in candidates:
+        terms = [stats.doc_terms(int(r)) for r in cand.stats_rows]
+        query_ids = stats.vocab.lookup(tokenize(queries[cand.query_id]))
+        out.append(lex_features(query_ids, terms, stats, ["title_bm25"], PAPER_TITLE_BM25)[:, 0])
+    return out
+
+
+def evaluate_runs(runs: Mapping[str, Run], qrels: Qrels, baseline: str = BASELINE) -> list[EvalRow]:
+    """Metrics of every run over the judged queries, each t-tested against ``baseline``."""
+    rows = []
+    for name, run in runs.items():
+        values = {str(m): per_query(m, qrels, run) for m in REPORT_MEASURES}
+        rows.append(EvalRow(name, {k: float(np.mean(list(v.values()))) for k, v in values.items()}, values, {}))
+    base = next((r for r in rows if r.name == baseline), None)
+    for row in rows:
+        if base is None or row is base:
+            continue
+        for measure, values in row.per_query.items():
+            queries = sorted(values)
+            a = np.array([values[q] for q in queries])
+            b = np.array([base.per_query[measure][q] for q in queries])
+            row.p_values[measure] = float(scipy_stats.ttest_rel(a, b).pvalue) if np.any(a != b) else 1.0
+    return rows
+
+
+def markdown_table(rows: Sequence[EvalRow], baseline: str = BASELINE, recall: float | None = None) -> str:
+    """Table 2-style markdown: metric means, relative change vs BM25, significance marks."""
+    measures = [str(m) for m in REPORT_MEASURES]
+    header = "| ranker | " + " | ".join(MEASURE_LABELS[m] for m in REPORT_MEASURES) + " |"
+    lines = [header, "|" + "---|" * (len(measures) + 1)]
+    base = next((r for r in rows if r.name == baseline), None)
+    for row in rows:
+        cells = []
+        for m in measures:
+            cell = f"{row.means[m]:.4f}"
+            if base is not None and row is not base:
+                change = (row.means[m] / base.means[m] - 1) * 100 if base.means[m] else float("nan")
+                p = row.p_values.get(m, 1.0)
+                mark = ("+" if change > 0 else "-") if p < SIGNIFICANCE else "="
+                cell += f" ({change:+.1f}%, {mark}, p={p:.1g})"
+            cells.append(cell)
+        lines.append(f"| {row.name} | " + " | ".join(cells) + " |")
+    notes = [f"\n'+'/'-': significant change vs {baseline} (paired t-test, p < {SIGNIFICANCE}); '=': not significant."]
+    if recall is not None:
+        notes.append(f"First stage ({baseline} top-500) {MEASURE_LABELS[RECALL500]}: {recall:.4f}.")
+    return "\n".join(lines) + "\n" + "\n".join(notes) + "\n"
+
+
+def plot_chart(rows: Sequence[EvalRow], path: Path) -> None:
+    """Grouped bar chart of the metrics per ranker."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measures = [str(m) for m in REPORT_MEASURES]
+    width = 0.8 / len(rows)
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for i, row in enumerate(rows):
+        x = np.arange(len(measures)) + i * width
+        ax.bar(x, [row.means[m] for m in measures], width, label=row.name)
+    ax.set_xticks(np.arange(len(measures)) + 0.4 - width / 2, [MEASURE_LABELS[m] for m in REPORT_MEASURES])
+    ax.set_ylabel("mean over NFCorpus test queries")
+    ax.set_title("Reranking BM25 top-500 on NFCorpus test")
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path, recall: float,
+                 command: str, machine: str, runs_dir: Path | None = None) -> None:
+    """Write table.md, results.json, chart.png (and TREC run files to ``runs_dir``)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = markdown_table(rows, recall=recall)
+    (out_dir / "table.md").write_text(f"Command: `{command}`  \nMachine: {machine}\n\n{table}", encoding="utf-8")
+    (out_dir / "results.json").write_text(json.dumps({
+        "command": command, "machine": machine, "recall@500": recall,
+        "rows": [{"name": r.name, "means": r.means, "p_values": r.p_values} for r in rows]}, indent=2),
+        encoding="utf-8")
+    plot_chart(rows, out_dir / "chart.png")
+    if runs_dir is not None:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        for name, run in runs.items():
+            write_trec_run(run, runs_dir / f"{re.sub(r'[^A-Za-z0-9.-]+', '_', name)}.run", name)
+
+
+def first_stage_recall(qrels: Qrels, run: Run) -> float:
+    """Mean recall@500 of the first stage over the judged queries."""
+    return float(np.mean(list(per_query(RECALL500, qrels, run).values())))
+
+
+__all__ = ["evaluate_runs", "markdown_table", "plot_chart", "write_report", "reverse_doc_id_scores",
+           "title_bm25_scores", "first_stage_recall", "run_from_scores"]

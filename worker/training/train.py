@@ -1,0 +1,156 @@
+"""Training of a Delta model (sections 3.4, 4.2): weighted pairwise max-margin loss,
+Adagrad with separate L2 on conv and dense weights, early stopping on dev NDCG@20."""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from worker.model import DeltaConfig, DeltaModel
+from worker.training.data import DocumentRows, QueryCandidates, Triples, batch_inputs, sample_triples
+from worker.training.metrics import PAPER_NDCG20, mean_metric
+
+ScoreFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings; the regularisation values were tuned on dev (see README)."""
+
+    max_epochs: int = 8
+    patience: int = 2  # epochs without a dev improvement before stopping
+    batch_size: int = 256  # triples per minibatch (section 3.4)
+    max_positives: int = 32  # relevant documents drawn per query and epoch
+    learning_rate: float = 0.05
+    l2_conv: float = 1e-6
+    l2_dense: float = 1e-6
+    seed: int = 13
+    threads: int | None = None
+
+
+def pairwise_hinge_loss(positive: torch.Tensor, negative: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Mean of weight * max(0, 1 - s(Q, D+) + s(Q, D-)) over a batch of triples."""
+    return (weight * torch.relu(1.0 - positive + negative)).mean()
+
+
+def set_seeds(seed: int) -> None:
+    """Seed python, numpy and torch for repeatable runs."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def model_score_fn(model: DeltaModel, chunk: int = 1000) -> ScoreFn:
+    """Scores from the reference forward in inference mode, ``chunk`` documents at a time."""
+    def score(doc_rows: np.ndarray, query_rows: np.ndarray, lex: np.ndarray) -> np.ndarray:
+        model.eval()
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(doc_rows), chunk):
+                end = start + chunk
+                out.append(model(torch.from_numpy(doc_rows[start:end]), torch.from_numpy(query_rows[start:end]),
+                                 torch.from_numpy(lex[start:end])).numpy())
+        return np.concatenate(out) if out else np.zeros(0, np.float32)
+    return score
+
+
+def score_candidates(score: ScoreFn, candidates: Sequence[QueryCandidates], doc_rows: DocumentRows) -> list[np.ndarray]:
+    """Model scores for every candidate of every query."""
+    out = []
+    for cand in candidates:
+        n = len(cand.doc_ids)
+        out.append(score(doc_rows[cand.stats_rows], np.broadcast_to(cand.query_rows, (n, len(cand.query_rows))).copy(),
+                         cand.lex))
+    return out
+
+
+@dataclass
+class TrainResult:
+    """The best model found and the training curve."""
+
+    model: DeltaModel
+    best_epoch: int
+    best_dev: float
+    history: list[dict[str, float]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _lex_standardisation(model: DeltaModel, candidates: Sequence[QueryCandidates]) -> None:
+    if not model.config.lex_names:
+        return
+    lex = np.concatenate([c.lex for c in candidates])
+    model.lex_mean.copy_(torch.from_numpy(lex.mean(axis=0)))
+    model.lex_std.copy_(torch.from_numpy(np.maximum(lex.std(axis=0), 1e-6)))
+
+
+def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates],
+                dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]], doc_rows: DocumentRows,
+                settings: TrainConfig = TrainConfig(), progress: bool = True) -> TrainResult:
+    """Train with early stopping on dev NDCG@20 (exponential gain) and return the best model."""
+    set_seeds(settings.seed)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    rng = np.random.default_rng(settings.seed)
+    model = DeltaModel(config, embeddings)
+    _lex_standardisation(model, train)
+    optimizer = torch.optim.Adagrad([
+        {"params": model.conv_parameters(), "weight_decay": settings.l2_conv},
+        {"params": model.dense_parameters(), "weight_decay": settings.l2_dense},
+    ], lr=settings.learning_rate)
+    started = time.perf_counter()
+    best = TrainResult(copy.deepcopy(model), -1, -1.0)
+    stale = 0
+    for epoch in range(1, settings.max_epochs + 1):
+        triples = sample_triples(train, rng, settings.max_positives)
+        loss = _train_epoch(model, optimizer, train, triples, doc_rows, settings.batch_size, epoch, progress)
+        dev_scores = score_candidates(model_score_fn(model), dev, doc_rows)
+        dev_ndcg = mean_metric(PAPER_NDCG20, dev_qrels, dev, dev_scores)
+        best.history.append({"epoch": epoch, "loss": loss, "dev_ndcg20": dev_ndcg,
+                             "seconds": time.perf_counter() - started})
+        if progress:
+            tqdm.write(f"epoch {epoch}: loss {loss:.4f}  dev NDCG@20 {dev_ndcg:.4f}")
+        if dev_ndcg > best.best_dev:
+            best.model, best.best_epoch, best.best_dev, stale = copy.deepcopy(model), epoch, dev_ndcg, 0
+        else:
+            stale += 1
+            if stale >= settings.patience:
+                break
+    best.model.eval()
+    best.seconds = time.perf_counter() - started
+    return best
+
+
+def _train_epoch(model: DeltaModel, optimizer: torch.optim.Optimizer, train: Sequence[QueryCandidates],
+                 triples: Triples, doc_rows: DocumentRows, batch_size: int, epoch: int, progress: bool) -> float:
+    model.train()
+    total, count = 0.0, 0
+    bar = tqdm(range(0, len(triples.query), batch_size), desc=f"epoch {epoch}", unit="batch",
+               disable=not progress, leave=False)
+    for start in bar:
+        batch = slice(start, start + batch_size)
+        queries = triples.query[batch]
+        docs, query_rows, lex = batch_inputs(
+            train, doc_rows, np.concatenate([queries, queries]),
+            np.concatenate([triples.positive[batch], triples.negative[batch]]))
+        scores = model(torch.from_numpy(docs), torch.from_numpy(query_rows), torch.from_numpy(lex))  # [2B]
+        positive, negative = scores.chunk(2)  # [B], [B]
+        loss = pairwise_hinge_loss(positive, negative, torch.from_numpy(triples.weight[batch]))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(queries)
+        count += len(queries)
+        bar.set_postfix(loss=f"{total / count:.4f}")
+    return total / max(count, 1)
+
+
+def describe(settings: TrainConfig) -> dict:
+    """Settings as a plain dict for reports and checkpoints."""
+    return asdict(settings)
