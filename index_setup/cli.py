@@ -89,20 +89,28 @@ def reindex(backend: str | None, data: Path | None, strict: bool, version: str |
 @BACKEND_OPTION
 def versions(backend: str | None) -> None:
     """List index versions, marking the one being served."""
+    from es_rerank.backends.base import BackendError
+
     settings = _settings(backend)
     if settings.backend != "embedded":
         from es_rerank.backends.elasticsearch import connect
         from index_setup.es_index import current_version, list_versions
 
-        client = connect(settings)
-        current, all_versions = current_version(client, settings.es_alias), list_versions(client, settings.es_alias)
+        try:
+            client = connect(settings)
+            current, all_versions = current_version(client, settings.es_alias), list_versions(client, settings.es_alias)
+        except BackendError as error:
+            raise click.ClickException(str(error)) from None
     else:
         from es_rerank.backends.embedded import current_version
         from index_setup.embedded_index import list_versions
 
         root = settings.indexes_dir / "embedded"
         all_versions = list_versions(root)
-        current = current_version(root) if all_versions else None
+        try:
+            current = current_version(root) if all_versions else None
+        except BackendError:  # versions but no CURRENT: list them, none marked as served
+            current = None
     for version in all_versions:
         click.echo(f"{'*' if version == current else ' '} {version}")
 
@@ -131,7 +139,8 @@ def use(version: str, backend: str | None) -> None:
 
 
 @index.command()
-@click.option("--keep", default=2, show_default=True, help="Newest versions to keep (the served one always stays).")
+@click.option("--keep", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Newest versions to keep (the served one always stays).")
 @BACKEND_OPTION
 def prune(keep: int, backend: str | None) -> None:
     """Delete old index versions and their statistics."""

@@ -46,6 +46,7 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
     if target.exists():
         raise FileExistsError(f"index version {version} already exists at {target}; pick another --version")
     started = time.perf_counter()
+    writer = None
     try:
         (target / "tantivy").mkdir(parents=True)
         index = tantivy.Index(index_schema(), path=str(target / "tantivy"))
@@ -70,10 +71,26 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
         meta = {"version": version, "n_docs": stats.n_docs, "n_terms": len(vocab), "build_seconds": seconds}
         (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
     except BaseException:
+        if writer is not None:
+            _stop_writer(writer)
         shutil.rmtree(target, ignore_errors=True)
         raise
     switch_current(root, version)
     return BuildResult(version, target, stats.n_docs, len(vocab), seconds)
+
+
+def _stop_writer(writer: tantivy.IndexWriter) -> None:
+    """Discard uncommitted documents and join the indexing threads.
+
+    Without this, a writer kept alive by the exception's traceback (a caller that
+    holds on to the error) goes on writing segment files into the directory we are
+    deleting, and the half-built version reappears on disk.
+    """
+    try:
+        writer.rollback()
+        writer.wait_merging_threads()
+    except (RuntimeError, ValueError):  # consumed (the failure came after the commit), or broken
+        pass
 
 
 def switch_current(root: Path, version: str) -> None:
@@ -94,6 +111,8 @@ def list_versions(root: Path) -> list[str]:
 
 def prune_versions(root: Path, keep: int = 2) -> list[str]:
     """Delete all but the newest ``keep`` versions, never the current one; returns the deleted."""
+    if keep < 0:
+        raise ValueError(f"keep={keep}: the number of versions to keep must be 0 or more")
     current = (root / CURRENT_FILE).read_text(encoding="utf-8").strip() if (root / CURRENT_FILE).exists() else None
     versions = list_versions(root)
     doomed = [v for v in versions[:-keep] if v != current] if keep > 0 else [v for v in versions if v != current]

@@ -15,7 +15,7 @@ from pathlib import Path
 import tantivy
 
 from es_rerank.backends.base import BackendError, Hit, check_k
-from es_rerank.stats import CorpusStats
+from es_rerank.stats import CorpusStats, StatsError
 from es_rerank.text import tokenize
 
 TOKENIZER = "esrr_pretokenized"
@@ -43,7 +43,11 @@ def current_version(root: Path) -> str:
     pointer = root / CURRENT_FILE
     if not pointer.is_file():
         raise BackendError(f"no embedded index under {root}; build one with `esrr index build`")
-    return pointer.read_text(encoding="utf-8").strip()
+    version = pointer.read_text(encoding="utf-8").strip()
+    if not version:
+        raise BackendError(f"{pointer} is empty; serve a version with `esrr index use VERSION` "
+                           "(see `esrr index versions`) or build one with `esrr index build`")
+    return version
 
 
 class EmbeddedBackend:
@@ -55,11 +59,21 @@ class EmbeddedBackend:
             raise BackendError(f"{version_dir} is not a complete embedded index; rebuild it with "
                                "`esrr index build`")
         self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        self._stats = CorpusStats.load(version_dir / "stats")
+        # A damaged copy (statistics or tantivy files missing) is a BackendError like
+        # a missing meta.json, so callers that handle one handle all.
+        try:
+            self._stats = CorpusStats.load(version_dir / "stats")
+        except StatsError as error:
+            raise BackendError(f"{error} (index version {version_dir.name})") from None
         self._schema = index_schema()
-        self._index = tantivy.Index.open(str(version_dir / "tantivy"))
-        self._index.register_tokenizer(TOKENIZER, whitespace_analyzer())
-        self._searcher = self._index.searcher()
+        try:
+            self._index = tantivy.Index.open(str(version_dir / "tantivy"))
+            self._index.register_tokenizer(TOKENIZER, whitespace_analyzer())
+            self._searcher = self._index.searcher()
+        except ValueError as error:
+            raise BackendError(f"cannot open the tantivy index of {version_dir} ({error}); it is "
+                               "incomplete or damaged: rebuild it with `esrr index build` or serve "
+                               "another version with `esrr index use VERSION`") from None
 
     @classmethod
     def open_current(cls, root: Path) -> "EmbeddedBackend":
@@ -78,7 +92,7 @@ class EmbeddedBackend:
         """Top-``k`` hits by BM25, best first; equal scores ordered by ascending doc id."""
         check_k(k)
         terms = sorted(set(tokenize(query)))
-        if not terms:
+        if not terms or self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
             return []
         bm25 = tantivy.Query.boolean_query(
             [(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t)) for t in terms]

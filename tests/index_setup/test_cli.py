@@ -1,0 +1,290 @@
+"""The ``esrr index ...`` and ``esrr search`` commands on the embedded backend.
+
+Each test gets its own ``ESRR_HOME`` (a temporary directory) and a corpus file of
+a few lines written by the test; commands run in-process through click's
+``CliRunner``, except the torch check, which needs a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from es_rerank.backends.embedded import CURRENT_FILE
+from es_rerank.cli import main
+
+RECORDS = [
+    {"_id": "d1", "title": "Vitamin D deficiency", "text": "Vitamin D deficiency causes bone loss."},
+    {"_id": "d2", "title": "Curcumin and colorectal cancer", "text": "Turmeric curcumin slows tumour growth."},
+    {"_id": "d3", "title": "Breast cancer screening", "text": "Mammography screening of women over 50."},
+]
+NEW_RECORDS = [
+    {"_id": "n1", "title": "Green tea catechins", "text": "Green tea and cardiovascular risk."},
+]
+
+
+def write_corpus(path: Path, records, bad_line: str | None = None) -> Path:
+    """A corpus.jsonl of ``records``; ``bad_line`` (if given) becomes line 2."""
+    lines = [json.dumps(r) for r in records]
+    if bad_line is not None:
+        lines.insert(1, bad_line)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    return write_corpus(tmp_path / "corpus.jsonl", RECORDS)
+
+
+@pytest.fixture
+def esrr(home: Path):
+    """Run ``esrr ARGS...`` in-process with ``ESRR_HOME=home``."""
+    runner = CliRunner()
+    env = {"ESRR_HOME": str(home), "ESRR_BACKEND": "embedded"}
+
+    def run(*args: str) -> Result:
+        return runner.invoke(main, list(args), env=env)
+
+    return run
+
+
+def embedded_root(home: Path) -> Path:
+    return home / "indexes" / "embedded"
+
+
+def assert_clean_failure(result: Result, *fragments: str) -> None:
+    """Exit code 1 with an ``Error:`` message holding ``fragments``, no traceback."""
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    assert "Error: " in result.output
+    for fragment in fragments:
+        assert fragment in result.output, (fragment, result.output)
+
+
+def assert_ok(result: Result) -> str:
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.stdout
+
+
+# --- build / reindex ---------------------------------------------------------------
+
+def test_build_prints_counts_and_the_load_report(esrr, home: Path, corpus: Path) -> None:
+    out = assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
+    assert f"loading {corpus} into the embedded backend" in out
+    assert "built embedded index v1: 3 documents," in out
+    assert "read 3 records, skipped 0 malformed" in out
+    root = embedded_root(home)
+    assert (root / "v1" / "meta.json").is_file()
+    assert (root / CURRENT_FILE).read_text().strip() == "v1"
+
+
+def test_build_with_an_existing_version_name_fails_cleanly(esrr, corpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
+    assert_clean_failure(esrr("index", "build", "--data", str(corpus), "--version", "v1"), "already exists")
+
+
+def test_build_of_a_missing_file_is_a_usage_error(esrr, tmp_path: Path) -> None:
+    result = esrr("index", "build", "--data", str(tmp_path / "nope.jsonl"))
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+
+
+def test_malformed_line_is_skipped_and_reported(esrr, tmp_path: Path) -> None:
+    path = write_corpus(tmp_path / "corpus.jsonl", RECORDS, bad_line='{"_id": "bad", "title": broken')
+    out = assert_ok(esrr("index", "build", "--data", str(path)))
+    assert "3 documents" in out
+    assert f"read 3 records, skipped 1 malformed (first: {path}, line 2: not valid JSON" in out
+
+
+def test_strict_fails_naming_file_and_line(esrr, home: Path, tmp_path: Path) -> None:
+    path = write_corpus(tmp_path / "corpus.jsonl", RECORDS, bad_line='{"_id": "bad", "title": broken')
+    result = esrr("index", "build", "--data", str(path), "--strict", "--version", "v1")
+    assert_clean_failure(result, f"{path}, line 2: not valid JSON")
+    root = embedded_root(home)
+    assert not (root / "v1").exists()  # the half-built version is gone
+    assert not (root / CURRENT_FILE).exists()
+
+
+def test_strict_reindex_failure_keeps_the_old_version(esrr, home: Path, corpus: Path, tmp_path: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
+    bad = write_corpus(tmp_path / "new.jsonl", NEW_RECORDS + RECORDS, bad_line="[1, 2]")
+    assert_clean_failure(esrr("index", "reindex", "--data", str(bad), "--strict", "--version", "v2"),
+                         f"{bad}, line 2")
+    assert not (embedded_root(home) / "v2").exists()
+    assert "d2" in assert_ok(esrr("search", "curcumin"))
+
+
+def test_duplicate_ids_fail_cleanly(esrr, home: Path, tmp_path: Path) -> None:
+    path = write_corpus(tmp_path / "dup.jsonl", [*RECORDS, RECORDS[0]])
+    assert_clean_failure(esrr("index", "build", "--data", str(path)), "duplicate document id 'd1'")
+    assert not (embedded_root(home) / CURRENT_FILE).exists()
+
+
+def test_reindex_without_an_index_fails_cleanly(esrr, home: Path, corpus: Path) -> None:
+    result = esrr("index", "reindex", "--data", str(corpus))
+    assert_clean_failure(result, "no embedded index", "esrr index build")
+    assert not embedded_root(home).exists() or not any(embedded_root(home).iterdir())
+
+
+def test_reindex_swaps_to_the_new_version(esrr, corpus: Path, tmp_path: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
+    new = write_corpus(tmp_path / "new.jsonl", NEW_RECORDS)
+    out = assert_ok(esrr("index", "reindex", "--data", str(new), "--version", "v2"))
+    assert "built embedded index v2: 1 documents" in out
+    assert "n1" in assert_ok(esrr("search", "green tea"))
+    assert assert_ok(esrr("search", "curcumin")).strip() == "no hits"
+    assert assert_ok(esrr("index", "versions")).splitlines() == ["  v1", "* v2"]
+
+
+# --- search ----------------------------------------------------------------------------
+
+def test_search_prints_ranked_hits(esrr, corpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(corpus)))
+    lines = assert_ok(esrr("search", "cancer curcumin")).splitlines()
+    assert len(lines) == 2
+    ranks, scores, doc_ids = zip(*[(int(l.split()[0].rstrip(".")), float(l.split()[1]), l.split()[2])
+                                   for l in lines])
+    assert ranks == (1, 2)
+    assert doc_ids == ("d2", "d3")
+    assert scores[0] > scores[1] > 0
+    assert lines[0].endswith("Curcumin and colorectal cancer")
+    assert len(assert_ok(esrr("search", "cancer", "-k", "1")).splitlines()) == 1
+    assert assert_ok(esrr("search", "xylophone")).strip() == "no hits"
+
+
+def test_search_with_a_bad_k_fails_cleanly(esrr, corpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(corpus)))
+    assert_clean_failure(esrr("search", "cancer", "-k", "0"), "between 1 and 1000")
+
+
+def test_search_without_an_index_fails_cleanly(esrr) -> None:
+    assert_clean_failure(esrr("search", "cancer"), "no embedded index", "esrr index build")
+
+
+def test_search_of_a_damaged_version_fails_cleanly(esrr, home: Path, corpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
+    for path in (embedded_root(home) / "v1" / "stats").glob("*.npy"):
+        path.unlink()
+    assert_clean_failure(esrr("search", "cancer"), "v1", "esrr index build")
+    assert_clean_failure(esrr("index", "stats"), "v1", "esrr index build")
+
+
+# --- versions / use / prune / stats -------------------------------------------------------
+
+@pytest.fixture
+def three_versions(esrr, corpus: Path) -> None:
+    for version in ("v1", "v2", "v3"):
+        assert_ok(esrr("index", "build", "--data", str(corpus), "--version", version))
+
+
+@pytest.mark.usefixtures("three_versions")
+def test_versions_marks_the_served_one(esrr) -> None:
+    assert assert_ok(esrr("index", "versions")).splitlines() == ["  v1", "  v2", "* v3"]
+
+
+@pytest.mark.usefixtures("three_versions")
+def test_use_switches_the_served_version(esrr, home: Path) -> None:
+    assert assert_ok(esrr("index", "use", "v1")).strip() == "serving v1"
+    assert (embedded_root(home) / CURRENT_FILE).read_text().strip() == "v1"
+    assert assert_ok(esrr("index", "versions")).splitlines() == ["* v1", "  v2", "  v3"]
+    assert assert_ok(esrr("index", "stats")).startswith("version v1:")
+
+
+@pytest.mark.usefixtures("three_versions")
+def test_use_of_a_missing_version_fails_cleanly(esrr, home: Path) -> None:
+    assert_clean_failure(esrr("index", "use", "v9"), "no complete index version v9")
+    assert (embedded_root(home) / CURRENT_FILE).read_text().strip() == "v3"
+
+
+@pytest.mark.usefixtures("three_versions")
+def test_prune_deletes_old_versions_but_not_the_served_one(esrr, home: Path) -> None:
+    assert_ok(esrr("index", "use", "v1"))
+    assert assert_ok(esrr("index", "prune", "--keep", "1")).splitlines() == ["deleted v2"]
+    assert assert_ok(esrr("index", "versions")).splitlines() == ["* v1", "  v3"]
+    assert assert_ok(esrr("index", "prune", "--keep", "0")).splitlines() == ["deleted v3"]
+    assert sorted(p.name for p in embedded_root(home).iterdir()) == [CURRENT_FILE, "v1"]
+    assert "d2" in assert_ok(esrr("search", "curcumin"))
+
+
+@pytest.mark.usefixtures("three_versions")
+def test_prune_default_keeps_two(esrr) -> None:
+    assert assert_ok(esrr("index", "prune")).splitlines() == ["deleted v1"]
+
+
+@pytest.mark.usefixtures("three_versions")
+def test_prune_rejects_a_negative_keep(esrr) -> None:
+    result = esrr("index", "prune", "--keep", "-1")
+    assert result.exit_code == 2
+    assert "--keep" in result.output
+    assert assert_ok(esrr("index", "versions")).splitlines() == ["  v1", "  v2", "* v3"]
+
+
+def test_versions_without_an_index_prints_nothing(esrr) -> None:
+    assert assert_ok(esrr("index", "versions")) == ""
+
+
+@pytest.mark.usefixtures("three_versions")
+def test_versions_without_a_current_pointer_lists_them_unmarked(esrr, home: Path) -> None:
+    (embedded_root(home) / CURRENT_FILE).unlink()
+    assert assert_ok(esrr("index", "versions")).splitlines() == ["  v1", "  v2", "  v3"]
+
+
+def test_stats_prints_the_corpus_statistics(esrr, corpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
+    lines = assert_ok(esrr("index", "stats")).splitlines()
+    assert lines[0].startswith("version v1: 3 documents, ")
+    assert lines[0].endswith(" terms")
+    # Titles: 3 + 4 + 3 tokens; abstracts: 6 + 5 + 6.
+    assert lines[1].split() == ["title", "average", "length", "3.3", "tokens"]
+    assert lines[2].split() == ["abstract", "average", "length", "5.7", "tokens"]
+    assert lines[3].split() == ["text", "average", "length", "9.0", "tokens"]
+
+
+def test_stats_without_an_index_fails_cleanly(esrr) -> None:
+    assert_clean_failure(esrr("index", "stats"), "esrr index build")
+
+
+# --- help, and no torch -------------------------------------------------------------------
+
+def test_help_lists_the_commands(esrr) -> None:
+    out = assert_ok(esrr("--help"))
+    for command in ("index", "search", "embeddings", "train", "eval", "worker", "bench"):
+        assert f"  {command} " in out, command
+    out = assert_ok(esrr("index", "--help"))
+    for command in ("build", "reindex", "versions", "use", "prune", "stats"):
+        assert f"  {command} " in out, command
+
+
+TORCH_PROBE = """
+import sys
+from click.testing import CliRunner
+from es_rerank.cli import main
+
+runner = CliRunner()
+for args in (["--help"], ["index", "--help"], ["index", "build", "--data", sys.argv[1]],
+             ["search", "curcumin"], ["index", "stats"], ["index", "versions"]):
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, (args, result.output, result.exception)
+print("torch" in sys.modules)
+"""
+
+
+def test_help_and_index_commands_do_not_import_torch(home: Path, corpus: Path) -> None:
+    env = {**os.environ, "ESRR_HOME": str(home), "ESRR_BACKEND": "embedded"}
+    done = subprocess.run([sys.executable, "-c", TORCH_PROBE, str(corpus)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"

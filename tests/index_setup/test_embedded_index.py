@@ -1,0 +1,225 @@
+"""Versioned embedded builds: layout, the atomic CURRENT swap, failed builds, prune."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from es_rerank.backends.embedded import CURRENT_FILE, EmbeddedBackend
+from es_rerank.stats import CorpusStats, Document
+from index_setup.embedded_index import (
+    BuildResult, build_embedded_index, list_versions, new_version, prune_versions, switch_current,
+)
+
+OLD_DOCS = (
+    Document("o1", "Vitamin D deficiency", "Vitamin D deficiency causes bone loss."),
+    Document("o2", "Bone health", "Calcium and vitamin K support bone health."),
+    Document("o3", "Breast cancer", ""),
+)
+NEW_DOCS = (
+    Document("n1", "Curcumin and colorectal cancer", "Turmeric curcumin slows tumour growth."),
+    Document("n2", "Green tea", "Green tea catechins and cardiovascular risk."),
+)
+
+
+def build(root: Path, docs, version: str | None = None) -> BuildResult:
+    return build_embedded_index(iter(docs), root, version=version, progress=False)
+
+
+def served(root: Path) -> str:
+    return (root / CURRENT_FILE).read_text(encoding="utf-8").strip()
+
+
+def search_ids(root: Path, query: str) -> list[str]:
+    return [h.doc_id for h in EmbeddedBackend.open_current(root).search(query, 10)]
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def failing_documents(good: int) -> Iterator[Document]:
+    """``good`` documents, then an error, as a reader that hits a broken file would."""
+    for i in range(good):
+        yield Document(f"f{i}", f"Failing build document {i}", "curcumin zebrafish")
+    raise Boom("the corpus file went away")
+
+
+def test_build_writes_a_complete_version_and_serves_it(tmp_path: Path) -> None:
+    root = tmp_path / "indexes" / "embedded"  # created by the build
+    result = build(root, OLD_DOCS, version="v1")
+    assert result.version == "v1"
+    assert result.directory == root / "v1"
+    assert result.n_docs == 3
+    assert result.n_terms > 0 and result.seconds >= 0
+    version_dir = root / "v1"
+    assert (version_dir / "tantivy").is_dir() and any((version_dir / "tantivy").iterdir())
+    assert (version_dir / "stats" / "meta.json").is_file()
+    meta = json.loads((version_dir / "meta.json").read_text(encoding="utf-8"))
+    assert meta["version"] == "v1" and meta["n_docs"] == 3 and meta["n_terms"] == result.n_terms
+    assert served(root) == "v1"
+    stats = CorpusStats.load(version_dir / "stats")
+    assert stats.version == "v1" and stats.doc_ids == ["o1", "o2", "o3"] and len(stats.vocab) == result.n_terms
+    assert search_ids(root, "vitamin")[0] == "o1"
+    # No temporary pointer file is left behind.
+    assert sorted(p.name for p in root.iterdir()) == [CURRENT_FILE, "v1"]
+
+
+def test_default_version_is_a_sortable_timestamp(tmp_path: Path) -> None:
+    first = build(tmp_path, OLD_DOCS).version
+    second = build(tmp_path, NEW_DOCS).version
+    assert first < second
+    assert list_versions(tmp_path) == [first, second]
+    assert served(tmp_path) == second
+    assert new_version() > second
+
+
+def test_reindex_swaps_current_and_keeps_the_old_version(tmp_path: Path) -> None:
+    build(tmp_path, OLD_DOCS, version="v1")
+    old = EmbeddedBackend.open_current(tmp_path)
+    build(tmp_path, NEW_DOCS, version="v2")
+    assert served(tmp_path) == "v2"
+    assert (tmp_path / "v1" / "meta.json").is_file()
+    assert search_ids(tmp_path, "curcumin") == ["n1"]
+    assert search_ids(tmp_path, "vitamin") == []
+    # A backend opened before the swap keeps serving its own version.
+    assert [h.doc_id for h in old.search("vitamin", 10)][0] == "o1"
+    assert old.version == "v1"
+
+
+def test_existing_version_name_is_refused(tmp_path: Path) -> None:
+    build(tmp_path, OLD_DOCS, version="v1")
+    with pytest.raises(FileExistsError, match="v1"):
+        build(tmp_path, NEW_DOCS, version="v1")
+    assert served(tmp_path) == "v1"
+    assert search_ids(tmp_path, "vitamin")[0] == "o1"
+
+
+@pytest.mark.parametrize("good", [0, 5])
+def test_failed_build_is_removed_and_old_version_keeps_serving(tmp_path: Path, good: int) -> None:
+    build(tmp_path, OLD_DOCS, version="v1")
+    with pytest.raises(Boom):
+        build_embedded_index(failing_documents(good), tmp_path, version="v2", progress=False)
+    assert not (tmp_path / "v2").exists()
+    assert served(tmp_path) == "v1"
+    assert list_versions(tmp_path) == ["v1"]
+    assert search_ids(tmp_path, "vitamin")[0] == "o1"
+    assert search_ids(tmp_path, "curcumin") == []
+
+
+def test_interrupted_build_is_removed(tmp_path: Path) -> None:
+    """Ctrl-C (a BaseException) mid-build cleans up like any error."""
+    build(tmp_path, OLD_DOCS, version="v1")
+
+    def interrupted() -> Iterator[Document]:
+        yield from NEW_DOCS
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_embedded_index(interrupted(), tmp_path, version="v2", progress=False)
+    assert not (tmp_path / "v2").exists()
+    assert served(tmp_path) == "v1"
+
+
+def test_failure_after_the_tantivy_commit_is_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Saving the statistics fails after tantivy committed: the version still goes."""
+    build(tmp_path, OLD_DOCS, version="v1")
+
+    def no_space(self, directory: Path) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(CorpusStats, "save", no_space)
+    with pytest.raises(OSError, match="No space"):
+        build(tmp_path, NEW_DOCS, version="v2")
+    assert not (tmp_path / "v2").exists()
+    assert served(tmp_path) == "v1"
+    monkeypatch.undo()
+    assert search_ids(tmp_path, "vitamin")[0] == "o1"
+
+
+def test_failed_first_build_leaves_no_current(tmp_path: Path) -> None:
+    with pytest.raises(Boom):
+        build_embedded_index(failing_documents(3), tmp_path, version="v1", progress=False)
+    assert not (tmp_path / "v1").exists()
+    assert not (tmp_path / CURRENT_FILE).exists()
+    assert list_versions(tmp_path) == []
+
+
+def test_duplicate_document_ids_fail_and_swap_nothing(tmp_path: Path) -> None:
+    build(tmp_path, OLD_DOCS, version="v1")
+    docs = [*NEW_DOCS, Document("n1", "Another n1", "duplicate id")]
+    with pytest.raises(ValueError, match="duplicate document id 'n1'"):
+        build(tmp_path, docs, version="v2")
+    assert not (tmp_path / "v2").exists()
+    assert served(tmp_path) == "v1"
+    assert search_ids(tmp_path, "vitamin")[0] == "o1"
+
+
+def test_switch_current_between_versions(tmp_path: Path) -> None:
+    build(tmp_path, OLD_DOCS, version="v1")
+    build(tmp_path, NEW_DOCS, version="v2")
+    switch_current(tmp_path, "v1")
+    assert served(tmp_path) == "v1"
+    assert search_ids(tmp_path, "vitamin")[0] == "o1"
+    switch_current(tmp_path, "v2")
+    assert search_ids(tmp_path, "curcumin") == ["n1"]
+
+
+def test_switch_current_to_a_missing_or_incomplete_version_fails(tmp_path: Path) -> None:
+    build(tmp_path, OLD_DOCS, version="v1")
+    with pytest.raises(FileNotFoundError, match="no complete index version v9"):
+        switch_current(tmp_path, "v9")
+    (tmp_path / "half" / "tantivy").mkdir(parents=True)  # no meta.json: not complete
+    with pytest.raises(FileNotFoundError, match="half"):
+        switch_current(tmp_path, "half")
+    assert served(tmp_path) == "v1"
+
+
+def test_list_versions_is_oldest_first_and_only_complete_versions(tmp_path: Path) -> None:
+    assert list_versions(tmp_path / "missing") == []
+    for version in ("20240102", "20240101", "20240103"):
+        build(tmp_path, OLD_DOCS, version=version)
+    (tmp_path / "20249999-half").mkdir()  # an interrupted build without meta.json
+    assert list_versions(tmp_path) == ["20240101", "20240102", "20240103"]
+
+
+@pytest.fixture
+def four_versions(tmp_path: Path) -> Path:
+    for version in ("v1", "v2", "v3", "v4"):
+        build(tmp_path, OLD_DOCS, version=version)
+    return tmp_path
+
+
+def test_prune_keeps_the_newest(four_versions: Path) -> None:
+    assert prune_versions(four_versions, keep=2) == ["v1", "v2"]
+    assert list_versions(four_versions) == ["v3", "v4"]
+    assert not (four_versions / "v1").exists()
+    assert served(four_versions) == "v4"
+    assert prune_versions(four_versions, keep=2) == []
+
+
+def test_prune_never_deletes_the_current_version(four_versions: Path) -> None:
+    switch_current(four_versions, "v1")
+    assert prune_versions(four_versions, keep=1) == ["v2", "v3"]
+    assert list_versions(four_versions) == ["v1", "v4"]
+    assert search_ids(four_versions, "vitamin")[0] == "o1"
+
+
+def test_prune_keep_zero_leaves_only_the_current(four_versions: Path) -> None:
+    switch_current(four_versions, "v2")
+    assert prune_versions(four_versions, keep=0) == ["v1", "v3", "v4"]
+    assert list_versions(four_versions) == ["v2"]
+    assert served(four_versions) == "v2"
+
+
+def test_prune_rejects_a_negative_keep(four_versions: Path) -> None:
+    with pytest.raises(ValueError, match="0 or more"):
+        prune_versions(four_versions, keep=-1)
+    assert list_versions(four_versions) == ["v1", "v2", "v3", "v4"]
+
+
+def test_prune_of_an_empty_root(tmp_path: Path) -> None:
+    assert prune_versions(tmp_path / "missing", keep=2) == []
