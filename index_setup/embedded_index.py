@@ -35,11 +35,14 @@ def new_version() -> str:
 
 
 def build_embedded_index(documents: Iterable[Document], root: Path, version: str | None = None,
-                         progress: bool = True, total: int | None = None) -> BuildResult:
+                         progress: bool = True, total: int | None = None,
+                         allow_empty: bool = False) -> BuildResult:
     """Index ``documents`` into ``root/<version>`` and point ``root/CURRENT`` at it.
 
     The pointer moves only after the index and its statistics are complete; on any
-    failure the half-built version is removed and the served version stays.
+    failure the half-built version is removed and the served version stays. A corpus
+    that yields no document is refused unless ``allow_empty``: an empty index must
+    never replace a served one because every record of a file was malformed.
     """
     version = version or new_version()
     target = root / version
@@ -65,6 +68,9 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
             docs.append((doc.doc_id, terms))
         writer.commit()
         writer.wait_merging_threads()
+        if not docs and not allow_empty:
+            raise ValueError("no documents were read, so there is nothing to index; check the corpus "
+                             "path and the load report (the served index is unchanged)")
         stats = CorpusStats.build(version, docs, vocab)
         stats.save(target / "stats")
         seconds = time.perf_counter() - started

@@ -55,8 +55,8 @@ BEIR_CORPUS_NAMES = ("corpus.jsonl", "corpus.jsonl.gz")
 PUBMED_ROOT = "PubmedArticleSet"
 _PUBMED_RECORDS = ("PubmedArticle", "PubmedBookArticle", "DeleteCitation")
 _LOGGED_PROBLEMS = 20  # problems logged one by one; the rest only counted
-_STRICT_HINT = ("fix or remove the record, or read with strict=False to skip bad records "
-                "(they are counted in a LoadReport)")
+_STRICT_HINT = ("fix or remove the record, or load without --strict (strict=False) to skip bad "
+                "records; they are then counted and reported")
 _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 

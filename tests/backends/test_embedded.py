@@ -52,7 +52,7 @@ TIE_ORDER = ["tie-top", *sorted(TIE_IDS), "tie-low"]
 
 def build(root: Path, docs, version: str | None = None) -> EmbeddedBackend:
     """Build ``docs`` under ``root`` and open the served version."""
-    build_embedded_index(list(docs), root, version=version, progress=False)
+    build_embedded_index(list(docs), root, version=version, progress=False, allow_empty=True)
     return EmbeddedBackend.open_current(root)
 
 

@@ -223,3 +223,14 @@ def test_prune_rejects_a_negative_keep(four_versions: Path) -> None:
 
 def test_prune_of_an_empty_root(tmp_path: Path) -> None:
     assert prune_versions(tmp_path / "missing", keep=2) == []
+
+
+def test_an_empty_corpus_never_replaces_the_served_index(tmp_path: Path) -> None:
+    from index_setup.embedded_index import build_embedded_index, list_versions
+    from es_rerank.backends.embedded import current_version
+    from es_rerank.stats import Document
+
+    first = build_embedded_index([Document("d1", "vitamin D", "bone")], tmp_path, version="v1", progress=False)
+    with pytest.raises(ValueError, match="nothing to index"):
+        build_embedded_index([], tmp_path, version="v2", progress=False)
+    assert current_version(tmp_path) == first.version and list_versions(tmp_path) == ["v1"]
