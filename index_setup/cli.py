@@ -181,16 +181,41 @@ def show_stats(backend: str | None) -> None:
 @click.command()
 @click.argument("query")
 @click.option("-k", "k", default=10, show_default=True, help="Hits to show.")
+@click.option("--window", default=500, show_default=True, help="BM25 hits the model reranks.")
+@click.option("--rerank/--no-rerank", default=None,
+              help="Rerank with the Delta model (default: when a trained checkpoint exists).")
 @BACKEND_OPTION
-def search(query: str, k: int, backend: str | None) -> None:
-    """BM25 search of the served index, from the shell."""
+def search(query: str, k: int, window: int, rerank: bool | None, backend: str | None) -> None:
+    """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.backends import BackendError, open_backend
+    from es_rerank.gateway.merge import merge
 
+    from worker.settings import WorkerSettings  # torch-free
+
+    settings = _settings(backend)
+    checkpoint = WorkerSettings().checkpoint_path
+    if rerank is None:
+        rerank = checkpoint.is_file()
     try:
-        hits = open_backend(_settings(backend)).search(query, k)
+        served = open_backend(settings)
+        hits = served.search(query, max(k, window) if rerank else k)
     except BackendError as error:
         raise click.ClickException(str(error)) from None
-    if not hits:
+    scores, label = None, "BM25"
+    if rerank and hits:
+        from es_rerank.payload import PayloadError, WorkerSetupError
+        from worker.local import rerank_scores
+
+        try:
+            scores, label = rerank_scores(query, hits[:window], served.stats)
+        except (PayloadError, WorkerSetupError) as error:
+            raise click.ClickException(str(error)) from None
+    elif not rerank:
+        click.echo(f"(BM25 only: no model at {checkpoint}; train one with `esrr train`)" if not checkpoint.is_file()
+                   else "(BM25 only)")
+    ranked = merge(hits, scores, min(window, len(hits)))[:k]
+    if not ranked:
         click.echo("no hits")
-    for rank, hit in enumerate(hits, 1):
-        click.echo(f"{rank:>3}. {hit.score:7.3f}  {hit.doc_id:<12} {hit.title}")
+    click.echo(f"{'rank':>4}  {label + ' score':>14}  {'BM25':>7}  {'doc id':<12} title")
+    for rank, item in enumerate(ranked, 1):
+        click.echo(f"{rank:>4}  {item.score:14.3f}  {item.hit.score:7.3f}  {item.hit.doc_id:<12} {item.hit.title}")

@@ -17,6 +17,7 @@ from worker.model import DeltaConfig, DeltaModel
 from worker.training.data import DocumentRows, QueryCandidates, Triples, batch_inputs, sample_triples
 from worker.training.metrics import PAPER_NDCG20, mean_metric
 
+# (query rows [M], document rows [n, N], raw Lex features [n, L]) -> scores [n]
 ScoreFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
@@ -47,28 +48,18 @@ def set_seeds(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def model_score_fn(model: DeltaModel, chunk: int = 1000) -> ScoreFn:
-    """Scores from the reference forward in inference mode, ``chunk`` documents at a time."""
-    def score(doc_rows: np.ndarray, query_rows: np.ndarray, lex: np.ndarray) -> np.ndarray:
-        model.eval()
-        out = []
-        with torch.inference_mode():
-            for start in range(0, len(doc_rows), chunk):
-                end = start + chunk
-                out.append(model(torch.from_numpy(doc_rows[start:end]), torch.from_numpy(query_rows[start:end]),
-                                 torch.from_numpy(lex[start:end])).numpy())
-        return np.concatenate(out) if out else np.zeros(0, np.float32)
-    return score
+def model_score_fn(model: DeltaModel) -> ScoreFn:
+    """Scores from the fast serving scorer (tested equal to the reference forward) for ``model``'s weights."""
+    from worker.scorer import DeltaScorer
+
+    model.eval()
+    scorer = DeltaScorer.from_model(model, "cpu")
+    return lambda query_rows, doc_rows, lex: scorer.score(query_rows, doc_rows, lex if lex.shape[1] else None)
 
 
 def score_candidates(score: ScoreFn, candidates: Sequence[QueryCandidates], doc_rows: DocumentRows) -> list[np.ndarray]:
     """Model scores for every candidate of every query."""
-    out = []
-    for cand in candidates:
-        n = len(cand.doc_ids)
-        out.append(score(doc_rows[cand.stats_rows], np.broadcast_to(cand.query_rows, (n, len(cand.query_rows))).copy(),
-                         cand.lex))
-    return out
+    return [score(cand.query_rows, doc_rows[cand.stats_rows], cand.lex) for cand in candidates]
 
 
 @dataclass
