@@ -54,6 +54,7 @@ _TOKEN_RE = re.compile(
     """,
     re.VERBOSE,
 )
+_WHITESPACE_RE = re.compile(r"\s")
 _POSSESSIVE_RE = re.compile(r"['’]s$")
 _NUMBER_RE = re.compile(rf"-?{_NUMBER_BODY}")
 _NUMERIC_RE = re.compile(rf"-?{_NUMBER_BODY}(?:-{_NUMBER_BODY})*%?")
@@ -66,9 +67,9 @@ def _is_plain_english_part(part: str) -> bool:
 
 def _special_tokens(value: str) -> list[str]:
     """Tokens of a match holding a hyphen, an apostrophe or a space (`$ 20`, `50 %`)."""
+    compact = _WHITESPACE_RE.sub("", value)  # any space, also no-break and thin ones
     if value.startswith("$"):
-        return [value.replace(" ", "")]
-    compact = value.replace(" ", "")
+        return [compact]
     if _NUMERIC_RE.fullmatch(compact):  # -6, 50 %, 18-65, 1-2%
         percent = "%" if compact.endswith("%") else ""
         body = compact.rstrip("%")
@@ -87,7 +88,8 @@ def tokenize(text: str) -> list[str]:
     """Lexical tokens: lower-cased, punctuation dropped, numbers kept verbatim."""
     tokens: list[str] = []
     for value in _TOKEN_RE.findall(text):
-        if "-" in value or "'" in value or "’" in value or " " in value:
+        # Only dollar amounts and percentages may hold a space (of any kind) inside.
+        if "-" in value or "'" in value or "’" in value or value[0] == "$" or value[-1] == "%":
             tokens.extend(_special_tokens(value))
         else:
             tokens.append(value.lower())

@@ -261,3 +261,25 @@ def test_unreachable_cluster_names_the_fix(tmp_path, corpus):
     with pytest.raises(BackendError, match=f"cannot reach Elasticsearch at {url}.*ESRR_ES_URL"):
         load_index(client, corpus[:3], settings, progress=False)
     assert not (stats_root(settings)).exists() or not any(stats_root(settings).iterdir())
+
+
+def test_both_backends_return_the_same_precomputed_data(served, corpus, tmp_path):
+    """The embedded index built from the same documents hands out identical DocTerms and titles."""
+    from es_rerank.backends.embedded import EmbeddedBackend
+    from index_setup.embedded_index import build_embedded_index
+
+    build_embedded_index(corpus, tmp_path, progress=False)
+    embedded = EmbeddedBackend.open_current(tmp_path)
+    es_backend = served[2]
+    compared = 0
+    for query in ("xylophagous beetles", "quokka census", "cancer", "vitamin d", "cholesterol", "diet risk"):
+        es_hits = {h.doc_id: h for h in es_backend.search(query, 50)}
+        for hit in embedded.search(query, 50):
+            if hit.doc_id not in es_hits:
+                continue
+            other = es_hits[hit.doc_id]
+            assert other.title == hit.title
+            for field in ("title_ids", "abstract_ids", "first_ids"):
+                assert np.array_equal(getattr(other.terms, field), getattr(hit.terms, field)), (hit.doc_id, field)
+            compared += 1
+    assert compared >= 20

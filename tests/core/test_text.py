@@ -38,6 +38,8 @@ CASES = [
     ("1,000", ["1,000"], [INTEGER]),
     ("3.5%", ["3.5%"], [PERCENTAGE]),
     ("95 % CI", ["95%", "ci"], [PERCENTAGE, "ci"]),
+    ("95\u00a0% CI", ["95%", "ci"], [PERCENTAGE, "ci"]),  # no-break space
+    ("$\u2009120", ["$120"], [DOLLAR]),  # thin space
     ("$20", ["$20"], [DOLLAR]),
     ("$ 1.5 million", ["$1.5", "million"], [DOLLAR, "million"]),
     # numbers inside punctuation and sentences

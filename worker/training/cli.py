@@ -6,7 +6,7 @@ import json
 import shlex
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import click
@@ -36,7 +36,7 @@ class Workspace:
 def open_workspace(data: Path | None) -> Workspace:
     """Locate NFCorpus, the served embedded index and the current embeddings."""
     from es_rerank.backends import BackendError, open_backend
-    from index_setup.embeddings import load_current
+    from index_setup.embeddings import EmbeddingsError, load_current
     from index_setup.nfcorpus import NFCorpus
     from worker.training.data import DocumentRows
 
@@ -45,7 +45,7 @@ def open_workspace(data: Path | None) -> Workspace:
         nfcorpus = NFCorpus.locate(data)
         backend = open_backend(settings)
         embeddings = load_current(settings)
-    except (BackendError, FileNotFoundError, ValueError) as error:
+    except (BackendError, EmbeddingsError, FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     return Workspace(settings, nfcorpus, backend, embeddings, DocumentRows(backend.stats, embeddings))
 
@@ -59,49 +59,64 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 @click.option("--variant", "variants", multiple=True, default=["delta-32-lex3"], show_default=True,
               type=click.Choice([*VARIANT_NAMES, "all"]), help="Model variant(s) to train; 'all' trains the four.")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
-@click.option("--max-epochs", default=None, type=int, help="Upper bound on epochs (early stopping on dev decides).")
-@click.option("--train-queries", default=None, type=int, help="Use only the first N training queries (quick runs).")
-@click.option("--dev-queries", default=None, type=int, help="Use only the first N dev queries for early stopping.")
-@click.option("--seed", default=None, type=int)
-def train(variants: tuple[str, ...], data: Path | None, max_epochs: int | None, train_queries: int | None,
-          dev_queries: int | None, seed: int | None) -> None:
+@click.option("--max-epochs", type=int, help="Upper bound on epochs (early stopping on dev decides).")
+@click.option("--patience", type=int, help="Epochs without a dev improvement before stopping.")
+@click.option("--learning-rate", type=float, help="Adagrad learning rate.")
+@click.option("--l2-conv", type=float, help="L2 coefficient of the convolution weights.")
+@click.option("--l2-dense", type=float, help="L2 coefficient of the feed-forward weights.")
+@click.option("--dropout", type=float, help="Dropout before the max-pool.")
+@click.option("--max-positives", type=int, help="Relevant documents drawn per query and epoch.")
+@click.option("--negatives", type=click.Choice(["uniform", "rank"]), help="How negatives are drawn from the top-500.")
+@click.option("--judged-positives/--retrieved-only", default=False, show_default=True,
+              help="Also train on relevant documents BM25 did not retrieve (never seen when reranking).")
+@click.option("--seed", type=int)
+@click.option("--train-queries", type=int, help="Use only the first N training queries (quick runs).")
+@click.option("--dev-queries", type=int, help="Use only the first N dev queries for early stopping.")
+@click.option("--suffix", default="", help="Save as <variant><suffix>.pt (tuning runs that must not replace the served model).")
+def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, judged_positives: bool,
+          train_queries: int | None, dev_queries: int | None, suffix: str, **overrides) -> None:
     """Train Delta models on NFCorpus train, early-stopped on dev NDCG@20."""
     from worker.model import Checkpoint, DeltaConfig, VARIANTS
     from worker.training.data import build_candidates
-    from worker.training.train import TrainConfig, train_model
     from worker.training.plots import plot_training_curve
+    from worker.training.train import TrainConfig, train_model
 
     names = list(VARIANT_NAMES) if "all" in variants else list(dict.fromkeys(variants))
     work = open_workspace(data)
-    settings = TrainConfig()
-    settings = replace(settings, **{k: v for k, v in {"max_epochs": max_epochs, "seed": seed}.items() if v is not None})
+    settings = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
     train_qrels, dev_qrels = work.nfcorpus.qrels("train"), work.nfcorpus.qrels("dev")
     train_q = _first(work.nfcorpus.queries("train"), train_queries)
     dev_q = _first(work.nfcorpus.queries("dev"), dev_queries)
-    lex_names = sorted({name for v in names for name in VARIANTS[v].get("lex_names", ())},
-                       key=lambda n: VARIANTS["delta-32-lex3"]["lex_names"].index(n))
+    lex_names = list(VARIANTS["delta-32-lex3"]["lex_names"])
     click.echo(f"{len(train_q)} train / {len(dev_q)} dev queries; embeddings {work.embeddings.version}; "
-               f"index {work.backend.stats.version}")
+               f"index {work.backend.stats.version}; {settings}")
     started = time.perf_counter()
-    train_c = build_candidates(train_q, train_qrels, work.backend, work.embeddings, lex_names, add_judged=True)
+    train_c = build_candidates(train_q, train_qrels, work.backend, work.embeddings, lex_names,
+                               add_judged=judged_positives)
     dev_c = build_candidates(dev_q, dev_qrels, work.backend, work.embeddings, lex_names)
     click.echo(f"candidates ready in {time.perf_counter() - started:.0f} s")
     for variant in names:
-        config = DeltaConfig(**VARIANTS[variant], embedding_dim=work.embeddings.vectors.shape[1])
+        config = DeltaConfig(**VARIANTS[variant], embedding_dim=work.embeddings.vectors.shape[1],
+                             **({"dropout": dropout} if dropout is not None else {}))
         keep = [lex_names.index(n) for n in config.lex_names]
         result = train_model(config, work.embeddings.vectors, _select_lex(train_c, keep), _select_lex(dev_c, keep),
                              dev_qrels, work.doc_rows, settings)
-        path = checkpoint_path(work.settings, variant)
+        path = checkpoint_path(work.settings, variant + suffix)
         Checkpoint(config, result.model.state_dict(), work.embeddings.version, work.backend.stats.version,
                    {"dev_ndcg20": result.best_dev, "best_epoch": result.best_epoch,
                     "train_seconds": result.seconds}).save(path)
         plot_training_curve(result.history, path.with_suffix(".png"), VARIANT_NAMES[variant])
         path.with_suffix(".json").write_text(json.dumps({
-            "variant": variant, "train": settings.__dict__, "history": result.history,
-            "best_epoch": result.best_epoch, "best_dev_ndcg20": result.best_dev, "seconds": result.seconds,
-            "machine": machine_description()}, indent=2), encoding="utf-8")
+            "variant": variant, "command": _command(), "train": asdict(settings), "dropout": config.dropout,
+            "judged_positives": judged_positives, "train_queries": len(train_q), "dev_queries": len(dev_q),
+            "history": result.history, "best_epoch": result.best_epoch, "best_dev_ndcg20": result.best_dev,
+            "seconds": result.seconds, "machine": machine_description()}, indent=2), encoding="utf-8")
         click.echo(f"{variant}: best dev NDCG@20 {result.best_dev:.4f} at epoch {result.best_epoch} "
                    f"({result.seconds:.0f} s) -> {path}")
+
+
+def _command() -> str:
+    return "esrr " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
 def _first(queries: dict[str, str], n: int | None) -> dict[str, str]:
@@ -149,8 +164,7 @@ def evaluate(data: Path | None, split: str, out: Path) -> None:
         runs[label] = run_from_scores(candidates, scores)
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
-    command = "esrr " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    write_report(rows, runs, out, recall, command, machine_description(),
+    write_report(rows, runs, out, recall, _command(), machine_description(),
                  runs_dir=work.settings.home / "runs" / split)
     click.echo((out / "table.md").read_text(encoding="utf-8"))
     click.echo(f"runs in {work.settings.home / 'runs' / split}; report in {out}")

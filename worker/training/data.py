@@ -21,6 +21,7 @@ from es_rerank.text import embedding_tokens, tokenize
 
 QUERY_TOKENS = 7  # M of the paper
 PAD_ROW = 0
+NEGATIVE_SAMPLING = ("uniform", "rank")
 
 
 def stats_to_embedding_rows(stats: CorpusStats, embeddings) -> np.ndarray:
@@ -113,7 +114,7 @@ class Triples:
 
 
 def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generator,
-                   max_positives: int | None = 32) -> Triples:
+                   max_positives: int | None = 32, negatives: str = "uniform") -> Triples:
     """Balanced triples: relevant documents each meet one sampled less-relevant one per epoch.
 
     Per query, as many non-relevant documents (unjudged or grade 0 within the BM25
@@ -122,17 +123,23 @@ def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generat
     graded levels, with one randomly chosen document of a lower non-zero grade.
     ``max_positives`` caps the relevant documents drawn per query and epoch (a
     fresh draw each epoch), so queries with hundreds of judgments do not dominate.
+    ``negatives="uniform"`` draws them uniformly from the top-``depth``; ``"rank"``
+    draws with probability proportional to 1 / (BM25 rank + 10), so the
+    non-relevant documents that compete for the top of the list are seen more.
     """
+    if negatives not in NEGATIVE_SAMPLING:
+        raise ValueError(f"unknown negative sampling {negatives!r}; choose one of {NEGATIVE_SAMPLING}")
     parts: list[tuple[np.ndarray, ...]] = []
     for qi, cand in enumerate(candidates):
         srel = scaled_relevance(cand.grades)
         positives = np.flatnonzero(cand.grades > 0)
         if max_positives is not None and len(positives) > max_positives:
             positives = np.sort(rng.choice(positives, size=max_positives, replace=False))
-        negatives = np.flatnonzero((cand.grades == 0) & (cand.bm25 > 0))
-        if len(positives) == 0 or len(negatives) == 0:
+        pool = np.flatnonzero((cand.grades == 0) & (cand.bm25 > 0))
+        if len(positives) == 0 or len(pool) == 0:
             continue
-        drawn = rng.choice(negatives, size=len(positives), replace=len(negatives) < len(positives))
+        drawn = rng.choice(pool, size=len(positives), replace=len(pool) < len(positives),
+                           p=_rank_weights(cand.bm25, pool) if negatives == "rank" else None)
         pos, neg = [positives], [rng.permutation(drawn)]
         for grade in np.unique(cand.grades[positives])[1:]:
             higher = positives[cand.grades[positives] == grade]
@@ -146,6 +153,14 @@ def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generat
     q, p, n, w = (np.concatenate(column) for column in zip(*parts))
     order = rng.permutation(len(q))
     return Triples(q[order], p[order], n[order], w[order].astype(np.float32))
+
+
+def _rank_weights(bm25: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Sampling probabilities of ``pool`` proportional to 1 / (BM25 rank + 10)."""
+    ranks = np.empty(len(bm25), dtype=np.float64)
+    ranks[np.argsort(-bm25, kind="stable")] = np.arange(len(bm25))
+    weights = 1.0 / (ranks[pool] + 10.0)
+    return weights / weights.sum()
 
 
 def batch_inputs(candidates: Sequence[QueryCandidates], doc_rows: DocumentRows,

@@ -29,6 +29,7 @@ class TrainConfig:
     patience: int = 2  # epochs without a dev improvement before stopping
     batch_size: int = 256  # triples per minibatch (section 3.4)
     max_positives: int = 32  # relevant documents drawn per query and epoch
+    negatives: str = "uniform"  # see data.sample_triples
     learning_rate: float = 0.05
     l2_conv: float = 1e-6
     l2_dense: float = 1e-6
@@ -99,7 +100,7 @@ def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[Que
     best = TrainResult(copy.deepcopy(model), -1, -1.0)
     stale = 0
     for epoch in range(1, settings.max_epochs + 1):
-        triples = sample_triples(train, rng, settings.max_positives)
+        triples = sample_triples(train, rng, settings.max_positives, settings.negatives)
         loss = _train_epoch(model, optimizer, train, triples, doc_rows, settings.batch_size, epoch, progress)
         dev_scores = score_candidates(model_score_fn(model), dev, doc_rows)
         dev_ndcg = mean_metric(PAPER_NDCG20, dev_qrels, dev, dev_scores)
