@@ -35,7 +35,7 @@ class DeltaConfig:
     n_conv: int = 3  # N_C
     hidden: tuple[int, ...] = (32, 16)  # K_1, K_2; K_3 = 1 (N_F = 3)
     leaky_slope: float = 0.3
-    dropout: float = 0.3
+    dropout: float = 0.5  # tuned on dev (reports/tuning.md)
     lex_names: tuple[str, ...] = ()  # () = Delta-32; LEX3 = Delta-32-Lex3
     use_difference: bool = True  # Table 6: "no Difference vectors" sets False
     use_delta_features: bool = True  # Table 6: "no Delta features" sets False
