@@ -1,0 +1,613 @@
+"""Word2vec embeddings for the Delta model: training, the versioned artifact, loading.
+
+Recipe (section 4.1 of Mohan et al., WWW 2018): gensim word2vec, skip-gram
+(``sg=1``) with hierarchical softmax (``hs=1, negative=0``), window +-5, V = 300,
+trained on every biomedical text in ``../shared/data`` (``index_setup.text_sources``:
+five sources, deduplicated, split into sentences) in the embedding-path tokens of
+``es_rerank.text`` (``embedding_tokens(tokenize(text))``, numbers in 7 classes).
+Words below ``min_count`` become UNK, whose vector is U[-0.25, 0.25] (seeded).
+
+Artifact: ``<embeddings_dir>/<version>/`` holds ``vectors.npy`` (float32
+[rows, 300]; row 0 = PAD, all zeros; row 1 = UNK; then the words by descending
+corpus frequency), ``vocab.txt`` (one word per line in row order, the first two
+``<pad>`` and ``<unk>``) and ``meta.json`` (parameters, corpus counts, timings,
+sources, losses). The directory is written under a hidden ``.partial`` name and
+renamed when complete; only then is ``<embeddings_dir>/CURRENT`` (the version
+name) replaced atomically, so a reader never sees a half-written table.
+
+Why ``min_count = 2`` (``DEFAULT_MIN_COUNT``)
+    The paper's 101 was set for ~27M PubMed abstracts (billions of tokens), where
+    it still left a 207,716-word vocabulary. Our text is 20.56M embedding tokens
+    after deduplication (18,930 documents, 800k sentences), 186,642 distinct
+    tokens. Scaled by relative frequency, 101 in ~5e9 tokens is below one
+    occurrence here, and 101 itself would keep only 10,086 words. Measured on the
+    shared data (NFCorpus queries: 10,844 tokens, 3,145 distinct; NFCorpus
+    documents: their first 50 tokens, what the model reads)::
+
+        min_count  vocab    query tokens  query types  queries all known  NFCorpus doc tokens
+          1        186,642    97.6 %        92.9 %       92.4 %             100.0 %
+          2         91,968    96.7 %        90.6 %       89.6 %              99.6 %
+          3         68,923    96.1 %        88.8 %       87.9 %              99.4 %
+          5         50,984    95.1 %        86.2 %       84.7 %              98.9 %
+         10         35,296    92.7 %        80.6 %       77.8 %              98.1 %
+        101         10,086    79.9 %        55.6 %       45.8 %              92.2 %
+
+    (Measured before the whitespace repair of ``write_line_corpus``; the trained
+    artifact has 186,582 types and 91,949 words at min_count 2.)
+    Coverage falls fast above a few occurrences, and an UNK query word makes the
+    Delta stage match it to every UNK document word, so the threshold must be low.
+    2 drops the hapax legomena: half the types (94,674) but only 0.46 % of the
+    tokens, and mostly debris of the flattened PMC tables and reference markers
+    (``sex.25``, ``testing.18``, ``nct01868672``). A vector seen in a single context
+    is barely moved from its random start anyway. That halves the table
+    (110 MB instead of 224 MB) at a cost of 2.3 points of query-type coverage.
+
+Why ``epochs = 3`` (``DEFAULT_EPOCHS``)
+    Measured on this 2-core machine, 2 worker threads, while other jobs shared the
+    cores (the run got 0.9-1.05 CPUs on average): tokenizing and writing the
+    corpus once takes 64-72 s; each epoch over the 20.56M tokens (15.5M effective
+    after sub-sampling) takes 118-191 s (81k-131k effective words/s); the full
+    run with 3 epochs took 8 min 15 s and 8 min 26 s of wall time. That is well
+    under the 12 minutes allowed (the whole recipe, word2vec plus model training,
+    must fit in 30); gensim's default of 5 epochs would need 12-15 minutes here.
+    The loss per effective word still falls (3.17, 3.04, 2.78; gensim sums it in
+    float32, so read it as a trend), and the neighbours are already sensible
+    (cholesterol: hdl, triglycerides, ldl; broccoli: sprouts, spinach,
+    cauliflower). ``--epochs`` raises it on a faster or idle machine.
+
+Streaming: the corpus is tokenized once into a temporary LineSentence file (one
+sentence a line) and read back by gensim's ``LineSentence`` every epoch; the word
+counts are collected during that single pass (``build_vocab_from_freq``), so
+there is no separate vocabulary scan. Re-tokenizing each epoch through the
+restartable ``text_sources.TokenCorpus`` would cost those ~60 s of CPU again per
+epoch, taken from the training threads. gensim's ``corpus_file`` mode ran no
+faster here on 2 contended cores (147k vs 155k raw words/s on a 3M-token slice)
+and its loss counter is per thread, so the iterable mode is used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import click
+import numpy as np
+from tqdm.auto import tqdm
+
+from es_rerank.settings import DEFAULT_NFCORPUS, CommonSettings
+from es_rerank.text import embedding_tokens, tokenize
+from index_setup.text_sources import SOURCES, Deduplicator, Source, iter_documents, iter_token_lists
+
+logger = logging.getLogger(__name__)
+
+ARTIFACT_FORMAT = 1
+PAD, UNK = 0, 1
+PAD_TOKEN, UNK_TOKEN = "<pad>", "<unk>"
+UNK_RANGE = 0.25
+CURRENT_FILE = "CURRENT"
+DEFAULT_DATA = DEFAULT_NFCORPUS.parent
+DEFAULT_MIN_COUNT = 2
+DEFAULT_EPOCHS = 3
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class EmbeddingsError(Exception):
+    """Embeddings are missing, incomplete or cannot be trained; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Word2VecParams:
+    """Training parameters (paper section 4.1 plus the choices argued in the module docstring)."""
+
+    vector_size: int = 300
+    window: int = 5
+    sg: int = 1
+    hs: int = 1
+    negative: int = 0
+    min_count: int = DEFAULT_MIN_COUNT
+    epochs: int = DEFAULT_EPOCHS
+    sample: float = 1e-3
+    alpha: float = 0.025
+    min_alpha: float = 0.0001
+    workers: int = 2
+    seed: int = 1
+    unk_seed: int = 0
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@dataclass
+class Embeddings:
+    """A loaded embedding table: ``vectors[row]`` is the vector of ``vocab[row]``."""
+
+    vectors: np.ndarray  # float32 [rows, dim]; row 0 PAD, row 1 UNK
+    vocab: list[str]
+    version: str
+    meta: dict = field(default_factory=dict)
+    index: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.vocab) != len(self.vectors):
+            raise EmbeddingsError(f"{self.version}: {len(self.vocab)} words but {len(self.vectors)} vectors")
+        if self.vocab[:2] != [PAD_TOKEN, UNK_TOKEN]:
+            raise EmbeddingsError(f"{self.version}: the vocabulary must start with {PAD_TOKEN}, {UNK_TOKEN}")
+        self.index = {word: row for row, word in enumerate(self.vocab)}
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @classmethod
+    def load(cls, directory: Path, mmap: bool = True) -> "Embeddings":
+        """Load a version directory; ``mmap`` maps ``vectors.npy`` read-only instead of reading it."""
+        directory = Path(directory)
+        missing = [n for n in ("vectors.npy", "vocab.txt", "meta.json") if not (directory / n).is_file()]
+        if missing:
+            raise EmbeddingsError(
+                f"{directory} is not a complete embeddings artifact (missing {', '.join(missing)}); "
+                "run `esrr embeddings train`"
+            )
+        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+        if meta.get("format") != ARTIFACT_FORMAT:
+            raise EmbeddingsError(
+                f"{directory}: artifact format {meta.get('format')!r}, this code reads {ARTIFACT_FORMAT}; "
+                "retrain with `esrr embeddings train`"
+            )
+        vectors = np.load(directory / "vectors.npy", mmap_mode="r" if mmap else None)
+        vocab = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        if vocab and vocab[-1] == "":
+            vocab.pop()
+        return cls(vectors, vocab, meta.get("version", directory.name), meta)
+
+    def lookup(self, tokens: Iterable[str]) -> np.ndarray:
+        """Row ids (int64) of embedding-path tokens; unknown words map to UNK = 1."""
+        get = self.index.get
+        tokens = list(tokens)
+        return np.fromiter((get(t, UNK) for t in tokens), dtype=np.int64, count=len(tokens))
+
+    def nearest(self, word: str, k: int = 10) -> list[tuple[str, float]]:
+        """The ``k`` words closest to ``word`` by cosine similarity (PAD and UNK excluded)."""
+        if word not in self.index:
+            raise KeyError(f"{word!r} is not in the vocabulary of {self.version}")
+        words = np.asarray(self.vectors[2:], dtype=np.float32)
+        norms = np.linalg.norm(words, axis=1)
+        norms[norms == 0] = 1.0
+        query = words[self.index[word] - 2]
+        sims = words @ query / (norms * max(float(np.linalg.norm(query)), 1e-12))
+        order = np.argsort(-sims)[: k + 1]
+        return [(self.vocab[i + 2], float(sims[i])) for i in order if i + 2 != self.index[word]][:k]
+
+
+def current_version(embeddings_dir: Path) -> str | None:
+    """The version named by ``<embeddings_dir>/CURRENT``, or None."""
+    pointer = Path(embeddings_dir) / CURRENT_FILE
+    if not pointer.is_file():
+        return None
+    return pointer.read_text(encoding="utf-8").strip() or None
+
+
+def load_current(settings: CommonSettings | None = None, mmap: bool = True) -> Embeddings:
+    """The embeddings that ``CURRENT`` points at, under ``settings.embeddings_dir``."""
+    embeddings_dir = (settings or CommonSettings()).embeddings_dir
+    version = current_version(embeddings_dir)
+    if version is None:
+        raise EmbeddingsError(
+            f"no trained embeddings in {embeddings_dir} (no {CURRENT_FILE} file); "
+            "run `esrr embeddings train` (or set ESRR_HOME to the artifacts directory that has them)"
+        )
+    return Embeddings.load(embeddings_dir / version, mmap=mmap)
+
+
+# --------------------------------------------------------------------------- coverage
+
+
+def coverage(embeddings: Embeddings | set[str] | dict, token_lists: Sequence[Sequence[str]]) -> dict:
+    """Share of tokens, distinct tokens and whole token lists known to the vocabulary."""
+    known = embeddings.index if isinstance(embeddings, Embeddings) else embeddings
+    tokens = [t for tl in token_lists for t in tl]
+    types = set(tokens)
+    return {
+        "tokens": len(tokens),
+        "types": len(types),
+        "token_coverage": sum(t in known for t in tokens) / max(len(tokens), 1),
+        "type_coverage": sum(t in known for t in types) / max(len(types), 1),
+        "all_known": sum(all(t in known for t in tl) for tl in token_lists) / max(len(token_lists), 1),
+    }
+
+
+def nfcorpus_query_tokens(data_root: Path) -> list[list[str]]:
+    """Embedding-path tokens of every NFCorpus query (empty when queries.jsonl is absent)."""
+    path = Path(data_root) / "nfcorpus" / "queries.jsonl"
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8") as lines:
+        return [embedding_tokens(tokenize(json.loads(line)["text"])) for line in lines if line.strip()]
+
+
+# --------------------------------------------------------------------------- training
+
+
+@dataclass
+class CorpusCounts:
+    """What one tokenization pass wrote: sentences, tokens and the word counts."""
+
+    sentences: int = 0
+    tokens: int = 0
+    words: Counter = field(default_factory=Counter)
+    tokens_with_whitespace: int = 0
+
+
+_OTHER_WHITESPACE_RE = re.compile(r"[^\S ]")  # any whitespace but the plain space
+
+
+def write_line_corpus(token_lists: Iterable[Sequence[str]], path: Path) -> CorpusCounts:
+    """Write one sentence a line (tokens joined by spaces) and count the words.
+
+    gensim's LineSentence splits lines on any whitespace, so a token that holds
+    some (the tokenizer keeps a no-break space in ``95\\xa0%``) would be read
+    back as several words that the counted vocabulary does not know. Such tokens
+    are written and counted with their whitespace removed, and counted in
+    ``tokens_with_whitespace`` (meta.json) so the tokenizer can be fixed.
+    """
+    counts = CorpusCounts()
+    update = counts.words.update
+    with Path(path).open("w", encoding="utf-8") as out:
+        for tokens in token_lists:
+            if not tokens:
+                continue
+            line = " ".join(tokens)
+            if _OTHER_WHITESPACE_RE.search(line) or "  " in line or line[0] == " " or line[-1] == " ":
+                fixed = ["".join(t.split()) for t in tokens]
+                counts.tokens_with_whitespace += sum(a != b for a, b in zip(tokens, fixed))
+                tokens = [t for t in fixed if t]
+                if not tokens:
+                    continue
+                line = " ".join(tokens)
+            out.write(line)
+            out.write("\n")
+            update(tokens)
+            counts.sentences += 1
+            counts.tokens += len(tokens)
+    if counts.tokens_with_whitespace:
+        logger.warning(
+            "%d tokens held whitespace and were written without it; es_rerank.text.tokenize should not "
+            "emit such tokens", counts.tokens_with_whitespace,
+        )
+    return counts
+
+
+def _progress_word2vec_class():
+    """A gensim Word2Vec whose progress reports drive a tqdm bar (gensim imported lazily)."""
+    from gensim.models import Word2Vec
+
+    class ProgressWord2Vec(Word2Vec):
+        """Word2Vec that feeds its per-second progress reports and epoch ends to ``self.bar``.
+
+        ``_log_progress``/``_log_epoch_end`` are gensim's own reporting hooks (there is
+        no public intra-epoch callback in gensim 4); both still log as usual.
+        """
+
+        bar = None  # a tqdm bar while training
+        epoch_report: list[dict]  # one dict per finished epoch, set by train_vectors
+
+        def _log_progress(self, job_queue, progress_queue, cur_epoch, example_count, total_examples,
+                          raw_word_count, total_words, trained_word_count, elapsed):
+            super()._log_progress(job_queue, progress_queue, cur_epoch, example_count, total_examples,
+                                  raw_word_count, total_words, trained_word_count, elapsed)
+            if self.bar is not None:
+                self.bar.n = cur_epoch * total_words + raw_word_count
+                self.bar.set_postfix(epoch=f"{cur_epoch + 1}/{self.epochs}",
+                                     words_s=f"{trained_word_count / max(elapsed, 1e-9):.0f}", refresh=False)
+                self.bar.refresh()
+
+        def _log_epoch_end(self, cur_epoch, example_count, total_examples, raw_word_count, total_words,
+                           trained_word_count, elapsed, is_corpus_file_mode):
+            super()._log_epoch_end(cur_epoch, example_count, total_examples, raw_word_count, total_words,
+                                   trained_word_count, elapsed, is_corpus_file_mode)
+            # All worker threads have finished the epoch here, so the accumulator can be
+            # read and reset: a per-epoch sum loses less to gensim's float32 accumulator.
+            loss = float(self.get_latest_training_loss())
+            self.running_training_loss = 0.0
+            report = {
+                "epoch": cur_epoch + 1,
+                "seconds": round(elapsed, 2),
+                "raw_words": int(raw_word_count),
+                "effective_words": int(trained_word_count),
+                "loss": loss,
+                "loss_per_word": loss / max(trained_word_count, 1),
+            }
+            self.epoch_report.append(report)
+            if self.bar is not None:
+                self.bar.n = (cur_epoch + 1) * total_words
+                self.bar.set_postfix(epoch=f"{cur_epoch + 1}/{self.epochs}",
+                                     loss_per_word=f"{report['loss_per_word']:.3f}", refresh=False)
+                self.bar.refresh()
+                self.bar.write(
+                    f"epoch {cur_epoch + 1}/{self.epochs}: {elapsed:.0f}s, "
+                    f"{trained_word_count / max(elapsed, 1e-9):.0f} effective words/s, "
+                    f"loss/word {report['loss_per_word']:.3f}"
+                )
+
+    return ProgressWord2Vec
+
+
+def train_vectors(corpus_path: Path, counts: CorpusCounts, params: Word2VecParams, progress: bool = True):
+    """Train word2vec on a LineSentence file; returns (gensim KeyedVectors, per-epoch report)."""
+    from gensim.models.word2vec import LineSentence
+
+    model_class = _progress_word2vec_class()
+    model = model_class(
+        vector_size=params.vector_size, window=params.window, sg=params.sg, hs=params.hs,
+        negative=params.negative, min_count=params.min_count, sample=params.sample, alpha=params.alpha,
+        min_alpha=params.min_alpha, workers=params.workers, seed=params.seed,
+    )
+    model.epoch_report = []
+    model.build_vocab_from_freq(dict(counts.words), corpus_count=counts.sentences)
+    if len(model.wv) == 0:
+        raise EmbeddingsError(
+            f"no word occurs {params.min_count} times in the {counts.tokens} training tokens; "
+            "lower --min-count or give more text"
+        )
+    total = params.epochs * counts.tokens
+    with tqdm(total=total, unit="word", unit_scale=True, desc="word2vec", disable=not progress) as bar:
+        model.bar = bar
+        model.train(
+            LineSentence(str(corpus_path)), total_examples=counts.sentences, total_words=counts.tokens,
+            epochs=params.epochs, compute_loss=True, report_delay=1.0,
+        )
+        model.bar = None
+    return model.wv, model.epoch_report
+
+
+def unk_vector(dim: int, seed: int) -> np.ndarray:
+    """The UNK vector: U[-0.25, 0.25] from a fixed seed (Kim 2014, as in the paper)."""
+    return np.random.default_rng(seed).uniform(-UNK_RANGE, UNK_RANGE, dim).astype(np.float32)
+
+
+def new_version() -> str:
+    """A version name from the current UTC time: ``w2v-YYYYmmdd-HHMMSS``."""
+    return datetime.now(timezone.utc).strftime("w2v-%Y%m%d-%H%M%S")
+
+
+def _check_version(embeddings_dir: Path, version: str) -> None:
+    if not _VERSION_RE.match(version) or version == CURRENT_FILE:
+        raise EmbeddingsError(f"bad version name {version!r}: use letters, digits, '.', '_' and '-'")
+    if (embeddings_dir / version).exists():
+        raise EmbeddingsError(
+            f"{embeddings_dir / version} already exists; pass another --version or delete that directory"
+        )
+
+
+def write_artifact(directory: Path, words: Sequence[str], word_vectors: np.ndarray, meta: dict, unk_seed: int) -> None:
+    """Write vectors.npy, vocab.txt and meta.json into ``directory`` (which must exist)."""
+    dim = word_vectors.shape[1]
+    vectors = np.empty((len(words) + 2, dim), dtype=np.float32)
+    vectors[PAD] = 0.0
+    vectors[UNK] = unk_vector(dim, unk_seed)
+    vectors[2:] = word_vectors
+    np.save(directory / "vectors.npy", vectors)
+    with (directory / "vocab.txt").open("w", encoding="utf-8", newline="\n") as out:
+        for word in (PAD_TOKEN, UNK_TOKEN, *words):
+            out.write(word)
+            out.write("\n")
+    (directory / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def publish_current(embeddings_dir: Path, version: str) -> None:
+    """Point ``CURRENT`` at ``version`` (atomic replace)."""
+    tmp = embeddings_dir / f".{CURRENT_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(version + "\n", encoding="utf-8")
+    os.replace(tmp, embeddings_dir / CURRENT_FILE)
+
+
+def train_embeddings(
+    token_lists: Iterable[Sequence[str]],
+    embeddings_dir: Path,
+    params: Word2VecParams = Word2VecParams(),
+    version: str | None = None,
+    extra_meta: dict | Callable[[set[str]], dict] | None = None,
+    progress: bool = True,
+) -> Embeddings:
+    """Train on token lists (sentences), write ``<embeddings_dir>/<version>/``, then ``CURRENT``.
+
+    ``token_lists`` is read once (it may be a generator). ``extra_meta`` is merged
+    into meta.json; a callable is called with the vocabulary (a set of words) after
+    training, when the stream has been consumed (``train_from_data`` reports its
+    sources and query coverage this way). Returns the artifact loaded back with ``mmap``.
+    """
+    import gensim
+
+    started = time.perf_counter()
+    embeddings_dir = Path(embeddings_dir)
+    embeddings_dir.mkdir(parents=True, exist_ok=True)
+    version = version or new_version()
+    _check_version(embeddings_dir, version)
+    partial = embeddings_dir / f".{version}.partial"
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.mkdir()
+    try:
+        corpus_path = partial / "corpus.txt"
+        counts = write_line_corpus(token_lists, corpus_path)
+        prepared = time.perf_counter()
+        if counts.tokens == 0:
+            raise EmbeddingsError("the training corpus is empty; check --data and --limit-docs")
+        wv, epochs = train_vectors(corpus_path, counts, params, progress)
+        trained = time.perf_counter()
+        corpus_path.unlink()
+        words = list(wv.index_to_key)
+        known = sum(counts.words[w] for w in words)
+        extra = extra_meta(set(words)) if callable(extra_meta) else extra_meta
+        meta = {
+            "format": ARTIFACT_FORMAT,
+            "version": version,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "tokenizer": "es_rerank.text: embedding_tokens(tokenize(sentence))",
+            "gensim": gensim.__version__,
+            "params": asdict(params),
+            "unk_range": [-UNK_RANGE, UNK_RANGE],
+            "rows": len(words) + 2,
+            "dim": params.vector_size,
+            "corpus": {
+                "sentences": counts.sentences,
+                "tokens": counts.tokens,
+                "types": len(counts.words),
+                "vocab_words": len(words),
+                "token_coverage": known / counts.tokens,
+                "tokens_with_whitespace": counts.tokens_with_whitespace,
+            },
+            "epochs": epochs,
+            "seconds": {"prepare": round(prepared - started, 1), "train": round(trained - prepared, 1)},
+            **(extra or {}),
+        }
+        meta["seconds"]["total"] = round(time.perf_counter() - started, 1)
+        write_artifact(partial, words, wv.vectors, meta, params.unk_seed)
+        os.replace(partial, embeddings_dir / version)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    publish_current(embeddings_dir, version)
+    return Embeddings.load(embeddings_dir / version)
+
+
+def train_from_data(
+    data_root: Path,
+    embeddings_dir: Path,
+    params: Word2VecParams = Word2VecParams(),
+    version: str | None = None,
+    limit_docs: int | None = None,
+    sources: Sequence[Source] = SOURCES,
+    progress: bool = True,
+) -> Embeddings:
+    """Train on every text source under ``data_root`` (deduplicated sentences); see ``train_embeddings``."""
+    data_root = Path(data_root).resolve()
+    dedup = Deduplicator()
+    per_source: dict[str, dict[str, int]] = {}
+
+    def stream() -> Iterator[list[str]]:
+        docs = iter_documents(data_root, sources, limit_docs, dedup)
+        bar = tqdm(docs, unit="doc", desc="tokenize", disable=not progress)
+        for doc, tokens in iter_token_lists(bar):
+            tally = per_source.setdefault(doc.source, {"sentences": 0, "tokens": 0})
+            tally["sentences"] += 1
+            tally["tokens"] += len(tokens)
+            yield tokens
+
+    queries = nfcorpus_query_tokens(data_root)
+
+    def extra_meta(vocab: set[str]) -> dict:
+        meta: dict = {"data_root": str(data_root), "limit_docs": limit_docs, "sources": {}}
+        for source in sources:
+            meta["sources"][source.name] = {
+                "files": [str(p.relative_to(data_root)) for p in source.files(data_root)],
+                "docs": dedup.kept.get(source.name, 0),
+                "duplicates_dropped": dedup.dropped.get(source.name, 0),
+                **per_source.get(source.name, {"sentences": 0, "tokens": 0}),
+            }
+        if queries:
+            meta["nfcorpus_query_coverage"] = coverage(vocab, queries)
+        return meta
+
+    return train_embeddings(stream(), embeddings_dir, params, version, extra_meta, progress)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _embeddings_dir(out: Path | None) -> Path:
+    return Path(out) if out is not None else CommonSettings().embeddings_dir
+
+
+@click.group("embeddings")
+def embeddings() -> None:
+    """Train and inspect the word2vec embeddings of the Delta model."""
+
+
+@embeddings.command("train")
+@click.option("--data", "data_root", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_DATA,
+              show_default=True, help="shared data root holding nfcorpus/, ohsumed-single23/, ...")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="embeddings directory [default: $ESRR_HOME/embeddings]")
+@click.option("--min-count", type=click.IntRange(min=1), default=DEFAULT_MIN_COUNT, show_default=True)
+@click.option("--epochs", type=click.IntRange(min=1), default=DEFAULT_EPOCHS, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--version", "version", default=None, help="version name [default: w2v-<UTC time>]")
+@click.option("--limit-docs", type=click.IntRange(min=1), default=None, help="at most this many docs per source")
+@click.option("-v", "--verbose", is_flag=True, help="also show gensim's own log")
+def train_command(data_root: Path, out: Path | None, min_count: int, epochs: int, workers: int,
+                  version: str | None, limit_docs: int | None, verbose: bool) -> None:
+    """Train word2vec on all biomedical text and make it the CURRENT embeddings."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("gensim").setLevel(logging.INFO if verbose else logging.WARNING)
+    params = Word2VecParams(min_count=min_count, epochs=epochs, workers=workers)
+    try:
+        emb = train_from_data(data_root, _embeddings_dir(out), params, version, limit_docs)
+    except EmbeddingsError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _print_info(emb, _embeddings_dir(out) / emb.version)
+
+
+def _print_info(emb: Embeddings, directory: Path) -> None:
+    meta = emb.meta
+    corpus = meta.get("corpus", {})
+    click.echo(f"version      {emb.version}  ({directory})")
+    click.echo(f"table        {len(emb):,} rows x {emb.dim} (PAD, UNK + {len(emb) - 2:,} words)")
+    if corpus:
+        click.echo(f"corpus       {corpus['tokens']:,} tokens, {corpus['sentences']:,} sentences, "
+                   f"{corpus['types']:,} types; {corpus['token_coverage']:.2%} of tokens in vocabulary")
+    params = meta.get("params", {})
+    if params:
+        click.echo(f"params       min_count={params['min_count']} epochs={params['epochs']} "
+                   f"window={params['window']} sg={params['sg']} hs={params['hs']} sample={params['sample']}")
+    if "seconds" in meta:
+        click.echo(f"seconds      {meta['seconds']}")
+    cov = meta.get("nfcorpus_query_coverage")
+    if cov:
+        click.echo(f"NFCorpus queries: {cov['token_coverage']:.1%} of tokens, {cov['type_coverage']:.1%} of "
+                   f"distinct words, {cov['all_known']:.1%} of queries fully in vocabulary")
+
+
+@embeddings.command("info")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="embeddings directory [default: $ESRR_HOME/embeddings]")
+@click.option("--version", "version", default=None, help="a version other than CURRENT")
+@click.option("--neighbours", "-n", multiple=True, help="show the nearest words of this word (repeatable)")
+@click.option("-k", type=click.IntRange(min=1), default=8, show_default=True)
+def info_command(out: Path | None, version: str | None, neighbours: tuple[str, ...], k: int) -> None:
+    """Describe the CURRENT (or a named) embeddings version."""
+    embeddings_dir = _embeddings_dir(out)
+    try:
+        version = version or current_version(embeddings_dir)
+        if version is None:
+            raise EmbeddingsError(f"no trained embeddings in {embeddings_dir}; run `esrr embeddings train`")
+        emb = Embeddings.load(embeddings_dir / version)
+    except EmbeddingsError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _print_info(emb, embeddings_dir / version)
+    for word in neighbours:
+        token = (embedding_tokens(tokenize(word)) or [word])[0]
+        try:
+            near = emb.nearest(token, k)
+        except KeyError as exc:
+            click.echo(f"{token}: not in the vocabulary ({exc})")
+            continue
+        click.echo(f"{token}: " + ", ".join(f"{w} {s:.2f}" for w, s in near))
+
+
+main = embeddings
+
+if __name__ == "__main__":
+    main()
