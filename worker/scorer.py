@@ -1,0 +1,417 @@
+"""Fast inference for a trained ``DeltaModel`` (the serving path of the worker).
+
+``DeltaScorer`` gives the scores of ``DeltaModel.forward`` in eval mode (tested
+to 1e-4 absolute on every variant, observed ~1e-7 relative) with the same
+arithmetic reorganised so that almost nothing is computed per (document,
+position) that could be computed per word or per vocabulary entry.
+
+Algorithm (one query: rows q_1..q_M; n documents of N tokens; F filters, k taps):
+
+1. Tables, once per model. The first conv layer is linear in the Delta
+   vector, so for the V difference channels W_t . (d - q*) = P[d, t] - P[q*, t]
+   with P = E @ W  [n_words, k * F] (77 MB for 200k words, accumulated in
+   float64), plus |e|^2 and |e| per word.
+2. Delta stage per *distinct* document word (500 x 50 positions hold 7-10k
+   distinct words; found with an O(n) scatter/read-back, ``_distinct``): one
+   gather of their vectors, d . q_j by one [U, V] x [V, M] matmul, squared
+   distances |d|^2 - 2 d.q + |q|^2 (the expansion torch.cdist uses) -> closest
+   query word, cosine, distance, proximity. Where the expansion cancels
+   (|d - q*|^2 < 0.1 (|d|^2 + |q*|^2), i.e. exact matches and near-duplicate
+   vectors) the distance is recomputed from the vectors, so a match gives
+   exactly 0 as in the reference (without that the error reaches 8e-3).
+   Conv-1 contribution of each word: Z = P[d] + [cos, dist, prox, onehot(q*)] @
+   [feature taps; bias - P[q_j]]  (one gather + one [U, 3 + M] matmul; the one-hot
+   rows sum to 1 and carry the bias).
+3. Layout: all documents end to end with ``gap`` (= 1 for k = 3) masked rows
+   between them, so 'same' convolution over the whole batch is one long 1-D
+   convolution. Conv layer 1 = one ``embedding_bag`` (sum of Z[word at r - 1,
+   tap 0], Z[word at r, tap 1], Z[word at r + 1, tap 2]). Conv layers 2..N_C =
+   k accumulated matmuls [L, F] x [F, F] on shifted contiguous slices (no
+   unfold copy). LeakyReLU in place, masking by ``index_fill_`` on the ~5%
+   padded rows, masked max-pool as a view [n, N + gap, F], dense layers.
+
+``score_many`` runs step 2 per request and step 3 once for all requests.
+
+On CUDA the same code runs without de-duplication and with exact distances
+for every word (both need a device->host sync on a GPU, which has bandwidth to
+spare); only int ids and the Lex features travel host->device. Float32
+throughout: half precision would not hold the 1e-4 agreement, and fp32 is far
+under the paper's 100 ms / 500 documents GPU budget.
+
+Thread safety: no state is mutated after construction; concurrent calls are
+safe (torch intra-op threads are the process's, see ``torch.set_num_threads``).
+
+What each step bought (2-core Xeon AVX-512, 1 torch thread, 500 realistic
+documents, 33k words, p50 in one process; the machine was shared, so treat
+the absolute numbers as upper bounds and the ratios as the result):
+
+- reference ``DeltaModel.forward``: 186 ms; this scorer: 8.7 ms (x21).
+- Delta stage per distinct word instead of per position: 20.9 -> 8.7 ms (x2.4).
+- conv-1 from the table P instead of a [U, 303] x [303, 96] matmul on the
+  distinct words: 4.5 -> 0.26 ms for that step.
+- exact |d - q*| only where the expansion cancels (vs for every row):
+  39.0 -> 20.9 ms in the per-position layout.
+- ``index_select`` instead of advanced indexing ``t[idx]``: 4.4 -> 0.9 ms per
+  gather (PyTorch's CPU advanced indexing is 5x slower).
+- ``embedding_bag`` for conv 1 instead of gather [L, 3F] + shift-add: 1.65 ->
+  0.69 ms; k accumulated matmuls for conv 2..3 on shifted slices: 1.61 ms vs
+  1.73 (F.conv1d, oneDNN) and 1.72 (unfold copy + one matmul).
+- one-hot folding of -P[q*] and the bias into the feature matmul: 11.7 ->
+  9.6 ms end to end (CPU time, loaded machine).
+- O(n) ``_distinct`` instead of np.unique: x1.05 end to end (0.2 vs 1.0 ms).
+- CPU ``score_many`` in groups of <= 512 documents: 4 x 500 documents cost
+  9.3 ms per query instead of 11.0 ms in one pass (activations stay in cache).
+- tried and dropped: gathering + dotting the document vectors in cache-sized
+  chunks (+-3%, noise), numpy (huge-page) allocation of the tables (no gain).
+
+Threads: with the default OpenMP wait policy and ANY other busy process on a
+2-core machine, 2 torch threads collapse (p50 220 ms instead of 8.6 ms: the
+~60 small parallel regions per call each wait for a descheduled thread).
+``OMP_WAIT_POLICY=PASSIVE`` (set before torch is imported) removes the
+collapse (8.3 ms). See worker/bench.py for the full benchmark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from worker.model import PAD_ID, DeltaModel
+
+COS_EPS = 1e-8  # F.cosine_similarity's eps in the reference Delta stage
+PROX_EPS = 1e-8  # the reference clamps |d| + |q*| to this
+# |d - q*|^2 below this fraction of |d|^2 + |q*|^2 is recomputed from the vectors (cancellation)
+NEAR_FRACTION = 0.1
+# score_many on the CPU: requests are grouped up to this many documents per forward pass.
+# 4 x 500 documents in one pass cost 11.0 ms per query, one pass per request 8.7 ms
+# (conv activations of 25k rows x 32 floats stay in L2; 100k rows do not).
+CPU_GROUP_DOCS = 512
+
+Request = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
+
+
+def default_device() -> torch.device:
+    """CUDA when available, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class DeltaScorer:
+    """Fast inference for a trained DeltaModel; same scores as DeltaModel.forward (eval mode)."""
+
+    def __init__(self, model: DeltaModel, device: torch.device, dedup: bool | None = None) -> None:
+        config = model.config
+        if config.n_conv < 1:
+            raise ValueError("DeltaScorer needs at least one convolution layer (config.n_conv >= 1)")
+        self.config = config
+        self._device = device
+        # De-duplicate document words on the host (CPU); on a GPU the sync would cost more.
+        self.dedup = device.type == "cpu" if dedup is None else dedup
+        # |d - q*| from the vectors for every word (GPU) or only where the expansion is
+        # inexact (CPU: a data-dependent index, i.e. a host sync on a GPU).
+        self.exact_all_distances = device.type != "cpu"
+        # One pass per ~500 documents on the CPU (cache-sized activations), one for all on a GPU.
+        self.group_docs = CPU_GROUP_DOCS if device.type == "cpu" else None
+        k, n_f, dim = config.kernel_width, config.n_filters, config.embedding_dim
+        self.k, self.n_f = k, n_f
+        self.left = (k - 1) // 2  # padding="same": output i reads inputs i - left .. i + k - 1 - left
+        self.gap = max(self.left, k - 1 - self.left)  # zero rows between documents
+        self.slope = config.leaky_slope
+        self.n_lex = len(config.lex_names)
+
+        def param(tensor: torch.Tensor) -> torch.Tensor:
+            return tensor.detach().to(device=device, dtype=torch.float32)
+
+        with torch.inference_mode():
+            embeddings = param(model.embeddings).contiguous()
+            self.embeddings = embeddings  # [W, V]; on CPU the model's own buffer (no copy)
+            self.n_words = embeddings.shape[0]
+            self.sq_norm = _row_sq_norms(embeddings)  # [W]
+            self.norm = self.sq_norm.sqrt()  # [W]
+            weight = param(model.convs[0].weight)  # [F, C, k]
+            taps = weight.permute(1, 2, 0).reshape(weight.shape[1], k * n_f)  # [C, k*F], col t*F+f
+            self.table = _word_table(embeddings, taps[:dim]) if config.use_difference else None  # [W, k*F]
+            feature_taps = taps[dim:] if config.use_difference else taps  # [3, k*F]
+            self.feature_taps = feature_taps.contiguous() if config.use_delta_features else None
+            # Conv-1 bias rides on the centre tap of every word (a padded row is masked anyway).
+            self.bias_taps = torch.zeros(k * n_f, device=device)  # [k*F]
+            self.bias_taps[self.left * n_f:(self.left + 1) * n_f] = param(model.convs[0].bias)
+            # Conv layers 2..N_C: one [F_in, F_out] matrix per tap.
+            self.convs = [(param(conv.weight).permute(2, 1, 0).contiguous(), param(conv.bias))
+                          for conv in model.convs[1:]]  # [k, F_in, F_out], [F_out]
+            self.dense = [(param(layer.weight).t().contiguous(), param(layer.bias)) for layer in model.dense]
+            self.lex_mean, self.lex_std = param(model.lex_mean), param(model.lex_std)
+
+    @classmethod
+    def from_model(cls, model: DeltaModel, device: str | torch.device | None = None) -> "DeltaScorer":
+        """Precompute the tables of ``model`` on ``device`` (None = CUDA if available else CPU)."""
+        device = default_device() if device is None else torch.device(device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {device} requested but CUDA is not available; use device='cpu'")
+        return cls(model, device)
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    # -- public API -----------------------------------------------------------------------
+
+    def score(self, query_rows: np.ndarray, doc_rows: np.ndarray, lex: np.ndarray | None) -> np.ndarray:
+        """Scores float32 [n] of n documents (rows [n, N], 0 = PAD) for one query (rows [M])."""
+        return self.score_many([(query_rows, doc_rows, lex)])[0]
+
+    def score_many(self, requests: Sequence[Request]) -> list[np.ndarray]:
+        """One float32 score array per (query_rows, doc_rows, lex) request.
+
+        All requests go through one forward pass on a GPU; on the CPU consecutive
+        requests are grouped up to ``CPU_GROUP_DOCS`` documents per pass (faster there).
+        """
+        checked = [self._check(i, *request) for i, request in enumerate(requests)]
+        sizes = [docs.shape[0] for _, docs, _ in checked]
+        scores = []
+        with torch.inference_mode():
+            for group in _groups(checked, sizes, self.group_docs):
+                plan = _Plan.build(group, self.dedup, self.gap)
+                scores.append(self._forward(group, plan).cpu().numpy())
+        if not scores:
+            return [np.zeros(0, np.float32) for _ in sizes]
+        return list(np.split(np.concatenate(scores), np.cumsum(sizes)[:-1]))
+
+    # -- stages ---------------------------------------------------------------------------
+
+    def _check(self, index: int, query_rows: np.ndarray, doc_rows: np.ndarray,
+               lex: np.ndarray | None) -> Request:
+        """Validate one request on the host (cheap; a bad id would crash a CUDA kernel)."""
+        query_rows = np.array(query_rows, dtype=np.int64).reshape(-1)  # a private, writable copy
+        doc_rows = np.asarray(doc_rows, dtype=np.int64)
+        if doc_rows.ndim != 2:
+            raise ValueError(f"request {index}: doc_rows must be 2-D [n_docs, doc_len], got shape "
+                             f"{doc_rows.shape}")
+        for name, rows in (("query_rows", query_rows), ("doc_rows", doc_rows)):
+            if rows.size and (rows.min() < 0 or rows.max() >= self.n_words):
+                raise ValueError(f"request {index}: {name} holds ids outside [0, {self.n_words}); "
+                                 "map tokens to rows of the model's embedding table")
+        if self.n_lex:
+            if lex is None:
+                raise ValueError(f"request {index}: the model uses {self.n_lex} Lex features "
+                                 f"{self.config.lex_names}; pass lex [n_docs, {self.n_lex}]")
+            lex = np.asarray(lex, dtype=np.float32)
+            if lex.shape != (doc_rows.shape[0], self.n_lex):
+                raise ValueError(f"request {index}: lex has shape {lex.shape}, expected "
+                                 f"({doc_rows.shape[0]}, {self.n_lex})")
+        elif lex is not None and np.size(lex):
+            raise ValueError(f"request {index}: this model uses no Lex features; pass lex=None")
+        if query_rows.size == 0:
+            query_rows = np.zeros(1, np.int64)  # an empty query behaves as an all-PAD one
+        return query_rows, doc_rows, lex
+
+    def _forward(self, requests: Sequence[Request], plan: "_Plan") -> torch.Tensor:
+        """Scores [n_total] for the requests laid out by ``plan``."""
+        device, k, n_f, gap = self._device, self.k, self.n_f, self.gap
+        # Conv-1 tap contributions of every distinct word of every request, plus the PAD row.
+        contributions = torch.empty(plan.n_rows + 1, k * n_f, device=device)  # [sum U + 1, k*F]
+        for (query_rows, _, _), (start, words) in zip(requests, plan.words):
+            if len(words):
+                self._word_contributions(query_rows, words, contributions[start:start + len(words)])
+        contributions[plan.n_rows] = self.bias_taps
+        # Layer 1: output row r sums tap t of the word at r + t - left: one embedding_bag.
+        rows = torch.from_numpy(plan.rows).to(device)  # [L + 2 gap]
+        length = rows.shape[0] - 2 * gap
+        bags = torch.stack([rows[gap + t - self.left:gap + t - self.left + length] * k + t
+                            for t in range(k)], dim=1)  # [L, k]
+        y = F.embedding_bag(bags, contributions.view(-1, n_f), mode="sum")  # [L, F]
+        padding = torch.from_numpy(plan.padding).to(device)  # [L - n_real] rows to zero
+        for weight, bias in self.convs:
+            y = F.leaky_relu_(y, self.slope).index_fill_(0, padding, 0.0)  # masked activation
+            out = torch.empty_like(y)  # [L, F]
+            out[:gap] = 0
+            out[length - gap:] = 0
+            inner = out[gap:length - gap]
+            for t in range(k):
+                shift = t - self.left
+                source = y[gap + shift:length - gap + shift]
+                if t == 0:
+                    torch.addmm(bias, source, weight[t], out=inner)
+                else:
+                    inner.addmm_(source, weight[t])
+            y = out
+        y = F.leaky_relu_(y, self.slope).index_fill_(0, padding, float("-inf"))
+        n_docs, width = plan.n_docs, plan.width
+        pooled = y[gap:].view(n_docs, width + gap, n_f).amax(dim=1)  # [n, F]
+        pooled = pooled.masked_fill_(torch.isinf(pooled), 0.0)  # an all-padding document pools to 0
+        if self.n_lex:
+            lex = np.concatenate([lex for _, docs, lex in requests if docs.shape[0]])
+            lex = torch.from_numpy(lex).to(device)
+            pooled = torch.cat([pooled, (lex - self.lex_mean) / self.lex_std], dim=1)  # [n, F + L]
+        for weight, bias in self.dense:
+            pooled = F.leaky_relu(torch.addmm(bias, pooled, weight), self.slope)
+        return pooled[:, 0]  # [n]
+
+    def _word_contributions(self, query_rows: np.ndarray, words: np.ndarray, out: torch.Tensor) -> None:
+        """Write the conv-1 tap contributions [U, k*F] of each document word's Delta vector into out."""
+        device = self._device
+        query_valid = query_rows != PAD_ID
+        query = torch.from_numpy(query_rows).to(device)  # [M]
+        words_t = torch.from_numpy(words).to(device)  # [U]
+        q_vectors = self.embeddings.index_select(0, query)  # [M, V]
+        dots = self.embeddings.index_select(0, words_t) @ q_vectors.t()  # [U, M]
+        sq_d = self.sq_norm.index_select(0, words_t)  # [U]
+        sq_q = self.sq_norm.index_select(0, query)  # [M]
+        if query_valid.any():
+            # squared distances the way torch.cdist computes them: |d|^2 - 2 d.q + |q|^2
+            sq = dots.mul(-2).add_(sq_d[:, None]).add_(sq_q[None, :])  # [U, M]
+            if not query_valid.all():
+                sq.masked_fill_(torch.from_numpy(~query_valid).to(device)[None, :], float("inf"))
+            sq_closest, closest = sq.min(dim=1)  # [U]
+        else:  # all-PAD query: the reference's argmin over all-inf distances picks position 0
+            closest = torch.zeros(len(words), dtype=torch.int64, device=device)
+            sq_closest = sq_d + sq_q[0] - 2 * dots[:, 0]
+        # Z = P[d] + [Delta features, onehot(closest)] @ [feature taps; bias - P[q_j]]: one
+        # gather and one small matmul (each row's one-hot sums to 1, so it carries the bias).
+        per_query = self.bias_taps.expand(len(query_rows), -1)  # [M, k*F]
+        if self.table is not None:
+            per_query = per_query - self.table.index_select(0, query)
+        one_hot = torch.zeros(len(words), len(query_rows), device=device).scatter_(
+            1, closest[:, None], 1.0)  # [U, M]
+        if self.feature_taps is None:
+            inputs, weights = one_hot, per_query
+        else:
+            inputs = torch.cat([self._delta_features(words_t, query, q_vectors, dots,
+                                                     sq_d, sq_closest, closest), one_hot], dim=1)
+            weights = torch.cat([self.feature_taps, per_query])  # [3 + M, k*F]
+        if self.table is not None:
+            torch.index_select(self.table, 0, words_t, out=out)
+            out.addmm_(inputs, weights)
+        else:
+            torch.mm(inputs, weights, out=out)
+
+    def _delta_features(self, words: torch.Tensor, query: torch.Tensor, q_vectors: torch.Tensor,
+                        dots: torch.Tensor, sq_d: torch.Tensor,
+                        sq_closest: torch.Tensor, closest: torch.Tensor) -> torch.Tensor:
+        """[cos, |d - q*|, 1 - |d - q*| / (|d| + |q*|)] per document word [U, 3]."""
+        q_star = query.index_select(0, closest)  # [U] embedding rows of the closest query words
+        distance = sq_closest.clamp_min(0).sqrt_()  # [U]
+        # The expansion loses digits when d ~ q* (an exact match above all): recompute those
+        # few exactly, as the reference does (|d - q*| = 0 for a match).
+        if not self.exact_all_distances:
+            sq_dq = sq_d + self.sq_norm.index_select(0, q_star)  # [U] |d|^2 + |q*|^2
+            near = torch.nonzero(sq_closest < NEAR_FRACTION * sq_dq)[:, 0]
+            if len(near):
+                distance[near] = (self.embeddings.index_select(0, words.index_select(0, near))
+                                  - q_vectors.index_select(0, closest.index_select(0, near))).norm(dim=1)
+        else:  # no host sync on a GPU: exact for every word
+            distance = (self.embeddings.index_select(0, words)
+                        - q_vectors.index_select(0, closest)).norm(dim=1)
+        d_norm = self.norm.index_select(0, words)
+        q_norm = self.norm.index_select(0, q_star)
+        cosine = (dots.gather(1, closest[:, None])[:, 0]
+                  / (d_norm.clamp_min(COS_EPS) * q_norm.clamp_min(COS_EPS)))
+        proximity = 1 - distance / (d_norm + q_norm).clamp_min(PROX_EPS)
+        return torch.stack([cosine, distance, proximity], dim=1)  # [U, 3]
+
+
+@dataclass
+class _Plan:
+    """Host-side layout of a batch: distinct words per request and the row of every position.
+
+    The documents are laid end to end, ``gap`` zero rows before each and after the
+    last, so that one long 'same' convolution over the sequence equals the
+    per-document ones. ``rows`` holds, for each position (plus ``gap`` virtual
+    padding rows at each end), the row of its word in the contributions table.
+    """
+
+    words: list[tuple[int, np.ndarray]]  # per request: (first table row, distinct word ids [U])
+    n_rows: int  # table rows used by the words; row n_rows is the PAD row
+    rows: np.ndarray  # int64 [L + 2 gap]
+    padding: np.ndarray  # int64 rows of the L that are PAD or gap (masked)
+    n_docs: int
+    width: int  # positions per document after dropping the all-PAD tail columns
+
+    @classmethod
+    def build(cls, requests: Sequence[Request], dedup: bool, gap: int) -> "_Plan":
+        n_docs = sum(docs.shape[0] for _, docs, _ in requests)
+        width = max((_used_width(docs) for _, docs, _ in requests), default=0)
+        width = max(width, 1)
+        ids = np.zeros((n_docs, width + gap), np.int64)  # [n, width + gap], the gap is PAD
+        table_rows = np.empty((n_docs, width), np.int64)
+        words, start, first_doc = [], 0, 0
+        for _, docs, _ in requests:
+            n = docs.shape[0]
+            used = docs[:, :width]
+            ids[first_doc:first_doc + n, :used.shape[1]] = used
+            flat = ids[first_doc:first_doc + n, :width].reshape(-1)
+            if dedup:
+                distinct, inverse = _distinct(flat)
+            else:
+                distinct, inverse = flat, np.arange(len(flat))
+            table_rows[first_doc:first_doc + n] = (inverse + start).reshape(n, width)
+            words.append((start, distinct))
+            start += len(distinct)
+            first_doc += n
+        pad_row = start
+        rows = np.full((n_docs, width + gap), pad_row, np.int64)
+        rows[:, :width] = np.where(ids[:, :width] == PAD_ID, pad_row, table_rows)
+        rows = np.concatenate([np.full(2 * gap, pad_row), rows.reshape(-1), np.full(gap, pad_row)])
+        padding = np.flatnonzero(rows[gap:len(rows) - gap] == pad_row)
+        return cls(words, start, rows, padding, n_docs, width)
+
+
+def _groups(requests: Sequence[Request], sizes: list[int], limit: int | None) -> list[list[Request]]:
+    """Consecutive requests with documents, in groups of at most ``limit`` documents (None: one
+    group); a larger request forms its own group."""
+    groups: list[list[Request]] = []
+    total = 0
+    for request, size in zip(requests, sizes):
+        if size == 0:
+            continue
+        if not groups or (limit is not None and total + size > limit):
+            groups.append([])
+            total = 0
+        groups[-1].append(request)
+        total += size
+    return groups
+
+
+def _used_width(docs: np.ndarray) -> int:
+    """Columns up to the last non-PAD one."""
+    if docs.size == 0:
+        return 0
+    used = np.flatnonzero((docs != PAD_ID).any(axis=0))
+    return int(used[-1]) + 1 if used.size else 0
+
+
+def _row_sq_norms(embeddings: torch.Tensor, chunk: int = 65536) -> torch.Tensor:
+    """Squared L2 norm of every row [W]."""
+    out = torch.empty(embeddings.shape[0], dtype=torch.float32, device=embeddings.device)
+    for start in range(0, embeddings.shape[0], chunk):
+        out[start:start + chunk] = embeddings[start:start + chunk].pow(2).sum(dim=1)
+    return out
+
+
+def _word_table(embeddings: torch.Tensor, taps: torch.Tensor, chunk: int = 32768) -> torch.Tensor:
+    """E @ taps [W, k*F], accumulated in float64 so the table adds no rounding of its own."""
+    taps64 = taps.double()
+    out = torch.empty(embeddings.shape[0], taps.shape[1], dtype=torch.float32, device=embeddings.device)
+    for start in range(0, embeddings.shape[0], chunk):
+        out[start:start + chunk] = (embeddings[start:start + chunk].double() @ taps64).float()
+    return out
+
+
+def _distinct(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of ``flat`` and the inverse index (``distinct[inverse] == flat``), no sort.
+
+    Scatter each position into a per-word slot (one of the writers wins), read the
+    slots back: the position that reads itself represents its word. O(n) with a
+    scratch table the size of the largest id (1.6 MB for 200k words); 0.2 ms for
+    25k ids where np.unique takes 1.0 ms and torch.unique 2.3 ms.
+    """
+    positions = np.arange(len(flat))
+    slots = np.empty(int(flat.max()) + 1 if len(flat) else 0, np.int64)
+    slots[flat] = positions
+    representative = slots.take(flat)  # [n] one position per word
+    is_first = representative == positions
+    compact = np.cumsum(is_first) - 1  # [n]
+    return flat.take(np.flatnonzero(is_first)), compact.take(representative)
