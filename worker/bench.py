@@ -265,8 +265,8 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
             ("RSS fast", "{:>8.0f}", "scorer_rss_mb"), ("RSS end", "{:>7.0f}", "rss_mb"),
             ("maxRSS", "{:>7.0f}", "maxrss_mb")]
     if batch_queries > 1:
-        cols += [(f"{batch_queries}q p50", "{:>8.1f}", "batch_p50_ms"), ("ms/q", "{:>6.2f}", "batch_ms_per_query"),
-                 ("q/s", "{:>6.1f}", "queries_per_s")]
+        cols += [(f"{batch_queries}q p50", "{:>8.1f}", "batch_p50_ms"),
+                 ("ms/q", "{:>6.2f}", "batch_ms_per_query"), ("q/s", "{:>6.1f}", "queries_per_s")]
     click.echo("  ".join(f"{name:>{len(fmt.format(rows[0][key]))}}" for name, fmt, key in cols))
     for row in rows:
         click.echo("  ".join(fmt.format(row[key]) for _, fmt, key in cols))

@@ -1,8 +1,8 @@
 """Fast inference for a trained ``DeltaModel`` (the serving path of the worker).
 
 ``DeltaScorer`` gives the scores of ``DeltaModel.forward`` in eval mode (tested
-to 1e-4 absolute on every variant, observed ~1e-7 relative) with the same
-arithmetic reorganised so that almost nothing is computed per (document,
+to 1e-4 absolute on every variant; observed 1e-6 on scores of spread ~0.5) with
+the same arithmetic reorganised so that almost nothing is computed per (document,
 position) that could be computed per word or per vocabulary entry.
 
 Algorithm (one query: rows q_1..q_M; n documents of N tokens; F filters, k taps):
@@ -30,7 +30,8 @@ Algorithm (one query: rows q_1..q_M; n documents of N tokens; F filters, k taps)
    unfold copy). LeakyReLU in place, masking by ``index_fill_`` on the ~5%
    padded rows, masked max-pool as a view [n, N + gap, F], dense layers.
 
-``score_many`` runs step 2 per request and step 3 once for all requests.
+``score_many`` runs step 2 per request and step 3 once for all requests (on
+the CPU once per group of <= 512 documents, which is faster there).
 
 On CUDA the same code runs without de-duplication and with exact distances
 for every word (both need a device->host sync on a GPU, which has bandwidth to
@@ -41,34 +42,39 @@ under the paper's 100 ms / 500 documents GPU budget.
 Thread safety: no state is mutated after construction; concurrent calls are
 safe (torch intra-op threads are the process's, see ``torch.set_num_threads``).
 
-What each step bought (2-core Xeon AVX-512, 1 torch thread, 500 realistic
-documents, 33k words, p50 in one process; the machine was shared, so treat
-the absolute numbers as upper bounds and the ratios as the result):
+What each step bought (2-core Xeon AVX-512, torch 2.13 CPU, 500 realistic
+documents, 33k words, p50 measured in one process on a quiet machine unless
+marked "micro" = the step alone, 1 thread, on a shared machine):
 
-- reference ``DeltaModel.forward``: 186 ms; this scorer: 8.7 ms (x21).
-- Delta stage per distinct word instead of per position: 20.9 -> 8.7 ms (x2.4).
+- reference ``DeltaModel.forward``: 103 ms (2 threads) / 183 ms (1 thread);
+  this scorer: 5.3 ms / 8.6 ms (x19 / x21). 2 threads vs 1: x1.6.
+- Delta stage per distinct word instead of per position: 10.7 -> 5.3 ms
+  (2 threads), 20.4 -> 8.6 ms (1 thread).
 - conv-1 from the table P instead of a [U, 303] x [303, 96] matmul on the
-  distinct words: 4.5 -> 0.26 ms for that step.
-- exact |d - q*| only where the expansion cancels (vs for every row):
-  39.0 -> 20.9 ms in the per-position layout.
+  distinct words: 4.5 -> 0.26 ms for that step (micro).
+- exact |d - q*| only where the expansion cancels, not for every row:
+  36.7 -> 10.7 ms in the per-position layout (2 threads).
 - ``index_select`` instead of advanced indexing ``t[idx]``: 4.4 -> 0.9 ms per
-  gather (PyTorch's CPU advanced indexing is 5x slower).
+  [25k, 96] gather (micro; PyTorch's CPU advanced indexing is 5x slower).
 - ``embedding_bag`` for conv 1 instead of gather [L, 3F] + shift-add: 1.65 ->
-  0.69 ms; k accumulated matmuls for conv 2..3 on shifted slices: 1.61 ms vs
-  1.73 (F.conv1d, oneDNN) and 1.72 (unfold copy + one matmul).
+  0.69 ms (micro); k accumulated matmuls for conv 2..3 on shifted slices:
+  1.61 ms vs 1.73 (F.conv1d, oneDNN) and 1.72 (unfold copy + one matmul).
 - one-hot folding of -P[q*] and the bias into the feature matmul: 11.7 ->
-  9.6 ms end to end (CPU time, loaded machine).
-- O(n) ``_distinct`` instead of np.unique: x1.05 end to end (0.2 vs 1.0 ms).
+  9.6 ms end to end (CPU time, shared machine).
+- O(n) ``_distinct`` instead of np.unique: x1.09 end to end (0.2 vs 1.0 ms).
 - CPU ``score_many`` in groups of <= 512 documents: 4 x 500 documents cost
-  9.3 ms per query instead of 11.0 ms in one pass (activations stay in cache).
+  9.3 ms per query (1 thread) instead of 11.0 ms in one pass.
 - tried and dropped: gathering + dotting the document vectors in cache-sized
-  chunks (+-3%, noise), numpy (huge-page) allocation of the tables (no gain).
+  chunks (+-3%, noise), numpy (huge-page) allocation of the tables (no gain),
+  conv stage in chunks of 64-256 documents for one query (slower).
 
-Threads: with the default OpenMP wait policy and ANY other busy process on a
-2-core machine, 2 torch threads collapse (p50 220 ms instead of 8.6 ms: the
-~60 small parallel regions per call each wait for a descheduled thread).
-``OMP_WAIT_POLICY=PASSIVE`` (set before torch is imported) removes the
-collapse (8.3 ms). See worker/bench.py for the full benchmark.
+Threads: 2 torch threads are 1.6x faster than 1 on an idle 2-core machine,
+but with the default OpenMP wait policy and ANY other busy process they
+collapse (p50 220 ms instead of 8.6 ms: ~60 small parallel regions per call,
+each waiting for a descheduled thread). ``OMP_WAIT_POLICY=PASSIVE`` (set
+before torch is imported) avoids the collapse but costs the 2-thread gain on
+an idle machine (8.3 ms). So: 2 threads on a dedicated worker machine,
+``torch.set_num_threads(1)`` where the worker shares its cores.
 """
 
 from __future__ import annotations
