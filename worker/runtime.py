@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from es_rerank.payload import DOC_LEN, DOC_PAD, PayloadError, ScoreRequest, WorkerSetupError
 from es_rerank.stats import CorpusStats, StatsError
@@ -120,6 +121,8 @@ class Runtime:
             model = checkpoint.build_model(embeddings.vectors)
         except (ValueError, RuntimeError) as error:
             raise WorkerSetupError(f"checkpoint {path} does not fit embeddings {directory}: {error}") from error
+        if settings.torch_threads:
+            torch.set_num_threads(settings.torch_threads)
         try:
             scorer = DeltaScorer.from_model(model, settings.device)
         except ValueError as error:
