@@ -231,7 +231,8 @@ class CorpusStats:
 
         def array(name: str) -> np.ndarray:
             try:
-                return np.load(directory / f"{name}.npy", mmap_mode="r")
+                # A plain ndarray view of the map: slicing a np.memmap costs ~1 us more per slice.
+                return np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
             except FileNotFoundError:
                 raise missing(f"{name}.npy") from None
 

@@ -104,11 +104,9 @@ class EmbeddedBackend:
             if len(scored) < limit or limit >= self._stats.n_docs or scored[min(k, len(scored)) - 1][0] > scored[-1][0]:
                 break
             limit *= 2
-        addresses = [address for _, address in scored]
-        rows = self._searcher.fast_field_values("row", addresses)
-        hits = []
-        for (score, address), row in zip(scored, rows):
-            stored = self._searcher.doc(address)
-            hits.append(Hit(stored["doc_id"][0], float(score), stored["title"][0], self._stats.doc_terms(row)))
-        hits.sort(key=lambda h: (-h.score, h.doc_id))
-        return hits[:k]
+        rows = self._searcher.fast_field_values("row", [address for _, address in scored])
+        doc_ids = self._stats.doc_ids
+        ranked = sorted(zip(scored, rows), key=lambda item: (-item[0][0], doc_ids[item[1]]))[:k]
+        # Stored fields and precomputed data only for the hits returned, not the tie margin.
+        return [Hit(doc_ids[row], float(score), self._searcher.doc(address)["title"][0], self._stats.doc_terms(row))
+                for (score, address), row in ranked]

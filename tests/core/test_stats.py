@@ -104,7 +104,8 @@ def test_save_load_roundtrip_is_memory_mapped(tiny_stats: CorpusStats, tmp_path:
     loaded = CorpusStats.load(directory)
     assert loaded.version == "tiny" and loaded.doc_ids == ["a", "b", "c"]
     assert loaded.vocab.terms == tiny_stats.vocab.terms
-    assert isinstance(loaded.title_values, np.memmap) and isinstance(loaded.df["text"], np.memmap)
+    # file-backed: plain ndarray views whose base is the memory map, not copies in RAM
+    assert isinstance(loaded.title_values.base, np.memmap) and isinstance(loaded.df["text"].base, np.memmap)
     for name in FIELDS:
         assert np.array_equal(loaded.df[name], tiny_stats.df[name])
         assert loaded.avg_length(name) == pytest.approx(tiny_stats.avg_length(name))
