@@ -212,10 +212,11 @@ def search(query: str, k: int, window: int, rerank: bool | None, backend: str | 
             raise click.ClickException(str(error)) from None
     elif not rerank:
         click.echo(f"(BM25 only: no model at {checkpoint}; train one with `esrr train`)" if not checkpoint.is_file()
-                   else "(BM25 only)")
+                   else "(BM25 only)", err=True)
     ranked = merge(hits, scores, min(window, len(hits)))[:k]
     if not ranked:
         click.echo("no hits")
+        return
     click.echo(f"{'rank':>4}  {label + ' score':>14}  {'BM25':>7}  {'doc id':<12} title")
     for rank, item in enumerate(ranked, 1):
         click.echo(f"{rank:>4}  {item.score:14.3f}  {item.hit.score:7.3f}  {item.hit.doc_id:<12} {item.hit.title}")

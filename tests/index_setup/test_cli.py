@@ -153,15 +153,16 @@ def test_reindex_swaps_to_the_new_version(esrr, corpus: Path, tmp_path: Path) ->
 
 def test_search_prints_ranked_hits(esrr, corpus: Path) -> None:
     assert_ok(esrr("index", "build", "--data", str(corpus)))
-    lines = assert_ok(esrr("search", "cancer curcumin")).splitlines()
+    header, *lines = assert_ok(esrr("search", "cancer curcumin")).splitlines()
+    assert header.split()[:3] == ["rank", "BM25", "score"]
     assert len(lines) == 2
-    ranks, scores, doc_ids = zip(*[(int(l.split()[0].rstrip(".")), float(l.split()[1]), l.split()[2])
-                                   for l in lines])
+    ranks, scores, bm25, doc_ids = zip(*[(int(l.split()[0]), float(l.split()[1]), float(l.split()[2]), l.split()[3])
+                                         for l in lines])
     assert ranks == (1, 2)
     assert doc_ids == ("d2", "d3")
-    assert scores[0] > scores[1] > 0
+    assert scores[0] > scores[1] > 0 and scores == bm25  # no model trained: BM25 order and scores
     assert lines[0].endswith("Curcumin and colorectal cancer")
-    assert len(assert_ok(esrr("search", "cancer", "-k", "1")).splitlines()) == 1
+    assert len(assert_ok(esrr("search", "cancer", "-k", "1")).splitlines()) == 1 + 1
     assert assert_ok(esrr("search", "xylophone")).strip() == "no hits"
 
 
