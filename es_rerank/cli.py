@@ -7,8 +7,24 @@ torch and ``esrr --help`` is instant.
 from __future__ import annotations
 
 import importlib
+from typing import TypeVar
 
 import click
+from pydantic import ValidationError
+
+from es_rerank.settings import CommonSettings
+
+SettingsT = TypeVar("SettingsT", bound=CommonSettings)
+
+
+def load_settings(cls: type[SettingsT] = CommonSettings, **overrides: object) -> SettingsT:
+    """Settings from ``ESRR_*`` (plus non-None overrides); a bad value is a clear CLI error."""
+    try:
+        return cls(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as error:  # listed without the input values, which may hold passwords
+        problems = "\n".join(f"  {'ESRR_' + '_'.join(map(str, e['loc'])).upper() + ': ' if e['loc'] else ''}{e['msg']}"
+                              for e in error.errors())
+        raise click.ClickException(f"invalid settings (ESRR_* environment):\n{problems}") from None
 
 
 class LazyGroup(click.Group):

@@ -14,8 +14,9 @@ BACKEND_OPTION = click.option(
 
 
 def _settings(backend: str | None) -> CommonSettings:
-    settings = CommonSettings()
-    return settings.model_copy(update={"backend": backend}) if backend else settings
+    from es_rerank.cli import load_settings
+
+    return load_settings(CommonSettings, backend=backend)
 
 
 def _documents(data: Path | None, strict: bool):
@@ -157,7 +158,7 @@ def prune(keep: int, backend: str | None) -> None:
             from index_setup.es_index import delete_old_versions
 
             deleted = delete_old_versions(connect(settings), settings.es_alias, keep, settings)
-    except BackendError as error:
+    except (BackendError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     for version in deleted:
         click.echo(f"deleted {version}")
@@ -190,10 +191,11 @@ def search(query: str, k: int, window: int, rerank: bool | None, backend: str | 
     from es_rerank.backends import BackendError, open_backend
     from es_rerank.gateway.merge import merge
 
+    from es_rerank.cli import load_settings
     from worker.settings import WorkerSettings  # torch-free
 
     settings = _settings(backend)
-    checkpoint = WorkerSettings().checkpoint_path
+    checkpoint = load_settings(WorkerSettings).checkpoint_path
     if rerank is None:
         rerank = checkpoint.is_file()
     try:

@@ -528,7 +528,9 @@ def train_from_data(
 
 
 def _embeddings_dir(out: Path | None) -> Path:
-    return Path(out) if out is not None else CommonSettings().embeddings_dir
+    from es_rerank.cli import load_settings
+
+    return Path(out) if out is not None else load_settings().embeddings_dir
 
 
 @click.group("embeddings")

@@ -10,7 +10,6 @@ the command with the fix named.
 from __future__ import annotations
 
 import click
-from pydantic import ValidationError
 
 from es_rerank.payload import WorkerSetupError
 
@@ -21,14 +20,10 @@ def worker() -> None:
 
 
 def _settings(**overrides: object):
+    from es_rerank.cli import load_settings
     from worker.settings import WorkerSettings
 
-    try:
-        return WorkerSettings(**{k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as error:  # listed without the input values, which may hold passwords
-        problems = "\n".join(f"  {'ESRR_' + '.'.join(map(str, e['loc'])).upper() if e['loc'] else ''} "
-                              f"{e['msg']}" for e in error.errors())
-        raise click.ClickException(f"invalid worker settings (ESRR_* environment):\n{problems}") from None
+    return load_settings(WorkerSettings, **overrides)
 
 
 @worker.command(context_settings={"ignore_unknown_options": True})

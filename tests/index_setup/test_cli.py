@@ -289,3 +289,11 @@ def test_help_and_index_commands_do_not_import_torch(home: Path, corpus: Path) -
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
+    result = CliRunner().invoke(main, ["index", "versions"], env={"ESRR_HOME": str(home), "ESRR_BACKEND": "bogus"})
+    assert_clean_failure(result, "ESRR_BACKEND")
+    result = CliRunner().invoke(main, ["search", "x", "--no-rerank"],
+                                env={"ESRR_HOME": str(home), "ESRR_BROKER_URL": "http://x"})
+    assert_clean_failure(result, "ESRR_BROKER_URL")

@@ -40,7 +40,9 @@ def open_workspace(data: Path | None) -> Workspace:
     from index_setup.nfcorpus import NFCorpus
     from worker.training.data import DocumentRows
 
-    settings = CommonSettings()
+    from es_rerank.cli import load_settings
+
+    settings = load_settings()
     try:
         nfcorpus = NFCorpus.locate(data)
         backend = open_backend(settings)
