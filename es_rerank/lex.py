@@ -120,6 +120,8 @@ def lex_features(
     unknown = [n for n in names if n not in ALL_FEATURES]
     if unknown:
         raise UnknownFeatureError(f"unknown Lex feature(s) {unknown}; choose from {list(ALL_FEATURES)}")
+    if not names or not docs:
+        return np.zeros((len(docs), len(names)), dtype=np.float32)
     query = _Query(query_ids, stats)
     fields: dict[str, _FieldBatch] = {}
 
@@ -176,6 +178,4 @@ def lex_features(
             return matched / np.maximum(len(query.terms) + n_unique - matched, 1)
         return matched_idf / np.maximum(query_idf + unique_idf - matched_idf, 1e-12)  # idf_jaccard
 
-    if not docs:
-        return np.zeros((0, len(names)), dtype=np.float32)
     return np.stack([feature(n) for n in names], axis=1).astype(np.float32)

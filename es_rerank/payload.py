@@ -154,10 +154,7 @@ def build_request(query: str, hits_terms: Sequence[DocTerms], stats: CorpusStats
                            "keep the BM25 order")
     names = tuple(lex_names)
     n = len(hits_terms)
-    if names:
-        lex = lex_features(stats.vocab.lookup(tokens), hits_terms, stats, names)
-    else:
-        lex = np.zeros((n, 0), dtype=np.float32)
+    lex = lex_features(stats.vocab.lookup(tokens), hits_terms, stats, names)
     doc_tokens = np.full((n, DOC_LEN), DOC_PAD, dtype=np.int32)
     for row, terms in enumerate(hits_terms):
         first = terms.first_ids[:DOC_LEN]

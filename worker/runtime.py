@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
-Prepared = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]  # query_rows [M], doc_rows [n, N], lex
+Prepared = tuple[np.ndarray, np.ndarray, np.ndarray]  # query_rows [M], doc_rows [n, N], lex [n, L]
 
 
 def stats_dir(settings: WorkerSettings, version: str) -> Path:
@@ -182,7 +182,7 @@ class Runtime:
             return table
 
     def prepare(self, request: ScoreRequest) -> Prepared:
-        """(query_rows int64 [M], doc_rows int64 [n, N], lex float32 [n, L] or None) for the scorer."""
+        """(query_rows int64 [M], doc_rows int64 [n, N], lex float32 [n, L], L may be 0) for the scorer."""
         if request.lex_names != self.lex_names:
             raise PayloadError(f"the request carries Lex features {list(request.lex_names)}, model "
                                f"{self.model_name} was trained with {list(self.lex_names)}; build the "
@@ -198,8 +198,7 @@ class Runtime:
         query_rows = np.full(query_len, PAD_ID, dtype=np.int64)  # [M]
         tokens = list(request.query_tokens[:query_len])
         query_rows[:len(tokens)] = self.embeddings.lookup(tokens)
-        lex = request.lex if self.lex_names else None
-        return query_rows, doc_rows.astype(np.int64, copy=False), lex
+        return query_rows, doc_rows.astype(np.int64, copy=False), request.lex
 
     def submit(self, request: ScoreRequest) -> Future:
         """Queue a request for the next forward pass; the future's result is float32 [n] scores.

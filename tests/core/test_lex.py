@@ -156,3 +156,9 @@ def test_numbers_match_lexically() -> None:
     stats = build_stats("n", [Document("x", "Trial in 1998", "p<0.05"), Document("y", "Trial in 2017", "")])
     f = features(stats, "1998 trial")
     assert f["title_word_overlap"] == pytest.approx([1.0, 0.5])  # 1998 is not 2017
+
+
+def test_no_feature_names_give_an_empty_width_array(tiny_stats) -> None:
+    docs = [tiny_stats.doc_terms(row) for row in range(tiny_stats.n_docs)]
+    features = lex_features(np.array([0]), docs, tiny_stats, ())
+    assert features.shape == (tiny_stats.n_docs, 0) and features.dtype == np.float32

@@ -90,7 +90,7 @@ def build_candidates(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str
             query_rows=query_rows(text, embeddings),
             doc_ids=doc_ids,
             stats_rows=np.asarray([stats.row(d) for d in doc_ids], dtype=np.int64),
-            lex=lex_features(query_ids, terms, stats, lex_names) if lex_names else np.zeros((len(doc_ids), 0), np.float32),
+            lex=lex_features(query_ids, terms, stats, lex_names),
             bm25=np.asarray(bm25, dtype=np.float32),
             grades=np.asarray([judged.get(d, 0) for d in doc_ids], dtype=np.int64),
         ))

@@ -55,7 +55,7 @@ def model_score_fn(model: DeltaModel) -> ScoreFn:
 
     model.eval()
     scorer = DeltaScorer.from_model(model, "cpu")
-    return lambda query_rows, doc_rows, lex: scorer.score(query_rows, doc_rows, lex if lex.shape[1] else None)
+    return scorer.score
 
 
 def score_candidates(score: ScoreFn, candidates: Sequence[QueryCandidates], doc_rows: DocumentRows) -> list[np.ndarray]:
