@@ -30,6 +30,7 @@ from es_rerank.payload import DOC_LEN, DOC_PAD, PayloadError, ScoreRequest, Work
 from es_rerank.stats import CorpusStats, StatsError
 from index_setup.embeddings import Embeddings, EmbeddingsError
 from worker.batching import MicroBatcher
+from worker.inputs import query_rows, term_rows
 from worker.model import PAD_ID, Checkpoint, DeltaModel
 from worker.scorer import DeltaScorer
 from worker.settings import WorkerSettings
@@ -172,7 +173,7 @@ class Runtime:
             if stats.version != version:
                 raise WorkerSetupError(f"{directory} holds statistics version {stats.version!r}, not "
                                        f"{version!r}; rebuild that index")
-            table = np.asarray(self.embeddings.lookup(stats.vocab.terms), dtype=np.int64)
+            table = term_rows(stats.vocab.terms, self.embeddings)
             log.info("statistics %s: %d terms, %d without an embedding", version, len(table),
                      int((table == 1).sum()))
             with self._tables_lock:
@@ -194,11 +195,8 @@ class Runtime:
                                f"{request.stats_version!r} has {len(table)} terms; the gateway and the "
                                "worker read different statistics for that version")
         doc_rows = np.where(docs == DOC_PAD, PAD_ID, table[np.maximum(docs, 0)])  # [n, N]
-        query_len = self.checkpoint.config.query_len
-        query_rows = np.full(query_len, PAD_ID, dtype=np.int64)  # [M]
-        tokens = list(request.query_tokens[:query_len])
-        query_rows[:len(tokens)] = self.embeddings.lookup(tokens)
-        return query_rows, doc_rows.astype(np.int64, copy=False), request.lex
+        rows = query_rows(request.query_tokens, self.embeddings, self.checkpoint.config.query_len)  # [M]
+        return rows, doc_rows.astype(np.int64, copy=False), request.lex
 
     def submit(self, request: ScoreRequest) -> Future:
         """Queue a request for the next forward pass; the future's result is float32 [n] scores.

@@ -16,37 +16,24 @@ from tqdm import tqdm
 
 from es_rerank.backends.base import SearchBackend
 from es_rerank.lex import lex_features
+from es_rerank.payload import QUERY_LEN
 from es_rerank.stats import FIRST_TOKENS, CorpusStats
 from es_rerank.text import embedding_tokens, tokenize
+from index_setup.embeddings import Embeddings
+from worker.inputs import query_rows, term_rows
 
-QUERY_TOKENS = 7  # M of the paper
-PAD_ROW = 0
 NEGATIVE_SAMPLING = ("uniform", "rank")
-
-
-def stats_to_embedding_rows(stats: CorpusStats, embeddings) -> np.ndarray:
-    """[n_terms] embedding row of every statistics term (unknown words -> UNK)."""
-    return np.asarray(embeddings.lookup(stats.vocab.terms), dtype=np.int64)
-
-
-def query_rows(query: str, embeddings) -> np.ndarray:
-    """[M] embedding rows of the query's first M embedding-path tokens, 0-padded."""
-    rows = np.zeros(QUERY_TOKENS, dtype=np.int64)
-    tokens = embedding_tokens(tokenize(query))[:QUERY_TOKENS]
-    if tokens:
-        rows[:len(tokens)] = embeddings.lookup(tokens)
-    return rows
 
 
 class DocumentRows:
     """[n_docs, N] embedding rows of every document's first N tokens, 0-padded."""
 
-    def __init__(self, stats: CorpusStats, embeddings) -> None:
-        term_rows = stats_to_embedding_rows(stats, embeddings)
+    def __init__(self, stats: CorpusStats, embeddings: Embeddings) -> None:
+        rows_of_term = term_rows(stats.vocab.terms, embeddings)
         self.rows = np.zeros((stats.n_docs, FIRST_TOKENS), dtype=np.int32)
         lengths = np.diff(np.asarray(stats.first_ptr))
         positions = np.arange(len(stats.first_values)) - np.repeat(np.asarray(stats.first_ptr[:-1]), lengths)
-        self.rows[np.repeat(np.arange(stats.n_docs), lengths), positions] = term_rows[np.asarray(stats.first_values)]
+        self.rows[np.repeat(np.arange(stats.n_docs), lengths), positions] = rows_of_term[np.asarray(stats.first_values)]
 
     def __getitem__(self, stats_rows: np.ndarray) -> np.ndarray:
         return self.rows[stats_rows].astype(np.int64)
@@ -66,7 +53,7 @@ class QueryCandidates:
 
 
 def build_candidates(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
-                     backend: SearchBackend, embeddings, lex_names: Sequence[str], depth: int = 500,
+                     backend: SearchBackend, embeddings: Embeddings, lex_names: Sequence[str], depth: int = 500,
                      add_judged: bool = False, progress: bool = True) -> list[QueryCandidates]:
     """Retrieve BM25 top-``depth`` per query; ``add_judged`` also adds unretrieved relevant docs (training)."""
     stats = backend.stats
@@ -87,7 +74,7 @@ def build_candidates(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str
         query_ids = stats.vocab.lookup(tokenize(text))
         out.append(QueryCandidates(
             query_id=query_id,
-            query_rows=query_rows(text, embeddings),
+            query_rows=query_rows(embedding_tokens(tokenize(text)), embeddings, QUERY_LEN),
             doc_ids=doc_ids,
             stats_rows=np.asarray([stats.row(d) for d in doc_ids], dtype=np.int64),
             lex=lex_features(query_ids, terms, stats, lex_names),
