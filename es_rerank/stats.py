@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -253,8 +253,18 @@ class CorpusStats:
         return stats
 
 
+def iter_doc_terms(documents: Iterable[Document], vocab: Vocabulary) -> Iterator[tuple[Document, DocTerms]]:
+    """Each document with its precomputed data (growing ``vocab``); a repeated id is an error."""
+    seen: set[str] = set()
+    for doc in documents:
+        if doc.doc_id in seen:
+            raise ValueError(f"duplicate document id {doc.doc_id!r}; document ids must be unique")
+        seen.add(doc.doc_id)
+        yield doc, doc_terms(doc, vocab)
+
+
 def build_stats(version: str, documents: Iterable[Document]) -> CorpusStats:
     """Tokenize documents and compute all statistics in one pass."""
     vocab = Vocabulary()
-    docs = [(doc.doc_id, doc_terms(doc, vocab)) for doc in documents]
+    docs = [(doc.doc_id, terms) for doc, terms in iter_doc_terms(documents, vocab)]
     return CorpusStats.build(version, docs, vocab)

@@ -15,7 +15,7 @@ import tantivy
 from tqdm import tqdm
 
 from es_rerank.backends.embedded import CURRENT_FILE, TOKENIZER, index_schema, whitespace_analyzer
-from es_rerank.stats import CorpusStats, Document, Vocabulary, doc_terms
+from es_rerank.stats import CorpusStats, Document, Vocabulary, iter_doc_terms
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,8 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
         writer = index.writer(heap_size=256_000_000, num_threads=1)
         vocab = Vocabulary()
         docs = []
-        seen: set[str] = set()
-        for doc in tqdm(documents, desc="indexing", unit="doc", total=total, disable=not progress):
-            if doc.doc_id in seen:
-                raise ValueError(f"duplicate document id {doc.doc_id!r}; document ids must be unique")
-            seen.add(doc.doc_id)
-            terms = doc_terms(doc, vocab)
+        progress_bar = tqdm(documents, desc="indexing", unit="doc", total=total, disable=not progress)
+        for doc, terms in iter_doc_terms(progress_bar, vocab):
             text = " ".join(vocab.terms[i] for i in (*terms.title_ids, *terms.abstract_ids))
             writer.add_document(tantivy.Document(text=text, row=len(docs), doc_id=doc.doc_id, title=doc.title))
             docs.append((doc.doc_id, terms))

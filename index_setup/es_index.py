@@ -12,7 +12,7 @@ Old versions stay until ``delete_old_versions``; ``use_version`` moves the alias
 (or forward) to any version still there.
 
 Statistics are computed in the pass that feeds the bulk loader, with the same code
-as ``es_rerank.stats.build_stats`` (``doc_terms`` with one growing ``Vocabulary``,
+as ``es_rerank.stats.build_stats`` (``iter_doc_terms`` with one growing ``Vocabulary``,
 then ``CorpusStats.build``), so the corpus is read once and never held in memory as
 text; the ids stored in ES and those in the statistics are the same arrays.
 
@@ -81,7 +81,7 @@ from es_rerank.backends.elasticsearch import (
     stats_root,
     translate_errors,
 )
-from es_rerank.stats import CorpusStats, Document, DocTerms, StatsError, Vocabulary, doc_terms
+from es_rerank.stats import CorpusStats, Document, DocTerms, StatsError, Vocabulary, iter_doc_terms
 
 if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
@@ -199,12 +199,7 @@ class IndexVersion:
 def _actions(documents: Iterable[Document], index: str, vocab: Vocabulary,
              loaded: list[tuple[str, DocTerms]]) -> Iterator[dict]:
     """Bulk actions, tokenizing each document once and recording its DocTerms."""
-    seen: set[str] = set()
-    for doc in documents:
-        if doc.doc_id in seen:
-            raise ValueError(f"duplicate document id {doc.doc_id!r}; document ids must be unique")
-        seen.add(doc.doc_id)
-        terms = doc_terms(doc, vocab)
+    for doc, terms in iter_doc_terms(documents, vocab):
         loaded.append((doc.doc_id, terms))
         yield {"_index": index, "_id": doc.doc_id,
                "_source": {"doc_id": doc.doc_id, "title": doc.title, "abstract": doc.abstract,

@@ -141,3 +141,9 @@ def test_other_format_is_refused(tiny_stats: CorpusStats, tmp_path: Path) -> Non
     (tmp_path / "meta.json").write_text('{"format": 99}', encoding="utf-8")
     with pytest.raises(StatsError, match="format 99"):
         CorpusStats.load(tmp_path)
+
+
+def test_build_stats_refuses_duplicate_document_ids() -> None:
+    docs = [Document("d1", "a", "b"), Document("d1", "c", "d")]
+    with pytest.raises(ValueError, match="duplicate document id 'd1'"):
+        build_stats("v", docs)
