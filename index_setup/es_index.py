@@ -59,6 +59,7 @@ in real ES, hence the ``bool.should`` query of the backend.
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import time
@@ -67,7 +68,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
-from elasticsearch import Elasticsearch, NotFoundError
+from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 from elasticsearch.helpers import BulkIndexError, streaming_bulk
 from tqdm import tqdm
 
@@ -85,6 +86,8 @@ from es_rerank.stats import CorpusStats, Document, DocTerms, StatsError, Vocabul
 
 if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
+
+log = logging.getLogger(__name__)
 
 ANALYZER = "esrr_text"
 
@@ -278,8 +281,8 @@ def _discard(client: Elasticsearch, index: str, version_dir: Path) -> None:
     shutil.rmtree(version_dir, ignore_errors=True)
     try:
         client.options(ignore_status=404).indices.delete(index=index)
-    except Exception:  # noqa: BLE001 - cleanup must not mask the load error
-        pass
+    except (ApiError, TransportError) as error:  # cleanup must not mask the load error
+        log.warning("could not delete the half-built index %s (%s); delete it by hand", index, error)
 
 
 def list_indices(client: Elasticsearch, alias: str) -> list[IndexVersion]:
