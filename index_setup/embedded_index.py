@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
 import tantivy
 from tqdm import tqdm
 
-from es_rerank.backends.embedded import CURRENT_FILE, TOKENIZER, index_schema, whitespace_analyzer
+from es_rerank.backends.embedded import TOKENIZER, index_schema, whitespace_analyzer
 from es_rerank.stats import CorpusStats, Document, Vocabulary, iter_doc_terms
+from es_rerank.versions import check_version, new_version, read_pointer, write_pointer
 
 
 @dataclass(frozen=True)
@@ -29,11 +28,6 @@ class BuildResult:
     seconds: float
 
 
-def new_version() -> str:
-    """A sortable, unique version name (UTC timestamp with microseconds)."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-
-
 def build_embedded_index(documents: Iterable[Document], root: Path, version: str | None = None,
                          progress: bool = True, total: int | None = None,
                          allow_empty: bool = False) -> BuildResult:
@@ -44,7 +38,7 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
     that yields no document is refused unless ``allow_empty``: an empty index must
     never replace a served one because every record of a file was malformed.
     """
-    version = version or new_version()
+    version = check_version(version) if version else new_version()
     target = root / version
     if target.exists():
         raise FileExistsError(f"index version {version} already exists at {target}; pick another --version")
@@ -97,11 +91,9 @@ def _stop_writer(writer: tantivy.IndexWriter) -> None:
 
 def switch_current(root: Path, version: str) -> None:
     """Atomically point ``root/CURRENT`` at an existing complete version."""
-    if not (root / version / "meta.json").is_file():
+    if not (root / check_version(version) / "meta.json").is_file():
         raise FileNotFoundError(f"no complete index version {version} under {root}")
-    tmp = root / f".{CURRENT_FILE}.{os.getpid()}"
-    tmp.write_text(version, encoding="utf-8")
-    os.replace(tmp, root / CURRENT_FILE)
+    write_pointer(root, version)
 
 
 def list_versions(root: Path) -> list[str]:
@@ -115,7 +107,7 @@ def prune_versions(root: Path, keep: int = 2) -> list[str]:
     """Delete all but the newest ``keep`` versions, never the current one; returns the deleted."""
     if keep < 0:
         raise ValueError(f"keep={keep}: the number of versions to keep must be 0 or more")
-    current = (root / CURRENT_FILE).read_text(encoding="utf-8").strip() if (root / CURRENT_FILE).exists() else None
+    current = read_pointer(root)
     versions = list_versions(root)
     doomed = [v for v in versions[:-keep] if v != current] if keep > 0 else [v for v in versions if v != current]
     for version in doomed:

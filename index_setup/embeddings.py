@@ -84,7 +84,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from es_rerank.settings import DEFAULT_NFCORPUS, CommonSettings
+from es_rerank import versions
 from es_rerank.text import embedding_tokens, tokenize
+from es_rerank.versions import CURRENT_FILE, VersionNameError, check_version, read_pointer, write_pointer
 from index_setup.text_sources import SOURCES, Deduplicator, Source, iter_documents, iter_token_lists
 
 logger = logging.getLogger(__name__)
@@ -93,11 +95,9 @@ ARTIFACT_FORMAT = 1
 PAD, UNK = 0, 1
 PAD_TOKEN, UNK_TOKEN = "<pad>", "<unk>"
 UNK_RANGE = 0.25
-CURRENT_FILE = "CURRENT"
 DEFAULT_DATA = DEFAULT_NFCORPUS.parent
 DEFAULT_MIN_COUNT = 2
 DEFAULT_EPOCHS = 3
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class EmbeddingsError(Exception):
@@ -193,10 +193,7 @@ class Embeddings:
 
 def current_version(embeddings_dir: Path) -> str | None:
     """The version named by ``<embeddings_dir>/CURRENT``, or None."""
-    pointer = Path(embeddings_dir) / CURRENT_FILE
-    if not pointer.is_file():
-        return None
-    return pointer.read_text(encoding="utf-8").strip() or None
+    return read_pointer(Path(embeddings_dir))
 
 
 def load_current(settings: CommonSettings | None = None, mmap: bool = True) -> Embeddings:
@@ -378,13 +375,15 @@ def unk_vector(dim: int, seed: int) -> np.ndarray:
 
 
 def new_version() -> str:
-    """A version name from the current UTC time: ``w2v-YYYYmmdd-HHMMSS``."""
-    return datetime.now(timezone.utc).strftime("w2v-%Y%m%d-%H%M%S")
+    """A version name from the current UTC time: ``w2v-<timestamp>``."""
+    return versions.new_version("w2v-")
 
 
 def _check_version(embeddings_dir: Path, version: str) -> None:
-    if not _VERSION_RE.match(version) or version == CURRENT_FILE:
-        raise EmbeddingsError(f"bad version name {version!r}: use letters, digits, '.', '_' and '-'")
+    try:
+        check_version(version)
+    except VersionNameError as error:
+        raise EmbeddingsError(str(error)) from None
     if (embeddings_dir / version).exists():
         raise EmbeddingsError(
             f"{embeddings_dir / version} already exists; pass another --version or delete that directory"
@@ -408,9 +407,7 @@ def write_artifact(directory: Path, words: Sequence[str], word_vectors: np.ndarr
 
 def publish_current(embeddings_dir: Path, version: str) -> None:
     """Point ``CURRENT`` at ``version`` (atomic replace)."""
-    tmp = embeddings_dir / f".{CURRENT_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(version + "\n", encoding="utf-8")
-    os.replace(tmp, embeddings_dir / CURRENT_FILE)
+    write_pointer(embeddings_dir, version)
 
 
 def train_embeddings(

@@ -60,11 +60,9 @@ in real ES, hence the ``bool.should`` query of the backend.
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
@@ -83,6 +81,7 @@ from es_rerank.backends.elasticsearch import (
     translate_errors,
 )
 from es_rerank.stats import CorpusStats, Document, DocTerms, StatsError, Vocabulary, iter_doc_terms
+from es_rerank.versions import VersionNameError, check_version, new_version
 
 if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
@@ -111,9 +110,6 @@ TOKEN_PATTERN = "|".join([
     rf"(?:{_PLAIN}-)*{_ENTITY_PART}(?:-{_WORD_PART})*",  # compound kept whole (IL-6)
     _WORD_PART,  # word, or one part of a plain compound (well-known)
 ])
-
-_VERSION_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
-
 
 def analysis_settings() -> dict:
     """The ``esrr_text`` analyzer (see the module docstring for what it mirrors)."""
@@ -158,11 +154,6 @@ def index_mappings(version: str) -> dict:
             **{name: stored_ids for name in TERM_FIELDS},
         },
     }
-
-
-def new_version() -> str:
-    """A sortable, unique, lower-case version name (ES index names must be lower case)."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dt%H%M%S%fz")
 
 
 def index_name(alias: str, version: str) -> str:
@@ -221,9 +212,10 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
     """
     alias = settings.es_alias
     version = version or new_version()
-    if not _VERSION_RE.match(version):
-        raise ValueError(f"version {version!r} is not usable in an index name; use lower-case letters, "
-                         "digits, '.', '_' and '-' (or leave it out for a timestamp)")
+    check_version(version)
+    if version != version.lower():  # Elasticsearch index names are lower case
+        raise VersionNameError(f"version {version!r} is not usable in an index name; use lower case "
+                               "(or leave it out for a timestamp)")
     index = index_name(alias, version)
     root = stats_root(settings)
     version_dir = root / version

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -28,6 +27,7 @@ import torch
 
 from es_rerank.payload import DOC_LEN, DOC_PAD, PayloadError, ScoreRequest, WorkerSetupError
 from es_rerank.stats import CorpusStats, StatsError
+from es_rerank.versions import VersionNameError, check_version
 from index_setup.embeddings import Embeddings, EmbeddingsError
 from worker.batching import MicroBatcher
 from worker.inputs import query_rows, term_rows
@@ -37,8 +37,6 @@ from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
 Prepared = tuple[np.ndarray, np.ndarray, np.ndarray]  # query_rows [M], doc_rows [n, N], lex [n, L]
 
 
@@ -47,9 +45,10 @@ def stats_dir(settings: WorkerSettings, version: str) -> Path:
 
     The configured backend's directory wins when several backends hold the version.
     """
-    if not isinstance(version, str) or not _VERSION_RE.match(version) or ".." in version:
-        raise PayloadError(f"stats_version {version!r} is not a valid index version name "
-                           "(letters, digits, '.', '_', '-')")
+    try:
+        check_version(version if isinstance(version, str) else repr(version))
+    except VersionNameError as error:
+        raise PayloadError(f"stats_version {version!r} is not a valid index version name ({error})") from None
     root = settings.indexes_dir
     found = sorted(root.glob(f"*/{version}/stats"))
     if not found:

@@ -17,9 +17,9 @@ import tantivy
 from es_rerank.backends.base import BackendError, Hit, check_k
 from es_rerank.stats import CorpusStats, StatsError
 from es_rerank.text import tokenize
+from es_rerank.versions import CURRENT_FILE, read_pointer
 
 TOKENIZER = "esrr_pretokenized"
-CURRENT_FILE = "CURRENT"
 _TIE_MARGIN = 64
 
 
@@ -40,12 +40,11 @@ def index_schema() -> tantivy.Schema:
 
 def current_version(root: Path) -> str:
     """The version named by ``root/CURRENT``."""
-    pointer = root / CURRENT_FILE
-    if not pointer.is_file():
+    version = read_pointer(root)
+    if version is None and not (root / CURRENT_FILE).is_file():
         raise BackendError(f"no embedded index under {root}; build one with `esrr index build`")
-    version = pointer.read_text(encoding="utf-8").strip()
-    if not version:
-        raise BackendError(f"{pointer} is empty; serve a version with `esrr index use VERSION` "
+    if version is None:
+        raise BackendError(f"{root / CURRENT_FILE} is empty; serve a version with `esrr index use VERSION` "
                            "(see `esrr index versions`) or build one with `esrr index build`")
     return version
 

@@ -224,8 +224,10 @@ def test_existing_version_is_refused(es_client, es_settings, corpus):
     load_index(es_client, corpus[:5], es_settings, version="v1", progress=False)
     with pytest.raises(BackendError, match="already exists"):
         load_index(es_client, corpus[:5], es_settings, version="v1", progress=False)
-    with pytest.raises(ValueError, match="index name"):
+    with pytest.raises(ValueError, match="bad version name"):
         load_index(es_client, corpus[:5], es_settings, version="V/2", progress=False)
+    with pytest.raises(ValueError, match="index name"):  # valid elsewhere, but ES index names are lower case
+        load_index(es_client, corpus[:5], es_settings, version="V2", progress=False)
 
 
 def test_alias_name_taken_by_concrete_index(es_client, es_settings, corpus):

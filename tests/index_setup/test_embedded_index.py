@@ -10,8 +10,9 @@ import pytest
 
 from es_rerank.backends.embedded import CURRENT_FILE, EmbeddedBackend
 from es_rerank.stats import CorpusStats, Document
+from es_rerank.versions import new_version
 from index_setup.embedded_index import (
-    BuildResult, build_embedded_index, list_versions, new_version, prune_versions, switch_current,
+    BuildResult, build_embedded_index, list_versions, prune_versions, switch_current,
 )
 
 OLD_DOCS = (

@@ -1,0 +1,48 @@
+"""Version names of indexes, statistics and embeddings, and the ``CURRENT`` pointer files.
+
+A version name is a directory name, an Elasticsearch index-name suffix and a field of
+the scoring payload, so one rule serves all: letters, digits, '.', '_' and '-', at
+most 128 characters, starting with a letter or digit, and never the pointer's name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+CURRENT_FILE = "CURRENT"
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class VersionNameError(ValueError):
+    """A version name that cannot be used as a directory and index name."""
+
+
+def new_version(prefix: str = "") -> str:
+    """A sortable, unique, lower-case name from the UTC time: ``<prefix>20261122t042725754880z``."""
+    return prefix + datetime.now(timezone.utc).strftime("%Y%m%dt%H%M%S%fz")
+
+
+def check_version(name: str) -> str:
+    """``name`` if it is a valid version name, else ``VersionNameError`` naming the rule."""
+    if not _VERSION_RE.match(name) or name.upper() == CURRENT_FILE:
+        raise VersionNameError(f"bad version name {name!r}: use letters, digits, '.', '_' and '-' (at most 128, "
+                               f"starting with a letter or digit, not {CURRENT_FILE!r})")
+    return name
+
+
+def read_pointer(root: Path) -> str | None:
+    """The version ``root/CURRENT`` names, or None when there is no pointer or it is empty."""
+    pointer = root / CURRENT_FILE
+    if not pointer.is_file():
+        return None
+    return pointer.read_text(encoding="utf-8").strip() or None
+
+
+def write_pointer(root: Path, version: str) -> None:
+    """Point ``root/CURRENT`` at ``version`` atomically (write a temporary file, then rename)."""
+    tmp = root / f".{CURRENT_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(check_version(version) + "\n", encoding="utf-8")
+    os.replace(tmp, root / CURRENT_FILE)

@@ -1,0 +1,33 @@
+"""Version names and CURRENT pointers, shared by indexes, statistics and embeddings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, new_version, read_pointer,
+                                write_pointer)
+
+
+def test_new_versions_sort_in_time_and_are_valid_lower_case_names() -> None:
+    first, second = new_version(), new_version("w2v-")
+    assert check_version(first) == first and first == first.lower()
+    assert second.startswith("w2v-") and new_version() > first
+
+
+@pytest.mark.parametrize("name", ["My v1", "", "../x", "-v1", "a/b", "CURRENT", "current", "x" * 129])
+def test_bad_version_names_are_refused_with_the_rule(name: str) -> None:
+    with pytest.raises(VersionNameError, match="letters, digits"):
+        check_version(name)
+
+
+def test_pointer_round_trip_and_missing_or_empty_pointer(tmp_path: Path) -> None:
+    assert read_pointer(tmp_path) is None
+    (tmp_path / CURRENT_FILE).write_text("  \n")
+    assert read_pointer(tmp_path) is None
+    write_pointer(tmp_path, "v2")
+    assert read_pointer(tmp_path) == "v2" and [p.name for p in tmp_path.iterdir()] == [CURRENT_FILE]
+    with pytest.raises(VersionNameError):
+        write_pointer(tmp_path, "bad name")
+    assert read_pointer(tmp_path) == "v2"
