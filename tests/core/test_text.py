@@ -97,3 +97,21 @@ def test_number_classes_are_seven_distinct_tokens_no_tokenizer_output_can_produc
     assert len(set(NUMBER_CLASSES)) == 7
     for cls in NUMBER_CLASSES:
         assert tokenize(cls) != [cls]
+
+
+def test_no_token_holds_whitespace_on_real_abstracts() -> None:
+    """word2vec's line corpus and tantivy's whitespace analyzer both rely on it."""
+    import gzip
+    import itertools
+    import json
+
+    from es_rerank.settings import DEFAULT_NFCORPUS
+
+    path = DEFAULT_NFCORPUS / "corpus.jsonl.gz"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        for record in map(json.loads, itertools.islice(lines, 1000)):
+            for token in tokenize(record["title"] + " " + record["text"]):
+                assert token and token.split() == [token], token
+    assert all(t.split() == [t] for t in tokenize("95\u00a0% and $\u2009120 and 3\u202f%"))
