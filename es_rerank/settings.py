@@ -20,6 +20,8 @@ class CommonSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ESRR_", extra="ignore")
 
     home: Path = Field(Path("artifacts"), description="root of indexes, statistics, embeddings, models")
+    nfcorpus: Path | None = Field(None, description="NFCorpus in BEIR layout; default ../shared/data/nfcorpus, "
+                                                    "else an ir_datasets export under <home>/datasets")
     backend: str = Field("embedded", pattern="^(embedded|elasticsearch)$")
     es_url: str = "http://127.0.0.1:9200"
     es_alias: str = "esrr-docs"

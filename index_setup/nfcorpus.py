@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -93,7 +92,8 @@ def find_nfcorpus(explicit: Path | None = None, settings: CommonSettings | None 
     """The directory of NFCorpus in BEIR layout (see the module docstring for the order)."""
     if explicit is not None:
         return _checked(Path(explicit).expanduser(), "given explicitly, e.g. with --data")
-    configured = os.environ.get(ENV_VAR) or getattr(settings, "nfcorpus", None)
+    settings = settings or CommonSettings()
+    configured = settings.nfcorpus
     if configured:
         return _checked(Path(configured).expanduser(), f"from {ENV_VAR}")
     if not missing_parts(DEFAULT_NFCORPUS):

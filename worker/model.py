@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from es_rerank.lex import LEX3
+
 PAD_ID = 0
 CHECKPOINT_FORMAT = 1
 
@@ -54,7 +56,7 @@ class DeltaConfig:
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "delta-32": {},
-    "delta-32-lex3": {"lex_names": ("abstract_bm25", "title_idf_jaccard", "title_idf_word_overlap")},
+    "delta-32-lex3": {"lex_names": LEX3},
     "delta-32-no-difference": {"use_difference": False},
     "delta-32-no-delta-features": {"use_delta_features": False},
 }

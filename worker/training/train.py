@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -141,8 +141,3 @@ def _train_epoch(model: DeltaModel, optimizer: torch.optim.Optimizer, train: Seq
         count += len(queries)
         bar.set_postfix(loss=f"{total / count:.4f}")
     return total / max(count, 1)
-
-
-def describe(settings: TrainConfig) -> dict:
-    """Settings as a plain dict for reports and checkpoints."""
-    return asdict(settings)
