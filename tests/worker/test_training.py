@@ -181,3 +181,22 @@ def test_model_trains_with_lex_features_and_standardises_them():
     lex = np.concatenate([c.lex for c in cands])
     assert result.model.lex_mean.numpy() == pytest.approx(lex.mean(axis=0))
     assert isinstance(result.model, DeltaModel)
+
+
+def test_wmd_title_ranks_the_title_made_of_the_query_words_first() -> None:
+    from es_rerank.stats import Document, build_stats
+    from index_setup.embeddings import Embeddings
+    from worker.training.evaluate import wmd_title_scores
+
+    stats = build_stats("v", [Document("a", "zinc absorption", "x"), Document("b", "vitamin d bone", "y"),
+                              Document("c", "unknownword", "z")])
+    words = ["<pad>", "<unk>", "vitamin", "d", "bone", "zinc", "absorption"]
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(len(words), 8)).astype(np.float32)
+    vectors[0] = 0
+    embeddings = Embeddings(vectors, words, "e")
+    cand = _candidates([0, 1, 0], query_id="q")
+    cand.doc_ids[:] = ["a", "b", "c"]
+    scores = wmd_title_scores([cand], {"q": "Vitamin D and bone"}, stats, embeddings)[0]
+    assert scores[1] == pytest.approx(0.0, abs=1e-5)  # same words: zero transport cost
+    assert scores[1] > scores[0] > scores[2]  # a title with no known word ranks last

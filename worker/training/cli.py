@@ -140,7 +140,8 @@ def evaluate(data: Path | None, split: str, out: Path) -> None:
     from worker.model import Checkpoint
     from worker.training.data import build_candidates
     from worker.training.evaluate import (evaluate_runs, first_stage_recall, reverse_doc_id_scores,
-                                          run_from_scores, title_bm25_scores, write_report)
+                                          run_from_scores, title_bm25_scores, wmd_title_scores,
+                                          write_report)
     from worker.training.train import model_score_fn, score_candidates
 
     work = open_workspace(data)
@@ -150,6 +151,8 @@ def evaluate(data: Path | None, split: str, out: Path) -> None:
         "Uninformed (reverse doc id)": run_from_scores(candidates, reverse_doc_id_scores(candidates)),
         "BM25": run_from_scores(candidates, [c.bm25 for c in candidates]),
         "BM25-Title": run_from_scores(candidates, title_bm25_scores(candidates, queries, work.backend.stats)),
+        "WMD-Title": run_from_scores(candidates, wmd_title_scores(candidates, queries, work.backend.stats,
+                                                                  work.embeddings)),
     }
     for variant, label in VARIANT_NAMES.items():
         path = checkpoint_path(work.settings, variant)
