@@ -11,7 +11,7 @@ queue name unique to the test session; the session's keys are deleted at the end
 
 from __future__ import annotations
 
-import gzip
+import itertools
 import json
 import os
 import shutil
@@ -31,6 +31,7 @@ import pytest
 from es_rerank.lex import LEX3
 from es_rerank.settings import DEFAULT_NFCORPUS
 from es_rerank.stats import CorpusStats, Document, build_stats
+from index_setup.readers import read_beir_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_DB = 12  # a Redis database of its own, plus a per-session key prefix
@@ -59,14 +60,7 @@ def read_documents(limit: int) -> list[Document]:
     path = DEFAULT_NFCORPUS / "corpus.jsonl.gz"
     if not path.is_file():
         return [Document(*row) for row in FALLBACK_DOCS][:limit]
-    docs = []
-    with gzip.open(path, "rt", encoding="utf-8") as lines:
-        for line in lines:
-            record = json.loads(line)
-            docs.append(Document(record["_id"], record.get("title", ""), record.get("text", "")))
-            if len(docs) == limit:
-                break
-    return docs
+    return list(itertools.islice(read_beir_corpus(path), limit))
 
 
 @pytest.fixture(scope="session")
