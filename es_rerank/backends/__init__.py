@@ -14,6 +14,6 @@ def open_backend(settings: CommonSettings) -> SearchBackend:
         from es_rerank.backends.embedded import EmbeddedBackend
 
         return EmbeddedBackend.open_current(settings.indexes_dir / "embedded")
-    from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect
+    from es_rerank.backends.elasticsearch import ElasticsearchBackend
 
-    return ElasticsearchBackend(connect(settings), settings.es_alias, settings.indexes_dir / "elasticsearch")
+    return ElasticsearchBackend.from_settings(settings)
