@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import resource
 import time
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import click
 import numpy as np
 import torch
 
+from es_rerank.machine import machine_description
 from worker.model import VARIANTS, Checkpoint, DeltaConfig, DeltaModel
 from worker.scorer import DeltaScorer
 
@@ -112,18 +112,10 @@ def rss_mb() -> tuple[float, float]:
 
 
 def device_name(device: torch.device) -> str:
-    """GPU name or the CPU model with its core count."""
+    """GPU name, or the CPU model and usable cores (es_rerank.machine, as every report prints)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    model = platform.processor() or "cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores"
+    return machine_description()
 
 
 def time_ms(fn: Callable[[], object], reps: int, warmup: int, device: torch.device) -> list[float]:
