@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from index_setup.embeddings import Embeddings
+from es_rerank.embeddings import Embeddings
 from worker.model import PAD_ID
 
 

@@ -28,7 +28,7 @@ import torch
 from es_rerank.payload import DOC_LEN, DOC_PAD, PayloadError, ScoreRequest, WorkerSetupError
 from es_rerank.stats import CorpusStats, StatsError
 from es_rerank.versions import VersionNameError, check_version
-from index_setup.embeddings import Embeddings, EmbeddingsError
+from es_rerank.embeddings import Embeddings, EmbeddingsError
 from worker.batching import MicroBatcher
 from worker.inputs import query_rows, term_rows
 from worker.model import PAD_ID, Checkpoint, DeltaModel

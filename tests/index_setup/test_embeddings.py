@@ -15,20 +15,9 @@ from click.testing import CliRunner
 
 from es_rerank.settings import CommonSettings
 from index_setup import text_sources as ts
-from index_setup.embeddings import (
-    CURRENT_FILE,
-    PAD,
-    UNK,
-    Embeddings,
-    EmbeddingsError,
-    Word2VecParams,
-    coverage,
-    current_version,
-    embeddings,
-    load_current,
-    train_embeddings,
-    train_from_data,
-)
+from es_rerank.embeddings import PAD, UNK, Embeddings, EmbeddingsError, current_version, load_current
+from es_rerank.versions import CURRENT_FILE
+from index_setup.embeddings import Word2VecParams, coverage, embeddings, train_embeddings, train_from_data
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 FAST = Word2VecParams(vector_size=16, min_count=1, epochs=1, workers=1)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from worker.model import DeltaConfig, DeltaModel, VARIANTS
-from worker.training.data import QueryCandidates, Triples, batch_inputs, sample_triples, scaled_relevance
+from worker.training.data import QueryCandidates, batch_inputs, sample_triples, scaled_relevance
 from worker.training.evaluate import evaluate_runs, markdown_table, reverse_doc_id_scores
 from worker.training.metrics import PAPER_NDCG20, TREC_NDCG20, per_query, run_from_scores, write_trec_run
 from worker.training.train import TrainConfig, pairwise_hinge_loss, train_model
@@ -185,7 +185,7 @@ def test_model_trains_with_lex_features_and_standardises_them():
 
 def test_wmd_title_ranks_the_title_made_of_the_query_words_first() -> None:
     from es_rerank.stats import Document, build_stats
-    from index_setup.embeddings import Embeddings
+    from es_rerank.embeddings import Embeddings
     from worker.training.evaluate import wmd_title_scores
 
     stats = build_stats("v", [Document("a", "zinc absorption", "x"), Document("b", "vitamin d bone", "y"),

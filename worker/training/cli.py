@@ -36,7 +36,7 @@ class Workspace:
 def open_workspace(data: Path | None) -> Workspace:
     """Locate NFCorpus, the served embedded index and the current embeddings."""
     from es_rerank.backends import BackendError, open_backend
-    from index_setup.embeddings import EmbeddingsError, load_current
+    from es_rerank.embeddings import EmbeddingsError, load_current
     from index_setup.nfcorpus import NFCorpus
     from worker.training.data import DocumentRows
 

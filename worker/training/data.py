@@ -8,7 +8,7 @@ as serving. Every document's first-50 embedding rows are computed once per corpu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -19,7 +19,7 @@ from es_rerank.lex import lex_features
 from es_rerank.payload import QUERY_LEN
 from es_rerank.stats import FIRST_TOKENS, CorpusStats
 from es_rerank.text import embedding_tokens, tokenize
-from index_setup.embeddings import Embeddings
+from es_rerank.embeddings import Embeddings
 from worker.inputs import query_rows, term_rows
 
 NEGATIVE_SAMPLING = ("uniform", "rank")
@@ -82,6 +82,11 @@ def build_candidates(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str
             grades=np.asarray([judged.get(d, 0) for d in doc_ids], dtype=np.int64),
         ))
     return out
+
+
+def select_columns(candidates: Sequence[QueryCandidates], columns: Sequence[int]) -> list[QueryCandidates]:
+    """The candidates with only the given Lex feature columns, in that order."""
+    return [replace(c, lex=c.lex[:, list(columns)]) for c in candidates]
 
 
 def scaled_relevance(grades: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from scipy import stats as scipy_stats
 from es_rerank.lex import BM25Params, lex_features
 from es_rerank.stats import CorpusStats
 from es_rerank.text import embedding_token, embedding_tokens, tokenize
-from index_setup.embeddings import Embeddings
+from es_rerank.embeddings import Embeddings
 from worker.training.data import QueryCandidates
 from worker.training.metrics import (MEASURE_LABELS, RECALL500, REPORT_MEASURES, Qrels, Run, per_query,
                                      run_from_scores, write_trec_run)

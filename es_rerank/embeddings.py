@@ -1,0 +1,108 @@
+"""The word2vec embedding table as served: the versioned artifact and how it loads.
+
+Torch-free and gensim-free, so the worker and the evaluation load embeddings
+without the training code; ``index_setup.embeddings`` trains and writes them
+(its docstring describes the recipe and the artifact's files).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from es_rerank.settings import CommonSettings
+from es_rerank.versions import CURRENT_FILE, read_pointer
+
+ARTIFACT_FORMAT = 1
+PAD, UNK = 0, 1
+PAD_TOKEN, UNK_TOKEN = "<pad>", "<unk>"
+
+
+class EmbeddingsError(Exception):
+    """Embeddings are missing, incomplete or cannot be trained; the message says what to do."""
+
+
+@dataclass
+class Embeddings:
+    """A loaded embedding table: ``vectors[row]`` is the vector of ``vocab[row]``."""
+
+    vectors: np.ndarray  # float32 [rows, dim]; row 0 PAD, row 1 UNK
+    vocab: list[str]
+    version: str
+    meta: dict = field(default_factory=dict)
+    index: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.vocab) != len(self.vectors):
+            raise EmbeddingsError(f"{self.version}: {len(self.vocab)} words but {len(self.vectors)} vectors")
+        if self.vocab[:2] != [PAD_TOKEN, UNK_TOKEN]:
+            raise EmbeddingsError(f"{self.version}: the vocabulary must start with {PAD_TOKEN}, {UNK_TOKEN}")
+        self.index = {word: row for row, word in enumerate(self.vocab)}
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @classmethod
+    def load(cls, directory: Path, mmap: bool = True) -> "Embeddings":
+        """Load a version directory; ``mmap`` maps ``vectors.npy`` read-only instead of reading it."""
+        directory = Path(directory)
+        missing = [n for n in ("vectors.npy", "vocab.txt", "meta.json") if not (directory / n).is_file()]
+        if missing:
+            raise EmbeddingsError(
+                f"{directory} is not a complete embeddings artifact (missing {', '.join(missing)}); "
+                "run `esrr embeddings train`"
+            )
+        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+        if meta.get("format") != ARTIFACT_FORMAT:
+            raise EmbeddingsError(
+                f"{directory}: artifact format {meta.get('format')!r}, this code reads {ARTIFACT_FORMAT}; "
+                "retrain with `esrr embeddings train`"
+            )
+        vectors = np.load(directory / "vectors.npy", mmap_mode="r" if mmap else None)
+        vocab = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        if vocab and vocab[-1] == "":
+            vocab.pop()
+        return cls(vectors, vocab, meta.get("version", directory.name), meta)
+
+    def lookup(self, tokens: Iterable[str]) -> np.ndarray:
+        """Row ids (int64) of embedding-path tokens; unknown words map to UNK = 1."""
+        get = self.index.get
+        tokens = list(tokens)
+        return np.fromiter((get(t, UNK) for t in tokens), dtype=np.int64, count=len(tokens))
+
+    def nearest(self, word: str, k: int = 10) -> list[tuple[str, float]]:
+        """The ``k`` words closest to ``word`` by cosine similarity (PAD and UNK excluded)."""
+        if word not in self.index:
+            raise KeyError(f"{word!r} is not in the vocabulary of {self.version}")
+        words = np.asarray(self.vectors[2:], dtype=np.float32)
+        norms = np.linalg.norm(words, axis=1)
+        norms[norms == 0] = 1.0
+        query = words[self.index[word] - 2]
+        sims = words @ query / (norms * max(float(np.linalg.norm(query)), 1e-12))
+        order = np.argsort(-sims)[: k + 1]
+        return [(self.vocab[i + 2], float(sims[i])) for i in order if i + 2 != self.index[word]][:k]
+
+
+def current_version(embeddings_dir: Path) -> str | None:
+    """The version named by ``<embeddings_dir>/CURRENT``, or None."""
+    return read_pointer(Path(embeddings_dir))
+
+
+def load_current(settings: CommonSettings | None = None, mmap: bool = True) -> Embeddings:
+    """The embeddings that ``CURRENT`` points at, under ``settings.embeddings_dir``."""
+    embeddings_dir = (settings or CommonSettings()).embeddings_dir
+    version = current_version(embeddings_dir)
+    if version is None:
+        raise EmbeddingsError(
+            f"no trained embeddings in {embeddings_dir} (no {CURRENT_FILE} file); "
+            "run `esrr embeddings train` (or set ESRR_HOME to the artifacts directory that has them)"
+        )
+    return Embeddings.load(embeddings_dir / version, mmap=mmap)
