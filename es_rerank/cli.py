@@ -61,6 +61,8 @@ class LazyGroup(click.Group):
     "search": ("index_setup.cli:search", "Search the served index from the shell (reranked when a model is trained)."),
     "embeddings": ("index_setup.embeddings:embeddings", "Train and inspect the word2vec embeddings."),
     "train": ("worker.training.cli:train", "Train a Delta model on NFCorpus train, early-stopped on dev."),
+    "select-features": ("worker.training.cli:select_features",
+                        "Greedy Lex-feature selection on NFCorpus dev (section 5.1)."),
     "eval": ("worker.training.cli:evaluate", "Evaluate BM25 and the Delta models on NFCorpus test."),
     "worker": ("worker.cli:worker", "Run the Celery scoring worker."),
 })

@@ -20,6 +20,7 @@ VARIANT_NAMES = {
     "delta-32-no-difference": "Delta-32, no difference vectors",
     "delta-32-no-delta-features": "Delta-32, no Delta features",
 }
+DRMM_NAME = "drmm"  # the histogram baseline of Table 2 (worker.training.drmm)
 
 
 @dataclass
@@ -59,7 +60,8 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 
 @click.command()
 @click.option("--variant", "variants", multiple=True, default=["delta-32-lex3"], show_default=True,
-              type=click.Choice([*VARIANT_NAMES, "all"]), help="Model variant(s) to train; 'all' trains the four.")
+              type=click.Choice([*VARIANT_NAMES, DRMM_NAME, "all"]),
+              help="Model(s) to train; 'all' trains the four Delta variants, 'drmm' the DRMM baseline.")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--max-epochs", type=int, help="Upper bound on epochs (early stopping on dev decides).")
 @click.option("--patience", type=int, help="Epochs without a dev improvement before stopping.")
@@ -77,9 +79,9 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 @click.option("--suffix", default="", help="Save as <variant><suffix>.pt (tuning runs that must not replace the served model).")
 def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, judged_positives: bool,
           train_queries: int | None, dev_queries: int | None, suffix: str, **overrides) -> None:
-    """Train Delta models on NFCorpus train, early-stopped on dev NDCG@20."""
+    """Train Delta models (or the DRMM baseline) on NFCorpus train, early-stopped on dev NDCG@20."""
     from worker.model import Checkpoint, DeltaConfig, VARIANTS
-    from worker.training.data import build_candidates
+    from worker.training.data import build_candidates, select_columns
     from worker.training.plots import plot_training_curve
     from worker.training.train import TrainConfig, train_model
 
@@ -98,23 +100,43 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     dev_c = build_candidates(dev_q, dev_qrels, work.backend, work.embeddings, lex_names)
     click.echo(f"candidates ready in {time.perf_counter() - started:.0f} s")
     for variant in names:
-        config = DeltaConfig(**VARIANTS[variant], embedding_dim=work.embeddings.vectors.shape[1],
-                             **({"dropout": dropout} if dropout is not None else {}))
-        keep = [lex_names.index(n) for n in config.lex_names]
-        result = train_model(config, work.embeddings.vectors, _select_lex(train_c, keep), _select_lex(dev_c, keep),
-                             dev_qrels, work.doc_rows, settings)
+        if variant == DRMM_NAME:
+            result, checkpoint = _train_drmm(work, train_c, train_q, dev_c, dev_q, dev_qrels, settings)
+            label, config_dropout = "DRMM", None
+        else:
+            config = DeltaConfig(**VARIANTS[variant], embedding_dim=work.embeddings.vectors.shape[1],
+                                 **({"dropout": dropout} if dropout is not None else {}))
+            keep = [lex_names.index(n) for n in config.lex_names]
+            result = train_model(config, work.embeddings.vectors, select_columns(train_c, keep),
+                                 select_columns(dev_c, keep), dev_qrels, work.doc_rows, settings)
+            checkpoint = Checkpoint(config, result.model.state_dict(), work.embeddings.version,
+                                    work.backend.stats.version, _metrics(result))
+            label, config_dropout = VARIANT_NAMES[variant], config.dropout
         path = checkpoint_path(work.settings, variant + suffix)
-        Checkpoint(config, result.model.state_dict(), work.embeddings.version, work.backend.stats.version,
-                   {"dev_ndcg20": result.best_dev, "best_epoch": result.best_epoch,
-                    "train_seconds": result.seconds}).save(path)
-        plot_training_curve(result.history, path.with_suffix(".png"), VARIANT_NAMES[variant])
+        checkpoint.save(path)
+        plot_training_curve(result.history, path.with_suffix(".png"), label)
         path.with_suffix(".json").write_text(json.dumps({
-            "variant": variant, "command": _command(), "train": asdict(settings), "dropout": config.dropout,
+            "variant": variant, "command": _command(), "train": asdict(settings), "dropout": config_dropout,
             "judged_positives": judged_positives, "train_queries": len(train_q), "dev_queries": len(dev_q),
             "history": result.history, "best_epoch": result.best_epoch, "best_dev_ndcg20": result.best_dev,
             "seconds": result.seconds, "machine": machine_description()}, indent=2), encoding="utf-8")
         click.echo(f"{variant}: best dev NDCG@20 {result.best_dev:.4f} at epoch {result.best_epoch} "
                    f"({result.seconds:.0f} s) -> {path}")
+
+
+def _metrics(result) -> dict[str, float]:
+    return {"dev_ndcg20": result.best_dev, "best_epoch": result.best_epoch, "train_seconds": result.seconds}
+
+
+def _train_drmm(work: Workspace, train_c, train_q, dev_c, dev_q, dev_qrels, settings):
+    """Train DRMM on the same candidates and triples as the Delta models."""
+    from worker.training.drmm import DRMMCheckpoint, HistogramBuilder, build_histograms, train_drmm
+
+    builder = HistogramBuilder(work.backend.stats, work.embeddings)
+    result = train_drmm(train_c, build_histograms(train_c, train_q, builder), dev_c,
+                        build_histograms(dev_c, dev_q, builder), dev_qrels, settings, builder.config)
+    return result, DRMMCheckpoint(builder.config, result.model.state_dict(), work.embeddings.version,
+                                  work.backend.stats.version, _metrics(result))
 
 
 def _command() -> str:
@@ -125,8 +147,54 @@ def _first(queries: dict[str, str], n: int | None) -> dict[str, str]:
     return {q: queries[q] for q in sorted(queries)[:n]} if n else queries
 
 
-def _select_lex(candidates, columns: list[int]):
-    return [replace(c, lex=c.lex[:, columns]) for c in candidates]
+@click.command(name="select-features")
+@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
+@click.option("--ranker", default="delta", show_default=True, type=click.Choice(["delta", "linear"]),
+              help="delta: train Delta-32 with the features (the paper's criterion); linear: a fast linear proxy.")
+@click.option("--max-features", default=3, show_default=True, type=int, help="Stop after this many features.")
+@click.option("--max-epochs", default=3, show_default=True, type=int, help="Epochs per trial (early stopping on dev).")
+@click.option("--patience", default=1, show_default=True, type=int, help="Epochs without a dev improvement per trial.")
+@click.option("--train-queries", type=int, help="Use only the first N training queries (quick runs).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("reports/lex-selection"), show_default=True,
+              help="Where selection.md and selection.json go.")
+def select_features(data: Path | None, ranker: str, max_features: int, max_epochs: int, patience: int,
+                    train_queries: int | None, out: Path) -> None:
+    """Greedy forward selection of Lex features on NFCorpus dev NDCG@20 (section 5.1)."""
+    from es_rerank.lex import ALL_FEATURES, LEX3
+    from worker.training.data import build_candidates
+    from worker.training.feature_selection import delta_evaluator, greedy_select, linear_evaluator
+    from worker.training.train import TrainConfig
+
+    work = open_workspace(data)
+    settings = replace(TrainConfig(), max_epochs=max_epochs, patience=patience)
+    dev_qrels = work.nfcorpus.qrels("dev")
+    train_q = _first(work.nfcorpus.queries("train"), train_queries)
+    train_c = build_candidates(train_q, work.nfcorpus.qrels("train"), work.backend, work.embeddings, ALL_FEATURES)
+    dev_c = build_candidates(work.nfcorpus.queries("dev"), dev_qrels, work.backend, work.embeddings, ALL_FEATURES)
+    evaluate = (delta_evaluator(ALL_FEATURES, work.embeddings.vectors, train_c, dev_c, dev_qrels, work.doc_rows,
+                                settings) if ranker == "delta"
+                else linear_evaluator(ALL_FEATURES, train_c, dev_c, dev_qrels, settings))
+    started = time.perf_counter()
+    steps = greedy_select(ALL_FEATURES, evaluate, max_features)
+    seconds = time.perf_counter() - started
+    paper = evaluate(LEX3)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"selection-{ranker}"
+    stem.with_suffix(".json").write_text(json.dumps({
+        "command": _command(), "machine": machine_description(), "ranker": ranker, "train": asdict(settings),
+        "train_queries": len(train_q), "dev_queries": len(dev_c), "seconds": seconds,
+        "steps": [asdict(s) for s in steps], "paper_lex3": {"features": list(LEX3), "dev_ndcg20": paper}},
+        indent=2), encoding="utf-8")
+    lines = [f"Command: `{_command()}`  ", f"Machine: {machine_description()}  ",
+             f"Ranker: {ranker}; {len(train_q)} train / {len(dev_c)} dev queries; {seconds:.0f} s\n",
+             "| step | feature added | dev NDCG@20 | runner-up |", "|---|---|---|---|"]
+    for i, step in enumerate(steps, 1):
+        second = sorted(step.trials.items(), key=lambda kv: -kv[1])[1:2]
+        runner = f"{second[0][0]} ({second[0][1]:.4f})" if second else ""
+        lines.append(f"| {i} | {step.added} | {step.dev_ndcg20:.4f} | {runner} |")
+    lines.append(f"\nThe paper's Lex3 ({', '.join(LEX3)}) with the same ranker: dev NDCG@20 {paper:.4f}.")
+    stem.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    click.echo(stem.with_suffix(".md").read_text(encoding="utf-8"))
 
 
 @click.command(name="eval")
@@ -135,10 +203,10 @@ def _select_lex(candidates, columns: list[int]):
 @click.option("--out", type=click.Path(path_type=Path), default=Path("reports/nfcorpus-test"), show_default=True,
               help="Where table.md, results.json and chart.png go.")
 def evaluate(data: Path | None, split: str, out: Path) -> None:
-    """Evaluate BM25 baselines and every trained Delta variant on BM25 top-500 reranking."""
-    from es_rerank.lex import LEX3
+    """Evaluate the baselines and every trained model on BM25 top-500 reranking."""
+    from es_rerank.lex import ALL_FEATURES
     from worker.model import Checkpoint
-    from worker.training.data import build_candidates
+    from worker.training.data import build_candidates, select_columns
     from worker.training.evaluate import (evaluate_runs, first_stage_recall, reverse_doc_id_scores,
                                           run_from_scores, title_bm25_scores, wmd_title_scores,
                                           write_report)
@@ -146,7 +214,7 @@ def evaluate(data: Path | None, split: str, out: Path) -> None:
 
     work = open_workspace(data)
     qrels, queries = work.nfcorpus.qrels(split), work.nfcorpus.queries(split)
-    candidates = build_candidates(queries, qrels, work.backend, work.embeddings, LEX3)
+    candidates = build_candidates(queries, qrels, work.backend, work.embeddings, ALL_FEATURES)
     runs = {
         "Uninformed (reverse doc id)": run_from_scores(candidates, reverse_doc_id_scores(candidates)),
         "BM25": run_from_scores(candidates, [c.bm25 for c in candidates]),
@@ -154,18 +222,27 @@ def evaluate(data: Path | None, split: str, out: Path) -> None:
         "WMD-Title": run_from_scores(candidates, wmd_title_scores(candidates, queries, work.backend.stats,
                                                                   work.embeddings)),
     }
+    drmm_path = checkpoint_path(work.settings, DRMM_NAME)
+    if drmm_path.is_file():
+        from worker.training.drmm import DRMMCheckpoint, HistogramBuilder, build_histograms, drmm_scores
+
+        drmm = DRMMCheckpoint.load(drmm_path)
+        _check_embeddings(drmm_path, drmm.embeddings_version, work.embeddings.version)
+        builder = HistogramBuilder(work.backend.stats, work.embeddings, drmm.config)
+        runs["DRMM"] = run_from_scores(candidates, drmm_scores(drmm.build_model(),
+                                                               build_histograms(candidates, queries, builder)))
+    else:
+        click.echo(f"skipping DRMM: no checkpoint at {drmm_path} (train it with `esrr train --variant drmm`)")
     for variant, label in VARIANT_NAMES.items():
         path = checkpoint_path(work.settings, variant)
         if not path.is_file():
             click.echo(f"skipping {label}: no checkpoint at {path} (train it with `esrr train --variant {variant}`)")
             continue
         checkpoint = Checkpoint.load(path)
-        if checkpoint.embeddings_version != work.embeddings.version:
-            raise click.ClickException(f"{path} was trained on embeddings {checkpoint.embeddings_version}, "
-                                       f"the current ones are {work.embeddings.version}; retrain it")
+        _check_embeddings(path, checkpoint.embeddings_version, work.embeddings.version)
         model = checkpoint.build_model(work.embeddings.vectors)
-        columns = [LEX3.index(n) for n in checkpoint.config.lex_names]
-        scores = score_candidates(model_score_fn(model), _select_lex(candidates, columns), work.doc_rows)
+        columns = [ALL_FEATURES.index(n) for n in checkpoint.config.lex_names]
+        scores = score_candidates(model_score_fn(model), select_columns(candidates, columns), work.doc_rows)
         runs[label] = run_from_scores(candidates, scores)
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
@@ -173,3 +250,9 @@ def evaluate(data: Path | None, split: str, out: Path) -> None:
                  runs_dir=work.settings.home / "runs" / split)
     click.echo((out / "table.md").read_text(encoding="utf-8"))
     click.echo(f"runs in {work.settings.home / 'runs' / split}; report in {out}")
+
+
+def _check_embeddings(path: Path, trained_on: str, current: str) -> None:
+    if trained_on != current:
+        raise click.ClickException(f"{path} was trained on embeddings {trained_on}, "
+                                   f"the current ones are {current}; retrain it")

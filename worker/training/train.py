@@ -1,5 +1,9 @@
-"""Training of a Delta model (sections 3.4, 4.2): weighted pairwise max-margin loss,
-Adagrad with separate L2 on conv and dense weights, early stopping on dev NDCG@20."""
+"""Training (sections 3.4, 4.2): weighted pairwise max-margin loss, Adagrad with
+separate L2 on conv and dense weights, early stopping on dev NDCG@20.
+
+``fit_pairwise`` is the loop; ``train_model`` runs it for a Delta model, and the
+baselines (``feature_selection``'s linear ranker, ``drmm``) run it for theirs.
+"""
 
 from __future__ import annotations
 
@@ -67,11 +71,15 @@ def score_candidates(score: ScoreFn, candidates: Sequence[QueryCandidates], doc_
 class TrainResult:
     """The best model found and the training curve."""
 
-    model: DeltaModel
+    model: torch.nn.Module
     best_epoch: int
     best_dev: float
     history: list[dict[str, float]] = field(default_factory=list)
     seconds: float = 0.0
+
+
+# (query index [B], candidate index [B]) into the training candidates -> scores [B]
+PairScoreFn = Callable[[np.ndarray, np.ndarray], torch.Tensor]
 
 
 def _lex_standardisation(model: DeltaModel, candidates: Sequence[QueryCandidates]) -> None:
@@ -85,25 +93,42 @@ def _lex_standardisation(model: DeltaModel, candidates: Sequence[QueryCandidates
 def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates],
                 dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]], doc_rows: DocumentRows,
                 settings: TrainConfig = TrainConfig(), progress: bool = True) -> TrainResult:
-    """Train with early stopping on dev NDCG@20 (exponential gain) and return the best model."""
+    """Train a Delta model with early stopping on dev NDCG@20 (exponential gain) and return the best one."""
     set_seeds(settings.seed)
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    rng = np.random.default_rng(settings.seed)
     model = DeltaModel(config, embeddings)
     _lex_standardisation(model, train)
     optimizer = torch.optim.Adagrad([
         {"params": model.conv_parameters(), "weight_decay": settings.l2_conv},
         {"params": model.dense_parameters(), "weight_decay": settings.l2_dense},
     ], lr=settings.learning_rate)
+
+    def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
+        docs, query_rows, lex = batch_inputs(train, doc_rows, query_index, doc_index)
+        return model(torch.from_numpy(docs), torch.from_numpy(query_rows), torch.from_numpy(lex))
+
+    return fit_pairwise(model, optimizer, train, score_pairs,
+                        lambda: score_candidates(model_score_fn(model), dev, doc_rows),
+                        dev, dev_qrels, settings, progress)
+
+
+def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train: Sequence[QueryCandidates],
+                 score_pairs: PairScoreFn, score_dev: Callable[[], list[np.ndarray]],
+                 dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]],
+                 settings: TrainConfig, progress: bool = True) -> TrainResult:
+    """The pairwise training loop every ranker shares: balanced weighted triples each epoch,
+    the weighted hinge loss, early stopping on dev NDCG@20; returns the best model."""
+    rng = np.random.default_rng(settings.seed)
     started = time.perf_counter()
     best = TrainResult(copy.deepcopy(model), -1, -1.0)
     stale = 0
     for epoch in range(1, settings.max_epochs + 1):
         triples = sample_triples(train, rng, settings.max_positives, settings.negatives)
-        loss = _train_epoch(model, optimizer, train, triples, doc_rows, settings.batch_size, epoch, progress)
-        dev_scores = score_candidates(model_score_fn(model), dev, doc_rows)
-        dev_ndcg = mean_metric(PAPER_NDCG20, dev_qrels, dev, dev_scores)
+        loss = _train_epoch(model, optimizer, triples, score_pairs, settings.batch_size, epoch, progress)
+        model.eval()
+        with torch.no_grad():
+            dev_ndcg = mean_metric(PAPER_NDCG20, dev_qrels, dev, score_dev())
         best.history.append({"epoch": epoch, "loss": loss, "dev_ndcg20": dev_ndcg,
                              "seconds": time.perf_counter() - started})
         if progress:
@@ -119,8 +144,8 @@ def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[Que
     return best
 
 
-def _train_epoch(model: DeltaModel, optimizer: torch.optim.Optimizer, train: Sequence[QueryCandidates],
-                 triples: Triples, doc_rows: DocumentRows, batch_size: int, epoch: int, progress: bool) -> float:
+def _train_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, triples: Triples,
+                 score_pairs: PairScoreFn, batch_size: int, epoch: int, progress: bool) -> float:
     model.train()
     total, count = 0.0, 0
     bar = tqdm(range(0, len(triples.query), batch_size), desc=f"epoch {epoch}", unit="batch",
@@ -128,10 +153,8 @@ def _train_epoch(model: DeltaModel, optimizer: torch.optim.Optimizer, train: Seq
     for start in bar:
         batch = slice(start, start + batch_size)
         queries = triples.query[batch]
-        docs, query_rows, lex = batch_inputs(
-            train, doc_rows, np.concatenate([queries, queries]),
-            np.concatenate([triples.positive[batch], triples.negative[batch]]))
-        scores = model(torch.from_numpy(docs), torch.from_numpy(query_rows), torch.from_numpy(lex))  # [2B]
+        scores = score_pairs(np.concatenate([queries, queries]),
+                             np.concatenate([triples.positive[batch], triples.negative[batch]]))  # [2B]
         positive, negative = scores.chunk(2)  # [B], [B]
         loss = pairwise_hinge_loss(positive, negative, torch.from_numpy(triples.weight[batch]))
         optimizer.zero_grad(set_to_none=True)
