@@ -59,7 +59,7 @@ Streaming: the corpus is tokenized once into a temporary LineSentence file (one
 sentence a line) and read back by gensim's ``LineSentence`` every epoch; the word
 counts are collected during that single pass (``build_vocab_from_freq``), so
 there is no separate vocabulary scan. Re-tokenizing each epoch through the
-restartable ``text_sources.TokenCorpus`` would cost those ~60 s of CPU again per
+text sources (``text_sources.iter_documents``) would cost those ~60 s of CPU again per
 epoch, taken from the training threads. gensim's ``corpus_file`` mode ran no
 faster here on 2 contended cores (147k vs 155k raw words/s on a 3M-token slice)
 and its loss counter is per thread, so the iterable mode is used.

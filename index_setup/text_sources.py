@@ -232,40 +232,6 @@ def document_tokens(doc: TextDoc) -> Iterator[list[str]]:
     yield from _chunks(tokens)
 
 
-class TokenCorpus:
-    """Restartable iterable of embedding-path token lists over deduplicated documents.
-
-    ``unit`` is ``"sentence"`` (the paper's choice) or ``"document"``. Every pass
-    re-reads and re-tokenizes the files; ``index_setup.embeddings`` instead writes
-    one pass to a LineSentence file, which trains faster (measured there).
-    After a complete pass ``dedup`` holds the kept/dropped counts of that pass.
-    """
-
-    def __init__(
-        self,
-        data_root: Path,
-        sources: Sequence[Source] = SOURCES,
-        limit_docs: int | None = None,
-        unit: str = "sentence",
-    ) -> None:
-        if unit not in ("sentence", "document"):
-            raise ValueError(f"unit must be 'sentence' or 'document', not {unit!r}")
-        self.data_root = Path(data_root)
-        self.sources = tuple(sources)
-        self.limit_docs = limit_docs
-        self.unit = unit
-        self.dedup = Deduplicator()
-
-    def documents(self) -> Iterator[TextDoc]:
-        self.dedup = Deduplicator()
-        return iter_documents(self.data_root, self.sources, self.limit_docs, self.dedup)
-
-    def __iter__(self) -> Iterator[list[str]]:
-        split = sentences if self.unit == "sentence" else document_tokens
-        for doc in self.documents():
-            yield from split(doc)
-
-
 def iter_token_lists(docs: Iterable[TextDoc], unit: str = "sentence") -> Iterator[tuple[TextDoc, list[str]]]:
     """(document, token list) pairs: sentences or whole documents of ``docs``."""
     split = sentences if unit == "sentence" else document_tokens

@@ -1,6 +1,9 @@
-"""Shared tiny-corpus fixtures (hand-checkable numbers for statistics and Lex tests)."""
+"""Shared fixtures: a tiny corpus (hand-checkable statistics and Lex numbers) and free ports."""
 
 from __future__ import annotations
+
+import socket
+from typing import Callable
 
 import pytest
 
@@ -24,3 +27,13 @@ def tiny_docs() -> list[Document]:
 def tiny_stats(tiny_docs: list[Document]) -> CorpusStats:
     """``build_stats`` over the tiny corpus, version ``"tiny"``."""
     return build_stats("tiny", tiny_docs)
+
+
+@pytest.fixture(scope="session")
+def free_port() -> Callable[[], int]:
+    """A function returning a loopback TCP port that is free right now (for servers the tests start)."""
+    def pick() -> int:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    return pick

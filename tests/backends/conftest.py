@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import urllib.request
 import uuid
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -42,12 +42,6 @@ def _noida_command() -> list[str]:
         return [found]
     pytest.fail("noida-db is not installed: `pip install -e .[test]`, or point ESRR_TEST_ES_URL at a "
                 "running Elasticsearch 8", pytrace=False)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _answers(url: str) -> bool:
@@ -73,11 +67,11 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-def _start_noida(base: Path) -> tuple[subprocess.Popen, str]:
+def _start_noida(base: Path, free_port: Callable[[], int]) -> tuple[subprocess.Popen, str]:
     command = _noida_command()
     failures = []
     for attempt in range(3):  # a free port can be taken between probing and binding
-        port = _free_port()
+        port = free_port()
         data_dir = base / f"data-{attempt}"
         data_dir.mkdir()
         log_path = base / f"noida-{attempt}.log"
@@ -102,13 +96,13 @@ def _start_noida(base: Path) -> tuple[subprocess.Popen, str]:
 
 
 @pytest.fixture(scope="session")
-def es_url(tmp_path_factory: pytest.TempPathFactory):
+def es_url(tmp_path_factory: pytest.TempPathFactory, free_port: Callable[[], int]):
     """URL of an Elasticsearch-API server: ``ESRR_TEST_ES_URL`` or a fresh noida-db."""
     external = os.environ.get("ESRR_TEST_ES_URL")
     if external:
         yield external.rstrip("/")
         return
-    proc, url = _start_noida(tmp_path_factory.mktemp("noida-db"))
+    proc, url = _start_noida(tmp_path_factory.mktemp("noida-db"), free_port)
     try:
         yield url
     finally:

@@ -217,7 +217,7 @@ def test_dedup_across_and_within_sources(tmp_path: Path) -> None:
     assert len(list(ts.iter_documents(tmp_path, limit_docs=1))) == 5
 
 
-def test_sentences_and_token_corpus(tmp_path: Path) -> None:
+def test_sentences_and_token_lists(tmp_path: Path) -> None:
     write_tiny_data(tmp_path)
     text = "It fell. By 3.5 mg, e.g. in rats.\nNext line"
     assert ts.split_sentences(text) == ["It fell.", "By 3.5 mg, e.g. in rats.", "Next line"]
@@ -227,11 +227,12 @@ def test_sentences_and_token_corpus(tmp_path: Path) -> None:
     assert list(ts.document_tokens(doc)) == [first + second]
     long_doc = ts.TextDoc("x", "2", (" ".join(["word"] * 25_000),))
     assert [len(c) for c in ts.sentences(long_doc)] == [10_000, 10_000, 5_000]
-    corpus = ts.TokenCorpus(tmp_path)
-    one_pass, another = list(corpus), list(corpus)  # restartable
-    assert one_pass == another and ["famotidine", "associated", "delirium"] in one_pass
-    assert corpus.dedup.kept["bc5cdr"] == 2
-    assert list(ts.TokenCorpus(tmp_path, unit="document"))[0][:4] == ["statins", "and", "breast", "cancer"]
+    dedup = ts.Deduplicator()
+    sentence_lists = [tokens for _, tokens in ts.iter_token_lists(ts.iter_documents(tmp_path, dedup=dedup))]
+    assert ["famotidine", "associated", "delirium"] in sentence_lists
+    assert dedup.kept["bc5cdr"] == 2
+    documents = ts.iter_token_lists(ts.iter_documents(tmp_path), unit="document")
+    assert next(documents)[1][:4] == ["statins", "and", "breast", "cancer"]
     with pytest.raises(ts.TextSourceError, match="no text source"):
         list(ts.iter_documents(tmp_path / "nothing"))
 

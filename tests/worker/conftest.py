@@ -16,14 +16,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -130,12 +129,6 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, corpus_documents: list[D
 # -- Redis ----------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _answers(port: int) -> bool:
     import redis
 
@@ -146,7 +139,7 @@ def _answers(port: int) -> bool:
 
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def redis_url(tmp_path_factory: pytest.TempPathFactory, free_port: Callable[[], int]) -> Iterator[str]:
     """A Redis URL on a database of our own: port 6379 if it answers, else one started here."""
     if _answers(6379):
         yield f"redis://127.0.0.1:6379/{TEST_DB}"
@@ -156,7 +149,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.fail("no Redis answers on 127.0.0.1:6379 and redis-server is not installed; "
                     "install it (apt-get install -y redis-server) or start Redis on 127.0.0.1:6379")
     directory = tmp_path_factory.mktemp("redis")
-    port = _free_port()
+    port = free_port()
     done = subprocess.run([server, "--daemonize", "yes", "--bind", "127.0.0.1", "--port", str(port),
                            "--save", "", "--appendonly", "no", "--dir", str(directory),
                            "--pidfile", str(directory / "redis.pid")], capture_output=True, text=True)
