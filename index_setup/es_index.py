@@ -76,6 +76,7 @@ from es_rerank.backends.elasticsearch import (
     TERM_FIELDS,
     alias_targets,
     index_version,
+    served_index,
     stats_dir,
     stats_root,
     translate_errors,
@@ -298,13 +299,8 @@ def list_versions(client: Elasticsearch, alias: str) -> list[str]:
 
 def current_version(client: Elasticsearch, alias: str) -> str | None:
     """The version the alias serves, or None when there is no alias yet."""
-    with translate_errors(client):
-        targets = alias_targets(client, alias)
-        if not targets:
-            return None
-        if len(targets) > 1:
-            raise BackendError(f"alias {alias!r} points at several indices {targets}; rebuild the index")
-        return index_version(client, targets[0])
+    served = served_index(client, alias)
+    return served[1] if served is not None else None
 
 
 def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = None,

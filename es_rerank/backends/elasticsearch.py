@@ -103,6 +103,19 @@ def index_version(client: Elasticsearch, index: str) -> str:
     return str(version)
 
 
+def served_index(client: Elasticsearch, alias: str) -> tuple[str, str] | None:
+    """(concrete index, statistics version) that ``alias`` serves, or None when there is no alias yet."""
+    with translate_errors(client):
+        targets = alias_targets(client, alias)
+        if not targets:
+            return None
+        if len(targets) > 1:
+            raise BackendError(f"alias {alias!r} points at {len(targets)} indices {targets}; it must point "
+                               "at one: rebuild the index (esrr index build --backend elasticsearch) to "
+                               "repair it")
+        return targets[0], index_version(client, targets[0])
+
+
 @dataclass(frozen=True)
 class _Served:
     """The concrete index being searched and the statistics of the same load."""
@@ -127,17 +140,10 @@ class ElasticsearchBackend:
         return cls(connect(settings), settings.es_alias, stats_root(settings))
 
     def _resolve(self) -> _Served:
-        with translate_errors(self.client):
-            targets = alias_targets(self.client, self.alias)
-            if not targets:
-                raise BackendError(f"no Elasticsearch alias {self.alias!r} at {cluster_url(self.client)}; "
-                                   f"{BUILD_HINT}")
-            if len(targets) > 1:
-                raise BackendError(f"alias {self.alias!r} points at {len(targets)} indices {targets}; it "
-                                   "must point at one: rebuild the index (esrr index build --backend "
-                                   "elasticsearch) to repair it")
-            index = targets[0]
-            version = index_version(self.client, index)
+        served = served_index(self.client, self.alias)
+        if served is None:
+            raise BackendError(f"no Elasticsearch alias {self.alias!r} at {cluster_url(self.client)}; {BUILD_HINT}")
+        index, version = served
         directory = stats_dir(self.stats_root, version)
         try:
             stats = CorpusStats.load(directory)

@@ -245,6 +245,17 @@ def test_missing_alias_says_build_first(es_client, es_settings):
     assert current_version(es_client, es_settings.es_alias) is None
 
 
+def test_an_alias_on_two_indices_is_refused_with_the_repair(es_client, es_settings, corpus):
+    first = load_index(es_client, corpus[:5], es_settings, version="v1", progress=False)
+    second = load_index(es_client, corpus[:5], es_settings, version="v2", progress=False)
+    es_client.indices.put_alias(index=first.index, name=es_settings.es_alias)  # now on both
+    for call in (lambda: ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings)),
+                 lambda: current_version(es_client, es_settings.es_alias)):
+        with pytest.raises(BackendError, match=r"points at 2 indices.*rebuild the index"):
+            call()
+    assert second.index != first.index
+
+
 def test_missing_statistics_name_the_fix(es_client, es_settings, corpus, tmp_path):
     load_index(es_client, corpus[:5], es_settings, version="v1", progress=False)
     with pytest.raises(BackendError, match="ESRR_HOME"):
