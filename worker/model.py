@@ -10,6 +10,7 @@ path and is tested to produce the same scores.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,10 @@ class DeltaModel(nn.Module):
     def __init__(self, config: DeltaConfig, embeddings: np.ndarray | torch.Tensor) -> None:
         super().__init__()
         self.config = config
-        vectors = torch.as_tensor(np.asarray(embeddings), dtype=torch.float32)
+        with warnings.catch_warnings():
+            # A read-only memory map is shared, not copied; the frozen table is never written.
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            vectors = torch.as_tensor(np.asarray(embeddings), dtype=torch.float32)
         if vectors.shape[1] != config.embedding_dim:
             raise ValueError(f"embeddings have {vectors.shape[1]} dimensions, the config expects "
                              f"{config.embedding_dim}; use the embeddings the model was trained with")

@@ -76,9 +76,12 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 @click.option("--seed", type=int)
 @click.option("--train-queries", type=int, help="Use only the first N training queries (quick runs).")
 @click.option("--dev-queries", type=int, help="Use only the first N dev queries for early stopping.")
+@click.option("--lex-features", help="Comma-separated Lex features replacing Lex3 (e.g. the ones "
+              "`esrr select-features` chose); see es_rerank.lex.ALL_FEATURES.")
 @click.option("--suffix", default="", help="Save as <variant><suffix>.pt (tuning runs that must not replace the served model).")
 def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, judged_positives: bool,
-          train_queries: int | None, dev_queries: int | None, suffix: str, **overrides) -> None:
+          train_queries: int | None, dev_queries: int | None, lex_features: str | None, suffix: str,
+          **overrides) -> None:
     """Train Delta models (or the DRMM baseline) on NFCorpus train, early-stopped on dev NDCG@20."""
     from worker.model import Checkpoint, DeltaConfig, VARIANTS
     from worker.training.data import build_candidates, select_columns
@@ -86,12 +89,12 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     from worker.training.train import TrainConfig, train_model
 
     names = list(VARIANT_NAMES) if "all" in variants else list(dict.fromkeys(variants))
+    lex_names = _lex_names(lex_features) or list(VARIANTS["delta-32-lex3"]["lex_names"])
     work = open_workspace(data)
     settings = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
     train_qrels, dev_qrels = work.nfcorpus.qrels("train"), work.nfcorpus.qrels("dev")
     train_q = _first(work.nfcorpus.queries("train"), train_queries)
     dev_q = _first(work.nfcorpus.queries("dev"), dev_queries)
-    lex_names = list(VARIANTS["delta-32-lex3"]["lex_names"])
     click.echo(f"{len(train_q)} train / {len(dev_q)} dev queries; embeddings {work.embeddings.version}; "
                f"index {work.backend.stats.version}; {settings}")
     started = time.perf_counter()
@@ -104,7 +107,10 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
             result, checkpoint = _train_drmm(work, train_c, train_q, dev_c, dev_q, dev_qrels, settings)
             label, config_dropout = "DRMM", None
         else:
-            config = DeltaConfig(**VARIANTS[variant], embedding_dim=work.embeddings.vectors.shape[1],
+            options = dict(VARIANTS[variant])
+            if options.get("lex_names"):
+                options["lex_names"] = tuple(lex_names)
+            config = DeltaConfig(**options, embedding_dim=work.embeddings.vectors.shape[1],
                                  **({"dropout": dropout} if dropout is not None else {}))
             keep = [lex_names.index(n) for n in config.lex_names]
             result = train_model(config, work.embeddings.vectors, select_columns(train_c, keep),
@@ -122,6 +128,26 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
             "seconds": result.seconds, "machine": machine_description()}, indent=2), encoding="utf-8")
         click.echo(f"{variant}: best dev NDCG@20 {result.best_dev:.4f} at epoch {result.best_epoch} "
                    f"({result.seconds:.0f} s) -> {path}")
+
+
+def _lex_names(option: str | None) -> list[str]:
+    """The ``--lex-features`` list, checked against the 18 features."""
+    from es_rerank.lex import ALL_FEATURES
+
+    names = [n.strip() for n in (option or "").split(",") if n.strip()]
+    unknown = [n for n in names if n not in ALL_FEATURES]
+    if unknown:
+        raise click.BadParameter(f"unknown Lex feature(s) {unknown}; choose from {', '.join(ALL_FEATURES)}",
+                                 param_hint="--lex-features")
+    return names
+
+
+def _labelled_path(option: str) -> tuple[str, Path]:
+    label, sep, path = option.partition("=")
+    if not sep or not label or not Path(path).is_file():
+        raise click.BadParameter(f"{option!r}: expected LABEL=CHECKPOINT with an existing checkpoint file",
+                                 param_hint="--extra")
+    return label, Path(path)
 
 
 def _metrics(result) -> dict[str, float]:
@@ -202,7 +228,9 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
 @click.option("--split", default="test", show_default=True, type=click.Choice(["dev", "test"]))
 @click.option("--out", type=click.Path(path_type=Path), default=Path("reports/nfcorpus-test"), show_default=True,
               help="Where table.md, results.json and chart.png go.")
-def evaluate(data: Path | None, split: str, out: Path) -> None:
+@click.option("--extra", "extras", multiple=True, metavar="LABEL=CHECKPOINT",
+              help="Also evaluate this Delta checkpoint as a row named LABEL (repeatable).")
+def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...]) -> None:
     """Evaluate the baselines and every trained model on BM25 top-500 reranking."""
     from es_rerank.lex import ALL_FEATURES
     from worker.model import Checkpoint
@@ -212,6 +240,7 @@ def evaluate(data: Path | None, split: str, out: Path) -> None:
                                           write_report)
     from worker.training.train import model_score_fn, score_candidates
 
+    extra_models = dict(_labelled_path(e) for e in extras)
     work = open_workspace(data)
     qrels, queries = work.nfcorpus.qrels(split), work.nfcorpus.queries(split)
     candidates = build_candidates(queries, qrels, work.backend, work.embeddings, ALL_FEATURES)
@@ -233,10 +262,11 @@ def evaluate(data: Path | None, split: str, out: Path) -> None:
                                                                build_histograms(candidates, queries, builder)))
     else:
         click.echo(f"skipping DRMM: no checkpoint at {drmm_path} (train it with `esrr train --variant drmm`)")
-    for variant, label in VARIANT_NAMES.items():
-        path = checkpoint_path(work.settings, variant)
+    models = {label: checkpoint_path(work.settings, variant) for variant, label in VARIANT_NAMES.items()}
+    models.update(extra_models)
+    for label, path in models.items():
         if not path.is_file():
-            click.echo(f"skipping {label}: no checkpoint at {path} (train it with `esrr train --variant {variant}`)")
+            click.echo(f"skipping {label}: no checkpoint at {path} (train it with `esrr train`)")
             continue
         checkpoint = Checkpoint.load(path)
         _check_embeddings(path, checkpoint.embeddings_version, work.embeddings.version)

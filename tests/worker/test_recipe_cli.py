@@ -1,0 +1,68 @@
+"""The model recipe end to end on a tiny NFCorpus-shaped collection: index build, train
+(Delta and DRMM), greedy feature selection, eval with an extra checkpoint."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from es_rerank.cli import main
+from es_rerank.versions import write_pointer
+
+
+def _tiny_nfcorpus(directory: Path, documents) -> Path:
+    """A BEIR-layout collection: every query is a document's title, that document grade 2,
+    the next one grade 1."""
+    (directory / "qrels").mkdir(parents=True)
+    with (directory / "corpus.jsonl").open("w", encoding="utf-8") as out:
+        for doc in documents:
+            out.write(json.dumps({"_id": doc.doc_id, "title": doc.title, "text": doc.abstract}) + "\n")
+    splits = {"train": range(0, 16), "dev": range(16, 22), "test": range(22, 28)}
+    with (directory / "queries.jsonl").open("w", encoding="utf-8") as out:
+        for i in range(28):
+            out.write(json.dumps({"_id": f"Q{i}", "text": documents[i].title}) + "\n")
+    for split, rows in splits.items():
+        lines = ["query-id\tcorpus-id\tscore"]
+        for i in rows:
+            lines += [f"Q{i}\t{documents[i].doc_id}\t2", f"Q{i}\t{documents[i + 1].doc_id}\t1"]
+        (directory / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return directory
+
+
+def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(artifacts.home, home)
+    (version,) = [d.name for d in (home / "embeddings").iterdir()]
+    write_pointer(home / "embeddings", version)  # the fixture's embeddings become the current ones
+    data = _tiny_nfcorpus(tmp_path / "nfcorpus", corpus_documents[:30])
+    runner = CliRunner()
+    env = {"ESRR_HOME": str(home)}
+
+    def esrr(*args: str) -> str:
+        result = runner.invoke(main, list(args), env=env)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    esrr("index", "build", "--data", str(data))
+    esrr("train", "--data", str(data), "--variant", "delta-32-lex3", "--variant", "drmm", "--max-epochs", "2")
+    esrr("train", "--data", str(data), "--lex-features", "text_bm25,title_jaccard", "--max-epochs", "1",
+         "--suffix=-lexg")
+    assert json.loads((home / "models" / "drmm.json").read_text())["best_epoch"] >= 1
+    selection = esrr("select-features", "--data", str(data), "--ranker", "linear", "--max-features", "2",
+                     "--max-epochs", "1", "--out", str(tmp_path / "selection"))
+    assert "| 2 |" in selection and (tmp_path / "selection" / "selection-linear.json").is_file()
+
+    report = tmp_path / "report"
+    esrr("eval", "--data", str(data), "--out", str(report), "--extra",
+         f"Delta-32-LexG={home / 'models' / 'delta-32-lex3-lexg.pt'}")
+    table = (report / "table.md").read_text(encoding="utf-8")
+    for row in ("| BM25 |", "| DRMM |", "| Delta-32-Lex3 |", "| Delta-32-LexG |"):
+        assert row in table
+    results = json.loads((report / "results.json").read_text())
+    assert {r["name"] for r in results["rows"]} >= {"BM25", "DRMM", "Delta-32-LexG"}
+
+    bad = runner.invoke(main, ["train", "--lex-features", "title_bm25,nonsense"], env=env)
+    assert bad.exit_code == 2 and "unknown Lex feature(s) ['nonsense']" in bad.output
