@@ -66,6 +66,13 @@ def test_triples_are_balanced_and_weighted():
     assert len(negatives) == 3 and all(cand.bm25[n] > 0 for n in negatives)
 
 
+def test_triples_can_pair_each_positive_with_several_negatives():
+    cand = _candidates([1, 1, 0, 0, 0, 0, 0, 0])
+    triples = sample_triples([cand], np.random.default_rng(0), max_positives=None, negatives_per_positive=3)
+    assert sorted(triples.positive.tolist()) == [0, 0, 0, 1, 1, 1]
+    assert all(cand.grades[n] == 0 for n in triples.negative)
+
+
 def test_triples_cap_positives_and_skip_queries_without_negatives():
     many = _candidates([1] * 10 + [0] * 10, query_id="many")
     no_negatives = _candidates([1, 1], query_id="none")

@@ -71,6 +71,8 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 @click.option("--dropout", type=float, help="Dropout before the max-pool.")
 @click.option("--max-positives", type=int, help="Relevant documents drawn per query and epoch.")
 @click.option("--negatives", type=click.Choice(["uniform", "rank"]), help="How negatives are drawn from the top-500.")
+@click.option("--negatives-per-positive", type=click.IntRange(min=1),
+              help="Non-relevant documents paired with each relevant one per epoch (1: balanced).")
 @click.option("--judged-positives/--retrieved-only", default=False, show_default=True,
               help="Also train on relevant documents BM25 did not retrieve (never seen when reranking).")
 @click.option("--seed", type=int)

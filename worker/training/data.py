@@ -106,7 +106,8 @@ class Triples:
 
 
 def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generator,
-                   max_positives: int | None = 32, negatives: str = "uniform") -> Triples:
+                   max_positives: int | None = 32, negatives: str = "uniform",
+                   negatives_per_positive: int = 1) -> Triples:
     """Balanced triples: relevant documents each meet one sampled less-relevant one per epoch.
 
     Per query, as many non-relevant documents (unjudged or grade 0 within the BM25
@@ -118,6 +119,8 @@ def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generat
     ``negatives="uniform"`` draws them uniformly from the top-``depth``; ``"rank"``
     draws with probability proportional to 1 / (BM25 rank + 10), so the
     non-relevant documents that compete for the top of the list are seen more.
+    ``negatives_per_positive`` > 1 pairs each relevant document with that many
+    non-relevant ones per epoch (1 is the paper's balance).
     """
     if negatives not in NEGATIVE_SAMPLING:
         raise ValueError(f"unknown negative sampling {negatives!r}; choose one of {NEGATIVE_SAMPLING}")
@@ -130,9 +133,10 @@ def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generat
         pool = np.flatnonzero((cand.grades == 0) & (cand.bm25 > 0))
         if len(positives) == 0 or len(pool) == 0:
             continue
-        drawn = rng.choice(pool, size=len(positives), replace=len(pool) < len(positives),
+        n_drawn = negatives_per_positive * len(positives)
+        drawn = rng.choice(pool, size=n_drawn, replace=len(pool) < n_drawn,
                            p=_rank_weights(cand.bm25, pool) if negatives == "rank" else None)
-        pos, neg = [positives], [rng.permutation(drawn)]
+        pos, neg = [np.repeat(positives, negatives_per_positive)], [rng.permutation(drawn)]
         for grade in np.unique(cand.grades[positives])[1:]:
             higher = positives[cand.grades[positives] == grade]
             lower = np.flatnonzero((cand.grades > 0) & (cand.grades < grade))

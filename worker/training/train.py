@@ -37,6 +37,7 @@ class TrainConfig:
     l2_dense: float = 1e-4
     max_positives: int | None = None  # relevant documents drawn per query and epoch (None: all)
     negatives: str = "uniform"  # see data.sample_triples
+    negatives_per_positive: int = 1
     seed: int = 13
     threads: int | None = None
 
@@ -124,7 +125,8 @@ def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train
     best = TrainResult(copy.deepcopy(model), -1, -1.0)
     stale = 0
     for epoch in range(1, settings.max_epochs + 1):
-        triples = sample_triples(train, rng, settings.max_positives, settings.negatives)
+        triples = sample_triples(train, rng, settings.max_positives, settings.negatives,
+                                 settings.negatives_per_positive)
         loss = _train_epoch(model, optimizer, triples, score_pairs, settings.batch_size, epoch, progress)
         model.eval()
         with torch.no_grad():
