@@ -57,11 +57,10 @@ def greedy_select(names: Sequence[str], evaluate: SubsetEvaluator, max_features:
 
 def delta_evaluator(all_names: Sequence[str], embeddings: np.ndarray, train: Sequence[QueryCandidates],
                     dev: Sequence[QueryCandidates], dev_qrels: Qrels, doc_rows: DocumentRows,
-                    settings: TrainConfig, dropout: float | None = None) -> SubsetEvaluator:
+                    settings: TrainConfig) -> SubsetEvaluator:
     """Best dev NDCG@20 of a Delta-32 model trained with the subset's features (candidates carry ``all_names``)."""
     def evaluate(subset: tuple[str, ...]) -> float:
-        config = DeltaConfig(lex_names=subset, embedding_dim=embeddings.shape[1],
-                             **({"dropout": dropout} if dropout is not None else {}))
+        config = DeltaConfig(lex_names=subset, embedding_dim=embeddings.shape[1])
         columns = [list(all_names).index(n) for n in subset]
         result = train_model(config, embeddings, select_columns(train, columns), select_columns(dev, columns),
                              dev_qrels, doc_rows, settings, progress=False)
