@@ -45,6 +45,7 @@ class Embeddings:
 
     @property
     def dim(self) -> int:
+        """Vector size V."""
         return int(self.vectors.shape[1])
 
     def __len__(self) -> int:

@@ -164,6 +164,8 @@ class Checkpoint:
         if not path.is_file():
             raise FileNotFoundError(f"no model checkpoint at {path}; train one with `esrr train`")
         data = torch.load(path, map_location="cpu", weights_only=True)
+        if data.get("model", "delta") != "delta":
+            raise ValueError(f"{path} is a {data['model']} checkpoint, not a Delta model's")
         if data.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"checkpoint {path} has format {data.get('format')}; "
                              f"this code reads format {CHECKPOINT_FORMAT}, retrain with `esrr train`")

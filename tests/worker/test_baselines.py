@@ -10,6 +10,7 @@ import torch
 
 from es_rerank.stats import Document, build_stats
 from es_rerank.embeddings import Embeddings
+from worker.model import Checkpoint
 from worker.training.data import QueryCandidates
 from worker.training.drmm import (DRMM, DRMMCheckpoint, DRMMConfig, HistogramBuilder, build_histograms,
                                   drmm_scores, train_drmm)
@@ -106,7 +107,10 @@ def test_drmm_gates_terms_by_idf_and_ignores_padding():
     scores = model(histograms, idf, mask)
     assert scores[0].item() == pytest.approx((gates * z[0, :2]).sum().item(), abs=1e-6)
     assert scores[1].item() == pytest.approx(z[1, 0].item(), abs=1e-6)
-    assert model(histograms, idf, torch.zeros(2, 3, dtype=torch.bool)).tolist() == [0.0, 0.0]
+    empty = model(histograms, idf, torch.zeros(2, 3, dtype=torch.bool))
+    assert empty.tolist() == [0.0, 0.0]
+    (scores.sum() + empty.sum()).backward()  # a query without terms must not poison the gradients
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
 
 
 def test_drmm_learns_exact_matches_and_its_checkpoint_round_trips(tmp_path):
@@ -137,6 +141,8 @@ def test_drmm_learns_exact_matches_and_its_checkpoint_round_trips(tmp_path):
     assert result.best_dev > 0.9  # random vectors: cosine bins are noise, exact matches are the signal
     path = tmp_path / "drmm.pt"
     DRMMCheckpoint(builder.config, result.model.state_dict(), "e", "v", {"dev_ndcg20": result.best_dev}).save(path)
+    with pytest.raises(ValueError, match="drmm checkpoint, not a Delta model"):
+        Checkpoint.load(path)
     loaded = DRMMCheckpoint.load(path)
     assert loaded.config == builder.config
     for a, b in zip(drmm_scores(loaded.build_model(), inputs[12:]), drmm_scores(result.model, inputs[12:])):

@@ -47,7 +47,7 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
         return result.output
 
     esrr("index", "build", "--data", str(data))
-    esrr("train", "--data", str(data), "--variant", "delta-32-lex3", "--variant", "drmm", "--max-epochs", "2")
+    esrr("train", "--data", str(data), "--variant", "all", "--variant", "drmm", "--max-epochs", "2")
     esrr("train", "--data", str(data), "--lex-features", "text_bm25,title_jaccard", "--max-epochs", "1",
          "--suffix=-lexg")
     assert json.loads((home / "models" / "drmm.json").read_text())["best_epoch"] >= 1
@@ -59,10 +59,16 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
     esrr("eval", "--data", str(data), "--out", str(report), "--extra",
          f"Delta-32-LexG={home / 'models' / 'delta-32-lex3-lexg.pt'}")
     table = (report / "table.md").read_text(encoding="utf-8")
-    for row in ("| BM25 |", "| DRMM |", "| Delta-32-Lex3 |", "| Delta-32-LexG |"):
+    for row in ("| BM25 |", "| DRMM |", "| Delta-32 |", "| Delta-32-Lex3 |", "| Delta-32-LexG |"):
         assert row in table
     results = json.loads((report / "results.json").read_text())
     assert {r["name"] for r in results["rows"]} >= {"BM25", "DRMM", "Delta-32-LexG"}
 
-    bad = runner.invoke(main, ["train", "--lex-features", "title_bm25,nonsense"], env=env)
-    assert bad.exit_code == 2 and "unknown Lex feature(s) ['nonsense']" in bad.output
+    for args, message in [
+        (["train", "--lex-features", "title_bm25,nonsense", "--suffix=-x"], "unknown Lex feature(s) ['nonsense']"),
+        (["train", "--lex-features", "title_bm25"], "--lex-features needs --suffix"),
+        (["eval", "--data", str(data), "--extra", f"BM25={home / 'models' / 'drmm.pt'}"], "built-in rows"),
+        (["select-features", "--max-features", "19"], "19 is not in the range"),
+    ]:
+        bad = runner.invoke(main, args, env=env)
+        assert bad.exit_code == 2 and message in bad.output, bad.output

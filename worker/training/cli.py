@@ -8,11 +8,17 @@ import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from es_rerank.machine import machine_description
 from es_rerank.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from worker.training.data import QueryCandidates
+    from worker.training.drmm import DRMMCheckpoint
+    from worker.training.train import TrainConfig, TrainResult
 
 VARIANT_NAMES = {
     "delta-32": "Delta-32",
@@ -20,6 +26,7 @@ VARIANT_NAMES = {
     "delta-32-no-difference": "Delta-32, no difference vectors",
     "delta-32-no-delta-features": "Delta-32, no Delta features",
 }
+BASELINE_ROWS = ("Uninformed (reverse doc id)", "BM25", "BM25-Title", "WMD-Title")
 DRMM_NAME = "drmm"  # the histogram baseline of Table 2 (worker.training.drmm)
 
 
@@ -68,7 +75,7 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 @click.option("--learning-rate", type=float, help="Adagrad learning rate.")
 @click.option("--l2-conv", type=float, help="L2 coefficient of the convolution weights.")
 @click.option("--l2-dense", type=float, help="L2 coefficient of the feed-forward weights.")
-@click.option("--dropout", type=float, help="Dropout before the max-pool.")
+@click.option("--dropout", type=float, help="Dropout before the max-pool (Delta models; DRMM has none).")
 @click.option("--max-positives", type=int, help="Relevant documents drawn per query and epoch.")
 @click.option("--negatives", type=click.Choice(["uniform", "rank"]), help="How negatives are drawn from the top-500.")
 @click.option("--negatives-per-positive", type=click.IntRange(min=1),
@@ -90,7 +97,10 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     from worker.training.plots import plot_training_curve
     from worker.training.train import TrainConfig, train_model
 
-    names = list(VARIANT_NAMES) if "all" in variants else list(dict.fromkeys(variants))
+    names = list(dict.fromkeys(n for v in variants for n in (VARIANT_NAMES if v == "all" else [v])))
+    if lex_features and not suffix:
+        raise click.UsageError("--lex-features needs --suffix, so the served delta-32-lex3.pt is not replaced "
+                               "by a model with other features (e.g. --suffix=-lexg)")
     lex_names = _lex_names(lex_features) or list(VARIANTS["delta-32-lex3"]["lex_names"])
     work = open_workspace(data)
     settings = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
@@ -119,7 +129,10 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
                                  select_columns(dev_c, keep), dev_qrels, work.doc_rows, settings)
             checkpoint = Checkpoint(config, result.model.state_dict(), work.embeddings.version,
                                     work.backend.stats.version, _metrics(result))
-            label, config_dropout = VARIANT_NAMES[variant], config.dropout
+            label = VARIANT_NAMES[variant]
+            if lex_features and config.lex_names:
+                label = f"Delta-32 + {', '.join(config.lex_names)}"
+            config_dropout = config.dropout
         path = checkpoint_path(work.settings, variant + suffix)
         checkpoint.save(path)
         plot_training_curve(result.history, path.with_suffix(".png"), label)
@@ -152,11 +165,13 @@ def _labelled_path(option: str) -> tuple[str, Path]:
     return label, Path(path)
 
 
-def _metrics(result) -> dict[str, float]:
+def _metrics(result: TrainResult) -> dict[str, float]:
     return {"dev_ndcg20": result.best_dev, "best_epoch": result.best_epoch, "train_seconds": result.seconds}
 
 
-def _train_drmm(work: Workspace, train_c, train_q, dev_c, dev_q, dev_qrels, settings):
+def _train_drmm(work: Workspace, train_c: list[QueryCandidates], train_q: dict[str, str],
+                dev_c: list[QueryCandidates], dev_q: dict[str, str], dev_qrels: dict[str, dict[str, int]],
+                settings: TrainConfig) -> tuple[TrainResult, DRMMCheckpoint]:
     """Train DRMM on the same candidates and triples as the Delta models."""
     from worker.training.drmm import DRMMCheckpoint, HistogramBuilder, build_histograms, train_drmm
 
@@ -179,12 +194,13 @@ def _first(queries: dict[str, str], n: int | None) -> dict[str, str]:
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--ranker", default="delta", show_default=True, type=click.Choice(["delta", "linear"]),
               help="delta: train Delta-32 with the features (the paper's criterion); linear: a fast linear proxy.")
-@click.option("--max-features", default=3, show_default=True, type=int, help="Stop after this many features.")
+@click.option("--max-features", default=3, show_default=True, type=click.IntRange(1, 18),
+              help="Stop after this many features.")
 @click.option("--max-epochs", default=3, show_default=True, type=int, help="Epochs per trial (early stopping on dev).")
 @click.option("--patience", default=1, show_default=True, type=int, help="Epochs without a dev improvement per trial.")
 @click.option("--train-queries", type=int, help="Use only the first N training queries (quick runs).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("reports/lex-selection"), show_default=True,
-              help="Where selection.md and selection.json go.")
+              help="Where selection-<ranker>.md and .json go.")
 def select_features(data: Path | None, ranker: str, max_features: int, max_epochs: int, patience: int,
                     train_queries: int | None, out: Path) -> None:
     """Greedy forward selection of Lex features on NFCorpus dev NDCG@20 (section 5.1)."""
@@ -243,6 +259,10 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...]) 
     from worker.training.train import model_score_fn, score_candidates
 
     extra_models = dict(_labelled_path(e) for e in extras)
+    taken = sorted(set(extra_models) & {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()})
+    if taken:
+        raise click.BadParameter(f"row name(s) {taken} are built-in rows; give the extra checkpoints other labels",
+                                 param_hint="--extra")
     work = open_workspace(data)
     qrels, queries = work.nfcorpus.qrels(split), work.nfcorpus.queries(split)
     candidates = build_candidates(queries, qrels, work.backend, work.embeddings, ALL_FEATURES)

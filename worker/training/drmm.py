@@ -107,8 +107,9 @@ class DRMM(nn.Module):
     def forward(self, histograms: torch.Tensor, idf: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Scores [B] of histograms [B, M, n_bins], idf [B, M] and query masks [B, M]."""
         z = self.matching(histograms)[:, :, 0]  # [B, M]
-        gates = (self.gate * idf).masked_fill(~mask, float("-inf")).softmax(dim=1)  # [B, M]
-        return (gates * z).nan_to_num(0.0).sum(dim=1)  # a query without terms scores 0
+        # A finite fill (not -inf) keeps an all-padding query's softmax, and its gradient, free of NaN.
+        gates = (self.gate * idf).masked_fill(~mask, -1e9).softmax(dim=1) * mask  # [B, M]
+        return (gates * z).sum(dim=1)  # a query without terms scores 0
 
 
 def _stack(inputs: Sequence[QueryHistograms], query_index: np.ndarray,

@@ -118,8 +118,7 @@ def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train
                  score_pairs: PairScoreFn, score_dev: Callable[[], list[np.ndarray]],
                  dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]],
                  settings: TrainConfig, progress: bool = True) -> TrainResult:
-    """The pairwise training loop every ranker shares: balanced weighted triples each epoch,
-    the weighted hinge loss, early stopping on dev NDCG@20; returns the best model."""
+    """The loop every ranker shares: fresh triples each epoch, weighted hinge loss, early stopping on dev."""
     rng = np.random.default_rng(settings.seed)
     started = time.perf_counter()
     best = TrainResult(copy.deepcopy(model), -1, -1.0)
