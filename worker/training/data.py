@@ -84,6 +84,12 @@ def build_candidates(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str
     return out
 
 
+def lex_statistics(candidates: Sequence[QueryCandidates]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation (floored at 1e-6) of the Lex features over all candidates."""
+    lex = np.concatenate([c.lex for c in candidates])
+    return lex.mean(axis=0), np.maximum(lex.std(axis=0), 1e-6)
+
+
 def select_columns(candidates: Sequence[QueryCandidates], columns: Sequence[int]) -> list[QueryCandidates]:
     """The candidates with only the given Lex feature columns, in that order."""
     return [replace(c, lex=c.lex[:, list(columns)]) for c in candidates]

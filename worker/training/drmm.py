@@ -25,7 +25,7 @@ from torch import nn
 from tqdm import tqdm
 
 from es_rerank.stats import CorpusStats
-from es_rerank.text import embedding_token, tokenize
+from es_rerank.text import embedding_tokens, tokenize
 from es_rerank.embeddings import UNK, Embeddings
 from worker.model import CHECKPOINT_FORMAT
 from worker.training.data import QueryCandidates
@@ -55,11 +55,14 @@ class HistogramBuilder:
 
     def __init__(self, stats: CorpusStats, embeddings: Embeddings, config: DRMMConfig = DRMMConfig()) -> None:
         self.stats, self.embeddings, self.config = stats, embeddings, config
-        rows = embeddings.lookup(embedding_token(t) for t in stats.vocab.terms)
-        vectors = np.asarray(embeddings.vectors, dtype=np.float32)[rows]  # [n_terms, V]
+        self.unit = self._unit_vectors(stats.vocab.terms)  # [n_terms, V]
+
+    def _unit_vectors(self, tokens: Sequence[str]) -> np.ndarray:
+        """[len(tokens), V] unit vectors of lexical tokens; zero rows for words without a vector."""
+        rows = self.embeddings.lookup(embedding_tokens(list(tokens)))
+        vectors = np.asarray(self.embeddings.vectors, dtype=np.float32)[rows]
         vectors[rows == UNK] = 0.0
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        self.unit = vectors / np.maximum(norms, 1e-8)  # [n_terms, V], zero rows for unknown words
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-8)
 
     def query(self, text: str, stats_rows: np.ndarray) -> QueryHistograms:
         """Histograms [n, M, n_bins] of the query's first M terms against each candidate document."""
@@ -67,10 +70,7 @@ class HistogramBuilder:
         tokens = tokenize(text)[:cfg.query_len]
         m = len(tokens)
         term_ids = self.stats.vocab.lookup(tokens).astype(np.int64)  # negative: not in the corpus
-        rows = self.embeddings.lookup(embedding_token(t) for t in tokens)
-        query_vectors = np.asarray(self.embeddings.vectors, dtype=np.float32)[rows]  # [m, V]
-        query_vectors[rows == UNK] = 0.0
-        query_unit = query_vectors / np.maximum(np.linalg.norm(query_vectors, axis=1, keepdims=True), 1e-8)
+        query_unit = self._unit_vectors(tokens)  # [m, V]
         docs = [self.stats.doc_terms(int(r)) for r in stats_rows]
         words = [np.concatenate([d.title_ids, d.abstract_ids]).astype(np.int64) for d in docs]
         flat = np.concatenate(words) if words else np.zeros(0, np.int64)  # [T]

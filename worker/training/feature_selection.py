@@ -18,7 +18,7 @@ import torch
 from tqdm import tqdm
 
 from worker.model import DeltaConfig
-from worker.training.data import DocumentRows, QueryCandidates, select_columns
+from worker.training.data import DocumentRows, QueryCandidates, lex_statistics, select_columns
 from worker.training.metrics import Qrels
 from worker.training.train import TrainConfig, fit_pairwise, set_seeds, train_model
 
@@ -83,10 +83,10 @@ class LinearLexRanker(torch.nn.Module):
 
     def __init__(self, train: Sequence[QueryCandidates]) -> None:
         super().__init__()
-        lex = np.concatenate([c.lex for c in train])
-        self.register_buffer("mean", torch.from_numpy(lex.mean(axis=0)).float())
-        self.register_buffer("std", torch.from_numpy(np.maximum(lex.std(axis=0), 1e-6)).float())
-        self.weights = torch.nn.Parameter(torch.zeros(lex.shape[1]))
+        mean, std = lex_statistics(train)
+        self.register_buffer("mean", torch.from_numpy(mean).float())
+        self.register_buffer("std", torch.from_numpy(std).float())
+        self.weights = torch.nn.Parameter(torch.zeros(len(mean)))
 
     def forward(self, lex: torch.Tensor) -> torch.Tensor:
         """Scores [B] of Lex features [B, L]."""

@@ -18,7 +18,8 @@ import torch
 from tqdm import tqdm
 
 from worker.model import DeltaConfig, DeltaModel
-from worker.training.data import DocumentRows, QueryCandidates, Triples, batch_inputs, sample_triples
+from worker.training.data import (DocumentRows, QueryCandidates, Triples, batch_inputs, lex_statistics,
+                                  sample_triples)
 from worker.training.metrics import PAPER_NDCG20, mean_metric
 
 # (query rows [M], document rows [n, N], raw Lex features [n, L]) -> scores [n]
@@ -86,9 +87,9 @@ PairScoreFn = Callable[[np.ndarray, np.ndarray], torch.Tensor]
 def _lex_standardisation(model: DeltaModel, candidates: Sequence[QueryCandidates]) -> None:
     if not model.config.lex_names:
         return
-    lex = np.concatenate([c.lex for c in candidates])
-    model.lex_mean.copy_(torch.from_numpy(lex.mean(axis=0)))
-    model.lex_std.copy_(torch.from_numpy(np.maximum(lex.std(axis=0), 1e-6)))
+    mean, std = lex_statistics(candidates)
+    model.lex_mean.copy_(torch.from_numpy(mean))
+    model.lex_std.copy_(torch.from_numpy(std))
 
 
 def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates],
