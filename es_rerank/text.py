@@ -121,4 +121,4 @@ def embedding_token(token: str) -> str:
 
 def embedding_tokens(tokens: list[str]) -> list[str]:
     """Embedding-path tokens: the lexical tokens with numbers collapsed to classes."""
-    return [number_class(t) or t for t in tokens]
+    return [embedding_token(t) for t in tokens]
