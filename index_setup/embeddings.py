@@ -89,7 +89,9 @@ from es_rerank.embeddings import (ARTIFACT_FORMAT, PAD, PAD_TOKEN, UNK, UNK_TOKE
 from es_rerank.settings import DEFAULT_NFCORPUS
 from es_rerank.text import embedding_tokens, tokenize
 from es_rerank.versions import VersionNameError, check_version, write_pointer
-from index_setup.text_sources import SOURCES, Deduplicator, Source, iter_documents, iter_token_lists
+from index_setup.readers import CorpusFormatError, read_queries
+from index_setup.text_sources import (SOURCES, Deduplicator, Source, TextSourceError, iter_documents,
+                                      iter_token_lists)
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +142,11 @@ def nfcorpus_query_tokens(data_root: Path) -> list[list[str]]:
     path = Path(data_root) / "nfcorpus" / "queries.jsonl"
     if not path.is_file():
         return []
-    with path.open(encoding="utf-8") as lines:
-        return [embedding_tokens(tokenize(json.loads(line)["text"])) for line in lines if line.strip()]
+    try:
+        queries = read_queries(path, strict=True)
+    except CorpusFormatError as exc:
+        raise TextSourceError(str(exc)) from exc
+    return [embedding_tokens(tokenize(text)) for text in queries.values()]
 
 
 # --------------------------------------------------------------------------- training
@@ -464,7 +469,7 @@ def train_command(data_root: Path, out: Path | None, min_count: int, epochs: int
     params = Word2VecParams(min_count=min_count, epochs=epochs, workers=workers)
     try:
         emb = train_from_data(data_root, _embeddings_dir(out), params, version, limit_docs)
-    except EmbeddingsError as exc:
+    except (EmbeddingsError, TextSourceError) as exc:
         raise click.ClickException(str(exc)) from exc
     _print_info(emb, _embeddings_dir(out) / emb.version)
 

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from es_rerank.text import embedding_tokens, tokenize
+from index_setup.readers import CorpusFormatError, read_beir_corpus
 
 MAX_SENTENCE_TOKENS = 10_000  # gensim's MAX_WORDS_IN_BATCH: longer sentences are truncated
 
@@ -85,9 +86,12 @@ def _jsonl(path: Path) -> Iterator[dict]:
 
 
 def read_nfcorpus(path: Path) -> Iterator[TextDoc]:
-    """NFCorpus / any BEIR ``corpus.jsonl[.gz]``: ``{"_id", "title", "text"}``."""
-    for r in _jsonl(path):
-        yield TextDoc("nfcorpus", str(r["_id"]), (r.get("title") or "", r.get("text") or ""))
+    """NFCorpus / any BEIR ``corpus.jsonl[.gz]`` through the index's strict BEIR reader."""
+    try:
+        for doc in read_beir_corpus(path, strict=True):
+            yield TextDoc("nfcorpus", doc.doc_id, (doc.title, doc.abstract))
+    except CorpusFormatError as exc:
+        raise TextSourceError(str(exc)) from exc
 
 
 def read_ohsumed(path: Path) -> Iterator[TextDoc]:

@@ -17,7 +17,8 @@ from es_rerank.settings import CommonSettings
 from index_setup import text_sources as ts
 from es_rerank.embeddings import PAD, UNK, Embeddings, EmbeddingsError, current_version, load_current
 from es_rerank.versions import CURRENT_FILE
-from index_setup.embeddings import Word2VecParams, coverage, embeddings, train_embeddings, train_from_data
+from index_setup.embeddings import (Word2VecParams, coverage, embeddings, nfcorpus_query_tokens, train_embeddings,
+                                  train_from_data)
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 FAST = Word2VecParams(vector_size=16, min_count=1, epochs=1, workers=1)
@@ -255,6 +256,24 @@ def test_train_from_data_and_cli(tmp_path: Path) -> None:
     assert "c1" in result.output and "famotidine:" in result.output and "not in the vocabulary" in result.output
     result = runner.invoke(embeddings, ["info", "--out", str(tmp_path / "none")])
     assert result.exit_code != 0 and "esrr embeddings train" in result.output
+
+
+def test_cli_names_bad_sources_without_a_traceback(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = str(tmp_path / "emb")
+    result = runner.invoke(embeddings, ["train", "--data", str(tmp_path), "--out", out])
+    assert result.exit_code == 1 and "no text source under" in result.output and "--data" in result.output
+    assert not isinstance(result.exception, ts.TextSourceError)  # turned into a usage message, not raised
+    corpus = tmp_path / "nfcorpus" / "corpus.jsonl.gz"
+    _jsonl_gz(corpus, [{"_id": "MED-1", "title": "Statins", "text": "Statins lower LDL."}])
+    with gzip.open(corpus, "at", encoding="utf-8") as f:
+        f.write("{broken\n")
+    result = runner.invoke(embeddings, ["train", "--data", str(tmp_path), "--out", out])
+    assert result.exit_code == 1 and "corpus.jsonl.gz, line 2: not valid JSON" in result.output
+    assert not (tmp_path / "emb" / "CURRENT").exists()
+    (tmp_path / "nfcorpus" / "queries.jsonl").write_text('{"_id": "q1", "text": 7}\n', encoding="utf-8")
+    with pytest.raises(ts.TextSourceError, match='queries.jsonl, line 1: "text" is a int'):
+        nfcorpus_query_tokens(tmp_path)
 
 
 # ------------------------------------------------------------------ the real shared data
