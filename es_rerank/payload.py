@@ -101,9 +101,7 @@ class ScoreRequest:
             raise PayloadError(f"doc_tokens must be int32 [n, {DOC_LEN}], got {docs.dtype} "
                                f"{list(docs.shape)}; pad or cut each document's first_ids to "
                                f"{DOC_LEN} with {DOC_PAD}")
-        if docs.shape[0] > MAX_DOCS:
-            raise PayloadError(f"{docs.shape[0]} documents in one request, the limit is {MAX_DOCS}; "
-                               "rerank a smaller BM25 window or split the request")
+        _check_doc_count(docs.shape[0])
         if docs.size and int(docs.min()) < DOC_PAD:
             raise PayloadError(f"doc_tokens holds id {int(docs.min())}; ids are >= 0 with "
                                f"{DOC_PAD} as padding (unknown terms have no place in first_ids)")
@@ -119,6 +117,12 @@ class ScoreRequest:
             raise PayloadError("lex holds NaN or infinite values; check the statistics the "
                                "features were computed from")
         return self
+
+
+def _check_doc_count(n: int) -> None:
+    if n > MAX_DOCS:
+        raise PayloadError(f"{n} documents in one request, the limit is {MAX_DOCS}; "
+                           "rerank a smaller BM25 window or split the request")
 
 
 def _check_query(tokens: Sequence[str]) -> None:
@@ -234,9 +238,7 @@ def decode(payload: Any) -> ScoreRequest:
     n = payload.get("n")
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise PayloadError(f"n must be a non-negative integer, got {n!r}")
-    if n > MAX_DOCS:
-        raise PayloadError(f"{n} documents in one request, the limit is {MAX_DOCS}; "
-                           "rerank a smaller BM25 window or split the request")
+    _check_doc_count(n)
     query_tokens = payload.get("query_tokens")
     _check_query(query_tokens)
     lex_names = payload.get("lex_names")
