@@ -1,5 +1,5 @@
 """The model recipe end to end on a tiny NFCorpus-shaped collection: index build, train
-(Delta and DRMM), greedy feature selection, eval with an extra checkpoint."""
+(Delta and DRMM), greedy feature selection, eval with an extra checkpoint and an ensemble."""
 
 from __future__ import annotations
 
@@ -56,18 +56,24 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
     assert "| 2 |" in selection and (tmp_path / "selection" / "selection-linear.json").is_file()
 
     report = tmp_path / "report"
+    models = home / "models"
     esrr("eval", "--data", str(data), "--out", str(report), "--extra",
-         f"Delta-32-LexG={home / 'models' / 'delta-32-lex3-lexg.pt'}")
+         f"Delta-32-LexG={models / 'delta-32-lex3-lexg.pt'}",
+         "--ensemble", f"Lex3+LexG={models / 'delta-32-lex3.pt'},{models / 'delta-32-lex3-lexg.pt'}")
     table = (report / "table.md").read_text(encoding="utf-8")
-    for row in ("| BM25 |", "| DRMM |", "| Delta-32 |", "| Delta-32-Lex3 |", "| Delta-32-LexG |"):
+    for row in ("| BM25 |", "| DRMM |", "| Delta-32 |", "| Delta-32-Lex3 |", "| Delta-32-LexG |", "| Lex3+LexG |"):
         assert row in table
     results = json.loads((report / "results.json").read_text())
-    assert {r["name"] for r in results["rows"]} >= {"BM25", "DRMM", "Delta-32-LexG"}
+    assert {r["name"] for r in results["rows"]} >= {"BM25", "DRMM", "Delta-32-LexG", "Lex3+LexG"}
 
     for args, message in [
         (["train", "--lex-features", "title_bm25,nonsense", "--suffix=-x"], "unknown Lex feature(s) ['nonsense']"),
         (["train", "--lex-features", "title_bm25"], "--lex-features needs --suffix"),
-        (["eval", "--data", str(data), "--extra", f"BM25={home / 'models' / 'drmm.pt'}"], "built-in rows"),
+        (["eval", "--data", str(data), "--extra", f"BM25={models / 'drmm.pt'}"], "built-in rows"),
+        (["eval", "--ensemble", f"E={models / 'delta-32.pt'}"], "at least two existing checkpoint files"),
+        (["eval", "--ensemble", f"E={models / 'delta-32.pt'},{models / 'nope.pt'}"], "no such file: "),
+        (["eval", "--extra", f"E={models / 'delta-32.pt'}", "--ensemble",
+          f"E={models / 'delta-32.pt'},{models / 'delta-32-lex3.pt'}"], "['E'] given twice"),
         (["select-features", "--max-features", "19"], "19 is not in the range"),
     ]:
         bad = runner.invoke(main, args, env=env)

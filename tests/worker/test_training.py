@@ -10,7 +10,7 @@ import torch
 
 from worker.model import DeltaConfig, DeltaModel, VARIANTS
 from worker.training.data import QueryCandidates, batch_inputs, sample_triples, scaled_relevance
-from worker.training.evaluate import evaluate_runs, markdown_table, reverse_doc_id_scores
+from worker.training.evaluate import ensemble_scores, evaluate_runs, markdown_table, reverse_doc_id_scores
 from worker.training.metrics import PAPER_NDCG20, TREC_NDCG20, per_query, run_from_scores, write_trec_run
 from worker.training.train import TrainConfig, pairwise_hinge_loss, train_model
 
@@ -168,6 +168,17 @@ def test_evaluation_table_marks_significance_against_bm25():
     assert model.means[str(TREC_NDCG20)] > 0.8 and model.p_values[str(TREC_NDCG20)] < 0.01
     table = markdown_table(rows, recall=1.0)
     assert "| Model |" in table and "+" in table and "Recall@500: 1.0000" in table
+
+
+def test_ensemble_averages_scores_standardised_within_each_query():
+    small = [np.array([0.0, 1.0, 2.0]), np.array([5.0, 5.0]), np.zeros(0)]
+    large = [np.array([300.0, 100.0, 200.0]), np.array([1.0, 3.0]), np.zeros(0)]
+    first, second, empty = ensemble_scores([small, large])
+    z = np.array([-1.0, 0.0, 1.0]) * math.sqrt(1.5)  # (x - mean) / population std of 0, 1, 2
+    np.testing.assert_allclose(first, (z + z[[2, 0, 1]]) / 2, rtol=1e-6)  # scale does not matter
+    np.testing.assert_allclose(second, [-0.5, 0.5])  # a constant member adds zeros, not NaN
+    assert empty.shape == (0,)
+    np.testing.assert_allclose(ensemble_scores([large])[0], [1.2247449, -1.2247449, 0.0], rtol=1e-6)
 
 
 def test_reverse_doc_id_is_numeric_aware():

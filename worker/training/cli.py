@@ -16,6 +16,8 @@ from es_rerank.machine import machine_description
 from es_rerank.settings import CommonSettings
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from worker.training.data import QueryCandidates
     from worker.training.drmm import DRMMCheckpoint
     from worker.training.train import TrainConfig, TrainResult
@@ -157,12 +159,23 @@ def _lex_names(option: str | None) -> list[str]:
     return names
 
 
-def _labelled_path(option: str) -> tuple[str, Path]:
+def _labelled_path(option: str, hint: str) -> tuple[str, Path]:
     label, sep, path = option.partition("=")
     if not sep or not label or not Path(path).is_file():
         raise click.BadParameter(f"{option!r}: expected LABEL=CHECKPOINT with an existing checkpoint file",
-                                 param_hint="--extra")
+                                 param_hint=hint)
     return label, Path(path)
+
+
+def _labelled_paths(option: str) -> tuple[str, list[Path]]:
+    label, sep, paths = option.partition("=")
+    members = [Path(p) for p in paths.split(",") if p]
+    missing = [str(p) for p in members if not p.is_file()]
+    if not sep or not label or len(members) < 2 or missing:
+        found = f" (no such file: {', '.join(missing)})" if missing else ""
+        raise click.BadParameter(f"{option!r}: expected LABEL=CHECKPOINT,CHECKPOINT[,...] with at least two "
+                                 f"existing checkpoint files{found}", param_hint="--ensemble")
+    return label, members
 
 
 def _metrics(result: TrainResult) -> dict[str, float]:
@@ -248,21 +261,29 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
               help="Where table.md, results.json and chart.png go.")
 @click.option("--extra", "extras", multiple=True, metavar="LABEL=CHECKPOINT",
               help="Also evaluate this Delta checkpoint as a row named LABEL (repeatable).")
-def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...]) -> None:
+@click.option("--ensemble", "ensembles", multiple=True, metavar="LABEL=CHECKPOINT,CHECKPOINT[,...]",
+              help="Also evaluate the mean of these Delta checkpoints' per-query standardised scores "
+                   "(e.g. one recipe trained with several seeds) as a row named LABEL (repeatable).")
+def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
+             ensembles: tuple[str, ...]) -> None:
     """Evaluate the baselines and every trained model on BM25 top-500 reranking."""
     from es_rerank.lex import ALL_FEATURES
-    from worker.model import Checkpoint
-    from worker.training.data import build_candidates, select_columns
-    from worker.training.evaluate import (evaluate_runs, first_stage_recall, reverse_doc_id_scores,
-                                          run_from_scores, title_bm25_scores, wmd_title_scores,
-                                          write_report)
-    from worker.training.train import model_score_fn, score_candidates
+    from worker.training.data import build_candidates
+    from worker.training.evaluate import (ensemble_scores, evaluate_runs, first_stage_recall,
+                                          reverse_doc_id_scores, run_from_scores, title_bm25_scores,
+                                          wmd_title_scores, write_report)
 
-    extra_models = dict(_labelled_path(e) for e in extras)
-    taken = sorted(set(extra_models) & {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()})
+    extra_models = dict(_labelled_path(e, "--extra") for e in extras)
+    ensemble_models = dict(_labelled_paths(e) for e in ensembles)
+    labels = [*extra_models, *ensemble_models]
+    taken = sorted(set(labels) & {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()})
     if taken:
         raise click.BadParameter(f"row name(s) {taken} are built-in rows; give the extra checkpoints other labels",
-                                 param_hint="--extra")
+                                 param_hint="--extra/--ensemble")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise click.BadParameter(f"row name(s) {repeated} given twice; each row needs its own label",
+                                 param_hint="--extra/--ensemble")
     work = open_workspace(data)
     qrels, queries = work.nfcorpus.qrels(split), work.nfcorpus.queries(split)
     candidates = build_candidates(queries, qrels, work.backend, work.embeddings, ALL_FEATURES)
@@ -290,18 +311,30 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...]) 
         if not path.is_file():
             click.echo(f"skipping {label}: no checkpoint at {path} (train it with `esrr train`)")
             continue
-        checkpoint = Checkpoint.load(path)
-        _check_embeddings(path, checkpoint.embeddings_version, work.embeddings.version)
-        model = checkpoint.build_model(work.embeddings.vectors)
-        columns = [ALL_FEATURES.index(n) for n in checkpoint.config.lex_names]
-        scores = score_candidates(model_score_fn(model), select_columns(candidates, columns), work.doc_rows)
-        runs[label] = run_from_scores(candidates, scores)
+        runs[label] = run_from_scores(candidates, _checkpoint_scores(work, path, candidates))
+    for label, paths in ensemble_models.items():
+        members = [_checkpoint_scores(work, path, candidates) for path in paths]
+        runs[label] = run_from_scores(candidates, ensemble_scores(members))
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
     write_report(rows, runs, out, recall, _command(), machine_description(),
                  runs_dir=work.settings.home / "runs" / split)
     click.echo((out / "table.md").read_text(encoding="utf-8"))
     click.echo(f"runs in {work.settings.home / 'runs' / split}; report in {out}")
+
+
+def _checkpoint_scores(work: Workspace, path: Path, candidates: list[QueryCandidates]) -> list[np.ndarray]:
+    """Scores of a Delta checkpoint for every candidate (all 18 Lex features computed in ``candidates``)."""
+    from es_rerank.lex import ALL_FEATURES
+    from worker.model import Checkpoint
+    from worker.training.data import select_columns
+    from worker.training.train import model_score_fn, score_candidates
+
+    checkpoint = Checkpoint.load(path)
+    _check_embeddings(path, checkpoint.embeddings_version, work.embeddings.version)
+    model = checkpoint.build_model(work.embeddings.vectors)
+    columns = [ALL_FEATURES.index(n) for n in checkpoint.config.lex_names]
+    return score_candidates(model_score_fn(model), select_columns(candidates, columns), work.doc_rows)
 
 
 def _check_embeddings(path: Path, trained_on: str, current: str) -> None:

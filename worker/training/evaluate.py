@@ -86,6 +86,24 @@ def wmd_title_scores(candidates: Sequence[QueryCandidates], queries: Mapping[str
     return out
 
 
+def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
+    """Per query, the mean of the members' scores, each standardised within the query first.
+
+    Standardising puts models whose raw scores sit on different scales on one footing;
+    a query whose scores are all equal contributes zeros.
+    """
+    out = []
+    for per_member in zip(*members):
+        stacked = np.stack([np.asarray(s, dtype=np.float64) for s in per_member])  # [members, n]
+        if stacked.shape[1] == 0:  # a query without candidates
+            out.append(np.zeros(0, dtype=np.float32))
+            continue
+        centred = stacked - stacked.mean(axis=1, keepdims=True)
+        spread = centred.std(axis=1, keepdims=True)
+        out.append((centred / np.where(spread > 0, spread, 1.0)).mean(axis=0).astype(np.float32))
+    return out
+
+
 def evaluate_runs(runs: Mapping[str, Run], qrels: Qrels, baseline: str = BASELINE) -> list[EvalRow]:
     """Metrics of every run over the judged queries, each t-tested against ``baseline``."""
     rows = []
@@ -171,5 +189,5 @@ def first_stage_recall(qrels: Qrels, run: Run) -> float:
     return float(np.mean(list(per_query(RECALL500, qrels, run).values())))
 
 
-__all__ = ["evaluate_runs", "markdown_table", "plot_chart", "write_report", "reverse_doc_id_scores",
+__all__ = ["ensemble_scores", "evaluate_runs", "markdown_table", "plot_chart", "write_report", "reverse_doc_id_scores",
            "title_bm25_scores", "wmd_title_scores", "first_stage_recall", "run_from_scores"]
