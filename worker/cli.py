@@ -59,6 +59,8 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
                 click.echo(f"{key}: {value}")
     except (WorkerSetupError, FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
+    # Passed explicitly although celery_config sets them too: `celery worker` defaults
+    # --pool to prefork and --loglevel to WARNING whatever the app's configuration says.
     app.worker_main(["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency),
                      "--prefetch-multiplier", "1", "--loglevel", settings.loglevel,
                      "--queues", settings.queue, *celery_args])
