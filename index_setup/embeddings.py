@@ -43,7 +43,7 @@ Why ``min_count = 2`` (``DEFAULT_MIN_COUNT``)
     (110 MB instead of 224 MB) at a cost of 2.3 points of query-type coverage.
 
 Why ``epochs = 3`` (``DEFAULT_EPOCHS``)
-    Measured on this 2-core machine, 2 worker threads, while other jobs shared the
+    Measured on this 2-core machine, 2 worker threads (the default then), while other jobs shared the
     cores (the run got 0.9-1.05 CPUs on average): tokenizing and writing the
     corpus once takes 64-72 s; each epoch over the 20.56M tokens (15.5M effective
     after sub-sampling) takes 118-191 s (81k-131k effective words/s); the full
@@ -54,6 +54,17 @@ Why ``epochs = 3`` (``DEFAULT_EPOCHS``)
     float32, so read it as a trend), and the neighbours are already sensible
     (cholesterol: hdl, triglycerides, ldl; broccoli: sprouts, spinach,
     cauliflower). ``--epochs`` raises it on a faster or idle machine.
+
+Why one worker thread (``DEFAULT_WORKERS``)
+    With two threads gensim's updates race, so two runs with the same seed give
+    different vectors, and every model trained on them differs a little too:
+    test NDCG@20 of the three Lex3 seeds moved by up to 0.007 between two
+    reproductions (``reports/nfcorpus-rerun/``). One thread gives bit-identical
+    vectors on every run; the model training is deterministic already. Measured
+    on the idle 2-core machine, one run each, one after the other: 484 s with one
+    thread, 350 s with two (415 s and 279 s of it training). So the recipe costs
+    about 2 minutes more. ``--workers 2`` is there when speed matters more than
+    reproducing a table.
 
 Streaming: the corpus is tokenized once into a temporary LineSentence file (one
 sentence a line) and read back by gensim's ``LineSentence`` every epoch; the word
@@ -99,6 +110,7 @@ UNK_RANGE = 0.25
 DEFAULT_DATA = DEFAULT_NFCORPUS.parent
 DEFAULT_MIN_COUNT = 2
 DEFAULT_EPOCHS = 3
+DEFAULT_WORKERS = 1
 
 
 @dataclass(frozen=True)
@@ -115,7 +127,7 @@ class Word2VecParams:
     sample: float = 1e-3
     alpha: float = 0.025
     min_alpha: float = 0.0001
-    workers: int = 2
+    workers: int = DEFAULT_WORKERS
     seed: int = 1
     unk_seed: int = 0
 
@@ -457,7 +469,8 @@ def embeddings() -> None:
               help="embeddings directory [default: $ESRR_HOME/embeddings]")
 @click.option("--min-count", type=click.IntRange(min=1), default=DEFAULT_MIN_COUNT, show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), default=DEFAULT_EPOCHS, show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=DEFAULT_WORKERS, show_default=True,
+              help="training threads; more than one is faster but not reproducible")
 @click.option("--version", "version", default=None, help="version name [default: w2v-<UTC time>]")
 @click.option("--limit-docs", type=click.IntRange(min=1), default=None, help="at most this many docs per source")
 @click.option("-v", "--verbose", is_flag=True, help="also show gensim's own log")

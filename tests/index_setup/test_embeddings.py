@@ -84,6 +84,12 @@ def test_lookup_and_reload(trained: tuple[Path, Embeddings]) -> None:
     assert loaded.nearest("vitamin", 3)[0][0] != "vitamin"
 
 
+def test_one_worker_trains_bit_identical_vectors(trained: tuple[Path, Embeddings], tmp_path: Path) -> None:
+    _, emb = trained  # FAST trains with one worker thread
+    again = train_embeddings(tiny_sentences(), tmp_path / "again", FAST, version="v1", progress=False)
+    np.testing.assert_array_equal(again.vectors, emb.vectors)
+
+
 def test_load_current(trained: tuple[Path, Embeddings], tmp_path: Path) -> None:
     emb_dir, _ = trained
     settings = CommonSettings(home=emb_dir.parent)

@@ -74,6 +74,8 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
         (["eval", "--ensemble", f"E={models / 'delta-32.pt'},{models / 'nope.pt'}"], "no such file: "),
         (["eval", "--extra", f"E={models / 'delta-32.pt'}", "--ensemble",
           f"E={models / 'delta-32.pt'},{models / 'delta-32-lex3.pt'}"], "['E'] given twice"),
+        (["eval", "--extra", f"E={models / 'delta-32.pt'}", "--extra", f"E={models / 'drmm.pt'}"],
+         "['E'] given twice"),
         (["select-features", "--max-features", "19"], "19 is not in the range"),
     ]:
         bad = runner.invoke(main, args, env=env)

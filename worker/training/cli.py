@@ -273,9 +273,9 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
                                           reverse_doc_id_scores, run_from_scores, title_bm25_scores,
                                           wmd_title_scores, write_report)
 
-    extra_models = dict(_labelled_path(e, "--extra") for e in extras)
-    ensemble_models = dict(_labelled_paths(e) for e in ensembles)
-    labels = [*extra_models, *ensemble_models]
+    extra_pairs = [_labelled_path(e, "--extra") for e in extras]
+    ensemble_pairs = [_labelled_paths(e) for e in ensembles]
+    labels = [label for label, _ in [*extra_pairs, *ensemble_pairs]]
     taken = sorted(set(labels) & {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()})
     if taken:
         raise click.BadParameter(f"row name(s) {taken} are built-in rows; give the extra checkpoints other labels",
@@ -284,6 +284,7 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     if repeated:
         raise click.BadParameter(f"row name(s) {repeated} given twice; each row needs its own label",
                                  param_hint="--extra/--ensemble")
+    extra_models, ensemble_models = dict(extra_pairs), dict(ensemble_pairs)
     work = open_workspace(data)
     qrels, queries = work.nfcorpus.qrels(split), work.nfcorpus.queries(split)
     candidates = build_candidates(queries, qrels, work.backend, work.embeddings, ALL_FEATURES)
