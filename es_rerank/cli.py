@@ -7,18 +7,27 @@ torch and ``esrr --help`` is instant.
 from __future__ import annotations
 
 import importlib
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
-from pydantic import ValidationError
 
-from es_rerank.settings import CommonSettings
+if TYPE_CHECKING:
+    from es_rerank.settings import CommonSettings
 
-SettingsT = TypeVar("SettingsT", bound=CommonSettings)
+SettingsT = TypeVar("SettingsT", bound="CommonSettings")
 
 
-def load_settings(cls: type[SettingsT] = CommonSettings, **overrides: object) -> SettingsT:
-    """Settings from ``ESRR_*`` (plus non-None overrides); a bad value is a clear CLI error."""
+def load_settings(cls: type[SettingsT] | None = None, **overrides: object) -> SettingsT:
+    """Settings from ``ESRR_*`` (plus non-None overrides); a bad value is a clear CLI error.
+
+    ``cls`` defaults to ``CommonSettings``; pydantic is imported here, not with the
+    module, so that ``esrr --help`` stays instant.
+    """
+    from pydantic import ValidationError
+
+    from es_rerank.settings import CommonSettings
+
+    cls = cls or CommonSettings
     try:
         return cls(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as error:  # listed without the input values, which may hold passwords

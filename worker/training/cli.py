@@ -54,7 +54,7 @@ def open_workspace(data: Path | None) -> Workspace:
 
     settings = load_settings()
     try:
-        nfcorpus = NFCorpus.locate(data)
+        nfcorpus = NFCorpus.locate(data, settings)
         backend = open_backend(settings)
         embeddings = load_current(settings)
     except (BackendError, EmbeddingsError, FileNotFoundError, ValueError) as error:
@@ -94,6 +94,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
           train_queries: int | None, dev_queries: int | None, lex_features: str | None, suffix: str,
           **overrides) -> None:
     """Train Delta models (or the DRMM baseline) on NFCorpus train, early-stopped on dev NDCG@20."""
+    from es_rerank.lex import LEX3
     from worker.model import Checkpoint, DeltaConfig, VARIANTS
     from worker.training.data import build_candidates, select_columns
     from worker.training.plots import plot_training_curve
@@ -103,7 +104,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     if lex_features and not suffix:
         raise click.UsageError("--lex-features needs --suffix, so the served delta-32-lex3.pt is not replaced "
                                "by a model with other features (e.g. --suffix=-lexg)")
-    lex_names = _lex_names(lex_features) or list(VARIANTS["delta-32-lex3"]["lex_names"])
+    lex_names = _lex_names(lex_features) or list(LEX3)
     work = open_workspace(data)
     settings = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
     train_qrels, dev_qrels = work.nfcorpus.qrels("train"), work.nfcorpus.qrels("dev")
@@ -250,8 +251,9 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
         runner = f"{second[0][0]} ({second[0][1]:.4f})" if second else ""
         lines.append(f"| {i} | {step.added} | {step.dev_ndcg20:.4f} | {runner} |")
     lines.append(f"\nThe paper's Lex3 ({', '.join(LEX3)}) with the same ranker: dev NDCG@20 {paper:.4f}.")
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    click.echo(stem.with_suffix(".md").read_text(encoding="utf-8"))
+    report = "\n".join(lines) + "\n"
+    stem.with_suffix(".md").write_text(report, encoding="utf-8")
+    click.echo(report)
 
 
 @click.command(name="eval")

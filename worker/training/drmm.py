@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from es_rerank.payload import QUERY_LEN
 from es_rerank.stats import CorpusStats
 from es_rerank.text import embedding_tokens, tokenize
 from es_rerank.embeddings import UNK, Embeddings
@@ -38,7 +39,7 @@ class DRMMConfig:
 
     n_bins: int = 30
     hidden: int = 5
-    query_len: int = 7
+    query_len: int = QUERY_LEN
 
 
 @dataclass
