@@ -11,9 +11,10 @@ path and is tested to produce the same scores.
 from __future__ import annotations
 
 import warnings
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import torch
@@ -140,10 +141,17 @@ class DeltaModel(nn.Module):
 
 
 @dataclass
-class Checkpoint:
-    """A trained model's weights with everything needed to rebuild and trust it."""
+class SavedModel(ABC):
+    """Weights with the config and the data versions needed to rebuild and trust them.
 
-    config: DeltaConfig
+    Subclasses name the model (``MODEL``), how to retrain it (``TRAIN_COMMAND``) and how
+    their config is read back (``config_from_dict``).
+    """
+
+    MODEL: ClassVar[str]
+    TRAIN_COMMAND: ClassVar[str]
+
+    config: Any
     state_dict: dict[str, torch.Tensor]
     embeddings_version: str
     stats_version: str
@@ -153,24 +161,45 @@ class Checkpoint:
         """Write the checkpoint (config as a plain dict, loadable with weights_only)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save({
-            "format": CHECKPOINT_FORMAT, "config": asdict(self.config), "state_dict": self.state_dict,
-            "embeddings_version": self.embeddings_version, "stats_version": self.stats_version,
-            "metrics": self.metrics,
+            "format": CHECKPOINT_FORMAT, "model": self.MODEL, "config": asdict(self.config),
+            "state_dict": self.state_dict, "embeddings_version": self.embeddings_version,
+            "stats_version": self.stats_version, "metrics": self.metrics,
         }, path)
 
     @classmethod
-    def load(cls, path: Path) -> "Checkpoint":
+    def load(cls, path: Path) -> Self:
         """Read a checkpoint written by ``save``."""
         if not path.is_file():
-            raise FileNotFoundError(f"no model checkpoint at {path}; train one with `esrr train`")
+            raise FileNotFoundError(f"no {cls.MODEL} checkpoint at {path}; train one with `{cls.TRAIN_COMMAND}`")
         data = torch.load(path, map_location="cpu", weights_only=True)
-        if data.get("model", "delta") != "delta":
-            raise ValueError(f"{path} is a {data['model']} checkpoint, not a Delta model's")
+        model = data.get("model", "delta")  # Delta checkpoints written before the field existed
+        if model != cls.MODEL:
+            raise ValueError(f"{path} is a {model} checkpoint, not a {cls.MODEL} model's")
         if data.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"checkpoint {path} has format {data.get('format')}; "
-                             f"this code reads format {CHECKPOINT_FORMAT}, retrain with `esrr train`")
-        return cls(DeltaConfig.from_dict(data["config"]), data["state_dict"],
+            raise ValueError(f"checkpoint {path} has format {data.get('format')}; this code reads format "
+                             f"{CHECKPOINT_FORMAT}, retrain with `{cls.TRAIN_COMMAND}`")
+        return cls(cls.config_from_dict(data["config"]), data["state_dict"],
                    data["embeddings_version"], data["stats_version"], data["metrics"])
+
+    @staticmethod
+    @abstractmethod
+    def config_from_dict(data: dict[str, Any]) -> Any:
+        """The config object ``save`` wrote as a dict."""
+
+
+@dataclass
+class Checkpoint(SavedModel):
+    """A trained Delta model's weights with everything needed to rebuild and trust it."""
+
+    MODEL: ClassVar[str] = "delta"
+    TRAIN_COMMAND: ClassVar[str] = "esrr train"
+
+    config: DeltaConfig
+
+    @staticmethod
+    def config_from_dict(data: dict[str, Any]) -> DeltaConfig:
+        """The DeltaConfig ``save`` wrote as a dict."""
+        return DeltaConfig.from_dict(data)
 
     def build_model(self, embeddings: np.ndarray) -> DeltaModel:
         """A DeltaModel in eval mode with these weights over the given embedding table."""

@@ -141,7 +141,7 @@ def test_drmm_learns_exact_matches_and_its_checkpoint_round_trips(tmp_path):
     assert result.best_dev > 0.9  # random vectors: cosine bins are noise, exact matches are the signal
     path = tmp_path / "drmm.pt"
     DRMMCheckpoint(builder.config, result.model.state_dict(), "e", "v", {"dev_ndcg20": result.best_dev}).save(path)
-    with pytest.raises(ValueError, match="drmm checkpoint, not a Delta model"):
+    with pytest.raises(ValueError, match="drmm checkpoint, not a delta model"):
         Checkpoint.load(path)
     loaded = DRMMCheckpoint.load(path)
     assert loaded.config == builder.config

@@ -15,9 +15,8 @@ they still match exactly when they are the same term.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -28,7 +27,7 @@ from es_rerank.payload import QUERY_LEN
 from es_rerank.stats import CorpusStats
 from es_rerank.text import embedding_tokens, tokenize
 from es_rerank.embeddings import UNK, Embeddings
-from worker.model import CHECKPOINT_FORMAT
+from worker.model import SavedModel
 from worker.training.data import QueryCandidates
 from worker.training.train import TrainConfig, TrainResult, fit_pairwise, set_seeds
 
@@ -147,31 +146,18 @@ def train_drmm(train: Sequence[QueryCandidates], train_inputs: Sequence[QueryHis
 
 
 @dataclass
-class DRMMCheckpoint:
+class DRMMCheckpoint(SavedModel):
     """A trained DRMM with the versions of the embeddings and statistics it was trained on."""
 
+    MODEL: ClassVar[str] = "drmm"
+    TRAIN_COMMAND: ClassVar[str] = "esrr train --variant drmm"
+
     config: DRMMConfig
-    state_dict: dict[str, torch.Tensor]
-    embeddings_version: str
-    stats_version: str
-    metrics: dict[str, float]
 
-    def save(self, path: Path) -> None:
-        """Write the checkpoint (plain types only, loadable with weights_only)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"format": CHECKPOINT_FORMAT, "model": "drmm", "config": asdict(self.config),
-                    "state_dict": self.state_dict, "embeddings_version": self.embeddings_version,
-                    "stats_version": self.stats_version, "metrics": self.metrics}, path)
-
-    @classmethod
-    def load(cls, path: Path) -> "DRMMCheckpoint":
-        """Read a checkpoint written by ``save``."""
-        data = torch.load(path, map_location="cpu", weights_only=True)
-        if data.get("model") != "drmm" or data.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{path} is not a DRMM checkpoint of format {CHECKPOINT_FORMAT}; "
-                             "retrain it with `esrr train --variant drmm`")
-        return cls(DRMMConfig(**data["config"]), data["state_dict"], data["embeddings_version"],
-                   data["stats_version"], data["metrics"])
+    @staticmethod
+    def config_from_dict(data: dict[str, Any]) -> DRMMConfig:
+        """The DRMMConfig ``save`` wrote as a dict."""
+        return DRMMConfig(**data)
 
     def build_model(self) -> DRMM:
         """The DRMM in eval mode with these weights."""
