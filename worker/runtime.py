@@ -46,7 +46,7 @@ def stats_dir(settings: WorkerSettings, version: str) -> Path:
     The configured backend's directory wins when several backends hold the version.
     """
     try:
-        check_version(version if isinstance(version, str) else repr(version))
+        check_version(version)
     except VersionNameError as error:
         raise PayloadError(f"stats_version {version!r} is not a valid index version name ({error})") from None
     root = settings.indexes_dir
