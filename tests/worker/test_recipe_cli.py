@@ -80,3 +80,5 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
     ]:
         bad = runner.invoke(main, args, env=env)
         assert bad.exit_code == 2 and message in bad.output, bad.output
+    wrong_kind = runner.invoke(main, ["eval", "--data", str(data), "--extra", f"D={models / 'drmm.pt'}"], env=env)
+    assert wrong_kind.exit_code == 1 and "is a drmm checkpoint, not a delta model's" in wrong_kind.output

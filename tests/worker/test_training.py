@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from worker.model import DeltaConfig, DeltaModel, VARIANTS
-from worker.training.data import QueryCandidates, batch_inputs, sample_triples, scaled_relevance
+from worker.training.data import QueryCandidates, batch_inputs, sample_triples, scaled_relevance, select_features
 from worker.training.evaluate import ensemble_scores, evaluate_runs, markdown_table, reverse_doc_id_scores
 from worker.training.metrics import PAPER_NDCG20, TREC_NDCG20, per_query, run_from_scores, write_trec_run
 from worker.training.train import TrainConfig, pairwise_hinge_loss, train_model
@@ -86,6 +86,15 @@ def test_unretrieved_relevant_documents_are_positives_not_negatives():
     cand = _candidates([1, 0, 0, 1], bm25=[3.0, 2.0, 1.0, 0.0])  # D3 was added, not retrieved
     triples = sample_triples([cand], np.random.default_rng(1), max_positives=None)
     assert set(triples.negative) <= {1, 2}
+
+
+def test_select_features_picks_lex_columns_by_name():
+    candidates = [_candidates([1, 0], n_lex=3)]  # columns 0 1 2 / 3 4 5
+    (picked,) = select_features(candidates, ["a", "b", "c"], ["c", "a"])
+    np.testing.assert_array_equal(picked.lex, [[2, 0], [5, 3]])
+    assert select_features(candidates, ["a", "b", "c"], [])[0].lex.shape == (2, 0)
+    with pytest.raises(ValueError, match=r"\['d'\] were not computed"):
+        select_features(candidates, ["a", "b", "c"], ["a", "d"])
 
 
 def test_pairwise_hinge_loss():

@@ -16,8 +16,11 @@ from es_rerank.machine import machine_description
 from es_rerank.settings import CommonSettings
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
 
+    from worker.model import Checkpoint
     from worker.training.data import QueryCandidates
     from worker.training.drmm import DRMMCheckpoint
     from worker.training.train import TrainConfig, TrainResult
@@ -96,7 +99,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     """Train Delta models (or the DRMM baseline) on NFCorpus train, early-stopped on dev NDCG@20."""
     from es_rerank.lex import LEX3
     from worker.model import Checkpoint, DeltaConfig, VARIANTS
-    from worker.training.data import build_candidates, select_columns
+    from worker.training.data import build_candidates, select_features
     from worker.training.plots import plot_training_curve
     from worker.training.train import TrainConfig, train_model
 
@@ -127,9 +130,10 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
                 options["lex_names"] = tuple(lex_names)
             config = DeltaConfig(**options, embedding_dim=work.embeddings.vectors.shape[1],
                                  **({"dropout": dropout} if dropout is not None else {}))
-            keep = [lex_names.index(n) for n in config.lex_names]
-            result = train_model(config, work.embeddings.vectors, select_columns(train_c, keep),
-                                 select_columns(dev_c, keep), dev_qrels, work.doc_rows, settings)
+            result = train_model(config, work.embeddings.vectors,
+                                 select_features(train_c, lex_names, config.lex_names),
+                                 select_features(dev_c, lex_names, config.lex_names), dev_qrels, work.doc_rows,
+                                 settings)
             checkpoint = Checkpoint(config, result.model.state_dict(), work.embeddings.version,
                                     work.backend.stats.version, _metrics(result))
             label = VARIANT_NAMES[variant]
@@ -160,22 +164,20 @@ def _lex_names(option: str | None) -> list[str]:
     return names
 
 
-def _labelled_path(option: str, hint: str) -> tuple[str, Path]:
-    label, sep, path = option.partition("=")
-    if not sep or not label or not Path(path).is_file():
-        raise click.BadParameter(f"{option!r}: expected LABEL=CHECKPOINT with an existing checkpoint file",
-                                 param_hint=hint)
-    return label, Path(path)
-
-
-def _labelled_paths(option: str) -> tuple[str, list[Path]]:
+def _labelled_checkpoints(option: str, ensemble: bool) -> tuple[str, list[Path]]:
+    """LABEL=CHECKPOINT (``--extra``) or LABEL=CHECKPOINT,CHECKPOINT[,...] (``--ensemble``), files checked."""
     label, sep, paths = option.partition("=")
-    members = [Path(p) for p in paths.split(",") if p]
+    if ensemble:
+        members = [Path(p) for p in paths.split(",") if p]
+        expected, enough = "LABEL=CHECKPOINT,CHECKPOINT[,...] with at least two existing checkpoint files", 2
+    else:
+        members = [Path(paths)] if paths else []
+        expected, enough = "LABEL=CHECKPOINT with an existing checkpoint file", 1
     missing = [str(p) for p in members if not p.is_file()]
-    if not sep or not label or len(members) < 2 or missing:
+    if not sep or not label or len(members) < enough or missing:
         found = f" (no such file: {', '.join(missing)})" if missing else ""
-        raise click.BadParameter(f"{option!r}: expected LABEL=CHECKPOINT,CHECKPOINT[,...] with at least two "
-                                 f"existing checkpoint files{found}", param_hint="--ensemble")
+        raise click.BadParameter(f"{option!r}: expected {expected}{found}",
+                                 param_hint="--ensemble" if ensemble else "--extra")
     return label, members
 
 
@@ -275,8 +277,8 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
                                           reverse_doc_id_scores, run_from_scores, title_bm25_scores,
                                           wmd_title_scores, write_report)
 
-    extra_pairs = [_labelled_path(e, "--extra") for e in extras]
-    ensemble_pairs = [_labelled_paths(e) for e in ensembles]
+    extra_pairs = [_labelled_checkpoints(e, ensemble=False) for e in extras]
+    ensemble_pairs = [_labelled_checkpoints(e, ensemble=True) for e in ensembles]
     labels = [label for label, _ in [*extra_pairs, *ensemble_pairs]]
     taken = sorted(set(labels) & {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()})
     if taken:
@@ -286,10 +288,21 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     if repeated:
         raise click.BadParameter(f"row name(s) {repeated} given twice; each row needs its own label",
                                  param_hint="--extra/--ensemble")
-    extra_models, ensemble_models = dict(extra_pairs), dict(ensemble_pairs)
+    extra_models = {label: paths[0] for label, paths in extra_pairs}
+    ensemble_models = dict(ensemble_pairs)
     work = open_workspace(data)
+    models = {label: checkpoint_path(work.settings, variant) for variant, label in VARIANT_NAMES.items()}
+    for label, path in list(models.items()):
+        if not path.is_file():
+            click.echo(f"skipping {label}: no checkpoint at {path} (train it with `esrr train`)")
+            del models[label]
+    models.update(extra_models)
+    paths = {*models.values(), *(path for members in ensemble_models.values() for path in members)}
+    checkpoints = {path: _load_checkpoint(work, path) for path in sorted(paths)}
+    # Only the Lex features some checkpoint reads: the 18 cost several times Lex3.
+    lex_names = [n for n in ALL_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
     qrels, queries = work.nfcorpus.qrels(split), work.nfcorpus.queries(split)
-    candidates = build_candidates(queries, qrels, work.backend, work.embeddings, ALL_FEATURES)
+    candidates = build_candidates(queries, qrels, work.backend, work.embeddings, lex_names)
     runs = {
         "Uninformed (reverse doc id)": run_from_scores(candidates, reverse_doc_id_scores(candidates)),
         "BM25": run_from_scores(candidates, [c.bm25 for c in candidates]),
@@ -301,23 +314,21 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     if drmm_path.is_file():
         from worker.training.drmm import DRMMCheckpoint, HistogramBuilder, build_histograms, drmm_scores
 
-        drmm = DRMMCheckpoint.load(drmm_path)
+        try:
+            drmm = DRMMCheckpoint.load(drmm_path)
+        except ValueError as error:
+            raise click.ClickException(str(error)) from None
         _check_embeddings(drmm_path, drmm.embeddings_version, work.embeddings.version)
         builder = HistogramBuilder(work.backend.stats, work.embeddings, drmm.config)
         runs["DRMM"] = run_from_scores(candidates, drmm_scores(drmm.build_model(),
                                                                build_histograms(candidates, queries, builder)))
     else:
         click.echo(f"skipping DRMM: no checkpoint at {drmm_path} (train it with `esrr train --variant drmm`)")
-    models = {label: checkpoint_path(work.settings, variant) for variant, label in VARIANT_NAMES.items()}
-    models.update(extra_models)
     for label, path in models.items():
-        if not path.is_file():
-            click.echo(f"skipping {label}: no checkpoint at {path} (train it with `esrr train`)")
-            continue
-        runs[label] = run_from_scores(candidates, _checkpoint_scores(work, path, candidates))
-    for label, paths in ensemble_models.items():
-        members = [_checkpoint_scores(work, path, candidates) for path in paths]
-        runs[label] = run_from_scores(candidates, ensemble_scores(members))
+        runs[label] = run_from_scores(candidates, _checkpoint_scores(work, checkpoints[path], candidates, lex_names))
+    for label, members in ensemble_models.items():
+        scores = [_checkpoint_scores(work, checkpoints[path], candidates, lex_names) for path in members]
+        runs[label] = run_from_scores(candidates, ensemble_scores(scores))
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
     write_report(rows, runs, out, recall, _command(), machine_description(),
@@ -326,18 +337,27 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     click.echo(f"runs in {work.settings.home / 'runs' / split}; report in {out}")
 
 
-def _checkpoint_scores(work: Workspace, path: Path, candidates: list[QueryCandidates]) -> list[np.ndarray]:
-    """Scores of a Delta checkpoint for every candidate (all 18 Lex features computed in ``candidates``)."""
-    from es_rerank.lex import ALL_FEATURES
+def _load_checkpoint(work: Workspace, path: Path) -> Checkpoint:
+    """A Delta checkpoint trained on the workspace's embeddings, or a CLI error naming the fix."""
     from worker.model import Checkpoint
-    from worker.training.data import select_columns
+
+    try:
+        checkpoint = Checkpoint.load(path)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    _check_embeddings(path, checkpoint.embeddings_version, work.embeddings.version)
+    return checkpoint
+
+
+def _checkpoint_scores(work: Workspace, checkpoint: Checkpoint, candidates: list[QueryCandidates],
+                       lex_names: Sequence[str]) -> list[np.ndarray]:
+    """Scores of a Delta checkpoint for every candidate (whose Lex columns are ``lex_names``)."""
+    from worker.training.data import select_features
     from worker.training.train import model_score_fn, score_candidates
 
-    checkpoint = Checkpoint.load(path)
-    _check_embeddings(path, checkpoint.embeddings_version, work.embeddings.version)
     model = checkpoint.build_model(work.embeddings.vectors)
-    columns = [ALL_FEATURES.index(n) for n in checkpoint.config.lex_names]
-    return score_candidates(model_score_fn(model), select_columns(candidates, columns), work.doc_rows)
+    mine = select_features(candidates, lex_names, checkpoint.config.lex_names)
+    return score_candidates(model_score_fn(model), mine, work.doc_rows)
 
 
 def _check_embeddings(path: Path, trained_on: str, current: str) -> None:

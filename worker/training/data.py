@@ -90,9 +90,14 @@ def lex_statistics(candidates: Sequence[QueryCandidates]) -> tuple[np.ndarray, n
     return lex.mean(axis=0), np.maximum(lex.std(axis=0), 1e-6)
 
 
-def select_columns(candidates: Sequence[QueryCandidates], columns: Sequence[int]) -> list[QueryCandidates]:
-    """The candidates with only the given Lex feature columns, in that order."""
-    return [replace(c, lex=c.lex[:, list(columns)]) for c in candidates]
+def select_features(candidates: Sequence[QueryCandidates], available: Sequence[str],
+                    wanted: Sequence[str]) -> list[QueryCandidates]:
+    """The candidates (whose Lex columns are ``available``) with only the ``wanted`` features, in that order."""
+    missing = [name for name in wanted if name not in available]
+    if missing:
+        raise ValueError(f"Lex feature(s) {missing} were not computed; the candidates carry {list(available)}")
+    columns = [list(available).index(name) for name in wanted]
+    return [replace(c, lex=c.lex[:, columns]) for c in candidates]
 
 
 def scaled_relevance(grades: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ import torch
 from tqdm import tqdm
 
 from worker.model import DeltaConfig
-from worker.training.data import DocumentRows, QueryCandidates, lex_statistics, select_columns
+from worker.training.data import DocumentRows, QueryCandidates, lex_statistics, select_features
 from worker.training.metrics import Qrels
 from worker.training.train import TrainConfig, fit_pairwise, set_seeds, train_model
 
@@ -61,8 +61,8 @@ def delta_evaluator(all_names: Sequence[str], embeddings: np.ndarray, train: Seq
     """Best dev NDCG@20 of a Delta-32 model trained with the subset's features (candidates carry ``all_names``)."""
     def evaluate(subset: tuple[str, ...]) -> float:
         config = DeltaConfig(lex_names=subset, embedding_dim=embeddings.shape[1])
-        columns = [list(all_names).index(n) for n in subset]
-        result = train_model(config, embeddings, select_columns(train, columns), select_columns(dev, columns),
+        result = train_model(config, embeddings, select_features(train, all_names, subset),
+                             select_features(dev, all_names, subset),
                              dev_qrels, doc_rows, settings, progress=False)
         return result.best_dev
     return evaluate
@@ -72,9 +72,8 @@ def linear_evaluator(all_names: Sequence[str], train: Sequence[QueryCandidates],
                      dev_qrels: Qrels, settings: TrainConfig) -> SubsetEvaluator:
     """Best dev NDCG@20 of a linear ranker on the subset's standardised features, same triples and loss."""
     def evaluate(subset: tuple[str, ...]) -> float:
-        columns = [list(all_names).index(n) for n in subset]
-        return train_linear_ranker(select_columns(train, columns), select_columns(dev, columns),
-                                   dev_qrels, settings)
+        return train_linear_ranker(select_features(train, all_names, subset),
+                                   select_features(dev, all_names, subset), dev_qrels, settings)
     return evaluate
 
 
