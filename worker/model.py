@@ -170,7 +170,7 @@ class SavedModel(ABC):
     def load(cls, path: Path) -> Self:
         """Read a checkpoint written by ``save``."""
         if not path.is_file():
-            raise FileNotFoundError(f"no {cls.MODEL} checkpoint at {path}; train one with `{cls.TRAIN_COMMAND}`")
+            raise FileNotFoundError(f"no model checkpoint at {path}; train one with `{cls.TRAIN_COMMAND}`")
         data = torch.load(path, map_location="cpu", weights_only=True)
         model = data.get("model", "delta")  # Delta checkpoints written before the field existed
         if model != cls.MODEL:
