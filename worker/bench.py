@@ -145,7 +145,10 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
         if embeddings_path is None:
             raise click.UsageError("--checkpoint needs --embeddings (the .npy table it was trained with)")
         npy = embeddings_path / "vectors.npy" if embeddings_path.is_dir() else embeddings_path
-        model = Checkpoint.load(checkpoint).build_model(np.load(npy))
+        try:
+            model = Checkpoint.load(checkpoint).build_model(np.load(npy))
+        except (OSError, RuntimeError, ValueError) as error:  # damaged files, a table of another size
+            raise click.ClickException(f"cannot benchmark {checkpoint} on {npy}: {error}") from None
         source = (f"trained {checkpoint.name}, real vectors {npy} (synthetic Zipf documents over "
                   "its rows)")
         n_words = model.embeddings.shape[0]

@@ -140,6 +140,10 @@ class DeltaModel(nn.Module):
         return list(self.dense.parameters())
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file is missing pieces, damaged, or of another model or format."""
+
+
 @dataclass
 class SavedModel(ABC):
     """Weights with the config and the data versions needed to rebuild and trust them.
@@ -171,15 +175,26 @@ class SavedModel(ABC):
         """Read a checkpoint written by ``save``."""
         if not path.is_file():
             raise FileNotFoundError(f"no model checkpoint at {path}; train one with `{cls.TRAIN_COMMAND}`")
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        damaged = f"{path} is not a readable es-rerank checkpoint"
+        fix = f"retrain with `{cls.TRAIN_COMMAND}` or point to the .pt it wrote"
+        try:
+            data = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # torch raises many kinds (zip, unpickling, EOF) for a damaged file
+            # Only the kind: torch's own text suggests weights_only=False, which is unsafe advice here.
+            raise CheckpointError(f"{damaged} (torch.load: {type(error).__name__}); {fix}") from None
+        if not isinstance(data, dict):
+            raise CheckpointError(f"{damaged} (it holds a {type(data).__name__}); {fix}")
         model = data.get("model", "delta")  # Delta checkpoints written before the field existed
         if model != cls.MODEL:
-            raise ValueError(f"{path} is a {model} checkpoint, not a {cls.MODEL} model's")
+            raise CheckpointError(f"{path} is a {model} checkpoint, not a {cls.MODEL} model's")
         if data.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"checkpoint {path} has format {data.get('format')}; this code reads format "
-                             f"{CHECKPOINT_FORMAT}, retrain with `{cls.TRAIN_COMMAND}`")
-        return cls(cls.config_from_dict(data["config"]), data["state_dict"],
-                   data["embeddings_version"], data["stats_version"], data["metrics"])
+            raise CheckpointError(f"checkpoint {path} has format {data.get('format')}; this code reads format "
+                                  f"{CHECKPOINT_FORMAT}, retrain with `{cls.TRAIN_COMMAND}`")
+        try:
+            return cls(cls.config_from_dict(data["config"]), data["state_dict"],
+                       data["embeddings_version"], data["stats_version"], data["metrics"])
+        except (KeyError, TypeError) as error:
+            raise CheckpointError(f"{damaged} (missing or unknown field: {error}); {fix}") from None
 
     @staticmethod
     @abstractmethod

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from worker.model import (PAD_ID, VARIANTS, Checkpoint, DeltaConfig, DeltaModel, delta_matrix)
+from worker.model import (PAD_ID, VARIANTS, Checkpoint, CheckpointError, DeltaConfig, DeltaModel, delta_matrix)
 
 N_WORDS, DIM = 400, 300
 
@@ -195,6 +195,30 @@ def test_checkpoint_errors(tmp_path, vectors: np.ndarray) -> None:
     data["format"] = 99
     torch.save(data, path)
     with pytest.raises(ValueError, match="format 99"):
+        Checkpoint.load(path)
+
+
+@pytest.mark.parametrize("content", ["text", "truncated", "empty", "list", "missing key", "unknown config key"])
+def test_a_damaged_checkpoint_is_a_checkpoint_error(tmp_path, vectors: np.ndarray, content: str) -> None:
+    model = make_model(vectors, "delta-32")
+    path = tmp_path / "model.pt"
+    Checkpoint(model.config, model.state_dict(), "e", "s").save(path)
+    data = torch.load(path, weights_only=True)
+    if content == "text":
+        path.write_text("not a checkpoint\n")
+    elif content == "truncated":
+        path.write_bytes(path.read_bytes()[:1000])
+    elif content == "empty":
+        path.write_bytes(b"")
+    elif content == "list":
+        torch.save([1, 2], path)
+    elif content == "missing key":
+        del data["metrics"]
+        torch.save(data, path)
+    else:
+        data["config"]["colour"] = "blue"
+        torch.save(data, path)
+    with pytest.raises(CheckpointError, match=r"not a readable es-rerank checkpoint.*esrr train"):
         Checkpoint.load(path)
 
 
