@@ -77,8 +77,23 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
         (["eval", "--extra", f"E={models / 'delta-32.pt'}", "--extra", f"E={models / 'drmm.pt'}"],
          "['E'] given twice"),
         (["select-features", "--max-features", "19"], "19 is not in the range"),
+        (["select-features", "--max-epochs", "0"], "0 is not in the range"),
+        (["train", "--max-epochs", "0"], "0 is not in the range"),
+        (["train", "--learning-rate", "nan"], "not a finite number"),
+        (["train", "--learning-rate", "-1"], "is not in the range"),
+        (["train", "--dropout", "1"], "is not in the range"),
+        (["train", "--seed", "-1"], "is not in the range"),
+        (["train", "--max-positives", "0"], "is not in the range"),
+        (["train", "--train-queries", "0"], "is not in the range"),
+        (["train", "--suffix=/../../x"], "letters, digits"),
+        (["eval", "--out", str(report / "table.md")], "is a file"),
     ]:
         bad = runner.invoke(main, args, env=env)
         assert bad.exit_code == 2 and message in bad.output, bad.output
     wrong_kind = runner.invoke(main, ["eval", "--data", str(data), "--extra", f"D={models / 'drmm.pt'}"], env=env)
     assert wrong_kind.exit_code == 1 and "is a drmm checkpoint, not a delta model's" in wrong_kind.output
+
+    unjudged = shutil.copytree(data, tmp_path / "unjudged")
+    (unjudged / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")
+    empty_dev = runner.invoke(main, ["train", "--data", str(unjudged), "--suffix=-x"], env=env)
+    assert empty_dev.exit_code == 1 and "no dev query has both judgments" in empty_dev.output, empty_dev.output

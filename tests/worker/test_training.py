@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from worker.model import DeltaConfig, DeltaModel, VARIANTS
-from worker.training.data import QueryCandidates, batch_inputs, sample_triples, scaled_relevance, select_features
+from worker.training.data import (QueryCandidates, TrainingError, batch_inputs, sample_triples, scaled_relevance,
+                                  select_features)
 from worker.training.evaluate import ensemble_scores, evaluate_runs, markdown_table, reverse_doc_id_scores
 from worker.training.metrics import PAPER_NDCG20, TREC_NDCG20, per_query, run_from_scores, write_trec_run
-from worker.training.train import TrainConfig, pairwise_hinge_loss, train_model
+from worker.training.train import TrainConfig, fit_pairwise, pairwise_hinge_loss, train_model
 
 
 def _candidates(grades: list[int], bm25: list[float] | None = None, query_id: str = "q1",
@@ -78,8 +79,21 @@ def test_triples_cap_positives_and_skip_queries_without_negatives():
     no_negatives = _candidates([1, 1], query_id="none")
     triples = sample_triples([many, no_negatives], np.random.default_rng(0), max_positives=4)
     assert len(triples.query) == 4 and set(triples.query) == {0}
-    with pytest.raises(ValueError, match="no training triples"):
+    with pytest.raises(TrainingError, match="no training triples"):
         sample_triples([no_negatives], np.random.default_rng(0))
+
+
+def test_a_loss_that_is_not_a_number_stops_training_with_the_fix():
+    weight = torch.nn.Parameter(torch.ones(1))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    candidates = [_candidates([1, 0, 0])]
+
+    def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
+        return weight * torch.full((len(doc_index),), float("nan"))  # what a diverged model outputs
+
+    with pytest.raises(TrainingError, match="loss became nan in epoch 1; lower the learning rate"):
+        fit_pairwise(torch.nn.Linear(1, 1), optimizer, candidates, score_pairs, lambda: [np.zeros(3)],
+                     candidates, {"q1": {"D0": 1}}, TrainConfig(max_epochs=2), progress=False)
 
 
 def test_unretrieved_relevant_documents_are_positives_not_negatives():

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import shlex
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import click
 
@@ -65,6 +68,26 @@ def open_workspace(data: Path | None) -> Workspace:
     return Workspace(settings, nfcorpus, backend, embeddings, DocumentRows(backend.stats, embeddings))
 
 
+class FiniteFloat(click.FloatRange):
+    """A float range that also refuses nan and inf (click's FloatRange lets them through)."""
+
+    name = "finite float range"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001 (click's signature)
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+def _check_suffix(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--suffix`` names a file beside the served checkpoints, never a path elsewhere."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]*", value) or ".." in value:
+        raise click.BadParameter(f"{value!r}: use letters, digits, '.', '_' and '-' only (e.g. -seed14); "
+                                 "the checkpoint is saved beside the others in the models directory")
+    return value
+
+
 def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
     """Where the checkpoint of a variant lives."""
     return settings.models_dir / f"{variant}.pt"
@@ -75,31 +98,31 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
               type=click.Choice([*VARIANT_NAMES, DRMM_NAME, "all"]),
               help="Model(s) to train; 'all' trains the four Delta variants, 'drmm' the DRMM baseline.")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
-@click.option("--max-epochs", type=int, help="Upper bound on epochs (early stopping on dev decides).")
-@click.option("--patience", type=int, help="Epochs without a dev improvement before stopping.")
-@click.option("--learning-rate", type=float, help="Adagrad learning rate.")
-@click.option("--l2-conv", type=float, help="L2 coefficient of the convolution weights.")
-@click.option("--l2-dense", type=float, help="L2 coefficient of the feed-forward weights.")
-@click.option("--dropout", type=float, help="Dropout before the max-pool (Delta models; DRMM has none).")
-@click.option("--max-positives", type=int, help="Relevant documents drawn per query and epoch.")
+@click.option("--max-epochs", type=click.IntRange(min=1), help="Upper bound on epochs (early stopping on dev decides).")
+@click.option("--patience", type=click.IntRange(min=1), help="Epochs without a dev improvement before stopping.")
+@click.option("--learning-rate", type=FiniteFloat(min=0, min_open=True), help="Adagrad learning rate.")
+@click.option("--l2-conv", type=FiniteFloat(min=0), help="L2 coefficient of the convolution weights.")
+@click.option("--l2-dense", type=FiniteFloat(min=0), help="L2 coefficient of the feed-forward weights.")
+@click.option("--dropout", type=FiniteFloat(0, 1, max_open=True), help="Dropout before the max-pool (Delta models; DRMM has none).")
+@click.option("--max-positives", type=click.IntRange(min=1), help="Relevant documents drawn per query and epoch.")
 @click.option("--negatives", type=click.Choice(["uniform", "rank"]), help="How negatives are drawn from the top-500.")
 @click.option("--negatives-per-positive", type=click.IntRange(min=1),
               help="Non-relevant documents paired with each relevant one per epoch (1: balanced).")
 @click.option("--judged-positives/--retrieved-only", default=False, show_default=True,
               help="Also train on relevant documents BM25 did not retrieve (never seen when reranking).")
-@click.option("--seed", type=int)
-@click.option("--train-queries", type=int, help="Use only the first N training queries (quick runs).")
-@click.option("--dev-queries", type=int, help="Use only the first N dev queries for early stopping.")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), help="Seed of python, numpy and torch (13 by default).")
+@click.option("--train-queries", type=click.IntRange(min=1), help="Use only the first N training queries (quick runs).")
+@click.option("--dev-queries", type=click.IntRange(min=1), help="Use only the first N dev queries for early stopping.")
 @click.option("--lex-features", help="Comma-separated Lex features replacing Lex3 (e.g. the ones "
               "`esrr select-features` chose); see es_rerank.lex.ALL_FEATURES.")
-@click.option("--suffix", default="", help="Save as <variant><suffix>.pt (tuning runs that must not replace the served model).")
+@click.option("--suffix", default="", callback=_check_suffix, help="Save as <variant><suffix>.pt (tuning runs that must not replace the served model).")
 def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, judged_positives: bool,
           train_queries: int | None, dev_queries: int | None, lex_features: str | None, suffix: str,
           **overrides) -> None:
     """Train Delta models (or the DRMM baseline) on NFCorpus train, early-stopped on dev NDCG@20."""
     from es_rerank.lex import LEX3
     from worker.model import Checkpoint, DeltaConfig, VARIANTS
-    from worker.training.data import build_candidates, select_features
+    from worker.training.data import TrainingError, build_candidates, select_features
     from worker.training.plots import plot_training_curve
     from worker.training.train import TrainConfig, train_model
 
@@ -111,8 +134,8 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     work = open_workspace(data)
     settings = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
     train_qrels, dev_qrels = work.nfcorpus.qrels("train"), work.nfcorpus.qrels("dev")
-    train_q = _first(work.nfcorpus.queries("train"), train_queries)
-    dev_q = _first(work.nfcorpus.queries("dev"), dev_queries)
+    train_q = _split_queries(work, "train", train_queries)
+    dev_q = _split_queries(work, "dev", dev_queries)
     click.echo(f"{len(train_q)} train / {len(dev_q)} dev queries; embeddings {work.embeddings.version}; "
                f"index {work.backend.stats.version}; {settings}")
     started = time.perf_counter()
@@ -122,7 +145,8 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     click.echo(f"candidates ready in {time.perf_counter() - started:.0f} s")
     for variant in names:
         if variant == DRMM_NAME:
-            result, checkpoint = _train_drmm(work, train_c, train_q, dev_c, dev_q, dev_qrels, settings)
+            with _as_cli_error(TrainingError):
+                result, checkpoint = _train_drmm(work, train_c, train_q, dev_c, dev_q, dev_qrels, settings)
             label, config_dropout = "DRMM", None
         else:
             options = dict(VARIANTS[variant])
@@ -130,10 +154,11 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
                 options["lex_names"] = tuple(lex_names)
             config = DeltaConfig(**options, embedding_dim=work.embeddings.vectors.shape[1],
                                  **({"dropout": dropout} if dropout is not None else {}))
-            result = train_model(config, work.embeddings.vectors,
-                                 select_features(train_c, lex_names, config.lex_names),
-                                 select_features(dev_c, lex_names, config.lex_names), dev_qrels, work.doc_rows,
-                                 settings)
+            with _as_cli_error(TrainingError):
+                result = train_model(config, work.embeddings.vectors,
+                                     select_features(train_c, lex_names, config.lex_names),
+                                     select_features(dev_c, lex_names, config.lex_names), dev_qrels,
+                                     work.doc_rows, settings)
             checkpoint = Checkpoint(config, result.model.state_dict(), work.embeddings.version,
                                     work.backend.stats.version, _metrics(result))
             label = VARIANT_NAMES[variant]
@@ -202,7 +227,21 @@ def _command() -> str:
     return "esrr " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
-def _first(queries: dict[str, str], n: int | None) -> dict[str, str]:
+@contextmanager
+def _as_cli_error(*errors: type[Exception]) -> Iterator[None]:
+    """Report the given errors as a clean CLI error (their messages name the cause) instead of a traceback."""
+    try:
+        yield
+    except errors as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _split_queries(work: Workspace, split: str, n: int | None = None) -> dict[str, str]:
+    """The split's judged queries with text, the first ``n`` by id if given; a CLI error if there are none."""
+    queries = work.nfcorpus.queries(split)
+    if not queries:
+        raise click.ClickException(f"no {split} query has both judgments (qrels/{split}.tsv) and text "
+                                   f"(queries.jsonl) in {work.nfcorpus.root}; check those two files")
     return {q: queries[q] for q in sorted(queries)[:n]} if n else queries
 
 
@@ -212,30 +251,32 @@ def _first(queries: dict[str, str], n: int | None) -> dict[str, str]:
               help="delta: train Delta-32 with the features (the paper's criterion); linear: a fast linear proxy.")
 @click.option("--max-features", default=3, show_default=True, type=click.IntRange(1, 18),
               help="Stop after this many features.")
-@click.option("--max-epochs", default=3, show_default=True, type=int, help="Epochs per trial (early stopping on dev).")
-@click.option("--patience", default=1, show_default=True, type=int, help="Epochs without a dev improvement per trial.")
-@click.option("--train-queries", type=int, help="Use only the first N training queries (quick runs).")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("reports/lex-selection"), show_default=True,
+@click.option("--max-epochs", default=3, show_default=True, type=click.IntRange(min=1), help="Epochs per trial (early stopping on dev).")
+@click.option("--patience", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Epochs without a dev improvement per trial.")
+@click.option("--train-queries", type=click.IntRange(min=1), help="Use only the first N training queries (quick runs).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/lex-selection"), show_default=True,
               help="Where selection-<ranker>.md and .json go.")
 def select_features(data: Path | None, ranker: str, max_features: int, max_epochs: int, patience: int,
                     train_queries: int | None, out: Path) -> None:
     """Greedy forward selection of Lex features on NFCorpus dev NDCG@20 (section 5.1)."""
     from es_rerank.lex import ALL_FEATURES, LEX3
-    from worker.training.data import build_candidates
+    from worker.training.data import TrainingError, build_candidates
     from worker.training.feature_selection import delta_evaluator, greedy_select, linear_evaluator
     from worker.training.train import TrainConfig
 
     work = open_workspace(data)
     settings = replace(TrainConfig(), max_epochs=max_epochs, patience=patience)
     dev_qrels = work.nfcorpus.qrels("dev")
-    train_q = _first(work.nfcorpus.queries("train"), train_queries)
+    train_q = _split_queries(work, "train", train_queries)
     train_c = build_candidates(train_q, work.nfcorpus.qrels("train"), work.backend, work.embeddings, ALL_FEATURES)
-    dev_c = build_candidates(work.nfcorpus.queries("dev"), dev_qrels, work.backend, work.embeddings, ALL_FEATURES)
+    dev_c = build_candidates(_split_queries(work, "dev"), dev_qrels, work.backend, work.embeddings, ALL_FEATURES)
     evaluate = (delta_evaluator(ALL_FEATURES, work.embeddings.vectors, train_c, dev_c, dev_qrels, work.doc_rows,
                                 settings) if ranker == "delta"
                 else linear_evaluator(ALL_FEATURES, train_c, dev_c, dev_qrels, settings))
     started = time.perf_counter()
-    steps = greedy_select(ALL_FEATURES, evaluate, max_features)
+    with _as_cli_error(TrainingError):
+        steps = greedy_select(ALL_FEATURES, evaluate, max_features)
     seconds = time.perf_counter() - started
     paper = evaluate(LEX3)
     out.mkdir(parents=True, exist_ok=True)
@@ -261,7 +302,7 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
 @click.command(name="eval")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--split", default="test", show_default=True, type=click.Choice(["dev", "test"]))
-@click.option("--out", type=click.Path(path_type=Path), default=Path("reports/nfcorpus-test"), show_default=True,
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/nfcorpus-test"), show_default=True,
               help="Where table.md, results.json and chart.png go.")
 @click.option("--extra", "extras", multiple=True, metavar="LABEL=CHECKPOINT",
               help="Also evaluate this Delta checkpoint as a row named LABEL (repeatable).")
@@ -301,7 +342,7 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     checkpoints = {path: _load_checkpoint(work, path) for path in sorted(paths)}
     # Only the Lex features some checkpoint reads: the 18 cost several times Lex3.
     lex_names = [n for n in ALL_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
-    qrels, queries = work.nfcorpus.qrels(split), work.nfcorpus.queries(split)
+    qrels, queries = work.nfcorpus.qrels(split), _split_queries(work, split)
     candidates = build_candidates(queries, qrels, work.backend, work.embeddings, lex_names)
     runs = {
         "Uninformed (reverse doc id)": run_from_scores(candidates, reverse_doc_id_scores(candidates)),

@@ -39,6 +39,10 @@ class DocumentRows:
         return self.rows[stats_rows].astype(np.int64)
 
 
+class TrainingError(ValueError):
+    """Training cannot go on (no triples, a loss that is not a number); the message names the cause."""
+
+
 @dataclass
 class QueryCandidates:
     """One query's candidate documents with everything the model and metrics need."""
@@ -156,7 +160,8 @@ def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generat
         p, n = np.concatenate(pos), np.concatenate(neg)
         parts.append((np.full(len(p), qi), p, n, np.sqrt(srel[p] - srel[n])))
     if not parts:
-        raise ValueError("no training triples: the queries have no relevant documents in their candidates")
+        raise TrainingError("no training triples: no train query has a relevant document among its BM25 "
+                            "candidates; check qrels/train.tsv against queries.jsonl and the index")
     q, p, n, w = (np.concatenate(column) for column in zip(*parts))
     order = rng.permutation(len(q))
     return Triples(q[order], p[order], n[order], w[order].astype(np.float32))

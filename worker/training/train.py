@@ -8,6 +8,7 @@ baselines (``feature_selection``'s linear ranker, ``drmm``) run it for theirs.
 from __future__ import annotations
 
 import copy
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -18,8 +19,8 @@ import torch
 from tqdm import tqdm
 
 from worker.model import DeltaConfig, DeltaModel
-from worker.training.data import (DocumentRows, QueryCandidates, Triples, batch_inputs, lex_statistics,
-                                  sample_triples)
+from worker.training.data import (DocumentRows, QueryCandidates, TrainingError, Triples, batch_inputs,
+                                  lex_statistics, sample_triples)
 from worker.training.metrics import PAPER_NDCG20, mean_metric
 
 # (query rows [M], document rows [n, N], raw Lex features [n, L]) -> scores [n]
@@ -128,6 +129,9 @@ def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train
         triples = sample_triples(train, rng, settings.max_positives, settings.negatives,
                                  settings.negatives_per_positive)
         loss = _train_epoch(model, optimizer, triples, score_pairs, settings.batch_size, epoch, progress)
+        if not math.isfinite(loss):
+            raise TrainingError(f"the training loss became {loss} in epoch {epoch}; lower the learning rate "
+                                f"({settings.learning_rate}) or the L2 coefficients")
         model.eval()
         with torch.no_grad():
             dev_ndcg = mean_metric(PAPER_NDCG20, dev_qrels, dev, score_dev())
