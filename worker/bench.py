@@ -204,17 +204,29 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
     return row
 
 
+def _vocab_sizes(option: str) -> list[int]:
+    """``--vocab-sizes`` as integers of at least 100 (the synthetic queries draw words from rank 50 on)."""
+    try:
+        sizes = [int(s) for s in option.split(",") if s.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 100:
+        raise click.BadParameter(f"{option!r}: expected comma-separated vocabulary sizes of at least 100 "
+                                 "(e.g. 33000,200000)", param_hint="--vocab-sizes")
+    return sizes
+
+
 @click.command("score")
 @click.option("--vocab-sizes", default="33000,200000", show_default=True,
               help="Comma-separated vocabulary sizes (ignored with --checkpoint).")
-@click.option("--docs", "n_docs", default=500, show_default=True, help="Documents per query.")
-@click.option("--reps", default=50, show_default=True, help="Timed repetitions of the fast scorer.")
-@click.option("--ref-reps", type=int, default=None,
+@click.option("--docs", "n_docs", default=500, show_default=True, type=click.IntRange(min=1), help="Documents per query.")
+@click.option("--reps", default=50, show_default=True, type=click.IntRange(min=1), help="Timed repetitions of the fast scorer.")
+@click.option("--ref-reps", type=click.IntRange(min=1), default=None,
               help="Timed repetitions of the reference forward [default: reps/5, at least 5].")
-@click.option("--warmup", default=5, show_default=True)
+@click.option("--warmup", default=5, show_default=True, type=click.IntRange(min=0))
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: CUDA if available).")
-@click.option("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's).")
-@click.option("--batch-queries", default=1, show_default=True,
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch.set_num_threads (default: torch's).")
+@click.option("--batch-queries", default=1, show_default=True, type=click.IntRange(min=1),
               help="Also time Q queries x docs in one score_many call (queries/s).")
 @click.option("--variant", type=click.Choice(sorted(VARIANTS)), default="delta-32-lex3",
               show_default=True, help="Model variant with random weights.")
@@ -233,12 +245,16 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
     """Latency of the reference forward vs the fast DeltaScorer on one query's 500 documents."""
     if threads is not None:
         torch.set_num_threads(threads)
-    dev = torch.device(device) if device else (torch.device("cuda") if torch.cuda.is_available()
-                                               else torch.device("cpu"))
+    try:
+        dev = torch.device(device) if device else (torch.device("cuda") if torch.cuda.is_available()
+                                                   else torch.device("cpu"))
+    except RuntimeError:
+        raise click.BadParameter(f"{device!r} is not a torch device; use cpu, cuda or cuda:N",
+                                 param_hint="--device") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise click.UsageError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
     ref_reps = max(5, reps // 5) if ref_reps is None else ref_reps
-    sizes = [0] if checkpoint is not None else [int(s) for s in vocab_sizes.split(",") if s.strip()]
+    sizes = [0] if checkpoint is not None else _vocab_sizes(vocab_sizes)
     header = {"device": device_name(dev), "torch": torch.__version__,
               "threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
               "load_avg_1min": os.getloadavg()[0]}
