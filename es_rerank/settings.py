@@ -23,14 +23,15 @@ class CommonSettings(BaseSettings):
     nfcorpus: Path | None = Field(None, description="NFCorpus in BEIR layout; default ../shared/data/nfcorpus, "
                                                     "else an ir_datasets export under <home>/datasets")
     backend: str = Field("embedded", pattern="^(embedded|elasticsearch)$")
-    es_url: str = "http://127.0.0.1:9200"
+    es_url: str = Field("http://127.0.0.1:9200", pattern=r"^https?://[^/]+:\d+(/.*)?$",
+                        description="http(s)://HOST:PORT of the Elasticsearch cluster (the client needs the port)")
     es_alias: str = "esrr-docs"
-    es_timeout_s: float = 30.0
+    es_timeout_s: float = Field(30.0, gt=0)
     # BM25 parameters for the Elasticsearch similarity (the paper: k1=2.0, b=0.75 on titles).
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.75
-    bm25_title_k1: float = 2.0
-    bm25_title_b: float = 0.75
+    bm25_k1: float = Field(1.2, ge=0)
+    bm25_b: float = Field(0.75, ge=0, le=1)
+    bm25_title_k1: float = Field(2.0, ge=0)
+    bm25_title_b: float = Field(0.75, ge=0, le=1)
     # Elasticsearch index layout and bulk loading (index_setup/es_index.py).
     es_shards: int = Field(1, ge=1, description="primary shards; >1 makes BM25 statistics per shard")
     es_replicas: int = Field(0, ge=0, description="replicas; 0 for a single-node cluster")

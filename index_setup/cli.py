@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from es_rerank.backends.base import MAX_K
 from es_rerank.settings import CommonSettings
 
 BACKEND_OPTION = click.option(
@@ -181,8 +182,9 @@ def show_stats(backend: str | None) -> None:
 
 @click.command()
 @click.argument("query")
-@click.option("-k", "k", default=10, show_default=True, help="Hits to show.")
-@click.option("--window", default=500, show_default=True, help="BM25 hits the model reranks.")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits to show.")
+@click.option("--window", default=500, show_default=True, type=click.IntRange(0, MAX_K),
+              help="BM25 hits the model reranks (0: BM25 order).")
 @click.option("--rerank/--no-rerank", default=None,
               help="Rerank with the Delta model (default: when a trained checkpoint exists).")
 @BACKEND_OPTION

@@ -7,6 +7,7 @@ settings class; the two share the broker URL, queue and ``CommonSettings``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -33,7 +34,8 @@ class WorkerSettings(CommonSettings):
     embeddings: Path | None = Field(
         None, description="embeddings artifact directory; default: <home>/embeddings/<the checkpoint's "
                           "embeddings_version>, or <home>/embeddings itself when it holds vectors.npy")
-    device: str | None = Field(None, description="cpu, cuda, cuda:N; default: cuda when available")
+    device: str | None = Field(None, pattern=r"^(cpu|cuda(:\d+)?)$",
+                               description="cpu, cuda, cuda:N; default: cuda when available")
     torch_threads: int | None = Field(
         None, ge=1, le=256,
         description="CPU threads of the scorer; default torch's (all cores). On 2 cores two threads "
@@ -85,6 +87,9 @@ class WorkerSettings(CommonSettings):
         if self.broker_scheme not in REDIS_SCHEMES + AMQP_SCHEMES:
             raise ValueError(f"ESRR_BROKER_URL={self.broker_url!r}: use redis://HOST:6379/DB or "
                              "amqp://USER:PASSWORD@HOST:5672//")
+        if self.is_redis and not re.fullmatch(r"/?\d*", urlsplit(self.broker_url).path):
+            raise ValueError(f"ESRR_BROKER_URL={self.broker_url!r}: a Redis URL ends in a database number, "
+                             "as in redis://HOST:6379/0")
         if self.soft_time_limit_s >= self.time_limit_s:
             raise ValueError(f"ESRR_SOFT_TIME_LIMIT_S ({self.soft_time_limit_s}) must be below "
                              f"ESRR_TIME_LIMIT_S ({self.time_limit_s})")
