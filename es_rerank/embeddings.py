@@ -61,14 +61,21 @@ class Embeddings:
                 f"{directory} is not a complete embeddings artifact (missing {', '.join(missing)}); "
                 "run `esrr embeddings train`"
             )
-        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+        retrain = "retrain with `esrr embeddings train`"
+        try:
+            meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+            if not isinstance(meta, dict):
+                raise ValueError(f"a JSON {type(meta).__name__}, not an object")
+        except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+            raise EmbeddingsError(f"{directory}/meta.json is damaged ({error}); {retrain}") from None
         if meta.get("format") != ARTIFACT_FORMAT:
             raise EmbeddingsError(
-                f"{directory}: artifact format {meta.get('format')!r}, this code reads {ARTIFACT_FORMAT}; "
-                "retrain with `esrr embeddings train`"
-            )
-        vectors = np.load(directory / "vectors.npy", mmap_mode="r" if mmap else None)
-        vocab = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
+                f"{directory}: artifact format {meta.get('format')!r}, this code reads {ARTIFACT_FORMAT}; {retrain}")
+        try:
+            vectors = np.load(directory / "vectors.npy", mmap_mode="r" if mmap else None)
+            vocab = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        except (ValueError, UnicodeDecodeError):  # numpy's text suggests allow_pickle: unsafe advice here
+            raise EmbeddingsError(f"{directory}: vectors.npy or vocab.txt is damaged; {retrain}") from None
         if vocab and vocab[-1] == "":
             vocab.pop()
         return cls(vectors, vocab, meta.get("version", directory.name), meta)

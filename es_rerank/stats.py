@@ -219,36 +219,53 @@ class CorpusStats:
         if not meta_path.is_file():
             raise StatsError(f"no complete statistics at {directory}; build the index first "
                              "(`esrr index build`)")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("format") != STATS_FORMAT:
-            raise StatsError(f"statistics at {directory} have format {meta.get('format')}, this code "
-                             f"reads format {STATS_FORMAT}; rebuild the index")
+        def damaged(detail: str) -> StatsError:
+            return StatsError(f"statistics at {directory} are damaged ({detail}); rebuild the index "
+                              "(`esrr index build`) or serve another version (`esrr index use`)")
+
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            if meta.get("format") != STATS_FORMAT:
+                raise StatsError(f"statistics at {directory} have format {meta.get('format')}, this code "
+                                 f"reads format {STATS_FORMAT}; rebuild the index")
+            n_docs, n_terms = int(meta["n_docs"]), int(meta["n_terms"])
+        except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
+            raise damaged(f"meta.json: {type(error).__name__}: {error}") from None
 
         def missing(name: str) -> StatsError:
             return StatsError(f"statistics at {directory} lack {name} although meta.json is "
                               "there (a partial copy?); rebuild the index (`esrr index build`)")
 
-        def array(name: str) -> np.ndarray:
+        def array(name: str, length: int | None = None) -> np.ndarray:
             try:
                 # A plain ndarray view of the map: slicing a np.memmap costs ~1 us more per slice.
-                return np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
+                values = np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
             except FileNotFoundError:
                 raise missing(f"{name}.npy") from None
+            except ValueError:  # numpy's text suggests allow_pickle, which is unsafe advice here
+                raise damaged(f"{name}.npy is not a readable numeric .npy array") from None
+            if length is not None and values.shape != (length,):
+                raise damaged(f"{name}.npy has shape {values.shape}, meta.json implies ({length},)")
+            return values
 
-        def lines(name: str) -> list[str]:
+        def lines(name: str, length: int) -> list[str]:
             try:
-                return (directory / name).read_text(encoding="utf-8").split("\n")
+                values = (directory / name).read_text(encoding="utf-8").split("\n") if length else []
             except FileNotFoundError:
                 raise missing(name) from None
+            except UnicodeDecodeError as error:
+                raise damaged(f"{name}: {error}") from None
+            if len(values) != length:
+                raise damaged(f"{name} has {len(values)} lines, meta.json says {length}")
+            return values
 
-        terms = lines("vocab.txt")
-        doc_ids = lines("doc_ids.txt")
-        if meta["n_docs"] == 0:
-            doc_ids = []
+        terms = lines("vocab.txt", n_terms)
+        doc_ids = lines("doc_ids.txt", n_docs)
         stats = cls(meta["version"], doc_ids, Vocabulary(terms),
-                    array("title_ptr"), array("title_values"), array("abstract_ptr"),
-                    array("abstract_values"), array("first_ptr"), array("first_values"))
-        stats.df = {name: array(f"df_{name}") for name in FIELDS}
+                    array("title_ptr", n_docs + 1), array("title_values"),
+                    array("abstract_ptr", n_docs + 1), array("abstract_values"),
+                    array("first_ptr", n_docs + 1), array("first_values"))
+        stats.df = {name: array(f"df_{name}", n_terms) for name in FIELDS}
         return stats
 
 

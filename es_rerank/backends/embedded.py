@@ -57,7 +57,11 @@ class EmbeddedBackend:
         if not meta_path.is_file():
             raise BackendError(f"{version_dir} is not a complete embedded index; rebuild it with "
                                "`esrr index build`")
-        self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        try:
+            self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as error:
+            raise BackendError(f"{meta_path} is damaged ({type(error).__name__}: {error}); rebuild the index "
+                               "(`esrr index build`) or serve another version (`esrr index use`)") from None
         # A damaged copy (statistics or tantivy files missing) is a BackendError like
         # a missing meta.json, so callers that handle one handle all.
         try:

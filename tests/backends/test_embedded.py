@@ -245,6 +245,13 @@ def test_version_missing_a_part_is_a_backend_error(tmp_path: Path, part: str) ->
         EmbeddedBackend.open_current(tmp_path)
 
 
+def test_version_with_damaged_meta_json_is_a_backend_error(tmp_path: Path) -> None:
+    build(tmp_path, DOCS, version="v1")
+    (tmp_path / "v1" / "meta.json").write_text("{half a", encoding="utf-8")
+    with pytest.raises(BackendError, match=r"meta.json is damaged.*esrr index build"):
+        EmbeddedBackend.open_current(tmp_path)
+
+
 def test_version_missing_a_tantivy_segment_file_is_a_backend_error(tmp_path: Path) -> None:
     build(tmp_path, DOCS, version="v1")
     for path in (tmp_path / "v1" / "tantivy").glob("*.idx"):

@@ -143,6 +143,19 @@ def test_other_format_is_refused(tiny_stats: CorpusStats, tmp_path: Path) -> Non
         CorpusStats.load(tmp_path)
 
 
+@pytest.mark.parametrize("damage", ["meta.json", "df_text.npy", "title_ptr.npy", "doc_ids.txt"])
+def test_damaged_statistics_name_the_file_and_the_fix(tiny_stats: CorpusStats, tmp_path: Path, damage: str) -> None:
+    tiny_stats.save(tmp_path)
+    if damage == "title_ptr.npy":
+        np.save(tmp_path / damage, np.zeros(2, dtype=np.int64))  # a valid array of the wrong length
+    elif damage == "doc_ids.txt":
+        (tmp_path / damage).write_text("only-one-id", encoding="utf-8")
+    else:
+        (tmp_path / damage).write_text("{garbage", encoding="utf-8")
+    with pytest.raises(StatsError, match=rf"damaged \({damage}.*esrr index build"):
+        CorpusStats.load(tmp_path)
+
+
 def test_build_stats_refuses_duplicate_document_ids() -> None:
     docs = [Document("d1", "a", "b"), Document("d1", "c", "d")]
     with pytest.raises(ValueError, match="duplicate document id 'd1'"):

@@ -100,6 +100,18 @@ def test_load_current(trained: tuple[Path, Embeddings], tmp_path: Path) -> None:
         Embeddings.load(tmp_path / "nowhere")
 
 
+@pytest.mark.parametrize("damage", ["meta.json", "vectors.npy"])
+def test_a_damaged_artifact_is_an_embeddings_error(trained: tuple[Path, Embeddings], tmp_path: Path,
+                                                    damage: str) -> None:
+    import shutil
+
+    emb_dir, emb = trained
+    copy = shutil.copytree(emb_dir / emb.version, tmp_path / "copy")
+    (copy / damage).write_text("{not json, not numpy")
+    with pytest.raises(EmbeddingsError, match=r"damaged.*esrr embeddings train"):
+        Embeddings.load(copy)
+
+
 def test_current_written_last_and_failure_keeps_old(
     trained: tuple[Path, Embeddings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
