@@ -56,6 +56,18 @@ class LazyGroup(click.Group):
         module_name, attribute = self.lazy_subcommands[name][0].split(":")
         return getattr(importlib.import_module(module_name), attribute)
 
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the sub-command; a file-system error (read-only ESRR_HOME, a file where a folder
+        belongs) becomes a clear CLI error instead of a traceback."""
+        try:
+            return super().invoke(ctx)
+        except OSError as error:
+            if error.filename is None:  # sockets and the like: not a path problem, keep the traceback
+                raise
+            raise click.ClickException(
+                f"cannot use {error.filename}: {error.strerror}; check that ESRR_HOME and the paths given "
+                "exist where they should and are writable") from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, self.lazy_subcommands[name][1] if name in self.lazy_subcommands
                  else self.commands[name].get_short_help_str())

@@ -74,6 +74,9 @@ class EmbeddedBackend:
             self._index.register_tokenizer(TOKENIZER, whitespace_analyzer())
             self._searcher = self._index.searcher()
         except ValueError as error:
+            if "Lockfile" in str(error):  # tantivy writes lock files even to read
+                raise BackendError(f"cannot open the tantivy index of {version_dir} ({error}): tantivy needs "
+                                   "to write lock files there; make ESRR_HOME writable") from None
             raise BackendError(f"cannot open the tantivy index of {version_dir} ({error}); it is "
                                "incomplete or damaged: rebuild it with `esrr index build` or serve "
                                "another version with `esrr index use VERSION`") from None

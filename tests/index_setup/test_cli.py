@@ -302,3 +302,10 @@ def test_search_limits_are_option_errors(home: Path) -> None:
     for args in (["-k", "0"], ["-k", "-5"], ["--window", "-1"], ["--window", "100000"]):
         result = CliRunner().invoke(main, ["search", "x", *args], env={"ESRR_HOME": str(home)})
         assert result.exit_code == 2 and "is not in the range" in result.output, result.output
+
+
+def test_a_home_that_is_a_file_is_a_clear_error(tmp_path: Path, corpus: Path) -> None:
+    home = tmp_path / "home-file"
+    home.write_text("not a directory")
+    result = CliRunner().invoke(main, ["index", "build", "--data", str(corpus)], env={"ESRR_HOME": str(home)})
+    assert_clean_failure(result, "Not a directory", "check that ESRR_HOME")
