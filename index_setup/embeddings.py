@@ -101,8 +101,8 @@ from es_rerank.settings import DEFAULT_NFCORPUS
 from es_rerank.text import embedding_tokens, tokenize
 from es_rerank.versions import VersionNameError, check_version, write_pointer
 from index_setup.readers import CorpusFormatError, read_queries
-from index_setup.text_sources import (SOURCES, Deduplicator, Source, TextSourceError, iter_documents,
-                                      iter_token_lists)
+from index_setup.text_sources import (SOURCES, Deduplicator, Source, TextSourceError, format_error_message,
+                                      iter_documents, iter_token_lists)
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def nfcorpus_query_tokens(data_root: Path) -> list[list[str]]:
     try:
         queries = read_queries(path, strict=True)
     except CorpusFormatError as exc:
-        raise TextSourceError(str(exc)) from exc
+        raise TextSourceError(format_error_message(exc)) from exc
     return [embedding_tokens(tokenize(text)) for text in queries.values()]
 
 

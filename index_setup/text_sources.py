@@ -91,7 +91,12 @@ def read_nfcorpus(path: Path) -> Iterator[TextDoc]:
         for doc in read_beir_corpus(path, strict=True):
             yield TextDoc("nfcorpus", doc.doc_id, (doc.title, doc.abstract))
     except CorpusFormatError as exc:
-        raise TextSourceError(str(exc)) from exc
+        raise TextSourceError(format_error_message(exc)) from exc
+
+
+def format_error_message(error: CorpusFormatError) -> str:
+    """A reader's error without its hint about `--strict`, an option `embeddings train` does not have."""
+    return f"{error.path}, {error.location}: {error.message}; fix or replace the file (word2vec reads it strictly)"
 
 
 def read_ohsumed(path: Path) -> Iterator[TextDoc]:

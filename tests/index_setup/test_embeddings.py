@@ -288,6 +288,7 @@ def test_cli_names_bad_sources_without_a_traceback(tmp_path: Path) -> None:
         f.write("{broken\n")
     result = runner.invoke(embeddings, ["train", "--data", str(tmp_path), "--out", out])
     assert result.exit_code == 1 and "corpus.jsonl.gz, line 2: not valid JSON" in result.output
+    assert "--strict" not in result.output  # the index loader's option; this command has none
     assert not (tmp_path / "emb" / "CURRENT").exists()
     (tmp_path / "nfcorpus" / "queries.jsonl").write_text('{"_id": "q1", "text": 7}\n', encoding="utf-8")
     with pytest.raises(ts.TextSourceError, match='queries.jsonl, line 1: "text" is a int'):
