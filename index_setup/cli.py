@@ -113,6 +113,8 @@ def versions(backend: str | None) -> None:
             current = current_version(root) if all_versions else None
         except BackendError:  # versions but no CURRENT: list them, none marked as served
             current = None
+    if not all_versions:
+        click.echo("no index versions yet; build one with `esrr index build`", err=True)
     for version in all_versions:
         click.echo(f"{'*' if version == current else ' '} {version}")
 

@@ -90,6 +90,9 @@ class WorkerSettings(CommonSettings):
         if self.is_redis and not re.fullmatch(r"/?\d*", urlsplit(self.broker_url).path):
             raise ValueError(f"ESRR_BROKER_URL={self.broker_url!r}: a Redis URL ends in a database number, "
                              "as in redis://HOST:6379/0")
+        if self.checkpoint is not None and self.checkpoint.is_dir():
+            raise ValueError(f"ESRR_CHECKPOINT={str(self.checkpoint)!r} is a directory; point it to the "
+                             ".pt file `esrr train` wrote, or leave it unset for <home>/models")
         if self.soft_time_limit_s >= self.time_limit_s:
             raise ValueError(f"ESRR_SOFT_TIME_LIMIT_S ({self.soft_time_limit_s}) must be below "
                              f"ESRR_TIME_LIMIT_S ({self.time_limit_s})")

@@ -293,7 +293,8 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
                                 env={"ESRR_HOME": str(home), "ESRR_BROKER_URL": "http://x"})
     assert_clean_failure(result, "ESRR_BROKER_URL")
     for name, value in [("ESRR_DEVICE", "gpu"), ("ESRR_ES_TIMEOUT_S", "0"), ("ESRR_ES_URL", "notaurl"),
-                        ("ESRR_BROKER_URL", "redis://127.0.0.1:6379/abc"), ("ESRR_BM25_B", "2")]:
+                        ("ESRR_BROKER_URL", "redis://127.0.0.1:6379/abc"), ("ESRR_BM25_B", "2"),
+                        ("ESRR_CHECKPOINT", str(home.parent))]:
         result = CliRunner().invoke(main, ["search", "x", "--no-rerank"], env={"ESRR_HOME": str(home), name: value})
         assert_clean_failure(result, name)
 
@@ -309,3 +310,8 @@ def test_a_home_that_is_a_file_is_a_clear_error(tmp_path: Path, corpus: Path) ->
     home.write_text("not a directory")
     result = CliRunner().invoke(main, ["index", "build", "--data", str(corpus)], env={"ESRR_HOME": str(home)})
     assert_clean_failure(result, "Not a directory", "check that ESRR_HOME")
+
+
+def test_versions_on_an_empty_home_says_how_to_build_one(esrr) -> None:
+    result = esrr("index", "versions")
+    assert result.exit_code == 0 and "esrr index build" in result.output

@@ -86,6 +86,8 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
         (["train", "--max-positives", "0"], "is not in the range"),
         (["train", "--train-queries", "0"], "is not in the range"),
         (["train", "--suffix=/../../x"], "letters, digits"),
+        (["train", "--lex-features", "", "--suffix=-x"], "no feature given"),
+        (["train", "--lex-features", "title_bm25,title_bm25", "--suffix=-x"], "given twice"),
         (["eval", "--out", str(report / "table.md")], "is a file"),
     ]:
         bad = runner.invoke(main, args, env=env)

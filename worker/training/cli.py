@@ -181,11 +181,16 @@ def _lex_names(option: str | None) -> list[str]:
     """The ``--lex-features`` list, checked against the 18 features."""
     from es_rerank.lex import ALL_FEATURES
 
-    names = [n.strip() for n in (option or "").split(",") if n.strip()]
+    if option is None:
+        return []
+    names = [n.strip() for n in option.split(",") if n.strip()]
     unknown = [n for n in names if n not in ALL_FEATURES]
-    if unknown:
-        raise click.BadParameter(f"unknown Lex feature(s) {unknown}; choose from {', '.join(ALL_FEATURES)}",
-                                 param_hint="--lex-features")
+    if not names or unknown:
+        problem = f"unknown Lex feature(s) {unknown}" if unknown else "no feature given"
+        raise click.BadParameter(f"{problem}; choose from {', '.join(ALL_FEATURES)}", param_hint="--lex-features")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise click.BadParameter(f"{repeated} given twice; name each feature once", param_hint="--lex-features")
     return names
 
 
@@ -340,6 +345,7 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     models.update(extra_models)
     paths = {*models.values(), *(path for members in ensemble_models.values() for path in members)}
     checkpoints = {path: _load_checkpoint(work, path) for path in sorted(paths)}
+    drmm = _load_drmm(work)
     # Only the Lex features some checkpoint reads: the 18 cost several times Lex3.
     lex_names = [n for n in ALL_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
     qrels, queries = work.nfcorpus.qrels(split), _split_queries(work, split)
@@ -351,20 +357,12 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
         "WMD-Title": run_from_scores(candidates, wmd_title_scores(candidates, queries, work.backend.stats,
                                                                   work.embeddings)),
     }
-    drmm_path = checkpoint_path(work.settings, DRMM_NAME)
-    if drmm_path.is_file():
-        from worker.training.drmm import DRMMCheckpoint, HistogramBuilder, build_histograms, drmm_scores
+    if drmm is not None:
+        from worker.training.drmm import HistogramBuilder, build_histograms, drmm_scores
 
-        try:
-            drmm = DRMMCheckpoint.load(drmm_path)
-        except ValueError as error:
-            raise click.ClickException(str(error)) from None
-        _check_embeddings(drmm_path, drmm.embeddings_version, work.embeddings.version)
         builder = HistogramBuilder(work.backend.stats, work.embeddings, drmm.config)
         runs["DRMM"] = run_from_scores(candidates, drmm_scores(drmm.build_model(),
                                                                build_histograms(candidates, queries, builder)))
-    else:
-        click.echo(f"skipping DRMM: no checkpoint at {drmm_path} (train it with `esrr train --variant drmm`)")
     for label, path in models.items():
         runs[label] = run_from_scores(candidates, _checkpoint_scores(work, checkpoints[path], candidates, lex_names))
     for label, members in ensemble_models.items():
@@ -378,14 +376,26 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     click.echo(f"runs in {work.settings.home / 'runs' / split}; report in {out}")
 
 
+def _load_drmm(work: Workspace) -> DRMMCheckpoint | None:
+    """The trained DRMM baseline, None (with a note) when there is none."""
+    from worker.training.drmm import DRMMCheckpoint
+
+    path = checkpoint_path(work.settings, DRMM_NAME)
+    if not path.is_file():
+        click.echo(f"skipping DRMM: no checkpoint at {path} (train it with `esrr train --variant drmm`)")
+        return None
+    with _as_cli_error(ValueError):
+        drmm = DRMMCheckpoint.load(path)
+    _check_embeddings(path, drmm.embeddings_version, work.embeddings.version)
+    return drmm
+
+
 def _load_checkpoint(work: Workspace, path: Path) -> Checkpoint:
     """A Delta checkpoint trained on the workspace's embeddings, or a CLI error naming the fix."""
     from worker.model import Checkpoint
 
-    try:
+    with _as_cli_error(ValueError):
         checkpoint = Checkpoint.load(path)
-    except ValueError as error:
-        raise click.ClickException(str(error)) from None
     _check_embeddings(path, checkpoint.embeddings_version, work.embeddings.version)
     return checkpoint
 
