@@ -253,6 +253,9 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
                                  param_hint="--device") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise click.UsageError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
+    if embeddings_path is not None and checkpoint is None:
+        raise click.UsageError("--embeddings is the table of a trained --checkpoint; pass both, or neither "
+                               "for random weights and vectors")
     ref_reps = max(5, reps // 5) if ref_reps is None else ref_reps
     sizes = [0] if checkpoint is not None else _vocab_sizes(vocab_sizes)
     header = {"device": device_name(dev), "torch": torch.__version__,
