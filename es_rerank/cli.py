@@ -6,6 +6,7 @@ torch and ``esrr --help`` is instant.
 
 from __future__ import annotations
 
+import errno
 import importlib
 from typing import TYPE_CHECKING, TypeVar
 
@@ -62,6 +63,9 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):  # often raised without a file name
+                raise click.ClickException(f"{error.strerror} ({error.filename or 'while writing'}); free "
+                                           "space where ESRR_HOME and --out point, or point them elsewhere") from None
             if error.filename is None:  # sockets and the like: not a path problem, keep the traceback
                 raise
             raise click.ClickException(

@@ -10,6 +10,8 @@ path and is tested to produce the same scores.
 
 from __future__ import annotations
 
+import errno
+import os
 import warnings
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
@@ -21,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from es_rerank.lex import LEX3
+from es_rerank.lex import ALL_FEATURES, LEX3
 
 PAD_ID = 0
 CHECKPOINT_FORMAT = 1
@@ -43,6 +45,22 @@ class DeltaConfig:
     lex_names: tuple[str, ...] = ()  # () = Delta-32; LEX3 = Delta-32-Lex3
     use_difference: bool = True  # Table 6: "no Difference vectors" sets False
     use_delta_features: bool = True  # Table 6: "no Delta features" sets False
+
+    def __post_init__(self) -> None:
+        sizes = {"embedding_dim": self.embedding_dim, "doc_len": self.doc_len, "query_len": self.query_len,
+                 "n_filters": self.n_filters, "kernel_width": self.kernel_width, "n_conv": self.n_conv}
+        problems = [f"{name}={value}" for name, value in sizes.items() if not isinstance(value, int) or value < 1]
+        if not self.hidden or min(self.hidden) < 1:
+            problems.append(f"hidden={self.hidden}")
+        if problems:
+            raise ValueError(f"DeltaConfig sizes must be positive integers: {', '.join(problems)}")
+        if not self.use_difference and not self.use_delta_features:
+            raise ValueError("DeltaConfig needs the difference vectors, the Delta features or both")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"DeltaConfig dropout must be in [0, 1), got {self.dropout}")
+        unknown = [name for name in self.lex_names if name not in ALL_FEATURES]
+        if unknown:
+            raise ValueError(f"unknown Lex feature(s) {unknown}; known: {', '.join(ALL_FEATURES)}")
 
     @property
     def delta_width(self) -> int:
@@ -164,11 +182,19 @@ class SavedModel(ABC):
     def save(self, path: Path) -> None:
         """Write the checkpoint (config as a plain dict, loadable with weights_only)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({
-            "format": CHECKPOINT_FORMAT, "model": self.MODEL, "config": asdict(self.config),
-            "state_dict": self.state_dict, "embeddings_version": self.embeddings_version,
-            "stats_version": self.stats_version, "metrics": self.metrics,
-        }, path)
+        # Written beside the target, then renamed: a worker loading the served model never
+        # sees half a file, and a failed write (disk full) leaves the old checkpoint in place.
+        partial = path.with_name(f".{path.name}.partial")
+        try:
+            torch.save({
+                "format": CHECKPOINT_FORMAT, "model": self.MODEL, "config": asdict(self.config),
+                "state_dict": self.state_dict, "embeddings_version": self.embeddings_version,
+                "stats_version": self.stats_version, "metrics": self.metrics,
+            }, partial)
+            os.replace(partial, path)
+        except (OSError, RuntimeError) as error:  # torch reports a full disk as a RuntimeError
+            partial.unlink(missing_ok=True)
+            raise OSError(errno.EIO, f"cannot write the checkpoint ({error})", str(path)) from None
 
     @classmethod
     def load(cls, path: Path) -> Self:
@@ -191,10 +217,16 @@ class SavedModel(ABC):
             raise CheckpointError(f"checkpoint {path} has format {data.get('format')}; this code reads format "
                                   f"{CHECKPOINT_FORMAT}, retrain with `{cls.TRAIN_COMMAND}`")
         try:
-            return cls(cls.config_from_dict(data["config"]), data["state_dict"],
-                       data["embeddings_version"], data["stats_version"], data["metrics"])
+            config = cls.config_from_dict(data["config"])
+            versions = data["embeddings_version"], data["stats_version"]
+            state_dict, metrics = data["state_dict"], data["metrics"]
         except (KeyError, TypeError) as error:
             raise CheckpointError(f"{damaged} (missing or unknown field: {error}); {fix}") from None
+        except ValueError as error:  # the config's own checks
+            raise CheckpointError(f"{damaged} ({error}); {fix}") from None
+        if not all(isinstance(v, str) and v for v in versions) or not isinstance(state_dict, dict):
+            raise CheckpointError(f"{damaged} (versions must be names, state_dict a mapping); {fix}")
+        return cls(config, state_dict, *versions, metrics)
 
     @staticmethod
     @abstractmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -198,7 +199,8 @@ def test_checkpoint_errors(tmp_path, vectors: np.ndarray) -> None:
         Checkpoint.load(path)
 
 
-@pytest.mark.parametrize("content", ["text", "truncated", "empty", "list", "missing key", "unknown config key"])
+@pytest.mark.parametrize("content", ["text", "truncated", "empty", "list", "missing key", "unknown config key",
+                                     "unknown lex feature", "query_len 0", "no embeddings version"])
 def test_a_damaged_checkpoint_is_a_checkpoint_error(tmp_path, vectors: np.ndarray, content: str) -> None:
     model = make_model(vectors, "delta-32")
     path = tmp_path / "model.pt"
@@ -216,10 +218,33 @@ def test_a_damaged_checkpoint_is_a_checkpoint_error(tmp_path, vectors: np.ndarra
         del data["metrics"]
         torch.save(data, path)
     else:
-        data["config"]["colour"] = "blue"
+        if content == "unknown config key":
+            data["config"]["colour"] = "blue"
+        elif content == "unknown lex feature":
+            data["config"]["lex_names"] = ["bogus_feature"]
+        elif content == "query_len 0":
+            data["config"]["query_len"] = 0
+        else:
+            data["embeddings_version"] = None
         torch.save(data, path)
     with pytest.raises(CheckpointError, match=r"not a readable es-rerank checkpoint.*esrr train"):
         Checkpoint.load(path)
+
+
+def test_checkpoint_save_replaces_the_file_whole(tmp_path, vectors: np.ndarray, monkeypatch) -> None:
+    model = make_model(vectors, "delta-32")
+    path = tmp_path / "model.pt"
+    Checkpoint(model.config, model.state_dict(), "e", "s").save(path)
+    before = path.read_bytes()
+
+    def full_disk(obj, target) -> None:
+        Path(target).write_bytes(b"half")
+        raise RuntimeError("[enforce fail at inline_container.cc] . PytorchStreamWriter failed writing file")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError, match="cannot write the checkpoint"):
+        Checkpoint(model.config, model.state_dict(), "e2", "s").save(path)
+    assert path.read_bytes() == before and list(tmp_path.iterdir()) == [path]
 
 
 def test_embedding_dim_mismatch(vectors: np.ndarray) -> None:
