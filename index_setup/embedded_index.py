@@ -12,7 +12,7 @@ from typing import Iterable
 import tantivy
 from tqdm import tqdm
 
-from es_rerank.backends.embedded import TOKENIZER, index_schema, whitespace_analyzer
+from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_schema, whitespace_analyzer
 from es_rerank.stats import CorpusStats, Document, Vocabulary, iter_doc_terms
 from es_rerank.versions import check_version, new_version, read_pointer, write_pointer
 
@@ -90,17 +90,19 @@ def _stop_writer(writer: tantivy.IndexWriter) -> None:
 
 
 def switch_current(root: Path, version: str) -> None:
-    """Atomically point ``root/CURRENT`` at an existing complete version."""
+    """Atomically point ``root/CURRENT`` at an existing version that opens (statistics and tantivy files)."""
     if not (root / check_version(version) / "meta.json").is_file():
         raise FileNotFoundError(f"no complete index version {version} under {root}")
+    EmbeddedBackend(root / version)  # BackendError naming the damage, before anything is served
     write_pointer(root, version)
 
 
 def list_versions(root: Path) -> list[str]:
-    """Complete versions under ``root``, oldest first."""
+    """Complete versions under ``root``, oldest build first (meta.json, written last, dates a build)."""
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / "meta.json").is_file())
+    complete = [p for p in root.iterdir() if (p / "meta.json").is_file()]
+    return [p.name for p in sorted(complete, key=lambda p: ((p / "meta.json").stat().st_mtime_ns, p.name))]
 
 
 def prune_versions(root: Path, keep: int = 2) -> list[str]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from es_rerank.backends.base import BackendError
 from es_rerank.backends.embedded import CURRENT_FILE, EmbeddedBackend
 from es_rerank.stats import CorpusStats, Document
 from es_rerank.versions import new_version
@@ -176,15 +179,21 @@ def test_switch_current_to_a_missing_or_incomplete_version_fails(tmp_path: Path)
     (tmp_path / "half" / "tantivy").mkdir(parents=True)  # no meta.json: not complete
     with pytest.raises(FileNotFoundError, match="half"):
         switch_current(tmp_path, "half")
+    build(tmp_path, OLD_DOCS, version="v2")  # served once built
+    switch_current(tmp_path, "v1")
+    shutil.rmtree(tmp_path / "v2" / "stats")  # meta.json there, statistics gone
+    with pytest.raises(BackendError, match="esrr index build"):
+        switch_current(tmp_path, "v2")
     assert served(tmp_path) == "v1"
 
 
 def test_list_versions_is_oldest_first_and_only_complete_versions(tmp_path: Path) -> None:
     assert list_versions(tmp_path / "missing") == []
-    for version in ("20240102", "20240101", "20240103"):
+    for age, version in enumerate(("zz-first", "20240102", "20240101")):
         build(tmp_path, OLD_DOCS, version=version)
+        os.utime(tmp_path / version / "meta.json", ns=(age * 10**9, age * 10**9))  # built one second apart
     (tmp_path / "20249999-half").mkdir()  # an interrupted build without meta.json
-    assert list_versions(tmp_path) == ["20240101", "20240102", "20240103"]
+    assert list_versions(tmp_path) == ["zz-first", "20240102", "20240101"]  # by build time, not by name
 
 
 @pytest.fixture
