@@ -141,7 +141,8 @@ def _numbered_lines(path: Path, report: LoadReport, strict: bool) -> Iterator[tu
         with _open_binary(path) as stream:
             for number, raw in enumerate(stream, start=1):
                 try:
-                    line = raw.decode("utf-8")
+                    # utf-8-sig on the first line: editors on Windows start files with a byte-order mark.
+                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 except UnicodeDecodeError as error:
                     _problem(report, strict, path, f"line {number}",
                              f"not UTF-8 text ({error.reason} at byte {error.start}); "

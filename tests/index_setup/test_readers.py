@@ -150,6 +150,15 @@ def test_beir_qrels_tsv(tmp_path: Path) -> None:
     assert read_qrels(path) == {"PLAIN-1": {"MED-1": 2, "MED-2": 1}, "PLAIN-2": {"MED-1": 1}}
 
 
+def test_a_byte_order_mark_and_crlf_line_ends_are_read_as_text(tmp_path: Path) -> None:
+    qrels = tmp_path / "test.tsv"
+    qrels.write_bytes(b"\xef\xbb\xbfquery-id\tcorpus-id\tscore\r\nPLAIN-1\tMED-1\t2\r\n")
+    assert read_qrels(qrels) == {"PLAIN-1": {"MED-1": 2}}
+    queries = tmp_path / "queries.jsonl"
+    queries.write_bytes(b"\xef\xbb\xbf" + json.dumps({"_id": "PLAIN-1", "text": "statins"}).encode() + b"\r\n")
+    assert read_queries(queries) == {"PLAIN-1": "statins"}
+
+
 def test_trec_qrels(tmp_path: Path) -> None:
     path = tmp_path / "train.2-1-0.qrel"
     path.write_text("PLAIN-3 0 MED-2436 2\nPLAIN-3\t0\tMED-2437\t1\nPLAIN-4 Q0 MED-1 0\n", encoding="utf-8")
