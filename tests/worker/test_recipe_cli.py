@@ -99,3 +99,10 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
     (unjudged / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")
     empty_dev = runner.invoke(main, ["train", "--data", str(unjudged), "--suffix=-x"], env=env)
     assert empty_dev.exit_code == 1 and "no dev query has both judgments" in empty_dev.output, empty_dev.output
+    lines = (data / "qrels" / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    (unjudged / "qrels" / "dev.tsv").write_text("\n".join([lines[0], *(line[:-1] + "0" for line in lines[1:])]),
+                                                 encoding="utf-8")  # every grade 0: nothing relevant
+    for command in (["train", "--suffix=-x"], ["eval", "--split", "dev", "--out", str(tmp_path / "r0")]):
+        none_relevant = runner.invoke(main, [*command, "--data", str(unjudged)], env=env)
+        assert none_relevant.exit_code == 1 and "no dev query has a relevant" in none_relevant.output, \
+            none_relevant.output

@@ -141,7 +141,8 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     started = time.perf_counter()
     train_c = build_candidates(train_q, train_qrels, work.backend, work.embeddings, lex_names,
                                add_judged=judged_positives)
-    dev_c = build_candidates(dev_q, dev_qrels, work.backend, work.embeddings, lex_names)
+    dev_c = _with_relevant(build_candidates(dev_q, dev_qrels, work.backend, work.embeddings, lex_names),
+                           work, "dev")
     click.echo(f"candidates ready in {time.perf_counter() - started:.0f} s")
     for variant in names:
         if variant == DRMM_NAME:
@@ -232,6 +233,15 @@ def _command() -> str:
     return "esrr " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
+def _with_relevant(candidates: list[QueryCandidates], work: Workspace, split: str) -> list[QueryCandidates]:
+    """The candidates, or a CLI error when none is relevant: every metric would be 0 and say nothing."""
+    if not any((c.grades > 0).any() for c in candidates):
+        raise click.ClickException(
+            f"no {split} query has a relevant (grade > 0) document among its BM25 candidates; check that "
+            f"{work.nfcorpus.root}/qrels/{split}.tsv judges documents of the indexed corpus (`esrr index build`)")
+    return candidates
+
+
 @contextmanager
 def _as_cli_error(*errors: type[Exception]) -> Iterator[None]:
     """Report the given errors as a clean CLI error (their messages name the cause) instead of a traceback."""
@@ -275,7 +285,8 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
     dev_qrels = work.nfcorpus.qrels("dev")
     train_q = _split_queries(work, "train", train_queries)
     train_c = build_candidates(train_q, work.nfcorpus.qrels("train"), work.backend, work.embeddings, ALL_FEATURES)
-    dev_c = build_candidates(_split_queries(work, "dev"), dev_qrels, work.backend, work.embeddings, ALL_FEATURES)
+    dev_c = _with_relevant(build_candidates(_split_queries(work, "dev"), dev_qrels, work.backend, work.embeddings,
+                                            ALL_FEATURES), work, "dev")
     evaluate = (delta_evaluator(ALL_FEATURES, work.embeddings.vectors, train_c, dev_c, dev_qrels, work.doc_rows,
                                 settings) if ranker == "delta"
                 else linear_evaluator(ALL_FEATURES, train_c, dev_c, dev_qrels, settings))
@@ -349,7 +360,8 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     # Only the Lex features some checkpoint reads: the 18 cost several times Lex3.
     lex_names = [n for n in ALL_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
     qrels, queries = work.nfcorpus.qrels(split), _split_queries(work, split)
-    candidates = build_candidates(queries, qrels, work.backend, work.embeddings, lex_names)
+    candidates = _with_relevant(build_candidates(queries, qrels, work.backend, work.embeddings, lex_names),
+                                work, split)
     runs = {
         "Uninformed (reverse doc id)": run_from_scores(candidates, reverse_doc_id_scores(candidates)),
         "BM25": run_from_scores(candidates, [c.bm25 for c in candidates]),
