@@ -7,8 +7,9 @@ the code that uses them; everything is validated at start-up.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nfcorpus"
@@ -23,8 +24,7 @@ class CommonSettings(BaseSettings):
     nfcorpus: Path | None = Field(None, description="NFCorpus in BEIR layout; default ../shared/data/nfcorpus, "
                                                     "else an ir_datasets export under <home>/datasets")
     backend: str = Field("embedded", pattern="^(embedded|elasticsearch)$")
-    es_url: str = Field("http://127.0.0.1:9200", pattern=r"^https?://[^/]+:\d+(/.*)?$",
-                        description="http(s)://HOST:PORT of the Elasticsearch cluster (the client needs the port)")
+    es_url: str = Field("http://127.0.0.1:9200", description="http(s)://HOST:PORT of the Elasticsearch cluster")
     es_alias: str = "esrr-docs"
     es_timeout_s: float = Field(30.0, gt=0)
     # BM25 parameters for the Elasticsearch similarity (the paper: k1=2.0, b=0.75 on titles).
@@ -39,6 +39,20 @@ class CommonSettings(BaseSettings):
     es_bulk_max_retries: int = Field(3, ge=0, description="retries of a chunk rejected with 429")
     es_bulk_initial_backoff_s: float = Field(2.0, gt=0, description="first retry wait, doubles each retry")
     es_keep_versions: int = Field(2, ge=1, description="index versions kept by `delete_old_versions`")
+
+    @field_validator("es_url")
+    @classmethod
+    def _es_url_has_scheme_host_and_port(cls, url: str) -> str:
+        parts = urlsplit(url)
+        try:
+            port = parts.port  # raises for a port outside 0-65535
+        except ValueError:
+            port = None
+        if parts.scheme not in ("http", "https") or not parts.hostname or not port or " " in url:
+            # The URL itself is not echoed: it may carry a password.
+            raise ValueError("expected http(s)://HOST:PORT with a port in 1-65535 (the client needs all "
+                             "three), e.g. http://127.0.0.1:9200")
+        return url
 
     @property
     def indexes_dir(self) -> Path:

@@ -293,6 +293,7 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
                                 env={"ESRR_HOME": str(home), "ESRR_BROKER_URL": "http://x"})
     assert_clean_failure(result, "ESRR_BROKER_URL")
     for name, value in [("ESRR_DEVICE", "gpu"), ("ESRR_ES_TIMEOUT_S", "0"), ("ESRR_ES_URL", "notaurl"),
+                        ("ESRR_ES_URL", "http://127.0.0.1:99999"), ("ESRR_ES_URL", "http://a b:9200"),
                         ("ESRR_BROKER_URL", "redis://127.0.0.1:6379/abc"), ("ESRR_BM25_B", "2"),
                         ("ESRR_CHECKPOINT", str(home.parent))]:
         result = CliRunner().invoke(main, ["search", "x", "--no-rerank"], env={"ESRR_HOME": str(home), name: value})
