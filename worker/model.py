@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import os
 import warnings
-from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -163,15 +162,16 @@ class CheckpointError(ValueError):
 
 
 @dataclass
-class SavedModel(ABC):
+class SavedModel:
     """Weights with the config and the data versions needed to rebuild and trust them.
 
-    Subclasses name the model (``MODEL``), how to retrain it (``TRAIN_COMMAND``) and how
-    their config is read back (``config_from_dict``).
+    Subclasses name the model (``MODEL``), how to retrain it (``TRAIN_COMMAND``) and the
+    dataclass of their config (``CONFIG``, read back with ``config_from_dict``).
     """
 
     MODEL: ClassVar[str]
     TRAIN_COMMAND: ClassVar[str]
+    CONFIG: ClassVar[type]
 
     config: Any
     state_dict: dict[str, torch.Tensor]
@@ -228,10 +228,10 @@ class SavedModel(ABC):
             raise CheckpointError(f"{damaged} (versions must be names, state_dict a mapping); {fix}")
         return cls(config, state_dict, *versions, metrics)
 
-    @staticmethod
-    @abstractmethod
-    def config_from_dict(data: dict[str, Any]) -> Any:
+    @classmethod
+    def config_from_dict(cls, data: dict[str, Any]) -> Any:
         """The config object ``save`` wrote as a dict."""
+        return cls.CONFIG(**data)
 
 
 @dataclass
@@ -240,12 +240,13 @@ class Checkpoint(SavedModel):
 
     MODEL: ClassVar[str] = "delta"
     TRAIN_COMMAND: ClassVar[str] = "esrr train"
+    CONFIG: ClassVar[type] = DeltaConfig
 
     config: DeltaConfig
 
-    @staticmethod
-    def config_from_dict(data: dict[str, Any]) -> DeltaConfig:
-        """The DeltaConfig ``save`` wrote as a dict."""
+    @classmethod
+    def config_from_dict(cls, data: dict[str, Any]) -> DeltaConfig:
+        """The DeltaConfig ``save`` wrote as a dict (its tuples come back as lists)."""
         return DeltaConfig.from_dict(data)
 
     def build_model(self, embeddings: np.ndarray) -> DeltaModel:

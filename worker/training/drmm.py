@@ -16,7 +16,7 @@ they still match exactly when they are the same term.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import ClassVar, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -151,13 +151,9 @@ class DRMMCheckpoint(SavedModel):
 
     MODEL: ClassVar[str] = "drmm"
     TRAIN_COMMAND: ClassVar[str] = "esrr train --variant drmm"
+    CONFIG: ClassVar[type] = DRMMConfig
 
     config: DRMMConfig
-
-    @staticmethod
-    def config_from_dict(data: dict[str, Any]) -> DRMMConfig:
-        """The DRMMConfig ``save`` wrote as a dict."""
-        return DRMMConfig(**data)
 
     def build_model(self) -> DRMM:
         """The DRMM in eval mode with these weights."""
