@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, TypeVar
 
 import click
 
@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from worker.model import Checkpoint
+    from worker.model import Checkpoint, SavedModel
     from worker.training.data import QueryCandidates
     from worker.training.drmm import DRMMCheckpoint
     from worker.training.train import TrainConfig, TrainResult
+
+    SavedModelT = TypeVar("SavedModelT", bound=SavedModel)
 
 VARIANT_NAMES = {
     "delta-32": "Delta-32",
@@ -103,7 +105,8 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 @click.option("--learning-rate", type=FiniteFloat(min=0, min_open=True), help="Adagrad learning rate.")
 @click.option("--l2-conv", type=FiniteFloat(min=0), help="L2 coefficient of the convolution weights.")
 @click.option("--l2-dense", type=FiniteFloat(min=0), help="L2 coefficient of the feed-forward weights.")
-@click.option("--dropout", type=FiniteFloat(0, 1, max_open=True), help="Dropout before the max-pool (Delta models; DRMM has none).")
+@click.option("--dropout", type=FiniteFloat(0, 1, max_open=True),
+              help="Dropout before the max-pool (Delta models; DRMM has none).")
 @click.option("--max-positives", type=click.IntRange(min=1), help="Relevant documents drawn per query and epoch.")
 @click.option("--negatives", type=click.Choice(["uniform", "rank"]), help="How negatives are drawn from the top-500.")
 @click.option("--negatives-per-positive", type=click.IntRange(min=1),
@@ -115,7 +118,8 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 @click.option("--dev-queries", type=click.IntRange(min=1), help="Use only the first N dev queries for early stopping.")
 @click.option("--lex-features", help="Comma-separated Lex features replacing Lex3 (e.g. the ones "
               "`esrr select-features` chose); see es_rerank.lex.ALL_FEATURES.")
-@click.option("--suffix", default="", callback=_check_suffix, help="Save as <variant><suffix>.pt (tuning runs that must not replace the served model).")
+@click.option("--suffix", default="", callback=_check_suffix,
+              help="Save as <variant><suffix>.pt (tuning runs that must not replace the served model).")
 def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, judged_positives: bool,
           train_queries: int | None, dev_queries: int | None, lex_features: str | None, suffix: str,
           **overrides) -> None:
@@ -266,12 +270,13 @@ def _split_queries(work: Workspace, split: str, n: int | None = None) -> dict[st
               help="delta: train Delta-32 with the features (the paper's criterion); linear: a fast linear proxy.")
 @click.option("--max-features", default=3, show_default=True, type=click.IntRange(1, 18),
               help="Stop after this many features.")
-@click.option("--max-epochs", default=3, show_default=True, type=click.IntRange(min=1), help="Epochs per trial (early stopping on dev).")
+@click.option("--max-epochs", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Epochs per trial (early stopping on dev).")
 @click.option("--patience", default=1, show_default=True, type=click.IntRange(min=1),
               help="Epochs without a dev improvement per trial.")
 @click.option("--train-queries", type=click.IntRange(min=1), help="Use only the first N training queries (quick runs).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/lex-selection"), show_default=True,
-              help="Where selection-<ranker>.md and .json go.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/lex-selection"),
+              show_default=True, help="Where selection-<ranker>.md and .json go.")
 def select_features(data: Path | None, ranker: str, max_features: int, max_epochs: int, patience: int,
                     train_queries: int | None, out: Path) -> None:
     """Greedy forward selection of Lex features on NFCorpus dev NDCG@20 (section 5.1)."""
@@ -318,8 +323,8 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
 @click.command(name="eval")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--split", default="test", show_default=True, type=click.Choice(["dev", "test"]))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/nfcorpus-test"), show_default=True,
-              help="Where table.md, results.json and chart.png go.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/nfcorpus-test"),
+              show_default=True, help="Where table.md, results.json and chart.png go.")
 @click.option("--extra", "extras", multiple=True, metavar="LABEL=CHECKPOINT",
               help="Also evaluate this Delta checkpoint as a row named LABEL (repeatable).")
 @click.option("--ensemble", "ensembles", multiple=True, metavar="LABEL=CHECKPOINT,CHECKPOINT[,...]",
@@ -329,6 +334,7 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
              ensembles: tuple[str, ...]) -> None:
     """Evaluate the baselines and every trained model on BM25 top-500 reranking."""
     from es_rerank.lex import ALL_FEATURES
+    from worker.model import Checkpoint
     from worker.training.data import build_candidates
     from worker.training.evaluate import (ensemble_scores, evaluate_runs, first_stage_recall,
                                           reverse_doc_id_scores, run_from_scores, title_bm25_scores,
@@ -355,7 +361,7 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
             del models[label]
     models.update(extra_models)
     paths = {*models.values(), *(path for members in ensemble_models.values() for path in members)}
-    checkpoints = {path: _load_checkpoint(work, path) for path in sorted(paths)}
+    checkpoints = {path: _load_checkpoint(work, path, Checkpoint) for path in sorted(paths)}
     drmm = _load_drmm(work)
     # Only the Lex features some checkpoint reads: the 18 cost several times Lex3.
     lex_names = [n for n in ALL_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
@@ -396,18 +402,13 @@ def _load_drmm(work: Workspace) -> DRMMCheckpoint | None:
     if not path.is_file():
         click.echo(f"skipping DRMM: no checkpoint at {path} (train it with `esrr train --variant drmm`)")
         return None
+    return _load_checkpoint(work, path, DRMMCheckpoint)
+
+
+def _load_checkpoint(work: Workspace, path: Path, kind: type[SavedModelT]) -> SavedModelT:
+    """A checkpoint of ``kind`` trained on the workspace's embeddings, or a CLI error naming the fix."""
     with _as_cli_error(ValueError):
-        drmm = DRMMCheckpoint.load(path)
-    _check_embeddings(path, drmm.embeddings_version, work.embeddings.version)
-    return drmm
-
-
-def _load_checkpoint(work: Workspace, path: Path) -> Checkpoint:
-    """A Delta checkpoint trained on the workspace's embeddings, or a CLI error naming the fix."""
-    from worker.model import Checkpoint
-
-    with _as_cli_error(ValueError):
-        checkpoint = Checkpoint.load(path)
+        checkpoint = kind.load(path)
     _check_embeddings(path, checkpoint.embeddings_version, work.embeddings.version)
     return checkpoint
 
