@@ -14,8 +14,10 @@ import numpy as np
 
 @click.command(name="index")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
-@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1), help="Repetitions of the statistics and build timings.")
-@click.option("--rounds", default=5, show_default=True, type=click.IntRange(min=1), help="Passes over the dev queries for search latency.")
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Repetitions of the statistics and build timings.")
+@click.option("--rounds", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Passes over the dev queries for search latency.")
 @click.option("--k", default=500, show_default=True, type=click.IntRange(1, 10_000), help="Hits per search.")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the figures as JSON.")

@@ -142,8 +142,6 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
                 embeddings_path: Path | None, seed: int) -> dict:
     """One row of the table: reference vs fast on the same inputs for one vocabulary size."""
     if checkpoint is not None:
-        if embeddings_path is None:
-            raise click.UsageError("--checkpoint needs --embeddings (the .npy table it was trained with)")
         npy = embeddings_path / "vectors.npy" if embeddings_path.is_dir() else embeddings_path
         try:
             model = Checkpoint.load(checkpoint).build_model(np.load(npy))
@@ -219,8 +217,10 @@ def _vocab_sizes(option: str) -> list[int]:
 @click.command("score")
 @click.option("--vocab-sizes", default="33000,200000", show_default=True,
               help="Comma-separated vocabulary sizes (ignored with --checkpoint).")
-@click.option("--docs", "n_docs", default=500, show_default=True, type=click.IntRange(min=1), help="Documents per query.")
-@click.option("--reps", default=50, show_default=True, type=click.IntRange(min=1), help="Timed repetitions of the fast scorer.")
+@click.option("--docs", "n_docs", default=500, show_default=True, type=click.IntRange(min=1),
+              help="Documents per query.")
+@click.option("--reps", default=50, show_default=True, type=click.IntRange(min=1),
+              help="Timed repetitions of the fast scorer.")
 @click.option("--ref-reps", type=click.IntRange(min=1), default=None,
               help="Timed repetitions of the reference forward [default: reps/5, at least 5].")
 @click.option("--warmup", default=5, show_default=True, type=click.IntRange(min=0))
@@ -253,9 +253,9 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
                                  param_hint="--device") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise click.UsageError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
-    if embeddings_path is not None and checkpoint is None:
-        raise click.UsageError("--embeddings is the table of a trained --checkpoint; pass both, or neither "
-                               "for random weights and vectors")
+    if (checkpoint is None) != (embeddings_path is None):
+        raise click.UsageError("--checkpoint and --embeddings (the .npy table it was trained with) go together; "
+                               "pass both, or neither for random weights and vectors")
     ref_reps = max(5, reps // 5) if ref_reps is None else ref_reps
     sizes = [0] if checkpoint is not None else _vocab_sizes(vocab_sizes)
     header = {"device": device_name(dev), "torch": torch.__version__,
