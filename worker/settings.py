@@ -85,11 +85,11 @@ class WorkerSettings(CommonSettings):
     @model_validator(mode="after")
     def _check(self) -> "WorkerSettings":
         if self.broker_scheme not in REDIS_SCHEMES + AMQP_SCHEMES:
-            raise ValueError(f"ESRR_BROKER_URL={self.broker_url!r}: use redis://HOST:6379/DB or "
+            # The URL itself is not echoed: it may carry a password.
+            raise ValueError(f"ESRR_BROKER_URL has scheme {self.broker_scheme!r}: use redis://HOST:6379/DB or "
                              "amqp://USER:PASSWORD@HOST:5672//")
         if self.is_redis and not re.fullmatch(r"/?\d*", urlsplit(self.broker_url).path):
-            raise ValueError(f"ESRR_BROKER_URL={self.broker_url!r}: a Redis URL ends in a database number, "
-                             "as in redis://HOST:6379/0")
+            raise ValueError("ESRR_BROKER_URL: a Redis URL ends in a database number, as in redis://HOST:6379/0")
         if self.checkpoint is not None and self.checkpoint.is_dir():
             raise ValueError(f"ESRR_CHECKPOINT={str(self.checkpoint)!r} is a directory; point it to the "
                              ".pt file `esrr train` wrote, or leave it unset for <home>/models")
