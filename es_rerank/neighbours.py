@@ -1,0 +1,135 @@
+"""Judged neighbours: documents judged relevant for the training queries most like a query.
+
+A query-to-query nearest-neighbour vote over relevance judgments, the offline
+counterpart of "what did users pick for similar searches" in a search log. It is
+not textual relevance (the Delta model's job) but a second, independent signal:
+NutritionFacts pages on related topics cite the same studies, and so do the
+judgments of their queries. Written by hand because it is a few lines of sparse
+arithmetic over ~2,600 short queries; an ANN or vector library would add a
+dependency for nothing.
+
+Similarity is the cosine of IDF-weighted query-term sets (IDF over the training
+queries, our tokenizer); a document's score is the sum over the ``k`` most similar
+training queries of ``similarity ** power * grade``, divided by the query's
+largest score, so it lies in [0, 1] for every query.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from es_rerank.text import tokenize
+
+
+class NeighboursError(ValueError):
+    """A judged-neighbours file cannot be used; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class NeighbourParams:
+    """How many similar training queries vote, how sharply similarity weights their vote, and
+    how much the vote counts beside the ranker's standardised score (``fuse``)."""
+
+    # Chosen on NFCorpus dev (reports/experiments/judged-neighbours/): the best point for
+    # Delta-32-Lex3, inside a plateau (k 20-100, power 3-4, weight 4-6) within 0.003 of it.
+    k: int = 50
+    power: float = 3.0
+    weight: float = 6.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.k, int) or self.k < 1:
+            raise NeighboursError(f"k must be a whole number of at least 1, got {self.k!r}")
+        for name in ("power", "weight"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise NeighboursError(f"{name} must be a positive number, got {value!r}")
+
+
+class JudgedNeighbours:
+    """Training queries with their judged documents, and the vote of the most similar ones."""
+
+    def __init__(self, queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
+                 params: NeighbourParams = NeighbourParams()) -> None:
+        self.params = params
+        self.query_ids = sorted(q for q in queries if any(g > 0 for g in qrels.get(q, {}).values()))
+        self.judged = {q: {d: g for d, g in qrels[q].items() if g > 0} for q in self.query_ids}
+        self.texts = {q: queries[q] for q in self.query_ids}
+        terms = [set(tokenize(self.texts[q])) for q in self.query_ids]
+        document_frequency = Counter(t for ts in terms for t in ts)
+        self.idf = {t: math.log(len(terms) / df) for t, df in document_frequency.items()}
+        # term -> [(training query index, normalised weight)]: the similarity is a sparse dot product
+        self.postings: dict[str, list[tuple[int, float]]] = defaultdict(list)
+        for index, ts in enumerate(terms):
+            weights = self._weights(ts)
+            for term, weight in weights.items():
+                self.postings[term].append((index, weight))
+
+    def _weights(self, terms: set[str]) -> dict[str, float]:
+        raw = {t: self.idf[t] for t in terms if self.idf.get(t, 0.0) > 0}
+        norm = math.sqrt(sum(w * w for w in raw.values())) or 1.0
+        return {t: w / norm for t, w in raw.items()}
+
+    def similar(self, text: str, exclude: str | None = None) -> list[tuple[str, float]]:
+        """The ``k`` training queries most similar to ``text`` (never ``exclude``), best first."""
+        similarity: dict[int, float] = defaultdict(float)
+        for term, weight in self._weights(set(tokenize(text))).items():
+            for index, other in self.postings.get(term, ()):
+                similarity[index] += weight * other
+        ranked = sorted(((s, i) for i, s in similarity.items() if self.query_ids[i] != exclude),
+                        key=lambda pair: (-pair[0], pair[1]))
+        return [(self.query_ids[i], s) for s, i in ranked[:self.params.k]]
+
+    def scores(self, text: str, doc_ids: Sequence[str], exclude: str | None = None) -> np.ndarray:
+        """float32 [n] vote for each of ``doc_ids``, in [0, 1]; ``exclude`` leaves a training query out."""
+        votes: dict[str, float] = defaultdict(float)
+        for query_id, similarity in self.similar(text, exclude):
+            for doc_id, grade in self.judged[query_id].items():
+                votes[doc_id] += similarity ** self.params.power * grade
+        top = max(votes.values(), default=0.0)
+        out = np.fromiter((votes.get(d, 0.0) for d in doc_ids), dtype=np.float32, count=len(doc_ids))
+        return out / top if top > 0 else out
+
+    def save(self, path: Path) -> None:
+        """Write the training queries, judgments and parameters as JSON (atomically)."""
+        payload = {"kind": "judged-neighbours", "params": asdict(self.params),
+                   "queries": self.texts, "qrels": self.judged}
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text(json.dumps(payload), encoding="utf-8")
+        os.replace(temporary, path)
+
+    @classmethod
+    def load(cls, path: Path) -> "JudgedNeighbours":
+        """Read a file written by ``save``; a damaged one is a NeighboursError naming the fix."""
+        fix = "rebuild it with `esrr neighbours build`"
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise NeighboursError(f"{path} cannot be read as judged neighbours ({error}); {fix}") from None
+        if not isinstance(payload, dict) or payload.get("kind") != "judged-neighbours":
+            raise NeighboursError(f"{path} is not a judged-neighbours file; {fix}")
+        try:
+            params = NeighbourParams(**payload["params"])
+            queries, qrels = payload["queries"], payload["qrels"]
+            if not (isinstance(queries, dict) and isinstance(qrels, dict)):
+                raise TypeError("queries and qrels must be objects")
+            return cls(queries, qrels, params)
+        except (NeighboursError, KeyError, TypeError, AttributeError) as error:
+            raise NeighboursError(f"{path} holds damaged judged neighbours ({error}); {fix}") from None
+
+
+def fuse(scores: np.ndarray, votes: np.ndarray, weight: float) -> np.ndarray:
+    """One query's ranking scores standardised within the query, plus ``weight`` times the neighbour votes."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return np.zeros(0, dtype=np.float32)
+    centred = scores - scores.mean()
+    spread = centred.std()
+    return (centred / (spread if spread > 0 else 1.0) + weight * np.asarray(votes, np.float64)).astype(np.float32)

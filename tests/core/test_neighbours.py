@@ -1,0 +1,87 @@
+"""Judged neighbours: similarity, votes, leaving a query out, fusion, the saved file."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from es_rerank.neighbours import JudgedNeighbours, NeighbourParams, NeighboursError, fuse
+
+QUERIES = {"A": "vitamin deficiency", "B": "vitamin supplements", "C": "fish oil", "U": "unjudged query"}
+QRELS = {"A": {"d1": 2, "d2": 1}, "B": {"d2": 2, "d3": 1}, "C": {"d4": 2}, "U": {"d5": 0}}
+# idf over the three judged queries: "vitamin" is in two, every other word in one
+SIM_B = math.log(3 / 2) ** 2 / (math.log(3 / 2) ** 2 + math.log(3) ** 2)
+
+
+def test_similar_queries_are_idf_weighted_cosines_best_first():
+    neighbours = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=5))
+    (first, s1), (second, s2) = neighbours.similar("vitamin deficiency")
+    assert (first, second) == ("A", "B")
+    assert s1 == pytest.approx(1.0) and s2 == pytest.approx(SIM_B)
+    assert neighbours.query_ids == ["A", "B", "C"]  # a query without a relevant document never votes
+
+
+def test_votes_weight_grades_by_similarity_and_lie_in_0_1():
+    neighbours = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=2, power=1.0))
+    votes = neighbours.scores("vitamin deficiency", ["d1", "d2", "d3", "d4", "unknown"])
+    expected = np.array([2, 1 + 2 * SIM_B, SIM_B, 0, 0]) / 2
+    np.testing.assert_allclose(votes, expected, rtol=1e-6)
+    assert votes.dtype == np.float32
+
+
+def test_power_sharpens_and_k_limits_the_voters():
+    squared = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=2, power=2.0))
+    np.testing.assert_allclose(squared.scores("vitamin deficiency", ["d3"]), [SIM_B ** 2 / 2], rtol=1e-6)
+    nearest_only = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=1, power=1.0))
+    np.testing.assert_allclose(nearest_only.scores("vitamin deficiency", ["d1", "d3"]), [1.0, 0.0])
+
+
+def test_a_left_out_query_does_not_vote_for_its_own_documents():
+    neighbours = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=5, power=1.0))
+    np.testing.assert_allclose(neighbours.scores("vitamin deficiency", ["d1", "d2", "d3"], exclude="A"),
+                               [0.0, 1.0, 0.5], rtol=1e-6)
+
+
+def test_a_query_sharing_no_word_gets_zero_votes():
+    neighbours = JudgedNeighbours(QUERIES, QRELS)
+    np.testing.assert_array_equal(neighbours.scores("green tea", ["d1", "d4"]), [0.0, 0.0])
+    assert neighbours.scores("", []).shape == (0,)
+
+
+def test_fuse_standardises_the_scores_then_adds_the_weighted_votes():
+    fused = fuse(np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.0, 1.0]), weight=0.5)
+    np.testing.assert_allclose(fused, [-1.2247449, 0.0, 1.2247449 + 0.5], rtol=1e-6)
+    np.testing.assert_allclose(fuse(np.array([4.0, 4.0]), np.array([1.0, 0.0]), 2.0), [2.0, 0.0])
+    assert fuse(np.zeros(0), np.zeros(0), 1.0).shape == (0,)
+
+
+def test_saved_neighbours_load_with_the_same_votes(tmp_path):
+    path = tmp_path / "neighbours.json"
+    original = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=3, power=1.5))
+    original.save(path)
+    loaded = JudgedNeighbours.load(path)
+    assert loaded.params == original.params
+    docs = ["d1", "d2", "d3", "d4"]
+    np.testing.assert_array_equal(loaded.scores("vitamin supplements", docs),
+                                  original.scores("vitamin supplements", docs))
+    assert not path.with_name(path.name + ".tmp").exists()
+
+
+@pytest.mark.parametrize("content", ["not json", json.dumps({"kind": "checkpoint"}),
+                                     json.dumps({"kind": "judged-neighbours", "params": {"k": 0, "power": 1.0},
+                                                 "queries": {}, "qrels": {}}),
+                                     json.dumps({"kind": "judged-neighbours", "params": {"k": 2, "power": 1.0},
+                                                 "queries": [], "qrels": {}})])
+def test_a_damaged_file_names_the_fix(tmp_path, content):
+    path = tmp_path / "neighbours.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(NeighboursError, match="neighbours"):
+        JudgedNeighbours.load(path)
+
+
+@pytest.mark.parametrize("params", [{"k": 0}, {"k": 2.5}, {"power": 0.0}, {"power": float("nan")},
+                                    {"weight": -1.0}, {"weight": "1"}])
+def test_parameters_are_checked(params):
+    with pytest.raises(NeighboursError):
+        NeighbourParams(**params)
