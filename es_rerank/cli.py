@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import math
 from typing import TYPE_CHECKING, TypeVar
 
 import click
@@ -35,6 +36,18 @@ def load_settings(cls: type[SettingsT] | None = None, **overrides: object) -> Se
         problems = "\n".join(f"  {'ESRR_' + '_'.join(map(str, e['loc'])).upper() + ': ' if e['loc'] else ''}{e['msg']}"
                               for e in error.errors())
         raise click.ClickException(f"invalid settings (ESRR_* environment):\n{problems}") from None
+
+
+class FiniteFloat(click.FloatRange):
+    """A float range that also refuses nan and inf (click's FloatRange lets them through)."""
+
+    name = "finite float range"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001 (click's signature)
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 class LazyGroup(click.Group):
@@ -85,6 +98,8 @@ class LazyGroup(click.Group):
     "index": ("index_setup.cli:index", "Load the corpus; build, replace and inspect indexes."),
     "search": ("index_setup.cli:search", "Search the served index from the shell (reranked when a model is trained)."),
     "embeddings": ("index_setup.embeddings:embeddings", "Train and inspect the word2vec embeddings."),
+    "neighbours": ("index_setup.neighbours:neighbours",
+                   "Build the judged-neighbours votes from NFCorpus train judgments."),
     "train": ("worker.training.cli:train", "Train a Delta model on NFCorpus train, early-stopped on dev."),
     "select-features": ("worker.training.cli:select_features",
                         "Greedy Lex-feature selection on NFCorpus dev (section 5.1)."),

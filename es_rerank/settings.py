@@ -65,3 +65,7 @@ class CommonSettings(BaseSettings):
     @property
     def models_dir(self) -> Path:
         return self.home / "models"
+
+    @property
+    def neighbours_path(self) -> Path:
+        return self.models_dir / "judged-neighbours.json"

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 import click
 
-from es_rerank.backends.base import MAX_K
+from es_rerank.backends.base import MAX_K, Hit
 from es_rerank.settings import CommonSettings
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BACKEND_OPTION = click.option(
     "--backend", type=click.Choice(["embedded", "elasticsearch"]), default=None,
@@ -189,8 +193,12 @@ def show_stats(backend: str | None) -> None:
               help="BM25 hits the model reranks (0: BM25 order).")
 @click.option("--rerank/--no-rerank", default=None,
               help="Rerank with the Delta model (default: when a trained checkpoint exists).")
+@click.option("--neighbours/--no-neighbours", "use_neighbours", default=None,
+              help="Add the votes of similar training queries' judgments (default: when "
+                   "`esrr neighbours build` has made the file).")
 @BACKEND_OPTION
-def search(query: str, k: int, window: int, rerank: bool | None, backend: str | None) -> None:
+def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours: bool | None,
+           backend: str | None) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.backends import BackendError, open_backend
     from es_rerank.gateway.merge import merge
@@ -219,6 +227,10 @@ def search(query: str, k: int, window: int, rerank: bool | None, backend: str | 
     elif not rerank:
         click.echo(f"(BM25 only: no model at {checkpoint}; train one with `esrr train`)" if not checkpoint.is_file()
                    else "(BM25 only)", err=True)
+    if use_neighbours is None:
+        use_neighbours = settings.neighbours_path.is_file()
+    if use_neighbours and hits and window:
+        scores, label = _with_neighbour_votes(settings, query, hits[:window], scores), f"{label} + neighbours"
     ranked = merge(hits, scores, min(window, len(hits)))[:k]
     if not ranked:
         click.echo("no hits")
@@ -226,3 +238,18 @@ def search(query: str, k: int, window: int, rerank: bool | None, backend: str | 
     click.echo(f"{'rank':>4}  {label + ' score':>14}  {'BM25':>7}  {'doc id':<12} title")
     for rank, item in enumerate(ranked, 1):
         click.echo(f"{rank:>4}  {item.score:14.3f}  {item.hit.score:7.3f}  {item.hit.doc_id:<12} {item.hit.title}")
+
+
+def _with_neighbour_votes(settings: CommonSettings, query: str, window: Sequence[Hit],
+                          scores: np.ndarray | None) -> np.ndarray:
+    """The window's scores (the model's, else BM25's) fused with the judged-neighbour votes."""
+    import numpy as np
+
+    from es_rerank.neighbours import JudgedNeighbours, NeighboursError, fuse
+
+    try:
+        neighbours = JudgedNeighbours.load(settings.neighbours_path)
+    except NeighboursError as error:
+        raise click.ClickException(str(error)) from None
+    base = scores if scores is not None else np.array([h.score for h in window], dtype=np.float32)
+    return fuse(base, neighbours.scores(query, [h.doc_id for h in window]), neighbours.params.weight)

@@ -66,6 +66,17 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
     results = json.loads((report / "results.json").read_text())
     assert {r["name"] for r in results["rows"]} >= {"BM25", "DRMM", "Delta-32-LexG", "Lex3+LexG"}
 
+    esrr("neighbours", "build", "--data", str(data))
+    table = esrr("eval", "--data", str(data), "--out", str(tmp_path / "with-votes"))
+    assert "| BM25 + judged neighbours |" in table and "| Delta-32-Lex3 + judged neighbours |" in table
+    leaky = shutil.copytree(data, tmp_path / "leaky")
+    with (leaky / "qrels" / "train.tsv").open("a", encoding="utf-8") as train_qrels:  # test judgments vote too
+        train_qrels.write((data / "qrels" / "test.tsv").read_text(encoding="utf-8").split("\n", 1)[1])
+    esrr("neighbours", "build", "--data", str(leaky))
+    leaking = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "r1")], env=env)
+    assert leaking.exit_code == 1 and "votes with judgments of 6 evaluated queries" in leaking.output, leaking.output
+    (models / "judged-neighbours.json").unlink()
+
     for args, message in [
         (["train", "--lex-features", "title_bm25,nonsense", "--suffix=-x"], "unknown Lex feature(s) ['nonsense']"),
         (["train", "--lex-features", "title_bm25"], "--lex-features needs --suffix"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 import shlex
 import sys
@@ -15,16 +14,18 @@ from typing import TYPE_CHECKING, Iterator, TypeVar
 
 import click
 
+from es_rerank.cli import FiniteFloat
 from es_rerank.machine import machine_description
 from es_rerank.settings import CommonSettings
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import numpy as np
 
     from worker.model import Checkpoint, SavedModel
     from worker.training.data import QueryCandidates
+    from worker.training.metrics import Run
     from worker.training.drmm import DRMMCheckpoint
     from worker.training.train import TrainConfig, TrainResult
 
@@ -68,18 +69,6 @@ def open_workspace(data: Path | None) -> Workspace:
     except (BackendError, EmbeddingsError, FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     return Workspace(settings, nfcorpus, backend, embeddings, DocumentRows(backend.stats, embeddings))
-
-
-class FiniteFloat(click.FloatRange):
-    """A float range that also refuses nan and inf (click's FloatRange lets them through)."""
-
-    name = "finite float range"
-
-    def convert(self, value, param, ctx):  # noqa: ANN001 (click's signature)
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
 
 
 def _check_suffix(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -381,17 +370,46 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
         builder = HistogramBuilder(work.backend.stats, work.embeddings, drmm.config)
         runs["DRMM"] = run_from_scores(candidates, drmm_scores(drmm.build_model(),
                                                                build_histograms(candidates, queries, builder)))
-    for label, path in models.items():
-        runs[label] = run_from_scores(candidates, _checkpoint_scores(work, checkpoints[path], candidates, lex_names))
+    model_scores = {label: _checkpoint_scores(work, checkpoints[path], candidates, lex_names)
+                    for label, path in models.items()}
+    runs.update({label: run_from_scores(candidates, scores) for label, scores in model_scores.items()})
     for label, members in ensemble_models.items():
         scores = [_checkpoint_scores(work, checkpoints[path], candidates, lex_names) for path in members]
         runs[label] = run_from_scores(candidates, ensemble_scores(scores))
+    lex3 = VARIANT_NAMES["delta-32-lex3"]
+    runs.update(_neighbour_runs(work, candidates, queries, {
+        "BM25": [c.bm25 for c in candidates], **({lex3: model_scores[lex3]} if lex3 in model_scores else {})}))
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
     write_report(rows, runs, out, recall, _command(), machine_description(),
                  runs_dir=work.settings.home / "runs" / split)
     click.echo((out / "table.md").read_text(encoding="utf-8"))
     click.echo(f"runs in {work.settings.home / 'runs' / split}; report in {out}")
+
+
+def _neighbour_runs(work: Workspace, candidates: list[QueryCandidates], queries: Mapping[str, str],
+                    base_scores: Mapping[str, list[np.ndarray]]) -> dict[str, Run]:
+    """Rows "<ranker> + judged neighbours" when `esrr neighbours build` has made the votes file."""
+    from es_rerank.neighbours import JudgedNeighbours, fuse
+    from worker.training.metrics import run_from_scores
+
+    path = work.settings.neighbours_path
+    if not path.is_file():
+        click.echo(f"skipping judged neighbours: no file at {path} (build it with `esrr neighbours build`)")
+        return {}
+    with _as_cli_error(ValueError):
+        neighbours = JudgedNeighbours.load(path)
+    voters = set(neighbours.query_ids)
+    overlap = sorted(c.query_id for c in candidates if c.query_id in voters)
+    if overlap:
+        raise click.ClickException(f"{path} votes with judgments of {len(overlap)} evaluated queries "
+                                   f"(e.g. {overlap[0]}); rebuild it from the train split with "
+                                   "`esrr neighbours build`")
+    votes = [neighbours.scores(queries[c.query_id], c.doc_ids) for c in candidates]
+    weight = neighbours.params.weight
+    return {f"{label} + judged neighbours": run_from_scores(candidates, [fuse(s, v, weight)
+                                                                        for s, v in zip(scores, votes)])
+            for label, scores in base_scores.items()}
 
 
 def _load_drmm(work: Workspace) -> DRMMCheckpoint | None:

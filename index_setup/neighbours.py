@@ -1,0 +1,54 @@
+"""``esrr neighbours``: build the judged-neighbours file from the NFCorpus train judgments.
+
+Only the train split is read, so ``esrr eval`` on dev or test never sees its own
+judgments through the votes. Serving (``esrr search``) and ``esrr eval`` pick the
+file up from ``<ESRR_HOME>/models/judged-neighbours.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from es_rerank.cli import FiniteFloat
+from es_rerank.neighbours import JudgedNeighbours, NeighbourParams
+
+DEFAULTS = NeighbourParams()
+
+
+@click.group()
+def neighbours() -> None:
+    """Votes of similar training queries' judgments, fused with the ranker's scores."""
+
+
+@neighbours.command()
+@click.option("--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="NFCorpus in BEIR layout (default: ../shared/data/nfcorpus).")
+@click.option("--k", type=click.IntRange(1, 1000), default=DEFAULTS.k, show_default=True,
+              help="Most similar training queries that vote.")
+@click.option("--power", type=FiniteFloat(0, 10, min_open=True), default=DEFAULTS.power, show_default=True,
+              help="Similarity exponent of a vote.")
+@click.option("--weight", type=FiniteFloat(0, 100, min_open=True), default=DEFAULTS.weight,
+              show_default=True, help="Weight of the vote beside the ranker's standardised score.")
+def build(data: Path | None, k: int, power: float, weight: float) -> None:
+    """Build the file from NFCorpus train queries and judgments (defaults chosen on dev)."""
+    from es_rerank.cli import load_settings
+    from index_setup.nfcorpus import NFCorpus
+
+    settings = load_settings()
+    try:
+        nfcorpus = NFCorpus.locate(data, settings)
+    except (FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    built = JudgedNeighbours(nfcorpus.queries("train"), nfcorpus.qrels("train"),
+                             NeighbourParams(k=k, power=power, weight=weight))
+    if not built.query_ids:
+        raise click.ClickException(f"no train query in {nfcorpus.root} has a relevant judgment; "
+                                   "check the qrels files")
+    path = settings.neighbours_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    built.save(path)
+    judgments = sum(len(docs) for docs in built.judged.values())
+    click.echo(f"{len(built.query_ids)} train queries, {judgments} relevant judgments, k={k} power={power} "
+               f"weight={weight} -> {path}")

@@ -1,0 +1,66 @@
+"""``esrr neighbours build`` and the votes in ``esrr search`` (embedded backend, a tiny NFCorpus)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.index_setup.test_cli import RECORDS, assert_clean_failure, assert_ok, esrr, home, write_corpus  # noqa: F401
+
+
+@pytest.fixture
+def nfcorpus(tmp_path: Path) -> Path:
+    """BEIR layout: the three records, a train query judging d3 relevant, one dev and one test query."""
+    root = tmp_path / "nfcorpus"
+    (root / "qrels").mkdir(parents=True)
+    write_corpus(root / "corpus.jsonl", RECORDS)
+    queries = [{"_id": "T1", "text": "cancer curcumin"}, {"_id": "T2", "text": "vitamin"},
+               {"_id": "D1", "text": "cancer"}, {"_id": "E1", "text": "bone"}]
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    for split, rows in {"train": [("T1", "d3", 2), ("T2", "d1", 1)], "dev": [("D1", "d2", 1)],
+                        "test": [("E1", "d1", 1)]}.items():
+        lines = ["query-id\tcorpus-id\tscore", *(f"{q}\t{d}\t{g}" for q, d, g in rows)]
+        (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def search_rows(output: str) -> tuple[str, list[str]]:
+    header, *lines = output.splitlines()
+    return header, [line.split()[3] for line in lines]
+
+
+def test_build_writes_the_train_votes_and_search_uses_them(esrr, home: Path, nfcorpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(nfcorpus / "corpus.jsonl")))
+    header, bm25_order = search_rows(assert_ok(esrr("search", "cancer curcumin")))
+    assert "neighbours" not in header and bm25_order == ["d2", "d3"]
+
+    out = assert_ok(esrr("neighbours", "build", "--data", str(nfcorpus), "--k", "5", "--weight", "3"))
+    assert "2 train queries, 2 relevant judgments, k=5" in out
+    saved = json.loads((home / "models" / "judged-neighbours.json").read_text(encoding="utf-8"))
+    assert sorted(saved["qrels"]) == ["T1", "T2"]  # only the train split votes
+    header, fused_order = search_rows(assert_ok(esrr("search", "cancer curcumin")))
+    assert "BM25 + neighbours" in header
+    assert fused_order == ["d3", "d2"]  # T1, the identical train query, judged d3 relevant
+    _, plain = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-neighbours")))
+    assert plain == bm25_order
+
+
+def test_a_damaged_votes_file_is_a_clean_search_error(esrr, home: Path, nfcorpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(nfcorpus / "corpus.jsonl")))
+    (home / "models").mkdir(parents=True)
+    (home / "models" / "judged-neighbours.json").write_text("{truncated", encoding="utf-8")
+    assert_clean_failure(esrr("search", "cancer"), "judged-neighbours.json", "esrr neighbours build")
+
+
+@pytest.mark.parametrize("args, fragment", [(["--k", "0"], "--k"), (["--weight", "0"], "--weight"),
+                                            (["--power", "nan"], "--power")])
+def test_build_options_are_checked(esrr, nfcorpus: Path, args: list[str], fragment: str) -> None:
+    result = esrr("neighbours", "build", "--data", str(nfcorpus), *args)
+    assert result.exit_code == 2 and fragment in result.output
+
+
+def test_build_without_a_relevant_train_judgment_fails_cleanly(esrr, nfcorpus: Path) -> None:
+    (nfcorpus / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nT1\td3\t0\n", encoding="utf-8")
+    assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "no train query")
