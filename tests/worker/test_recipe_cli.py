@@ -67,8 +67,12 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
     assert {r["name"] for r in results["rows"]} >= {"BM25", "DRMM", "Delta-32-LexG", "Lex3+LexG"}
 
     esrr("neighbours", "build", "--data", str(data))
-    table = esrr("eval", "--data", str(data), "--out", str(tmp_path / "with-votes"))
-    assert "| BM25 + judged neighbours |" in table and "| Delta-32-Lex3 + judged neighbours |" in table
+    table = esrr("eval", "--data", str(data), "--out", str(tmp_path / "with-votes"), "--extra",
+                 f"LexG={models / 'delta-32-lex3-lexg.pt'}", "--ensemble",
+                 f"Both={models / 'delta-32-lex3.pt'},{models / 'delta-32-lex3-lexg.pt'}")
+    for row in ("BM25", "Delta-32-Lex3", "LexG", "Both"):
+        assert f"| {row} + judged neighbours |" in table
+    assert "| Delta-32 + judged neighbours |" not in table and "| DRMM + judged neighbours |" not in table
     leaky = shutil.copytree(data, tmp_path / "leaky")
     with (leaky / "qrels" / "train.tsv").open("a", encoding="utf-8") as train_qrels:  # test judgments vote too
         train_qrels.write((data / "qrels" / "test.tsv").read_text(encoding="utf-8").split("\n", 1)[1])
@@ -81,6 +85,7 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
         (["train", "--lex-features", "title_bm25,nonsense", "--suffix=-x"], "unknown Lex feature(s) ['nonsense']"),
         (["train", "--lex-features", "title_bm25"], "--lex-features needs --suffix"),
         (["eval", "--data", str(data), "--extra", f"BM25={models / 'drmm.pt'}"], "built-in rows"),
+        (["eval", "--extra", f"X + judged neighbours={models / 'drmm.pt'}"], "built-in rows"),
         (["eval", "--ensemble", f"E={models / 'delta-32.pt'}"], "at least two existing checkpoint files"),
         (["eval", "--ensemble", f"E={models / 'delta-32.pt'},{models / 'nope.pt'}"], "no such file: "),
         (["eval", "--extra", f"E={models / 'delta-32.pt'}", "--ensemble",

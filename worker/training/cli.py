@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     SavedModelT = TypeVar("SavedModelT", bound=SavedModel)
 
+NEIGHBOURS_ROW_SUFFIX = " + judged neighbours"  # rows `esrr eval` adds when the votes file exists
 VARIANT_NAMES = {
     "delta-32": "Delta-32",
     "delta-32-lex3": "Delta-32-Lex3",
@@ -332,9 +333,11 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     extra_pairs = [_labelled_checkpoints(e, ensemble=False) for e in extras]
     ensemble_pairs = [_labelled_checkpoints(e, ensemble=True) for e in ensembles]
     labels = [label for label, _ in [*extra_pairs, *ensemble_pairs]]
-    taken = sorted(set(labels) & {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()})
+    taken = sorted({label for label in labels if label in {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()}
+                    or label.endswith(NEIGHBOURS_ROW_SUFFIX)})
     if taken:
-        raise click.BadParameter(f"row name(s) {taken} are built-in rows; give the extra checkpoints other labels",
+        raise click.BadParameter(f"row name(s) {taken} are built-in rows (names ending in "
+                                 f"'{NEIGHBOURS_ROW_SUFFIX}' included); give the extra checkpoints other labels",
                                  param_hint="--extra/--ensemble")
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
@@ -374,11 +377,14 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
                     for label, path in models.items()}
     runs.update({label: run_from_scores(candidates, scores) for label, scores in model_scores.items()})
     for label, members in ensemble_models.items():
-        scores = [_checkpoint_scores(work, checkpoints[path], candidates, lex_names) for path in members]
-        runs[label] = run_from_scores(candidates, ensemble_scores(scores))
-    lex3 = VARIANT_NAMES["delta-32-lex3"]
+        model_scores[label] = ensemble_scores([_checkpoint_scores(work, checkpoints[path], candidates, lex_names)
+                                               for path in members])
+        runs[label] = run_from_scores(candidates, model_scores[label])
+    # Votes beside BM25, the served model and the rows asked for by name; not beside the ablations.
+    fused = ["BM25", VARIANT_NAMES["delta-32-lex3"], *extra_models, *ensemble_models]
     runs.update(_neighbour_runs(work, candidates, queries, {
-        "BM25": [c.bm25 for c in candidates], **({lex3: model_scores[lex3]} if lex3 in model_scores else {})}))
+        label: [c.bm25 for c in candidates] if label == "BM25" else model_scores[label]
+        for label in fused if label == "BM25" or label in model_scores}))
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
     write_report(rows, runs, out, recall, _command(), machine_description(),
@@ -407,7 +413,7 @@ def _neighbour_runs(work: Workspace, candidates: list[QueryCandidates], queries:
                                    "`esrr neighbours build`")
     votes = [neighbours.scores(queries[c.query_id], c.doc_ids) for c in candidates]
     weight = neighbours.params.weight
-    return {f"{label} + judged neighbours": run_from_scores(candidates, [fuse(s, v, weight)
+    return {label + NEIGHBOURS_ROW_SUFFIX: run_from_scores(candidates, [fuse(s, v, weight)
                                                                         for s, v in zip(scores, votes)])
             for label, scores in base_scores.items()}
 
