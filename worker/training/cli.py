@@ -388,7 +388,7 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
     write_report(rows, runs, out, recall, _command(), machine_description(),
-                 runs_dir=work.settings.home / "runs" / split)
+                 runs_dir=work.settings.home / "runs" / split, split=split)
     click.echo((out / "table.md").read_text(encoding="utf-8"))
     click.echo(f"runs in {work.settings.home / 'runs' / split}; report in {out}")
 

@@ -145,8 +145,8 @@ def markdown_table(rows: Sequence[EvalRow], baseline: str = BASELINE, recall: fl
     return "\n".join(lines) + "\n" + "\n".join(notes) + "\n"
 
 
-def plot_chart(rows: Sequence[EvalRow], path: Path) -> None:
-    """Grouped bar chart of the metrics per ranker."""
+def plot_chart(rows: Sequence[EvalRow], path: Path, split: str = "test") -> None:
+    """Grouped bar chart of the metrics per ranker, one colour per ranker, the legend beside the bars."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -154,21 +154,22 @@ def plot_chart(rows: Sequence[EvalRow], path: Path) -> None:
 
     measures = [str(m) for m in REPORT_MEASURES]
     width = 0.8 / len(rows)
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    colours = plt.get_cmap("tab20" if len(rows) > 10 else "tab10").colors
+    fig, ax = plt.subplots(figsize=(13, 4.5))
     for i, row in enumerate(rows):
         x = np.arange(len(measures)) + i * width
-        ax.bar(x, [row.means[m] for m in measures], width, label=row.name)
+        ax.bar(x, [row.means[m] for m in measures], width, label=row.name, color=colours[i % len(colours)])
     ax.set_xticks(np.arange(len(measures)) + 0.4 - width / 2, [MEASURE_LABELS[m] for m in REPORT_MEASURES])
-    ax.set_ylabel("mean over NFCorpus test queries")
-    ax.set_title("Reranking BM25 top-500 on NFCorpus test")
-    ax.legend(fontsize=8, ncol=2)
+    ax.set_ylabel(f"mean over NFCorpus {split} queries")
+    ax.set_title(f"Reranking BM25 top-500 on NFCorpus {split}")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path, recall: float,
-                 command: str, machine: str, runs_dir: Path | None = None) -> None:
+                 command: str, machine: str, runs_dir: Path | None = None, split: str = "test") -> None:
     """Write table.md, results.json, chart.png (and TREC run files to ``runs_dir``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     table = markdown_table(rows, recall=recall)
@@ -177,7 +178,7 @@ def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path
         "command": command, "machine": machine, "recall@500": recall,
         "rows": [{"name": r.name, "means": r.means, "p_values": r.p_values} for r in rows]}, indent=2),
         encoding="utf-8")
-    plot_chart(rows, out_dir / "chart.png")
+    plot_chart(rows, out_dir / "chart.png", split)
     if runs_dir is not None:
         runs_dir.mkdir(parents=True, exist_ok=True)
         for name, run in runs.items():
