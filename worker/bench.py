@@ -137,17 +137,41 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
 
+def _trained_model(checkpoint: Path, embeddings_path: Path) -> DeltaModel:
+    """The checkpoint's model on its vectors: an embeddings artifact (whose version must be the one the
+    checkpoint was trained on), a folder holding ``vectors.npy``, or a ``.npy`` table."""
+    from es_rerank.embeddings import Embeddings, EmbeddingsError
+
+    fail = f"cannot benchmark {checkpoint} on {embeddings_path}"
+    try:
+        saved = Checkpoint.load(checkpoint)
+        if (embeddings_path / "meta.json").is_file():
+            embeddings = Embeddings.load(embeddings_path)
+            if embeddings.version != saved.embeddings_version:
+                raise click.ClickException(f"{fail}: the checkpoint was trained on embeddings "
+                                           f"{saved.embeddings_version}, the folder holds {embeddings.version}; "
+                                           "pass that version's folder")
+            vectors = np.asarray(embeddings.vectors)
+        else:
+            npy = embeddings_path / "vectors.npy" if embeddings_path.is_dir() else embeddings_path
+            try:
+                vectors = np.load(npy)
+            except (ValueError, EOFError):  # numpy's own text suggests allow_pickle: unsafe advice here
+                raise click.ClickException(f"{fail}: {npy} is not a .npy table (damaged, or not written by "
+                                           "numpy.save); pass the embeddings folder the checkpoint was trained "
+                                           "on") from None
+        return saved.build_model(vectors)
+    except (OSError, RuntimeError, ValueError, EmbeddingsError) as error:  # damaged files, a table of another size
+        raise click.ClickException(f"{fail}: {error}") from None
+
+
 def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: int, device: torch.device,
                 batch_queries: int, variant: str, checkpoint: Path | None,
                 embeddings_path: Path | None, seed: int) -> dict:
     """One row of the table: reference vs fast on the same inputs for one vocabulary size."""
     if checkpoint is not None:
-        npy = embeddings_path / "vectors.npy" if embeddings_path.is_dir() else embeddings_path
-        try:
-            model = Checkpoint.load(checkpoint).build_model(np.load(npy))
-        except (OSError, RuntimeError, ValueError) as error:  # damaged files, a table of another size
-            raise click.ClickException(f"cannot benchmark {checkpoint} on {npy}: {error}") from None
-        source = (f"trained {checkpoint.name}, real vectors {npy} (synthetic Zipf documents over "
+        model = _trained_model(checkpoint, embeddings_path)
+        source = (f"trained {checkpoint.name}, real vectors {embeddings_path} (synthetic Zipf documents over "
                   "its rows)")
         n_words = model.embeddings.shape[0]
     else:

@@ -292,6 +292,18 @@ def test_bench_command(tmp_path, table: np.ndarray) -> None:
     assert result.exit_code == 0, result.output
     assert "trained m.pt" in result.output
 
+    artifact = tmp_path / "v2"  # an embeddings artifact of another version than the checkpoint's "e"
+    artifact.mkdir()
+    np.save(artifact / "vectors.npy", table)
+    (artifact / "vocab.txt").write_text("\n".join(["<pad>", "<unk>", *(f"w{i}" for i in range(len(table) - 2))]))
+    (artifact / "meta.json").write_text(json.dumps({"format": 1, "version": "v2"}))
+    (tmp_path / "junk.npy").write_bytes(b"not numpy")
+    for embeddings, message in [(artifact, "trained on embeddings e, the folder holds v2"),
+                                (tmp_path / "junk.npy", "is not a .npy table")]:
+        bad = CliRunner().invoke(bench_score, ["--checkpoint", str(path), "--embeddings", str(embeddings),
+                                               "--device", "cpu"])
+        assert bad.exit_code == 1 and message in bad.output and "allow_pickle" not in bad.output, bad.output
+
     for args in (["--vocab-sizes", "abc"], ["--vocab-sizes", "50"], ["--device", "gpu"], ["--threads", "0"],
                  ["--docs", "0"], ["--reps", "0"], ["--embeddings", str(tmp_path)]):
         bad = CliRunner().invoke(bench_score, args)
