@@ -512,7 +512,7 @@ def _print_info(emb: Embeddings, directory: Path) -> None:
               help="embeddings directory [default: $ESRR_HOME/embeddings]")
 @click.option("--version", "version", default=None, help="a version other than CURRENT")
 @click.option("--neighbours", "-n", multiple=True, help="show the nearest words of this word (repeatable)")
-@click.option("-k", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("-k", type=click.IntRange(1, 1000), default=8, show_default=True, help="Nearest words shown.")
 def info_command(out: Path | None, version: str | None, neighbours: tuple[str, ...], k: int) -> None:
     """Describe the CURRENT (or a named) embeddings version."""
     embeddings_dir = _embeddings_dir(out)

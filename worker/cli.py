@@ -29,7 +29,8 @@ def _settings(**overrides: object):
 @worker.command(context_settings={"ignore_unknown_options": True})
 @click.option("--pool", type=click.Choice(["threads", "solo", "prefork"]), default=None,
               help="Celery pool (default: ESRR_POOL, else threads: tasks share one model and batch).")
-@click.option("--concurrency", type=int, default=None, help="Tasks in flight (default: ESRR_CONCURRENCY, else 8).")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=None,
+              help="Tasks in flight (default: ESRR_CONCURRENCY, else 8).")
 @click.option("--loglevel", default=None, help="Log level (default: ESRR_LOGLEVEL, else INFO).")
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def start(pool: str | None, concurrency: int | None, loglevel: str | None, celery_args: tuple[str, ...]) -> None:

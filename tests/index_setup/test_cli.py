@@ -306,6 +306,14 @@ def test_search_limits_are_option_errors(home: Path) -> None:
         assert result.exit_code == 2 and "is not in the range" in result.output, result.output
 
 
+@pytest.mark.parametrize("args", [["embeddings", "info", "-k", "0"], ["embeddings", "info", "-k", "1001"],
+                                  ["worker", "start", "--concurrency", "0"]])
+def test_other_limits_are_option_errors_named_after_the_option(home: Path, args: list[str]) -> None:
+    result = CliRunner().invoke(main, args, env={"ESRR_HOME": str(home)})
+    assert result.exit_code == 2 and "is not in the range" in result.output and args[-2] in result.output, \
+        result.output
+
+
 def test_a_home_that_is_a_file_is_a_clear_error(tmp_path: Path, corpus: Path) -> None:
     home = tmp_path / "home-file"
     home.write_text("not a directory")
