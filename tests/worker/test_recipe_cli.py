@@ -84,8 +84,13 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
     for args, message in [
         (["train", "--lex-features", "title_bm25,nonsense", "--suffix=-x"], "unknown Lex feature(s) ['nonsense']"),
         (["train", "--lex-features", "title_bm25"], "--lex-features needs --suffix"),
+        (["train", "--variant", "delta-32", "--variant", "drmm", "--lex-features", "title_bm25", "--suffix=-x"],
+         "the variant(s) delta-32, drmm read none"),
         (["eval", "--data", str(data), "--extra", f"BM25={models / 'drmm.pt'}"], "built-in rows"),
         (["eval", "--extra", f"X + judged neighbours={models / 'drmm.pt'}"], "built-in rows"),
+        (["eval", "--extra", f"A/B={models / 'delta-32.pt'}", "--extra", f"A_B={models / 'drmm.pt'}"],
+         "would share its run file"),
+        (["eval", "--extra", f"Delta-32 no Delta features={models / 'drmm.pt'}"], "would share its run file"),
         (["eval", "--ensemble", f"E={models / 'delta-32.pt'}"], "at least two existing checkpoint files"),
         (["eval", "--ensemble", f"E={models / 'delta-32.pt'},{models / 'nope.pt'}"], "no such file: "),
         (["eval", "--extra", f"E={models / 'delta-32.pt'}", "--ensemble",

@@ -121,6 +121,9 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     from worker.training.train import TrainConfig, train_model
 
     names = list(dict.fromkeys(n for v in variants for n in (VARIANT_NAMES if v == "all" else [v])))
+    if lex_features and not any(VARIANTS.get(name, {}).get("lex_names") for name in names):
+        raise click.UsageError(f"--lex-features changes the Lex features of delta-32-lex3 only; the variant(s) "
+                               f"{', '.join(names)} read none (add --variant delta-32-lex3, or drop the option)")
     if lex_features and not suffix:
         raise click.UsageError("--lex-features needs --suffix, so the served delta-32-lex3.pt is not replaced "
                                "by a model with other features (e.g. --suffix=-lexg)")
@@ -327,14 +330,14 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     from worker.model import Checkpoint
     from worker.training.data import build_candidates
     from worker.training.evaluate import (ensemble_scores, evaluate_runs, first_stage_recall,
-                                          reverse_doc_id_scores, run_from_scores, title_bm25_scores,
-                                          wmd_title_scores, write_report)
+                                          reverse_doc_id_scores, run_file_name, run_from_scores,
+                                          title_bm25_scores, wmd_title_scores, write_report)
 
     extra_pairs = [_labelled_checkpoints(e, ensemble=False) for e in extras]
     ensemble_pairs = [_labelled_checkpoints(e, ensemble=True) for e in ensembles]
     labels = [label for label, _ in [*extra_pairs, *ensemble_pairs]]
-    taken = sorted({label for label in labels if label in {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()}
-                    or label.endswith(NEIGHBOURS_ROW_SUFFIX)})
+    built_in = {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()}
+    taken = sorted({label for label in labels if label in built_in or label.endswith(NEIGHBOURS_ROW_SUFFIX)})
     if taken:
         raise click.BadParameter(f"row name(s) {taken} are built-in rows (names ending in "
                                  f"'{NEIGHBOURS_ROW_SUFFIX}' included); give the extra checkpoints other labels",
@@ -342,6 +345,13 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
         raise click.BadParameter(f"row name(s) {repeated} given twice; each row needs its own label",
+                                 param_hint="--extra/--ensemble")
+    files = [run_file_name(label) for label in labels]
+    built_in_files = {run_file_name(row) for row in built_in}
+    sharing = sorted({label for label, file in zip(labels, files) if files.count(file) > 1 or file in built_in_files})
+    if sharing:
+        raise click.BadParameter(f"row name(s) {sharing} differ from another row only in punctuation or spaces "
+                                 "and would share its run file; give names that differ in letters or digits",
                                  param_hint="--extra/--ensemble")
     extra_models = {label: paths[0] for label, paths in extra_pairs}
     ensemble_models = dict(ensemble_pairs)

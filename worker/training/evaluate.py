@@ -168,6 +168,11 @@ def plot_chart(rows: Sequence[EvalRow], path: Path, split: str = "test") -> None
     plt.close(fig)
 
 
+def run_file_name(row: str) -> str:
+    """The TREC run file of a row: its name with every run of other characters than [A-Za-z0-9.-] as '_'."""
+    return f"{re.sub(r'[^A-Za-z0-9.-]+', '_', row)}.run"
+
+
 def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path, recall: float,
                  command: str, machine: str, runs_dir: Path | None = None, split: str = "test") -> None:
     """Write table.md, results.json, chart.png (and TREC run files to ``runs_dir``)."""
@@ -182,7 +187,7 @@ def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path
     if runs_dir is not None:
         runs_dir.mkdir(parents=True, exist_ok=True)
         for name, run in runs.items():
-            write_trec_run(run, runs_dir / f"{re.sub(r'[^A-Za-z0-9.-]+', '_', name)}.run", name)
+            write_trec_run(run, runs_dir / run_file_name(name), name)
 
 
 def first_stage_recall(qrels: Qrels, run: Run) -> float:
@@ -190,5 +195,5 @@ def first_stage_recall(qrels: Qrels, run: Run) -> float:
     return float(np.mean(list(per_query(RECALL500, qrels, run).values())))
 
 
-__all__ = ["ensemble_scores", "evaluate_runs", "markdown_table", "plot_chart", "write_report", "reverse_doc_id_scores",
-           "title_bm25_scores", "wmd_title_scores", "first_stage_recall", "run_from_scores"]
+__all__ = ["ensemble_scores", "evaluate_runs", "markdown_table", "plot_chart", "run_file_name", "write_report",
+           "reverse_doc_id_scores", "title_bm25_scores", "wmd_title_scores", "first_stage_recall", "run_from_scores"]
