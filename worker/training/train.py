@@ -85,7 +85,8 @@ class TrainResult:
 PairScoreFn = Callable[[np.ndarray, np.ndarray], torch.Tensor]
 
 
-def _lex_standardisation(model: DeltaModel, candidates: Sequence[QueryCandidates]) -> None:
+def set_lex_standardisation(model: DeltaModel, candidates: Sequence[QueryCandidates]) -> None:
+    """Store the training candidates' Lex feature mean and spread in the model (it standardises its input)."""
     if not model.config.lex_names:
         return
     mean, std = lex_statistics(candidates)
@@ -101,7 +102,7 @@ def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[Que
     if settings.threads:
         torch.set_num_threads(settings.threads)
     model = DeltaModel(config, embeddings)
-    _lex_standardisation(model, train)
+    set_lex_standardisation(model, train)
     optimizer = torch.optim.Adagrad([
         {"params": model.conv_parameters(), "weight_decay": settings.l2_conv},
         {"params": model.dense_parameters(), "weight_decay": settings.l2_dense},
@@ -128,7 +129,7 @@ def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train
     for epoch in range(1, settings.max_epochs + 1):
         triples = sample_triples(train, rng, settings.max_positives, settings.negatives,
                                  settings.negatives_per_positive)
-        loss = _train_epoch(model, optimizer, triples, score_pairs, settings.batch_size, epoch, progress)
+        loss = train_epoch(model, optimizer, triples, score_pairs, settings.batch_size, epoch, progress)
         if not math.isfinite(loss):
             raise TrainingError(f"the training loss became {loss} in epoch {epoch}; lower the learning rate "
                                 f"({settings.learning_rate}) or the L2 coefficients")
@@ -150,8 +151,9 @@ def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train
     return best
 
 
-def _train_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, triples: Triples,
+def train_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, triples: Triples,
                  score_pairs: PairScoreFn, batch_size: int, epoch: int, progress: bool) -> float:
+    """One pass over the triples in minibatches; returns the mean weighted hinge loss."""
     model.train()
     total, count = 0.0, 0
     bar = tqdm(range(0, len(triples.query), batch_size), desc=f"epoch {epoch}", unit="batch",

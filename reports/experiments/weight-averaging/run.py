@@ -26,7 +26,7 @@ from worker.model import DeltaConfig, DeltaModel
 from worker.training.cli import open_workspace
 from worker.training.data import batch_inputs, build_candidates, sample_triples
 from worker.training.metrics import PAPER_NDCG20, mean_metric
-from worker.training.train import (TrainConfig, _lex_standardisation, _train_epoch, model_score_fn,
+from worker.training.train import (TrainConfig, set_lex_standardisation, train_epoch, model_score_fn,
                                    score_candidates, set_seeds)
 
 HERE = Path(__file__).parent
@@ -43,7 +43,7 @@ def main(seed: int) -> None:
     set_seeds(seed)
     model = DeltaModel(DeltaConfig(lex_names=LEX3, embedding_dim=work.embeddings.vectors.shape[1]),
                        work.embeddings.vectors)
-    _lex_standardisation(model, train)
+    set_lex_standardisation(model, train)
     optimizer = torch.optim.Adagrad([
         {"params": model.conv_parameters(), "weight_decay": settings.l2_conv},
         {"params": model.dense_parameters(), "weight_decay": settings.l2_dense},
@@ -65,7 +65,7 @@ def main(seed: int) -> None:
     for epoch in range(1, settings.max_epochs + 1):
         triples = sample_triples(train, rng, settings.max_positives, settings.negatives,
                                  settings.negatives_per_positive)
-        _train_epoch(model, optimizer, triples, score_pairs, settings.batch_size, epoch, progress=False)
+        train_epoch(model, optimizer, triples, score_pairs, settings.batch_size, epoch, progress=False)
         averaged.update_parameters(model)
         trained.append(dev_ndcg(model))
         mean_weights.append(dev_ndcg(averaged.module))
