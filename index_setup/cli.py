@@ -225,8 +225,8 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours:
         except (PayloadError, WorkerSetupError) as error:
             raise click.ClickException(str(error)) from None
     elif not rerank:
-        click.echo(f"(BM25 only: no model at {checkpoint}; train one with `esrr train`)" if not checkpoint.is_file()
-                   else "(BM25 only)", err=True)
+        click.echo(f"(not reranked: no model at {checkpoint}; train one with `esrr train`)"
+                   if not checkpoint.is_file() else "(not reranked)", err=True)
     if use_neighbours is None:
         use_neighbours = settings.neighbours_path.is_file()
     if use_neighbours and hits and window:
