@@ -29,14 +29,17 @@ import numpy as np
 from es_rerank.text import tokenize
 
 
+FUSED_ROW_SUFFIX = " + judged neighbours"  # how search output and eval rows name a ranker fused with the votes
+PARAM_NAMES = ("k", "power", "weight")
+
+
 class NeighboursError(ValueError):
     """A judged-neighbours file cannot be used; the message names the file and the fix."""
 
 
 @dataclass(frozen=True)
 class NeighbourParams:
-    """How many similar training queries vote, how sharply similarity weights their vote, and
-    how much the vote counts beside the ranker's standardised score (``fuse``)."""
+    """Voters (k), the similarity exponent of a vote, and the vote's weight beside the ranker (``fuse``)."""
 
     # Chosen on NFCorpus dev (reports/experiments/judged-neighbours/): the best point for
     # Delta-32-Lex3, inside a plateau (k 20-100, power 3-4, weight 4-6) within 0.003 of it.
@@ -45,11 +48,12 @@ class NeighbourParams:
     weight: float = 6.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.k, int) or self.k < 1:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise NeighboursError(f"k must be a whole number of at least 1, got {self.k!r}")
         for name in ("power", "weight"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value)
+                                                                                    and value > 0):
                 raise NeighboursError(f"{name} must be a positive number, got {value!r}")
 
 
@@ -94,8 +98,8 @@ class JudgedNeighbours:
             for doc_id, grade in self.judged[query_id].items():
                 votes[doc_id] += similarity ** self.params.power * grade
         top = max(votes.values(), default=0.0)
-        out = np.fromiter((votes.get(d, 0.0) for d in doc_ids), dtype=np.float32, count=len(doc_ids))
-        return out / top if top > 0 else out
+        out = np.fromiter((votes.get(d, 0.0) for d in doc_ids), dtype=np.float64, count=len(doc_ids))
+        return (out / top if top > 0 else out).astype(np.float32)
 
     def save(self, path: Path) -> None:
         """Write the training queries, judgments and parameters as JSON (atomically)."""
@@ -116,20 +120,41 @@ class JudgedNeighbours:
         if not isinstance(payload, dict) or payload.get("kind") != "judged-neighbours":
             raise NeighboursError(f"{path} is not a judged-neighbours file; {fix}")
         try:
-            params = NeighbourParams(**payload["params"])
-            queries, qrels = payload["queries"], payload["qrels"]
-            if not (isinstance(queries, dict) and isinstance(qrels, dict)):
-                raise TypeError("queries and qrels must be objects")
-            return cls(queries, qrels, params)
-        except (NeighboursError, KeyError, TypeError, AttributeError) as error:
+            params, queries, qrels = payload["params"], payload["queries"], payload["qrels"]
+            _check_saved(params, queries, qrels)
+            return cls(queries, qrels, NeighbourParams(**params))
+        except (NeighboursError, KeyError, TypeError) as error:
             raise NeighboursError(f"{path} holds damaged judged neighbours ({error}); {fix}") from None
+
+
+def _check_saved(params: object, queries: object, qrels: object) -> None:
+    """Raise TypeError unless the saved parts have the types ``save`` writes (JSON allows any)."""
+    if not isinstance(params, dict) or sorted(params) != sorted(PARAM_NAMES):
+        raise TypeError(f"params must hold exactly {', '.join(PARAM_NAMES)}")
+    if not isinstance(queries, dict) or not all(isinstance(t, str) for t in queries.values()):
+        raise TypeError("queries must map query ids to texts")
+    def whole_grades(docs: object) -> bool:
+        return isinstance(docs, dict) and all(type(g) is int and g >= 0 for g in docs.values())  # bool excluded
+
+    if not isinstance(qrels, dict) or not all(whole_grades(docs) for docs in qrels.values()):
+        raise TypeError("qrels must map query ids to {document id: whole grade >= 0}")
+
+
+def standardised(scores: np.ndarray) -> np.ndarray:
+    """float64 scores of one query minus their mean, divided by their spread (all equal: zeros)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return scores
+    centred = scores - scores.mean()
+    spread = centred.std()
+    return centred / spread if spread > 0 else centred
 
 
 def fuse(scores: np.ndarray, votes: np.ndarray, weight: float) -> np.ndarray:
     """One query's ranking scores standardised within the query, plus ``weight`` times the neighbour votes."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.size == 0:
-        return np.zeros(0, dtype=np.float32)
-    centred = scores - scores.mean()
-    spread = centred.std()
-    return (centred / (spread if spread > 0 else 1.0) + weight * np.asarray(votes, np.float64)).astype(np.float32)
+    scores, votes = np.asarray(scores, dtype=np.float64), np.asarray(votes, dtype=np.float64)
+    if scores.shape != votes.shape or scores.ndim != 1:
+        raise ValueError(f"one vote per score expected, got scores {scores.shape} and votes {votes.shape}")
+    if not np.isfinite(scores).all():
+        raise ValueError("scores must be finite numbers to be fused with votes")
+    return (standardised(scores) + weight * votes).astype(np.float32)

@@ -68,11 +68,21 @@ def test_saved_neighbours_load_with_the_same_votes(tmp_path):
     assert not path.with_name(path.name + ".tmp").exists()
 
 
-@pytest.mark.parametrize("content", ["not json", json.dumps({"kind": "checkpoint"}),
-                                     json.dumps({"kind": "judged-neighbours", "params": {"k": 0, "power": 1.0},
-                                                 "queries": {}, "qrels": {}}),
-                                     json.dumps({"kind": "judged-neighbours", "params": {"k": 2, "power": 1.0},
-                                                 "queries": [], "qrels": {}})])
+def saved(**changes) -> str:
+    payload = {"kind": "judged-neighbours", "params": {"k": 2, "power": 1.0, "weight": 1.0},
+               "queries": {"A": "vitamin", "B": "fish"}, "qrels": {"A": {"d1": 1}, "B": {"d2": 2}}}
+    return json.dumps({**payload, **changes})
+
+
+@pytest.mark.parametrize("content", [
+    "", "not json", "[]", json.dumps({"kind": "checkpoint"}),
+    saved(params={"k": 0, "power": 1.0, "weight": 1.0}), saved(params={"k": True, "power": 1.0, "weight": 1.0}),
+    saved(params={"k": 2}), saved(params={"k": 2, "power": 1.0, "weight": 1.0, "extra": 1}),
+    saved(queries=[]), saved(queries={"A": 7, "B": "fish"}), saved(qrels={"A": {"d1": "1"}, "B": {"d2": 2}}),
+    saved(qrels={"A": {"d1": True}, "B": {"d2": 2}}), saved(qrels={"A": {"d1": 1.5}, "B": {"d2": 2}}),
+    saved(qrels={"A": ["d1"], "B": {"d2": 2}}), saved(qrels={"A": {"d1": -1}, "B": {"d2": 2}}),
+    saved().replace('"d2": 2', '"d2": Infinity'), saved().replace('"d2": 2', '"d2": NaN'),
+])
 def test_a_damaged_file_names_the_fix(tmp_path, content):
     path = tmp_path / "neighbours.json"
     path.write_text(content, encoding="utf-8")
@@ -80,8 +90,26 @@ def test_a_damaged_file_names_the_fix(tmp_path, content):
         JudgedNeighbours.load(path)
 
 
-@pytest.mark.parametrize("params", [{"k": 0}, {"k": 2.5}, {"power": 0.0}, {"power": float("nan")},
-                                    {"weight": -1.0}, {"weight": "1"}])
+def test_a_well_formed_saved_file_loads(tmp_path):
+    path = tmp_path / "neighbours.json"
+    path.write_text(saved(), encoding="utf-8")
+    assert JudgedNeighbours.load(path).query_ids == ["A", "B"]
+
+
+def test_fuse_refuses_mismatched_or_non_finite_input():
+    with pytest.raises(ValueError, match="one vote per score"):
+        fuse(np.ones(3), np.ones(1), 1.0)
+    with pytest.raises(ValueError, match="finite"):
+        fuse(np.array([1.0, np.nan]), np.zeros(2), 1.0)
+
+
+def test_huge_grades_give_finite_votes():
+    neighbours = JudgedNeighbours({"A": "vitamin", "B": "fish"}, {"A": {"d1": 10 ** 308}, "B": {"d2": 1}})
+    np.testing.assert_array_equal(neighbours.scores("vitamin", ["d1", "d2"]), [1.0, 0.0])
+
+
+@pytest.mark.parametrize("params", [{"k": 0}, {"k": 2.5}, {"k": True}, {"power": 0.0}, {"power": float("nan")},
+                                    {"weight": -1.0}, {"weight": "1"}, {"weight": True}])
 def test_parameters_are_checked(params):
     with pytest.raises(NeighboursError):
         NeighbourParams(**params)

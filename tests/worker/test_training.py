@@ -179,6 +179,22 @@ def test_run_file_ties_break_by_decreasing_doc_id(tmp_path):
     assert [line.split()[2] for line in path.read_text().splitlines()] == ["MED-3", "MED-2", "MED-1"]
 
 
+def test_report_run_files_read_back_with_ir_measures(tmp_path):
+    import ir_measures
+
+    from worker.training.evaluate import EvalRow, write_report
+    from worker.training.metrics import REPORT_MEASURES
+
+    run = {"q1": {"MED-1": 2.0, "MED-2": 1.0}}
+    name = "Delta-32-Lex3 (seed 14) + judged neighbours"
+    rows = [EvalRow(name, {str(m): 0.5 for m in REPORT_MEASURES}, {}, {})]
+    write_report(rows, {name: run}, tmp_path / "report", 0.3, "cmd", "machine", runs_dir=tmp_path / "runs")
+    (path,) = (tmp_path / "runs").iterdir()
+    assert path.name == "Delta-32-Lex3_seed_14_judged_neighbours.run"
+    read = [(d.query_id, d.doc_id, d.score) for d in ir_measures.read_trec_run(str(path))]
+    assert read == [("q1", "MED-1", 2.0), ("q1", "MED-2", 1.0)]
+
+
 def test_evaluation_table_marks_significance_against_bm25():
     cands = [_candidates([1, 0, 0, 0], query_id=f"q{i}") for i in range(12)]
     qrels = {c.query_id: {"D0": 1} for c in cands}

@@ -23,15 +23,15 @@ if TYPE_CHECKING:
 
     import numpy as np
 
+    from es_rerank.neighbours import JudgedNeighbours
     from worker.model import Checkpoint, SavedModel
     from worker.training.data import QueryCandidates
-    from worker.training.metrics import Run
     from worker.training.drmm import DRMMCheckpoint
+    from worker.training.metrics import Run
     from worker.training.train import TrainConfig, TrainResult
 
     SavedModelT = TypeVar("SavedModelT", bound=SavedModel)
 
-NEIGHBOURS_ROW_SUFFIX = " + judged neighbours"  # rows `esrr eval` adds when the votes file exists
 VARIANT_NAMES = {
     "delta-32": "Delta-32",
     "delta-32-lex3": "Delta-32-Lex3",
@@ -330,29 +330,12 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     from worker.model import Checkpoint
     from worker.training.data import build_candidates
     from worker.training.evaluate import (ensemble_scores, evaluate_runs, first_stage_recall,
-                                          reverse_doc_id_scores, run_file_name, run_from_scores,
-                                          title_bm25_scores, wmd_title_scores, write_report)
+                                          reverse_doc_id_scores, run_from_scores, title_bm25_scores,
+                                          wmd_title_scores, write_report)
 
     extra_pairs = [_labelled_checkpoints(e, ensemble=False) for e in extras]
     ensemble_pairs = [_labelled_checkpoints(e, ensemble=True) for e in ensembles]
-    labels = [label for label, _ in [*extra_pairs, *ensemble_pairs]]
-    built_in = {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()}
-    taken = sorted({label for label in labels if label in built_in or label.endswith(NEIGHBOURS_ROW_SUFFIX)})
-    if taken:
-        raise click.BadParameter(f"row name(s) {taken} are built-in rows (names ending in "
-                                 f"'{NEIGHBOURS_ROW_SUFFIX}' included); give the extra checkpoints other labels",
-                                 param_hint="--extra/--ensemble")
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
-    if repeated:
-        raise click.BadParameter(f"row name(s) {repeated} given twice; each row needs its own label",
-                                 param_hint="--extra/--ensemble")
-    files = [run_file_name(label) for label in labels]
-    built_in_files = {run_file_name(row) for row in built_in}
-    sharing = sorted({label for label, file in zip(labels, files) if files.count(file) > 1 or file in built_in_files})
-    if sharing:
-        raise click.BadParameter(f"row name(s) {sharing} differ from another row only in punctuation or spaces "
-                                 "and would share its run file; give names that differ in letters or digits",
-                                 param_hint="--extra/--ensemble")
+    _check_row_labels([label for label, _ in [*extra_pairs, *ensemble_pairs]])
     extra_models = {label: paths[0] for label, paths in extra_pairs}
     ensemble_models = dict(ensemble_pairs)
     work = open_workspace(data)
@@ -368,6 +351,7 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     # Only the Lex features some checkpoint reads: the 18 cost several times Lex3.
     lex_names = [n for n in ALL_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
     qrels, queries = work.nfcorpus.qrels(split), _split_queries(work, split)
+    neighbours = _evaluation_votes(work, queries)
     candidates = _with_relevant(build_candidates(queries, qrels, work.backend, work.embeddings, lex_names),
                                 work, split)
     runs = {
@@ -390,11 +374,11 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
         model_scores[label] = ensemble_scores([_checkpoint_scores(work, checkpoints[path], candidates, lex_names)
                                                for path in members])
         runs[label] = run_from_scores(candidates, model_scores[label])
-    # Votes beside BM25, the served model and the rows asked for by name; not beside the ablations.
-    fused = ["BM25", VARIANT_NAMES["delta-32-lex3"], *extra_models, *ensemble_models]
-    runs.update(_neighbour_runs(work, candidates, queries, {
-        label: [c.bm25 for c in candidates] if label == "BM25" else model_scores[label]
-        for label in fused if label == "BM25" or label in model_scores}))
+    if neighbours is not None:
+        model_scores["BM25"] = [c.bm25 for c in candidates]
+        runs.update(_fused_runs(neighbours, candidates, queries, {
+            label: model_scores[label] for label in _rows_with_votes([*extra_models, *ensemble_models])
+            if label in model_scores}))
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
     write_report(rows, runs, out, recall, _command(), machine_description(),
@@ -403,28 +387,60 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     click.echo(f"runs in {work.settings.home / 'runs' / split}; report in {out}")
 
 
-def _neighbour_runs(work: Workspace, candidates: list[QueryCandidates], queries: Mapping[str, str],
-                    base_scores: Mapping[str, list[np.ndarray]]) -> dict[str, Run]:
-    """Rows "<ranker> + judged neighbours" when `esrr neighbours build` has made the votes file."""
-    from es_rerank.neighbours import JudgedNeighbours, fuse
-    from worker.training.metrics import run_from_scores
+def _rows_with_votes(labels: Sequence[str]) -> list[str]:
+    """Rows that get a judged-neighbours twin: BM25, the served model and those asked for by name."""
+    return ["BM25", VARIANT_NAMES["delta-32-lex3"], *labels]
+
+
+def _check_row_labels(labels: Sequence[str]) -> None:
+    """--extra/--ensemble labels must name new rows, each with a run file of its own."""
+    from es_rerank.neighbours import FUSED_ROW_SUFFIX
+    from worker.training.evaluate import run_tag
+
+    built_in = {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()}
+    taken = sorted({label for label in labels if label in built_in or label.endswith(FUSED_ROW_SUFFIX)})
+    if taken:
+        raise click.BadParameter(f"row name(s) {taken} are built-in rows (names ending in '{FUSED_ROW_SUFFIX}' "
+                                 "included); give the extra checkpoints other labels", param_hint="--extra/--ensemble")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise click.BadParameter(f"row name(s) {repeated} given twice; each row needs its own label",
+                                 param_hint="--extra/--ensemble")
+    rows = [*built_in, *labels, *(row + FUSED_ROW_SUFFIX for row in _rows_with_votes(labels))]
+    tags = [run_tag(row) for row in rows]
+    sharing = sorted({row for row, tag in zip(rows, tags) if tags.count(tag) > 1} - built_in)
+    if sharing:
+        raise click.BadParameter(f"rows {sharing} differ only in punctuation or spaces and would share a run "
+                                 "file; give labels that differ in letters or digits", param_hint="--extra/--ensemble")
+
+
+def _evaluation_votes(work: Workspace, queries: Mapping[str, str]) -> JudgedNeighbours | None:
+    """The votes file when `esrr neighbours build` has made one, checked to hold none of ``queries``' judgments."""
+    from es_rerank.neighbours import JudgedNeighbours
 
     path = work.settings.neighbours_path
     if not path.is_file():
         click.echo(f"skipping judged neighbours: no file at {path} (build it with `esrr neighbours build`)")
-        return {}
+        return None
     with _as_cli_error(ValueError):
         neighbours = JudgedNeighbours.load(path)
-    voters = set(neighbours.query_ids)
-    overlap = sorted(c.query_id for c in candidates if c.query_id in voters)
+    overlap = sorted(set(neighbours.query_ids) & set(queries))
     if overlap:
         raise click.ClickException(f"{path} votes with judgments of {len(overlap)} evaluated queries "
                                    f"(e.g. {overlap[0]}); rebuild it from the train split with "
                                    "`esrr neighbours build`")
+    return neighbours
+
+
+def _fused_runs(neighbours: JudgedNeighbours, candidates: list[QueryCandidates], queries: Mapping[str, str],
+                base_scores: Mapping[str, list[np.ndarray]]) -> dict[str, Run]:
+    """Rows "<ranker> + judged neighbours": each ranker's scores fused with the votes."""
+    from es_rerank.neighbours import FUSED_ROW_SUFFIX, fuse
+    from worker.training.metrics import run_from_scores
+
     votes = [neighbours.scores(queries[c.query_id], c.doc_ids) for c in candidates]
     weight = neighbours.params.weight
-    return {label + NEIGHBOURS_ROW_SUFFIX: run_from_scores(candidates, [fuse(s, v, weight)
-                                                                        for s, v in zip(scores, votes)])
+    return {label + FUSED_ROW_SUFFIX: run_from_scores(candidates, [fuse(s, v, weight) for s, v in zip(scores, votes)])
             for label, scores in base_scores.items()}
 
 

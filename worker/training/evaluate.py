@@ -13,6 +13,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from es_rerank.lex import BM25Params, lex_features
+from es_rerank.neighbours import standardised
 from es_rerank.stats import CorpusStats
 from es_rerank.text import embedding_token, embedding_tokens, tokenize
 from es_rerank.embeddings import Embeddings
@@ -92,16 +93,8 @@ def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]
     Standardising puts models whose raw scores sit on different scales on one footing;
     a query whose scores are all equal contributes zeros.
     """
-    out = []
-    for per_member in zip(*members):
-        stacked = np.stack([np.asarray(s, dtype=np.float64) for s in per_member])  # [members, n]
-        if stacked.shape[1] == 0:  # a query without candidates
-            out.append(np.zeros(0, dtype=np.float32))
-            continue
-        centred = stacked - stacked.mean(axis=1, keepdims=True)
-        spread = centred.std(axis=1, keepdims=True)
-        out.append((centred / np.where(spread > 0, spread, 1.0)).mean(axis=0).astype(np.float32))
-    return out
+    return [np.mean([standardised(scores) for scores in per_member], axis=0).astype(np.float32)
+            for per_member in zip(*members)]
 
 
 def evaluate_runs(runs: Mapping[str, Run], qrels: Qrels, baseline: str = BASELINE) -> list[EvalRow]:
@@ -168,9 +161,9 @@ def plot_chart(rows: Sequence[EvalRow], path: Path, split: str = "test") -> None
     plt.close(fig)
 
 
-def run_file_name(row: str) -> str:
-    """The TREC run file of a row: its name with every run of other characters than [A-Za-z0-9.-] as '_'."""
-    return f"{re.sub(r'[^A-Za-z0-9.-]+', '_', row)}.run"
+def run_tag(row: str) -> str:
+    """A row's TREC run tag and file stem: its name with each run of characters outside [A-Za-z0-9.-] as '_'."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", row)  # a tag with spaces breaks the six-column run format
 
 
 def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path, recall: float,
@@ -187,7 +180,7 @@ def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path
     if runs_dir is not None:
         runs_dir.mkdir(parents=True, exist_ok=True)
         for name, run in runs.items():
-            write_trec_run(run, runs_dir / run_file_name(name), name)
+            write_trec_run(run, runs_dir / f"{run_tag(name)}.run", run_tag(name))
 
 
 def first_stage_recall(qrels: Qrels, run: Run) -> float:
@@ -195,5 +188,5 @@ def first_stage_recall(qrels: Qrels, run: Run) -> float:
     return float(np.mean(list(per_query(RECALL500, qrels, run).values())))
 
 
-__all__ = ["ensemble_scores", "evaluate_runs", "markdown_table", "plot_chart", "run_file_name", "write_report",
+__all__ = ["ensemble_scores", "evaluate_runs", "markdown_table", "plot_chart", "run_tag", "write_report",
            "reverse_doc_id_scores", "title_bm25_scores", "wmd_title_scores", "first_stage_recall", "run_from_scores"]
