@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING, Sequence
 import click
 
 from es_rerank.backends.base import MAX_K, Hit
+from es_rerank.neighbours import FUSED_ROW_SUFFIX
 from es_rerank.settings import CommonSettings
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from es_rerank.neighbours import JudgedNeighbours
 
 BACKEND_OPTION = click.option(
     "--backend", type=click.Choice(["embedded", "elasticsearch"]), default=None,
@@ -210,9 +213,15 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours:
     checkpoint = load_settings(WorkerSettings).checkpoint_path
     if rerank is None:
         rerank = checkpoint.is_file()
+    if use_neighbours and not window:
+        raise click.UsageError("--neighbours reorders the top --window hits; give a window above 0")
+    if use_neighbours is None:
+        use_neighbours = settings.neighbours_path.is_file() and window > 0
+    neighbours = _load_neighbours(settings) if use_neighbours else None
     try:
         served = open_backend(settings)
-        hits = served.search(query, max(k, window) if rerank else k)
+        # The votes, like the model, reorder the whole window, not only the k hits shown.
+        hits = served.search(query, max(k, window) if rerank or use_neighbours else k)
     except BackendError as error:
         raise click.ClickException(str(error)) from None
     scores, label = None, "BM25"
@@ -227,10 +236,8 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours:
     elif not rerank:
         click.echo(f"(not reranked: no model at {checkpoint}; train one with `esrr train`)"
                    if not checkpoint.is_file() else "(not reranked)", err=True)
-    if use_neighbours is None:
-        use_neighbours = settings.neighbours_path.is_file()
-    if use_neighbours and hits and window:
-        scores, label = _with_neighbour_votes(settings, query, hits[:window], scores), f"{label} + neighbours"
+    if neighbours is not None and hits:
+        scores, label = _with_votes(neighbours, query, hits[:window], scores), label + FUSED_ROW_SUFFIX
     ranked = merge(hits, scores, min(window, len(hits)))[:k]
     if not ranked:
         click.echo("no hits")
@@ -240,16 +247,22 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours:
         click.echo(f"{rank:>4}  {item.score:14.3f}  {item.hit.score:7.3f}  {item.hit.doc_id:<12} {item.hit.title}")
 
 
-def _with_neighbour_votes(settings: CommonSettings, query: str, window: Sequence[Hit],
-                          scores: np.ndarray | None) -> np.ndarray:
+def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:
+    """The judged-neighbours file of ``settings``, or a CLI error naming the fix."""
+    from es_rerank.neighbours import JudgedNeighbours, NeighboursError
+
+    try:
+        return JudgedNeighbours.load(settings.neighbours_path)
+    except NeighboursError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _with_votes(neighbours: JudgedNeighbours, query: str, window: Sequence[Hit],
+                scores: np.ndarray | None) -> np.ndarray:
     """The window's scores (the model's, else BM25's) fused with the judged-neighbour votes."""
     import numpy as np
 
-    from es_rerank.neighbours import JudgedNeighbours, NeighboursError, fuse
+    from es_rerank.neighbours import fuse
 
-    try:
-        neighbours = JudgedNeighbours.load(settings.neighbours_path)
-    except NeighboursError as error:
-        raise click.ClickException(str(error)) from None
     base = scores if scores is not None else np.array([h.score for h in window], dtype=np.float32)
     return fuse(base, neighbours.scores(query, [h.doc_id for h in window]), neighbours.params.weight)

@@ -31,7 +31,8 @@ def neighbours() -> None:
               help="Similarity exponent of a vote.")
 @click.option("--weight", type=FiniteFloat(0, 100, min_open=True), default=DEFAULTS.weight,
               show_default=True, help="Weight of the vote beside the ranker's standardised score.")
-def build(data: Path | None, k: int, power: float, weight: float) -> None:
+@click.option("--keep-existing", is_flag=True, help="Do nothing when the votes file exists (scripts/run.sh).")
+def build(data: Path | None, k: int, power: float, weight: float, keep_existing: bool) -> None:
     """Build the file from NFCorpus train queries and judgments (defaults chosen on dev)."""
     from es_rerank.cli import load_settings
     from index_setup.nfcorpus import NFCorpus
@@ -41,12 +42,16 @@ def build(data: Path | None, k: int, power: float, weight: float) -> None:
         nfcorpus = NFCorpus.locate(data, settings)
     except (FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
+    path = settings.neighbours_path
+    if keep_existing and path.is_file():
+        click.echo(f"kept {path} (built earlier; drop --keep-existing to rebuild)")
+        return
     built = JudgedNeighbours(nfcorpus.queries("train"), nfcorpus.qrels("train"),
                              NeighbourParams(k=k, power=power, weight=weight))
-    if not built.query_ids:
-        raise click.ClickException(f"no train query in {nfcorpus.root} has a relevant judgment; "
-                                   "check the qrels files")
-    path = settings.neighbours_path
+    if len(built.query_ids) < 2:  # with one query every term's IDF is 0: nothing would ever vote
+        raise click.ClickException(f"{len(built.query_ids)} train queries in {nfcorpus.root} have both a text "
+                                   "and a relevant judgment; votes need at least 2 (check qrels/train.tsv, the "
+                                   "graded train qrels and queries.jsonl)")
     path.parent.mkdir(parents=True, exist_ok=True)
     built.save(path)
     judgments = sum(len(docs) for docs in built.judged.values())

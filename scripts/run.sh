@@ -7,15 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 train=0
 if [[ "${1:-}" == "--train" ]]; then train=1; shift; fi
-query="${1:-breast cancer cells feed on cholesterol}"
+query="${1:-green tea and breast cancer}"  # not a training query: its votes come from related ones
 bash scripts/setup.sh model
 . .venv/bin/activate
 if ! esrr index versions 2>/dev/null | grep -q '\*'; then
     esrr index build
 fi
-if [[ ! -f "${ESRR_HOME:-artifacts}/models/judged-neighbours.json" ]]; then
-    esrr neighbours build  # votes from the NFCorpus train judgments (seconds)
-fi
+esrr neighbours build --keep-existing  # votes from the NFCorpus train judgments (seconds)
 if [[ $train == 1 ]]; then
     esrr embeddings train
     esrr train --variant delta-32-lex3

@@ -1,7 +1,7 @@
 """The ``esrr index ...`` and ``esrr search`` commands on the embedded backend.
 
-Each test gets its own ``ESRR_HOME`` (a temporary directory) and a corpus file of
-a few lines written by the test; commands run in-process through click's
+Each test gets its own ``ESRR_HOME`` (a temporary directory, ``conftest.py``) and a
+corpus file of a few lines written by the test; commands run in-process through click's
 ``CliRunner``, except the torch check, which needs a fresh interpreter.
 """
 
@@ -39,25 +39,8 @@ def write_corpus(path: Path, records, bad_line: str | None = None) -> Path:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "home"
-
-
-@pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     return write_corpus(tmp_path / "corpus.jsonl", RECORDS)
-
-
-@pytest.fixture
-def esrr(home: Path):
-    """Run ``esrr ARGS...`` in-process with ``ESRR_HOME=home``."""
-    runner = CliRunner()
-    env = {"ESRR_HOME": str(home), "ESRR_BACKEND": "embedded"}
-
-    def run(*args: str) -> Result:
-        return runner.invoke(main, list(args), env=env)
-
-    return run
 
 
 def embedded_root(home: Path) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.index_setup.test_cli import RECORDS, assert_clean_failure, assert_ok, esrr, home, write_corpus  # noqa: F401
+from tests.index_setup.test_cli import RECORDS, assert_clean_failure, assert_ok, write_corpus
 
 
 @pytest.fixture
@@ -41,10 +41,24 @@ def test_build_writes_the_train_votes_and_search_uses_them(esrr, home: Path, nfc
     saved = json.loads((home / "models" / "judged-neighbours.json").read_text(encoding="utf-8"))
     assert sorted(saved["qrels"]) == ["T1", "T2"]  # only the train split votes
     header, fused_order = search_rows(assert_ok(esrr("search", "cancer curcumin")))
-    assert "BM25 + neighbours" in header
+    assert "BM25 + judged neighbours" in header
     assert fused_order == ["d3", "d2"]  # T1, the identical train query, judged d3 relevant
+    _, top_one = search_rows(assert_ok(esrr("search", "cancer curcumin", "-k", "1")))
+    assert top_one == ["d3"]  # the votes reorder the whole window, not only the k hits shown
     _, plain = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-neighbours")))
     assert plain == bm25_order
+    _, bm25_window = search_rows(assert_ok(esrr("search", "cancer curcumin", "--window", "0")))
+    assert bm25_window == bm25_order  # window 0: BM25 order, votes included
+    result = esrr("search", "cancer curcumin", "--window", "0", "--neighbours")
+    assert result.exit_code == 2 and "give a window above 0" in result.output
+
+    assert "kept" in assert_ok(esrr("neighbours", "build", "--data", str(nfcorpus), "--keep-existing"))
+    assert json.loads((home / "models" / "judged-neighbours.json").read_text(encoding="utf-8"))["params"]["k"] == 5
+
+
+def test_asking_for_votes_without_the_file_names_the_fix(esrr, nfcorpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(nfcorpus / "corpus.jsonl")))
+    assert_clean_failure(esrr("search", "cancer", "--neighbours"), "judged-neighbours.json", "esrr neighbours build")
 
 
 def test_a_damaged_votes_file_is_a_clean_search_error(esrr, home: Path, nfcorpus: Path) -> None:
@@ -61,6 +75,8 @@ def test_build_options_are_checked(esrr, nfcorpus: Path, args: list[str], fragme
     assert result.exit_code == 2 and fragment in result.output
 
 
-def test_build_without_a_relevant_train_judgment_fails_cleanly(esrr, nfcorpus: Path) -> None:
-    (nfcorpus / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nT1\td3\t0\n", encoding="utf-8")
-    assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "no train query")
+@pytest.mark.parametrize("rows", ["T1\td3\t0\n", "T1\td3\t2\nT2\td1\t0\n"])
+def test_build_with_fewer_than_two_judged_train_queries_fails_cleanly(esrr, nfcorpus: Path, rows: str) -> None:
+    (nfcorpus / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows, encoding="utf-8")
+    assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "votes need at least 2",
+                         "queries.jsonl")
