@@ -5,8 +5,8 @@
 Trains Delta-32-Lex3 with the recipe's settings and one more feature column: the
 judged-neighbour vote (default ``NeighbourParams``), left-one-out for each training
 query so that no query votes for its own documents. ``DeltaConfig`` only accepts the 18
-Lex names, so the column is declared as ``text_bm25`` and overwritten with the votes:
-the model reads columns by position. Appends one JSON line per seed to
+Lex names, so the appended column is declared as ``text_bm25``: the model reads columns
+by position, not by name. Appends one JSON line per seed to
 ``learned.jsonl`` beside this file.
 """
 

@@ -33,7 +33,6 @@ def main(checkpoint: Path | None) -> None:
     work = open_workspace(None)
     train_queries, train_qrels = work.nfcorpus.queries("train"), work.nfcorpus.qrels("train")
     dev_queries, dev_qrels = work.nfcorpus.queries("dev"), work.nfcorpus.qrels("dev")
-    dev_queries = {q: t for q, t in dev_queries.items() if q in dev_qrels}
     dev = build_candidates(dev_queries, dev_qrels, work.backend, work.embeddings, LEX3, progress=False)
     model = Checkpoint.load(checkpoint or checkpoint_path(work.settings, "delta-32-lex3"))
     base_scores = {"BM25": [c.bm25 for c in dev],
