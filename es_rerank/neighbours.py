@@ -133,11 +133,12 @@ def _check_saved(params: object, queries: object, qrels: object) -> None:
         raise TypeError(f"params must hold exactly {', '.join(PARAM_NAMES)}")
     if not isinstance(queries, dict) or not all(isinstance(t, str) for t in queries.values()):
         raise TypeError("queries must map query ids to texts")
-    def whole_grades(docs: object) -> bool:
-        return isinstance(docs, dict) and all(type(g) is int and g >= 0 for g in docs.values())  # bool excluded
-
-    if not isinstance(qrels, dict) or not all(whole_grades(docs) for docs in qrels.values()):
+    if not isinstance(qrels, dict) or not all(_whole_grades(docs) for docs in qrels.values()):
         raise TypeError("qrels must map query ids to {document id: whole grade >= 0}")
+
+
+def _whole_grades(docs: object) -> bool:
+    return isinstance(docs, dict) and all(type(g) is int and g >= 0 for g in docs.values())  # bool is no grade
 
 
 def standardised(scores: np.ndarray) -> np.ndarray:

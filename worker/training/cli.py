@@ -354,9 +354,10 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     neighbours = _evaluation_votes(work, queries)
     candidates = _with_relevant(build_candidates(queries, qrels, work.backend, work.embeddings, lex_names),
                                 work, split)
+    bm25 = [c.bm25 for c in candidates]
     runs = {
         "Uninformed (reverse doc id)": run_from_scores(candidates, reverse_doc_id_scores(candidates)),
-        "BM25": run_from_scores(candidates, [c.bm25 for c in candidates]),
+        "BM25": run_from_scores(candidates, bm25),
         "BM25-Title": run_from_scores(candidates, title_bm25_scores(candidates, queries, work.backend.stats)),
         "WMD-Title": run_from_scores(candidates, wmd_title_scores(candidates, queries, work.backend.stats,
                                                                   work.embeddings)),
@@ -375,10 +376,9 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
                                                for path in members])
         runs[label] = run_from_scores(candidates, model_scores[label])
     if neighbours is not None:
-        model_scores["BM25"] = [c.bm25 for c in candidates]
+        scored = {"BM25": bm25, **model_scores}
         runs.update(_fused_runs(neighbours, candidates, queries, {
-            label: model_scores[label] for label in _rows_with_votes([*extra_models, *ensemble_models])
-            if label in model_scores}))
+            label: scored[label] for label in _rows_with_votes([*extra_models, *ensemble_models]) if label in scored}))
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
     write_report(rows, runs, out, recall, _command(), machine_description(),
