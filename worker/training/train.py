@@ -94,10 +94,9 @@ def set_lex_standardisation(model: DeltaModel, candidates: Sequence[QueryCandida
     model.lex_std.copy_(torch.from_numpy(std))
 
 
-def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates],
-                dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]], doc_rows: DocumentRows,
-                settings: TrainConfig = TrainConfig(), progress: bool = True) -> TrainResult:
-    """Train a Delta model with early stopping on dev NDCG@20 (exponential gain) and return the best one."""
+def new_delta_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates],
+                    settings: TrainConfig) -> tuple[DeltaModel, torch.optim.Optimizer]:
+    """A freshly seeded Delta model standardising ``train``'s Lex features, and its Adagrad (L2 per stage)."""
     set_seeds(settings.seed)
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -107,6 +106,14 @@ def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[Que
         {"params": model.conv_parameters(), "weight_decay": settings.l2_conv},
         {"params": model.dense_parameters(), "weight_decay": settings.l2_dense},
     ], lr=settings.learning_rate)
+    return model, optimizer
+
+
+def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates],
+                dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]], doc_rows: DocumentRows,
+                settings: TrainConfig = TrainConfig(), progress: bool = True) -> TrainResult:
+    """Train a Delta model with early stopping on dev NDCG@20 (exponential gain) and return the best one."""
+    model, optimizer = new_delta_model(config, embeddings, train, settings)
 
     def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
         docs, query_rows, lex = batch_inputs(train, doc_rows, query_index, doc_index)

@@ -22,12 +22,12 @@ import torch
 from torch.optim.swa_utils import AveragedModel
 
 from es_rerank.lex import LEX3
-from worker.model import DeltaConfig, DeltaModel
+from worker.model import DeltaConfig
 from worker.training.cli import open_workspace
 from worker.training.data import batch_inputs, build_candidates, sample_triples
 from worker.training.metrics import PAPER_NDCG20, mean_metric
-from worker.training.train import (TrainConfig, set_lex_standardisation, train_epoch, model_score_fn,
-                                   score_candidates, set_seeds)
+from worker.training.train import (TrainConfig, model_score_fn, new_delta_model, score_candidates,
+                                   train_epoch)
 
 HERE = Path(__file__).parent
 
@@ -40,14 +40,8 @@ def main(seed: int) -> None:
     dev = build_candidates(work.nfcorpus.queries("dev"), dev_qrels, work.backend, work.embeddings, LEX3,
                            progress=False)
     settings = replace(TrainConfig(), seed=seed)
-    set_seeds(seed)
-    model = DeltaModel(DeltaConfig(lex_names=LEX3, embedding_dim=work.embeddings.vectors.shape[1]),
-                       work.embeddings.vectors)
-    set_lex_standardisation(model, train)
-    optimizer = torch.optim.Adagrad([
-        {"params": model.conv_parameters(), "weight_decay": settings.l2_conv},
-        {"params": model.dense_parameters(), "weight_decay": settings.l2_dense},
-    ], lr=settings.learning_rate)
+    model, optimizer = new_delta_model(DeltaConfig(lex_names=LEX3, embedding_dim=work.embeddings.vectors.shape[1]),
+                                       work.embeddings.vectors, train, settings)
     averaged = AveragedModel(model)  # buffers (the Lex standardisation) are copied, not averaged
 
     def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
