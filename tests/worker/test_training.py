@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from worker.model import DeltaConfig, DeltaModel, VARIANTS
-from worker.training.data import (QueryCandidates, TrainingError, batch_inputs, sample_triples, scaled_relevance,
-                                  select_features)
+from worker.training.data import (QueryCandidates, TrainingError, Triples, batch_inputs, sample_groups,
+                                  sample_triples, scaled_relevance, select_features)
 from worker.training.evaluate import ensemble_scores, evaluate_runs, markdown_table, reverse_doc_id_scores
 from worker.training.metrics import PAPER_NDCG20, TREC_NDCG20, per_query, run_from_scores, write_trec_run
-from worker.training.train import TrainConfig, fit_pairwise, pairwise_hinge_loss, train_model
+from worker.training.train import (TrainConfig, fit_pairwise, pairwise_hinge_loss, softmax_loss, train_epoch,
+                                   train_model)
 
 
 def _candidates(grades: list[int], bm25: list[float] | None = None, query_id: str = "q1",
@@ -83,6 +84,48 @@ def test_triples_cap_positives_and_skip_queries_without_negatives():
         sample_triples([no_negatives], np.random.default_rng(0))
 
 
+def test_groups_put_each_relevant_document_first_with_its_negatives():
+    cand = _candidates([2, 0, 1, 0, 0, 0, 1], bm25=[7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 0.0])  # D6 not retrieved
+    groups = sample_groups([cand], np.random.default_rng(0), negatives_per_positive=3)
+    assert groups.docs.shape == (3, 4)
+    assert sorted(groups.docs[:, 0].tolist()) == [0, 2, 6]
+    assert set(groups.docs[:, 1:].ravel().tolist()) <= {1, 3, 4, 5}  # grade 0 and retrieved
+    assert groups.weight == pytest.approx(np.sqrt(scaled_relevance(cand.grades)[groups.docs[:, 0]]))
+    with pytest.raises(TrainingError, match="no training groups"):
+        sample_groups([_candidates([1, 1])], np.random.default_rng(0))
+
+
+def test_softmax_loss():
+    scores = torch.tensor([[2.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    weight = torch.tensor([1.0, 2.0])
+    # -log softmax of the first column: log(e^2 + 2) - 2 and log 3
+    expected = (math.log(math.exp(2) + 2) - 2 + 2 * math.log(3)) / 2
+    assert softmax_loss(scores, weight).item() == pytest.approx(expected)
+
+
+def test_triples_are_scored_all_positives_then_all_negatives():
+    """The order the recipe's dropout draws were made in; changing it would change the trained weights."""
+    seen = []
+
+    def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
+        seen.append((query_index.tolist(), doc_index.tolist()))
+        return weight * torch.arange(len(doc_index), dtype=torch.float32)
+
+    weight = torch.nn.Parameter(torch.ones(1))
+    triples = Triples(np.array([0, 1]), np.array([4, 5]), np.array([6, 7]), np.ones(2, np.float32))
+    loss = train_epoch(torch.nn.Linear(1, 1), torch.optim.SGD([weight], lr=0.0), triples.as_groups(), score_pairs,
+                       "hinge", batch_size=8, epoch=1, progress=False)
+    assert seen == [([0, 1, 0, 1], [4, 5, 6, 7])]
+    assert loss == pytest.approx(3.0)  # scores 0 1 | 2 3: margins 1 - 0 + 2 and 1 - 1 + 3
+
+
+def test_train_config_names_the_losses_and_their_negatives():
+    assert TrainConfig().negatives_drawn == 1 and TrainConfig(loss="softmax").negatives_drawn == 8
+    assert TrainConfig(loss="softmax", negatives_per_positive=3).negatives_drawn == 3
+    with pytest.raises(ValueError, match="unknown loss 'listnet'; choose one of"):
+        TrainConfig(loss="listnet")
+
+
 def test_a_loss_that_is_not_a_number_stops_training_with_the_fix():
     weight = torch.nn.Parameter(torch.ones(1))
     optimizer = torch.optim.SGD([weight], lr=0.1)
@@ -126,7 +169,8 @@ def test_batch_inputs_stack_docs_queries_and_lex():
     assert docs[0, 0] == 2 + 2 and lex[1].tolist() == cands[1].lex[1].tolist()
 
 
-def test_a_few_epochs_learn_to_prefer_the_relevant_token():
+@pytest.mark.parametrize("loss", ["hinge", "softmax"])
+def test_a_few_epochs_learn_to_prefer_the_relevant_token(loss: str):
     """Relevant documents contain the query word; training must rank them first on dev."""
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(60, 300)).astype(np.float32)
@@ -153,7 +197,7 @@ def test_a_few_epochs_learn_to_prefer_the_relevant_token():
     qrels = {c.query_id: {d: int(g) for d, g in zip(c.doc_ids, c.grades) if g} for c in candidates}
     config = DeltaConfig(**VARIANTS["delta-32"], dropout=0.0)
     result = train_model(config, vectors, candidates[:16], candidates[16:], qrels, table,
-                         TrainConfig(max_epochs=6, patience=6, batch_size=16, learning_rate=0.05),
+                         TrainConfig(max_epochs=6, patience=6, batch_size=16, learning_rate=0.05, loss=loss),
                          progress=False)
     assert result.best_dev > 0.9
     assert len(result.history) == 6 and result.best_epoch >= 1

@@ -100,7 +100,11 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 @click.option("--max-positives", type=click.IntRange(min=1), help="Relevant documents drawn per query and epoch.")
 @click.option("--negatives", type=click.Choice(["uniform", "rank"]), help="How negatives are drawn from the top-500.")
 @click.option("--negatives-per-positive", type=click.IntRange(min=1),
-              help="Non-relevant documents paired with each relevant one per epoch (1: balanced).")
+              help="Non-relevant documents paired with each relevant one per epoch (default: 1, balanced, "
+                   "for the hinge loss; 8 for softmax).")
+@click.option("--loss", type=click.Choice(["hinge", "softmax"]),
+              help="hinge: the paper's weighted max-margin on triples (default); softmax: listwise, each "
+                   "relevant document against --negatives-per-positive non-relevant ones.")
 @click.option("--judged-positives/--retrieved-only", default=False, show_default=True,
               help="Also train on relevant documents BM25 did not retrieve (never seen when reranking).")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), help="Seed of python, numpy and torch (13 by default).")

@@ -119,6 +119,19 @@ class Triples:
     negative: np.ndarray  # int64 [T]
     weight: np.ndarray  # float32 [T] sqrt(srel+ - srel-) (section 4.2.1)
 
+    def as_groups(self) -> "Groups":
+        """The triples as groups of two: D+ then D-."""
+        return Groups(self.query, np.stack([self.positive, self.negative], axis=1), self.weight)
+
+
+@dataclass
+class Groups:
+    """Training groups (Q, D+, D-_1..D-_K) as indices into a candidate list, with loss weights."""
+
+    query: np.ndarray  # int64 [G] index into the candidate list
+    docs: np.ndarray  # int64 [G, 1 + K] index into that query's candidates, D+ first
+    weight: np.ndarray  # float32 [G]
+
 
 def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generator,
                    max_positives: int | None = 32, negatives: str = "uniform",
@@ -165,6 +178,38 @@ def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generat
     q, p, n, w = (np.concatenate(column) for column in zip(*parts))
     order = rng.permutation(len(q))
     return Triples(q[order], p[order], n[order], w[order].astype(np.float32))
+
+
+def sample_groups(candidates: Sequence[QueryCandidates], rng: np.random.Generator,
+                  max_positives: int | None = None, negatives: str = "uniform",
+                  negatives_per_positive: int = 8) -> Groups:
+    """Listwise groups: each relevant document with ``negatives_per_positive`` non-relevant ones of its query.
+
+    Positives, the negative pool (unjudged or grade 0 within the BM25 top-``depth``),
+    ``max_positives`` and ``negatives`` are as in ``sample_triples``; the weight is
+    sqrt(srel+), the recipe's sqrt(srel+ - srel-) with srel- = 0.
+    """
+    if negatives not in NEGATIVE_SAMPLING:
+        raise ValueError(f"unknown negative sampling {negatives!r}; choose one of {NEGATIVE_SAMPLING}")
+    parts: list[tuple[np.ndarray, ...]] = []
+    for qi, cand in enumerate(candidates):
+        positives = np.flatnonzero(cand.grades > 0)
+        if max_positives is not None and len(positives) > max_positives:
+            positives = np.sort(rng.choice(positives, size=max_positives, replace=False))
+        pool = np.flatnonzero((cand.grades == 0) & (cand.bm25 > 0))
+        if len(positives) == 0 or len(pool) == 0:
+            continue
+        n_drawn = negatives_per_positive * len(positives)
+        drawn = rng.choice(pool, size=n_drawn, replace=len(pool) < n_drawn,
+                           p=_rank_weights(cand.bm25, pool) if negatives == "rank" else None)
+        docs = np.concatenate([positives[:, None], drawn.reshape(len(positives), negatives_per_positive)], axis=1)
+        parts.append((np.full(len(positives), qi), docs, np.sqrt(scaled_relevance(cand.grades)[positives])))
+    if not parts:
+        raise TrainingError("no training groups: no train query has a relevant document among its BM25 "
+                            "candidates; check qrels/train.tsv against queries.jsonl and the index")
+    q, d, w = (np.concatenate(column) for column in zip(*parts))
+    order = rng.permutation(len(q))
+    return Groups(q[order], d[order], w[order].astype(np.float32))
 
 
 def _rank_weights(bm25: np.ndarray, pool: np.ndarray) -> np.ndarray:

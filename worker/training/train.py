@@ -1,5 +1,6 @@
-"""Training (sections 3.4, 4.2): weighted pairwise max-margin loss, Adagrad with
-separate L2 on conv and dense weights, early stopping on dev NDCG@20.
+"""Training (sections 3.4, 4.2): weighted pairwise max-margin loss (or, as an option, a
+listwise softmax loss), Adagrad with separate L2 on conv and dense weights, early
+stopping on dev NDCG@20.
 
 ``fit_pairwise`` is the loop; ``train_model`` runs it for a Delta model, and the
 baselines (``feature_selection``'s linear ranker, ``drmm``) run it for theirs.
@@ -19,8 +20,8 @@ import torch
 from tqdm import tqdm
 
 from worker.model import DeltaConfig, DeltaModel
-from worker.training.data import (DocumentRows, QueryCandidates, TrainingError, Triples, batch_inputs,
-                                  lex_statistics, sample_triples)
+from worker.training.data import (DocumentRows, Groups, QueryCandidates, TrainingError, batch_inputs,
+                                  lex_statistics, sample_groups, sample_triples)
 from worker.training.metrics import PAPER_NDCG20, mean_metric
 
 # (query rows [M], document rows [n, N], raw Lex features [n, L]) -> scores [n]
@@ -33,20 +34,46 @@ class TrainConfig:
 
     max_epochs: int = 8
     patience: int = 3  # epochs without a dev improvement before stopping
-    batch_size: int = 256  # triples per minibatch (section 3.4)
+    batch_size: int = 256  # triples (or groups) per minibatch (section 3.4)
     learning_rate: float = 0.05
     l2_conv: float = 1e-4
     l2_dense: float = 1e-4
     max_positives: int | None = None  # relevant documents drawn per query and epoch (None: all)
     negatives: str = "uniform"  # see data.sample_triples
-    negatives_per_positive: int = 1
+    negatives_per_positive: int | None = None  # None: 1 for the hinge loss (balanced), 8 for softmax
+    loss: str = "hinge"  # "hinge": the paper's weighted max-margin; "softmax": listwise, see softmax_loss
     seed: int = 13
     threads: int | None = None
+
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; choose one of {LOSSES}")
+
+    @property
+    def negatives_drawn(self) -> int:
+        """Non-relevant documents drawn per relevant one and epoch."""
+        return self.negatives_per_positive or (8 if self.loss == "softmax" else 1)
+
+
+LOSSES = ("hinge", "softmax")
 
 
 def pairwise_hinge_loss(positive: torch.Tensor, negative: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Mean of weight * max(0, 1 - s(Q, D+) + s(Q, D-)) over a batch of triples."""
     return (weight * torch.relu(1.0 - positive + negative)).mean()
+
+
+def softmax_loss(scores: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Mean of weight * -log softmax(s(Q, D+), s(Q, D-_1), ..) over groups; ``scores`` [G, 1 + K], D+ first."""
+    return (weight * (torch.logsumexp(scores, dim=1) - scores[:, 0])).mean()
+
+
+def group_loss(loss: str, scores: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The training loss named ``loss`` of groups' scores [G, 1 + K] (hinge: K = 1)."""
+    if loss == "softmax":
+        return softmax_loss(scores, weight)
+    return pairwise_hinge_loss(scores[:, 0], scores[:, 1], weight)
 
 
 def set_seeds(seed: int) -> None:
@@ -128,15 +155,19 @@ def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train
                  score_pairs: PairScoreFn, score_dev: Callable[[], list[np.ndarray]],
                  dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]],
                  settings: TrainConfig, progress: bool = True) -> TrainResult:
-    """The loop every ranker shares: fresh triples each epoch, weighted hinge loss, early stopping on dev."""
+    """The loop every ranker shares: fresh triples (or groups) each epoch, the weighted loss, early stopping on dev."""
     rng = np.random.default_rng(settings.seed)
     started = time.perf_counter()
     best = TrainResult(copy.deepcopy(model), -1, -1.0)
     stale = 0
     for epoch in range(1, settings.max_epochs + 1):
-        triples = sample_triples(train, rng, settings.max_positives, settings.negatives,
-                                 settings.negatives_per_positive)
-        loss = train_epoch(model, optimizer, triples, score_pairs, settings.batch_size, epoch, progress)
+        if settings.loss == "softmax":
+            groups = sample_groups(train, rng, settings.max_positives, settings.negatives, settings.negatives_drawn)
+        else:
+            groups = sample_triples(train, rng, settings.max_positives, settings.negatives,
+                                    settings.negatives_drawn).as_groups()
+        loss = train_epoch(model, optimizer, groups, score_pairs, settings.loss, settings.batch_size, epoch,
+                           progress)
         if not math.isfinite(loss):
             raise TrainingError(f"the training loss became {loss} in epoch {epoch}; lower the learning rate "
                                 f"({settings.learning_rate}) or the L2 coefficients")
@@ -158,20 +189,21 @@ def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train
     return best
 
 
-def train_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, triples: Triples,
-                 score_pairs: PairScoreFn, batch_size: int, epoch: int, progress: bool) -> float:
-    """One pass over the triples in minibatches; returns the mean weighted hinge loss."""
+def train_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, groups: Groups,
+                score_pairs: PairScoreFn, loss_name: str, batch_size: int, epoch: int, progress: bool) -> float:
+    """One pass over the groups in minibatches; returns the mean weighted loss."""
     model.train()
     total, count = 0.0, 0
-    bar = tqdm(range(0, len(triples.query), batch_size), desc=f"epoch {epoch}", unit="batch",
+    width = groups.docs.shape[1]  # 1 + K
+    bar = tqdm(range(0, len(groups.query), batch_size), desc=f"epoch {epoch}", unit="batch",
                disable=not progress, leave=False)
     for start in bar:
         batch = slice(start, start + batch_size)
-        queries = triples.query[batch]
-        scores = score_pairs(np.concatenate([queries, queries]),
-                             np.concatenate([triples.positive[batch], triples.negative[batch]]))  # [2B]
-        positive, negative = scores.chunk(2)  # [B], [B]
-        loss = pairwise_hinge_loss(positive, negative, torch.from_numpy(triples.weight[batch]))
+        queries = groups.query[batch]
+        # Column by column (all D+, then all first D-, ...): for triples this is the order the
+        # recipe always scored in, so dropout draws, and the trained weights, stay as they were.
+        scores = score_pairs(np.tile(queries, width), groups.docs[batch].T.ravel())  # [(1 + K) B]
+        loss = group_loss(loss_name, scores.view(width, -1).T, torch.from_numpy(groups.weight[batch]))  # [B, 1 + K]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

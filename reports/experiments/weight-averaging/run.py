@@ -58,8 +58,9 @@ def main(seed: int) -> None:
     trained, mean_weights = [], []
     for epoch in range(1, settings.max_epochs + 1):
         triples = sample_triples(train, rng, settings.max_positives, settings.negatives,
-                                 settings.negatives_per_positive)
-        train_epoch(model, optimizer, triples, score_pairs, settings.batch_size, epoch, progress=False)
+                                 settings.negatives_drawn)
+        train_epoch(model, optimizer, triples.as_groups(), score_pairs, "hinge", settings.batch_size, epoch,
+                    progress=False)
         averaged.update_parameters(model)
         trained.append(dev_ndcg(model))
         mean_weights.append(dev_ndcg(averaged.module))
