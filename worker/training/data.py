@@ -150,20 +150,14 @@ def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generat
     ``negatives_per_positive`` > 1 pairs each relevant document with that many
     non-relevant ones per epoch (1 is the paper's balance).
     """
-    if negatives not in NEGATIVE_SAMPLING:
-        raise ValueError(f"unknown negative sampling {negatives!r}; choose one of {NEGATIVE_SAMPLING}")
+    _check_sampling(negatives)
     parts: list[tuple[np.ndarray, ...]] = []
     for qi, cand in enumerate(candidates):
         srel = scaled_relevance(cand.grades)
-        positives = np.flatnonzero(cand.grades > 0)
-        if max_positives is not None and len(positives) > max_positives:
-            positives = np.sort(rng.choice(positives, size=max_positives, replace=False))
-        pool = np.flatnonzero((cand.grades == 0) & (cand.bm25 > 0))
-        if len(positives) == 0 or len(pool) == 0:
+        sampled = _draw(cand, rng, max_positives, negatives, negatives_per_positive)
+        if sampled is None:
             continue
-        n_drawn = negatives_per_positive * len(positives)
-        drawn = rng.choice(pool, size=n_drawn, replace=len(pool) < n_drawn,
-                           p=_rank_weights(cand.bm25, pool) if negatives == "rank" else None)
+        positives, drawn = sampled
         pos, neg = [np.repeat(positives, negatives_per_positive)], [rng.permutation(drawn)]
         for grade in np.unique(cand.grades[positives])[1:]:
             higher = positives[cand.grades[positives] == grade]
@@ -189,19 +183,13 @@ def sample_groups(candidates: Sequence[QueryCandidates], rng: np.random.Generato
     ``max_positives`` and ``negatives`` are as in ``sample_triples``; the weight is
     sqrt(srel+), the recipe's sqrt(srel+ - srel-) with srel- = 0.
     """
-    if negatives not in NEGATIVE_SAMPLING:
-        raise ValueError(f"unknown negative sampling {negatives!r}; choose one of {NEGATIVE_SAMPLING}")
+    _check_sampling(negatives)
     parts: list[tuple[np.ndarray, ...]] = []
     for qi, cand in enumerate(candidates):
-        positives = np.flatnonzero(cand.grades > 0)
-        if max_positives is not None and len(positives) > max_positives:
-            positives = np.sort(rng.choice(positives, size=max_positives, replace=False))
-        pool = np.flatnonzero((cand.grades == 0) & (cand.bm25 > 0))
-        if len(positives) == 0 or len(pool) == 0:
+        sampled = _draw(cand, rng, max_positives, negatives, negatives_per_positive)
+        if sampled is None:
             continue
-        n_drawn = negatives_per_positive * len(positives)
-        drawn = rng.choice(pool, size=n_drawn, replace=len(pool) < n_drawn,
-                           p=_rank_weights(cand.bm25, pool) if negatives == "rank" else None)
+        positives, drawn = sampled
         docs = np.concatenate([positives[:, None], drawn.reshape(len(positives), negatives_per_positive)], axis=1)
         parts.append((np.full(len(positives), qi), docs, np.sqrt(scaled_relevance(cand.grades)[positives])))
     if not parts:
@@ -210,6 +198,29 @@ def sample_groups(candidates: Sequence[QueryCandidates], rng: np.random.Generato
     q, d, w = (np.concatenate(column) for column in zip(*parts))
     order = rng.permutation(len(q))
     return Groups(q[order], d[order], w[order].astype(np.float32))
+
+
+def _check_sampling(negatives: str) -> None:
+    if negatives not in NEGATIVE_SAMPLING:
+        raise ValueError(f"unknown negative sampling {negatives!r}; choose one of {NEGATIVE_SAMPLING}")
+
+
+def _draw(cand: QueryCandidates, rng: np.random.Generator, max_positives: int | None, negatives: str,
+          per_positive: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """A query's relevant documents (at most ``max_positives``) and ``per_positive`` non-relevant draws for each.
+
+    None when the query has no relevant or no non-relevant candidate.
+    """
+    positives = np.flatnonzero(cand.grades > 0)
+    if max_positives is not None and len(positives) > max_positives:
+        positives = np.sort(rng.choice(positives, size=max_positives, replace=False))
+    pool = np.flatnonzero((cand.grades == 0) & (cand.bm25 > 0))
+    if len(positives) == 0 or len(pool) == 0:
+        return None
+    n_drawn = per_positive * len(positives)
+    drawn = rng.choice(pool, size=n_drawn, replace=len(pool) < n_drawn,
+                       p=_rank_weights(cand.bm25, pool) if negatives == "rank" else None)
+    return positives, drawn
 
 
 def _rank_weights(bm25: np.ndarray, pool: np.ndarray) -> np.ndarray:
