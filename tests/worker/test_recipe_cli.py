@@ -1,5 +1,5 @@
 """The model recipe end to end on a tiny NFCorpus-shaped collection: index build, train
-(Delta and DRMM), greedy feature selection, eval with an extra checkpoint and an ensemble."""
+(Delta with either loss, and DRMM), greedy feature selection, eval with an extra checkpoint and an ensemble."""
 
 from __future__ import annotations
 
@@ -49,8 +49,11 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
     esrr("index", "build", "--data", str(data))
     esrr("train", "--data", str(data), "--variant", "all", "--variant", "drmm", "--max-epochs", "2")
     esrr("train", "--data", str(data), "--lex-features", "text_bm25,title_jaccard", "--max-epochs", "1",
-         "--suffix=-lexg")
+         "--loss", "softmax", "--suffix=-lexg")
     assert json.loads((home / "models" / "drmm.json").read_text())["best_epoch"] >= 1
+    lexg = json.loads((home / "models" / "delta-32-lex3-lexg.json").read_text())["train"]
+    assert (lexg["loss"], lexg["negatives_per_positive"]) == ("softmax", 8)
+    assert json.loads((home / "models" / "delta-32-lex3.json").read_text())["train"]["negatives_per_positive"] == 1
     selection = esrr("select-features", "--data", str(data), "--ranker", "linear", "--max-features", "2",
                      "--max-epochs", "1", "--out", str(tmp_path / "selection"))
     assert "| 2 |" in selection and (tmp_path / "selection" / "selection-linear.json").is_file()

@@ -134,6 +134,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     lex_names = _lex_names(lex_features) or list(LEX3)
     work = open_workspace(data)
     settings = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
+    settings = replace(settings, negatives_per_positive=settings.negatives_drawn)  # the record names the number used
     train_qrels, dev_qrels = work.nfcorpus.qrels("train"), work.nfcorpus.qrels("dev")
     train_q = _split_queries(work, "train", train_queries)
     dev_q = _split_queries(work, "dev", dev_queries)

@@ -45,7 +45,6 @@ class TrainConfig:
     seed: int = 13
     threads: int | None = None
 
-
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"unknown loss {self.loss!r}; choose one of {LOSSES}")
@@ -53,10 +52,11 @@ class TrainConfig:
     @property
     def negatives_drawn(self) -> int:
         """Non-relevant documents drawn per relevant one and epoch."""
-        return self.negatives_per_positive or (8 if self.loss == "softmax" else 1)
+        return self.negatives_per_positive or (SOFTMAX_NEGATIVES if self.loss == "softmax" else 1)
 
 
 LOSSES = ("hinge", "softmax")
+SOFTMAX_NEGATIVES = 8  # chosen once, not tuned: reports/experiments/listwise-loss
 
 
 def pairwise_hinge_loss(positive: torch.Tensor, negative: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
