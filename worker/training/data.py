@@ -23,6 +23,8 @@ from es_rerank.embeddings import Embeddings
 from worker.inputs import query_rows, term_rows
 
 NEGATIVE_SAMPLING = ("uniform", "rank")
+# Non-relevant documents per relevant one in sample_groups; 16 did no better on dev (reports/experiments/listwise-loss).
+SOFTMAX_NEGATIVES = 8
 
 
 class DocumentRows:
@@ -176,7 +178,7 @@ def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generat
 
 def sample_groups(candidates: Sequence[QueryCandidates], rng: np.random.Generator,
                   max_positives: int | None = None, negatives: str = "uniform",
-                  negatives_per_positive: int = 8) -> Groups:
+                  negatives_per_positive: int = SOFTMAX_NEGATIVES) -> Groups:
     """Listwise groups: each relevant document with ``negatives_per_positive`` non-relevant ones of its query.
 
     Positives, the negative pool (unjudged or grade 0 within the BM25 top-``depth``),

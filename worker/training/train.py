@@ -20,8 +20,8 @@ import torch
 from tqdm import tqdm
 
 from worker.model import DeltaConfig, DeltaModel
-from worker.training.data import (DocumentRows, Groups, QueryCandidates, TrainingError, batch_inputs,
-                                  lex_statistics, sample_groups, sample_triples)
+from worker.training.data import (SOFTMAX_NEGATIVES, DocumentRows, Groups, QueryCandidates, TrainingError,
+                                  batch_inputs, lex_statistics, sample_groups, sample_triples)
 from worker.training.metrics import PAPER_NDCG20, mean_metric
 
 # (query rows [M], document rows [n, N], raw Lex features [n, L]) -> scores [n]
@@ -56,7 +56,6 @@ class TrainConfig:
 
 
 LOSSES = ("hinge", "softmax")
-SOFTMAX_NEGATIVES = 8  # chosen once, not tuned: reports/experiments/listwise-loss
 
 
 def pairwise_hinge_loss(positive: torch.Tensor, negative: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
