@@ -8,7 +8,7 @@ import torch
 
 from worker.bench import UNK_ROW, random_embeddings, random_model, realistic_batch
 from worker.model import PAD_ID, VARIANTS, DeltaConfig, DeltaModel
-from worker.scorer import DeltaScorer
+from worker.scorer import LAYOUTS, DeltaScorer, _DenseBatch
 
 TOL = 1e-4
 
@@ -35,9 +35,10 @@ def model(request, table: np.ndarray) -> DeltaModel:
     return random_model(table, request.param, seed=1, gain=3.0)
 
 
-@pytest.fixture(scope="module")
-def scorer(model: DeltaModel) -> DeltaScorer:
-    return DeltaScorer.from_model(model, "cpu")
+@pytest.fixture(scope="module", params=LAYOUTS)
+def scorer(request, model: DeltaModel) -> DeltaScorer:
+    """Both layouts on the CPU: the sparse one served there, the dense one a GPU serves."""
+    return DeltaScorer(model, torch.device("cpu"), layout=request.param)
 
 
 def reference(model: DeltaModel, query: np.ndarray, docs: np.ndarray, lex: np.ndarray | None) -> np.ndarray:
@@ -139,27 +140,42 @@ def test_score_many_equals_score(model: DeltaModel, scorer: DeltaScorer) -> None
 
 
 def test_score_many_groups(model: DeltaModel, scorer: DeltaScorer) -> None:
-    """On the CPU, requests go through in groups of ~512 documents: same scores as one pass."""
+    """Requests go through in groups (~512 documents on the CPU): same scores as one pass."""
     requests = []
     for i, n in enumerate([200, 200, 200, 600, 3]):
         batch = realistic_batch(N_WORDS, n_docs=n, seed=40 + i)
         requests.append((batch.query_rows, batch.doc_rows, lex_for(model, n, seed=i)))
     grouped = scorer.score_many(requests)
-    one_pass = DeltaScorer.from_model(model, "cpu")
-    one_pass.group_docs = None  # the GPU behaviour: everything in one forward pass
+    one_pass = DeltaScorer(model, torch.device("cpu"), layout=scorer.layout)
+    one_pass.group_docs = 10_000  # everything in one forward pass
     for got, single, (query, docs, lex) in zip(grouped, one_pass.score_many(requests), requests):
         np.testing.assert_allclose(got, single, atol=1e-5, rtol=1e-6)
         np.testing.assert_allclose(got, reference(model, query, docs, lex), atol=TOL, rtol=0)
 
 
-def test_without_deduplication(model: DeltaModel) -> None:
-    """The GPU layout (one Delta row per position) is the same algorithm; check it on the CPU."""
-    plain = DeltaScorer(model, torch.device("cpu"), dedup=False)
-    plain.exact_all_distances = True  # as on a GPU
-    batch = realistic_batch(N_WORDS, n_docs=50, seed=9)
-    lex = batch.lex if model.config.lex_names else None
-    check(model, plain, batch.query_rows, batch.doc_rows, lex)
-    check(model, plain, np.zeros(7, np.int64), batch.doc_rows, lex)
+def test_layout_choice(model: DeltaModel) -> None:
+    assert DeltaScorer.from_model(model, "cpu").layout == "sparse"
+    with pytest.raises(ValueError, match="layout 'packed'"):
+        DeltaScorer(model, torch.device("cpu"), layout="packed")
+    with pytest.raises(ValueError, match="cuda_graphs needs"):
+        DeltaScorer(model, torch.device("cpu"), layout="dense", cuda_graphs=True)
+
+
+def test_dense_buckets_are_exact(model: DeltaModel) -> None:
+    """Padding requests, documents and width up to a CUDA graph's shape changes no score."""
+    scorer = DeltaScorer(model, torch.device("cpu"), layout="dense")
+    requests = []
+    for i, (n, width) in enumerate([(30, 50), (7, 20), (45, 50)]):
+        batch = realistic_batch(N_WORDS, n_docs=n, doc_len=width, seed=60 + i)
+        requests.append(scorer._check(i, batch.query_rows[:3 + i], batch.doc_rows, lex_for(model, n, seed=i)))
+    plain = _DenseBatch.build(requests, 7)
+    padded = _DenseBatch.build(requests, 7, bucket=True)
+    assert plain.ids.shape == (3, 45, 50) and padded.ids.shape == (4, 128, 50)
+    with torch.inference_mode():
+        got = scorer._dense_scores(*map(torch.from_numpy, padded.arrays))[:3, :45]
+        expected = scorer._dense_scores(*map(torch.from_numpy, plain.arrays))
+    sizes = torch.arange(45)[None, :] < torch.tensor([30, 7, 45])[:, None]
+    torch.testing.assert_close(got[sizes], expected[sizes], atol=1e-5, rtol=1e-6)
 
 
 def test_model_in_train_mode_scores_as_eval(table: np.ndarray) -> None:
@@ -246,11 +262,30 @@ def test_large_vocabulary() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_gpu_matches_cpu_reference(table: np.ndarray, variant: str) -> None:
-    model = random_model(table, variant, seed=2, gain=3.0)
+def test_gpu_graphs_match_reference(table: np.ndarray) -> None:
+    """CUDA-graph replays (the GPU default) score like the reference on every shape, and few
+    shapes are captured: requests are bucketed."""
+    model = random_model(table, "delta-32-lex3", seed=3, gain=3.0)
     scorer = DeltaScorer.from_model(model, "cuda")
-    assert scorer.device.type == "cuda"
+    assert scorer._graphs is not None
+    for n_requests, n_docs in [(1, 500), (1, 470), (3, 200), (1, 1), (2, 500), (1, 500)]:
+        requests = []
+        for i in range(n_requests):
+            batch = realistic_batch(N_WORDS, n_docs=n_docs, seed=100 * n_requests + n_docs + i)
+            requests.append((batch.query_rows, batch.doc_rows, batch.lex))
+        for got, (query, docs, lex) in zip(scorer.score_many(requests), requests):
+            np.testing.assert_allclose(got, reference(model, query, docs, lex), atol=TOL, rtol=0)
+    assert len(scorer._graphs._graphs) == 4  # 1x512 (twice), 4x256, 1x128, 2x512
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_gpu_matches_cpu_reference(table: np.ndarray, variant: str, layout: str) -> None:
+    model = random_model(table, variant, seed=2, gain=3.0)
+    scorer = DeltaScorer(model, torch.device("cuda"), layout=layout, cuda_graphs=False)  # eager kernels
+    assert DeltaScorer.from_model(model, "cuda").layout == "dense"
     batch = realistic_batch(N_WORDS, n_docs=500, seed=6)
     lex = batch.lex if model.config.lex_names else None
     expected = reference(model, batch.query_rows, batch.doc_rows, lex)  # the model stays on the CPU
@@ -277,7 +312,7 @@ def test_bench_command(tmp_path, table: np.ndarray) -> None:
                                               "--ref-reps", "2", "--warmup", "1", "--batch-queries", "2",
                                               "--device", "cpu", "--json-out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "random weights" in result.output and "ref/fast" in result.output
+    assert "random weights" in result.output and "ref/fast" in result.output and "layout sparse" in result.output
     rows = json.loads(out.read_text())["rows"]
     assert [r["vocab"] for r in rows] == [500, 800]
     assert all(r["max_abs_diff"] < TOL and r["queries_per_s"] > 0 for r in rows)
@@ -288,9 +323,9 @@ def test_bench_command(tmp_path, table: np.ndarray) -> None:
     np.save(tmp_path / "vectors.npy", table)
     result = CliRunner().invoke(bench_score, ["--checkpoint", str(path), "--embeddings", str(tmp_path),
                                               "--docs", "20", "--reps", "3", "--ref-reps", "2",
-                                              "--device", "cpu"])
+                                              "--device", "cpu", "--layout", "dense"])
     assert result.exit_code == 0, result.output
-    assert "trained m.pt" in result.output
+    assert "trained m.pt" in result.output and "layout dense" in result.output
 
     artifact = tmp_path / "v2"  # an embeddings artifact of another version than the checkpoint's "e"
     artifact.mkdir()
@@ -304,7 +339,7 @@ def test_bench_command(tmp_path, table: np.ndarray) -> None:
                                                "--device", "cpu"])
         assert bad.exit_code == 1 and message in bad.output and "allow_pickle" not in bad.output, bad.output
 
-    for args in (["--vocab-sizes", "abc"], ["--vocab-sizes", "50"], ["--device", "gpu"], ["--threads", "0"],
+    for args in (["--vocab-sizes", "abc"], ["--vocab-sizes", "50"], ["--device", "gpu"], ["--threads", "0"], ["--layout", "packed"], ["--cuda-graphs", "--device", "cpu"],
                  ["--docs", "0"], ["--reps", "0"], ["--embeddings", str(tmp_path)]):
         bad = CliRunner().invoke(bench_score, args)
         assert bad.exit_code == 2 and ("Invalid value" in bad.output or "pass both" in bad.output), (args, bad.output)
