@@ -22,7 +22,7 @@ import torch
 
 from es_rerank.machine import machine_description
 from worker.model import VARIANTS, Checkpoint, DeltaConfig, DeltaModel
-from worker.scorer import DeltaScorer
+from worker.scorer import LAYOUTS, DeltaScorer
 
 UNK_ROW = 1  # row 0 is PAD, row 1 the UNK vector in the synthetic tables
 
@@ -167,7 +167,8 @@ def _trained_model(checkpoint: Path, embeddings_path: Path) -> DeltaModel:
 
 def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: int, device: torch.device,
                 batch_queries: int, variant: str, checkpoint: Path | None,
-                embeddings_path: Path | None, seed: int) -> dict:
+                embeddings_path: Path | None, seed: int, layout: str | None = None,
+                cuda_graphs: bool | None = None) -> dict:
     """One row of the table: reference vs fast on the same inputs for one vocabulary size."""
     if checkpoint is not None:
         model = _trained_model(checkpoint, embeddings_path)
@@ -185,7 +186,7 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
     lex = batch.lex if n_lex else None
 
     load_start = time.perf_counter()
-    scorer = DeltaScorer.from_model(model, device)
+    scorer = DeltaScorer(model, device, layout=layout, cuda_graphs=cuda_graphs)
     load_s = time.perf_counter() - load_start
 
     ref_model = model.to(device)
@@ -194,7 +195,8 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
     lex_t = torch.from_numpy(lex).to(device) if lex is not None else None
 
     def reference() -> np.ndarray:
-        with torch.inference_mode():
+        # cuDNN convolutions default to TF32 on a GPU (errors ~1e-3): the reference stays fp32.
+        with torch.inference_mode(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
             return ref_model(docs_t, query_t, lex_t).cpu().numpy()
 
     def fast() -> np.ndarray:
@@ -206,7 +208,7 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
     max_diff = float(np.abs(expected - fast()).max())
     ref_times = time_ms(reference, ref_reps, 1, device)
     row = {
-        "vocab": n_words, "docs": n_docs, "source": source, "load_s": round(load_s, 3),
+        "vocab": n_words, "docs": n_docs, "source": source, "layout": scorer.layout, "cuda_graphs": scorer._graphs is not None, "load_s": round(load_s, 3),
         "distinct_doc_words": int(len(np.unique(batch.doc_rows))), "max_abs_diff": max_diff,
         "score_std": float(expected.std()), "scorer_rss_mb": scorer_rss,
         "ref_p50_ms": percentile(ref_times, 50), "ref_p99_ms": percentile(ref_times, 99),
@@ -217,7 +219,19 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
     if batch_queries > 1:
         requests = [(b.query_rows, b.doc_rows, b.lex if n_lex else None) for b in batches]
         many_times = time_ms(lambda: scorer.score_many(requests), max(5, reps // 2), 2, device)
+        # The reference scores a batch too: every document carries its own query.
+        all_docs = torch.from_numpy(np.concatenate([b.doc_rows for b in batches])).to(device)
+        all_queries = torch.from_numpy(np.concatenate([np.broadcast_to(b.query_rows, (len(b.doc_rows), len(b.query_rows)))
+                                                       for b in batches])).to(device)
+        all_lex = torch.from_numpy(np.concatenate([b.lex for b in batches])).to(device) if n_lex else None
+
+        def reference_many() -> np.ndarray:
+            with torch.inference_mode(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+                return ref_model(all_docs, all_queries, all_lex).cpu().numpy()
+
+        ref_many_times = time_ms(reference_many, max(3, ref_reps // 4), 1, device)
         row["batch_queries"] = batch_queries
+        row["ref_batch_p50_ms"] = percentile(ref_many_times, 50)
         row["batch_p50_ms"] = percentile(many_times, 50)
         row["batch_ms_per_query"] = row["batch_p50_ms"] / batch_queries
         row["queries_per_s"] = batch_queries / row["batch_p50_ms"] * 1e3
@@ -259,13 +273,17 @@ def _vocab_sizes(option: str) -> list[int]:
 @click.option("--embeddings", "embeddings_path", type=click.Path(exists=True, path_type=Path),
               default=None, help="The embeddings of --checkpoint: a .npy table or an artifact "
               "directory holding vectors.npy.")
+@click.option("--layout", type=click.Choice(LAYOUTS), default=None,
+              help="The fast scorer's layout (default: sparse on the CPU, dense on a GPU).")
+@click.option("--cuda-graphs/--no-cuda-graphs", default=None,
+              help="Replay the dense layout as CUDA graphs (default: on with the dense layout on a GPU).")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the rows as JSON.")
 def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, warmup: int,
                 device: str | None, threads: int | None, batch_queries: int, variant: str,
-                checkpoint: Path | None, embeddings_path: Path | None, seed: int,
-                json_out: Path | None) -> None:
+                checkpoint: Path | None, embeddings_path: Path | None, seed: int, layout: str | None,
+                cuda_graphs: bool | None, json_out: Path | None) -> None:
     """Latency of the reference forward vs the fast DeltaScorer on one query's 500 documents."""
     if threads is not None:
         torch.set_num_threads(threads)
@@ -277,6 +295,9 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
                                  param_hint="--device") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise click.UsageError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
+    if cuda_graphs and (dev.type != "cuda" or layout == "sparse"):
+        raise click.BadParameter("CUDA graphs replay the dense layout on a GPU; use --device cuda without "
+                                 "--layout sparse, or drop --cuda-graphs", param_hint="--cuda-graphs")
     if (checkpoint is None) != (embeddings_path is None):
         raise click.UsageError("--checkpoint and --embeddings (the .npy table it was trained with) go together; "
                                "pass both, or neither for random weights and vectors")
@@ -292,8 +313,10 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
     for n_words in sizes:
         rows.append(bench_vocab(n_words, n_docs=n_docs, reps=reps, ref_reps=ref_reps, warmup=warmup,
                                 device=dev, batch_queries=batch_queries, variant=variant,
-                                checkpoint=checkpoint, embeddings_path=embeddings_path, seed=seed))
-    click.echo(f"inputs: {rows[0]['source']}; {n_docs} docs, M=7, N=50, V=300; "
+                                checkpoint=checkpoint, embeddings_path=embeddings_path, seed=seed,
+                                layout=layout, cuda_graphs=cuda_graphs))
+    click.echo(f"inputs: {rows[0]['source']}; {n_docs} docs, M=7, N=50, V=300; layout {rows[0]['layout']}"
+               f"{' (CUDA graphs)' if rows[0]['cuda_graphs'] else ''}; "
                f"fast reps {reps}, reference reps {ref_reps}")
     cols = [("vocab", "{:>7}", "vocab"), ("distinct", "{:>8}", "distinct_doc_words"),
             ("ref p50", "{:>8.1f}", "ref_p50_ms"), ("ref p99", "{:>8.1f}", "ref_p99_ms"),
@@ -303,7 +326,7 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
             ("RSS fast", "{:>8.0f}", "scorer_rss_mb"), ("RSS end", "{:>7.0f}", "rss_mb"),
             ("maxRSS", "{:>7.0f}", "maxrss_mb")]
     if batch_queries > 1:
-        cols += [(f"{batch_queries}q p50", "{:>8.1f}", "batch_p50_ms"),
+        cols += [(f"ref {batch_queries}q", "{:>8.1f}", "ref_batch_p50_ms"), (f"{batch_queries}q p50", "{:>8.1f}", "batch_p50_ms"),
                  ("ms/q", "{:>6.2f}", "batch_ms_per_query"), ("q/s", "{:>6.1f}", "queries_per_s")]
     click.echo("  ".join(f"{name:>{len(fmt.format(rows[0][key]))}}" for name, fmt, key in cols))
     for row in rows:
