@@ -39,8 +39,8 @@ recomputation (a device->host sync each) left an H100 idle ~90% of the time,
 slower than the plain reference forward. The GPU's "dense" layout
 (``_forward_dense``) pads every request of a group to one [n_max, N] block and
 computes the Delta stage per position (exact distances for all, as in the
-reference): ~40 kernels per group whatever the number of requests, one
-device->host copy. Conv 1 still comes from the table P. Only int ids and the
+reference): ~80 kernels per group whatever the number of requests, one
+device->host copy, replayed as a CUDA graph per padded shape (``_GraphCache``). Conv 1 still comes from the table P. Only int ids and the
 Lex features travel host->device. Float32 throughout: half precision would not
 hold the 1e-4 agreement. Both layouts run on either device (the tests check
 the dense one on the CPU).
@@ -112,7 +112,6 @@ DENSE_GROUP_DOCS = 4096
 # <= ~1 GB for a full group); requests are padded to few shapes (see _DenseBatch.build).
 GRAPH_CACHE_SIZE = 8
 LAYOUTS = ("sparse", "dense")
-BUCKET_WIDTH = 50  # the paper's N: most windows hold a full-length document
 
 Request = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
 
@@ -142,7 +141,7 @@ class DeltaScorer:
             cuda_graphs = layout == "dense" and device.type == "cuda"
         if cuda_graphs and (layout != "dense" or device.type != "cuda"):
             raise ValueError("cuda_graphs needs the dense layout on a CUDA device")
-        self._graphs = _GraphCache(self._dense_scores, GRAPH_CACHE_SIZE) if cuda_graphs else None
+        self._graphs = _GraphCache(self._dense_scores, device, GRAPH_CACHE_SIZE) if cuda_graphs else None
         k, n_f, dim = config.kernel_width, config.n_filters, config.embedding_dim
         self.k, self.n_f = k, n_f
         self.left = (k - 1) // 2  # padding="same": output i reads inputs i - left .. i + k - 1 - left
@@ -345,11 +344,13 @@ class DeltaScorer:
         """Scores [n_total] of the requests, every request padded to one [n_max, width] block.
 
         One pass of batched tensor ops whatever the number of requests: no per-request
-        loop and no de-duplication, so a GPU runs ~40 kernels per group with one
+        loop and no de-duplication, so a GPU runs ~80 kernels per group with one
         device->host copy at the end. The Delta stage is computed per position, as in
         the reference, but conv 1 still comes from the word table P.
         """
-        batch = _DenseBatch.build(requests, self.config.query_len, bucket=self._graphs is not None)
+        # Under CUDA graphs, shapes are rounded up (most windows hold a full N-word document).
+        bucket_width = self.config.doc_len if self._graphs is not None else None
+        batch = _DenseBatch.build(requests, self.config.query_len, bucket_width)
         if self._graphs is not None:
             scores = self._graphs.run(batch.arrays)  # [R, n_max]
         else:
@@ -420,19 +421,19 @@ class _DenseBatch:
         return self.ids, self.query, self.excluded, self.lex
 
     @classmethod
-    def build(cls, requests: Sequence[Request], query_len: int, bucket: bool = False) -> "_DenseBatch":
-        """Pad the requests into one block; ``bucket`` rounds the shape up to one of few (for
-        CUDA graphs): requests to a power of two, documents to a multiple of 128, width to
-        at least ``BUCKET_WIDTH``. Padding is exact: PAD words, documents and query slots
-        change no score."""
+    def build(cls, requests: Sequence[Request], query_len: int, bucket_width: int | None = None) -> "_DenseBatch":
+        """Pad the requests into one block; with ``bucket_width`` the shape is rounded up to one
+        of few (for CUDA graphs): requests to a power of two, documents to a multiple of 128,
+        width to at least ``bucket_width``. Padding is exact: PAD words, documents and query
+        slots change no score."""
         sizes = [docs.shape[0] for _, docs, _ in requests]
         n_req, n_max = len(requests), max(sizes)
         width = max(max((_used_width(docs) for _, docs, _ in requests), default=0), 1)
         m = max(query_len, *(len(query) for query, _, _ in requests))
-        if bucket:
+        if bucket_width is not None:
             n_req = 1 << (n_req - 1).bit_length()
             n_max = -(-n_max // 128) * 128
-            width = max(width, BUCKET_WIDTH)
+            width = max(width, bucket_width)
         ids = np.zeros((n_req, n_max, width), np.int64)
         query = np.zeros((n_req, m), np.int64)
         n_lex = next((lex.shape[1] for _, _, lex in requests if lex is not None), 0)
@@ -495,14 +496,15 @@ class _Plan:
 class _GraphCache:
     """CUDA graphs of a forward function, one per input shape, least recently used dropped.
 
-    A dense forward is ~70 kernel launches; replaying them as one graph cuts a
+    A dense forward is ~80 kernel launches; replaying them as one graph cuts a
     500-document query from ~2 ms (launch-bound) to ~0.6 ms on an H100. Inputs are
     copied into the graph's static tensors and the output read back under a lock
     (they are shared by every caller).
     """
 
-    def __init__(self, forward: Callable[..., torch.Tensor], capacity: int) -> None:
+    def __init__(self, forward: Callable[..., torch.Tensor], device: torch.device, capacity: int) -> None:
         self._forward = forward
+        self._device = device
         self._capacity = capacity
         self._graphs: OrderedDict[tuple, tuple[torch.cuda.CUDAGraph, list[torch.Tensor], torch.Tensor]] = OrderedDict()
         self._lock = threading.Lock()
@@ -510,7 +512,7 @@ class _GraphCache:
     def run(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         """The forward's output for these host arrays, as a host array."""
         key = tuple((a.shape, a.dtype.str) for a in arrays)
-        with self._lock:
+        with self._lock, torch.cuda.device(self._device):
             if key not in self._graphs:
                 self._graphs[key] = self._capture(arrays)
                 if len(self._graphs) > self._capacity:
@@ -523,7 +525,7 @@ class _GraphCache:
             return output.cpu().numpy()
 
     def _capture(self, arrays: Sequence[np.ndarray]) -> tuple[torch.cuda.CUDAGraph, list[torch.Tensor], torch.Tensor]:
-        inputs = [torch.from_numpy(a).cuda() for a in arrays]
+        inputs = [torch.from_numpy(a).to(self._device) for a in arrays]
         side = torch.cuda.Stream()  # warm-up off the default stream, as torch.cuda.graph asks
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):

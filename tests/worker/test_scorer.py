@@ -169,7 +169,7 @@ def test_dense_buckets_are_exact(model: DeltaModel) -> None:
         batch = realistic_batch(N_WORDS, n_docs=n, doc_len=width, seed=60 + i)
         requests.append(scorer._check(i, batch.query_rows[:3 + i], batch.doc_rows, lex_for(model, n, seed=i)))
     plain = _DenseBatch.build(requests, 7)
-    padded = _DenseBatch.build(requests, 7, bucket=True)
+    padded = _DenseBatch.build(requests, 7, bucket_width=50)
     assert plain.ids.shape == (3, 45, 50) and padded.ids.shape == (4, 128, 50)
     with torch.inference_mode():
         got = scorer._dense_scores(*map(torch.from_numpy, padded.arrays))[:3, :45]
