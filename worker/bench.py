@@ -194,10 +194,13 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
     query_t = torch.from_numpy(batch.query_rows).to(device)[None, :].expand(n_docs, -1)
     lex_t = torch.from_numpy(lex).to(device) if lex is not None else None
 
-    def reference() -> np.ndarray:
+    def reference_scores(docs: torch.Tensor, queries: torch.Tensor, lex: torch.Tensor | None) -> np.ndarray:
         # cuDNN convolutions default to TF32 on a GPU (errors ~1e-3): the reference stays fp32.
         with torch.inference_mode(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-            return ref_model(docs_t, query_t, lex_t).cpu().numpy()
+            return ref_model(docs, queries, lex).cpu().numpy()
+
+    def reference() -> np.ndarray:
+        return reference_scores(docs_t, query_t, lex_t)
 
     def fast() -> np.ndarray:
         return scorer.score(batch.query_rows, batch.doc_rows, lex)
@@ -208,7 +211,8 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
     max_diff = float(np.abs(expected - fast()).max())
     ref_times = time_ms(reference, ref_reps, 1, device)
     row = {
-        "vocab": n_words, "docs": n_docs, "source": source, "layout": scorer.layout, "cuda_graphs": scorer._graphs is not None, "load_s": round(load_s, 3),
+        "vocab": n_words, "docs": n_docs, "source": source, "layout": scorer.layout,
+        "cuda_graphs": scorer.cuda_graphs, "load_s": round(load_s, 3),
         "distinct_doc_words": int(len(np.unique(batch.doc_rows))), "max_abs_diff": max_diff,
         "score_std": float(expected.std()), "scorer_rss_mb": scorer_rss,
         "ref_p50_ms": percentile(ref_times, 50), "ref_p99_ms": percentile(ref_times, 99),
@@ -224,12 +228,8 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
         all_queries = torch.from_numpy(np.concatenate([np.broadcast_to(b.query_rows, (len(b.doc_rows), len(b.query_rows)))
                                                        for b in batches])).to(device)
         all_lex = torch.from_numpy(np.concatenate([b.lex for b in batches])).to(device) if n_lex else None
-
-        def reference_many() -> np.ndarray:
-            with torch.inference_mode(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-                return ref_model(all_docs, all_queries, all_lex).cpu().numpy()
-
-        ref_many_times = time_ms(reference_many, max(3, ref_reps // 4), 1, device)
+        ref_many_times = time_ms(lambda: reference_scores(all_docs, all_queries, all_lex),
+                                 max(3, ref_reps // 4), 1, device)
         row["batch_queries"] = batch_queries
         row["ref_batch_p50_ms"] = percentile(ref_many_times, 50)
         row["batch_p50_ms"] = percentile(many_times, 50)

@@ -185,6 +185,11 @@ class DeltaScorer:
     def device(self) -> torch.device:
         return self._device
 
+    @property
+    def cuda_graphs(self) -> bool:
+        """Whether the dense forward is replayed as CUDA graphs."""
+        return self._graphs is not None
+
     # -- public API -----------------------------------------------------------------------
 
     def score(self, query_rows: np.ndarray, doc_rows: np.ndarray, lex: np.ndarray | None) -> np.ndarray:
@@ -349,7 +354,7 @@ class DeltaScorer:
         the reference, but conv 1 still comes from the word table P.
         """
         # Under CUDA graphs, shapes are rounded up (most windows hold a full N-word document).
-        bucket_width = self.config.doc_len if self._graphs is not None else None
+        bucket_width = self.config.doc_len if self.cuda_graphs else None
         batch = _DenseBatch.build(requests, self.config.query_len, bucket_width)
         if self._graphs is not None:
             scores = self._graphs.run(batch.arrays)  # [R, n_max]
@@ -509,6 +514,9 @@ class _GraphCache:
         self._graphs: OrderedDict[tuple, tuple[torch.cuda.CUDAGraph, list[torch.Tensor], torch.Tensor]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        return len(self._graphs)
+
     def run(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         """The forward's output for these host arrays, as a host array."""
         key = tuple((a.shape, a.dtype.str) for a in arrays)
@@ -539,15 +547,15 @@ class _GraphCache:
         return graph, inputs, output
 
 
-def _groups(requests: Sequence[Request], sizes: list[int], limit: int | None) -> list[list[Request]]:
-    """Consecutive requests with documents, in groups of at most ``limit`` documents (None: one
-    group); a larger request forms its own group."""
+def _groups(requests: Sequence[Request], sizes: list[int], limit: int) -> list[list[Request]]:
+    """Consecutive requests with documents, in groups of at most ``limit`` documents; a larger
+    request forms its own group."""
     groups: list[list[Request]] = []
     total = 0
     for request, size in zip(requests, sizes):
         if size == 0:
             continue
-        if not groups or (limit is not None and total + size > limit):
+        if not groups or total + size > limit:
             groups.append([])
             total = 0
         groups[-1].append(request)

@@ -157,6 +157,7 @@ def test_layout_choice(model: DeltaModel) -> None:
     assert DeltaScorer.from_model(model, "cpu").layout == "sparse"
     with pytest.raises(ValueError, match="layout 'packed'"):
         DeltaScorer(model, torch.device("cpu"), layout="packed")
+    assert not DeltaScorer(model, torch.device("cpu"), layout="dense").cuda_graphs
     with pytest.raises(ValueError, match="cuda_graphs needs"):
         DeltaScorer(model, torch.device("cpu"), layout="dense", cuda_graphs=True)
 
@@ -267,7 +268,7 @@ def test_gpu_graphs_match_reference(table: np.ndarray) -> None:
     shapes are captured: requests are bucketed."""
     model = random_model(table, "delta-32-lex3", seed=3, gain=3.0)
     scorer = DeltaScorer.from_model(model, "cuda")
-    assert scorer._graphs is not None
+    assert scorer.cuda_graphs
     for n_requests, n_docs in [(1, 500), (1, 470), (3, 200), (1, 1), (2, 500), (1, 500)]:
         requests = []
         for i in range(n_requests):
@@ -275,7 +276,7 @@ def test_gpu_graphs_match_reference(table: np.ndarray) -> None:
             requests.append((batch.query_rows, batch.doc_rows, batch.lex))
         for got, (query, docs, lex) in zip(scorer.score_many(requests), requests):
             np.testing.assert_allclose(got, reference(model, query, docs, lex), atol=TOL, rtol=0)
-    assert len(scorer._graphs._graphs) == 4  # 1x512 (twice), 4x256, 1x128, 2x512
+    assert len(scorer._graphs) == 4  # 1x512 (twice), 4x256, 1x128, 2x512
 
 
 @pytest.mark.gpu

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from es_rerank.machine import machine_description
 from worker.model import Checkpoint
 from worker.scorer import DeltaScorer
 
@@ -48,7 +49,6 @@ def export(out: Path) -> None:
              lex=np.concatenate([lex for _, _, lex in requests]), sizes=[len(d) for _, d, _ in requests],
              cpu_scores=np.concatenate(scores))
     shutil.copy(path, out / "model.pt")
-    from es_rerank.machine import machine_description
     (out / "cpu.json").write_text(json.dumps({"machine": machine_description(), "torch": torch.__version__,
                                               "threads": torch.get_num_threads(), "queries": len(requests),
                                               "documents": int(sum(len(d) for _, d, _ in requests)),
