@@ -39,8 +39,7 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
     from kombu.utils.url import maybe_sanitize_url
 
     from worker.celery_app import app, celery_config
-    from worker.model import Checkpoint
-    from worker.runtime import embeddings_dir, get_runtime
+    from worker.runtime import embeddings_dir, get_runtime, load_checkpoints
 
     app.conf.update(celery_config(settings))  # with the command-line overrides
     app.esrr_settings = settings
@@ -51,9 +50,9 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
                f"wait <= {settings.batch_wait_ms} ms")
     try:
         if settings.pool == "prefork":  # load in each child after the fork; only check paths here
-            checkpoint = Checkpoint.load(settings.checkpoint_path)
-            click.echo(f"model: {settings.checkpoint_path}")
-            click.echo(f"embeddings: {embeddings_dir(settings, checkpoint.embeddings_version)}")
+            checkpoints = load_checkpoints(settings)
+            click.echo(f"model: {', '.join(map(str, settings.checkpoint_paths))}")
+            click.echo(f"embeddings: {embeddings_dir(settings, checkpoints[0].embeddings_version)}")
             click.echo(f"statistics: {settings.indexes_dir}/*/<version>/stats, per request")
         else:
             for key, value in get_runtime(settings).describe().items():

@@ -1,4 +1,4 @@
-"""What a worker process loads once: checkpoint, embeddings, scorer, batcher, stats tables.
+"""What a worker process loads once: checkpoint(s), embeddings, scorer, batcher, stats tables.
 
 ``get_runtime()`` is the per-process singleton. It loads lazily, on first use,
 in the process that scores: with the threads or solo pool that is the worker
@@ -21,6 +21,7 @@ from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -30,8 +31,9 @@ from es_rerank.stats import CorpusStats, StatsError
 from es_rerank.versions import VersionNameError, check_version
 from es_rerank.embeddings import Embeddings, EmbeddingsError
 from worker.batching import MicroBatcher
+from worker.ensemble import EnsembleScorer
 from worker.inputs import query_rows, term_rows
-from worker.model import PAD_ID, Checkpoint, DeltaModel
+from worker.model import PAD_ID, Checkpoint
 from worker.scorer import DeltaScorer
 from worker.settings import WorkerSettings
 
@@ -75,6 +77,18 @@ def embeddings_dir(settings: WorkerSettings, version: str) -> Path:
                            "them (`esrr embeddings train`) or set ESRR_EMBEDDINGS to their directory")
 
 
+def _scorer(settings: WorkerSettings, path: Path, checkpoint: Checkpoint, embeddings: Embeddings,
+            directory: Path) -> DeltaScorer:
+    try:
+        model = checkpoint.build_model(embeddings.vectors)
+    except (ValueError, RuntimeError) as error:
+        raise WorkerSetupError(f"checkpoint {path} does not fit embeddings {directory}: {error}") from error
+    try:
+        return DeltaScorer.from_model(model, settings.device)
+    except ValueError as error:
+        raise WorkerSetupError(f"{error} (ESRR_DEVICE={settings.device})") from error
+
+
 def _load_embeddings(directory: Path) -> Embeddings:
     try:
         return Embeddings.load(directory, mmap=False)  # in memory: torch shares it without a copy
@@ -82,17 +96,48 @@ def _load_embeddings(directory: Path) -> Embeddings:
         raise WorkerSetupError(f"cannot load embeddings at {directory}: {error}") from error
 
 
+def _load_checkpoint(path: Path) -> Checkpoint:
+    try:
+        checkpoint = Checkpoint.load(path)
+    except (FileNotFoundError, ValueError) as error:
+        raise WorkerSetupError(f"{error} (or set ESRR_CHECKPOINT)") from error
+    if checkpoint.config.doc_len != DOC_LEN:
+        raise WorkerSetupError(f"checkpoint {path} reads {checkpoint.config.doc_len} document tokens, "
+                               f"the payload carries {DOC_LEN}; retrain with doc_len={DOC_LEN}")
+    return checkpoint
+
+
+def load_checkpoints(settings: WorkerSettings) -> tuple[Checkpoint, ...]:
+    """The served checkpoint(s), checked against the payload and each other; ``WorkerSetupError`` names the fix."""
+    paths = settings.checkpoint_paths
+    checkpoints = tuple(_load_checkpoint(path) for path in paths)
+    _check_ensemble(paths, checkpoints)
+    return checkpoints
+
+
+def _check_ensemble(paths: Sequence[Path], checkpoints: Sequence[Checkpoint]) -> None:
+    """Members of one ensemble answer the same request: same embeddings, Lex features, query length."""
+    first, config = checkpoints[0], checkpoints[0].config
+    for path, checkpoint in zip(paths[1:], checkpoints[1:]):
+        differences = [f"{name} {theirs!r} against {ours!r}" for name, theirs, ours in [
+            ("embeddings", checkpoint.embeddings_version, first.embeddings_version),
+            ("Lex features", list(checkpoint.config.lex_names), list(config.lex_names)),
+            ("query length", checkpoint.config.query_len, config.query_len)] if theirs != ours]
+        if differences:
+            raise WorkerSetupError(f"ensemble member {path} does not fit {paths[0]}: {'; '.join(differences)}; "
+                                   "serve together only models trained on the same embeddings and features")
+
+
 @dataclass
 class Runtime:
     """Everything one process needs to score requests."""
 
     settings: WorkerSettings
-    checkpoint_path: Path
-    checkpoint: Checkpoint
+    checkpoint_paths: tuple[Path, ...]
+    checkpoints: tuple[Checkpoint, ...]  # one, or the members of an ensemble
     embeddings_path: Path
     embeddings: Embeddings
-    model: DeltaModel
-    scorer: DeltaScorer
+    scorer: DeltaScorer | EnsembleScorer
     batcher: MicroBatcher
     pid: int = field(default_factory=os.getpid)
     _tables: "OrderedDict[str, np.ndarray]" = field(default_factory=OrderedDict)
@@ -101,42 +146,38 @@ class Runtime:
 
     @classmethod
     def load(cls, settings: WorkerSettings) -> "Runtime":
-        """Load checkpoint, embeddings and scorer; ``WorkerSetupError`` names the fix."""
-        path = settings.checkpoint_path
-        try:
-            checkpoint = Checkpoint.load(path)
-        except (FileNotFoundError, ValueError) as error:
-            raise WorkerSetupError(f"{error} (or set ESRR_CHECKPOINT)") from error
-        if checkpoint.config.doc_len != DOC_LEN:
-            raise WorkerSetupError(f"checkpoint {path} reads {checkpoint.config.doc_len} document tokens, "
-                                   f"the payload carries {DOC_LEN}; retrain with doc_len={DOC_LEN}")
-        directory = embeddings_dir(settings, checkpoint.embeddings_version)
+        """Load the checkpoint(s), embeddings and scorer; ``WorkerSetupError`` names the fix."""
+        paths = settings.checkpoint_paths
+        checkpoints = load_checkpoints(settings)
+        version = checkpoints[0].embeddings_version
+        directory = embeddings_dir(settings, version)
         embeddings = _load_embeddings(directory)
-        if embeddings.version != checkpoint.embeddings_version:
+        if embeddings.version != version:
             raise WorkerSetupError(
-                f"checkpoint {path} was trained on embeddings {checkpoint.embeddings_version!r} but "
+                f"checkpoint {paths[0]} was trained on embeddings {version!r} but "
                 f"{directory} holds {embeddings.version!r}; point ESRR_EMBEDDINGS at the right version "
                 "or retrain the model on these embeddings")
-        try:
-            model = checkpoint.build_model(embeddings.vectors)
-        except (ValueError, RuntimeError) as error:
-            raise WorkerSetupError(f"checkpoint {path} does not fit embeddings {directory}: {error}") from error
         if settings.torch_threads:
             torch.set_num_threads(settings.torch_threads)
-        try:
-            scorer = DeltaScorer.from_model(model, settings.device)
-        except ValueError as error:
-            raise WorkerSetupError(f"{error} (ESRR_DEVICE={settings.device})") from error
+        scorers = [_scorer(settings, path, checkpoint, embeddings, directory)
+                   for path, checkpoint in zip(paths, checkpoints)]
+        scorer = scorers[0] if len(scorers) == 1 else EnsembleScorer(scorers)
         batcher = MicroBatcher(scorer.score_many, max_wait_s=settings.batch_wait_ms / 1000,
                                max_requests=settings.batch_max_requests,
                                max_items=settings.batch_max_docs, size=lambda item: item[1].shape[0])
-        runtime = cls(settings, path, checkpoint, directory, embeddings, model, scorer, batcher)
+        runtime = cls(settings, paths, checkpoints, directory, embeddings, scorer, batcher)
         log.info("loaded: %s", "; ".join(f"{key}: {value}" for key, value in runtime.describe().items()))
         return runtime
 
     @property
+    def checkpoint(self) -> Checkpoint:
+        """The served checkpoint (an ensemble's first member: all share its inputs)."""
+        return self.checkpoints[0]
+
+    @property
     def model_name(self) -> str:
-        return self.checkpoint_path.stem
+        """The checkpoint's name; an ensemble's members' names joined by '+'."""
+        return "+".join(path.stem for path in self.checkpoint_paths)
 
     @property
     def lex_names(self) -> tuple[str, ...]:
@@ -145,7 +186,8 @@ class Runtime:
     def describe(self) -> dict[str, str]:
         """Where the model, embeddings and statistics come from (for logs and the CLI)."""
         return {
-            "model": f"{self.model_name} ({self.checkpoint_path})",
+            "model": (f"{self.model_name} ({self.checkpoint_paths[0]})" if len(self.checkpoint_paths) == 1 else
+                      f"ensemble of {len(self.checkpoint_paths)} ({', '.join(map(str, self.checkpoint_paths))})"),
             "lex features": ", ".join(self.lex_names) or "none",
             "embeddings": f"{self.embeddings.version} ({self.embeddings_path}, "
                           f"{self.embeddings.vectors.shape[0]} words)",

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from es_rerank.payload import DEFAULT_QUEUE
 from es_rerank.settings import CommonSettings
@@ -30,7 +32,10 @@ class WorkerSettings(CommonSettings):
         None, description="default: the Redis broker itself, or rpc:// with an AMQP broker")
     queue: str = Field(DEFAULT_QUEUE, min_length=1, description="queue the worker consumes")
 
-    checkpoint: Path | None = Field(None, description=f"default: <home>/models/{DEFAULT_CHECKPOINT_NAME}")
+    checkpoint: Annotated[tuple[Path, ...], NoDecode] = Field(
+        (), description=f"the served .pt file; default: <home>/models/{DEFAULT_CHECKPOINT_NAME}. Several, "
+                        "comma-separated, are served as one ensemble (worker.ensemble): the mean of their "
+                        "scores, each standardised within the request")
     embeddings: Path | None = Field(
         None, description="embeddings artifact directory; default: <home>/embeddings/<the checkpoint's "
                           "embeddings_version>, or <home>/embeddings itself when it holds vectors.npy")
@@ -72,8 +77,21 @@ class WorkerSettings(CommonSettings):
         return self.broker_scheme in REDIS_SCHEMES
 
     @property
+    def checkpoint_paths(self) -> tuple[Path, ...]:
+        """The served checkpoint, or the members of the served ensemble."""
+        return self.checkpoint or (self.models_dir / DEFAULT_CHECKPOINT_NAME,)
+
+    @property
     def checkpoint_path(self) -> Path:
-        return self.checkpoint or self.models_dir / DEFAULT_CHECKPOINT_NAME
+        """The served checkpoint (an ensemble's first member)."""
+        return self.checkpoint_paths[0]
+
+    @field_validator("checkpoint", mode="before")
+    @classmethod
+    def _split_checkpoints(cls, value: Any) -> Any:
+        if isinstance(value, (str, Path)):
+            return tuple(part.strip() for part in str(value).split(",") if part.strip())
+        return value
 
     @property
     def result_backend_url(self) -> str:
@@ -90,9 +108,13 @@ class WorkerSettings(CommonSettings):
                              "amqp://USER:PASSWORD@HOST:5672//")
         if self.is_redis and not re.fullmatch(r"/?\d*", urlsplit(self.broker_url).path):
             raise ValueError("ESRR_BROKER_URL: a Redis URL ends in a database number, as in redis://HOST:6379/0")
-        if self.checkpoint is not None and self.checkpoint.is_dir():
-            raise ValueError(f"ESRR_CHECKPOINT={str(self.checkpoint)!r} is a directory; point it to the "
-                             ".pt file `esrr train` wrote, or leave it unset for <home>/models")
+        for path in self.checkpoint:
+            if path.is_dir():
+                raise ValueError(f"ESRR_CHECKPOINT names {str(path)!r}, a directory; point it to the .pt "
+                                 "file `esrr train` wrote (several: comma-separated), or leave it unset "
+                                 "for <home>/models")
+        if len(set(self.checkpoint)) < len(self.checkpoint):
+            raise ValueError("ESRR_CHECKPOINT names one checkpoint twice; an ensemble lists each member once")
         if self.soft_time_limit_s >= self.time_limit_s:
             raise ValueError(f"ESRR_SOFT_TIME_LIMIT_S ({self.soft_time_limit_s}) must be below "
                              f"ESRR_TIME_LIMIT_S ({self.time_limit_s})")

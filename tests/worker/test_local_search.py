@@ -3,32 +3,36 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from click.testing import CliRunner
 
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.lex import LEX3, lex_features
+from es_rerank.payload import WorkerSetupError
 from es_rerank.text import embedding_tokens, tokenize
 from index_setup.embedded_index import build_embedded_index
+from worker.ensemble import ensemble_scores
 from worker.local import rerank_scores
-from worker.model import Checkpoint
+from worker.model import Checkpoint, DeltaModel
 from worker.settings import WorkerSettings
 
 
-def _home_with_index(artifacts, corpus_documents, tmp_path: Path) -> Path:
+def _home_with_index(artifacts, corpus_documents, tmp_path: Path) -> tuple[Path, EmbeddedBackend]:
+    """A copy of the artifacts' home with an embedded index of 30 documents, and that index opened."""
     home = tmp_path / "home"
     shutil.copytree(artifacts.home, home)
     build_embedded_index(corpus_documents[:30], home / "indexes" / "embedded", version="local", progress=False)
-    return home
+    return home, EmbeddedBackend.open_current(home / "indexes" / "embedded")
 
 
 def test_rerank_scores_equal_the_reference_model(artifacts, corpus_documents, tmp_path):
-    home = _home_with_index(artifacts, corpus_documents, tmp_path)
-    backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
+    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
     query = "cancer risk and diet"
     hits = backend.search(query, 20)
     assert len(hits) >= 5
@@ -50,7 +54,7 @@ def test_rerank_scores_equal_the_reference_model(artifacts, corpus_documents, tm
 
 
 def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, tmp_path):
-    home = _home_with_index(artifacts, corpus_documents, tmp_path)
+    home, _ = _home_with_index(artifacts, corpus_documents, tmp_path)
     result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5"], env={"ESRR_HOME": str(home)})
     assert result.exit_code == 0, result.output
     header, *rows = result.stdout.splitlines()
@@ -61,3 +65,45 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
     bm25_only = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", "--no-rerank"],
                                    env={"ESRR_HOME": str(home)})
     assert bm25_only.stdout.splitlines()[0].split()[:3] == ["rank", "BM25", "score"]
+
+
+def _second_checkpoint(artifacts, path: Path, **config_changes) -> Path:
+    """Another random-weight model on the same embeddings (an ensemble member)."""
+    torch.manual_seed(1)
+    served = Checkpoint.load(artifacts.checkpoint_path)
+    config = replace(served.config, **config_changes)
+    model = DeltaModel(config, artifacts.vectors)
+    Checkpoint(config, model.state_dict(), served.embeddings_version, served.stats_version).save(path)
+    return path
+
+
+def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_documents, tmp_path):
+    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
+    query = "cancer risk and diet"
+    hits = backend.search(query, 20)
+    first = home / "models" / "delta-32-lex3.pt"
+    second = _second_checkpoint(artifacts, home / "models" / "delta-32-lex3-seed2.pt")
+    singles = [rerank_scores(query, hits, backend.stats, WorkerSettings(home=home, checkpoint=path))[0]
+               for path in (first, second)]
+    assert np.corrcoef(*singles)[0, 1] < 0.99  # two different rankers
+
+    scores, name = rerank_scores(query, hits, backend.stats, WorkerSettings(home=home, checkpoint=f"{first},{second}"))
+    assert name == "delta-32-lex3+delta-32-lex3-seed2"
+    np.testing.assert_allclose(scores, ensemble_scores([[singles[0]], [singles[1]]])[0], atol=1e-5)
+
+    result = CliRunner().invoke(main, ["search", query, "-k", "3", "--no-neighbours"],
+                                env={"ESRR_HOME": str(home), "ESRR_CHECKPOINT": f"{first},{second}"})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0].split()[1] == "delta-32-lex3+delta-32-lex3-seed2"
+
+
+def test_ensemble_members_must_read_the_same_inputs(artifacts, corpus_documents, tmp_path):
+    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
+    hits = backend.search("cancer risk and diet", 5)
+    other = _second_checkpoint(artifacts, home / "models" / "delta-32.pt", lex_names=())
+    settings = WorkerSettings(home=home, checkpoint=f"{home / 'models' / 'delta-32-lex3.pt'},{other}")
+    with pytest.raises(WorkerSetupError, match=r"member .*delta-32.pt does not fit .*Lex features \[\] against"):
+        rerank_scores("cancer risk and diet", hits, backend.stats, settings)
+    missing = WorkerSettings(home=home, checkpoint=f"{home / 'models' / 'delta-32-lex3.pt'},{home / 'none.pt'}")
+    with pytest.raises(WorkerSetupError, match="no model checkpoint at .*none.pt"):
+        rerank_scores("cancer risk and diet", hits, backend.stats, missing)

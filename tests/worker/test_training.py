@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 
+from worker.ensemble import ensemble_scores
 from worker.model import DeltaConfig, DeltaModel, VARIANTS
 from worker.training.data import (QueryCandidates, TrainingError, Triples, batch_inputs, sample_groups,
                                   sample_triples, scaled_relevance, select_features)
-from worker.training.evaluate import ensemble_scores, evaluate_runs, markdown_table, reverse_doc_id_scores
+from worker.training.evaluate import evaluate_runs, markdown_table, reverse_doc_id_scores
 from worker.training.metrics import PAPER_NDCG20, TREC_NDCG20, per_query, run_from_scores, write_trec_run
 from worker.training.train import (TrainConfig, fit_pairwise, pairwise_hinge_loss, softmax_loss, train_epoch,
                                    train_model)

@@ -332,9 +332,10 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
              ensembles: tuple[str, ...]) -> None:
     """Evaluate the baselines and every trained model on BM25 top-500 reranking."""
     from es_rerank.lex import ALL_FEATURES
+    from worker.ensemble import ensemble_scores
     from worker.model import Checkpoint
     from worker.training.data import build_candidates
-    from worker.training.evaluate import (ensemble_scores, evaluate_runs, first_stage_recall,
+    from worker.training.evaluate import (evaluate_runs, first_stage_recall,
                                           reverse_doc_id_scores, run_from_scores, title_bm25_scores,
                                           wmd_title_scores, write_report)
 

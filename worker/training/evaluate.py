@@ -13,7 +13,6 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from es_rerank.lex import BM25Params, lex_features
-from es_rerank.neighbours import standardised
 from es_rerank.stats import CorpusStats
 from es_rerank.text import embedding_token, embedding_tokens, tokenize
 from es_rerank.embeddings import Embeddings
@@ -85,16 +84,6 @@ def wmd_title_scores(candidates: Sequence[QueryCandidates], queries: Mapping[str
             scores[i] = -distance if np.isfinite(distance) else -_NO_DISTANCE
         out.append(scores)
     return out
-
-
-def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
-    """Per query, the mean of the members' scores, each standardised within the query first.
-
-    Standardising puts models whose raw scores sit on different scales on one footing;
-    a query whose scores are all equal contributes zeros.
-    """
-    return [np.mean([standardised(scores) for scores in per_member], axis=0).astype(np.float32)
-            for per_member in zip(*members)]
 
 
 def evaluate_runs(runs: Mapping[str, Run], qrels: Qrels, baseline: str = BASELINE) -> list[EvalRow]:
@@ -188,5 +177,5 @@ def first_stage_recall(qrels: Qrels, run: Run) -> float:
     return float(np.mean(list(per_query(RECALL500, qrels, run).values())))
 
 
-__all__ = ["ensemble_scores", "evaluate_runs", "markdown_table", "plot_chart", "run_tag", "write_report",
+__all__ = ["evaluate_runs", "markdown_table", "plot_chart", "run_tag", "write_report",
            "reverse_doc_id_scores", "title_bm25_scores", "wmd_title_scores", "first_stage_recall", "run_from_scores"]
