@@ -11,7 +11,8 @@ Configured from ``WorkerSettings`` (``ESRR_*``); nothing here imports torch, so
 - ``task_acks_late`` + ``task_reject_on_worker_lost``: a task is acknowledged
   after it ran, so a worker killed mid-task does not lose it. On Redis the
   unacknowledged message comes back after ``visibility_timeout`` (checked every
-  ``unacked_restore_interval``); on RabbitMQ as soon as the connection drops;
+  ``unacked_restore_interval``, at most one interval later if the worker died
+  inside a sweep); on RabbitMQ as soon as the connection drops;
   with the prefork pool a dead child's task is requeued at once. A payload that
   kills a worker would come back again and again, which is why ``decode`` caps
   the request size; the gateway should also send with ``expires`` = its deadline
@@ -69,6 +70,11 @@ def celery_config(settings: WorkerSettings) -> dict[str, Any]:
             "visibility_timeout": settings.visibility_timeout_s,
             "unacked_restore_interval": settings.restore_interval_s,
             "unacked_restore_throttle": 1,  # the interval alone sets the redelivery sweep
+            # kombu holds a Redis lock while it sweeps; a worker killed mid-sweep leaves it held for
+            # this long (kombu's default: 300 s), and no task comes back until it expires. A sweep
+            # takes milliseconds and restores each message in its own WATCH transaction, so two
+            # overlapping sweeps cannot deliver a task twice: one interval is long enough.
+            "unacked_mutex_expire": settings.restore_interval_s,
         }
         if settings.broker_key_prefix:
             transport["global_keyprefix"] = settings.broker_key_prefix

@@ -191,6 +191,7 @@ def test_a_killed_worker_loses_no_task(broker, artifacts):
             pytest.fail(f"the worker never started the tasks:\n{first.log_tail()}")
         first.kill()
         assert not any(p.ready() for p in pending), "tasks finished before the kill; raise score_delay_ms"
+        _hold_redelivery_lock_as_a_dead_worker(client)
 
         second = broker.worker(queue).start()
         second.wait_ready(client)
@@ -202,6 +203,18 @@ def test_a_killed_worker_loses_no_task(broker, artifacts):
         first.stop()
         if second is not None:
             second.stop()
+
+
+def _hold_redelivery_lock_as_a_dead_worker(client) -> None:
+    """Take kombu's redelivery lock with the worker's expiry, as a worker killed mid-sweep leaves it.
+
+    The first worker sweeps every ``restore_interval_s``; a SIGKILL inside a sweep
+    leaves the lock held. Holding it here makes that race the test's every run
+    (``acquire`` returns False when the dead worker really did hold it).
+    """
+    with client.connection_for_write() as connection:
+        channel = connection.default_channel
+        channel.client.lock(channel.unacked_mutex_key, timeout=channel.unacked_mutex_expire).acquire(blocking=False)
 
 
 def _rabbitmq_url() -> str | None:
