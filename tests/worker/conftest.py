@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -81,6 +81,19 @@ class Artifacts:
         """Rows of tokens, unknown -> 1, computed independently of the product code."""
         index = {word: row for row, word in enumerate(self.words)}
         return np.array([index.get(t, 1) for t in tokens], dtype=np.int64)
+
+    def another_checkpoint(self, path: Path, seed: int = 1, **config_changes: object) -> Path:
+        """Another random-weight model on the same embeddings (an ensemble member), saved at ``path``."""
+        import torch
+
+        from worker.model import Checkpoint, DeltaModel
+
+        torch.manual_seed(seed)
+        served = Checkpoint.load(self.checkpoint_path)
+        config = replace(served.config, **config_changes)
+        model = DeltaModel(config, self.vectors)
+        Checkpoint(config, model.state_dict(), served.embeddings_version, served.stats_version).save(path)
+        return path
 
 
 def write_embeddings(directory: Path, words: list[str], vectors: np.ndarray, version: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,13 +33,13 @@ def make_request(artifacts, query: str, rows: list[int]) -> ScoreRequest:
     return build_request(query, [stats.doc_terms(row) for row in rows], stats, LEX3)
 
 
-def reference_scores(artifacts, request: ScoreRequest) -> np.ndarray:
+def reference_scores(artifacts, request: ScoreRequest, checkpoint: Path | None = None) -> np.ndarray:
     """DeltaModel.forward on the same inputs, mapped to embedding rows independently."""
     import torch
 
     from worker.model import Checkpoint
 
-    model = Checkpoint.load(artifacts.checkpoint_path).build_model(artifacts.vectors)
+    model = Checkpoint.load(checkpoint or artifacts.checkpoint_path).build_model(artifacts.vectors)
     terms = artifacts.stats.vocab.terms
     doc_rows = np.zeros((request.n, DOC_LEN), dtype=np.int64)
     for (i, j), term_id in np.ndenumerate(request.doc_tokens):
@@ -203,6 +204,28 @@ def test_a_killed_worker_loses_no_task(broker, artifacts):
         first.stop()
         if second is not None:
             second.stop()
+
+
+@pytest.mark.broker
+def test_a_worker_serves_an_ensemble_named_in_the_checkpoint_setting(broker, artifacts, tmp_path):
+    """ESRR_CHECKPOINT=a,b: the worker process answers with the members' standardised mean."""
+    from worker.ensemble import ensemble_scores
+
+    second = artifacts.another_checkpoint(tmp_path / "delta-32-lex3-seed2.pt")
+    queue = f"rerank-ensemble-{uuid.uuid4().hex[:6]}"
+    client = broker.client(queue)
+    process = broker.worker(queue, checkpoint=f"{artifacts.checkpoint_path},{second}").start()
+    try:
+        process.wait_ready(client)
+        requests = [make_request(artifacts, QUERIES[i], rows_for(artifacts, 40 + i, 9)) for i in range(2)]
+        pending = [send(client, queue, encode(r)) for r in requests]
+        for request, p in zip(requests, pending):
+            result = p.get(timeout=TIMEOUT)
+            members = [[reference_scores(artifacts, request, path)] for path in (artifacts.checkpoint_path, second)]
+            np.testing.assert_allclose(result["scores"], ensemble_scores(members)[0], atol=1e-4, rtol=0)
+            assert result["model"] == "delta-32-lex3+delta-32-lex3-seed2"
+    finally:
+        process.stop()
 
 
 def _hold_redelivery_lock_as_a_dead_worker(client) -> None:

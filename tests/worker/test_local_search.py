@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from es_rerank.text import embedding_tokens, tokenize
 from index_setup.embedded_index import build_embedded_index
 from worker.ensemble import ensemble_scores
 from worker.local import rerank_scores
-from worker.model import Checkpoint, DeltaModel
+from worker.model import Checkpoint
 from worker.settings import WorkerSettings
 
 
@@ -67,22 +66,12 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
     assert bm25_only.stdout.splitlines()[0].split()[:3] == ["rank", "BM25", "score"]
 
 
-def _second_checkpoint(artifacts, path: Path, **config_changes) -> Path:
-    """Another random-weight model on the same embeddings (an ensemble member)."""
-    torch.manual_seed(1)
-    served = Checkpoint.load(artifacts.checkpoint_path)
-    config = replace(served.config, **config_changes)
-    model = DeltaModel(config, artifacts.vectors)
-    Checkpoint(config, model.state_dict(), served.embeddings_version, served.stats_version).save(path)
-    return path
-
-
 def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_documents, tmp_path):
     home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
     query = "cancer risk and diet"
     hits = backend.search(query, 20)
     first = home / "models" / "delta-32-lex3.pt"
-    second = _second_checkpoint(artifacts, home / "models" / "delta-32-lex3-seed2.pt")
+    second = artifacts.another_checkpoint(home / "models" / "delta-32-lex3-seed2.pt")
     singles = [rerank_scores(query, hits, backend.stats, WorkerSettings(home=home, checkpoint=path))[0]
                for path in (first, second)]
     assert np.corrcoef(*singles)[0, 1] < 0.99  # two different rankers
@@ -100,7 +89,7 @@ def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_do
 def test_ensemble_members_must_read_the_same_inputs(artifacts, corpus_documents, tmp_path):
     home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
     hits = backend.search("cancer risk and diet", 5)
-    other = _second_checkpoint(artifacts, home / "models" / "delta-32.pt", lex_names=())
+    other = artifacts.another_checkpoint(home / "models" / "delta-32.pt", lex_names=())
     settings = WorkerSettings(home=home, checkpoint=f"{home / 'models' / 'delta-32-lex3.pt'},{other}")
     with pytest.raises(WorkerSetupError, match=r"member .*delta-32.pt does not fit .*Lex features \[\] against"):
         rerank_scores("cancer risk and diet", hits, backend.stats, settings)
