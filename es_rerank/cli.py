@@ -27,15 +27,13 @@ def load_settings(cls: type[SettingsT] | None = None, **overrides: object) -> Se
     """
     from pydantic import ValidationError
 
-    from es_rerank.settings import CommonSettings
+    from es_rerank.settings import CommonSettings, settings_problems
 
     cls = cls or CommonSettings
     try:
         return cls(**{k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as error:  # listed without the input values, which may hold passwords
-        problems = "\n".join(f"  {'ESRR_' + '_'.join(map(str, e['loc'])).upper() + ': ' if e['loc'] else ''}{e['msg']}"
-                              for e in error.errors())
-        raise click.ClickException(f"invalid settings (ESRR_* environment):\n{problems}") from None
+    except ValidationError as error:
+        raise click.ClickException(settings_problems(error)) from None
 
 
 class FiniteFloat(click.FloatRange):
@@ -43,7 +41,8 @@ class FiniteFloat(click.FloatRange):
 
     name = "finite float range"
 
-    def convert(self, value, param, ctx):  # noqa: ANN001 (click's signature)
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        """The number, or a usage error for nan and inf."""
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nfcorpus"
@@ -18,7 +18,8 @@ DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data
 class CommonSettings(BaseSettings):
     """Where artifacts live and which backend serves BM25."""
 
-    model_config = SettingsConfigDict(env_prefix="ESRR_", extra="ignore")
+    # hide_input_in_errors: a rejected value (a broker URL, say) may carry a password.
+    model_config = SettingsConfigDict(env_prefix="ESRR_", extra="ignore", hide_input_in_errors=True)
 
     home: Path = Field(Path("artifacts"), description="root of indexes, statistics, embeddings, models")
     nfcorpus: Path | None = Field(None, description="NFCorpus in BEIR layout; default ../shared/data/nfcorpus, "
@@ -56,16 +57,27 @@ class CommonSettings(BaseSettings):
 
     @property
     def indexes_dir(self) -> Path:
+        """Where the index versions (and their statistics) live."""
         return self.home / "indexes"
 
     @property
     def embeddings_dir(self) -> Path:
+        """Where the embeddings versions live."""
         return self.home / "embeddings"
 
     @property
     def models_dir(self) -> Path:
+        """Where the trained checkpoints live."""
         return self.home / "models"
 
     @property
     def neighbours_path(self) -> Path:
+        """The judged-neighbour votes file (`esrr neighbours build`)."""
         return self.models_dir / "judged-neighbours.json"
+
+
+def settings_problems(error: ValidationError) -> str:
+    """A ``ValidationError`` of settings as one line per problem, named by its variable, values left out."""
+    problems = "\n".join(f"  {'ESRR_' + '_'.join(map(str, e['loc'])).upper() + ': ' if e['loc'] else ''}{e['msg']}"
+                          for e in error.errors())
+    return f"invalid settings (ESRR_* environment):\n{problems}"

@@ -227,8 +227,12 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours:
     scores, label = None, "BM25"
     if rerank and hits:
         from es_rerank.payload import PayloadError, WorkerSetupError
-        from worker.local import rerank_scores
 
+        try:
+            from worker.local import rerank_scores
+        except ImportError as error:  # a core install: no torch
+            raise click.ClickException(f"reranking needs the model extra ({error}): pip install "
+                                       "'es-rerank[model]', or pass --no-rerank") from None
         try:
             scores, label = rerank_scores(query, hits[:window], served.stats)
         except (PayloadError, WorkerSetupError) as error:

@@ -33,8 +33,10 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from pydantic import ValidationError
 
 from es_rerank.payload import TASK_NAME
+from es_rerank.settings import settings_problems
 from worker.settings import WorkerSettings
 
 
@@ -84,9 +86,16 @@ def celery_config(settings: WorkerSettings) -> dict[str, Any]:
     return config
 
 
+def _settings_from_environment() -> WorkerSettings:
+    try:
+        return WorkerSettings()
+    except ValidationError as error:  # `celery -A worker.celery_app` would print a traceback
+        raise SystemExit(f"esrr worker cannot start: {settings_problems(error)}") from None
+
+
 def create_app(settings: WorkerSettings | None = None) -> Celery:
-    """A Celery app for ``settings`` (default: read from the environment)."""
-    settings = settings or WorkerSettings()
+    """A Celery app for ``settings`` (default: read from the environment; a bad value exits, named)."""
+    settings = settings or _settings_from_environment()
     app = Celery("esrr-worker", include=["worker.tasks"])
     app.conf.update(celery_config(settings))
     app.esrr_settings = settings  # the validated settings, for the task and the CLI

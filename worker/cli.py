@@ -4,7 +4,9 @@ Equivalent to ``celery -A worker.celery_app worker`` (which reads the same
 settings), plus a check of the artifacts before the worker connects: with the
 threads or solo pool the model is loaded here, in the process that will score,
 and a missing or mismatched checkpoint, embeddings directory or device stops
-the command with the fix named.
+the command with the fix named. With the prefork pool each child loads the model
+after the fork; here the checkpoints, the embeddings directory and the device are
+checked without loading the model or initialising CUDA.
 """
 
 from __future__ import annotations
@@ -39,18 +41,20 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
     from kombu.utils.url import maybe_sanitize_url
 
     from worker.celery_app import app, celery_config
-    from worker.runtime import embeddings_dir, get_runtime, load_checkpoints
+    from worker.runtime import embeddings_dir, get_runtime, load_checkpoints, scoring_device
 
     app.conf.update(celery_config(settings))  # with the command-line overrides
     app.esrr_settings = settings
     click.echo(f"broker: {maybe_sanitize_url(settings.broker_url)}  results: "
                f"{maybe_sanitize_url(settings.result_backend_url)}  queue: {settings.queue}")
-    click.echo(f"pool: {settings.pool} x {settings.concurrency}, prefetch 1, acks late; batches of "
-               f"<= {settings.batch_max_requests} requests / {settings.batch_max_docs} docs, "
-               f"wait <= {settings.batch_wait_ms} ms")
+    batching = ("no batching across tasks: each child runs one" if settings.pool == "prefork" else
+                f"batches of <= {settings.batch_max_requests} requests / {settings.batch_max_docs} docs, "
+                f"wait <= {settings.batch_wait_ms} ms")
+    click.echo(f"pool: {settings.pool} x {settings.concurrency}, prefetch 1, acks late; {batching}")
     try:
-        if settings.pool == "prefork":  # load in each child after the fork; only check paths here
+        if settings.pool == "prefork":  # load in each child after the fork; only check here
             checkpoints = load_checkpoints(settings)
+            click.echo(f"device: {scoring_device(settings)}")
             click.echo(f"model: {', '.join(map(str, settings.checkpoint_paths))}")
             click.echo(f"embeddings: {embeddings_dir(settings, checkpoints[0].embeddings_version)}")
             click.echo(f"statistics: {settings.indexes_dir}/*/<version>/stats, per request")

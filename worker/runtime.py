@@ -29,12 +29,12 @@ import torch
 from es_rerank.payload import DOC_LEN, DOC_PAD, PayloadError, ScoreRequest, WorkerSetupError
 from es_rerank.stats import CorpusStats, StatsError
 from es_rerank.versions import VersionNameError, check_version
-from es_rerank.embeddings import Embeddings, EmbeddingsError
+from es_rerank.embeddings import UNK, Embeddings, EmbeddingsError
 from worker.batching import MicroBatcher
 from worker.ensemble import EnsembleScorer
 from worker.inputs import query_rows, term_rows
 from worker.model import PAD_ID, Checkpoint
-from worker.scorer import DeltaScorer
+from worker.scorer import DeltaScorer, check_device, default_device
 from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -77,16 +77,21 @@ def embeddings_dir(settings: WorkerSettings, version: str) -> Path:
                            "them (`esrr embeddings train`) or set ESRR_EMBEDDINGS to their directory")
 
 
-def _scorer(settings: WorkerSettings, path: Path, checkpoint: Checkpoint, embeddings: Embeddings,
-            directory: Path) -> DeltaScorer:
+def scoring_device(settings: WorkerSettings) -> torch.device:
+    """The device the worker scores on, checked (before a fork too); ``WorkerSetupError`` names the fix."""
+    try:
+        return default_device() if settings.device is None else check_device(settings.device)
+    except ValueError as error:
+        raise WorkerSetupError(f"{error} (ESRR_DEVICE={settings.device})") from error
+
+
+def _scorer(path: Path, checkpoint: Checkpoint, embeddings: Embeddings, directory: Path,
+            device: torch.device) -> DeltaScorer:
     try:
         model = checkpoint.build_model(embeddings.vectors)
     except (ValueError, RuntimeError) as error:
         raise WorkerSetupError(f"checkpoint {path} does not fit embeddings {directory}: {error}") from error
-    try:
-        return DeltaScorer.from_model(model, settings.device)
-    except ValueError as error:
-        raise WorkerSetupError(f"{error} (ESRR_DEVICE={settings.device})") from error
+    return DeltaScorer.from_model(model, device)
 
 
 def _load_embeddings(directory: Path) -> Embeddings:
@@ -96,11 +101,12 @@ def _load_embeddings(directory: Path) -> Embeddings:
         raise WorkerSetupError(f"cannot load embeddings at {directory}: {error}") from error
 
 
-def _load_checkpoint(path: Path) -> Checkpoint:
+def _load_checkpoint(path: Path, named: bool) -> Checkpoint:
     try:
         checkpoint = Checkpoint.load(path)
     except (FileNotFoundError, ValueError) as error:
-        raise WorkerSetupError(f"{error} (or set ESRR_CHECKPOINT)") from error
+        fix = "check ESRR_CHECKPOINT, which names it" if named else "or set ESRR_CHECKPOINT"
+        raise WorkerSetupError(f"{error} ({fix})") from error
     if checkpoint.config.doc_len != DOC_LEN:
         raise WorkerSetupError(f"checkpoint {path} reads {checkpoint.config.doc_len} document tokens, "
                                f"the payload carries {DOC_LEN}; retrain with doc_len={DOC_LEN}")
@@ -110,7 +116,7 @@ def _load_checkpoint(path: Path) -> Checkpoint:
 def load_checkpoints(settings: WorkerSettings) -> tuple[Checkpoint, ...]:
     """The served checkpoint(s), checked against the payload and each other; ``WorkerSetupError`` names the fix."""
     paths = settings.checkpoint_paths
-    checkpoints = tuple(_load_checkpoint(path) for path in paths)
+    checkpoints = tuple(_load_checkpoint(path, named=bool(settings.checkpoint)) for path in paths)
     _check_ensemble(paths, checkpoints)
     return checkpoints
 
@@ -159,7 +165,8 @@ class Runtime:
                 "or retrain the model on these embeddings")
         if settings.torch_threads:
             torch.set_num_threads(settings.torch_threads)
-        scorers = [_scorer(settings, path, checkpoint, embeddings, directory)
+        device = scoring_device(settings)
+        scorers = [_scorer(path, checkpoint, embeddings, directory, device)
                    for path, checkpoint in zip(paths, checkpoints)]
         scorer = scorers[0] if len(scorers) == 1 else EnsembleScorer(scorers)
         batcher = MicroBatcher(scorer.score_many, max_wait_s=settings.batch_wait_ms / 1000,
@@ -181,6 +188,7 @@ class Runtime:
 
     @property
     def lex_names(self) -> tuple[str, ...]:
+        """The Lex features the served model reads, in its order."""
         return tuple(self.checkpoint.config.lex_names)
 
     def describe(self) -> dict[str, str]:
@@ -216,7 +224,7 @@ class Runtime:
                                        f"{version!r}; rebuild that index")
             table = term_rows(stats.vocab.terms, self.embeddings)
             log.info("statistics %s: %d terms, %d without an embedding", version, len(table),
-                     int((table == 1).sum()))
+                     int((table == UNK).sum()))
             with self._tables_lock:
                 self._tables[version] = table
                 while len(self._tables) > self.settings.stats_cache_size:
@@ -256,6 +264,7 @@ class Runtime:
         return np.asarray(self.submit(request).result(timeout), dtype=np.float32)
 
     def close(self) -> None:
+        """Score what the batcher holds, then stop it."""
         self.batcher.close()
 
 

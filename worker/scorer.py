@@ -121,6 +121,23 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def check_device(device: str | torch.device) -> torch.device:
+    """``device`` as a torch device; ``ValueError`` for a CUDA device this machine does not have.
+
+    ``torch.cuda.device_count`` asks NVML where it can, without initialising CUDA, so
+    a prefork parent can check before it forks its children.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise ValueError(f"device {device} requested but CUDA is not available; use device='cpu'")
+        if (device.index or 0) >= count:
+            raise ValueError(f"device {device} requested but this machine has {count} CUDA device(s), "
+                             f"cuda:0 to cuda:{count - 1}")
+    return device
+
+
 class DeltaScorer:
     """Fast inference for a trained DeltaModel; same scores as DeltaModel.forward (eval mode)."""
 
@@ -176,10 +193,7 @@ class DeltaScorer:
     @classmethod
     def from_model(cls, model: DeltaModel, device: str | torch.device | None = None) -> "DeltaScorer":
         """Precompute the tables of ``model`` on ``device`` (None = CUDA if available else CPU)."""
-        device = default_device() if device is None else torch.device(device)
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device {device} requested but CUDA is not available; use device='cpu'")
-        return cls(model, device)
+        return cls(model, default_device() if device is None else check_device(device))
 
     @property
     def device(self) -> torch.device:

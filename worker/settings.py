@@ -1,8 +1,8 @@
 """Settings of a scoring worker process, from ``ESRR_*`` environment variables.
 
-Validated when the worker starts (``WorkerSettings()`` raises a pydantic
-``ValidationError`` naming the variable and the fix). The gateway has its own
-settings class; the two share the broker URL, queue and ``CommonSettings``.
+Validated when the worker starts: a bad value stops it with the variable named
+and the fix (``es_rerank.settings.settings_problems``), never echoing the value.
+``esrr search`` reads the checkpoint and device settings from here too.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from es_rerank.payload import DEFAULT_QUEUE
@@ -21,6 +21,17 @@ from es_rerank.settings import CommonSettings
 DEFAULT_CHECKPOINT_NAME = "delta-32-lex3.pt"
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket")
 AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
+
+
+def checkpoint_list(value: str) -> tuple[Path, ...]:
+    """The checkpoints of a comma-separated list (an ensemble's members); ``ValueError`` names the problem."""
+    parts = [part.strip() for part in value.split(",")]
+    if not all(parts):
+        raise ValueError(f"{value!r} has an empty entry; separate checkpoint files with single commas")
+    paths = tuple(Path(part) for part in parts)
+    if len({path.resolve() for path in paths}) < len(paths):
+        raise ValueError(f"{value!r} names one checkpoint twice; an ensemble lists each member once")
+    return paths
 
 
 class WorkerSettings(CommonSettings):
@@ -70,10 +81,12 @@ class WorkerSettings(CommonSettings):
 
     @property
     def broker_scheme(self) -> str:
+        """The broker URL's scheme (redis, amqp, ...)."""
         return urlsplit(self.broker_url).scheme
 
     @property
     def is_redis(self) -> bool:
+        """Whether the broker is Redis (redelivery by visibility timeout)."""
         return self.broker_scheme in REDIS_SCHEMES
 
     @property
@@ -90,8 +103,15 @@ class WorkerSettings(CommonSettings):
     @classmethod
     def _split_checkpoints(cls, value: Any) -> Any:
         if isinstance(value, (str, Path)):
-            return tuple(part.strip() for part in str(value).split(",") if part.strip())
+            return checkpoint_list(str(value)) if str(value).strip() else ()
         return value
+
+    @field_validator("loglevel", "pool", mode="before")
+    @classmethod
+    def _case_insensitive(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        return value.upper() if info.field_name == "loglevel" else value.lower()
 
     @property
     def result_backend_url(self) -> str:
@@ -106,6 +126,11 @@ class WorkerSettings(CommonSettings):
             # The URL itself is not echoed: it may carry a password.
             raise ValueError(f"ESRR_BROKER_URL has scheme {self.broker_scheme!r}: use redis://HOST:6379/DB or "
                              "amqp://USER:PASSWORD@HOST:5672//")
+        try:
+            urlsplit(self.broker_url).port
+        except ValueError:  # the URL itself is not echoed: it may carry a password
+            raise ValueError("ESRR_BROKER_URL: the port must be a number in 1-65535, as in "
+                             "redis://HOST:6379/0") from None
         if self.is_redis and not re.fullmatch(r"/?\d*", urlsplit(self.broker_url).path):
             raise ValueError("ESRR_BROKER_URL: a Redis URL ends in a database number, as in redis://HOST:6379/0")
         for path in self.checkpoint:
@@ -113,8 +138,6 @@ class WorkerSettings(CommonSettings):
                 raise ValueError(f"ESRR_CHECKPOINT names {str(path)!r}, a directory; point it to the .pt "
                                  "file `esrr train` wrote (several: comma-separated), or leave it unset "
                                  "for <home>/models")
-        if len(set(self.checkpoint)) < len(self.checkpoint):
-            raise ValueError("ESRR_CHECKPOINT names one checkpoint twice; an ensemble lists each member once")
         if self.soft_time_limit_s >= self.time_limit_s:
             raise ValueError(f"ESRR_SOFT_TIME_LIMIT_S ({self.soft_time_limit_s}) must be below "
                              f"ESRR_TIME_LIMIT_S ({self.time_limit_s})")

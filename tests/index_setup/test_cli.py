@@ -278,9 +278,13 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
     for name, value in [("ESRR_DEVICE", "gpu"), ("ESRR_ES_TIMEOUT_S", "0"), ("ESRR_ES_URL", "notaurl"),
                         ("ESRR_ES_URL", "http://127.0.0.1:99999"), ("ESRR_ES_URL", "http://a b:9200"),
                         ("ESRR_BROKER_URL", "redis://127.0.0.1:6379/abc"), ("ESRR_BM25_B", "2"),
-                        ("ESRR_CHECKPOINT", str(home.parent))]:
+                        ("ESRR_CHECKPOINT", str(home.parent)), ("ESRR_CHECKPOINT", ","),
+                        ("ESRR_CHECKPOINT", f"{home}/m.pt,{home}/../{home.name}/m.pt"),
+                        ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:99999/0"),
+                        ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:6379/0/x")]:
         result = CliRunner().invoke(main, ["search", "x", "--no-rerank"], env={"ESRR_HOME": str(home), name: value})
         assert_clean_failure(result, name)
+        assert "s3cret" not in result.output
 
 
 def test_search_limits_are_option_errors(home: Path) -> None:

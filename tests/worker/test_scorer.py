@@ -234,9 +234,13 @@ def test_device_selection(table: np.ndarray, monkeypatch: pytest.MonkeyPatch) ->
     assert DeltaScorer.from_model(model, "cpu").device == torch.device("cpu")
     assert DeltaScorer.from_model(model, torch.device("cpu")).device == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     assert DeltaScorer.from_model(model).device == torch.device("cpu")
     with pytest.raises(ValueError, match="CUDA is not available"):
         DeltaScorer.from_model(model, "cuda")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ValueError, match=r"cuda:2 requested but this machine has 2 CUDA device\(s\), cuda:0 to cuda:1"):
+        DeltaScorer.from_model(model, "cuda:2")
 
 
 def test_embeddings_shared_not_copied(table: np.ndarray) -> None:

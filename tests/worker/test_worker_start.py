@@ -1,0 +1,42 @@
+"""Starting a worker with bad settings: a message naming the variable and the fix, no traceback, no secret."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from es_rerank.cli import main
+from worker.settings import WorkerSettings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_celery_started_directly_names_a_bad_setting_without_echoing_it():
+    for name, value, expected in [("ESRR_DEVICE", "gpu", "ESRR_DEVICE: String should match pattern"),
+                                  ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:6379/0/x",
+                                   "ESRR_BROKER_URL: a Redis URL ends in a database number")]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}
+        env.update({name: value, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))})
+        done = subprocess.run([sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker"],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        output = done.stdout + done.stderr
+        assert done.returncode != 0
+        assert "esrr worker cannot start: invalid settings" in output and expected in output, output
+        assert "Traceback" not in output and "s3cret" not in output, output
+
+
+def test_a_prefork_start_checks_the_device_before_forking(artifacts):
+    result = CliRunner().invoke(main, ["worker", "start", "--pool", "prefork"],
+                                env={"ESRR_HOME": str(artifacts.home), "ESRR_DEVICE": "cuda:5"})
+    assert result.exit_code == 1, result.output
+    assert "cuda:5 requested but" in result.output and "(ESRR_DEVICE=cuda:5)" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_log_level_and_pool_are_case_insensitive():
+    settings = WorkerSettings(loglevel="debug", pool="Threads")
+    assert (settings.loglevel, settings.pool) == ("DEBUG", "threads")
