@@ -87,6 +87,7 @@ class ScoreRequest:
 
     @property
     def n(self) -> int:
+        """Number of documents in the request."""
         return int(self.doc_tokens.shape[0])
 
     def validate(self) -> "ScoreRequest":

@@ -41,6 +41,7 @@ class EnsembleScorer:
 
     @property
     def device(self) -> torch.device:
+        """The device all members score on."""
         return self.members[0].device
 
     def __len__(self) -> int:

@@ -35,10 +35,12 @@ class ScoringTask(Task):
 
     @property
     def settings(self) -> WorkerSettings:
+        """The worker's validated settings."""
         return self.app.esrr_settings
 
     @property
     def runtime(self) -> Runtime:
+        """This process's runtime, loaded on first use."""
         return get_runtime(self.settings)
 
 

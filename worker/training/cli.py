@@ -17,15 +17,19 @@ import click
 from es_rerank.cli import FiniteFloat
 from es_rerank.machine import machine_description
 from es_rerank.settings import CommonSettings
+from worker.settings import checkpoint_list
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     import numpy as np
 
+    from es_rerank.backends import SearchBackend
+    from es_rerank.embeddings import Embeddings
     from es_rerank.neighbours import JudgedNeighbours
+    from index_setup.nfcorpus import NFCorpus
     from worker.model import Checkpoint, SavedModel
-    from worker.training.data import QueryCandidates
+    from worker.training.data import DocumentRows, QueryCandidates
     from worker.training.drmm import DRMMCheckpoint
     from worker.training.metrics import Run
     from worker.training.train import TrainConfig, TrainResult
@@ -47,10 +51,10 @@ class Workspace:
     """Everything the train and eval commands share: data, index, embeddings."""
 
     settings: CommonSettings
-    nfcorpus: object
-    backend: object
-    embeddings: object
-    doc_rows: object
+    nfcorpus: NFCorpus
+    backend: SearchBackend
+    embeddings: Embeddings
+    doc_rows: DocumentRows
 
 
 def open_workspace(data: Path | None) -> Workspace:
@@ -133,13 +137,14 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
                                "by a model with other features (e.g. --suffix=-lexg)")
     lex_names = _lex_names(lex_features) or list(LEX3)
     work = open_workspace(data)
-    settings = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
-    settings = replace(settings, negatives_per_positive=settings.negatives_drawn)  # the record names the number used
+    train_config = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
+    # The record names the number of negatives used.
+    train_config = replace(train_config, negatives_per_positive=train_config.negatives_drawn)
     train_qrels, dev_qrels = work.nfcorpus.qrels("train"), work.nfcorpus.qrels("dev")
     train_q = _split_queries(work, "train", train_queries)
     dev_q = _split_queries(work, "dev", dev_queries)
     click.echo(f"{len(train_q)} train / {len(dev_q)} dev queries; embeddings {work.embeddings.version}; "
-               f"index {work.backend.stats.version}; {settings}")
+               f"index {work.backend.stats.version}; {train_config}")
     started = time.perf_counter()
     train_c = build_candidates(train_q, train_qrels, work.backend, work.embeddings, lex_names,
                                add_judged=judged_positives)
@@ -149,7 +154,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     for variant in names:
         if variant == DRMM_NAME:
             with _as_cli_error(TrainingError):
-                result, checkpoint = _train_drmm(work, train_c, train_q, dev_c, dev_q, dev_qrels, settings)
+                result, checkpoint = _train_drmm(work, train_c, train_q, dev_c, dev_q, dev_qrels, train_config)
             label, config_dropout = "DRMM", None
         else:
             options = dict(VARIANTS[variant])
@@ -161,7 +166,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
                 result = train_model(config, work.embeddings.vectors,
                                      select_features(train_c, lex_names, config.lex_names),
                                      select_features(dev_c, lex_names, config.lex_names), dev_qrels,
-                                     work.doc_rows, settings)
+                                     work.doc_rows, train_config)
             checkpoint = Checkpoint(config, result.model.state_dict(), work.embeddings.version,
                                     work.backend.stats.version, _metrics(result))
             label = VARIANT_NAMES[variant]
@@ -172,7 +177,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
         checkpoint.save(path)
         plot_training_curve(result.history, path.with_suffix(".png"), label)
         path.with_suffix(".json").write_text(json.dumps({
-            "variant": variant, "command": _command(), "train": asdict(settings), "dropout": config_dropout,
+            "variant": variant, "command": _command(), "train": asdict(train_config), "dropout": config_dropout,
             "judged_positives": judged_positives, "train_queries": len(train_q), "dev_queries": len(dev_q),
             "history": result.history, "best_epoch": result.best_epoch, "best_dev_ndcg20": result.best_dev,
             "seconds": result.seconds, "machine": machine_description()}, indent=2), encoding="utf-8")
@@ -200,8 +205,12 @@ def _lex_names(option: str | None) -> list[str]:
 def _labelled_checkpoints(option: str, ensemble: bool) -> tuple[str, list[Path]]:
     """LABEL=CHECKPOINT (``--extra``) or LABEL=CHECKPOINT,CHECKPOINT[,...] (``--ensemble``), files checked."""
     label, sep, paths = option.partition("=")
+    param_hint = "--ensemble" if ensemble else "--extra"
     if ensemble:
-        members = [Path(p) for p in paths.split(",") if p]
+        try:  # the same list ESRR_CHECKPOINT serves
+            members = list(checkpoint_list(paths)) if paths.strip() else []
+        except ValueError as error:
+            raise click.BadParameter(f"{option!r}: {error}", param_hint=param_hint) from None
         expected, enough = "LABEL=CHECKPOINT,CHECKPOINT[,...] with at least two existing checkpoint files", 2
     else:
         members = [Path(paths)] if paths else []
@@ -209,8 +218,7 @@ def _labelled_checkpoints(option: str, ensemble: bool) -> tuple[str, list[Path]]
     missing = [str(p) for p in members if not p.is_file()]
     if not sep or not label or len(members) < enough or missing:
         found = f" (no such file: {', '.join(missing)})" if missing else ""
-        raise click.BadParameter(f"{option!r}: expected {expected}{found}",
-                                 param_hint="--ensemble" if ensemble else "--extra")
+        raise click.BadParameter(f"{option!r}: expected {expected}{found}", param_hint=param_hint)
     return label, members
 
 
@@ -220,13 +228,13 @@ def _metrics(result: TrainResult) -> dict[str, float]:
 
 def _train_drmm(work: Workspace, train_c: list[QueryCandidates], train_q: dict[str, str],
                 dev_c: list[QueryCandidates], dev_q: dict[str, str], dev_qrels: dict[str, dict[str, int]],
-                settings: TrainConfig) -> tuple[TrainResult, DRMMCheckpoint]:
+                train_config: TrainConfig) -> tuple[TrainResult, DRMMCheckpoint]:
     """Train DRMM on the same candidates and triples as the Delta models."""
     from worker.training.drmm import DRMMCheckpoint, HistogramBuilder, build_histograms, train_drmm
 
     builder = HistogramBuilder(work.backend.stats, work.embeddings)
     result = train_drmm(train_c, build_histograms(train_c, train_q, builder), dev_c,
-                        build_histograms(dev_c, dev_q, builder), dev_qrels, settings, builder.config)
+                        build_histograms(dev_c, dev_q, builder), dev_qrels, train_config, builder.config)
     return result, DRMMCheckpoint(builder.config, result.model.state_dict(), work.embeddings.version,
                                   work.backend.stats.version, _metrics(result))
 
@@ -284,24 +292,24 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
     from worker.training.train import TrainConfig
 
     work = open_workspace(data)
-    settings = replace(TrainConfig(), max_epochs=max_epochs, patience=patience)
+    train_config = replace(TrainConfig(), max_epochs=max_epochs, patience=patience)
     dev_qrels = work.nfcorpus.qrels("dev")
     train_q = _split_queries(work, "train", train_queries)
     train_c = build_candidates(train_q, work.nfcorpus.qrels("train"), work.backend, work.embeddings, ALL_FEATURES)
     dev_c = _with_relevant(build_candidates(_split_queries(work, "dev"), dev_qrels, work.backend, work.embeddings,
                                             ALL_FEATURES), work, "dev")
     evaluate = (delta_evaluator(ALL_FEATURES, work.embeddings.vectors, train_c, dev_c, dev_qrels, work.doc_rows,
-                                settings) if ranker == "delta"
-                else linear_evaluator(ALL_FEATURES, train_c, dev_c, dev_qrels, settings))
+                                train_config) if ranker == "delta"
+                else linear_evaluator(ALL_FEATURES, train_c, dev_c, dev_qrels, train_config))
     started = time.perf_counter()
     with _as_cli_error(TrainingError):
         steps = greedy_select(ALL_FEATURES, evaluate, max_features)
-    seconds = time.perf_counter() - started
-    paper = evaluate(LEX3)
+        seconds = time.perf_counter() - started
+        paper = evaluate(LEX3)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"selection-{ranker}"
     stem.with_suffix(".json").write_text(json.dumps({
-        "command": _command(), "machine": machine_description(), "ranker": ranker, "train": asdict(settings),
+        "command": _command(), "machine": machine_description(), "ranker": ranker, "train": asdict(train_config),
         "train_queries": len(train_q), "dev_queries": len(dev_c), "seconds": seconds,
         "steps": [asdict(s) for s in steps], "paper_lex3": {"features": list(LEX3), "dev_ndcg20": paper}},
         indent=2), encoding="utf-8")
