@@ -1,7 +1,9 @@
 """Micro-batching: concurrent scoring requests of one process share one forward pass.
 
-Why: a GPU (and, less so, a CPU) scores 8 x 500 documents in one pass in little
-more time than 500, because a single query's pass leaves most of the device idle.
+Why: a GPU scores 8 x 500 documents in one pass in little more time than 500,
+because a single query's pass leaves most of the device idle. (On a CPU the sparse
+layout scores in groups of ``CPU_GROUP_DOCS`` anyway, so batching there saves only
+per-call overhead; see the README's scoring figures.)
 The worker therefore runs Celery's ``threads`` pool with ``concurrency`` > 1: tasks
 decode and prepare their payload in parallel, then ``submit`` to one
 ``MicroBatcher`` per process, whose background thread collects whatever arrived
@@ -9,6 +11,9 @@ within ``max_wait_s`` of the first waiting request (2 ms by default, so a lone
 request pays at most that) or until ``max_requests`` / ``max_items`` is reached,
 and makes one ``run_batch`` call (``DeltaScorer.score_many``). With the prefork
 pool every child would hold its own model copy and see only its own requests.
+
+A caller that stops waiting cancels its request (``result_or_cancel``): under
+overload, requests nobody waits for any more are dropped before they take model time.
 
 Only the batcher thread runs the model, so forward passes never compete for the
 device or for torch's intra-op threads. A failing batch is retried one request
@@ -22,6 +27,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Sequence, TypeVar
 
@@ -85,8 +91,8 @@ class MicroBatcher(Generic[T, R]):
         return pending.future
 
     def __call__(self, item: T, timeout: float | None = None) -> R:
-        """Submit and wait for the result."""
-        return self.submit(item).result(timeout)
+        """Submit and wait for the result (see ``result_or_cancel``)."""
+        return result_or_cancel(self.submit(item), timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Score what is queued, then stop the thread. Idempotent."""
@@ -96,10 +102,6 @@ class MicroBatcher(Generic[T, R]):
             self._closed = True
             self._queue.put(_STOP)
         self._thread.join(timeout)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def _next(self, timeout: float | None) -> object:
         if self._carry is not None:
@@ -170,3 +172,12 @@ class MicroBatcher(Generic[T, R]):
         if len(results) != len(items):
             raise RuntimeError(f"run_batch returned {len(results)} results for {len(items)} requests")
         return results
+
+
+def result_or_cancel(future: "Future[R]", timeout: float | None) -> R:
+    """The future's result; if ``timeout`` passes first it is cancelled (skipped unless already running)."""
+    try:
+        return future.result(timeout)
+    except FutureTimeout:
+        future.cancel()
+        raise

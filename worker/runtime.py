@@ -30,7 +30,7 @@ from es_rerank.payload import DOC_LEN, DOC_PAD, PayloadError, ScoreRequest, Work
 from es_rerank.stats import CorpusStats, StatsError
 from es_rerank.versions import VersionNameError, check_version
 from es_rerank.embeddings import UNK, Embeddings, EmbeddingsError
-from worker.batching import MicroBatcher
+from worker.batching import MicroBatcher, result_or_cancel
 from worker.ensemble import EnsembleScorer
 from worker.inputs import query_rows, term_rows
 from worker.model import PAD_ID, Checkpoint
@@ -261,7 +261,7 @@ class Runtime:
 
     def score(self, request: ScoreRequest, timeout: float | None = None) -> np.ndarray:
         """float32 [n] scores of the request's documents, in their order (micro-batched)."""
-        return np.asarray(self.submit(request).result(timeout), dtype=np.float32)
+        return np.asarray(result_or_cancel(self.submit(request), timeout), dtype=np.float32)
 
     def close(self) -> None:
         """Score what the batcher holds, then stop it."""

@@ -25,6 +25,7 @@ from typing import Any
 from celery import Task, signals
 
 from es_rerank.payload import RESULT_VERSION, TASK_NAME, decode
+from worker.batching import result_or_cancel
 from worker.celery_app import app
 from worker.runtime import Runtime, close_runtime, get_runtime
 from worker.settings import WorkerSettings
@@ -53,7 +54,7 @@ def score(self: ScoringTask, payload: dict[str, Any]) -> dict[str, Any]:
         time.sleep(self.settings.score_delay_ms / 1000)
     runtime = self.runtime
     future = runtime.submit(request)
-    scores = future.result(timeout=self.settings.time_limit_s)  # the threads pool has no time limit
+    scores = result_or_cancel(future, self.settings.time_limit_s)  # the threads pool has no time limit
     return {"v": RESULT_VERSION, "scores": scores.tolist(), "model": runtime.model_name,
             "took_ms": round((time.perf_counter() - start) * 1000, 3), "batch": future.batch_size}
 

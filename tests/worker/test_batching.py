@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import pytest
 
@@ -143,3 +144,17 @@ def test_batch_size_is_reported_on_the_future():
     finally:
         batcher.close()
     assert [f.batch_size for f in futures] == [4, 4, 4, 4]
+
+
+def test_a_caller_that_stops_waiting_cancels_its_request():
+    recorder = Recorder(delay_s=0.3)
+    batcher = MicroBatcher(recorder, max_wait_s=0.0, max_requests=1)
+    try:
+        first = batcher.submit(1)
+        time.sleep(0.05)  # the batcher thread is now scoring [1]
+        with pytest.raises(FutureTimeout):
+            batcher(2, timeout=0.05)
+        assert first.result(5) == 2
+    finally:
+        batcher.close()
+    assert recorder.batches == [[1]]  # the abandoned request never took model time
