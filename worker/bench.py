@@ -22,7 +22,7 @@ import torch
 
 from es_rerank.machine import machine_description
 from worker.model import VARIANTS, Checkpoint, DeltaConfig, DeltaModel
-from worker.scorer import LAYOUTS, DeltaScorer
+from worker.scorer import LAYOUTS, DeltaScorer, check_device, default_device
 
 UNK_ROW = 1  # row 0 is PAD, row 1 the UNK vector in the synthetic tables
 
@@ -134,6 +134,7 @@ def time_ms(fn: Callable[[], object], reps: int, warmup: int, device: torch.devi
 
 
 def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile of ``values``."""
     return float(np.percentile(values, q))
 
 
@@ -212,6 +213,7 @@ def bench_vocab(n_words: int, *, n_docs: int, reps: int, ref_reps: int, warmup: 
     ref_times = time_ms(reference, ref_reps, 1, device)
     row = {
         "vocab": n_words, "docs": n_docs, "source": source, "layout": scorer.layout,
+        "query_len": config.query_len, "doc_len": config.doc_len, "embedding_dim": config.embedding_dim,
         "cuda_graphs": scorer.cuda_graphs, "load_s": round(load_s, 3),
         "distinct_doc_words": int(len(np.unique(batch.doc_rows))), "max_abs_diff": max_diff,
         "score_std": float(expected.std()), "scorer_rss_mb": scorer_rss,
@@ -288,13 +290,12 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        dev = torch.device(device) if device else (torch.device("cuda") if torch.cuda.is_available()
-                                                   else torch.device("cpu"))
+        dev = check_device(device) if device else default_device()
     except RuntimeError:
         raise click.BadParameter(f"{device!r} is not a torch device; use cpu, cuda or cuda:N",
                                  param_hint="--device") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise click.UsageError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--device") from None
     if cuda_graphs and (dev.type != "cuda" or layout == "sparse"):
         raise click.BadParameter("CUDA graphs replay the dense layout on a GPU; use --device cuda without "
                                  "--layout sparse, or drop --cuda-graphs", param_hint="--cuda-graphs")
@@ -315,7 +316,8 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
                                 device=dev, batch_queries=batch_queries, variant=variant,
                                 checkpoint=checkpoint, embeddings_path=embeddings_path, seed=seed,
                                 layout=layout, cuda_graphs=cuda_graphs))
-    click.echo(f"inputs: {rows[0]['source']}; {n_docs} docs, M=7, N=50, V=300; layout {rows[0]['layout']}"
+    click.echo(f"inputs: {rows[0]['source']}; {n_docs} docs, M={rows[0]['query_len']}, N={rows[0]['doc_len']}, "
+               f"V={rows[0]['embedding_dim']}; layout {rows[0]['layout']}"
                f"{' (CUDA graphs)' if rows[0]['cuda_graphs'] else ''}; "
                f"fast reps {reps}, reference reps {ref_reps}")
     cols = [("vocab", "{:>7}", "vocab"), ("distinct", "{:>8}", "distinct_doc_words"),

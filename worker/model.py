@@ -15,7 +15,7 @@ import os
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -143,22 +143,28 @@ class DeltaModel(nn.Module):
         y = y.masked_fill(mask == 0, float("-inf")).amax(dim=2)  # [B, F]
         y = torch.where(torch.isinf(y), torch.zeros_like(y), y)  # an all-padding document pools to 0
         if self.config.lex_names:
+            if lex is None or lex.shape[-1] != len(self.config.lex_names):
+                raise ValueError(f"this model reads the Lex features {list(self.config.lex_names)}: pass lex as "
+                                 f"[B, {len(self.config.lex_names)}], got {None if lex is None else list(lex.shape)}")
             y = torch.cat([y, (lex - self.lex_mean) / self.lex_std], dim=1)  # [B, F + L]
         for layer in self.dense:
             y = F.leaky_relu(layer(y), self.config.leaky_slope)
         return y[:, 0]  # [B]
 
     def conv_parameters(self) -> list[nn.Parameter]:
-        """Convolution weights (their own L2 coefficient in training)."""
+        """Convolution weights and biases (their own L2 coefficient in training, biases included)."""
         return list(self.convs.parameters())
 
     def dense_parameters(self) -> list[nn.Parameter]:
-        """Feed-forward weights (their own L2 coefficient in training)."""
+        """Feed-forward weights and biases (their own L2 coefficient in training, biases included)."""
         return list(self.dense.parameters())
 
 
 class CheckpointError(ValueError):
     """A checkpoint file is missing pieces, damaged, or of another model or format."""
+
+
+SavedModelT = TypeVar("SavedModelT", bound="SavedModel")
 
 
 @dataclass
@@ -197,7 +203,7 @@ class SavedModel:
             raise OSError(errno.EIO, f"cannot write the checkpoint ({error})", str(path)) from None
 
     @classmethod
-    def load(cls, path: Path) -> Self:
+    def load(cls: type[SavedModelT], path: Path) -> SavedModelT:
         """Read a checkpoint written by ``save``."""
         if not path.is_file():
             raise FileNotFoundError(f"no model checkpoint at {path}; train one with `{cls.TRAIN_COMMAND}`")

@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, TypeVar
+from typing import TYPE_CHECKING, Iterator
 
 import click
 
@@ -28,13 +28,11 @@ if TYPE_CHECKING:
     from es_rerank.embeddings import Embeddings
     from es_rerank.neighbours import JudgedNeighbours
     from index_setup.nfcorpus import NFCorpus
-    from worker.model import Checkpoint, SavedModel
+    from worker.model import Checkpoint, SavedModelT
     from worker.training.data import DocumentRows, QueryCandidates
     from worker.training.drmm import DRMMCheckpoint
     from worker.training.metrics import Run
     from worker.training.train import TrainConfig, TrainResult
-
-    SavedModelT = TypeVar("SavedModelT", bound=SavedModel)
 
 VARIANT_NAMES = {
     "delta-32": "Delta-32",

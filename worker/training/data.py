@@ -136,7 +136,7 @@ class Groups:
 
 
 def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generator,
-                   max_positives: int | None = 32, negatives: str = "uniform",
+                   max_positives: int | None = None, negatives: str = "uniform",
                    negatives_per_positive: int = 1) -> Triples:
     """Balanced triples: relevant documents each meet one sampled less-relevant one per epoch.
 

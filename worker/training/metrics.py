@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import ir_measures
 import numpy as np
-from ir_measures import AP, P, R, nDCG
+from ir_measures import AP, Measure, P, R, nDCG
+
+if TYPE_CHECKING:
+    from worker.training.data import QueryCandidates
 
 # The paper's NDCG (section 4.4.1): gain 2^rel - 1. trec_eval's ndcg_cut uses gain = rel.
 PAPER_NDCG20 = nDCG(gains={0: 0, 1: 1, 2: 3, 3: 7})@20
@@ -22,12 +26,12 @@ Run = dict[str, dict[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
 
 
-def run_from_scores(candidates: Sequence, scores: Sequence[np.ndarray]) -> Run:
+def run_from_scores(candidates: Sequence[QueryCandidates], scores: Sequence[np.ndarray]) -> Run:
     """query id -> {doc id: score} for candidates (``QueryCandidates``) and their scores."""
     return {c.query_id: dict(zip(c.doc_ids, map(float, s))) for c, s in zip(candidates, scores)}
 
 
-def per_query(measure, qrels: Qrels, run: Run) -> dict[str, float]:
+def per_query(measure: Measure, qrels: Qrels, run: Run) -> dict[str, float]:
     """Value of ``measure`` for every judged query; a query with no hits scores 0."""
     values = {q: 0.0 for q in qrels}
     for metric in ir_measures.iter_calc([measure], qrels, run):
@@ -35,14 +39,14 @@ def per_query(measure, qrels: Qrels, run: Run) -> dict[str, float]:
     return values
 
 
-def mean_metric(measure, qrels: Qrels, candidates: Sequence, scores: Sequence[np.ndarray]) -> float:
+def mean_metric(measure: Measure, qrels: Qrels, candidates: Sequence[QueryCandidates], scores: Sequence[np.ndarray]) -> float:
     """Mean of ``measure`` over the queries of ``candidates``."""
     run = run_from_scores(candidates, scores)
     judged = {c.query_id: qrels.get(c.query_id, {}) for c in candidates}
     return float(np.mean(list(per_query(measure, judged, run).values())))
 
 
-def write_trec_run(run: Run, path, tag: str) -> None:
+def write_trec_run(run: Run, path: str | Path, tag: str) -> None:
     """Write a TREC run file: ``qid Q0 docid rank score tag``, ties by decreasing doc id."""
     with open(path, "w", encoding="utf-8") as out:
         for query_id in sorted(run):
