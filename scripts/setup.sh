@@ -9,6 +9,7 @@ python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
 if [[ ",$extras," == *",model,"* ]] && ! python -c "import torch" 2>/dev/null; then
-    python -m pip install --quiet "torch==2.13.0"
+    # ESRR_TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu: the CPU build where no local wheel exists.
+    python -m pip install --quiet ${ESRR_TORCH_INDEX_URL:+--index-url "$ESRR_TORCH_INDEX_URL"} "torch==2.13.0"
 fi
 python -m pip install --quiet -e ".[$extras]"
