@@ -61,9 +61,11 @@ class LazyGroup(click.Group):
         self.lazy_subcommands = lazy_subcommands or {}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Loaded and lazy sub-commands, sorted."""
         return sorted([*super().list_commands(ctx), *self.lazy_subcommands])
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        """The sub-command, importing a lazy one only now."""
         if name not in self.lazy_subcommands:
             return super().get_command(ctx, name)
         module_name, attribute = self.lazy_subcommands[name][0].split(":")
@@ -85,6 +87,7 @@ class LazyGroup(click.Group):
                 "exist where they should and are writable") from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The help listing; lazy commands show their registered short help, without an import."""
         rows = [(name, self.lazy_subcommands[name][1] if name in self.lazy_subcommands
                  else self.commands[name].get_short_help_str())
                 for name in self.list_commands(ctx)]

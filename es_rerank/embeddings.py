@@ -15,7 +15,7 @@ from typing import Iterable
 import numpy as np
 
 from es_rerank.settings import CommonSettings
-from es_rerank.versions import CURRENT_FILE, read_pointer
+from es_rerank.versions import CURRENT_FILE, VersionNameError, read_pointer
 
 ARTIFACT_FORMAT = 1
 PAD, UNK = 0, 1
@@ -88,7 +88,7 @@ class Embeddings:
 
     def nearest(self, word: str, k: int = 10) -> list[tuple[str, float]]:
         """The ``k`` words closest to ``word`` by cosine similarity (PAD and UNK excluded)."""
-        if word not in self.index:
+        if word not in self.index or self.index[word] < 2:  # PAD and UNK have no neighbours
             raise KeyError(f"{word!r} is not in the vocabulary of {self.version}")
         words = np.asarray(self.vectors[2:], dtype=np.float32)
         norms = np.linalg.norm(words, axis=1)
@@ -107,7 +107,10 @@ def current_version(embeddings_dir: Path) -> str | None:
 def load_current(settings: CommonSettings | None = None, mmap: bool = True) -> Embeddings:
     """The embeddings that ``CURRENT`` points at, under ``settings.embeddings_dir``."""
     embeddings_dir = (settings or CommonSettings()).embeddings_dir
-    version = current_version(embeddings_dir)
+    try:
+        version = current_version(embeddings_dir)
+    except VersionNameError as error:
+        raise EmbeddingsError(f"{error} (or retrain with `esrr embeddings train`)") from None
     if version is None:
         raise EmbeddingsError(
             f"no trained embeddings in {embeddings_dir} (no {CURRENT_FILE} file); "

@@ -14,14 +14,11 @@ whole text (title + abstract), one notion of term significance for all fields.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from es_rerank.stats import CorpusStats, DocTerms
-
-FIELD_NUMBERS = {"text": 1, "title": 9, "abstract": 14}
-_KINDS = ("word_overlap", "bigram_overlap", "jaccard", "idf_word_overlap", "idf_jaccard")
 
 # In the paper's order, (1) .. (18).
 ALL_FEATURES: tuple[str, ...] = (
@@ -69,7 +66,7 @@ class _FieldBatch:
         np.add.at(tf, (self.rows[hit], column_clipped[hit]), 1.0)
         return tf
 
-    def unique_idf_sums(self, idf_of: "callable") -> tuple[np.ndarray, np.ndarray]:
+    def unique_idf_sums(self, idf_of: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Per document: number of distinct terms, and the sum of their idf."""
         if len(self.ids) == 0:
             return np.zeros(self.n_docs), np.zeros(self.n_docs)

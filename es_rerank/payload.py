@@ -164,7 +164,8 @@ def build_request(query: str, hits_terms: Sequence[DocTerms], stats: CorpusStats
     for row, terms in enumerate(hits_terms):
         first = terms.first_ids[:DOC_LEN]
         doc_tokens[row, :len(first)] = first
-    query_tokens = tuple(embedding_tokens(tokens)[:QUERY_LEN])
+    # A word longer than the payload allows has no vector: cut, it maps to UNK as the whole word would.
+    query_tokens = tuple(token[:MAX_TOKEN_CHARS] for token in embedding_tokens(tokens)[:QUERY_LEN])
     return ScoreRequest(stats.version, query_tokens, doc_tokens, np.ascontiguousarray(lex, np.float32),
                         names).validate()
 

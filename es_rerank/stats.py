@@ -25,6 +25,8 @@ from es_rerank.text import NUMBER_CLASSES, embedding_tokens, tokenize
 FIRST_TOKENS = 50  # N of the paper: document tokens the neural model reads
 STATS_FORMAT = 1
 FIELDS = ("title", "abstract", "text")
+NO_DOCUMENTS = ("no documents were read, so there is nothing to index; check the corpus path and the load "
+                "report (the served index is unchanged)")
 
 
 class StatsError(Exception):
@@ -156,6 +158,7 @@ class CorpusStats:
 
     @property
     def n_docs(self) -> int:
+        """Number of indexed documents."""
         return len(self.doc_ids)
 
     def avg_length(self, field_name: str) -> float:

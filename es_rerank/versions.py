@@ -34,11 +34,21 @@ def check_version(name: str) -> str:
 
 
 def read_pointer(root: Path) -> str | None:
-    """The version ``root/CURRENT`` names, or None when there is no pointer or it is empty."""
+    """The version ``root/CURRENT`` names, or None when there is no pointer or it is empty.
+
+    ``VersionNameError`` when it names something that is not a version (``../x``, a
+    path): the pointer is never followed out of ``root``.
+    """
     pointer = root / CURRENT_FILE
     if not pointer.is_file():
         return None
-    return pointer.read_text(encoding="utf-8").strip() or None
+    version = pointer.read_text(encoding="utf-8").strip() or None
+    if version is not None:
+        try:
+            check_version(version)
+        except VersionNameError as error:
+            raise VersionNameError(f"{pointer} is damaged: {error}; point it at a version under {root}") from None
+    return version
 
 
 def write_pointer(root: Path, version: str) -> None:

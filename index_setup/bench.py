@@ -11,6 +11,8 @@ from pathlib import Path
 import click
 import numpy as np
 
+from es_rerank.backends.base import MAX_K
+
 
 @click.command(name="index")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
@@ -18,7 +20,7 @@ import numpy as np
               help="Repetitions of the statistics and build timings.")
 @click.option("--rounds", default=5, show_default=True, type=click.IntRange(min=1),
               help="Passes over the dev queries for search latency.")
-@click.option("--k", default=500, show_default=True, type=click.IntRange(1, 10_000), help="Hits per search.")
+@click.option("--k", default=500, show_default=True, type=click.IntRange(1, MAX_K), help="Hits per search.")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the figures as JSON.")
 def bench_index(data: Path | None, repeats: int, rounds: int, k: int, json_out: Path | None) -> None:
@@ -29,7 +31,10 @@ def bench_index(data: Path | None, repeats: int, rounds: int, k: int, json_out: 
     from index_setup.nfcorpus import NFCorpus
     from es_rerank.machine import machine_description
 
-    nfcorpus = NFCorpus.locate(data)
+    try:
+        nfcorpus = NFCorpus.locate(data)
+    except (FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
     documents = list(nfcorpus.documents())
     queries = list(nfcorpus.queries("dev").values())
 

@@ -43,6 +43,7 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
     from index_setup.readers import CorpusFormatError
 
     settings = _settings(backend)
+    report = None
     try:
         path, report, documents = _documents(data, strict)
         click.echo(f"loading {path} into the {settings.backend} backend")
@@ -57,13 +58,18 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
             click.echo(f"built embedded index {result.version}: {result.n_docs} documents, "
                        f"{result.n_terms} terms in {result.seconds:.1f} s at {result.directory}")
         else:
-            from es_rerank.backends.elasticsearch import connect
+            from es_rerank.backends.elasticsearch import alias_targets, connect
             from index_setup.es_index import load_index
 
-            result = load_index(connect(settings), documents, settings, version=version)
+            client = connect(settings)
+            if require_existing and not alias_targets(client, settings.es_alias):
+                raise click.ClickException(f"no Elasticsearch index behind the alias {settings.es_alias!r} to "
+                                           "replace; run `esrr index build` first")
+            result = load_index(client, documents, settings, version=version)
             click.echo(f"loaded Elasticsearch index {result}")
     except (BackendError, CorpusFormatError, FileNotFoundError, FileExistsError, ValueError) as error:
-        raise click.ClickException(str(error)) from None
+        loaded = f"\n{report.summary()}" if report is not None else ""
+        raise click.ClickException(f"{error}{loaded}") from None
     click.echo(report.summary())
 
 
@@ -150,14 +156,15 @@ def use(version: str, backend: str | None) -> None:
 
 
 @index.command()
-@click.option("--keep", type=click.IntRange(min=0), default=2, show_default=True,
-              help="Newest versions to keep (the served one always stays).")
+@click.option("--keep", type=click.IntRange(min=0), default=None,
+              help="Newest versions to keep (the served one always stays); default: ESRR_ES_KEEP_VERSIONS (2).")
 @BACKEND_OPTION
-def prune(keep: int, backend: str | None) -> None:
+def prune(keep: int | None, backend: str | None) -> None:
     """Delete old index versions and their statistics."""
     from es_rerank.backends.base import BackendError
 
     settings = _settings(backend)
+    keep = settings.es_keep_versions if keep is None else keep
     try:
         if settings.backend == "embedded":
             from index_setup.embedded_index import prune_versions
@@ -211,10 +218,11 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours:
 
     settings = _settings(backend)
     checkpoint = load_settings(WorkerSettings).checkpoint_path
+    for option, asked in (("--rerank", rerank), ("--neighbours", use_neighbours)):
+        if asked and not window:
+            raise click.UsageError(f"{option} reorders the top --window hits; give a window above 0")
     if rerank is None:
-        rerank = checkpoint.is_file()
-    if use_neighbours and not window:
-        raise click.UsageError("--neighbours reorders the top --window hits; give a window above 0")
+        rerank = checkpoint.is_file() and window > 0
     if use_neighbours is None:
         use_neighbours = settings.neighbours_path.is_file() and window > 0
     neighbours = _load_neighbours(settings) if use_neighbours else None

@@ -13,7 +13,7 @@ import tantivy
 from tqdm import tqdm
 
 from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_schema, whitespace_analyzer
-from es_rerank.stats import CorpusStats, Document, Vocabulary, iter_doc_terms
+from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, Vocabulary, iter_doc_terms
 from es_rerank.versions import check_version, new_version, read_pointer, write_pointer
 
 
@@ -59,8 +59,7 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
         writer.commit()
         writer.wait_merging_threads()
         if not docs and not allow_empty:
-            raise ValueError("no documents were read, so there is nothing to index; check the corpus "
-                             "path and the load report (the served index is unchanged)")
+            raise ValueError(NO_DOCUMENTS)
         stats = CorpusStats.build(version, docs, vocab)
         stats.save(target / "stats")
         seconds = time.perf_counter() - started

@@ -88,7 +88,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import click
 import numpy as np
@@ -103,6 +103,9 @@ from es_rerank.versions import VersionNameError, check_version, write_pointer
 from index_setup.readers import CorpusFormatError, read_queries
 from index_setup.text_sources import (SOURCES, Deduplicator, Source, TextSourceError, format_error_message,
                                       iter_documents, iter_token_lists)
+
+if TYPE_CHECKING:
+    from gensim.models import KeyedVectors
 
 logger = logging.getLogger(__name__)
 
@@ -180,11 +183,12 @@ _OTHER_WHITESPACE_RE = re.compile(r"[^\S ]")  # any whitespace but the plain spa
 def write_line_corpus(token_lists: Iterable[Sequence[str]], path: Path) -> CorpusCounts:
     """Write one sentence a line (tokens joined by spaces) and count the words.
 
-    gensim's LineSentence splits lines on any whitespace, so a token that holds
-    some (the tokenizer keeps a no-break space in ``95\\xa0%``) would be read
-    back as several words that the counted vocabulary does not know. Such tokens
-    are written and counted with their whitespace removed, and counted in
-    ``tokens_with_whitespace`` (meta.json) so the tokenizer can be fixed.
+    gensim's LineSentence splits lines on any whitespace, so a token that held
+    some (none does with today's tokenizer; an earlier one kept the no-break space
+    of ``95\\xa0%``) would be read back as several words that the counted
+    vocabulary does not know. Such tokens are written and counted with their
+    whitespace removed, and counted in ``tokens_with_whitespace`` (meta.json) so
+    the tokenizer can be fixed.
     """
     counts = CorpusCounts()
     update = counts.words.update
@@ -268,7 +272,8 @@ def _progress_word2vec_class():
     return ProgressWord2Vec
 
 
-def train_vectors(corpus_path: Path, counts: CorpusCounts, params: Word2VecParams, progress: bool = True):
+def train_vectors(corpus_path: Path, counts: CorpusCounts, params: Word2VecParams,
+                  progress: bool = True) -> tuple[KeyedVectors, list[dict[str, float]]]:
     """Train word2vec on a LineSentence file; returns (gensim KeyedVectors, per-epoch report)."""
     from gensim.models.word2vec import LineSentence
 

@@ -81,7 +81,8 @@ from es_rerank.backends.elasticsearch import (
     stats_root,
     translate_errors,
 )
-from es_rerank.stats import CorpusStats, Document, DocTerms, StatsError, Vocabulary, iter_doc_terms
+from es_rerank.stats import (NO_DOCUMENTS, CorpusStats, Document, DocTerms, StatsError, Vocabulary,
+                             iter_doc_terms)
 from es_rerank.versions import VersionNameError, check_version, new_version
 
 if TYPE_CHECKING:
@@ -243,6 +244,8 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
                                         max_retries=settings.es_bulk_max_retries,
                                         initial_backoff=settings.es_bulk_initial_backoff_s):
                 bar.update(1)  # failures raise BulkIndexError (raise_on_error)
+        if not loaded:  # an empty index must never replace the served one
+            raise ValueError(NO_DOCUMENTS)
         stats = CorpusStats.build(version, loaded, vocab)
         stats.save(stats_dir(root, version))
         with translate_errors(client):

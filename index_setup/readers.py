@@ -177,6 +177,11 @@ def _record_id(path: Path, number: int, record: dict, report: LoadReport, strict
         _problem(report, strict, path, f"line {number}",
                  f"{found}; every record needs a non-empty string \"_id\"")
         return None
+    if any(character.isspace() for character in str(value)):
+        # Ids are stored one per line in the statistics and written into space-separated TREC runs.
+        _problem(report, strict, path, f"line {number}",
+                 f"\"_id\" = {str(value)!r} contains whitespace; use ids without spaces, tabs or line breaks")
+        return None
     return str(value)
 
 
@@ -262,9 +267,6 @@ def read_queries(path: Path, strict: bool = False, report: LoadReport | None = N
     _finish(report, own_report, str(path))
     return queries
 
-
-# Kept for callers of the first version of this module.
-read_beir_queries = read_queries
 
 
 def _integer(text: str) -> int | None:

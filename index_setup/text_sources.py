@@ -40,6 +40,7 @@ import gzip
 import hashlib
 import json
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -67,6 +68,7 @@ class TextDoc:
 
     @property
     def text(self) -> str:
+        """The non-empty parts joined by line breaks."""
         return "\n".join(p for p in self.parts if p)
 
 
@@ -152,6 +154,7 @@ class Source:
     reader: Callable[[Path], Iterator[TextDoc]]
 
     def files(self, data_root: Path) -> list[Path]:
+        """This source's files under ``data_root``, sorted."""
         return sorted(data_root.glob(self.pattern))
 
 
@@ -178,6 +181,7 @@ class Deduplicator:
     dropped: dict[str, int] = field(default_factory=dict)
 
     def is_new(self, doc: TextDoc) -> bool:
+        """Whether ``doc``'s normalised text was not seen before (and remember it)."""
         key = normalised_hash(doc.text)
         if key in self.seen:
             self.dropped[doc.source] = self.dropped.get(doc.source, 0) + 1
@@ -207,13 +211,26 @@ def iter_documents(
     for source in sources:
         taken = 0
         for path in found[source.name]:
-            for doc in source.reader(path):
+            for doc in _read_file(source, path):
                 if limit_docs is not None and taken >= limit_docs:
                     break
                 if not doc.text.strip() or not dedup.is_new(doc):
                     continue
                 taken += 1
                 yield doc
+
+
+def _read_file(source: Source, path: Path) -> Iterator[TextDoc]:
+    """``source.reader(path)``, with a damaged file (truncated gzip, bad bytes, a record without its id)
+    reported as a ``TextSourceError`` naming the file, not a traceback."""
+    try:
+        yield from source.reader(path)
+    except TextSourceError:
+        raise
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error, KeyError, TypeError, ValueError) as error:
+        problem = f"missing field {error}" if isinstance(error, KeyError) else f"{type(error).__name__}: {error}"
+        raise TextSourceError(f"{path}: cannot read it as {source.name} data ({problem}); fix or replace "
+                              "the file (word2vec reads it strictly)") from error
 
 
 def split_sentences(text: str) -> list[str]:

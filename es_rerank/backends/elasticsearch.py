@@ -172,10 +172,12 @@ class ElasticsearchBackend:
 
     @property
     def version(self) -> str:
+        """The served index version (its statistics' version)."""
         return self._served.stats.version
 
     @property
     def stats(self) -> CorpusStats:
+        """The served index's term statistics."""
         return self._served.stats
 
     def search(self, query: str, k: int) -> list[Hit]:

@@ -17,7 +17,7 @@ import tantivy
 from es_rerank.backends.base import BackendError, Hit, check_k
 from es_rerank.stats import CorpusStats, StatsError
 from es_rerank.text import tokenize
-from es_rerank.versions import CURRENT_FILE, read_pointer
+from es_rerank.versions import CURRENT_FILE, VersionNameError, read_pointer
 
 TOKENIZER = "esrr_pretokenized"
 _TIE_MARGIN = 64
@@ -40,7 +40,10 @@ def index_schema() -> tantivy.Schema:
 
 def current_version(root: Path) -> str:
     """The version named by ``root/CURRENT``."""
-    version = read_pointer(root)
+    try:
+        version = read_pointer(root)
+    except VersionNameError as error:
+        raise BackendError(f"{error} (`esrr index use VERSION`, see `esrr index versions`)") from None
     if version is None and not (root / CURRENT_FILE).is_file():
         raise BackendError(f"no embedded index under {root}; build one with `esrr index build`")
     if version is None:
@@ -88,10 +91,12 @@ class EmbeddedBackend:
 
     @property
     def version(self) -> str:
+        """The served index version (its statistics' version)."""
         return self._stats.version
 
     @property
     def stats(self) -> CorpusStats:
+        """The served index's term statistics."""
         return self._stats
 
     def search(self, query: str, k: int) -> list[Hit]:

@@ -192,6 +192,13 @@ def _assert_still_serving(es_client, settings, served_index, failed_version):
     assert backend.search("alkylphenols human milk", 3)[0].doc_id == "MED-118"
 
 
+def test_a_reindex_that_reads_no_document_keeps_old_index(es_client, es_settings, corpus):
+    first = load_index(es_client, corpus[:30], es_settings, version="v1", progress=False)
+    with pytest.raises(ValueError, match="no documents were read"):
+        load_index(es_client, [], es_settings, version="v2", progress=False)
+    _assert_still_serving(es_client, es_settings, first.index, "v2")
+
+
 def test_failed_reindex_from_reader_error_keeps_old_index(es_client, es_settings, corpus):
     first = load_index(es_client, corpus[:30], es_settings, version="v1", progress=False)
     with pytest.raises(RuntimeError, match="corpus reader broke"):

@@ -234,6 +234,9 @@ def test_empty_current_pointer_is_a_backend_error(tmp_path: Path) -> None:
     (tmp_path / CURRENT_FILE).write_text("\n")
     with pytest.raises(BackendError, match="esrr index use"):
         EmbeddedBackend.open_current(tmp_path)
+    (tmp_path / CURRENT_FILE).write_text("../v1")
+    with pytest.raises(BackendError, match="CURRENT is damaged.*esrr index use"):
+        EmbeddedBackend.open_current(tmp_path)
 
 
 @pytest.mark.parametrize("part", ["stats", "tantivy"])

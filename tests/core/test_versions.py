@@ -31,3 +31,6 @@ def test_pointer_round_trip_and_missing_or_empty_pointer(tmp_path: Path) -> None
     with pytest.raises(VersionNameError):
         write_pointer(tmp_path, "bad name")
     assert read_pointer(tmp_path) == "v2"
+    (tmp_path / CURRENT_FILE).write_text("../../elsewhere\n")  # never followed out of the root
+    with pytest.raises(VersionNameError, match="CURRENT is damaged"):
+        read_pointer(tmp_path)

@@ -204,6 +204,12 @@ def test_prune_default_keeps_two(esrr) -> None:
 
 
 @pytest.mark.usefixtures("three_versions")
+def test_prune_default_comes_from_the_keep_versions_setting(home: Path) -> None:
+    result = CliRunner().invoke(main, ["index", "prune"], env={"ESRR_HOME": str(home), "ESRR_ES_KEEP_VERSIONS": "3"})
+    assert assert_ok(result) == ""
+
+
+@pytest.mark.usefixtures("three_versions")
 def test_prune_rejects_a_negative_keep(esrr) -> None:
     result = esrr("index", "prune", "--keep", "-1")
     assert result.exit_code == 2
@@ -285,6 +291,12 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
         result = CliRunner().invoke(main, ["search", "x", "--no-rerank"], env={"ESRR_HOME": str(home), name: value})
         assert_clean_failure(result, name)
         assert "s3cret" not in result.output
+
+
+def test_reordering_without_a_window_is_a_usage_error(home: Path) -> None:
+    for option in ("--rerank", "--neighbours"):
+        result = CliRunner().invoke(main, ["search", "x", "--window", "0", option], env={"ESRR_HOME": str(home)})
+        assert result.exit_code == 2 and f"{option} reorders the top --window hits" in result.output, result.output
 
 
 def test_search_limits_are_option_errors(home: Path) -> None:

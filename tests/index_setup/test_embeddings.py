@@ -82,6 +82,9 @@ def test_lookup_and_reload(trained: tuple[Path, Embeddings]) -> None:
     assert not isinstance(in_memory.vectors, np.memmap)
     np.testing.assert_array_equal(in_memory.vectors, loaded.vectors)
     assert loaded.nearest("vitamin", 3)[0][0] != "vitamin"
+    for reserved in loaded.vocab[:2]:  # PAD and UNK have no neighbours
+        with pytest.raises(KeyError):
+            loaded.nearest(reserved)
 
 
 def test_one_worker_trains_bit_identical_vectors(trained: tuple[Path, Embeddings], tmp_path: Path) -> None:
@@ -234,6 +237,18 @@ def test_dedup_across_and_within_sources(tmp_path: Path) -> None:
     assert dedup.dropped == {"nfcorpus": 1, "medical-abstracts": 1}  # case/punctuation-only copies
     assert ts.normalised_hash("A  b, C.") == ts.normalised_hash("a b c")
     assert len(list(ts.iter_documents(tmp_path, limit_docs=1))) == 5
+
+
+def test_a_damaged_source_file_is_a_text_source_error_naming_it(tmp_path: Path) -> None:
+    ohsumed = ts.Source("ohsumed", "ohsumed-single23/docs.jsonl.gz", ts.read_ohsumed)
+    path = tmp_path / "ohsumed-single23" / "docs.jsonl.gz"
+    _jsonl_gz(path, [{"title": "no id here", "abstract": "text"}])
+    with pytest.raises(ts.TextSourceError, match=r"docs.jsonl.gz: cannot read it as ohsumed data \(missing field 'id'\)"):
+        list(ts.iter_documents(tmp_path, sources=[ohsumed]))
+    _jsonl_gz(path, [{"id": str(i), "title": "t", "abstract": "a " * 50} for i in range(200)])
+    path.write_bytes(path.read_bytes()[:-200])  # a download cut short
+    with pytest.raises(ts.TextSourceError, match=r"docs.jsonl.gz: cannot read it as ohsumed data \(EOFError"):
+        list(ts.iter_documents(tmp_path, sources=[ohsumed]))
 
 
 def test_sentences_and_token_lists(tmp_path: Path) -> None:

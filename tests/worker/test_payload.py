@@ -14,7 +14,7 @@ import pytest
 
 from es_rerank.lex import LEX3, lex_features
 from es_rerank.payload import (
-    DOC_LEN, DOC_PAD, MAX_DOCS, QUERY_LEN, PayloadError, ScoreRequest, build_request, decode, encode,
+    DOC_LEN, DOC_PAD, MAX_DOCS, MAX_TOKEN_CHARS, QUERY_LEN, PayloadError, ScoreRequest, build_request, decode, encode,
 )
 from es_rerank.stats import build_stats
 from es_rerank.text import embedding_tokens, tokenize
@@ -64,6 +64,13 @@ def test_build_request_follows_the_model_inputs(stats):
         np.testing.assert_array_equal(request.doc_tokens[row, :len(first)], first)
         assert (request.doc_tokens[row, len(first):] == DOC_PAD).all()
     np.testing.assert_array_equal(request.lex, lex_features(stats.vocab.lookup(tokens), hits, stats, LEX3))
+
+
+def test_a_word_too_long_for_the_payload_is_cut_not_refused(stats):
+    word = "acgt" * 60  # 240 characters: a sequence pasted into the search box
+    request = build_request(f"green tea {word}", [stats.doc_terms(0)], stats)
+    assert request.query_tokens[-1] == word[:MAX_TOKEN_CHARS]
+    assert decode(encode(request)).query_tokens == request.query_tokens
 
 
 def test_build_request_without_lex_features(stats):
