@@ -18,4 +18,4 @@ if [[ $train == 1 ]]; then
     esrr embeddings train
     esrr train --variant delta-32-lex3
 fi
-esrr search -- "$query"  # `--`: a query may start with '-
+esrr search -- "$query"  # `--`: a query may start with a dash
