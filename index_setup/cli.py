@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import click
 
@@ -78,23 +78,29 @@ def index() -> None:
     """Load the corpus, build and replace indexes with their term statistics."""
 
 
+def _load_options(command: Callable) -> Callable:
+    """The options ``build`` and ``reindex`` share: backend, corpus, strictness, version name."""
+    for option in reversed([
+        BACKEND_OPTION,
+        click.option("--data", type=click.Path(exists=True, path_type=Path), default=None,
+                     help="Corpus: a BEIR directory, corpus.jsonl[.gz], PubMed XML (.xml[.gz]) or a "
+                          "directory of PubMed baseline files (default: NFCorpus)."),
+        click.option("--strict", is_flag=True, help="Fail on the first malformed record instead of skipping it."),
+        click.option("--version", "version", default=None, help="Version name (default: a UTC timestamp)."),
+    ]):
+        command = option(command)
+    return command
+
+
 @index.command()
-@BACKEND_OPTION
-@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None,
-              help="Corpus: a BEIR directory, corpus.jsonl[.gz], PubMed XML (.xml[.gz]) or a "
-                   "directory of PubMed baseline files (default: NFCorpus).")
-@click.option("--strict", is_flag=True, help="Fail on the first malformed record instead of skipping it.")
-@click.option("--version", "version", default=None, help="Version name (default: a UTC timestamp).")
+@_load_options
 def build(backend: str | None, data: Path | None, strict: bool, version: str | None) -> None:
     """Build a new index version with its statistics and serve it."""
     _build(backend, data, strict, version, require_existing=False)
 
 
 @index.command()
-@BACKEND_OPTION
-@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None)
-@click.option("--strict", is_flag=True)
-@click.option("--version", "version", default=None)
+@_load_options
 def reindex(backend: str | None, data: Path | None, strict: bool, version: str | None) -> None:
     """Replace the served index: build a new version, then swap to it only when complete."""
     _build(backend, data, strict, version, require_existing=True)
