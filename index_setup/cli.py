@@ -223,7 +223,12 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours:
     from worker.settings import WorkerSettings  # torch-free
 
     settings = _settings(backend)
-    checkpoint = load_settings(WorkerSettings).checkpoint_path
+    worker_settings = load_settings(WorkerSettings)
+    checkpoint = worker_settings.checkpoint_path
+    missing = [str(path) for path in worker_settings.checkpoint if not path.is_file()]
+    if missing and rerank is not False:  # named on purpose: a typo must not fall back to BM25 quietly
+        raise click.ClickException(f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
+                                   "path, unset it to serve <home>/models, or pass --no-rerank")
     for option, asked in (("--rerank", rerank), ("--neighbours", use_neighbours)):
         if asked and not window:
             raise click.UsageError(f"{option} reorders the top --window hits; give a window above 0")

@@ -293,6 +293,12 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
         assert "s3cret" not in result.output
 
 
+def test_a_named_checkpoint_that_does_not_exist_is_an_error_not_bm25(home: Path) -> None:
+    env = {"ESRR_HOME": str(home), "ESRR_CHECKPOINT": str(home / "models" / "typo.pt")}
+    assert_clean_failure(CliRunner().invoke(main, ["search", "x"], env=env), "typo.pt, which does not exist",
+                         "--no-rerank")
+
+
 def test_reordering_without_a_window_is_a_usage_error(home: Path) -> None:
     for option in ("--rerank", "--neighbours"):
         result = CliRunner().invoke(main, ["search", "x", "--window", "0", option], env={"ESRR_HOME": str(home)})
