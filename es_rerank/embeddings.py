@@ -88,7 +88,7 @@ class Embeddings:
 
     def nearest(self, word: str, k: int = 10) -> list[tuple[str, float]]:
         """The ``k`` words closest to ``word`` by cosine similarity (PAD and UNK excluded)."""
-        if word not in self.index or self.index[word] < 2:  # PAD and UNK have no neighbours
+        if word not in self.index or self.index[word] <= UNK:  # PAD and UNK have no neighbours
             raise KeyError(f"{word!r} is not in the vocabulary of {self.version}")
         words = np.asarray(self.vectors[2:], dtype=np.float32)
         norms = np.linalg.norm(words, axis=1)
@@ -100,17 +100,17 @@ class Embeddings:
 
 
 def current_version(embeddings_dir: Path) -> str | None:
-    """The version named by ``<embeddings_dir>/CURRENT``, or None."""
-    return read_pointer(Path(embeddings_dir))
+    """The version named by ``<embeddings_dir>/CURRENT``, or None; ``EmbeddingsError`` for a damaged pointer."""
+    try:
+        return read_pointer(Path(embeddings_dir))
+    except VersionNameError as error:
+        raise EmbeddingsError(f"{error} (or retrain with `esrr embeddings train`)") from None
 
 
 def load_current(settings: CommonSettings | None = None, mmap: bool = True) -> Embeddings:
     """The embeddings that ``CURRENT`` points at, under ``settings.embeddings_dir``."""
     embeddings_dir = (settings or CommonSettings()).embeddings_dir
-    try:
-        version = current_version(embeddings_dir)
-    except VersionNameError as error:
-        raise EmbeddingsError(f"{error} (or retrain with `esrr embeddings train`)") from None
+    version = current_version(embeddings_dir)
     if version is None:
         raise EmbeddingsError(
             f"no trained embeddings in {embeddings_dir} (no {CURRENT_FILE} file); "

@@ -39,7 +39,7 @@ class CommonSettings(BaseSettings):
     es_bulk_chunk_size: int = Field(500, ge=1, description="documents per _bulk request")
     es_bulk_max_retries: int = Field(3, ge=0, description="retries of a chunk rejected with 429")
     es_bulk_initial_backoff_s: float = Field(2.0, gt=0, description="first retry wait, doubles each retry")
-    es_keep_versions: int = Field(2, ge=1, description="index versions kept by `delete_old_versions`")
+    es_keep_versions: int = Field(2, ge=1, description="index versions `esrr index prune` keeps (either backend)")
 
     @field_validator("es_url")
     @classmethod

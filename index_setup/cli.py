@@ -58,17 +58,20 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
             click.echo(f"built embedded index {result.version}: {result.n_docs} documents, "
                        f"{result.n_terms} terms in {result.seconds:.1f} s at {result.directory}")
         else:
-            from es_rerank.backends.elasticsearch import alias_targets, connect
+            from es_rerank.backends.elasticsearch import alias_targets, connect, translate_errors
             from index_setup.es_index import load_index
 
             client = connect(settings)
-            if require_existing and not alias_targets(client, settings.es_alias):
+            with translate_errors(client):
+                replaceable = alias_targets(client, settings.es_alias) if require_existing else True
+            if not replaceable:
                 raise click.ClickException(f"no Elasticsearch index behind the alias {settings.es_alias!r} to "
                                            "replace; run `esrr index build` first")
             result = load_index(client, documents, settings, version=version)
             click.echo(f"loaded Elasticsearch index {result}")
     except (BackendError, CorpusFormatError, FileNotFoundError, FileExistsError, ValueError) as error:
-        loaded = f"\n{report.summary()}" if report is not None else ""
+        about_the_corpus = report is not None and isinstance(error, (CorpusFormatError, ValueError))
+        loaded = f"\n{report.summary()}" if about_the_corpus else ""
         raise click.ClickException(f"{error}{loaded}") from None
     click.echo(report.summary())
 
@@ -124,14 +127,17 @@ def versions(backend: str | None) -> None:
             raise click.ClickException(str(error)) from None
     else:
         from es_rerank.backends.embedded import current_version
+        from es_rerank.versions import CURRENT_FILE
         from index_setup.embedded_index import list_versions
 
         root = settings.indexes_dir / "embedded"
         all_versions = list_versions(root)
         try:
             current = current_version(root) if all_versions else None
-        except BackendError:  # versions but no CURRENT: list them, none marked as served
+        except BackendError as error:  # versions but no usable CURRENT: list them, none marked as served
             current = None
+            if (root / CURRENT_FILE).is_file():
+                click.echo(f"warning: {error}", err=True)
     if not all_versions:
         click.echo("no index versions yet; build one with `esrr index build`", err=True)
     for version in all_versions:

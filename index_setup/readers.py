@@ -177,12 +177,22 @@ def _record_id(path: Path, number: int, record: dict, report: LoadReport, strict
         _problem(report, strict, path, f"line {number}",
                  f"{found}; every record needs a non-empty string \"_id\"")
         return None
-    if any(character.isspace() for character in str(value)):
-        # Ids are stored one per line in the statistics and written into space-separated TREC runs.
-        _problem(report, strict, path, f"line {number}",
-                 f"\"_id\" = {str(value)!r} contains whitespace; use ids without spaces, tabs or line breaks")
+    problem = _whitespace_in_id(str(value))
+    if problem:
+        _problem(report, strict, path, f"line {number}", f"\"_id\": {problem}")
         return None
     return str(value)
+
+
+def _whitespace_in_id(value: str) -> str | None:
+    """What is wrong with an id holding whitespace, or None.
+
+    Ids are stored one per line in the statistics and written into space-separated
+    TREC runs, so a space, tab or line break in one would corrupt both.
+    """
+    if any(character.isspace() for character in value):
+        return f"{value!r} contains whitespace; use ids without spaces, tabs or line breaks"
+    return None
 
 
 def _string_field(path: Path, number: int, record: dict, name: str,
@@ -256,6 +266,9 @@ def read_queries(path: Path, strict: bool = False, report: LoadReport | None = N
                          "expected ID<TAB>TEXT (a tab-separated query id and query text)")
                 continue
             query_id, text = query_id.strip(), text.strip()
+            if _whitespace_in_id(query_id):
+                _problem(report, strict, path, f"line {number}", f"query id {_whitespace_in_id(query_id)}")
+                continue
         if query_id is None or text is None:
             continue
         if query_id in queries:
@@ -360,6 +373,8 @@ def _pubmed_document(record: ElementTree.Element) -> tuple[Document | None, str]
         pmid = _text_of(citation.find("PMID"))
         if not pmid:
             return None, "PubmedArticle without MedlineCitation/PMID"
+        if _whitespace_in_id(pmid):
+            return None, f"PMID {_whitespace_in_id(pmid)}"
         article = citation.find("Article")
         if article is None:
             return Document(pmid, "", ""), ""
@@ -369,6 +384,8 @@ def _pubmed_document(record: ElementTree.Element) -> tuple[Document | None, str]
     pmid = _text_of(book.find("PMID")) if book is not None else ""
     if not pmid:
         return None, "PubmedBookArticle without BookDocument/PMID"
+    if _whitespace_in_id(pmid):
+        return None, f"PMID {_whitespace_in_id(pmid)}"
     title = _text_of(book.find("ArticleTitle")) or _text_of(book.find("Book/BookTitle"))
     return Document(pmid, title, _abstract_of(book.find("Abstract"))), ""
 

@@ -37,7 +37,7 @@ def _settings(**overrides: object):
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def start(pool: str | None, concurrency: int | None, loglevel: str | None, celery_args: tuple[str, ...]) -> None:
     """Start a worker; extra arguments go to `celery worker` (e.g. -n NAME)."""
-    settings = _settings(pool=pool, concurrency=concurrency, loglevel=loglevel.upper() if loglevel else None)
+    settings = _settings(pool=pool, concurrency=concurrency, loglevel=loglevel)
     from kombu.utils.url import maybe_sanitize_url
 
     from worker.celery_app import app, celery_config

@@ -117,8 +117,8 @@ Request = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
 
 
 def default_device() -> torch.device:
-    """CUDA when available, else CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """CUDA when this machine has a device, else CPU (counted as in ``check_device``, before a fork too)."""
+    return torch.device("cuda" if torch.cuda.device_count() > 0 else "cpu")
 
 
 def check_device(device: str | torch.device) -> torch.device:

@@ -102,6 +102,8 @@ class WorkerSettings(CommonSettings):
     @field_validator("checkpoint", mode="before")
     @classmethod
     def _split_checkpoints(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            value = ",".join(map(str, value))
         if isinstance(value, (str, Path)):
             return checkpoint_list(str(value)) if str(value).strip() else ()
         return value

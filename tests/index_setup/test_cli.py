@@ -293,6 +293,20 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
         assert "s3cret" not in result.output
 
 
+def test_reindex_against_an_unreachable_cluster_is_a_clean_error(home: Path, corpus: Path, free_port) -> None:
+    env = {"ESRR_HOME": str(home), "ESRR_ES_URL": f"http://127.0.0.1:{free_port()}"}
+    result = CliRunner().invoke(main, ["index", "reindex", "--backend", "elasticsearch", "--data", str(corpus)],
+                                env=env)
+    assert_clean_failure(result, "cannot reach Elasticsearch", "ESRR_ES_URL")
+
+
+def test_a_damaged_embeddings_pointer_is_a_clean_error(home: Path) -> None:
+    (home / "embeddings").mkdir(parents=True)
+    (home / "embeddings" / CURRENT_FILE).write_text("../../elsewhere\n")
+    result = CliRunner().invoke(main, ["embeddings", "info"], env={"ESRR_HOME": str(home)})
+    assert_clean_failure(result, "CURRENT is damaged")
+
+
 def test_a_named_checkpoint_that_does_not_exist_is_an_error_not_bm25(home: Path) -> None:
     env = {"ESRR_HOME": str(home), "ESRR_CHECKPOINT": str(home / "models" / "typo.pt")}
     assert_clean_failure(CliRunner().invoke(main, ["search", "x"], env=env), "typo.pt, which does not exist",

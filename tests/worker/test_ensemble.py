@@ -68,5 +68,7 @@ def test_checkpoint_setting_names_the_members_comma_separated(tmp_path):
     assert settings.checkpoint_path == tmp_path / "a.pt"
     with pytest.raises(ValidationError, match="names one checkpoint twice"):
         WorkerSettings(checkpoint="a.pt,a.pt")
+    with pytest.raises(ValidationError, match="names one checkpoint twice"):
+        WorkerSettings(checkpoint=[tmp_path / "a.pt", tmp_path / "x" / ".." / "a.pt"])
     with pytest.raises(ValidationError, match="a directory; point it to the .pt file"):
         WorkerSettings(checkpoint=f"a.pt,{tmp_path}")

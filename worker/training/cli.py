@@ -208,7 +208,7 @@ def _labelled_checkpoints(option: str, ensemble: bool) -> tuple[str, list[Path]]
         try:  # the same list ESRR_CHECKPOINT serves
             members = list(checkpoint_list(paths)) if paths.strip() else []
         except ValueError as error:
-            raise click.BadParameter(f"{option!r}: {error}", param_hint=param_hint) from None
+            raise click.BadParameter(f"row {label!r}: {error}", param_hint=param_hint) from None
         expected, enough = "LABEL=CHECKPOINT,CHECKPOINT[,...] with at least two existing checkpoint files", 2
     else:
         members = [Path(paths)] if paths else []

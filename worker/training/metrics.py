@@ -39,7 +39,8 @@ def per_query(measure: Measure, qrels: Qrels, run: Run) -> dict[str, float]:
     return values
 
 
-def mean_metric(measure: Measure, qrels: Qrels, candidates: Sequence[QueryCandidates], scores: Sequence[np.ndarray]) -> float:
+def mean_metric(measure: Measure, qrels: Qrels, candidates: Sequence[QueryCandidates],
+                scores: Sequence[np.ndarray]) -> float:
     """Mean of ``measure`` over the queries of ``candidates``."""
     run = run_from_scores(candidates, scores)
     judged = {c.query_id: qrels.get(c.query_id, {}) for c in candidates}
