@@ -116,6 +116,8 @@ def main() -> None:
 @main.group(cls=LazyGroup, lazy_subcommands={
     "index": ("index_setup.bench:bench_index", "Tokenize+statistics rate, index build time, BM25 latency."),
     "score": ("worker.bench:bench_score", "Reference vs fast Delta scorer latency, throughput and RSS."),
+    "roundtrip": ("worker.bench_roundtrip:bench_roundtrip",
+                  "rerank.score through the broker against a running worker: latency and throughput."),
 })
 def bench() -> None:
     """Benchmarks that print measured figures (see the README for how they were run)."""

@@ -228,6 +228,19 @@ def test_a_worker_serves_an_ensemble_named_in_the_checkpoint_setting(broker, art
         process.stop()
 
 
+@pytest.mark.broker
+def test_the_round_trip_benchmark_times_every_request(running_worker, artifacts):
+    from worker.bench_roundtrip import measure_round_trips
+
+    payloads = [encode(make_request(artifacts, QUERIES[i % len(QUERIES)], rows_for(artifacts, 50 + i, 6)))
+                for i in range(6)]
+    for concurrency in (1, 3):
+        row = measure_round_trips(running_worker.client, running_worker.queue, payloads, concurrency, TIMEOUT)
+        assert (row.concurrency, row.requests) == (concurrency, 6)
+        assert 0 < row.worker_p50_ms <= row.p50_ms <= row.p99_ms
+        assert 1 <= row.mean_batch <= concurrency and row.per_second > 0
+
+
 def _hold_redelivery_lock_as_a_dead_worker(client) -> None:
     """Take kombu's redelivery lock with the worker's expiry, as a worker killed mid-sweep leaves it.
 
