@@ -11,6 +11,10 @@ checked without loading the model or initialising CUDA.
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
+from typing import Iterator
+
 import click
 
 from es_rerank.payload import WorkerSetupError
@@ -28,6 +32,26 @@ def _settings(**overrides: object):
     return load_settings(WorkerSettings, **overrides)
 
 
+@contextmanager
+def _environment_with(overrides: dict[str, object]) -> Iterator[None]:
+    """``ESRR_*`` with the command-line options in it, for the duration of the block.
+
+    ``worker.celery_app`` builds its app from ``ESRR_*`` when first imported; without
+    this, a bad ``ESRR_*`` value that an option overrides would still stop the worker.
+    """
+    names = {f"ESRR_{name.upper()}": str(value) for name, value in overrides.items() if value is not None}
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 @worker.command(context_settings={"ignore_unknown_options": True})
 @click.option("--pool", type=click.Choice(["threads", "solo", "prefork"]), default=None,
               help="Celery pool (default: ESRR_POOL, else threads: tasks share one model and batch).")
@@ -37,10 +61,12 @@ def _settings(**overrides: object):
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def start(pool: str | None, concurrency: int | None, loglevel: str | None, celery_args: tuple[str, ...]) -> None:
     """Start a worker; extra arguments go to `celery worker` (e.g. -n NAME)."""
-    settings = _settings(pool=pool, concurrency=concurrency, loglevel=loglevel)
+    overrides = {"pool": pool, "concurrency": concurrency, "loglevel": loglevel}
+    settings = _settings(**overrides)
     from kombu.utils.url import maybe_sanitize_url
 
-    from worker.celery_app import app, celery_config
+    with _environment_with(overrides):
+        from worker.celery_app import app, celery_config
     from worker.runtime import embeddings_dir, get_runtime, load_checkpoints, scoring_device
 
     app.conf.update(celery_config(settings))  # with the command-line overrides

@@ -37,6 +37,19 @@ def test_a_prefork_start_checks_the_device_before_forking(artifacts):
     assert "Traceback" not in result.output
 
 
+def test_an_option_overrides_a_bad_environment_value(artifacts):
+    """ESRR_CONCURRENCY=0 is invalid, but --concurrency replaces it: the start goes on to the device check."""
+    code = ("import sys; from es_rerank.cli import main; "
+            "sys.argv = ['esrr', 'worker', 'start', '--pool', 'prefork', '--concurrency', '2']; main()")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}
+    env.update(ESRR_HOME=str(artifacts.home), ESRR_CONCURRENCY="0", ESRR_DEVICE="cuda:5",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=60)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "(ESRR_DEVICE=cuda:5)" in output and "ESRR_CONCURRENCY" not in output, output
+
+
 def test_log_level_and_pool_are_case_insensitive():
     settings = WorkerSettings(loglevel="debug", pool="Threads")
     assert (settings.loglevel, settings.pool) == ("DEBUG", "threads")
