@@ -125,36 +125,43 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]
 def bench_roundtrip(queries: int, window: int, levels: list[int], timeout: float, data: Path | None,
                     json_out: Path | None) -> None:
     """Round-trip latency and throughput of rerank.score against a running worker."""
+    from celery.exceptions import TimeoutError as CeleryTimeoutError
+    from kombu.exceptions import OperationalError
+    from kombu.utils.url import maybe_sanitize_url
+
     from es_rerank.backends import BackendError, open_backend
     from es_rerank.cli import load_settings
-    from celery.exceptions import TimeoutError as CeleryTimeoutError
-
     from es_rerank.payload import PayloadError, WorkerSetupError
     from index_setup.nfcorpus import NFCorpus
-    from kombu.utils.url import maybe_sanitize_url
     from worker.celery_app import create_app
     from worker.settings import WorkerSettings
 
     settings = load_settings(WorkerSettings)
+    payloads = []
     try:
         nfcorpus = NFCorpus.locate(data, settings)
         backend = open_backend(settings)
+        for text in [text for _, text in sorted(nfcorpus.queries("dev").items())][:queries]:
+            hits = backend.search(text, window)
+            try:
+                request = build_request(text, [h.terms for h in hits], backend.stats, LEX3)
+            except PayloadError:  # a query without tokens: nothing to rerank by
+                continue
+            if hits:  # no hit, nothing to rerank: a caller would not send it
+                payloads.append(encode(request))
     except (BackendError, FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
-    texts = [text for _, text in sorted(nfcorpus.queries("dev").items())][:queries]
-    payloads = []
-    for text in texts:
-        hits = backend.search(text, window)
-        try:
-            request = build_request(text, [h.terms for h in hits], backend.stats, LEX3)
-        except PayloadError:  # a query without tokens: nothing to rerank by
-            continue
-        if hits:  # no hit, nothing to rerank: a caller would not send it
-            payloads.append(encode(request))
+    if not payloads:
+        raise click.ClickException(f"none of the first {queries} dev queries has a BM25 hit; raise --queries")
+    broker = maybe_sanitize_url(settings.broker_url)
     client = create_app(settings)
-    if not client.control.ping(timeout=2.0):
-        raise click.ClickException(f"no worker answers on {maybe_sanitize_url(settings.broker_url)}; start one "
-                                   f"with `esrr worker start` (queue {settings.queue!r})")
+    try:
+        answered = client.control.ping(timeout=2.0)
+    except OperationalError as error:
+        raise click.ClickException(f"cannot reach the broker at {broker} ({error}); check ESRR_BROKER_URL") from None
+    if not answered:
+        raise click.ClickException(f"no worker answers on {broker}; start one with `esrr worker start` "
+                                   f"(queue {settings.queue!r})")
     header = {"machine": machine_description(), "broker": settings.broker_scheme, "queue": settings.queue,
               "requests": len(payloads), "window": window,
               "payload_kb": round(statistics.fmean(len(json.dumps(p)) for p in payloads) / 1024, 1)}
