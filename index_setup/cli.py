@@ -62,11 +62,12 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
             from index_setup.es_index import load_index
 
             client = connect(settings)
-            with translate_errors(client):
-                replaceable = alias_targets(client, settings.es_alias) if require_existing else True
-            if not replaceable:
-                raise click.ClickException(f"no Elasticsearch index behind the alias {settings.es_alias!r} to "
-                                           "replace; run `esrr index build` first")
+            if require_existing:
+                with translate_errors(client):
+                    served = alias_targets(client, settings.es_alias)
+                if not served:
+                    raise click.ClickException(f"no Elasticsearch index behind the alias {settings.es_alias!r} "
+                                               "to replace; run `esrr index build` first")
             result = load_index(client, documents, settings, version=version)
             click.echo(f"loaded Elasticsearch index {result}")
     except (BackendError, CorpusFormatError, FileNotFoundError, FileExistsError, ValueError) as error:

@@ -177,8 +177,7 @@ def _record_id(path: Path, number: int, record: dict, report: LoadReport, strict
         _problem(report, strict, path, f"line {number}",
                  f"{found}; every record needs a non-empty string \"_id\"")
         return None
-    problem = _whitespace_in_id(str(value))
-    if problem:
+    if problem := _whitespace_in_id(str(value)):
         _problem(report, strict, path, f"line {number}", f"\"_id\": {problem}")
         return None
     return str(value)
@@ -266,8 +265,8 @@ def read_queries(path: Path, strict: bool = False, report: LoadReport | None = N
                          "expected ID<TAB>TEXT (a tab-separated query id and query text)")
                 continue
             query_id, text = query_id.strip(), text.strip()
-            if _whitespace_in_id(query_id):
-                _problem(report, strict, path, f"line {number}", f"query id {_whitespace_in_id(query_id)}")
+            if problem := _whitespace_in_id(query_id):
+                _problem(report, strict, path, f"line {number}", f"query id {problem}")
                 continue
         if query_id is None or text is None:
             continue
@@ -279,7 +278,6 @@ def read_queries(path: Path, strict: bool = False, report: LoadReport | None = N
         report.read += 1
     _finish(report, own_report, str(path))
     return queries
-
 
 
 def _integer(text: str) -> int | None:
@@ -373,8 +371,6 @@ def _pubmed_document(record: ElementTree.Element) -> tuple[Document | None, str]
         pmid = _text_of(citation.find("PMID"))
         if not pmid:
             return None, "PubmedArticle without MedlineCitation/PMID"
-        if _whitespace_in_id(pmid):
-            return None, f"PMID {_whitespace_in_id(pmid)}"
         article = citation.find("Article")
         if article is None:
             return Document(pmid, "", ""), ""
@@ -384,8 +380,6 @@ def _pubmed_document(record: ElementTree.Element) -> tuple[Document | None, str]
     pmid = _text_of(book.find("PMID")) if book is not None else ""
     if not pmid:
         return None, "PubmedBookArticle without BookDocument/PMID"
-    if _whitespace_in_id(pmid):
-        return None, f"PMID {_whitespace_in_id(pmid)}"
     title = _text_of(book.find("ArticleTitle")) or _text_of(book.find("Book/BookTitle"))
     return Document(pmid, title, _abstract_of(book.find("Abstract"))), ""
 
@@ -422,6 +416,8 @@ def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None) -> Iterator
                     if document is None:
                         _problem(report, strict, path, f"record {record_number}",
                                  f"{missing}; a PubMed record needs its PMID")
+                    elif problem := _whitespace_in_id(document.doc_id):
+                        _problem(report, strict, path, f"record {record_number}", f"PMID {problem}")
                     else:
                         report.read += 1
                         yield document

@@ -22,7 +22,7 @@ import torch
 
 from es_rerank.machine import machine_description
 from worker.model import VARIANTS, Checkpoint, DeltaConfig, DeltaModel
-from worker.scorer import LAYOUTS, DeltaScorer, check_device, default_device
+from worker.scorer import LAYOUTS, DeltaScorer, resolve_device
 
 UNK_ROW = 1  # row 0 is PAD, row 1 the UNK vector in the synthetic tables
 
@@ -290,7 +290,7 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        dev = check_device(device) if device else default_device()
+        dev = resolve_device(device or None)
     except RuntimeError:
         raise click.BadParameter(f"{device!r} is not a torch device; use cpu, cuda or cuda:N",
                                  param_hint="--device") from None

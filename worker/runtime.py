@@ -34,7 +34,7 @@ from worker.batching import MicroBatcher, result_or_cancel
 from worker.ensemble import EnsembleScorer
 from worker.inputs import query_rows, term_rows
 from worker.model import PAD_ID, Checkpoint
-from worker.scorer import DeltaScorer, check_device, default_device
+from worker.scorer import DeltaScorer, resolve_device
 from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def embeddings_dir(settings: WorkerSettings, version: str) -> Path:
 def scoring_device(settings: WorkerSettings) -> torch.device:
     """The device the worker scores on, checked (before a fork too); ``WorkerSetupError`` names the fix."""
     try:
-        return default_device() if settings.device is None else check_device(settings.device)
+        return resolve_device(settings.device)
     except ValueError as error:
         raise WorkerSetupError(f"{error} (ESRR_DEVICE={settings.device})") from error
 

@@ -117,16 +117,19 @@ Request = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
 
 
 def default_device() -> torch.device:
-    """CUDA when this machine has a device, else CPU (counted as in ``check_device``, before a fork too)."""
+    """CUDA when this machine has a device, else CPU (counted as in ``resolve_device``, before a fork too)."""
     return torch.device("cuda" if torch.cuda.device_count() > 0 else "cpu")
 
 
-def check_device(device: str | torch.device) -> torch.device:
-    """``device`` as a torch device; ``ValueError`` for a CUDA device this machine does not have.
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``device`` as a torch device (None: ``default_device``); ``ValueError`` for a CUDA device this
+    machine does not have.
 
     ``torch.cuda.device_count`` asks NVML where it can, without initialising CUDA, so
     a prefork parent can check before it forks its children.
     """
+    if device is None:
+        return default_device()
     device = torch.device(device)
     if device.type == "cuda":
         count = torch.cuda.device_count()
@@ -193,7 +196,7 @@ class DeltaScorer:
     @classmethod
     def from_model(cls, model: DeltaModel, device: str | torch.device | None = None) -> "DeltaScorer":
         """Precompute the tables of ``model`` on ``device`` (None = CUDA if available else CPU)."""
-        return cls(model, default_device() if device is None else check_device(device))
+        return cls(model, resolve_device(device))
 
     @property
     def device(self) -> torch.device:
