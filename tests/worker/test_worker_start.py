@@ -15,14 +15,18 @@ from worker.settings import WorkerSettings
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _run_python(args: list[str], **settings: str) -> subprocess.CompletedProcess:
+    """``python ARGS`` in the repository with only ``settings`` as ESRR_* (stdout and stderr captured)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}
+    env.update(settings, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+
+
 def test_celery_started_directly_names_a_bad_setting_without_echoing_it():
     for name, value, expected in [("ESRR_DEVICE", "gpu", "ESRR_DEVICE: String should match pattern"),
                                   ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:6379/0/x",
                                    "ESRR_BROKER_URL: a Redis URL ends in a database number")]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}
-        env.update({name: value, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))})
-        done = subprocess.run([sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker"],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        done = _run_python(["-m", "celery", "-A", "worker.celery_app", "worker"], **{name: value})
         output = done.stdout + done.stderr
         assert done.returncode != 0
         assert "esrr worker cannot start: invalid settings" in output and expected in output, output
@@ -41,11 +45,7 @@ def test_an_option_overrides_a_bad_environment_value(artifacts):
     """ESRR_CONCURRENCY=0 is invalid, but --concurrency replaces it: the start goes on to the device check."""
     code = ("import sys; from es_rerank.cli import main; "
             "sys.argv = ['esrr', 'worker', 'start', '--pool', 'prefork', '--concurrency', '2']; main()")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}
-    env.update(ESRR_HOME=str(artifacts.home), ESRR_CONCURRENCY="0", ESRR_DEVICE="cuda:5",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=60)
+    done = _run_python(["-c", code], ESRR_HOME=str(artifacts.home), ESRR_CONCURRENCY="0", ESRR_DEVICE="cuda:5")
     output = done.stdout + done.stderr
     assert done.returncode == 1 and "(ESRR_DEVICE=cuda:5)" in output and "ESRR_CONCURRENCY" not in output, output
 
