@@ -57,7 +57,8 @@ def _environment_with(overrides: dict[str, object]) -> Iterator[None]:
               help="Celery pool (default: ESRR_POOL, else threads: tasks share one model and batch).")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=None,
               help="Tasks in flight (default: ESRR_CONCURRENCY, else 8).")
-@click.option("--loglevel", default=None, help="Log level (default: ESRR_LOGLEVEL, else INFO).")
+@click.option("--loglevel", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False),
+              default=None, help="Log level (default: ESRR_LOGLEVEL, else INFO).")
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def start(pool: str | None, concurrency: int | None, loglevel: str | None, celery_args: tuple[str, ...]) -> None:
     """Start a worker; extra arguments go to `celery worker` (e.g. -n NAME)."""
@@ -91,6 +92,26 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
         raise click.ClickException(str(error)) from None
     # Passed explicitly although celery_config sets them too: `celery worker` defaults
     # --pool to prefork and --loglevel to WARNING whatever the app's configuration says.
-    app.worker_main(["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency),
-                     "--prefetch-multiplier", "1", "--loglevel", settings.loglevel,
-                     "--queues", settings.queue, *celery_args])
+    status = _run_celery_worker(app, ["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency),
+                                      "--prefetch-multiplier", "1", "--loglevel", settings.loglevel,
+                                      "--queues", settings.queue, *celery_args])
+    if status:
+        raise click.ClickException(f"the worker stopped with exit status {status}; its log above says why")
+
+
+def _run_celery_worker(app, argv: list[str]) -> int:
+    """Run `celery ARGV` for ``app`` and return its exit status.
+
+    ``app.worker_main`` runs the same command but drops the status, so a worker that
+    stops on an unrecoverable error (Celery logs it as CRITICAL) would exit 0 and look
+    like a clean stop to a supervisor.
+    """
+    from celery.bin.celery import celery
+
+    celery.params[0].default = app  # what Celery.start does: the app for `-A`
+    try:
+        return celery.main(args=argv, standalone_mode=False) or 0
+    except click.exceptions.Exit as stop:
+        return stop.exit_code
+    finally:
+        celery.params[0].default = None

@@ -53,3 +53,18 @@ def test_an_option_overrides_a_bad_environment_value(artifacts):
 def test_log_level_and_pool_are_case_insensitive():
     settings = WorkerSettings(loglevel="debug", pool="Threads")
     assert (settings.loglevel, settings.pool) == ("DEBUG", "threads")
+
+
+def test_a_worker_that_stops_on_an_unrecoverable_error_exits_non_zero(artifacts, tmp_path):
+    """Celery logs the error as CRITICAL and stops; a supervisor must not see a clean exit."""
+    code = ("import sys; from es_rerank.cli import main; sys.argv = ['esrr', 'worker', 'start', '--pool', 'solo', "
+            f"'--pidfile', {str(tmp_path / 'missing' / 'worker.pid')!r}]; main()")
+    done = _run_python(["-c", code], ESRR_HOME=str(artifacts.home), ESRR_BROKER_URL="redis://127.0.0.1:1/0")
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "Unrecoverable error" in output and "the worker stopped with exit status 1" in output, output
+
+
+def test_a_bad_log_level_option_is_named_as_the_option():
+    result = CliRunner().invoke(main, ["worker", "start", "--loglevel", "loud"], env={"ESRR_LOGLEVEL": "INFO"})
+    assert result.exit_code == 2 and "Invalid value for '--loglevel'" in result.output, result.output
