@@ -21,6 +21,7 @@ from es_rerank.settings import CommonSettings
 DEFAULT_CHECKPOINT_NAME = "delta-32-lex3.pt"
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket")
 AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
+RESULT_ONLY_SCHEMES = ("rpc",)
 
 
 def checkpoint_list(value: str) -> tuple[Path, ...]:
@@ -122,6 +123,18 @@ class WorkerSettings(CommonSettings):
             return self.result_backend
         return self.broker_url if self.is_redis else "rpc://"
 
+    def _check_result_backend(self) -> None:
+        """A result backend this package can talk to (the URL is not echoed: it may carry a password)."""
+        url = urlsplit(self.result_backend)
+        if url.scheme not in REDIS_SCHEMES + RESULT_ONLY_SCHEMES:
+            raise ValueError(f"ESRR_RESULT_BACKEND has scheme {url.scheme!r}: use redis://HOST:6379/DB, rpc:// "
+                             "with an AMQP broker, or leave it unset")
+        try:
+            url.port
+        except ValueError:
+            raise ValueError("ESRR_RESULT_BACKEND: the port must be a number in 1-65535, as in "
+                             "redis://HOST:6379/1") from None
+
     @model_validator(mode="after")
     def _check(self) -> "WorkerSettings":
         if self.broker_scheme not in REDIS_SCHEMES + AMQP_SCHEMES:
@@ -147,6 +160,8 @@ class WorkerSettings(CommonSettings):
             raise ValueError(
                 f"ESRR_VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s}) must exceed ESRR_TIME_LIMIT_S "
                 f"({self.time_limit_s}), or Redis hands a running task to a second worker")
+        if self.result_backend:
+            self._check_result_backend()
         if self.result_backend and self.result_backend.startswith("rpc") and self.is_redis:
             raise ValueError("ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
                              "the Redis broker as result backend")

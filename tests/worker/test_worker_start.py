@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
+from pydantic import ValidationError
 
 from es_rerank.cli import main
+from es_rerank.settings import settings_problems
 from worker.settings import WorkerSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,3 +71,13 @@ def test_a_worker_that_stops_on_an_unrecoverable_error_exits_non_zero(artifacts,
 def test_a_bad_log_level_option_is_named_as_the_option():
     result = CliRunner().invoke(main, ["worker", "start", "--loglevel", "loud"], env={"ESRR_LOGLEVEL": "INFO"})
     assert result.exit_code == 2 and "Invalid value for '--loglevel'" in result.output, result.output
+
+
+def test_a_result_backend_the_worker_cannot_use_is_refused_without_echoing_it():
+    for url, expected in [("foo://:s3cret@bar/0", "ESRR_RESULT_BACKEND has scheme 'foo'"),
+                          ("redis://:s3cret@127.0.0.1:abc/0", "ESRR_RESULT_BACKEND: the port must be a number")]:
+        with pytest.raises(ValidationError) as caught:
+            WorkerSettings(result_backend=url)
+        message = settings_problems(caught.value)
+        assert expected in message and "s3cret" not in message, message
+    assert WorkerSettings(result_backend="redis://127.0.0.1:6379/1").result_backend_url == "redis://127.0.0.1:6379/1"
