@@ -139,6 +139,9 @@ def versions(backend: str | None) -> None:
             current = None
             if (root / CURRENT_FILE).is_file():
                 click.echo(f"warning: {error}", err=True)
+        if current is not None and current not in all_versions:
+            click.echo(f"warning: {root / CURRENT_FILE} names {current}, which is not a complete version here: "
+                       "nothing is served; serve one with `esrr index use VERSION`", err=True)
     if not all_versions:
         click.echo("no index versions yet; build one with `esrr index build`", err=True)
     for version in all_versions:

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_schema, whitespace_analyzer
 from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, Vocabulary, iter_doc_terms
-from es_rerank.versions import check_version, new_version, read_pointer, write_pointer
+from es_rerank.versions import CURRENT_FILE, check_version, new_version, read_pointer, write_pointer
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,10 @@ def prune_versions(root: Path, keep: int = 2) -> list[str]:
         raise ValueError(f"keep={keep}: the number of versions to keep must be 0 or more")
     current = read_pointer(root)
     versions = list_versions(root)
+    if (root / CURRENT_FILE).is_file() and current not in versions:
+        # The served version is unknown: deleting "old" ones could delete what was meant to be served.
+        raise ValueError(f"{root / CURRENT_FILE} names {current or 'nothing'}, not one of the complete versions "
+                         f"{versions}; serve one with `esrr index use VERSION` before pruning")
     doomed = [v for v in versions[:-keep] if v != current] if keep > 0 else [v for v in versions if v != current]
     for version in doomed:
         shutil.rmtree(root / version)

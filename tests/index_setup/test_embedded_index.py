@@ -231,6 +231,14 @@ def test_prune_rejects_a_negative_keep(four_versions: Path) -> None:
     assert list_versions(four_versions) == ["v1", "v2", "v3", "v4"]
 
 
+@pytest.mark.parametrize("pointer", ["v9\n", "\n"])
+def test_prune_refuses_when_the_served_version_is_unknown(four_versions: Path, pointer: str) -> None:
+    (four_versions / "CURRENT").write_text(pointer, encoding="utf-8")  # a hand-edited or half-restored pointer
+    with pytest.raises(ValueError, match="esrr index use VERSION"):
+        prune_versions(four_versions, keep=0)
+    assert list_versions(four_versions) == ["v1", "v2", "v3", "v4"]
+
+
 def test_prune_of_an_empty_root(tmp_path: Path) -> None:
     assert prune_versions(tmp_path / "missing", keep=2) == []
 
