@@ -41,6 +41,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,7 +181,14 @@ def _record_id(path: Path, number: int, record: dict, report: LoadReport, strict
     if problem := _whitespace_in_id(str(value)):
         _problem(report, strict, path, f"line {number}", f"\"_id\": {problem}")
         return None
+    if _LONE_SURROGATE.search(str(value)):
+        _problem(report, strict, path, f"line {number}", f"\"_id\" {value!r} holds an unpaired UTF-16 "
+                 "surrogate escape (such as \\ud800), which is not text; write the id as valid Unicode")
+        return None
     return str(value)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins valid pairs: any left is unpaired
 
 
 def _whitespace_in_id(value: str) -> str | None:
@@ -204,7 +212,9 @@ def _string_field(path: Path, number: int, record: dict, name: str,
         _problem(report, strict, path, f"line {number}",
                  f"\"{name}\" is a {type(value).__name__} ({str(value)[:40]!r}), expected a string")
         return None
-    return value
+    # JSON can spell half a UTF-16 pair (\ud800) that no file can store; the index refuses it,
+    # so it becomes U+FFFD, as a decoder replaces bytes that are not text.
+    return _LONE_SURROGATE.sub("\ufffd", value)
 
 
 def _finish(report: LoadReport, own_report: bool, what: str) -> None:

@@ -76,6 +76,20 @@ def test_bad_beir_records_are_skipped_and_counted(tmp_path: Path) -> None:
     assert "skipped 6" in report.summary()
 
 
+def test_unpaired_surrogate_escapes_are_replaced_in_text_and_refused_in_ids(tmp_path: Path) -> None:
+    """JSON may spell half a UTF-16 pair; no index can store it (tantivy refused the whole build)."""
+    from index_setup.embedded_index import build_embedded_index
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"_id": "A", "title": "a\\ud800b", "text": "paired \\ud83d\\ude00 and lone \\udfff"}\n'
+                    '{"_id": "B\\ud800", "title": "t", "text": "x"}\n', encoding="utf-8")
+    report = LoadReport()
+    documents = list(read_corpus(path, report=report))
+    assert documents == [Document("A", "a\ufffdb", "paired \U0001f600 and lone \ufffd")]
+    assert report.skipped == 1 and "unpaired UTF-16 surrogate" in report.problems[0].message
+    assert build_embedded_index(documents, tmp_path / "index").n_docs == 1
+
+
 def test_strict_mode_raises_at_the_first_bad_record(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "corpus.jsonl", BEIR_LINES[:1], ("{broken\n",))
     documents = read_corpus(path, strict=True)
