@@ -88,7 +88,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import click
 import numpy as np
@@ -494,22 +494,26 @@ def train_command(data_root: Path, out: Path | None, min_count: int, epochs: int
 
 def _print_info(emb: Embeddings, directory: Path) -> None:
     meta = emb.meta
-    corpus = meta.get("corpus", {})
     click.echo(f"version      {emb.version}  ({directory})")
     click.echo(f"table        {len(emb):,} rows x {emb.dim} (PAD, UNK + {len(emb) - 2:,} words)")
-    if corpus:
-        click.echo(f"corpus       {corpus['tokens']:,} tokens, {corpus['sentences']:,} sentences, "
-                   f"{corpus['types']:,} types; {corpus['token_coverage']:.2%} of tokens in vocabulary")
-    params = meta.get("params", {})
-    if params:
-        click.echo(f"params       min_count={params['min_count']} epochs={params['epochs']} "
-                   f"window={params['window']} sg={params['sg']} hs={params['hs']} sample={params['sample']}")
-    if "seconds" in meta:
-        click.echo(f"seconds      {meta['seconds']}")
-    cov = meta.get("nfcorpus_query_coverage")
-    if cov:
-        click.echo(f"NFCorpus queries: {cov['token_coverage']:.1%} of tokens, {cov['type_coverage']:.1%} of "
-                   f"distinct words, {cov['all_known']:.1%} of queries fully in vocabulary")
+    _print_meta("corpus", meta, lambda c: f"{c['tokens']:,} tokens, {c['sentences']:,} sentences, {c['types']:,} "
+                f"types; {c['token_coverage']:.2%} of tokens in vocabulary")
+    _print_meta("params", meta, lambda p: f"min_count={p['min_count']} epochs={p['epochs']} window={p['window']} "
+                f"sg={p['sg']} hs={p['hs']} sample={p['sample']}")
+    _print_meta("seconds", meta, str)
+    _print_meta("nfcorpus_query_coverage", meta, lambda c: f"{c['token_coverage']:.1%} of tokens, "
+                f"{c['type_coverage']:.1%} of distinct words, {c['all_known']:.1%} of queries fully in vocabulary")
+
+
+def _print_meta(key: str, meta: dict, describe: Callable[[Any], str]) -> None:
+    """One line for ``meta[key]`` if present; a hand-edited or older meta.json only costs that line."""
+    if not meta.get(key):
+        return
+    label = "NFCorpus queries:" if key == "nfcorpus_query_coverage" else key
+    try:
+        click.echo(f"{label:<12} {describe(meta[key])}")
+    except (KeyError, TypeError, ValueError) as error:
+        click.echo(f"{label:<12} (meta.json's {key!r} entry is incomplete: {type(error).__name__} {error})")
 
 
 @embeddings.command("info")

@@ -289,6 +289,13 @@ def test_train_from_data_and_cli(tmp_path: Path) -> None:
     assert "c1" in result.output and "famotidine:" in result.output and "not in the vocabulary" in result.output
     result = runner.invoke(embeddings, ["info", "--out", str(tmp_path / "none")])
     assert result.exit_code != 0 and "esrr embeddings train" in result.output
+    meta_path = tmp_path / "cli" / "c1" / "meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    del meta["corpus"]["sentences"]  # hand-edited, or written by an older version
+    meta_path.write_text(json.dumps(meta), encoding="utf-8")
+    result = runner.invoke(embeddings, ["info", "--out", out])
+    assert result.exit_code == 0 and result.exception is None, result.output
+    assert "'corpus' entry is incomplete: KeyError 'sentences'" in result.output and "min_count=1" in result.output
 
 
 def test_cli_names_bad_sources_without_a_traceback(tmp_path: Path) -> None:
