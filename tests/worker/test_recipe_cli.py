@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import click
+import pytest
 from click.testing import CliRunner
 
 from es_rerank.cli import main
@@ -133,3 +135,45 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
         none_relevant = runner.invoke(main, [*command, "--data", str(unjudged)], env=env)
         assert none_relevant.exit_code == 1 and "no dev query has a relevant" in none_relevant.output, \
             none_relevant.output
+
+
+@pytest.fixture
+def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stop the test if a command starts its work (reading the data, the index) before checking its outputs."""
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the work started before the output location was checked")
+
+    monkeypatch.setattr("worker.training.cli.open_workspace", started)
+
+
+@pytest.mark.parametrize("command", [["eval"], ["select-features"]])
+def test_an_out_folder_under_a_file_fails_before_the_work(command: list[str], no_work: None, tmp_path: Path):
+    blocker = tmp_path / "report.md"
+    blocker.write_text("kept\n", encoding="utf-8")
+    result = CliRunner().invoke(main, [*command, "--out", str(blocker / "report")],
+                                env={"ESRR_HOME": str(tmp_path / "home")})
+    assert result.exit_code == 1, result.output
+    assert f"cannot write in {blocker / 'report'}: {blocker} is a file, not a folder" in result.output
+    assert "as --out" in result.output and "Traceback" not in result.output
+    assert blocker.read_text(encoding="utf-8") == "kept\n"
+
+
+@pytest.mark.parametrize("command, blocked", [(["train"], "models"), (["eval", "--out", "{tmp}/report"], "runs")])
+def test_a_blocked_esrr_home_folder_fails_before_the_work(command: list[str], blocked: str, no_work: None,
+                                                          tmp_path: Path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / blocked).write_text("not a folder\n", encoding="utf-8")
+    result = CliRunner().invoke(main, [arg.format(tmp=tmp_path) for arg in command], env={"ESRR_HOME": str(home)})
+    assert result.exit_code == 1, result.output
+    assert f"{home / blocked} is a file, not a folder" in result.output and "ESRR_HOME" in result.output
+
+
+def test_output_checks_create_missing_folders_and_leave_no_probe(tmp_path: Path):
+    from worker.training.cli import writable_dir, writable_file
+
+    out = writable_dir(tmp_path / "a" / "b", "fix")
+    assert out.is_dir() and list(out.iterdir()) == []
+    assert writable_file(tmp_path / "c" / "rows.json", "fix").parent.is_dir()
+    with pytest.raises(click.ClickException, match="it is a folder; fix"):
+        writable_file(out, "fix")

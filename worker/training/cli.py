@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import click
 
-from es_rerank.cli import FiniteFloat
+from es_rerank.cli import FiniteFloat, load_settings
 from es_rerank.machine import machine_description
 from es_rerank.settings import CommonSettings
 from worker.settings import checkpoint_list
@@ -55,16 +57,14 @@ class Workspace:
     doc_rows: DocumentRows
 
 
-def open_workspace(data: Path | None) -> Workspace:
-    """Locate NFCorpus, the served embedded index and the current embeddings."""
+def open_workspace(data: Path | None, settings: CommonSettings | None = None) -> Workspace:
+    """Locate NFCorpus, the served embedded index and the current embeddings (settings from ESRR_* if not given)."""
     from es_rerank.backends import BackendError, open_backend
     from es_rerank.embeddings import EmbeddingsError, load_current
     from index_setup.nfcorpus import NFCorpus
     from worker.training.data import DocumentRows
 
-    from es_rerank.cli import load_settings
-
-    settings = load_settings()
+    settings = settings or load_settings()
     try:
         nfcorpus = NFCorpus.locate(data, settings)
         backend = open_backend(settings)
@@ -72,6 +72,30 @@ def open_workspace(data: Path | None) -> Workspace:
     except (BackendError, EmbeddingsError, FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     return Workspace(settings, nfcorpus, backend, embeddings, DocumentRows(backend.stats, embeddings))
+
+
+def writable_dir(path: Path, fix: str) -> Path:
+    """``path`` created if missing and checked to be a folder this process can write in, so that a bad
+    output location fails before the long work, not after it; ``fix`` ends the error message."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        problem = f"{blocker} is a file, not a folder" if blocker is not None else error.strerror
+        raise click.ClickException(f"cannot write in {path}: {problem}; {fix}") from None
+    return path
+
+
+def writable_file(path: Path, fix: str) -> Path:
+    """``path`` checked to be a file this process can write (its folder created if missing), before the work."""
+    if path.is_dir():
+        raise click.ClickException(f"cannot write {path}: it is a folder; {fix}")
+    writable_dir(path.parent, fix)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise click.ClickException(f"cannot write {path}: permission denied; {fix}")
+    return path
 
 
 def _check_suffix(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -134,7 +158,9 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
         raise click.UsageError("--lex-features needs --suffix, so the served delta-32-lex3.pt is not replaced "
                                "by a model with other features (e.g. --suffix=-lexg)")
     lex_names = _lex_names(lex_features) or list(LEX3)
-    work = open_workspace(data)
+    settings = load_settings()
+    writable_dir(settings.models_dir, "make it a folder you can write to, or point ESRR_HOME elsewhere")
+    work = open_workspace(data, settings)
     train_config = replace(TrainConfig(), **{k: v for k, v in overrides.items() if v is not None})
     # The record names the number of negatives used.
     train_config = replace(train_config, negatives_per_positive=train_config.negatives_drawn)
@@ -289,6 +315,7 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
     from worker.training.feature_selection import delta_evaluator, greedy_select, linear_evaluator
     from worker.training.train import TrainConfig
 
+    writable_dir(out, "pass a folder you can write to as --out")
     work = open_workspace(data)
     train_config = replace(TrainConfig(), max_epochs=max_epochs, patience=patience)
     dev_qrels = work.nfcorpus.qrels("dev")
@@ -304,7 +331,6 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
         steps = greedy_select(ALL_FEATURES, evaluate, max_features)
         seconds = time.perf_counter() - started
         paper = evaluate(LEX3)
-    out.mkdir(parents=True, exist_ok=True)
     stem = out / f"selection-{ranker}"
     stem.with_suffix(".json").write_text(json.dumps({
         "command": _command(), "machine": machine_description(), "ranker": ranker, "train": asdict(train_config),
@@ -350,7 +376,11 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     _check_row_labels([label for label, _ in [*extra_pairs, *ensemble_pairs]])
     extra_models = {label: paths[0] for label, paths in extra_pairs}
     ensemble_models = dict(ensemble_pairs)
-    work = open_workspace(data)
+    settings = load_settings()
+    runs_dir = settings.home / "runs" / split
+    writable_dir(out, "pass a folder you can write to as --out")
+    writable_dir(runs_dir, "make it a folder you can write to, or point ESRR_HOME elsewhere")
+    work = open_workspace(data, settings)
     models = {label: checkpoint_path(work.settings, variant) for variant, label in VARIANT_NAMES.items()}
     for label, path in list(models.items()):
         if not path.is_file():
@@ -393,10 +423,9 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
             label: scored[label] for label in _rows_with_votes([*extra_models, *ensemble_models]) if label in scored}))
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
-    write_report(rows, runs, out, recall, _command(), machine_description(),
-                 runs_dir=work.settings.home / "runs" / split, split=split)
+    write_report(rows, runs, out, recall, _command(), machine_description(), runs_dir=runs_dir, split=split)
     click.echo((out / "table.md").read_text(encoding="utf-8"))
-    click.echo(f"runs in {work.settings.home / 'runs' / split}; report in {out}")
+    click.echo(f"runs in {runs_dir}; report in {out}")
 
 
 def _rows_with_votes(labels: Sequence[str]) -> list[str]:
