@@ -23,6 +23,7 @@ import torch
 from es_rerank.machine import machine_description
 from worker.model import VARIANTS, Checkpoint, DeltaConfig, DeltaModel
 from worker.scorer import LAYOUTS, DeltaScorer, resolve_device
+from worker.training.cli import writable_file
 
 UNK_ROW = 1  # row 0 is PAD, row 1 the UNK vector in the synthetic tables
 
@@ -279,7 +280,8 @@ def _vocab_sizes(option: str) -> list[int]:
               help="The fast scorer's layout (default: sparse on the CPU, dense on a GPU).")
 @click.option("--cuda-graphs/--no-cuda-graphs", default=None,
               help="Replay the dense layout as CUDA graphs (default: on with the dense layout on a GPU).")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1),
+              help="Seed of the random weights, vectors and inputs.")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the rows as JSON.")
 def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, warmup: int,
@@ -302,6 +304,8 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
     if (checkpoint is None) != (embeddings_path is None):
         raise click.UsageError("--checkpoint and --embeddings (the .npy table it was trained with) go together; "
                                "pass both, or neither for random weights and vectors")
+    if json_out is not None:
+        writable_file(json_out, "pass a file path you can write to as --json-out")
     ref_reps = max(5, reps // 5) if ref_reps is None else ref_reps
     sizes = [0] if checkpoint is not None else _vocab_sizes(vocab_sizes)
     header = {"device": device_name(dev), "torch": torch.__version__,
