@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -12,6 +13,24 @@ import click
 import numpy as np
 
 from es_rerank.backends.base import MAX_K
+
+
+def _writable_json_out(path: Path) -> Path:
+    """``--json-out`` checked writable (its folder created if missing) before the timings, not after them."""
+    fix = "pass a file path you can write to as --json-out"
+    if path.is_dir():
+        raise click.ClickException(f"cannot write {path}: it is a folder; {fix}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as error:
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        problem = f"{blocker} is a file, not a folder" if blocker is not None else error.strerror
+        raise click.ClickException(f"cannot write in {path.parent}: {problem}; {fix}") from None
+    if path.exists() and not os.access(path, os.W_OK):
+        raise click.ClickException(f"cannot write {path}: permission denied; {fix}")
+    return path
 
 
 @click.command(name="index")
@@ -31,12 +50,21 @@ def bench_index(data: Path | None, repeats: int, rounds: int, k: int, json_out: 
     from index_setup.nfcorpus import NFCorpus
     from es_rerank.machine import machine_description
 
+    if json_out:
+        _writable_json_out(json_out)
     try:
         nfcorpus = NFCorpus.locate(data)
+        documents = list(nfcorpus.documents())
+        queries = list(nfcorpus.queries("dev").values())
     except (FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
-    documents = list(nfcorpus.documents())
-    queries = list(nfcorpus.queries("dev").values())
+    if not documents:
+        raise click.ClickException(f"{nfcorpus.corpus_path} holds no readable document (it is empty, or "
+                                   "every record was skipped: see the warnings above); point --data at an "
+                                   "NFCorpus folder whose corpus has records")
+    if not queries:
+        raise click.ClickException(f"no dev query has both judgments (qrels/dev.tsv) and text (queries.jsonl) "
+                                   f"in {nfcorpus.root}, and search latency is timed on them; check those two files")
 
     rates = []
     for _ in range(repeats):
