@@ -9,6 +9,9 @@ from __future__ import annotations
 import errno
 import importlib
 import math
+import os
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import click
@@ -34,6 +37,30 @@ def load_settings(cls: type[SettingsT] | None = None, **overrides: object) -> Se
         return cls(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as error:
         raise click.ClickException(settings_problems(error)) from None
+
+
+def writable_dir(path: Path, fix: str) -> Path:
+    """``path`` created if missing and checked to be a folder this process can write in, so that a bad
+    output location fails before the long work, not after it; ``fix`` ends the error message."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        problem = f"{blocker} is a file, not a folder" if blocker is not None else error.strerror
+        raise click.ClickException(f"cannot write in {path}: {problem}; {fix}") from None
+    return path
+
+
+def writable_file(path: Path, fix: str) -> Path:
+    """``path`` checked to be a file this process can write (its folder created if missing), before the work."""
+    if path.is_dir():
+        raise click.ClickException(f"cannot write {path}: it is a folder; {fix}")
+    writable_dir(path.parent, fix)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise click.ClickException(f"cannot write {path}: permission denied; {fix}")
+    return path
 
 
 class FiniteFloat(click.FloatRange):

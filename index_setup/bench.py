@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -13,24 +12,7 @@ import click
 import numpy as np
 
 from es_rerank.backends.base import MAX_K
-
-
-def _writable_json_out(path: Path) -> Path:
-    """``--json-out`` checked writable (its folder created if missing) before the timings, not after them."""
-    fix = "pass a file path you can write to as --json-out"
-    if path.is_dir():
-        raise click.ClickException(f"cannot write {path}: it is a folder; {fix}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path.parent):
-            pass
-    except OSError as error:
-        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-        problem = f"{blocker} is a file, not a folder" if blocker is not None else error.strerror
-        raise click.ClickException(f"cannot write in {path.parent}: {problem}; {fix}") from None
-    if path.exists() and not os.access(path, os.W_OK):
-        raise click.ClickException(f"cannot write {path}: permission denied; {fix}")
-    return path
+from es_rerank.cli import writable_file
 
 
 @click.command(name="index")
@@ -51,7 +33,7 @@ def bench_index(data: Path | None, repeats: int, rounds: int, k: int, json_out: 
     from es_rerank.machine import machine_description
 
     if json_out:
-        _writable_json_out(json_out)
+        writable_file(json_out, "pass a file path you can write to as --json-out")
     try:
         nfcorpus = NFCorpus.locate(data)
         documents = list(nfcorpus.documents())

@@ -135,7 +135,7 @@ def bench_roundtrip(queries: int, window: int, levels: list[int], timeout: float
     from index_setup.nfcorpus import NFCorpus
     from worker.celery_app import create_app
     from worker.settings import WorkerSettings
-    from worker.training.cli import writable_file
+    from es_rerank.cli import writable_file
 
     if json_out is not None:
         writable_file(json_out, "pass a file path you can write to as --json-out")

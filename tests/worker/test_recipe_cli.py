@@ -170,7 +170,7 @@ def test_a_blocked_esrr_home_folder_fails_before_the_work(command: list[str], bl
 
 
 def test_output_checks_create_missing_folders_and_leave_no_probe(tmp_path: Path):
-    from worker.training.cli import writable_dir, writable_file
+    from es_rerank.cli import writable_dir, writable_file
 
     out = writable_dir(tmp_path / "a" / "b", "fix")
     assert out.is_dir() and list(out.iterdir()) == []

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -16,7 +14,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import click
 
-from es_rerank.cli import FiniteFloat, load_settings
+from es_rerank.cli import FiniteFloat, load_settings, writable_dir
 from es_rerank.machine import machine_description
 from es_rerank.settings import CommonSettings
 from worker.settings import checkpoint_list
@@ -72,30 +70,6 @@ def open_workspace(data: Path | None, settings: CommonSettings | None = None) ->
     except (BackendError, EmbeddingsError, FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     return Workspace(settings, nfcorpus, backend, embeddings, DocumentRows(backend.stats, embeddings))
-
-
-def writable_dir(path: Path, fix: str) -> Path:
-    """``path`` created if missing and checked to be a folder this process can write in, so that a bad
-    output location fails before the long work, not after it; ``fix`` ends the error message."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as error:
-        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
-        problem = f"{blocker} is a file, not a folder" if blocker is not None else error.strerror
-        raise click.ClickException(f"cannot write in {path}: {problem}; {fix}") from None
-    return path
-
-
-def writable_file(path: Path, fix: str) -> Path:
-    """``path`` checked to be a file this process can write (its folder created if missing), before the work."""
-    if path.is_dir():
-        raise click.ClickException(f"cannot write {path}: it is a folder; {fix}")
-    writable_dir(path.parent, fix)
-    if path.exists() and not os.access(path, os.W_OK):
-        raise click.ClickException(f"cannot write {path}: permission denied; {fix}")
-    return path
 
 
 def _check_suffix(ctx: click.Context, param: click.Parameter, value: str) -> str:
