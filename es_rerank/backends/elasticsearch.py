@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from elasticsearch import ApiError, Elasticsearch, NotFoundError
+from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError, UnsupportedProductError
 from elasticsearch import ConnectionError as ESConnectionError
 from elasticsearch import ConnectionTimeout
 
@@ -68,14 +68,54 @@ def cluster_url(client: Elasticsearch) -> str:
         return "the configured URL"
 
 
+def _api_problem(exc: ApiError) -> str:
+    """``HTTP <status> (<error type>: <reason>)`` of an Elasticsearch error answer, as far as it tells."""
+    error = exc.body.get("error") if isinstance(exc.body, dict) else exc.body
+    if isinstance(error, dict):
+        kind, reason = error.get("type"), error.get("reason")
+    else:  # a HEAD request's answer has no body; a proxy may answer plain text
+        kind, reason = None, str(error)[:300] if error else None
+    if not kind and exc.message not in (None, "None"):
+        kind = exc.message
+    detail = ": ".join(str(part) for part in (kind, reason) if part) or "no reason given"
+    return f"HTTP {exc.meta.status} ({detail})"
+
+
+def _api_fix(exc: ApiError) -> str:
+    """What to do about one Elasticsearch error answer, by its HTTP status."""
+    status = exc.meta.status
+    if status == 401:
+        return ("the cluster has security on: put a user and password it accepts in ESRR_ES_URL, e.g. "
+                "https://USER:PASSWORD@HOST:9200")
+    if status == 403:
+        return ("the ESRR_ES_URL user lacks privileges on the ESRR_ES_ALIAS alias and its indices "
+                "(<alias>-*); grant them (e.g. a role with all on those names) or use another user")
+    if status == 429 or status >= 500:
+        return "the cluster is overloaded or failing; check GET _cluster/health and its logs, then retry"
+    return "fix what the reason names (index names come from ESRR_ES_ALIAS) and retry"
+
+
 @contextmanager
-def translate_errors(client: Elasticsearch) -> Iterator[None]:
-    """Turn transport failures into a ``BackendError`` that names the fix."""
+def translate_errors(client: Elasticsearch,
+                     passing: tuple[type[ApiError], ...] = ()) -> Iterator[None]:
+    """Turn Elasticsearch client errors (other than ``passing``) into a ``BackendError`` that names the fix."""
     try:
         yield
+    except passing:
+        raise
     except (ESConnectionError, ConnectionTimeout) as exc:
         raise BackendError(f"cannot reach Elasticsearch at {cluster_url(client)}; start it or set "
                            f"ESRR_ES_URL ({type(exc).__name__}: {exc})") from exc
+    except UnsupportedProductError as exc:
+        raise BackendError(f"{cluster_url(client)} does not answer as Elasticsearch 8; set ESRR_ES_URL to an "
+                           f"Elasticsearch cluster ({exc})") from exc
+    except ApiError as exc:
+        raise BackendError(f"Elasticsearch at {cluster_url(client)} refused a request with "
+                           f"{_api_problem(exc)}; {_api_fix(exc)}") from exc
+    except TransportError as exc:
+        raise BackendError(f"the request to Elasticsearch at {cluster_url(client)} failed "
+                           f"({type(exc).__name__}: {exc}); check ESRR_ES_URL and the cluster logs, "
+                           "then retry") from exc
 
 
 def alias_targets(client: Elasticsearch, alias: str) -> list[str]:
@@ -183,35 +223,27 @@ class ElasticsearchBackend:
     def search(self, query: str, k: int) -> list[Hit]:
         """Top-``k`` hits by BM25, best first; equal scores ordered by ascending doc id."""
         check_k(k)
-        served = self._served
         try:
-            response = self._search(served.index, query, k)
+            with translate_errors(self.client, passing=(NotFoundError,)):
+                response = self._search(self._served.index, query, k)
         except NotFoundError:
             # The served version was deleted after a reindex: follow the alias once.
             self.reload()
-            served = self._served
-            response = self._search(served.index, query, k)
+            with translate_errors(self.client):
+                response = self._search(self._served.index, query, k)
         return [self._hit(hit) for hit in response["hits"]["hits"]]
 
     def _search(self, index: str, query: str, k: int) -> dict:
-        with translate_errors(self.client):
-            try:
-                return self.client.search(
-                    index=index,
-                    size=k,
-                    query={"bool": {"should": [{"match": {"title": {"query": query}}},
-                                               {"match": {"abstract": {"query": query}}}]}},
-                    sort=[{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}],
-                    track_scores=True,
-                    track_total_hits=False,
-                    source=SOURCE_FIELDS,
-                ).body
-            except NotFoundError:
-                raise
-            except ApiError as exc:
-                raise BackendError(f"Elasticsearch rejected the search on {index!r}: {exc}; check the "
-                                   "cluster health, or rebuild the index (esrr index build --backend "
-                                   "elasticsearch)") from exc
+        return self.client.search(
+            index=index,
+            size=k,
+            query={"bool": {"should": [{"match": {"title": {"query": query}}},
+                                       {"match": {"abstract": {"query": query}}}]}},
+            sort=[{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}],
+            track_scores=True,
+            track_total_hits=False,
+            source=SOURCE_FIELDS,
+        ).body
 
     @staticmethod
     def _hit(hit: dict) -> Hit:

@@ -283,6 +283,16 @@ def test_unreachable_cluster_names_the_fix(tmp_path, corpus):
     assert not (stats_root(settings)).exists() or not any(stats_root(settings).iterdir())
 
 
+def test_a_search_refused_after_the_backend_opened_names_the_fix(served, es_stub):
+    settings, _result, _backend = served
+    backend = ElasticsearchBackend(Elasticsearch(settings.es_url), settings.es_alias, stats_root(settings))
+    denied = {"error": {"type": "security_exception", "reason": "no read privilege"}, "status": 403}
+    backend.client = Elasticsearch(es_stub(403, denied), max_retries=0)  # privileges revoked since
+    with pytest.raises(BackendError, match=r"HTTP 403 \(security_exception: no read privilege\).*lacks "
+                                           "privileges"):
+        backend.search("zymurgy", 3)
+
+
 def test_both_backends_return_the_same_precomputed_data(served, corpus, tmp_path):
     """The embedded index built from the same documents hands out identical DocTerms and titles."""
     from es_rerank.backends.embedded import EmbeddedBackend
