@@ -13,6 +13,29 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nfcorpus"
+# The concrete indices are named <alias>-<version>: Elasticsearch allows 255 bytes, a version 128 characters.
+MAX_ALIAS_BYTES = 255 - 1 - 128
+ALIAS_FORBIDDEN = '\\/*?"<>|,#: '
+
+
+def alias_problem(alias: str) -> str | None:
+    """Which Elasticsearch index-name rule ``alias`` breaks (None: it is usable as alias and name prefix)."""
+    if not alias:
+        return "is empty"
+    if alias != alias.lower():
+        return "has upper-case letters; Elasticsearch index names are lower case"
+    bad = [char for char in ALIAS_FORBIDDEN if char in alias]
+    if bad:
+        named = ", ".join("a space" if char == " " else char for char in bad)
+        return f"contains {named}; Elasticsearch index names have none of \\ / * ? \" < > | , # : or space"
+    if alias[0] in "-_+":
+        return "starts with '-', '_' or '+', which Elasticsearch does not allow"
+    if alias in (".", ".."):
+        return "is '.' or '..', which Elasticsearch does not allow"
+    if len(alias.encode()) > MAX_ALIAS_BYTES:
+        return (f"is {len(alias.encode())} bytes long; at most {MAX_ALIAS_BYTES} leave room for the "
+                "'-<version>' of the index names within Elasticsearch's 255 bytes")
+    return None
 
 
 class CommonSettings(BaseSettings):
@@ -40,6 +63,14 @@ class CommonSettings(BaseSettings):
     es_bulk_max_retries: int = Field(3, ge=0, description="retries of a chunk rejected with 429")
     es_bulk_initial_backoff_s: float = Field(2.0, gt=0, description="first retry wait, doubles each retry")
     es_keep_versions: int = Field(2, ge=1, description="index versions `esrr index prune` keeps (either backend)")
+
+    @field_validator("es_alias")
+    @classmethod
+    def _es_alias_is_an_index_name(cls, alias: str) -> str:
+        problem = alias_problem(alias)
+        if problem:
+            raise ValueError(f"{problem}; use a lower-case name such as esrr-docs (the default)")
+        return alias
 
     @field_validator("es_url")
     @classmethod

@@ -289,10 +289,19 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
                         ("ESRR_CHECKPOINT", str(home.parent)), ("ESRR_CHECKPOINT", ","),
                         ("ESRR_CHECKPOINT", f"{home}/m.pt,{home}/../{home.name}/m.pt"),
                         ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:99999/0"),
-                        ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:6379/0/x")]:
+                        ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:6379/0/x"),
+                        ("ESRR_ES_ALIAS", "ESRR"), ("ESRR_ES_ALIAS", "esrr docs")]:
         result = CliRunner().invoke(main, ["search", "x", "--no-rerank"], env={"ESRR_HOME": str(home), name: value})
         assert_clean_failure(result, name)
         assert "s3cret" not in result.output
+
+
+def test_a_bad_alias_stops_an_elasticsearch_build_before_any_request(home: Path, corpus: Path, free_port) -> None:
+    env = {"ESRR_HOME": str(home), "ESRR_ES_ALIAS": "ESRR", "ESRR_ES_URL": f"http://127.0.0.1:{free_port()}"}
+    result = CliRunner().invoke(main, ["index", "build", "--backend", "elasticsearch", "--data", str(corpus)],
+                                env=env)
+    assert_clean_failure(result, "ESRR_ES_ALIAS", "upper-case", "such as esrr-docs")
+    assert not home.exists()
 
 
 @pytest.fixture

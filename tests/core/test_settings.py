@@ -1,0 +1,35 @@
+"""``CommonSettings`` refuses values that would only fail later, and blame something else, with the fix named."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from es_rerank.settings import MAX_ALIAS_BYTES, CommonSettings, settings_problems
+
+
+def problems(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
+    """The ``settings_problems`` text of ``CommonSettings`` with ``name=value`` in the environment."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError) as caught:
+        CommonSettings()
+    return settings_problems(caught.value)
+
+
+@pytest.mark.parametrize("alias, rule", [
+    ("ESRR", "upper-case"), ("Esrr-docs", "upper-case"), ("", "is empty"),
+    *[(f"esrr{char}docs", "index names have none of") for char in '\\/*?"<>|,#: '],
+    ("-esrr", "starts with"), ("_esrr", "starts with"), ("+esrr", "starts with"),
+    (".", "'.' or '..'"), ("..", "'.' or '..'"),
+    ("a" * (MAX_ALIAS_BYTES + 1), "bytes long"), ("é" * (MAX_ALIAS_BYTES // 2 + 1), "bytes long"),
+])
+def test_an_alias_elasticsearch_refuses_names_the_rule_and_the_fix(
+        monkeypatch: pytest.MonkeyPatch, alias: str, rule: str) -> None:
+    message = problems(monkeypatch, "ESRR_ES_ALIAS", alias)
+    assert "ESRR_ES_ALIAS: " in message and rule in message and "such as esrr-docs" in message, message
+
+
+@pytest.mark.parametrize("alias", ["esrr-docs", "esrr.docs_2", "a" * MAX_ALIAS_BYTES, "ésrr"])
+def test_usable_aliases_pass(monkeypatch: pytest.MonkeyPatch, alias: str) -> None:
+    monkeypatch.setenv("ESRR_ES_ALIAS", alias)
+    assert CommonSettings().es_alias == alias
