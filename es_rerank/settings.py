@@ -42,7 +42,9 @@ class CommonSettings(BaseSettings):
     """Where artifacts live and which backend serves BM25."""
 
     # hide_input_in_errors: a rejected value (a broker URL, say) may carry a password.
-    model_config = SettingsConfigDict(env_prefix="ESRR_", extra="ignore", hide_input_in_errors=True)
+    # allow_inf_nan: an infinite timeout passes gt=0 and then fails far away, blaming something else.
+    model_config = SettingsConfigDict(env_prefix="ESRR_", extra="ignore", hide_input_in_errors=True,
+                                      allow_inf_nan=False)
 
     home: Path = Field(Path("artifacts"), description="root of indexes, statistics, embeddings, models")
     nfcorpus: Path | None = Field(None, description="NFCorpus in BEIR layout; default ../shared/data/nfcorpus, "

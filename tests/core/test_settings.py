@@ -33,3 +33,11 @@ def test_an_alias_elasticsearch_refuses_names_the_rule_and_the_fix(
 def test_usable_aliases_pass(monkeypatch: pytest.MonkeyPatch, alias: str) -> None:
     monkeypatch.setenv("ESRR_ES_ALIAS", alias)
     assert CommonSettings().es_alias == alias
+
+
+@pytest.mark.parametrize("name", ["ESRR_ES_TIMEOUT_S", "ESRR_ES_BULK_INITIAL_BACKOFF_S", "ESRR_BM25_K1",
+                                  "ESRR_BM25_TITLE_K1"])
+@pytest.mark.parametrize("value", ["inf", "Infinity", "nan", "-inf"])
+def test_float_settings_are_finite(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    message = problems(monkeypatch, name, value)
+    assert f"{name}: " in message and "finite number" in message, message

@@ -290,7 +290,8 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
                         ("ESRR_CHECKPOINT", f"{home}/m.pt,{home}/../{home.name}/m.pt"),
                         ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:99999/0"),
                         ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:6379/0/x"),
-                        ("ESRR_ES_ALIAS", "ESRR"), ("ESRR_ES_ALIAS", "esrr docs")]:
+                        ("ESRR_ES_ALIAS", "ESRR"), ("ESRR_ES_ALIAS", "esrr docs"), ("ESRR_ES_TIMEOUT_S", "inf"),
+                        ("ESRR_ES_BULK_INITIAL_BACKOFF_S", "nan")]:
         result = CliRunner().invoke(main, ["search", "x", "--no-rerank"], env={"ESRR_HOME": str(home), name: value})
         assert_clean_failure(result, name)
         assert "s3cret" not in result.output
