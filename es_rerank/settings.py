@@ -7,9 +7,10 @@ the code that uses them; everything is validated at start-up.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nfcorpus"
@@ -65,6 +66,16 @@ class CommonSettings(BaseSettings):
     es_bulk_max_retries: int = Field(3, ge=0, description="retries of a chunk rejected with 429")
     es_bulk_initial_backoff_s: float = Field(2.0, gt=0, description="first retry wait, doubles each retry")
     es_keep_versions: int = Field(2, ge=1, description="index versions `esrr index prune` keeps (either backend)")
+
+    @field_validator("home", "nfcorpus", mode="before")
+    @classmethod
+    def _directory_not_empty(cls, value: Any, info: ValidationInfo) -> Any:
+        # An empty value would be Path(""), the current directory, not the documented default.
+        if isinstance(value, str) and not value.strip():
+            default = "./artifacts" if info.field_name == "home" else "../shared/data/nfcorpus"
+            raise ValueError(f"is empty, which would mean the current directory; unset it for the default "
+                             f"({default}) or name a directory")
+        return value
 
     @field_validator("es_alias")
     @classmethod

@@ -41,3 +41,16 @@ def test_usable_aliases_pass(monkeypatch: pytest.MonkeyPatch, alias: str) -> Non
 def test_float_settings_are_finite(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     message = problems(monkeypatch, name, value)
     assert f"{name}: " in message and "finite number" in message, message
+
+
+@pytest.mark.parametrize("name, default", [("ESRR_HOME", "./artifacts"), ("ESRR_NFCORPUS", "../shared/data/nfcorpus")])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_directory_setting_is_an_error_not_the_current_directory(
+        monkeypatch: pytest.MonkeyPatch, name: str, default: str, value: str) -> None:
+    message = problems(monkeypatch, name, value)
+    assert f"{name}: " in message and "is empty" in message and f"unset it for the default ({default})" in message
+
+
+def test_unset_home_is_the_documented_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ESRR_HOME", raising=False)
+    assert str(CommonSettings().home) == "artifacts"

@@ -291,7 +291,7 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
                         ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:99999/0"),
                         ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:6379/0/x"),
                         ("ESRR_ES_ALIAS", "ESRR"), ("ESRR_ES_ALIAS", "esrr docs"), ("ESRR_ES_TIMEOUT_S", "inf"),
-                        ("ESRR_ES_BULK_INITIAL_BACKOFF_S", "nan")]:
+                        ("ESRR_ES_BULK_INITIAL_BACKOFF_S", "nan"), ("ESRR_HOME", "")]:
         result = CliRunner().invoke(main, ["search", "x", "--no-rerank"], env={"ESRR_HOME": str(home), name: value})
         assert_clean_failure(result, name)
         assert "s3cret" not in result.output
@@ -303,6 +303,14 @@ def test_a_bad_alias_stops_an_elasticsearch_build_before_any_request(home: Path,
                                 env=env)
     assert_clean_failure(result, "ESRR_ES_ALIAS", "upper-case", "such as esrr-docs")
     assert not home.exists()
+
+
+def test_an_empty_home_is_an_error_not_the_current_directory(tmp_path: Path, corpus: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["index", "build", "--data", str(corpus)], env={"ESRR_HOME": ""})
+    assert_clean_failure(result, "ESRR_HOME", "is empty", "./artifacts")
+    assert not (tmp_path / "indexes").exists()
 
 
 @pytest.fixture
