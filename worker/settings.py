@@ -109,6 +109,15 @@ class WorkerSettings(CommonSettings):
             return checkpoint_list(str(value)) if str(value).strip() else ()
         return value
 
+    @field_validator("embeddings", mode="before")
+    @classmethod
+    def _embeddings_not_empty(cls, value: Any) -> Any:
+        # Path("") would be the current directory, not the documented default.
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty, which would mean the current directory; unset it for the default "
+                             "(<home>/embeddings/<the checkpoint's embeddings_version>) or name a directory")
+        return value
+
     @field_validator("loglevel", "pool", mode="before")
     @classmethod
     def _case_insensitive(cls, value: Any, info: ValidationInfo) -> Any:

@@ -219,6 +219,15 @@ def test_prune_rejects_a_negative_keep(esrr) -> None:
     assert assert_ok(esrr("index", "versions")).splitlines() == ["  v1", "  v2", "* v3"]
 
 
+@pytest.mark.usefixtures("three_versions")
+def test_a_pointer_to_a_missing_version_is_reported_and_stops_prune(esrr, home: Path) -> None:
+    (embedded_root(home) / CURRENT_FILE).write_text("v9\n")  # e.g. a half-restored backup
+    result = esrr("index", "versions")
+    assert result.exit_code == 0 and "names v9, which is not a complete version here" in result.output
+    assert_clean_failure(esrr("index", "prune", "--keep", "0"), "esrr index use VERSION")
+    assert sorted(p.name for p in embedded_root(home).iterdir()) == [CURRENT_FILE, "v1", "v2", "v3"]
+
+
 def test_versions_without_an_index_prints_nothing(esrr) -> None:
     assert assert_ok(esrr("index", "versions")) == ""
 

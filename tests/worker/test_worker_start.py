@@ -81,3 +81,9 @@ def test_a_result_backend_the_worker_cannot_use_is_refused_without_echoing_it():
         message = settings_problems(caught.value)
         assert expected in message and "s3cret" not in message, message
     assert WorkerSettings(result_backend="redis://127.0.0.1:6379/1").result_backend_url == "redis://127.0.0.1:6379/1"
+
+
+def test_an_empty_embeddings_setting_is_refused_not_read_as_the_current_directory():
+    with pytest.raises(ValidationError) as caught:
+        WorkerSettings(embeddings=" ")
+    assert "ESRR_EMBEDDINGS: Value error, is empty" in settings_problems(caught.value)
