@@ -12,7 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from es_rerank.cli import main
+from es_rerank.settings import CommonSettings
 from es_rerank.versions import write_pointer
+from worker.training.cli import open_workspace
 
 
 def _tiny_nfcorpus(directory: Path, documents) -> Path:
@@ -49,6 +51,9 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
         return result.output
 
     esrr("index", "build", "--data", str(data))
+    dev = open_workspace(data, CommonSettings(home=home)).split_candidates("dev", progress=False)
+    assert [c.query_id for c in dev] == [f"Q{i}" for i in range(16, 22)]  # what the experiment scripts train on
+    assert all(c.lex.shape[1] == 3 and c.grades.max() == 2 for c in dev)
     esrr("train", "--data", str(data), "--variant", "all", "--variant", "drmm", "--max-epochs", "2")
     esrr("train", "--data", str(data), "--lex-features", "text_bm25,title_jaccard", "--max-epochs", "1",
          "--loss", "softmax", "--suffix=-lexg")

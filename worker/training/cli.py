@@ -54,6 +54,15 @@ class Workspace:
     embeddings: Embeddings
     doc_rows: DocumentRows
 
+    def split_candidates(self, split: str, lex_names: Sequence[str] | None = None,
+                         progress: bool = True) -> list[QueryCandidates]:
+        """BM25 top-500 candidates of every query of an NFCorpus split, graded, with Lex features (Lex3 by default)."""
+        from es_rerank.lex import LEX3
+        from worker.training.data import build_candidates
+
+        return build_candidates(self.nfcorpus.queries(split), self.nfcorpus.qrels(split), self.backend,
+                                self.embeddings, LEX3 if lex_names is None else lex_names, progress=progress)
+
 
 def open_workspace(data: Path | None, settings: CommonSettings | None = None) -> Workspace:
     """Locate NFCorpus, the served embedded index and the current embeddings (settings from ESRR_* if not given)."""

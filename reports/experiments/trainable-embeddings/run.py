@@ -26,7 +26,7 @@ from torch import nn
 from es_rerank.lex import LEX3
 from worker.model import DeltaConfig
 from worker.training.cli import open_workspace
-from worker.training.data import batch_inputs, build_candidates
+from worker.training.data import batch_inputs
 from worker.training.train import TrainConfig, fit_pairwise, model_score_fn, new_delta_model, score_candidates
 
 HERE = Path(__file__).parent
@@ -34,11 +34,8 @@ HERE = Path(__file__).parent
 
 def main(seed: int, embedding_lr: float, loss: str = "hinge") -> None:
     work = open_workspace(None)
-    train_qrels, dev_qrels = work.nfcorpus.qrels("train"), work.nfcorpus.qrels("dev")
-    train = build_candidates(work.nfcorpus.queries("train"), train_qrels, work.backend, work.embeddings, LEX3,
-                             progress=False)
-    dev = build_candidates(work.nfcorpus.queries("dev"), dev_qrels, work.backend, work.embeddings, LEX3,
-                           progress=False)
+    train, dev = work.split_candidates("train", progress=False), work.split_candidates("dev", progress=False)
+    dev_qrels = work.nfcorpus.qrels("dev")
     settings = replace(TrainConfig(), seed=seed, loss=loss)
     config = DeltaConfig(lex_names=LEX3, embedding_dim=work.embeddings.vectors.shape[1])
     model, optimizer = new_delta_model(config, work.embeddings.vectors, train, settings)

@@ -24,7 +24,7 @@ from torch.optim.swa_utils import AveragedModel
 from es_rerank.lex import LEX3
 from worker.model import DeltaConfig
 from worker.training.cli import open_workspace
-from worker.training.data import batch_inputs, build_candidates, sample_triples
+from worker.training.data import batch_inputs, sample_triples
 from worker.training.metrics import PAPER_NDCG20, mean_metric
 from worker.training.train import (TrainConfig, model_score_fn, new_delta_model, score_candidates,
                                    train_epoch)
@@ -34,11 +34,8 @@ HERE = Path(__file__).parent
 
 def main(seed: int) -> None:
     work = open_workspace(None)
-    train_qrels, dev_qrels = work.nfcorpus.qrels("train"), work.nfcorpus.qrels("dev")
-    train = build_candidates(work.nfcorpus.queries("train"), train_qrels, work.backend, work.embeddings, LEX3,
-                             progress=False)
-    dev = build_candidates(work.nfcorpus.queries("dev"), dev_qrels, work.backend, work.embeddings, LEX3,
-                           progress=False)
+    train, dev = work.split_candidates("train", progress=False), work.split_candidates("dev", progress=False)
+    dev_qrels = work.nfcorpus.qrels("dev")
     settings = replace(TrainConfig(), seed=seed)
     model, optimizer = new_delta_model(DeltaConfig(lex_names=LEX3, embedding_dim=work.embeddings.vectors.shape[1]),
                                        work.embeddings.vectors, train, settings)
