@@ -1,8 +1,11 @@
-"""Shared fixtures: a tiny corpus (hand-checkable statistics and Lex numbers) and free ports."""
+"""Shared fixtures: a tiny corpus (hand-checkable statistics and Lex numbers), free ports, Elasticsearch stubs."""
 
 from __future__ import annotations
 
+import json
 import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 import pytest
@@ -37,3 +40,41 @@ def free_port() -> Callable[[], int]:
             sock.bind(("127.0.0.1", 0))
             return sock.getsockname()[1]
     return pick
+
+
+@pytest.fixture
+def es_stub():
+    """A function starting a loopback server that answers every request with ``status`` and ``body``; returns its URL.
+
+    A dict body goes out as JSON with the ``X-Elastic-Product`` header the 8.x client
+    insists on; a str body goes out as it is.
+    """
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(status: int, body: dict | str) -> str:
+        payload = (json.dumps(body) if isinstance(body, dict) else body).encode()
+
+        class Answer(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("X-Elastic-Product", "Elasticsearch")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()

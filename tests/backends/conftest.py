@@ -5,24 +5,20 @@ noida-db server started here on a free loopback port with a fresh data directory
 and stopped at the end of the session. A server that cannot start fails the tests
 loudly (with its output); it never skips them, in CI or elsewhere.
 
-``es_stub`` starts servers that give every request one canned answer (a 401 of a
-cluster with security on, say), for the errors noida-db cannot produce.
+(``es_stub``, for the errors noida-db cannot produce, is in ``tests/conftest.py``.)
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
 from typing import Callable
@@ -146,42 +142,3 @@ def es_settings(es_url: str, es_alias: str, tmp_path: Path):
 
     return CommonSettings(home=tmp_path / "home", backend="elasticsearch", es_url=es_url,
                           es_alias=es_alias, es_bulk_chunk_size=20, es_bulk_initial_backoff_s=0.1)
-
-
-@pytest.fixture
-def es_stub():
-    """A function starting a loopback server that answers every request with ``status`` and ``body``; returns its URL.
-
-    A dict body goes out as JSON with the ``X-Elastic-Product`` header the 8.x client
-    insists on; a str body goes out as it is.
-    """
-    servers: list[ThreadingHTTPServer] = []
-
-    def start(status: int, body: dict | str) -> str:
-        payload = (json.dumps(body) if isinstance(body, dict) else body).encode()
-
-        class Answer(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("X-Elastic-Product", "Elasticsearch")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(payload)
-
-            do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _answer
-
-            def log_message(self, *args) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_port}"
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-

@@ -11,9 +11,8 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from click.testing import CliRunner, Result
@@ -322,40 +321,15 @@ def test_an_empty_home_is_an_error_not_the_current_directory(tmp_path: Path, cor
     assert not (tmp_path / "indexes").exists()
 
 
-@pytest.fixture
-def secured_es_url():
-    """URL of a stub answering every request as an Elasticsearch 8 with security on and no credentials given."""
-    body = json.dumps({"error": {"type": "security_exception", "reason": "missing authentication credentials"},
-                       "status": 401}).encode()
-
-    class Unauthorized(BaseHTTPRequestHandler):
-        def _answer(self) -> None:
-            self.send_response(401)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("X-Elastic-Product", "Elasticsearch")  # the 8.x client refuses other products
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _answer
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Unauthorized)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
-
-
 @pytest.mark.parametrize("args", [["index", "stats"], ["index", "versions"], ["index", "build", "--data", "CORPUS"],
                                   ["index", "reindex", "--data", "CORPUS"], ["index", "prune"],
                                   ["index", "use", "v1"], ["search", "vitamin", "--no-rerank"]])
 def test_every_elasticsearch_command_without_credentials_names_the_fix(
-        home: Path, corpus: Path, secured_es_url: str, args: list[str]) -> None:
-    env = {"ESRR_HOME": str(home), "ESRR_BACKEND": "elasticsearch", "ESRR_ES_URL": secured_es_url}
+        home: Path, corpus: Path, es_stub: Callable[..., str], args: list[str]) -> None:
+    # An Elasticsearch 8 with security on, asked without credentials.
+    secured = es_stub(401, {"error": {"type": "security_exception", "reason": "missing authentication credentials"},
+                            "status": 401})
+    env = {"ESRR_HOME": str(home), "ESRR_BACKEND": "elasticsearch", "ESRR_ES_URL": secured}
     result = CliRunner().invoke(main, [str(corpus) if arg == "CORPUS" else arg for arg in args], env=env)
     # Most commands ask HEAD /_alias first, whose answer has no body, so only some can name the reason.
     assert_clean_failure(result, "refused a request with HTTP 401", "password it accepts in ESRR_ES_URL, e.g. https://USER:")
