@@ -39,6 +39,14 @@ def alias_problem(alias: str) -> str | None:
     return None
 
 
+def not_empty_path(value: Any, default: str) -> Any:
+    """``value`` unless it is an empty or blank string, which would be Path(""), the current directory."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(f"is empty, which would mean the current directory; unset it for the default "
+                         f"({default}) or name a directory")
+    return value
+
+
 class CommonSettings(BaseSettings):
     """Where artifacts live and which backend serves BM25."""
 
@@ -70,12 +78,7 @@ class CommonSettings(BaseSettings):
     @field_validator("home", "nfcorpus", mode="before")
     @classmethod
     def _directory_not_empty(cls, value: Any, info: ValidationInfo) -> Any:
-        # An empty value would be Path(""), the current directory, not the documented default.
-        if isinstance(value, str) and not value.strip():
-            default = "./artifacts" if info.field_name == "home" else "../shared/data/nfcorpus"
-            raise ValueError(f"is empty, which would mean the current directory; unset it for the default "
-                             f"({default}) or name a directory")
-        return value
+        return not_empty_path(value, "./artifacts" if info.field_name == "home" else "../shared/data/nfcorpus")
 
     @field_validator("es_alias")
     @classmethod

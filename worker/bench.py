@@ -20,10 +20,10 @@ import click
 import numpy as np
 import torch
 
+from es_rerank.cli import writable_file
 from es_rerank.machine import machine_description
 from worker.model import VARIANTS, Checkpoint, DeltaConfig, DeltaModel
 from worker.scorer import LAYOUTS, DeltaScorer, resolve_device
-from es_rerank.cli import writable_file
 
 UNK_ROW = 1  # row 0 is PAD, row 1 the UNK vector in the synthetic tables
 

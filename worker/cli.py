@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import click
 
 from es_rerank.payload import WorkerSetupError
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 
 @click.group()
@@ -99,7 +102,7 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
         raise click.ClickException(f"the worker stopped with exit status {status}; its log above says why")
 
 
-def _run_celery_worker(app, argv: list[str]) -> int:
+def _run_celery_worker(app: Celery, argv: list[str]) -> int:
     """Run `celery ARGV` for ``app`` and return its exit status.
 
     ``app.worker_main`` runs the same command but drops the status, so a worker that

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from es_rerank.payload import DEFAULT_QUEUE
-from es_rerank.settings import CommonSettings
+from es_rerank.settings import CommonSettings, not_empty_path
 
 DEFAULT_CHECKPOINT_NAME = "delta-32-lex3.pt"
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket")
@@ -33,6 +33,14 @@ def checkpoint_list(value: str) -> tuple[Path, ...]:
     if len({path.resolve() for path in paths}) < len(paths):
         raise ValueError(f"{value!r} names one checkpoint twice; an ensemble lists each member once")
     return paths
+
+
+def _require_port_number(variable: str, url: str, example: str) -> None:
+    """``ValueError`` naming ``variable`` when ``url``'s port is not a number in 1-65535 (the URL is not echoed)."""
+    try:
+        urlsplit(url).port
+    except ValueError:  # its text holds the URL, which may carry a password
+        raise ValueError(f"{variable}: the port must be a number in 1-65535, as in {example}") from None
 
 
 class WorkerSettings(CommonSettings):
@@ -112,11 +120,7 @@ class WorkerSettings(CommonSettings):
     @field_validator("embeddings", mode="before")
     @classmethod
     def _embeddings_not_empty(cls, value: Any) -> Any:
-        # Path("") would be the current directory, not the documented default.
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("is empty, which would mean the current directory; unset it for the default "
-                             "(<home>/embeddings/<the checkpoint's embeddings_version>) or name a directory")
-        return value
+        return not_empty_path(value, "<home>/embeddings/<the checkpoint's embeddings_version>")
 
     @field_validator("loglevel", "pool", mode="before")
     @classmethod
@@ -134,15 +138,14 @@ class WorkerSettings(CommonSettings):
 
     def _check_result_backend(self) -> None:
         """A result backend this package can talk to (the URL is not echoed: it may carry a password)."""
-        url = urlsplit(self.result_backend)
-        if url.scheme not in REDIS_SCHEMES + RESULT_ONLY_SCHEMES:
-            raise ValueError(f"ESRR_RESULT_BACKEND has scheme {url.scheme!r}: use redis://HOST:6379/DB, rpc:// "
+        scheme = urlsplit(self.result_backend).scheme
+        if scheme not in REDIS_SCHEMES + RESULT_ONLY_SCHEMES:
+            raise ValueError(f"ESRR_RESULT_BACKEND has scheme {scheme!r}: use redis://HOST:6379/DB, rpc:// "
                              "with an AMQP broker, or leave it unset")
-        try:
-            url.port
-        except ValueError:
-            raise ValueError("ESRR_RESULT_BACKEND: the port must be a number in 1-65535, as in "
-                             "redis://HOST:6379/1") from None
+        _require_port_number("ESRR_RESULT_BACKEND", self.result_backend, "redis://HOST:6379/1")
+        if scheme in RESULT_ONLY_SCHEMES and self.is_redis:
+            raise ValueError("ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
+                             "the Redis broker as result backend")
 
     @model_validator(mode="after")
     def _check(self) -> "WorkerSettings":
@@ -150,11 +153,7 @@ class WorkerSettings(CommonSettings):
             # The URL itself is not echoed: it may carry a password.
             raise ValueError(f"ESRR_BROKER_URL has scheme {self.broker_scheme!r}: use redis://HOST:6379/DB or "
                              "amqp://USER:PASSWORD@HOST:5672//")
-        try:
-            urlsplit(self.broker_url).port
-        except ValueError:  # the URL itself is not echoed: it may carry a password
-            raise ValueError("ESRR_BROKER_URL: the port must be a number in 1-65535, as in "
-                             "redis://HOST:6379/0") from None
+        _require_port_number("ESRR_BROKER_URL", self.broker_url, "redis://HOST:6379/0")
         if self.is_redis and not re.fullmatch(r"/?\d*", urlsplit(self.broker_url).path):
             raise ValueError("ESRR_BROKER_URL: a Redis URL ends in a database number, as in redis://HOST:6379/0")
         for path in self.checkpoint:
@@ -171,7 +170,4 @@ class WorkerSettings(CommonSettings):
                 f"({self.time_limit_s}), or Redis hands a running task to a second worker")
         if self.result_backend:
             self._check_result_backend()
-        if self.result_backend and self.result_backend.startswith("rpc") and self.is_redis:
-            raise ValueError("ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
-                             "the Redis broker as result backend")
         return self

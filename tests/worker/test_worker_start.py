@@ -75,7 +75,8 @@ def test_a_bad_log_level_option_is_named_as_the_option():
 
 def test_a_result_backend_the_worker_cannot_use_is_refused_without_echoing_it():
     for url, expected in [("foo://:s3cret@bar/0", "ESRR_RESULT_BACKEND has scheme 'foo'"),
-                          ("redis://:s3cret@127.0.0.1:abc/0", "ESRR_RESULT_BACKEND: the port must be a number")]:
+                          ("redis://:s3cret@127.0.0.1:abc/0", "ESRR_RESULT_BACKEND: the port must be a number"),
+                          ("rpc://", "ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker")]:
         with pytest.raises(ValidationError) as caught:
             WorkerSettings(result_backend=url)
         message = settings_problems(caught.value)
