@@ -178,12 +178,8 @@ def _record_id(path: Path, number: int, record: dict, report: LoadReport, strict
         _problem(report, strict, path, f"line {number}",
                  f"{found}; every record needs a non-empty string \"_id\"")
         return None
-    if problem := _whitespace_in_id(str(value)):
+    if problem := _id_problem(str(value)):
         _problem(report, strict, path, f"line {number}", f"\"_id\": {problem}")
-        return None
-    if _LONE_SURROGATE.search(str(value)):
-        _problem(report, strict, path, f"line {number}", f"\"_id\" {value!r} holds an unpaired UTF-16 "
-                 "surrogate escape (such as \\ud800), which is not text; write the id as valid Unicode")
         return None
     return str(value)
 
@@ -191,14 +187,17 @@ def _record_id(path: Path, number: int, record: dict, report: LoadReport, strict
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins valid pairs: any left is unpaired
 
 
-def _whitespace_in_id(value: str) -> str | None:
-    """What is wrong with an id holding whitespace, or None.
+def _id_problem(value: str) -> str | None:
+    """What is wrong with an id (whitespace, or half a UTF-16 pair), or None.
 
     Ids are stored one per line in the statistics and written into space-separated
-    TREC runs, so a space, tab or line break in one would corrupt both.
+    TREC runs, so a space, tab or line break in one would corrupt both; an unpaired
+    surrogate (a JSON escape such as \\ud800) is not text any file can store.
     """
     if any(character.isspace() for character in value):
         return f"{value!r} contains whitespace; use ids without spaces, tabs or line breaks"
+    if _LONE_SURROGATE.search(value):
+        return f"{value!r} holds an unpaired UTF-16 surrogate escape (such as \\ud800); write it as valid Unicode"
     return None
 
 
@@ -275,7 +274,7 @@ def read_queries(path: Path, strict: bool = False, report: LoadReport | None = N
                          "expected ID<TAB>TEXT (a tab-separated query id and query text)")
                 continue
             query_id, text = query_id.strip(), text.strip()
-            if problem := _whitespace_in_id(query_id):
+            if problem := _id_problem(query_id):
                 _problem(report, strict, path, f"line {number}", f"query id {problem}")
                 continue
         if query_id is None or text is None:
@@ -426,7 +425,7 @@ def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None) -> Iterator
                     if document is None:
                         _problem(report, strict, path, f"record {record_number}",
                                  f"{missing}; a PubMed record needs its PMID")
-                    elif problem := _whitespace_in_id(document.doc_id):
+                    elif problem := _id_problem(document.doc_id):
                         _problem(report, strict, path, f"record {record_number}", f"PMID {problem}")
                     else:
                         report.read += 1
