@@ -12,7 +12,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import click
 
@@ -61,6 +61,15 @@ def writable_file(path: Path, fix: str) -> Path:
     if path.exists() and not os.access(path, os.W_OK):
         raise click.ClickException(f"cannot write {path}: permission denied; {fix}")
     return path
+
+
+def json_out_option(help: str) -> Callable[[Callable], Callable]:
+    """The benchmarks' ``--json-out FILE``, checked writable as the command line is read, before any timing."""
+    def check(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+        return None if value is None else writable_file(value, "pass a file path you can write to as --json-out")
+
+    return click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        callback=check, help=help)
 
 
 class FiniteFloat(click.FloatRange):

@@ -12,7 +12,7 @@ import click
 import numpy as np
 
 from es_rerank.backends.base import MAX_K
-from es_rerank.cli import writable_file
+from es_rerank.cli import json_out_option
 
 
 @click.command(name="index")
@@ -22,8 +22,7 @@ from es_rerank.cli import writable_file
 @click.option("--rounds", default=5, show_default=True, type=click.IntRange(min=1),
               help="Passes over the dev queries for search latency.")
 @click.option("--k", default=500, show_default=True, type=click.IntRange(1, MAX_K), help="Hits per search.")
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the figures as JSON.")
+@json_out_option("Also write the figures as JSON.")
 def bench_index(data: Path | None, repeats: int, rounds: int, k: int, json_out: Path | None) -> None:
     """Print medians over repeated runs; all on the real NFCorpus."""
     from es_rerank.backends.embedded import EmbeddedBackend
@@ -32,8 +31,6 @@ def bench_index(data: Path | None, repeats: int, rounds: int, k: int, json_out: 
     from index_setup.nfcorpus import NFCorpus
     from es_rerank.machine import machine_description
 
-    if json_out:
-        writable_file(json_out, "pass a file path you can write to as --json-out")
     try:
         nfcorpus = NFCorpus.locate(data)
         documents = list(nfcorpus.documents())

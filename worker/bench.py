@@ -20,7 +20,7 @@ import click
 import numpy as np
 import torch
 
-from es_rerank.cli import writable_file
+from es_rerank.cli import json_out_option
 from es_rerank.machine import machine_description
 from worker.model import VARIANTS, Checkpoint, DeltaConfig, DeltaModel
 from worker.scorer import LAYOUTS, DeltaScorer, resolve_device
@@ -282,8 +282,7 @@ def _vocab_sizes(option: str) -> list[int]:
               help="Replay the dense layout as CUDA graphs (default: on with the dense layout on a GPU).")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1),
               help="Seed of the random weights, vectors and inputs.")
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the rows as JSON.")
+@json_out_option("Also write the rows as JSON.")
 def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, warmup: int,
                 device: str | None, threads: int | None, batch_queries: int, variant: str,
                 checkpoint: Path | None, embeddings_path: Path | None, seed: int, layout: str | None,
@@ -304,8 +303,6 @@ def bench_score(vocab_sizes: str, n_docs: int, reps: int, ref_reps: int | None, 
     if (checkpoint is None) != (embeddings_path is None):
         raise click.UsageError("--checkpoint and --embeddings (the .npy table it was trained with) go together; "
                                "pass both, or neither for random weights and vectors")
-    if json_out is not None:
-        writable_file(json_out, "pass a file path you can write to as --json-out")
     ref_reps = max(5, reps // 5) if ref_reps is None else ref_reps
     sizes = [0] if checkpoint is not None else _vocab_sizes(vocab_sizes)
     header = {"device": device_name(dev), "torch": torch.__version__,

@@ -28,6 +28,7 @@ import click
 import numpy as np
 
 from es_rerank.backends.base import MAX_K
+from es_rerank.cli import json_out_option
 from es_rerank.lex import LEX3
 from es_rerank.machine import machine_description
 from es_rerank.payload import TASK_NAME, build_request, encode
@@ -120,8 +121,7 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Longest wait for one result, in seconds.")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
-@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the rows as JSON.")
+@json_out_option("Also write the rows as JSON.")
 def bench_roundtrip(queries: int, window: int, levels: list[int], timeout: float, data: Path | None,
                     json_out: Path | None) -> None:
     """Round-trip latency and throughput of rerank.score against a running worker."""
@@ -135,10 +135,7 @@ def bench_roundtrip(queries: int, window: int, levels: list[int], timeout: float
     from index_setup.nfcorpus import NFCorpus
     from worker.celery_app import create_app
     from worker.settings import WorkerSettings
-    from es_rerank.cli import writable_file
 
-    if json_out is not None:
-        writable_file(json_out, "pass a file path you can write to as --json-out")
     settings = load_settings(WorkerSettings)
     payloads = []
     try:
