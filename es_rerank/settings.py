@@ -7,11 +7,14 @@ the code that uses them; everything is validated at start-up.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from es_rerank.feedback import FeedbackParams
 
 DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nfcorpus"
 # The concrete indices are named <alias>-<version>: Elasticsearch allows 255 bytes, a version 128 characters.
@@ -74,6 +77,9 @@ class CommonSettings(BaseSettings):
     es_bulk_max_retries: int = Field(3, ge=0, description="retries of a chunk rejected with 429")
     es_bulk_initial_backoff_s: float = Field(2.0, gt=0, description="first retry wait, doubles each retry")
     es_keep_versions: int = Field(2, ge=1, description="index versions `esrr index prune` keeps (either backend)")
+    # Candidate feedback (es_rerank/feedback.py), chosen on NFCorpus dev; weight 0 turns it off.
+    feedback_k: int = Field(5, ge=1, description="similar hits whose scores vote for a hit")
+    feedback_weight: float = Field(0.5, ge=0, description="weight of those votes beside the ranker's score")
 
     @field_validator("home", "nfcorpus", mode="before")
     @classmethod
@@ -101,6 +107,13 @@ class CommonSettings(BaseSettings):
             raise ValueError("expected http(s)://HOST:PORT with a port in 1-65535 (the client needs all "
                              "three), e.g. http://127.0.0.1:9200")
         return url
+
+    @property
+    def feedback(self) -> "FeedbackParams":
+        """The candidate-feedback parameters."""
+        from es_rerank.feedback import FeedbackParams  # scipy loads only where feedback runs
+
+        return FeedbackParams(self.feedback_k, self.feedback_weight)
 
     @property
     def indexes_dir(self) -> Path:

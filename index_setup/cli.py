@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from es_rerank.neighbours import JudgedNeighbours
+    from es_rerank.stats import CorpusStats
 
 BACKEND_OPTION = click.option(
     "--backend", type=click.Choice(["embedded", "elasticsearch"]), default=None,
@@ -219,12 +220,15 @@ def show_stats(backend: str | None) -> None:
               help="BM25 hits the model reranks (0: BM25 order).")
 @click.option("--rerank/--no-rerank", default=None,
               help="Rerank with the Delta model (default: when a trained checkpoint exists).")
+@click.option("--feedback/--no-feedback", "use_feedback", default=None,
+              help="Let each hit's most similar hits in the window vote with their scores (default: "
+                   "when ESRR_FEEDBACK_WEIGHT is above 0).")
 @click.option("--neighbours/--no-neighbours", "use_neighbours", default=None,
               help="Add the votes of similar training queries' judgments (default: when "
                    "`esrr neighbours build` has made the file).")
 @BACKEND_OPTION
-def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours: bool | None,
-           backend: str | None) -> None:
+def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: bool | None,
+           use_neighbours: bool | None, backend: str | None) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.backends import BackendError, open_backend
     from es_rerank.gateway.merge import merge
@@ -239,18 +243,23 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours:
     if missing and rerank is not False:  # named on purpose: a typo must not fall back to BM25 quietly
         raise click.ClickException(f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
                                    "path, unset it to serve <home>/models, or pass --no-rerank")
-    for option, asked in (("--rerank", rerank), ("--neighbours", use_neighbours)):
+    for option, asked in (("--rerank", rerank), ("--feedback", use_feedback), ("--neighbours", use_neighbours)):
         if asked and not window:
             raise click.UsageError(f"{option} reorders the top --window hits; give a window above 0")
+    if use_feedback and settings.feedback_weight == 0:
+        raise click.UsageError("--feedback asks for candidate feedback, but ESRR_FEEDBACK_WEIGHT is 0; "
+                               "set it above 0 (0.5 is the default)")
     if rerank is None:
         rerank = checkpoint.is_file() and window > 0
+    if use_feedback is None:
+        use_feedback = settings.feedback_weight > 0 and window > 0
     if use_neighbours is None:
         use_neighbours = settings.neighbours_path.is_file() and window > 0
     neighbours = _load_neighbours(settings) if use_neighbours else None
     try:
         served = open_backend(settings)
         # The votes, like the model, reorder the whole window, not only the k hits shown.
-        hits = served.search(query, max(k, window) if rerank or use_neighbours else k)
+        hits = served.search(query, max(k, window) if rerank or use_feedback or use_neighbours else k)
     except BackendError as error:
         raise click.ClickException(str(error)) from None
     scores, label = None, "BM25"
@@ -269,6 +278,10 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_neighbours:
     elif not rerank:
         click.echo(f"(not reranked: no model at {checkpoint}; train one with `esrr train`)"
                    if not checkpoint.is_file() else "(not reranked)", err=True)
+    if use_feedback and hits:
+        from es_rerank.feedback import FEEDBACK_ROW_SUFFIX  # scipy: loaded only when feedback runs
+
+        scores, label = _with_feedback(settings, hits[:window], scores, served.stats), label + FEEDBACK_ROW_SUFFIX
     if neighbours is not None and hits:
         scores, label = _with_votes(neighbours, query, hits[:window], scores), label + FUSED_ROW_SUFFIX
     ranked = merge(hits, scores, min(window, len(hits)))[:k]
@@ -288,6 +301,17 @@ def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:
         return JudgedNeighbours.load(settings.neighbours_path)
     except NeighboursError as error:
         raise click.ClickException(str(error)) from None
+
+
+def _with_feedback(settings: CommonSettings, window: Sequence[Hit], scores: np.ndarray | None,
+                   stats: CorpusStats) -> np.ndarray:
+    """The window's scores (the model's, else BM25's) with the votes of each hit's most similar hits."""
+    import numpy as np
+
+    from es_rerank.feedback import with_feedback
+
+    base = scores if scores is not None else np.array([h.score for h in window], dtype=np.float32)
+    return with_feedback(base, [h.terms for h in window], stats, settings.feedback)
 
 
 def _with_votes(neighbours: JudgedNeighbours, query: str, window: Sequence[Hit],

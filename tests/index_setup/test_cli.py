@@ -137,7 +137,7 @@ def test_reindex_swaps_to_the_new_version(esrr, corpus: Path, tmp_path: Path) ->
 
 def test_search_prints_ranked_hits(esrr, corpus: Path) -> None:
     assert_ok(esrr("index", "build", "--data", str(corpus)))
-    header, *lines = assert_ok(esrr("search", "cancer curcumin")).splitlines()
+    header, *lines = assert_ok(esrr("search", "cancer curcumin", "--no-feedback")).splitlines()
     assert header.split()[:3] == ["rank", "BM25", "score"]
     assert len(lines) == 2
     ranks, scores, bm25, doc_ids = zip(*[(int(l.split()[0]), float(l.split()[1]), float(l.split()[2]), l.split()[3])

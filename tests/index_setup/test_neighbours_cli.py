@@ -33,19 +33,22 @@ def search_rows(output: str) -> tuple[str, list[str]]:
 
 def test_build_writes_the_train_votes_and_search_uses_them(esrr, home: Path, nfcorpus: Path) -> None:
     assert_ok(esrr("index", "build", "--data", str(nfcorpus / "corpus.jsonl")))
-    header, bm25_order = search_rows(assert_ok(esrr("search", "cancer curcumin")))
+    # --no-feedback: these checks are about the votes alone (candidate feedback: test_feedback_cli.py).
+    header, bm25_order = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-feedback")))
     assert "neighbours" not in header and bm25_order == ["d2", "d3"]
 
     out = assert_ok(esrr("neighbours", "build", "--data", str(nfcorpus), "--k", "5", "--weight", "3"))
     assert "2 train queries, 2 relevant judgments, k=5" in out
     saved = json.loads((home / "models" / "judged-neighbours.json").read_text(encoding="utf-8"))
     assert sorted(saved["qrels"]) == ["T1", "T2"]  # only the train split votes
-    header, fused_order = search_rows(assert_ok(esrr("search", "cancer curcumin")))
+    header, _ = search_rows(assert_ok(esrr("search", "cancer curcumin")))
+    assert "BM25 + candidate feedback + judged neighbours" in header  # both by default, feedback first
+    header, fused_order = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-feedback")))
     assert "BM25 + judged neighbours" in header
     assert fused_order == ["d3", "d2"]  # T1, the identical train query, judged d3 relevant
-    _, top_one = search_rows(assert_ok(esrr("search", "cancer curcumin", "-k", "1")))
+    _, top_one = search_rows(assert_ok(esrr("search", "cancer curcumin", "-k", "1", "--no-feedback")))
     assert top_one == ["d3"]  # the votes reorder the whole window, not only the k hits shown
-    _, plain = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-neighbours")))
+    _, plain = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-neighbours", "--no-feedback")))
     assert plain == bm25_order
     _, bm25_window = search_rows(assert_ok(esrr("search", "cancer curcumin", "--window", "0")))
     assert bm25_window == bm25_order  # window 0: BM25 order, votes included

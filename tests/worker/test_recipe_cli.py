@@ -81,8 +81,10 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
                  f"LexG={models / 'delta-32-lex3-lexg.pt'}", "--ensemble",
                  f"Both={models / 'delta-32-lex3.pt'},{models / 'delta-32-lex3-lexg.pt'}")
     for row in ("BM25", "Delta-32-Lex3", "LexG", "Both"):
-        assert f"| {row} + judged neighbours |" in table
+        for twin in (" + judged neighbours", " + candidate feedback", " + candidate feedback + judged neighbours"):
+            assert f"| {row}{twin} |" in table
     assert "| Delta-32 + judged neighbours |" not in table and "| DRMM + judged neighbours |" not in table
+    assert "| Delta-32 + candidate feedback |" not in table
     leaky = shutil.copytree(data, tmp_path / "leaky")
     with (leaky / "qrels" / "train.tsv").open("a", encoding="utf-8") as train_qrels:  # test judgments vote too
         train_qrels.write((data / "qrels" / "test.tsv").read_text(encoding="utf-8").split("\n", 1)[1])
@@ -98,6 +100,8 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
          "the variant(s) delta-32, drmm read none"),
         (["eval", "--data", str(data), "--extra", f"BM25={models / 'drmm.pt'}"], "built-in rows"),
         (["eval", "--extra", f"X + judged neighbours={models / 'drmm.pt'}"], "built-in rows"),
+        (["eval", "--extra", f"X + candidate feedback={models / 'drmm.pt'}"], "built-in rows"),
+        (["eval", "--extra", f"BM25 candidate feedback={models / 'drmm.pt'}"], "would share a run file"),
         (["eval", "--extra", f"A/B={models / 'delta-32.pt'}", "--extra", f"A_B={models / 'drmm.pt'}"],
          "would share a run file"),
         (["eval", "--extra", f"Delta-32 no Delta features={models / 'drmm.pt'}"], "would share a run file"),

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 
     from es_rerank.backends import SearchBackend
     from es_rerank.embeddings import Embeddings
+    from es_rerank.feedback import FeedbackParams
     from es_rerank.neighbours import JudgedNeighbours
+    from es_rerank.stats import CorpusStats
     from index_setup.nfcorpus import NFCorpus
     from worker.model import Checkpoint, SavedModelT
     from worker.training.data import DocumentRows, QueryCandidates
@@ -400,10 +402,14 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
         model_scores[label] = ensemble_scores([_checkpoint_scores(work, checkpoints[path], candidates, lex_names)
                                                for path in members])
         runs[label] = run_from_scores(candidates, model_scores[label])
+    scored = {"BM25": bm25, **model_scores}
+    twinned = {label: scored[label] for label in _rows_with_votes([*extra_models, *ensemble_models]) if label in scored}
+    if settings.feedback_weight > 0:
+        fed = _feedback_scores(candidates, twinned, work.backend.stats, settings.feedback)
+        runs.update({label: run_from_scores(candidates, scores) for label, scores in fed.items()})
+        twinned.update(fed)
     if neighbours is not None:
-        scored = {"BM25": bm25, **model_scores}
-        runs.update(_fused_runs(neighbours, candidates, queries, {
-            label: scored[label] for label in _rows_with_votes([*extra_models, *ensemble_models]) if label in scored}))
+        runs.update(_fused_runs(neighbours, candidates, queries, twinned))
     rows = evaluate_runs(runs, qrels)
     recall = first_stage_recall(qrels, runs["BM25"])
     write_report(rows, runs, out, recall, _command(), machine_description(), runs_dir=runs_dir, split=split)
@@ -412,25 +418,30 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
 
 
 def _rows_with_votes(labels: Sequence[str]) -> list[str]:
-    """Rows that get a judged-neighbours twin: BM25, the served model and those asked for by name."""
+    """Rows that get candidate-feedback and judged-neighbours twins: BM25, the served model and those asked for."""
     return ["BM25", VARIANT_NAMES["delta-32-lex3"], *labels]
 
 
 def _check_row_labels(labels: Sequence[str]) -> None:
     """--extra/--ensemble labels must name new rows, each with a run file of its own."""
+    from es_rerank.feedback import FEEDBACK_ROW_SUFFIX
     from es_rerank.neighbours import FUSED_ROW_SUFFIX
     from worker.training.evaluate import run_tag
 
     built_in = {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()}
-    taken = sorted({label for label in labels if label in built_in or label.endswith(FUSED_ROW_SUFFIX)})
+    suffixes = (FEEDBACK_ROW_SUFFIX, FUSED_ROW_SUFFIX)
+    taken = sorted({label for label in labels if label in built_in or label.endswith(suffixes)})
     if taken:
-        raise click.BadParameter(f"row name(s) {taken} are built-in rows (names ending in '{FUSED_ROW_SUFFIX}' "
-                                 "included); give the extra checkpoints other labels", param_hint="--extra/--ensemble")
+        raise click.BadParameter(f"row name(s) {taken} are built-in rows (names ending in "
+                                 f"{' or '.join(repr(s) for s in suffixes)} included); give the extra checkpoints "
+                                 "other labels", param_hint="--extra/--ensemble")
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
         raise click.BadParameter(f"row name(s) {repeated} given twice; each row needs its own label",
                                  param_hint="--extra/--ensemble")
-    rows = [*built_in, *labels, *(row + FUSED_ROW_SUFFIX for row in _rows_with_votes(labels))]
+    twins = [row + suffix for row in _rows_with_votes(labels)
+             for suffix in (FEEDBACK_ROW_SUFFIX, FUSED_ROW_SUFFIX, FEEDBACK_ROW_SUFFIX + FUSED_ROW_SUFFIX)]
+    rows = [*built_in, *labels, *twins]
     tags = [run_tag(row) for row in rows]
     sharing = sorted({row for row, tag in zip(rows, tags) if tags.count(tag) > 1} - built_in)
     if sharing:
@@ -454,6 +465,16 @@ def _evaluation_votes(work: Workspace, queries: Mapping[str, str]) -> JudgedNeig
                                    f"(e.g. {overlap[0]}); rebuild it from the train split with "
                                    "`esrr neighbours build`")
     return neighbours
+
+
+def _feedback_scores(candidates: list[QueryCandidates], base_scores: Mapping[str, list[np.ndarray]],
+                     stats: CorpusStats, params: FeedbackParams) -> dict[str, list[np.ndarray]]:
+    """Rows "<ranker> + candidate feedback": each ranker's scores with the votes of each hit's most similar hits."""
+    from es_rerank.feedback import FEEDBACK_ROW_SUFFIX, with_feedback
+
+    hits_terms = [[stats.doc_terms(int(row)) for row in c.stats_rows] for c in candidates]
+    return {label + FEEDBACK_ROW_SUFFIX: [with_feedback(s, terms, stats, params) for s, terms in zip(scores, hits_terms)]
+            for label, scores in base_scores.items()}
 
 
 def _fused_runs(neighbours: JudgedNeighbours, candidates: list[QueryCandidates], queries: Mapping[str, str],

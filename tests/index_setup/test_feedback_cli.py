@@ -1,0 +1,81 @@
+"""Candidate feedback in ``esrr search`` (embedded backend, no model: BM25 is the ranker it refines)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner, Result
+
+from es_rerank.backends import open_backend
+from es_rerank.cli import main
+from es_rerank.feedback import FeedbackParams, with_feedback
+from es_rerank.settings import CommonSettings
+from tests.index_setup.test_cli import RECORDS, assert_clean_failure, assert_ok, write_corpus
+
+MORE_RECORDS = [
+    *RECORDS,
+    {"_id": "d4", "title": "Curcumin in colorectal tumour growth", "text": "Turmeric slows colorectal tumours."},
+    {"_id": "d5", "title": "Cancer statistics", "text": "Cancer incidence by country."},
+]
+
+
+@pytest.fixture
+def indexed(esrr, tmp_path: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(write_corpus(tmp_path / "corpus.jsonl", MORE_RECORDS))))
+
+
+def esrr_with(home: Path, *args: str, **env: str) -> Result:
+    return CliRunner().invoke(main, list(args), env={"ESRR_HOME": str(home), "ESRR_BACKEND": "embedded", **env})
+
+
+def rows(output: str) -> tuple[str, list[tuple[str, float]]]:
+    header, *lines = output.splitlines()
+    return header, [(line.split()[3], float(line.split()[1])) for line in lines]
+
+
+@pytest.mark.usefixtures("indexed")
+def test_search_refines_bm25_with_the_votes_of_similar_hits(esrr, home: Path) -> None:
+    header, shown = rows(assert_ok(esrr("search", "cancer curcumin")))
+    assert header.split()[1:5] == ["BM25", "+", "candidate", "feedback"]
+    served = open_backend(CommonSettings(home=home))
+    hits = served.search("cancer curcumin", 500)
+    expected = with_feedback(np.array([h.score for h in hits]), [h.terms for h in hits], served.stats,
+                             FeedbackParams())
+    order = np.argsort(-expected, kind="stable")
+    assert [doc_id for doc_id, _ in shown] == [hits[i].doc_id for i in order]
+    assert [score for _, score in shown] == pytest.approx([expected[i] for i in order], abs=1e-3)
+
+
+@pytest.mark.usefixtures("indexed")
+def test_weight_zero_or_no_feedback_gives_the_bm25_order(esrr, home: Path) -> None:
+    plain = assert_ok(esrr("search", "cancer curcumin", "--no-feedback"))
+    assert rows(plain)[0].split()[1:3] == ["BM25", "score"]
+    assert assert_ok(esrr_with(home, "search", "cancer curcumin", ESRR_FEEDBACK_WEIGHT="0")) == plain
+    result = esrr_with(home, "search", "cancer", "--feedback", ESRR_FEEDBACK_WEIGHT="0")
+    assert result.exit_code == 2 and "ESRR_FEEDBACK_WEIGHT is 0" in result.output
+
+
+@pytest.mark.usefixtures("indexed")
+def test_settings_k_changes_the_votes(esrr, home: Path) -> None:
+    served = open_backend(CommonSettings(home=home))
+    hits = served.search("cancer", 500)
+    expected = with_feedback(np.array([h.score for h in hits]), [h.terms for h in hits], served.stats,
+                             FeedbackParams(k=1, weight=2.0))
+    _, shown = rows(assert_ok(esrr_with(home, "search", "cancer", ESRR_FEEDBACK_K="1", ESRR_FEEDBACK_WEIGHT="2")))
+    assert sorted(score for _, score in shown) == pytest.approx(sorted(expected), abs=1e-3)
+
+
+@pytest.mark.usefixtures("indexed")
+@pytest.mark.parametrize("env, name", [({"ESRR_FEEDBACK_K": "0"}, "ESRR_FEEDBACK_K"),
+                                       ({"ESRR_FEEDBACK_WEIGHT": "-1"}, "ESRR_FEEDBACK_WEIGHT"),
+                                       ({"ESRR_FEEDBACK_WEIGHT": "nan"}, "ESRR_FEEDBACK_WEIGHT")])
+def test_bad_feedback_settings_fail_cleanly(home: Path, env: dict[str, str], name: str) -> None:
+    assert_clean_failure(esrr_with(home, "search", "cancer", **env), name)
+
+
+@pytest.mark.usefixtures("indexed")
+def test_feedback_needs_a_window(esrr) -> None:
+    result = esrr("search", "cancer", "--window", "0", "--feedback")
+    assert result.exit_code == 2 and "--feedback reorders the top --window hits" in result.output
