@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.feedback import FeedbackParams, neighbour_votes, tfidf_vectors, with_feedback
+from es_rerank.feedback import DocumentVectors, FeedbackParams, neighbour_votes, with_feedback
 from es_rerank.neighbours import standardised
 from es_rerank.stats import CorpusStats, Document, build_stats
 from es_rerank.text import tokenize
@@ -34,12 +34,12 @@ def stats() -> CorpusStats:
     return build_stats("v1", [Document(i, t, a) for i, (t, a) in DOCS.items()])
 
 
-def hits(stats: CorpusStats, ids: str = "abcdef") -> list:
-    return [stats.doc_terms(stats.row(i)) for i in ids]
+def vectors(stats: CorpusStats, ids: str = "abcdef", **options: int):
+    return DocumentVectors(stats, **options)[[stats.row(i) for i in ids]]
 
 
 def test_vectors_are_unit_length_log_tf_idf_of_title_and_abstract(stats: CorpusStats) -> None:
-    vectors = tfidf_vectors(hits(stats, "a"), stats).toarray()[0]
+    a = vectors(stats, "a").toarray()[0]
     # a: green tf 2, tea tf 2, catechins tf 1; df over title + abstract: green 2, tea 3, catechins 3.
     def idf(df: int) -> float:
         return math.log(1 + (6 - df + 0.5) / (df + 0.5))
@@ -47,13 +47,21 @@ def test_vectors_are_unit_length_log_tf_idf_of_title_and_abstract(stats: CorpusS
     raw = {"green": (1 + math.log(2)) * idf(2), "tea": (1 + math.log(2)) * idf(3), "catechins": idf(3)}
     norm = math.sqrt(sum(v * v for v in raw.values()))
     for word, value in raw.items():
-        assert vectors[stats.vocab.lookup([word])[0]] == pytest.approx(value / norm)
-    assert np.count_nonzero(vectors) == 3
+        assert a[stats.vocab.lookup([word])[0]] == pytest.approx(value / norm)
+    assert np.count_nonzero(a) == 3
+
+
+def test_vectors_keep_the_heaviest_terms_of_each_document(stats: CorpusStats) -> None:
+    a = vectors(stats, "a", terms_per_document=2).toarray()[0]
+    kept = {stats.vocab.terms[i] for i in np.flatnonzero(a)}
+    assert kept == {"green", "tea"}  # catechins (tf 1) is the lightest
+    assert np.linalg.norm(a) == pytest.approx(1.0)
+    assert vectors(stats, "fa").shape == (2, len(stats.vocab))  # rows in the order asked
 
 
 def test_one_neighbour_votes_with_its_own_standardised_score(stats: CorpusStats) -> None:
     scores = np.array([3.0, 1.0, 2.0, 0.0, 5.0])
-    votes = neighbour_votes(tfidf_vectors(hits(stats, "abcde"), stats), scores, k=1)
+    votes = neighbour_votes(vectors(stats, "abcde"), scores, k=1)
     z = standardised(scores)
     assert votes[:4] == pytest.approx([z[1], z[0], z[3], z[2]])
     assert votes[4] == 0.0  # e resembles no other hit: no vote, not a nan
@@ -61,10 +69,10 @@ def test_one_neighbour_votes_with_its_own_standardised_score(stats: CorpusStats)
 
 def test_votes_are_cosine_weighted_means_over_the_k_nearest(stats: CorpusStats) -> None:
     scores = np.array([3.0, 1.0, 2.0, 0.0, 5.0, 4.0])
-    vectors = tfidf_vectors(hits(stats, "abcdef"), stats)
-    dense = vectors.toarray()
+    hits = vectors(stats, "abcdef")
+    dense = hits.toarray()
     z = standardised(scores)
-    votes = neighbour_votes(vectors, scores, k=2)
+    votes = neighbour_votes(hits, scores, k=2)
     assert votes[0] != pytest.approx((z[1] + z[5]) / 2)  # b is closer to a than f is: weights differ
     for i in range(6):
         cos = {j: float(dense[i] @ dense[j]) for j in range(6) if j != i}
@@ -76,7 +84,7 @@ def test_votes_are_cosine_weighted_means_over_the_k_nearest(stats: CorpusStats) 
 
 def test_a_low_hit_with_strong_neighbours_rises_above_an_isolated_one(stats: CorpusStats) -> None:
     scores = np.array([5.0, 1.0, 0.0, 0.0, 1.5])  # b trails e, but b's twin a leads
-    fed = with_feedback(scores, hits(stats, "abcde"), stats, FeedbackParams(k=1, weight=1.0))
+    fed = with_feedback(scores, vectors(stats, "abcde"), FeedbackParams(k=1, weight=1.0))
     assert fed.dtype == np.float32
     assert fed[1] > fed[4]
     assert np.argmax(fed) == 0
@@ -84,29 +92,29 @@ def test_a_low_hit_with_strong_neighbours_rises_above_an_isolated_one(stats: Cor
 
 def test_weight_zero_leaves_the_standardised_order(stats: CorpusStats) -> None:
     scores = np.array([5.0, 1.0, 0.0, 2.0, 1.5, 0.5])
-    fed = with_feedback(scores, hits(stats), stats, FeedbackParams(weight=0.0))
+    fed = with_feedback(scores, vectors(stats), FeedbackParams(weight=0.0))
     assert fed == pytest.approx(standardised(scores))
 
 
 @pytest.mark.parametrize("ids", ["", "a"])
 def test_empty_and_single_result_lists(stats: CorpusStats, ids: str) -> None:
     scores = np.ones(len(ids))
-    assert with_feedback(scores, hits(stats, ids), stats, FeedbackParams()).tolist() == [0.0] * len(ids)
+    assert with_feedback(scores, vectors(stats, ids), FeedbackParams()).tolist() == [0.0] * len(ids)
 
 
 def test_a_document_with_no_terms_gets_a_zero_vector() -> None:
     stats = build_stats("v1", [Document("x", "", ""), Document("y", "tea", "")])
-    vectors = tfidf_vectors(hits(stats, "xy"), stats).toarray()
-    assert not np.isnan(vectors).any()
-    assert vectors[0].tolist() == [0.0] * len(stats.vocab)
-    assert stats.vocab.lookup(tokenize("tea"))[0] in np.flatnonzero(vectors[1])
+    xy = vectors(stats, "xy").toarray()
+    assert not np.isnan(xy).any()
+    assert xy[0].tolist() == [0.0] * len(stats.vocab)
+    assert stats.vocab.lookup(tokenize("tea"))[0] in np.flatnonzero(xy[1])
 
 
 def test_mismatched_or_non_finite_scores_are_refused(stats: CorpusStats) -> None:
     with pytest.raises(ValueError, match="one score per hit"):
-        with_feedback(np.ones(4), hits(stats), stats, FeedbackParams())
+        with_feedback(np.ones(4), vectors(stats), FeedbackParams())
     with pytest.raises(ValueError, match="finite"):
-        with_feedback(np.array([1.0, np.nan, 0, 0, 0, 0]), hits(stats), stats, FeedbackParams())
+        with_feedback(np.array([1.0, np.nan, 0, 0, 0, 0]), vectors(stats), FeedbackParams())
 
 
 @pytest.mark.parametrize("params", [{"k": 0}, {"k": 2.5}, {"k": True}, {"weight": -1.0},

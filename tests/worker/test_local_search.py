@@ -57,13 +57,17 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
     result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5"], env={"ESRR_HOME": str(home)})
     assert result.exit_code == 0, result.output
     header, *rows = result.stdout.splitlines()
-    assert header.split()[:3] == ["rank", "delta-32-lex3", "score"]
+    assert header.split()[:6] == ["rank", "delta-32-lex3", "+", "candidate", "feedback", "score"]
     model_scores = [float(row.split()[1]) for row in rows]
     assert len(rows) == 5 and model_scores == sorted(model_scores, reverse=True)
 
-    bm25_only = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", "--no-rerank"],
-                                   env={"ESRR_HOME": str(home)})
-    assert bm25_only.stdout.splitlines()[0].split()[:3] == ["rank", "BM25", "score"]
+    def header_of(*options: str) -> list[str]:
+        result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", *options],
+                                    env={"ESRR_HOME": str(home)})
+        return result.stdout.splitlines()[0].split()[:3]
+
+    assert header_of("--no-feedback") == ["rank", "delta-32-lex3", "score"]
+    assert header_of("--no-rerank", "--no-feedback") == ["rank", "BM25", "score"]
 
 
 def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_documents, tmp_path):

@@ -470,10 +470,11 @@ def _evaluation_votes(work: Workspace, queries: Mapping[str, str]) -> JudgedNeig
 def _feedback_scores(candidates: list[QueryCandidates], base_scores: Mapping[str, list[np.ndarray]],
                      stats: CorpusStats, params: FeedbackParams) -> dict[str, list[np.ndarray]]:
     """Rows "<ranker> + candidate feedback": each ranker's scores with the votes of each hit's most similar hits."""
-    from es_rerank.feedback import FEEDBACK_ROW_SUFFIX, with_feedback
+    from es_rerank.feedback import FEEDBACK_ROW_SUFFIX, DocumentVectors, with_feedback
 
-    hits_terms = [[stats.doc_terms(int(row)) for row in c.stats_rows] for c in candidates]
-    return {label + FEEDBACK_ROW_SUFFIX: [with_feedback(s, terms, stats, params) for s, terms in zip(scores, hits_terms)]
+    vectors = DocumentVectors(stats)
+    hits = [vectors[c.stats_rows] for c in candidates]
+    return {label + FEEDBACK_ROW_SUFFIX: [with_feedback(s, v, params) for s, v in zip(scores, hits)]
             for label, scores in base_scores.items()}
 
 
