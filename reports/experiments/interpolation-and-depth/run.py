@@ -22,7 +22,7 @@ from es_rerank.neighbours import standardised
 from worker.model import Checkpoint
 from worker.training.cli import checkpoint_path, open_workspace
 from worker.training.data import build_candidates
-from worker.training.evaluate import ensemble_scores
+from worker.ensemble import ensemble_scores
 from worker.training.metrics import PAPER_NDCG20, mean_metric
 from worker.training.train import model_score_fn, score_candidates
 
