@@ -28,7 +28,7 @@ from es_rerank.neighbours import standardised
 from es_rerank.stats import CorpusStats
 
 FEEDBACK_ROW_SUFFIX = " + candidate feedback"  # how search output and eval rows name a ranker with feedback
-TERMS_PER_DOCUMENT = 50
+TERMS_PER_DOCUMENT = 50  # see DocumentVectors
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,6 @@ class DocumentVectors:
         doc, term, weights = doc[keep], term[keep], weights[keep]
         norms = np.sqrt(np.bincount(doc, weights * weights, minlength=n))
         weights /= np.where(norms > 0, norms, 1.0)[doc]
-        self.version = stats.version
         self.matrix = sparse.csr_matrix((weights, (doc, term)), shape=(n, vocab))
 
     def __getitem__(self, stats_rows: Sequence[int] | np.ndarray) -> sparse.csr_matrix:
