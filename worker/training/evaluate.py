@@ -136,8 +136,11 @@ def plot_chart(rows: Sequence[EvalRow], path: Path, split: str = "test") -> None
 
     measures = [str(m) for m in REPORT_MEASURES]
     width = 0.8 / len(rows)
-    colours = plt.get_cmap("tab20" if len(rows) > 10 else "tab10").colors
-    fig, ax = plt.subplots(figsize=(13, 4.5))
+    if len(rows) <= 20:
+        colours = plt.get_cmap("tab20" if len(rows) > 10 else "tab10").colors
+    else:  # a qualitative map would repeat colours
+        colours = plt.get_cmap("turbo")(np.linspace(0.05, 0.95, len(rows)))
+    fig, ax = plt.subplots(figsize=(13, max(4.5, 1.0 + 0.2 * len(rows))))  # tall enough for every legend entry
     for i, row in enumerate(rows):
         x = np.arange(len(measures)) + i * width
         ax.bar(x, [row.means[m] for m in measures], width, label=row.name, color=colours[i % len(colours)])
