@@ -1,0 +1,188 @@
+"""Dev-only: do the candidates' own texts, with no judgments, add to a ranker's order?
+
+    ESRR_HOME=artifacts python reports/experiments/candidate-feedback/run.py [CHECKPOINT ...]
+
+Pseudo-relevance feedback within one query's BM25 top-500 (the cluster hypothesis: the
+relevant documents of a topic resemble each other more than they resemble the rest):
+
+    score(d) = z(base)(d) + beta * z(feedback)(d)      z: standardised within the query
+
+tfidf is (1 + log tf) * idf over title + abstract, L2-normalised, so it reads the whole
+abstract, where the Delta stage reads the first 50 tokens; the grid keeps every term of a
+document, then the adopted point is rerun with each document cut to its heaviest T terms
+(what is served: T = 50). Three kinds of vector and use:
+
+    sparse     the tfidf vector, feedback from the centroid of the top-k;
+    dense      the idf-weighted mean of the word2vec vectors of title + abstract (unit
+               length; UNK words left out), feedback from the centroid of the top-k;
+    neighbours each candidate's own k nearest candidates by tfidf cosine vote with their
+               z(base), weighted by that cosine: no single top-k, so a relevant document
+               the base ranker put low can still be lifted by relevant neighbours
+               (es_rerank/feedback.py, the one adopted).
+
+The base rankers are BM25, every checkpoint given and, with more than one, their
+ensemble; ``-`` alone gives BM25 only. Writes ``results.jsonl`` beside this file, prints
+each base's best point, the points best on average over the models, and each base with
+the judged-neighbour votes, without and with the adopted feedback. Test is never read.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+
+from es_rerank.embeddings import UNK
+from es_rerank.feedback import DocumentVectors, FeedbackParams, neighbour_votes, with_feedback
+from es_rerank.neighbours import JudgedNeighbours, fuse, standardised
+from es_rerank.stats import CorpusStats
+from worker.inputs import term_rows
+from worker.model import Checkpoint
+from worker.training.cli import open_workspace
+from worker.training.data import QueryCandidates
+from worker.ensemble import ensemble_scores
+from worker.training.metrics import PAPER_NDCG20, mean_metric
+from worker.training.train import model_score_fn, score_candidates
+
+HERE = Path(__file__).parent
+TOP_K = (3, 5, 10, 20, 50)
+BETAS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+
+
+def dense_rows(stats: CorpusStats, rows: np.ndarray, idf: np.ndarray, term_vectors: np.ndarray,
+               known: np.ndarray) -> np.ndarray:
+    """[n, dim] idf-weighted mean word vector of title + abstract, unit length (UNK words left out)."""
+    out = np.zeros((len(rows), term_vectors.shape[1]), dtype=np.float32)
+    for i, row in enumerate(rows):
+        terms = stats.doc_terms(int(row))
+        ids = np.concatenate([terms.title_ids, terms.abstract_ids])
+        ids = ids[known[ids]]
+        if len(ids):
+            mean = (idf[ids, None] * term_vectors[ids]).sum(axis=0)
+            out[i] = mean / max(np.linalg.norm(mean), 1e-9)
+    return out
+
+
+def feedback(vectors: sparse.csr_matrix, base: np.ndarray, k: int) -> np.ndarray:
+    """Cosine of every candidate to the centroid of the base ranker's top-k."""
+    if vectors.shape[0] == 0:
+        return np.zeros(0)
+    top = np.argsort(-base, kind="stable")[:k]
+    centroid = np.asarray(vectors[top].mean(axis=0)).ravel()
+    norm = np.linalg.norm(centroid)
+    return np.asarray(vectors @ (centroid / norm)).ravel() if norm > 0 else np.zeros(vectors.shape[0])
+
+
+def rows_for(name: str, base: list[np.ndarray], vectors: dict[str, list], qrels: dict,
+             dev: list[QueryCandidates]) -> list[dict]:
+    """The grid of (kind, k, beta) for one base ranker."""
+    out = []
+    for kind in ("sparse", "dense", "neighbours"):
+        for k in TOP_K:
+            if kind == "neighbours":
+                fb = [neighbour_votes(v, b, k) for v, b in zip(vectors["sparse"], base)]
+            else:
+                fb = [feedback(v, b, k) for v, b in zip(vectors[kind], base)]
+            for beta in BETAS:
+                fused = [(standardised(b) + beta * standardised(f)).astype(np.float32) for b, f in zip(base, fb)]
+                out.append({"base": name, "kind": kind, "k": k, "beta": beta,
+                            "dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, fused), 4)})
+    return out
+
+
+def terms_rows(stats: CorpusStats, dev: list[QueryCandidates], qrels: dict,
+               bases: dict[str, list[np.ndarray]]) -> list[dict]:
+    """The served feedback (k, weight) with each document's vector cut to its heaviest T terms, and its times.
+
+    ms_per_query: the feedback of one dev window (votes and fusion, vectors sliced beforehand);
+    vectors_build_ms: DocumentVectors over the whole corpus, once per process.
+    """
+    out = []
+    for terms in (len(stats.vocab), 50, 30, 20, 10):
+        start = time.perf_counter()
+        vectors = DocumentVectors(stats, terms_per_document=terms)
+        build_ms = 1000 * (time.perf_counter() - start)
+        hits = [vectors[c.stats_rows] for c in dev]
+        for name, base in bases.items():
+            start = time.perf_counter()
+            fed = [with_feedback(b, h, FeedbackParams()) for b, h in zip(base, hits)]
+            ms = 1000 * (time.perf_counter() - start) / len(dev)
+            out.append({"base": name, "kind": "terms", "terms_per_document": terms, "ms_per_query": round(ms, 2),
+                        "vectors_build_ms": round(build_ms, 1),
+                        "dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, fed), 4)})
+            print(out[-1])
+    return out
+
+
+def print_choice(rows: list[dict], model_bases: list[str]) -> None:
+    """The (kind, k, beta) points with the best mean over the model bases (the served default's choice)."""
+    points = {}
+    for row in rows:
+        if row["base"] in model_bases and row["kind"] != "terms":
+            points.setdefault((row["kind"], row["k"], row["beta"]), []).append(row["dev_ndcg20"])
+    means = sorted(((float(np.mean(v)), point) for point, v in points.items()), reverse=True)
+    for mean, point in means[:8]:
+        print(f"mean over {len(model_bases)} model bases {mean:.4f} at kind, k, beta = {point}")
+
+
+def print_with_votes(work, dev: list[QueryCandidates], bases: dict[str, list[np.ndarray]]) -> None:
+    """Dev NDCG@20 of each base fused with the judged-neighbour votes, without and with the served feedback."""
+    path = work.settings.neighbours_path
+    if not path.is_file():
+        print(f"no votes at {path}: build them with `esrr neighbours build` to compare with votes")
+        return
+    neighbours = JudgedNeighbours.load(path)
+    queries, qrels = work.nfcorpus.queries("dev"), work.nfcorpus.qrels("dev")
+    served, params = DocumentVectors(work.backend.stats), FeedbackParams()
+    votes = [neighbours.scores(queries[c.query_id], c.doc_ids) for c in dev]
+    hits = [served[c.stats_rows] for c in dev]
+    for name, base in bases.items():
+        plain = [fuse(b, v, neighbours.params.weight) for b, v in zip(base, votes)]
+        fed = [fuse(with_feedback(b, h, params), v, neighbours.params.weight) for b, h, v in zip(base, hits, votes)]
+        print(f"{name} + votes: {mean_metric(PAPER_NDCG20, qrels, dev, plain):.4f}; with feedback {params} "
+              f"first: {mean_metric(PAPER_NDCG20, qrels, dev, fed):.4f}")
+
+
+def main(checkpoints: list[Path]) -> None:
+    work = open_workspace(None)
+    dev_qrels = work.nfcorpus.qrels("dev")
+    dev = work.split_candidates("dev", progress=False)
+    stats = work.backend.stats
+    idf = stats.idf(np.arange(len(stats.vocab)))
+    rows_of_term = term_rows(stats.vocab.terms, work.embeddings)
+    term_vectors = np.asarray(work.embeddings.vectors, dtype=np.float32)[rows_of_term]
+    known = rows_of_term > UNK
+    every_term = DocumentVectors(stats, terms_per_document=len(stats.vocab))
+    vectors = {"sparse": [every_term[c.stats_rows] for c in dev],
+               "dense": [dense_rows(stats, c.stats_rows, idf, term_vectors, known) for c in dev]}
+    bases = {"BM25": [c.bm25 for c in dev]}
+    models = {}
+    for path in checkpoints if checkpoints != [Path("-")] else []:
+        model = Checkpoint.load(path).build_model(work.embeddings.vectors)
+        models[path.stem] = score_candidates(model_score_fn(model), dev, work.doc_rows)
+    bases.update(models)
+    if len(models) > 1:
+        bases["ensemble"] = ensemble_scores(list(models.values()))
+    rows = []
+    for name, base in bases.items():
+        rows += rows_for(name, base, vectors, dev_qrels, dev)
+    with (HERE / "results.jsonl").open("w", encoding="utf-8") as out:
+        out.writelines(json.dumps(row) + "\n" for row in rows)
+    rows += terms_rows(work.backend.stats, dev, dev_qrels, bases)
+    print_choice(rows, [name for name in bases if name != "BM25"])
+    print_with_votes(work, dev, bases)
+    for name in bases:
+        for kind in ("sparse", "dense", "neighbours"):
+            mine = [r for r in rows if r["base"] == name and r["kind"] == kind]
+            plain = next(r for r in mine if r["beta"] == 0.0)
+            best = max(mine, key=lambda r: r["dev_ndcg20"])
+            print(f"{name} {kind}: alone {plain['dev_ndcg20']}, best k={best['k']} beta={best['beta']}: "
+                  f"{best['dev_ndcg20']}")
+
+
+if __name__ == "__main__":
+    main([Path(arg) for arg in sys.argv[1:]])
