@@ -2,7 +2,7 @@
 # The main job on the embedded default (no Elasticsearch, no docker): set up,
 # build the NFCorpus index if none is served and the judged-neighbour votes if missing,
 # and answer a search from the shell, reranked by Delta-32-Lex3 when a trained model
-# exists (`--train` trains one first), with the votes added.
+# exists (`--train` trains one first), refined by the candidate feedback, with the votes added.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 train=0
