@@ -1,0 +1,62 @@
+"""Dev-only: the candidate-feedback vote as a fourth Lex feature, learned by Delta-32-Lex3.
+
+    ESRR_HOME=artifacts OMP_NUM_THREADS=1 python reports/experiments/candidate-feedback/learned.py SEED [LOSS]
+
+Trains Delta-32-Lex3 with the recipe's settings (LOSS hinge by default, or softmax) and
+one more feature column: each candidate's neighbour vote over the BM25 scores of its
+query's top-500 (``neighbour_votes`` with the served k and ``DocumentVectors``), which
+the first stage gives before the model runs. ``DeltaConfig`` only accepts the 18 Lex
+names, so the appended column is declared as ``text_bm25``: the model reads columns by
+position, not by name. Reports the learned model's dev NDCG@20 alone and with the fixed
+feedback on top; appends one JSON line per run to ``learned.jsonl`` beside this file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from es_rerank.feedback import DocumentVectors, FeedbackParams, neighbour_votes, with_feedback
+from es_rerank.lex import LEX3
+from worker.model import DeltaConfig
+from worker.training.cli import open_workspace
+from worker.training.data import QueryCandidates
+from worker.training.metrics import PAPER_NDCG20, mean_metric
+from worker.training.train import TrainConfig, model_score_fn, score_candidates, train_model
+
+HERE = Path(__file__).parent
+VOTE_COLUMN = "text_bm25"  # a placeholder name; the column holds the votes
+
+
+def with_vote_column(candidates: list[QueryCandidates], vectors: DocumentVectors) -> list[QueryCandidates]:
+    """The candidates with the BM25 neighbour vote as an extra last Lex column."""
+    k = FeedbackParams().k
+    return [replace(c, lex=np.concatenate([c.lex, neighbour_votes(vectors[c.stats_rows], c.bm25, k)[:, None]],
+                                          axis=1).astype(np.float32)) for c in candidates]
+
+
+def main(seed: int, loss: str) -> None:
+    work = open_workspace(None)
+    vectors = DocumentVectors(work.backend.stats)
+    dev_qrels = work.nfcorpus.qrels("dev")
+    train = with_vote_column(work.split_candidates("train", progress=False), vectors)
+    dev = with_vote_column(work.split_candidates("dev", progress=False), vectors)
+    config = DeltaConfig(lex_names=(*LEX3, VOTE_COLUMN), embedding_dim=work.embeddings.vectors.shape[1])
+    result = train_model(config, work.embeddings.vectors, train, dev, dev_qrels, work.doc_rows,
+                         replace(TrainConfig(), seed=seed, loss=loss), progress=False)
+    learned = score_candidates(model_score_fn(result.model), dev, work.doc_rows)
+    fed = [with_feedback(s, vectors[c.stats_rows], FeedbackParams()) for s, c in zip(learned, dev)]
+    row = {"seed": seed, "loss": loss, "dev_per_epoch": [round(h["dev_ndcg20"], 4) for h in result.history],
+           "best_epoch": result.best_epoch, "learned_dev": round(result.best_dev, 4),
+           "learned_with_feedback_dev": round(mean_metric(PAPER_NDCG20, dev_qrels, dev, fed), 4)}
+    print(json.dumps(row))
+    with (HERE / "learned.jsonl").open("a", encoding="utf-8") as out:
+        out.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "hinge")
