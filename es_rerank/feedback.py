@@ -10,8 +10,8 @@ sparse [n, n] product per query.
     vote(d)  = sum over the k hits most like d of cos(d, e) * z(score)(e) / sum of those cos
     final(d) = z(score)(d) + weight * z(vote)(d)        z: standardised within the query
 
-cos is the cosine of (1 + log tf) * idf vectors of title + abstract (``DocumentVectors``,
-built once per process from the index-time statistics). Written by hand because it is a
+cos is the cosine of (1 + log tf) * idf vectors of title + abstract (``document_vectors``,
+built from the index-time statistics). Written by hand because it is a
 few lines of sparse arithmetic over statistics we already hold; a retrieval toolkit's
 RM3 would need its own index of the corpus.
 """
@@ -28,7 +28,7 @@ from es_rerank.neighbours import standardised
 from es_rerank.stats import CorpusStats
 
 FEEDBACK_ROW_SUFFIX = " + candidate feedback"  # how search output and eval rows name a ranker with feedback
-TERMS_PER_DOCUMENT = 50  # see DocumentVectors
+TERMS_PER_DOCUMENT = 50  # see document_vectors
 
 
 @dataclass(frozen=True)
@@ -47,34 +47,42 @@ class FeedbackParams:
             raise ValueError(f"weight must be a number of at least 0, got {self.weight!r}")
 
 
-class DocumentVectors:
-    """Unit-length (1 + log tf) * idf vectors of every document of one statistics version, built once.
+def document_vectors(stats: CorpusStats, rows: Sequence[int] | np.ndarray | None = None,
+                     terms_per_document: int = TERMS_PER_DOCUMENT) -> sparse.csr_matrix:
+    """[len(rows), vocab] unit-length (1 + log tf) * idf vectors of title + abstract of these statistics rows.
 
-    Each vector keeps the document's ``terms_per_document`` heaviest terms: on NFCorpus dev
-    the served model's feedback is the same with 50 as with all of them, and the [n, n]
-    product per query is three times faster.
+    ``rows`` None means every document: build once and slice it when many windows are
+    scored (``esrr eval``); one window (``esrr search``) builds only its own rows, whose
+    cost does not grow with the corpus. Each vector keeps the document's
+    ``terms_per_document`` heaviest terms: on NFCorpus dev the served model's feedback is
+    the same with 50 as with all of them, and the [n, n] product is three times faster.
     """
+    rows = np.arange(stats.n_docs) if rows is None else np.asarray(rows, dtype=np.int64)
+    n, vocab = len(rows), len(stats.vocab)
+    title_doc, title_terms = _field_terms(stats.title_ptr, stats.title_values, rows)
+    abstract_doc, abstract_terms = _field_terms(stats.abstract_ptr, stats.abstract_values, rows)
+    keys, tf = np.unique(np.concatenate([title_doc, abstract_doc]) * vocab
+                         + np.concatenate([title_terms, abstract_terms]), return_counts=True)
+    doc, term = np.divmod(keys, vocab)
+    weights = (1.0 + np.log(tf)) * stats.idf(term)
+    heaviest_first = np.lexsort((-weights, doc))
+    doc, term, weights = doc[heaviest_first], term[heaviest_first], weights[heaviest_first]
+    rank = np.arange(len(doc)) - np.searchsorted(doc, doc)  # position within the document
+    keep = rank < terms_per_document
+    doc, term, weights = doc[keep], term[keep], weights[keep]
+    norms = np.sqrt(np.bincount(doc, weights * weights, minlength=n))
+    weights /= np.where(norms > 0, norms, 1.0)[doc]
+    return sparse.csr_matrix((weights, (doc, term)), shape=(n, vocab))
 
-    def __init__(self, stats: CorpusStats, terms_per_document: int = TERMS_PER_DOCUMENT) -> None:
-        n, vocab = stats.n_docs, len(stats.vocab)
-        doc = np.concatenate([np.repeat(np.arange(n, dtype=np.int64), np.diff(np.asarray(ptr)))
-                              for ptr in (stats.title_ptr, stats.abstract_ptr)])
-        terms = np.concatenate([np.asarray(stats.title_values), np.asarray(stats.abstract_values)]).astype(np.int64)
-        keys, tf = np.unique(doc * vocab + terms, return_counts=True)
-        doc, term = np.divmod(keys, vocab)
-        weights = (1.0 + np.log(tf)) * stats.idf(term)
-        heaviest_first = np.lexsort((-weights, doc))
-        doc, term, weights = doc[heaviest_first], term[heaviest_first], weights[heaviest_first]
-        rank = np.arange(len(doc)) - np.searchsorted(doc, doc)  # position within the document
-        keep = rank < terms_per_document
-        doc, term, weights = doc[keep], term[keep], weights[keep]
-        norms = np.sqrt(np.bincount(doc, weights * weights, minlength=n))
-        weights /= np.where(norms > 0, norms, 1.0)[doc]
-        self.matrix = sparse.csr_matrix((weights, (doc, term)), shape=(n, vocab))
 
-    def __getitem__(self, stats_rows: Sequence[int] | np.ndarray) -> sparse.csr_matrix:
-        """[len(stats_rows), vocab] the vectors of these documents, in this order."""
-        return self.matrix[np.asarray(stats_rows, dtype=np.int64)]
+def _field_terms(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in ``rows``, term id) of every token of one CSR field of the given rows."""
+    ptr = np.asarray(ptr, dtype=np.int64)
+    starts, lengths = ptr[rows], ptr[rows + 1] - ptr[rows]
+    # Token j of row i sits at starts[i] + j: repeat each start, add the offset within the row.
+    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(np.arange(len(rows), dtype=np.int64), lengths), \
+        np.asarray(values)[np.repeat(starts, lengths) + offsets].astype(np.int64)
 
 
 def neighbour_votes(vectors: sparse.csr_matrix, scores: np.ndarray, k: int) -> np.ndarray:
@@ -92,7 +100,7 @@ def neighbour_votes(vectors: sparse.csr_matrix, scores: np.ndarray, k: int) -> n
 
 
 def with_feedback(scores: np.ndarray, vectors: sparse.csr_matrix, params: FeedbackParams) -> np.ndarray:
-    """float32 z(scores) + weight * z(neighbour votes) for one query's hits and their ``DocumentVectors``."""
+    """float32 z(scores) + weight * z(neighbour votes) for one query's hits and their ``document_vectors``."""
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != (vectors.shape[0],):
         raise ValueError(f"one score per hit expected, got {scores.shape} scores for {vectors.shape[0]} hits")

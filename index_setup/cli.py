@@ -308,10 +308,10 @@ def _with_feedback(settings: CommonSettings, window: Sequence[Hit], scores: np.n
     """The window's scores (the model's, else BM25's) with the votes of each hit's most similar hits."""
     import numpy as np
 
-    from es_rerank.feedback import DocumentVectors, with_feedback
+    from es_rerank.feedback import document_vectors, with_feedback
 
     base = scores if scores is not None else np.array([h.score for h in window], dtype=np.float32)
-    vectors = DocumentVectors(stats)[[stats.row(h.doc_id) for h in window]]
+    vectors = document_vectors(stats, [stats.row(h.doc_id) for h in window])
     return with_feedback(base, vectors, settings.feedback)
 
 

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.feedback import DocumentVectors, FeedbackParams, neighbour_votes, with_feedback
+from es_rerank.feedback import FeedbackParams, document_vectors, neighbour_votes, with_feedback
 from es_rerank.neighbours import standardised
 from es_rerank.stats import CorpusStats, Document, build_stats
 from es_rerank.text import tokenize
@@ -35,7 +35,7 @@ def stats() -> CorpusStats:
 
 
 def vectors(stats: CorpusStats, ids: str = "abcdef", **options: int):
-    return DocumentVectors(stats, **options)[[stats.row(i) for i in ids]]
+    return document_vectors(stats, [stats.row(i) for i in ids], **options)
 
 
 def test_vectors_are_unit_length_log_tf_idf_of_title_and_abstract(stats: CorpusStats) -> None:
@@ -57,6 +57,14 @@ def test_vectors_keep_the_heaviest_terms_of_each_document(stats: CorpusStats) ->
     assert kept == {"green", "tea"}  # catechins (tf 1) is the lightest
     assert np.linalg.norm(a) == pytest.approx(1.0)
     assert vectors(stats, "fa").shape == (2, len(stats.vocab))  # rows in the order asked
+
+
+@pytest.mark.parametrize("rows", [[5, 0, 2], [3], [], [1, 1, 4, 0, 2, 3, 5]])
+def test_a_window_built_alone_equals_the_slice_of_the_whole_corpus(stats: CorpusStats, rows: list[int]) -> None:
+    window = document_vectors(stats, rows, terms_per_document=2)
+    whole = document_vectors(stats, terms_per_document=2)
+    assert window.shape == (len(rows), len(stats.vocab))
+    np.testing.assert_allclose(window.toarray(), whole[rows].toarray() if rows else np.zeros(window.shape))
 
 
 def test_one_neighbour_votes_with_its_own_standardised_score(stats: CorpusStats) -> None:

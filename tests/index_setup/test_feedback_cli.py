@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 
 from es_rerank.backends import open_backend
 from es_rerank.cli import main
-from es_rerank.feedback import DocumentVectors, FeedbackParams, with_feedback
+from es_rerank.feedback import FeedbackParams, document_vectors, with_feedback
 from es_rerank.settings import CommonSettings
 from tests.index_setup.test_cli import RECORDS, assert_clean_failure, assert_ok, write_corpus
 
@@ -41,7 +41,7 @@ def test_search_refines_bm25_with_the_votes_of_similar_hits(esrr, home: Path) ->
     assert header.split()[1:5] == ["BM25", "+", "candidate", "feedback"]
     served = open_backend(CommonSettings(home=home))
     hits = served.search("cancer curcumin", 500)
-    vectors = DocumentVectors(served.stats)[[served.stats.row(h.doc_id) for h in hits]]
+    vectors = document_vectors(served.stats, [served.stats.row(h.doc_id) for h in hits])
     expected = with_feedback(np.array([h.score for h in hits]), vectors, FeedbackParams())
     order = np.argsort(-expected, kind="stable")
     assert [doc_id for doc_id, _ in shown] == [hits[i].doc_id for i in order]
@@ -61,7 +61,7 @@ def test_weight_zero_or_no_feedback_gives_the_bm25_order(esrr, home: Path) -> No
 def test_settings_k_changes_the_votes(esrr, home: Path) -> None:
     served = open_backend(CommonSettings(home=home))
     hits = served.search("cancer", 500)
-    vectors = DocumentVectors(served.stats)[[served.stats.row(h.doc_id) for h in hits]]
+    vectors = document_vectors(served.stats, [served.stats.row(h.doc_id) for h in hits])
     expected = with_feedback(np.array([h.score for h in hits]), vectors, FeedbackParams(k=1, weight=2.0))
     _, shown = rows(assert_ok(esrr_with(home, "search", "cancer", ESRR_FEEDBACK_K="1", ESRR_FEEDBACK_WEIGHT="2")))
     assert sorted(score for _, score in shown) == pytest.approx(sorted(expected), abs=1e-3)

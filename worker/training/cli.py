@@ -470,9 +470,9 @@ def _evaluation_votes(work: Workspace, queries: Mapping[str, str]) -> JudgedNeig
 def _feedback_scores(candidates: list[QueryCandidates], base_scores: Mapping[str, list[np.ndarray]],
                      stats: CorpusStats, params: FeedbackParams) -> dict[str, list[np.ndarray]]:
     """Rows "<ranker> + candidate feedback": each ranker's scores with the votes of each hit's most similar hits."""
-    from es_rerank.feedback import FEEDBACK_ROW_SUFFIX, DocumentVectors, with_feedback
+    from es_rerank.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
 
-    vectors = DocumentVectors(stats)
+    vectors = document_vectors(stats)  # every document once, sliced per query
     hits = [vectors[c.stats_rows] for c in candidates]
     return {label + FEEDBACK_ROW_SUFFIX: [with_feedback(s, v, params) for s, v in zip(scores, hits)]
             for label, scores in base_scores.items()}

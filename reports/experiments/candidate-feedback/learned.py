@@ -4,7 +4,7 @@
 
 Trains Delta-32-Lex3 with the recipe's settings (LOSS hinge by default, or softmax) and
 one more feature column: each candidate's neighbour vote over the BM25 scores of its
-query's top-500 (``neighbour_votes`` with the served k and ``DocumentVectors``), which
+query's top-500 (``neighbour_votes`` with the served k and ``document_vectors``), which
 the first stage gives before the model runs. ``DeltaConfig`` only accepts the 18 Lex
 names, so the appended column is declared as ``text_bm25``: the model reads columns by
 position, not by name. Reports the learned model's dev NDCG@20 alone and with the fixed
@@ -19,8 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from scipy import sparse
 
-from es_rerank.feedback import DocumentVectors, FeedbackParams, neighbour_votes, with_feedback
+from es_rerank.feedback import FeedbackParams, document_vectors, neighbour_votes, with_feedback
 from es_rerank.lex import LEX3
 from worker.model import DeltaConfig
 from worker.training.cli import open_workspace
@@ -32,7 +33,7 @@ HERE = Path(__file__).parent
 VOTE_COLUMN = "text_bm25"  # a placeholder name; the column holds the votes
 
 
-def with_vote_column(candidates: list[QueryCandidates], vectors: DocumentVectors) -> list[QueryCandidates]:
+def with_vote_column(candidates: list[QueryCandidates], vectors: sparse.csr_matrix) -> list[QueryCandidates]:
     """The candidates with the BM25 neighbour vote as an extra last Lex column."""
     k = FeedbackParams().k
     return [replace(c, lex=np.concatenate([c.lex, neighbour_votes(vectors[c.stats_rows], c.bm25, k)[:, None]],
@@ -41,7 +42,7 @@ def with_vote_column(candidates: list[QueryCandidates], vectors: DocumentVectors
 
 def main(seed: int, loss: str) -> None:
     work = open_workspace(None)
-    vectors = DocumentVectors(work.backend.stats)
+    vectors = document_vectors(work.backend.stats)
     dev_qrels = work.nfcorpus.qrels("dev")
     train = with_vote_column(work.split_candidates("train", progress=False), vectors)
     dev = with_vote_column(work.split_candidates("dev", progress=False), vectors)

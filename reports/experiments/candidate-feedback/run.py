@@ -37,7 +37,7 @@ import numpy as np
 from scipy import sparse
 
 from es_rerank.embeddings import UNK
-from es_rerank.feedback import DocumentVectors, FeedbackParams, neighbour_votes, with_feedback
+from es_rerank.feedback import FeedbackParams, document_vectors, neighbour_votes, with_feedback
 from es_rerank.neighbours import JudgedNeighbours, fuse, standardised
 from es_rerank.stats import CorpusStats
 from worker.inputs import term_rows
@@ -99,12 +99,12 @@ def terms_rows(stats: CorpusStats, dev: list[QueryCandidates], qrels: dict,
     """The served feedback (k, weight) with each document's vector cut to its heaviest T terms, and its times.
 
     ms_per_query: the feedback of one dev window (votes and fusion, vectors sliced beforehand);
-    vectors_build_ms: DocumentVectors over the whole corpus, once per process.
+    vectors_build_ms: document_vectors over the whole corpus, once per process.
     """
     out = []
     for terms in (len(stats.vocab), 50, 30, 20, 10):
         start = time.perf_counter()
-        vectors = DocumentVectors(stats, terms_per_document=terms)
+        vectors = document_vectors(stats, terms_per_document=terms)
         build_ms = 1000 * (time.perf_counter() - start)
         hits = [vectors[c.stats_rows] for c in dev]
         for name, base in bases.items():
@@ -137,7 +137,7 @@ def print_with_votes(work, dev: list[QueryCandidates], bases: dict[str, list[np.
         return
     neighbours = JudgedNeighbours.load(path)
     queries, qrels = work.nfcorpus.queries("dev"), work.nfcorpus.qrels("dev")
-    served, params = DocumentVectors(work.backend.stats), FeedbackParams()
+    served, params = document_vectors(work.backend.stats), FeedbackParams()
     votes = [neighbours.scores(queries[c.query_id], c.doc_ids) for c in dev]
     hits = [served[c.stats_rows] for c in dev]
     for name, base in bases.items():
@@ -156,7 +156,7 @@ def main(checkpoints: list[Path]) -> None:
     rows_of_term = term_rows(stats.vocab.terms, work.embeddings)
     term_vectors = np.asarray(work.embeddings.vectors, dtype=np.float32)[rows_of_term]
     known = rows_of_term > UNK
-    every_term = DocumentVectors(stats, terms_per_document=len(stats.vocab))
+    every_term = document_vectors(stats, terms_per_document=len(stats.vocab))
     vectors = {"sparse": [every_term[c.stats_rows] for c in dev],
                "dense": [dense_rows(stats, c.stats_rows, idf, term_vectors, known) for c in dev]}
     bases = {"BM25": [c.bm25 for c in dev]}
