@@ -11,7 +11,7 @@ sparse [n, n] product per query.
     final(d) = z(score)(d) + weight * z(vote)(d)        z: standardised within the query
 
 cos is the cosine of (1 + log tf) * idf vectors of title + abstract (``document_vectors``,
-built from the index-time statistics). Written by hand because it is a
+built from the data every hit carries and the index-time idf). Written by hand because it is a
 few lines of sparse arithmetic over statistics we already hold; a retrieval toolkit's
 RM3 would need its own index of the corpus.
 """
@@ -25,19 +25,21 @@ import numpy as np
 from scipy import sparse
 
 from es_rerank.neighbours import standardised
-from es_rerank.stats import CorpusStats
+from es_rerank.stats import CorpusStats, DocTerms
 
 FEEDBACK_ROW_SUFFIX = " + candidate feedback"  # how search output and eval rows name a ranker with feedback
-TERMS_PER_DOCUMENT = 50  # see document_vectors
+TERMS_PER_DOCUMENT = 50  # why 50: document_vectors
 
 
 @dataclass(frozen=True)
 class FeedbackParams:
-    """Neighbours per hit (k) and the vote's weight beside the ranker; weight 0 turns feedback off."""
+    """Neighbours per hit (k) and the vote's weight beside the ranker; weight 0 turns feedback off.
 
-    # Chosen on NFCorpus dev (reports/experiments/candidate-feedback/).
-    k: int = 5
-    weight: float = 0.5
+    The served values are settings (``CommonSettings.feedback``), chosen on NFCorpus dev.
+    """
+
+    k: int
+    weight: float
 
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
@@ -47,42 +49,29 @@ class FeedbackParams:
             raise ValueError(f"weight must be a number of at least 0, got {self.weight!r}")
 
 
-def document_vectors(stats: CorpusStats, rows: Sequence[int] | np.ndarray | None = None,
+def document_vectors(docs: Sequence[DocTerms], stats: CorpusStats,
                      terms_per_document: int = TERMS_PER_DOCUMENT) -> sparse.csr_matrix:
-    """[len(rows), vocab] unit-length (1 + log tf) * idf vectors of title + abstract of these statistics rows.
+    """[len(docs), vocab] unit-length (1 + log tf) * idf vectors of the documents' title + abstract.
 
-    ``rows`` None means every document: build once and slice it when many windows are
-    scored (``esrr eval``); one window (``esrr search``) builds only its own rows, whose
-    cost does not grow with the corpus. Each vector keeps the document's
-    ``terms_per_document`` heaviest terms: on NFCorpus dev the served model's feedback is
-    the same with 50 as with all of them, and the [n, n] product is three times faster.
+    Built from the hits' own precomputed data, as the Lex features are, so it needs no
+    statistics row per hit. Each vector keeps the document's ``terms_per_document``
+    heaviest terms: on NFCorpus dev the served model's feedback is the same with 50 as
+    with all of them, and the [n, n] product is three times faster.
     """
-    rows = np.arange(stats.n_docs) if rows is None else np.asarray(rows, dtype=np.int64)
-    n, vocab = len(rows), len(stats.vocab)
-    title_doc, title_terms = _field_terms(stats.title_ptr, stats.title_values, rows)
-    abstract_doc, abstract_terms = _field_terms(stats.abstract_ptr, stats.abstract_values, rows)
-    keys, tf = np.unique(np.concatenate([title_doc, abstract_doc]) * vocab
-                         + np.concatenate([title_terms, abstract_terms]), return_counts=True)
+    n, vocab = len(docs), len(stats.vocab)
+    ids = [np.concatenate([d.title_ids, d.abstract_ids]).astype(np.int64) for d in docs]
+    doc = np.repeat(np.arange(n, dtype=np.int64), [len(i) for i in ids])
+    keys, tf = np.unique(doc * vocab + np.concatenate([np.zeros(0, np.int64), *ids]), return_counts=True)
     doc, term = np.divmod(keys, vocab)
     weights = (1.0 + np.log(tf)) * stats.idf(term)
     heaviest_first = np.lexsort((-weights, doc))
     doc, term, weights = doc[heaviest_first], term[heaviest_first], weights[heaviest_first]
-    rank = np.arange(len(doc)) - np.searchsorted(doc, doc)  # position within the document
-    keep = rank < terms_per_document
+    rank_in_document = np.arange(len(doc)) - np.searchsorted(doc, doc)
+    keep = rank_in_document < terms_per_document
     doc, term, weights = doc[keep], term[keep], weights[keep]
     norms = np.sqrt(np.bincount(doc, weights * weights, minlength=n))
     weights /= np.where(norms > 0, norms, 1.0)[doc]
     return sparse.csr_matrix((weights, (doc, term)), shape=(n, vocab))
-
-
-def _field_terms(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(position in ``rows``, term id) of every token of one CSR field of the given rows."""
-    ptr = np.asarray(ptr, dtype=np.int64)
-    starts, lengths = ptr[rows], ptr[rows + 1] - ptr[rows]
-    # Token j of row i sits at starts[i] + j: repeat each start, add the offset within the row.
-    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.repeat(np.arange(len(rows), dtype=np.int64), lengths), \
-        np.asarray(values)[np.repeat(starts, lengths) + offsets].astype(np.int64)
 
 
 def neighbour_votes(vectors: sparse.csr_matrix, scores: np.ndarray, k: int) -> np.ndarray:

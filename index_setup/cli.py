@@ -248,7 +248,7 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
             raise click.UsageError(f"{option} reorders the top --window hits; give a window above 0")
     if use_feedback and settings.feedback_weight == 0:
         raise click.UsageError("--feedback asks for candidate feedback, but ESRR_FEEDBACK_WEIGHT is 0; "
-                               "set it above 0 (0.5 is the default)")
+                               "set it above 0, or unset it for the default")
     if rerank is None:
         rerank = checkpoint.is_file() and window > 0
     if use_feedback is None:
@@ -311,7 +311,7 @@ def _with_feedback(settings: CommonSettings, window: Sequence[Hit], scores: np.n
     from es_rerank.feedback import document_vectors, with_feedback
 
     base = scores if scores is not None else np.array([h.score for h in window], dtype=np.float32)
-    vectors = document_vectors(stats, [stats.row(h.doc_id) for h in window])
+    vectors = document_vectors([h.terms for h in window], stats)
     return with_feedback(base, vectors, settings.feedback)
 
 

@@ -41,8 +41,8 @@ def test_search_refines_bm25_with_the_votes_of_similar_hits(esrr, home: Path) ->
     assert header.split()[1:5] == ["BM25", "+", "candidate", "feedback"]
     served = open_backend(CommonSettings(home=home))
     hits = served.search("cancer curcumin", 500)
-    vectors = document_vectors(served.stats, [served.stats.row(h.doc_id) for h in hits])
-    expected = with_feedback(np.array([h.score for h in hits]), vectors, FeedbackParams())
+    vectors = document_vectors([h.terms for h in hits], served.stats)
+    expected = with_feedback(np.array([h.score for h in hits]), vectors, CommonSettings().feedback)
     order = np.argsort(-expected, kind="stable")
     assert [doc_id for doc_id, _ in shown] == [hits[i].doc_id for i in order]
     assert [score for _, score in shown] == pytest.approx([expected[i] for i in order], abs=1e-3)
@@ -61,7 +61,7 @@ def test_weight_zero_or_no_feedback_gives_the_bm25_order(esrr, home: Path) -> No
 def test_settings_k_changes_the_votes(esrr, home: Path) -> None:
     served = open_backend(CommonSettings(home=home))
     hits = served.search("cancer", 500)
-    vectors = document_vectors(served.stats, [served.stats.row(h.doc_id) for h in hits])
+    vectors = document_vectors([h.terms for h in hits], served.stats)
     expected = with_feedback(np.array([h.score for h in hits]), vectors, FeedbackParams(k=1, weight=2.0))
     _, shown = rows(assert_ok(esrr_with(home, "search", "cancer", ESRR_FEEDBACK_K="1", ESRR_FEEDBACK_WEIGHT="2")))
     assert sorted(score for _, score in shown) == pytest.approx(sorted(expected), abs=1e-3)
@@ -79,3 +79,16 @@ def test_bad_feedback_settings_fail_cleanly(home: Path, env: dict[str, str], nam
 def test_feedback_needs_a_window(esrr) -> None:
     result = esrr("search", "cancer", "--window", "0", "--feedback")
     assert result.exit_code == 2 and "--feedback reorders the top --window hits" in result.output
+
+
+@pytest.mark.usefixtures("indexed")
+def test_feedback_reads_the_hits_own_terms_not_statistics_rows(esrr, monkeypatch) -> None:
+    """A hit missing from the statistics (another index version behind an alias) still gets its feedback."""
+    from es_rerank.stats import CorpusStats, StatsError
+
+    def no_row(self, doc_id: str) -> int:
+        raise StatsError(f"document {doc_id!r} is not in these statistics")
+
+    monkeypatch.setattr(CorpusStats, "row", no_row)
+    header, shown = rows(assert_ok(esrr("search", "cancer curcumin")))
+    assert "candidate feedback" in header and shown

@@ -12,8 +12,10 @@ from click.testing import CliRunner
 
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
+from es_rerank.feedback import document_vectors, with_feedback
 from es_rerank.lex import LEX3, lex_features
 from es_rerank.payload import WorkerSetupError
+from es_rerank.settings import CommonSettings
 from es_rerank.text import embedding_tokens, tokenize
 from index_setup.embedded_index import build_embedded_index
 from worker.ensemble import ensemble_scores
@@ -53,13 +55,17 @@ def test_rerank_scores_equal_the_reference_model(artifacts, corpus_documents, tm
 
 
 def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, tmp_path):
-    home, _ = _home_with_index(artifacts, corpus_documents, tmp_path)
+    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
     result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5"], env={"ESRR_HOME": str(home)})
     assert result.exit_code == 0, result.output
     header, *rows = result.stdout.splitlines()
     assert header.split()[:6] == ["rank", "delta-32-lex3", "+", "candidate", "feedback", "score"]
-    model_scores = [float(row.split()[1]) for row in rows]
-    assert len(rows) == 5 and model_scores == sorted(model_scores, reverse=True)
+    shown = [float(row.split()[1]) for row in rows]
+    hits = backend.search("cancer risk and diet", 500)
+    model_scores, _ = rerank_scores("cancer risk and diet", hits, backend.stats, WorkerSettings(home=home))
+    fed = with_feedback(model_scores, document_vectors([h.terms for h in hits], backend.stats),
+                        CommonSettings().feedback)
+    assert len(rows) == 5 and shown == pytest.approx(sorted(fed, reverse=True)[:5], abs=1e-3)  # the model's, fed
 
     def header_of(*options: str) -> list[str]:
         result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", *options],

@@ -8,13 +8,35 @@ import shutil
 from pathlib import Path
 
 import click
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from es_rerank.cli import main
+from es_rerank.feedback import document_vectors, with_feedback
 from es_rerank.settings import CommonSettings
 from es_rerank.versions import write_pointer
 from worker.training.cli import open_workspace
+
+
+def _read_run(path: Path) -> dict[str, dict[str, float]]:
+    run: dict[str, dict[str, float]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        query_id, _, doc_id, _, score, _ = line.split()
+        run.setdefault(query_id, {})[doc_id] = float(score)
+    return run
+
+
+def _assert_feedback_of(runs: Path, row: str, stats) -> None:
+    """The row's "+ candidate feedback" run is the feedback of that row's own scores, not another's."""
+    base, fed = _read_run(runs / f"{row}.run"), _read_run(runs / f"{row}_candidate_feedback.run")
+    assert base.keys() == fed.keys()
+    for query_id, scores in base.items():
+        doc_ids = sorted(scores)
+        vectors = document_vectors([stats.doc_terms(stats.row(d)) for d in doc_ids], stats)
+        expected = with_feedback(np.array([scores[d] for d in doc_ids]), vectors, CommonSettings().feedback)
+        # run files keep 6 decimals of each score
+        assert [fed[query_id][d] for d in doc_ids] == pytest.approx(expected, abs=1e-4), (row, query_id)
 
 
 def _tiny_nfcorpus(directory: Path, documents) -> Path:
@@ -85,6 +107,9 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
             assert f"| {row}{twin} |" in table
     assert "| Delta-32 + judged neighbours |" not in table and "| DRMM + judged neighbours |" not in table
     assert "| Delta-32 + candidate feedback |" not in table
+    stats = open_workspace(data, CommonSettings(home=home)).backend.stats
+    _assert_feedback_of(home / "runs" / "test", "Delta-32-Lex3", stats)
+    _assert_feedback_of(home / "runs" / "test", "Both", stats)
     leaky = shutil.copytree(data, tmp_path / "leaky")
     with (leaky / "qrels" / "train.tsv").open("a", encoding="utf-8") as train_qrels:  # test judgments vote too
         train_qrels.write((data / "qrels" / "test.tsv").read_text(encoding="utf-8").split("\n", 1)[1])

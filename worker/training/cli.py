@@ -403,7 +403,7 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
                                                for path in members])
         runs[label] = run_from_scores(candidates, model_scores[label])
     scored = {"BM25": bm25, **model_scores}
-    twinned = {label: scored[label] for label in _rows_with_votes([*extra_models, *ensemble_models]) if label in scored}
+    twinned = {label: scored[label] for label in _twinned_rows([*extra_models, *ensemble_models]) if label in scored}
     if settings.feedback_weight > 0:
         fed = _feedback_scores(candidates, twinned, work.backend.stats, settings.feedback)
         runs.update({label: run_from_scores(candidates, scores) for label, scores in fed.items()})
@@ -417,8 +417,8 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     click.echo(f"runs in {runs_dir}; report in {out}")
 
 
-def _rows_with_votes(labels: Sequence[str]) -> list[str]:
-    """Rows that get candidate-feedback and judged-neighbours twins: BM25, the served model and those asked for."""
+def _twinned_rows(labels: Sequence[str]) -> list[str]:
+    """Rows that get "+ candidate feedback" and "+ judged neighbours" twins: BM25, the served model, those asked for."""
     return ["BM25", VARIANT_NAMES["delta-32-lex3"], *labels]
 
 
@@ -439,7 +439,7 @@ def _check_row_labels(labels: Sequence[str]) -> None:
     if repeated:
         raise click.BadParameter(f"row name(s) {repeated} given twice; each row needs its own label",
                                  param_hint="--extra/--ensemble")
-    twins = [row + suffix for row in _rows_with_votes(labels)
+    twins = [row + suffix for row in _twinned_rows(labels)
              for suffix in (FEEDBACK_ROW_SUFFIX, FUSED_ROW_SUFFIX, FEEDBACK_ROW_SUFFIX + FUSED_ROW_SUFFIX)]
     rows = [*built_in, *labels, *twins]
     tags = [run_tag(row) for row in rows]
@@ -472,8 +472,7 @@ def _feedback_scores(candidates: list[QueryCandidates], base_scores: Mapping[str
     """Rows "<ranker> + candidate feedback": each ranker's scores with the votes of each hit's most similar hits."""
     from es_rerank.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
 
-    vectors = document_vectors(stats)  # every document once, sliced per query
-    hits = [vectors[c.stats_rows] for c in candidates]
+    hits = [document_vectors([stats.doc_terms(int(row)) for row in c.stats_rows], stats) for c in candidates]
     return {label + FEEDBACK_ROW_SUFFIX: [with_feedback(s, v, params) for s, v in zip(scores, hits)]
             for label, scores in base_scores.items()}
 
