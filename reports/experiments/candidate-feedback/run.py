@@ -18,12 +18,15 @@ document, then the adopted point is rerun with each document cut to its heaviest
     neighbours each candidate's own k nearest candidates by tfidf cosine vote with their
                z(base), weighted by that cosine: no single top-k, so a relevant document
                the base ranker put low can still be lifted by relevant neighbours
-               (es_rerank/feedback.py, the one adopted).
+               (es_rerank/feedback.py, the one adopted);
+    neighbours_over_k  the same votes divided by k instead of by the neighbours' summed
+               cosine, so that weak neighbours vote weakly (a reviewer's suggestion).
 
 The base rankers are BM25, every checkpoint given and, with more than one, their
-ensemble; ``-`` alone gives BM25 only. Writes ``results.jsonl`` beside this file, prints
-each base's best point, the points best on average over the models, and each base with
-the judged-neighbour votes, without and with the adopted feedback. Test is never read.
+ensemble; ``-`` alone gives BM25 only. Writes every row to ``results.jsonl`` beside this
+file (kinds sparse/dense/neighbours/neighbours_over_k: the grid; terms: the cut; votes: each base with the
+judged-neighbour votes, without and with the adopted feedback) and prints each base's
+best point and the points best on average over the models. Test is never read.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import numpy as np
 from scipy import sparse
 
 from es_rerank.embeddings import UNK
-from es_rerank.feedback import FeedbackParams, document_vectors, neighbour_votes, with_feedback
+from es_rerank.feedback import TERMS_PER_DOCUMENT, FeedbackParams, document_vectors, neighbour_votes, with_feedback
 from es_rerank.neighbours import JudgedNeighbours, fuse, standardised
 from es_rerank.stats import CorpusStats
 from worker.inputs import term_rows
@@ -51,6 +54,7 @@ from worker.training.train import model_score_fn, score_candidates
 HERE = Path(__file__).parent
 TOP_K = (3, 5, 10, 20, 50)
 BETAS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+KINDS = ("sparse", "dense", "neighbours", "neighbours_over_k")
 
 
 def dense_rows(stats: CorpusStats, rows: np.ndarray, idf: np.ndarray, term_vectors: np.ndarray,
@@ -67,6 +71,19 @@ def dense_rows(stats: CorpusStats, rows: np.ndarray, idf: np.ndarray, term_vecto
     return out
 
 
+def votes_over_k(vectors: sparse.csr_matrix, base: np.ndarray, k: int) -> np.ndarray:
+    """Like ``neighbour_votes`` but divided by k instead of the neighbours' summed cosine: weak neighbours vote weakly."""
+    n = vectors.shape[0]
+    if n < 2:
+        return np.zeros(n)
+    similarity = (vectors @ vectors.T).toarray()
+    np.fill_diagonal(similarity, -np.inf)
+    k = min(k, n - 1)
+    nearest = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
+    weights = np.maximum(np.take_along_axis(similarity, nearest, axis=1), 0.0)
+    return (weights * standardised(base)[nearest]).sum(axis=1) / k
+
+
 def feedback(vectors: sparse.csr_matrix, base: np.ndarray, k: int) -> np.ndarray:
     """Cosine of every candidate to the centroid of the base ranker's top-k."""
     if vectors.shape[0] == 0:
@@ -81,10 +98,12 @@ def rows_for(name: str, base: list[np.ndarray], vectors: dict[str, list], qrels:
              dev: list[QueryCandidates]) -> list[dict]:
     """The grid of (kind, k, beta) for one base ranker."""
     out = []
-    for kind in ("sparse", "dense", "neighbours"):
+    for kind in KINDS:
         for k in TOP_K:
             if kind == "neighbours":
                 fb = [neighbour_votes(v, b, k) for v, b in zip(vectors["sparse"], base)]
+            elif kind == "neighbours_over_k":
+                fb = [votes_over_k(v, b, k) for v, b in zip(vectors["sparse"], base)]
             else:
                 fb = [feedback(v, b, k) for v, b in zip(vectors[kind], base)]
             for beta in BETAS:
@@ -94,25 +113,28 @@ def rows_for(name: str, base: list[np.ndarray], vectors: dict[str, list], qrels:
     return out
 
 
+def window_vectors(stats: CorpusStats, dev: list[QueryCandidates], terms: int = TERMS_PER_DOCUMENT) -> list:
+    """Each dev window's ``document_vectors``, as ``esrr search`` and ``esrr eval`` build them."""
+    return [document_vectors([stats.doc_terms(int(r)) for r in c.stats_rows], stats, terms) for c in dev]
+
+
 def terms_rows(stats: CorpusStats, dev: list[QueryCandidates], qrels: dict,
-               bases: dict[str, list[np.ndarray]]) -> list[dict]:
+               bases: dict[str, list[np.ndarray]], params: FeedbackParams) -> list[dict]:
     """The served feedback (k, weight) with each document's vector cut to its heaviest T terms, and its times.
 
-    ms_per_query: the feedback of one dev window (votes and fusion, vectors sliced beforehand);
-    vectors_build_ms: document_vectors over the whole corpus, once per process.
+    window_vectors_ms: document_vectors of one dev window, mean; ms_per_query: votes and fusion.
     """
     out = []
     for terms in (len(stats.vocab), 50, 30, 20, 10):
         start = time.perf_counter()
-        vectors = document_vectors(stats, terms_per_document=terms)
-        build_ms = 1000 * (time.perf_counter() - start)
-        hits = [vectors[c.stats_rows] for c in dev]
+        hits = window_vectors(stats, dev, terms)
+        window_ms = 1000 * (time.perf_counter() - start) / len(dev)
         for name, base in bases.items():
             start = time.perf_counter()
-            fed = [with_feedback(b, h, FeedbackParams()) for b, h in zip(base, hits)]
+            fed = [with_feedback(b, h, params) for b, h in zip(base, hits)]
             ms = 1000 * (time.perf_counter() - start) / len(dev)
             out.append({"base": name, "kind": "terms", "terms_per_document": terms, "ms_per_query": round(ms, 2),
-                        "vectors_build_ms": round(build_ms, 1),
+                        "window_vectors_ms": round(window_ms, 2),
                         "dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, fed), 4)})
             print(out[-1])
     return out
@@ -122,29 +144,32 @@ def print_choice(rows: list[dict], model_bases: list[str]) -> None:
     """The (kind, k, beta) points with the best mean over the model bases (the served default's choice)."""
     points = {}
     for row in rows:
-        if row["base"] in model_bases and row["kind"] != "terms":
+        if row["base"] in model_bases and row["kind"] in KINDS:
             points.setdefault((row["kind"], row["k"], row["beta"]), []).append(row["dev_ndcg20"])
     means = sorted(((float(np.mean(v)), point) for point, v in points.items()), reverse=True)
     for mean, point in means[:8]:
         print(f"mean over {len(model_bases)} model bases {mean:.4f} at kind, k, beta = {point}")
 
 
-def print_with_votes(work, dev: list[QueryCandidates], bases: dict[str, list[np.ndarray]]) -> None:
+def with_votes_rows(work, dev: list[QueryCandidates], bases: dict[str, list[np.ndarray]]) -> list[dict]:
     """Dev NDCG@20 of each base fused with the judged-neighbour votes, without and with the served feedback."""
     path = work.settings.neighbours_path
     if not path.is_file():
         print(f"no votes at {path}: build them with `esrr neighbours build` to compare with votes")
-        return
+        return []
+    out = []
     neighbours = JudgedNeighbours.load(path)
     queries, qrels = work.nfcorpus.queries("dev"), work.nfcorpus.qrels("dev")
-    served, params = document_vectors(work.backend.stats), FeedbackParams()
+    params = work.settings.feedback
     votes = [neighbours.scores(queries[c.query_id], c.doc_ids) for c in dev]
-    hits = [served[c.stats_rows] for c in dev]
+    hits = window_vectors(work.backend.stats, dev)
     for name, base in bases.items():
         plain = [fuse(b, v, neighbours.params.weight) for b, v in zip(base, votes)]
         fed = [fuse(with_feedback(b, h, params), v, neighbours.params.weight) for b, h, v in zip(base, hits, votes)]
-        print(f"{name} + votes: {mean_metric(PAPER_NDCG20, qrels, dev, plain):.4f}; with feedback {params} "
-              f"first: {mean_metric(PAPER_NDCG20, qrels, dev, fed):.4f}")
+        out.append({"base": name, "kind": "votes", "votes_dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, plain), 4),
+                    "feedback_then_votes_dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, fed), 4)})
+        print(out[-1])
+    return out
 
 
 def main(checkpoints: list[Path]) -> None:
@@ -156,8 +181,7 @@ def main(checkpoints: list[Path]) -> None:
     rows_of_term = term_rows(stats.vocab.terms, work.embeddings)
     term_vectors = np.asarray(work.embeddings.vectors, dtype=np.float32)[rows_of_term]
     known = rows_of_term > UNK
-    every_term = document_vectors(stats, terms_per_document=len(stats.vocab))
-    vectors = {"sparse": [every_term[c.stats_rows] for c in dev],
+    vectors = {"sparse": window_vectors(stats, dev, terms=len(stats.vocab)),
                "dense": [dense_rows(stats, c.stats_rows, idf, term_vectors, known) for c in dev]}
     bases = {"BM25": [c.bm25 for c in dev]}
     models = {}
@@ -170,13 +194,13 @@ def main(checkpoints: list[Path]) -> None:
     rows = []
     for name, base in bases.items():
         rows += rows_for(name, base, vectors, dev_qrels, dev)
+    rows += terms_rows(work.backend.stats, dev, dev_qrels, bases, work.settings.feedback)
+    print_choice(rows, [name for name in bases if name != "BM25"])
+    rows += with_votes_rows(work, dev, bases)
     with (HERE / "results.jsonl").open("w", encoding="utf-8") as out:
         out.writelines(json.dumps(row) + "\n" for row in rows)
-    rows += terms_rows(work.backend.stats, dev, dev_qrels, bases)
-    print_choice(rows, [name for name in bases if name != "BM25"])
-    print_with_votes(work, dev, bases)
     for name in bases:
-        for kind in ("sparse", "dense", "neighbours"):
+        for kind in KINDS:
             mine = [r for r in rows if r["base"] == name and r["kind"] == kind]
             plain = next(r for r in mine if r["beta"] == 0.0)
             best = max(mine, key=lambda r: r["dev_ndcg20"])
