@@ -79,18 +79,23 @@ def document_vectors(docs: Sequence[DocTerms], stats: CorpusStats,
     return sparse.csr_matrix((weights, (doc, term)), shape=(n, vocab))
 
 
-def neighbour_votes(vectors: sparse.csr_matrix, scores: np.ndarray, k: int) -> np.ndarray:
-    """Cosine-weighted mean z(score) of each hit's k most similar other hits (0 with no similar hit)."""
+def nearest_hits(vectors: sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """int [n, min(k, n-1)] each hit's k most similar other hits (unordered) and float [n, ...] their cosines."""
     n = vectors.shape[0]
     if n < 2:
-        return np.zeros(n)
+        return np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0))
     similarity = (vectors @ vectors.T).toarray()  # [n, n]
     np.fill_diagonal(similarity, -np.inf)
     k = min(k, n - 1)
-    nearest = np.argpartition(-similarity, k - 1, axis=1)[:, :k]  # [n, k] unordered
-    weights = np.maximum(np.take_along_axis(similarity, nearest, axis=1), 0.0)  # [n, k]
+    nearest = np.argpartition(-similarity, k - 1, axis=1)[:, :k]  # [n, k]
+    return nearest, np.maximum(np.take_along_axis(similarity, nearest, axis=1), 0.0)
+
+
+def neighbour_votes(vectors: sparse.csr_matrix, scores: np.ndarray, k: int) -> np.ndarray:
+    """Cosine-weighted mean z(score) of each hit's k most similar other hits (0 with no similar hit)."""
+    nearest, cosines = nearest_hits(vectors, k)
     z = standardised(scores)
-    return (weights * z[nearest]).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-12)
+    return (cosines * z[nearest]).sum(axis=1) / np.maximum(cosines.sum(axis=1), 1e-12)
 
 
 def with_feedback(scores: np.ndarray, vectors: sparse.csr_matrix, params: FeedbackParams) -> np.ndarray:

@@ -278,6 +278,10 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     elif not rerank:
         click.echo(f"(not reranked: no model at {checkpoint}; train one with `esrr train`)"
                    if not checkpoint.is_file() else "(not reranked)", err=True)
+    if scores is None and hits and (use_feedback or neighbours is not None):
+        import numpy as np
+
+        scores = np.array([h.score for h in hits[:window]], dtype=np.float32)  # both refine BM25's order
     if use_feedback and hits:
         from es_rerank.feedback import FEEDBACK_ROW_SUFFIX  # scipy: loaded only when feedback runs
 
@@ -303,24 +307,16 @@ def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:
         raise click.ClickException(str(error)) from None
 
 
-def _with_feedback(settings: CommonSettings, window: Sequence[Hit], scores: np.ndarray | None,
+def _with_feedback(settings: CommonSettings, window: Sequence[Hit], scores: np.ndarray,
                    stats: CorpusStats) -> np.ndarray:
-    """The window's scores (the model's, else BM25's) with the votes of each hit's most similar hits."""
-    import numpy as np
-
+    """The window's scores with the votes of each hit's most similar hits."""
     from es_rerank.feedback import document_vectors, with_feedback
 
-    base = scores if scores is not None else np.array([h.score for h in window], dtype=np.float32)
-    vectors = document_vectors([h.terms for h in window], stats)
-    return with_feedback(base, vectors, settings.feedback)
+    return with_feedback(scores, document_vectors([h.terms for h in window], stats), settings.feedback)
 
 
-def _with_votes(neighbours: JudgedNeighbours, query: str, window: Sequence[Hit],
-                scores: np.ndarray | None) -> np.ndarray:
-    """The window's scores (the model's, else BM25's) fused with the judged-neighbour votes."""
-    import numpy as np
-
+def _with_votes(neighbours: JudgedNeighbours, query: str, window: Sequence[Hit], scores: np.ndarray) -> np.ndarray:
+    """The window's scores fused with the judged-neighbour votes."""
     from es_rerank.neighbours import fuse
 
-    base = scores if scores is not None else np.array([h.score for h in window], dtype=np.float32)
-    return fuse(base, neighbours.scores(query, [h.doc_id for h in window]), neighbours.params.weight)
+    return fuse(scores, neighbours.scores(query, [h.doc_id for h in window]), neighbours.params.weight)

@@ -40,7 +40,8 @@ import numpy as np
 from scipy import sparse
 
 from es_rerank.embeddings import UNK
-from es_rerank.feedback import TERMS_PER_DOCUMENT, FeedbackParams, document_vectors, neighbour_votes, with_feedback
+from es_rerank.feedback import (TERMS_PER_DOCUMENT, FeedbackParams, document_vectors, nearest_hits, neighbour_votes,
+                                with_feedback)
 from es_rerank.neighbours import JudgedNeighbours, fuse, standardised
 from es_rerank.stats import CorpusStats
 from worker.inputs import term_rows
@@ -73,15 +74,8 @@ def dense_rows(stats: CorpusStats, rows: np.ndarray, idf: np.ndarray, term_vecto
 
 def votes_over_k(vectors: sparse.csr_matrix, base: np.ndarray, k: int) -> np.ndarray:
     """Like ``neighbour_votes`` but divided by k instead of the neighbours' summed cosine: weak neighbours vote weakly."""
-    n = vectors.shape[0]
-    if n < 2:
-        return np.zeros(n)
-    similarity = (vectors @ vectors.T).toarray()
-    np.fill_diagonal(similarity, -np.inf)
-    k = min(k, n - 1)
-    nearest = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
-    weights = np.maximum(np.take_along_axis(similarity, nearest, axis=1), 0.0)
-    return (weights * standardised(base)[nearest]).sum(axis=1) / k
+    nearest, cosines = nearest_hits(vectors, k)
+    return (cosines * standardised(base)[nearest]).sum(axis=1) / max(nearest.shape[1], 1)
 
 
 def feedback(vectors: sparse.csr_matrix, base: np.ndarray, k: int) -> np.ndarray:
