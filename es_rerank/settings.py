@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
@@ -64,6 +64,12 @@ class CommonSettings(BaseSettings):
     backend: str = Field("embedded", pattern="^(embedded|elasticsearch)$")
     es_url: str = Field("http://127.0.0.1:9200", description="http(s)://HOST:PORT of the Elasticsearch cluster")
     es_alias: str = "esrr-docs"
+    # A cluster with security on (Elasticsearch 8's default) takes a user:password in es_url or an API key,
+    # and serves HTTPS with a certificate signed by its own CA.
+    es_api_key: SecretStr | None = Field(None, description="the 'encoded' value of POST _security/api_key, "
+                                                           "sent as 'Authorization: ApiKey ...'")
+    es_ca_certs: Path | None = Field(None, description="PEM file of the CA that signed the cluster's HTTPS "
+                                                       "certificate (Elasticsearch 8: config/certs/http_ca.crt)")
     es_timeout_s: float = Field(30.0, gt=0)
     # BM25 parameters for the Elasticsearch similarity (the paper: k1=2.0, b=0.75 on titles).
     bm25_k1: float = Field(1.2, ge=0)
@@ -108,6 +114,25 @@ class CommonSettings(BaseSettings):
             raise ValueError("expected http(s)://HOST:PORT with a port in 1-65535 (the client needs all "
                              "three), e.g. http://127.0.0.1:9200")
         return url
+
+    @field_validator("es_ca_certs")
+    @classmethod
+    def _es_ca_certs_is_a_file(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"{path} is not a file; name the PEM file of the cluster's CA (Elasticsearch 8 "
+                             "writes it to config/certs/http_ca.crt) or unset it to trust the system's CAs")
+        return path
+
+    @model_validator(mode="after")
+    def _es_credentials_agree(self) -> "CommonSettings":
+        parts = urlsplit(self.es_url)
+        if self.es_api_key is not None and (parts.username or parts.password):
+            raise ValueError("ESRR_ES_API_KEY and a user:password in ESRR_ES_URL are both set; the cluster takes "
+                             "one kind of credentials: drop one of them")
+        if self.es_ca_certs is not None and parts.scheme != "https":
+            raise ValueError("ESRR_ES_CA_CERTS is set but ESRR_ES_URL is not https://, so no certificate would be "
+                             "checked; use the cluster's https:// URL or unset ESRR_ES_CA_CERTS")
+        return self
 
     @property
     def feedback(self) -> "FeedbackParams":

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError, UnsupportedProductError
+from elasticsearch import ApiError, Elasticsearch, NotFoundError, SSLError, TransportError, UnsupportedProductError
 from elasticsearch import ConnectionError as ESConnectionError
 from elasticsearch import ConnectionTimeout
 
@@ -56,8 +56,13 @@ def stats_dir(root: Path, version: str) -> Path:
 
 
 def connect(settings: "CommonSettings") -> Elasticsearch:
-    """A client for ``ESRR_ES_URL`` with the configured request timeout."""
-    return Elasticsearch(settings.es_url, request_timeout=settings.es_timeout_s, retry_on_timeout=True)
+    """A client for ``ESRR_ES_URL`` with the configured timeout, API key and CA certificates."""
+    security: dict[str, str] = {}
+    if settings.es_api_key is not None:
+        security["api_key"] = settings.es_api_key.get_secret_value()
+    if settings.es_ca_certs is not None:
+        security["ca_certs"] = str(settings.es_ca_certs)
+    return Elasticsearch(settings.es_url, request_timeout=settings.es_timeout_s, retry_on_timeout=True, **security)
 
 
 def cluster_url(client: Elasticsearch) -> str:
@@ -86,10 +91,10 @@ def _api_fix(exc: ApiError) -> str:
     status = exc.meta.status
     if status == 401:
         return ("the cluster has security on: put a user and password it accepts in ESRR_ES_URL, e.g. "
-                "https://USER:PASSWORD@HOST:9200")
+                "https://USER:PASSWORD@HOST:9200, or an API key in ESRR_ES_API_KEY")
     if status == 403:
-        return ("the ESRR_ES_URL user lacks privileges on the ESRR_ES_ALIAS alias and its indices "
-                "(<alias>-*); grant them (e.g. a role with all on those names) or use another user")
+        return ("the credentials (ESRR_ES_URL's user or ESRR_ES_API_KEY) lack privileges on the ESRR_ES_ALIAS "
+                "alias and its indices (<alias>-*); grant them (e.g. a role with all on those names) or use others")
     if status == 429 or status >= 500:
         return "the cluster is overloaded or failing; check GET _cluster/health and its logs, then retry"
     return "fix what the reason names (index names come from ESRR_ES_ALIAS) and retry"
@@ -103,6 +108,10 @@ def translate_errors(client: Elasticsearch,
         yield
     except passing:
         raise
+    except SSLError as exc:  # before ConnectionError, of which it is a kind
+        raise BackendError(f"the TLS handshake with Elasticsearch at {cluster_url(client)} failed; if the cluster "
+                           "signs its certificate with its own CA, set ESRR_ES_CA_CERTS to that CA's PEM file "
+                           f"(Elasticsearch 8: config/certs/http_ca.crt) ({exc})") from exc
     except (ESConnectionError, ConnectionTimeout) as exc:
         raise BackendError(f"cannot reach Elasticsearch at {cluster_url(client)}; start it or set "
                            f"ESRR_ES_URL ({type(exc).__name__}: {exc})") from exc

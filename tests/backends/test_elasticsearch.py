@@ -288,7 +288,7 @@ def test_a_search_refused_after_the_backend_opened_names_the_fix(served, es_stub
     backend = ElasticsearchBackend(Elasticsearch(settings.es_url), settings.es_alias, stats_root(settings))
     denied = {"error": {"type": "security_exception", "reason": "no read privilege"}, "status": 403}
     backend.client = Elasticsearch(es_stub(403, denied), max_retries=0)  # privileges revoked since
-    with pytest.raises(BackendError, match=r"HTTP 403 \(security_exception: no read privilege\).*lacks "
+    with pytest.raises(BackendError, match=r"HTTP 403 \(security_exception: no read privilege\).*lack "
                                            "privileges"):
         backend.search("zymurgy", 3)
 

@@ -57,7 +57,7 @@ def test_a_refusal_with_a_body_names_its_type_and_reason(es_stub: Callable[..., 
 
 @pytest.mark.parametrize("status, kind, reason, fix", [
     (403, "security_exception", "action [indices:admin/aliases/get] is unauthorized for user [reader]",
-     "lacks privileges on the ESRR_ES_ALIAS alias"),
+     "lack privileges on the ESRR_ES_ALIAS alias"),
     (400, "invalid_index_name_exception", "Invalid index name [ESRR], must be lowercase",
      "fix what the reason names"),
     (503, "cluster_block_exception", "blocked by: [SERVICE_UNAVAILABLE/1/state not recovered];",

@@ -54,3 +54,30 @@ def test_an_empty_directory_setting_is_an_error_not_the_current_directory(
 def test_unset_home_is_the_documented_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ESRR_HOME", raising=False)
     assert str(CommonSettings().home) == "artifacts"
+
+
+def test_an_api_key_beside_a_password_in_the_url_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ESRR_ES_URL", "https://elastic:s3cret@127.0.0.1:9200")
+    message = problems(monkeypatch, "ESRR_ES_API_KEY", "a2V5")
+    assert "ESRR_ES_API_KEY and a user:password in ESRR_ES_URL" in message and "drop one" in message, message
+    assert "s3cret" not in message and "a2V5" not in message
+
+
+def test_ca_certs_with_a_plain_http_url_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    ca = tmp_path / "http_ca.crt"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    message = problems(monkeypatch, "ESRR_ES_CA_CERTS", str(ca))  # ESRR_ES_URL defaults to http://
+    assert "ESRR_ES_CA_CERTS is set but ESRR_ES_URL is not https://" in message, message
+
+
+@pytest.mark.parametrize("where", ["missing.crt", "."])
+def test_ca_certs_must_name_a_file(monkeypatch: pytest.MonkeyPatch, tmp_path, where: str) -> None:
+    monkeypatch.setenv("ESRR_ES_URL", "https://127.0.0.1:9200")
+    message = problems(monkeypatch, "ESRR_ES_CA_CERTS", str(tmp_path / where))
+    assert "ESRR_ES_CA_CERTS: " in message and "is not a file" in message and "http_ca.crt" in message, message
+
+
+def test_the_api_key_is_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ESRR_ES_API_KEY", "a2V5LXZhbHVl")
+    settings = CommonSettings()
+    assert settings.es_api_key.get_secret_value() == "a2V5LXZhbHVl" and "a2V5LXZhbHVl" not in repr(settings)

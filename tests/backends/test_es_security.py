@@ -1,0 +1,135 @@
+"""A cluster with security on: HTTPS signed by its own CA, and an API key (``ESRR_ES_CA_CERTS``, ``ESRR_ES_API_KEY``).
+
+noida-db speaks plain HTTP without authentication, so ``secured_es`` puts a TLS
+front in front of it: a loopback HTTPS server whose certificate comes from a
+throw-away CA (trustme), which answers 401 as Elasticsearch 8 does unless the
+request carries ``Authorization: ApiKey <key>``, and forwards everything else.
+The client, its TLS verification and the backend are the real ones.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import trustme
+from pydantic import ValidationError
+
+from es_rerank.backends.base import BackendError
+from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect
+from es_rerank.settings import CommonSettings
+from es_rerank.stats import Document
+from index_setup.es_index import load_index
+
+pytestmark = pytest.mark.es
+
+API_KEY = "VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw=="  # the shape ES returns as "encoded"
+DOCS = [Document("d1", "Vitamin D deficiency", "Vitamin D deficiency causes bone loss."),
+        Document("d2", "Green tea", "Green tea and breast cancer risk.")]
+
+
+@dataclass(frozen=True)
+class SecuredCluster:
+    """The HTTPS URL of the secured front and the PEM file of the CA that signed its certificate."""
+
+    url: str
+    ca_pem: Path
+
+
+def _forwarding_handler(upstream: str) -> type[BaseHTTPRequestHandler]:
+    target = urlsplit(upstream)
+
+    class Forward(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _answer(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.headers.get("Authorization") != f"ApiKey {API_KEY}":
+                reason = "missing authentication credentials for REST request"
+                status, headers, payload = 401, {"Content-Type": "application/json",
+                                                 "WWW-Authenticate": 'ApiKey, Basic realm="security"'}, \
+                    json.dumps({"error": {"type": "security_exception", "reason": reason}, "status": 401}).encode()
+            else:
+                connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                forwarded = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "authorization")}
+                connection.request(self.command, self.path, body=body or None, headers=forwarded)
+                response = connection.getresponse()
+                status, payload = response.status, response.read()
+                headers = {k: v for k, v in response.getheaders()
+                           if k.lower() not in ("content-length", "transfer-encoding", "connection")}
+                connection.close()
+            self.send_response(status)
+            headers.setdefault("X-Elastic-Product", "Elasticsearch")
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+
+        do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    return Forward
+
+
+@pytest.fixture(scope="module")
+def secured_es(es_url: str, tmp_path_factory: pytest.TempPathFactory):
+    """An HTTPS front with API-key authentication before the session's Elasticsearch-API server."""
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _forwarding_handler(es_url))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ca_pem = tmp_path_factory.mktemp("ca") / "http_ca.crt"
+    ca.cert_pem.write_to_path(str(ca_pem))
+    try:
+        yield SecuredCluster(f"https://127.0.0.1:{server.server_port}", ca_pem)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _settings(cluster: SecuredCluster, home: Path, alias: str, **security: object) -> CommonSettings:
+    return CommonSettings(home=home, backend="elasticsearch", es_url=cluster.url, es_alias=alias,
+                          es_timeout_s=10, **security)
+
+
+def test_the_ca_file_and_the_api_key_reach_a_secured_cluster(secured_es: SecuredCluster, es_alias: str,
+                                                              tmp_path: Path) -> None:
+    settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY, es_ca_certs=secured_es.ca_pem)
+    load_index(connect(settings), DOCS, settings, progress=False)
+    hits = ElasticsearchBackend.from_settings(settings).search("green tea", 5)
+    assert [hit.doc_id for hit in hits] == ["d2"]
+
+
+def test_without_the_ca_file_the_error_names_esrr_es_ca_certs(secured_es: SecuredCluster, es_alias: str,
+                                                              tmp_path: Path) -> None:
+    settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY)
+    with pytest.raises(BackendError, match=r"TLS handshake .* failed; .*set ESRR_ES_CA_CERTS"):
+        ElasticsearchBackend.from_settings(settings)
+
+
+def test_without_the_api_key_the_error_names_esrr_es_api_key(secured_es: SecuredCluster, es_alias: str,
+                                                             tmp_path: Path) -> None:
+    settings = _settings(secured_es, tmp_path, es_alias, es_ca_certs=secured_es.ca_pem)
+    with pytest.raises(BackendError, match=r"HTTP 401 .*or an API key in ESRR_ES_API_KEY"):
+        ElasticsearchBackend.from_settings(settings)
+
+
+def test_a_wrong_api_key_is_refused_and_never_echoed(secured_es: SecuredCluster, es_alias: str,
+                                                      tmp_path: Path) -> None:
+    settings = _settings(secured_es, tmp_path, es_alias, es_api_key="not-the-key", es_ca_certs=secured_es.ca_pem)
+    with pytest.raises(BackendError, match="HTTP 401") as caught:
+        ElasticsearchBackend.from_settings(settings)
+    assert "not-the-key" not in str(caught.value) and "not-the-key" not in repr(settings)
