@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 
 import pytest
 import trustme
-from pydantic import ValidationError
 
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect
