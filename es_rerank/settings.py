@@ -66,8 +66,8 @@ class CommonSettings(BaseSettings):
     es_alias: str = "esrr-docs"
     # A cluster with security on (Elasticsearch 8's default) takes a user:password in es_url or an API key,
     # and serves HTTPS with a certificate signed by its own CA.
-    es_api_key: SecretStr | None = Field(None, description="the 'encoded' value of POST _security/api_key, "
-                                                           "sent as 'Authorization: ApiKey ...'")
+    es_api_key: SecretStr | None = Field(None, description="the 'encoded' value of POST _security/api_key, or "
+                                                           "its ID:API_KEY; sent as 'Authorization: ApiKey ...'")
     es_ca_certs: Path | None = Field(None, description="PEM file of the CA that signed the cluster's HTTPS "
                                                        "certificate (Elasticsearch 8: config/certs/http_ca.crt)")
     es_timeout_s: float = Field(30.0, gt=0)
@@ -122,6 +122,14 @@ class CommonSettings(BaseSettings):
             raise ValueError(f"{path} is not a file; name the PEM file of the cluster's CA (Elasticsearch 8 "
                              "writes it to config/certs/http_ca.crt) or unset it to trust the system's CAs")
         return path
+
+    @field_validator("es_api_key")
+    @classmethod
+    def _es_api_key_not_blank(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is not None and not key.get_secret_value().strip():
+            raise ValueError("is empty; unset it, or set the 'encoded' value (or ID:API_KEY) that POST "
+                             "_security/api_key returned")
+        return key
 
     @model_validator(mode="after")
     def _es_credentials_agree(self) -> "CommonSettings":

@@ -57,9 +57,11 @@ def stats_dir(root: Path, version: str) -> Path:
 
 def connect(settings: "CommonSettings") -> Elasticsearch:
     """A client for ``ESRR_ES_URL`` with the configured timeout, API key and CA certificates."""
-    security: dict[str, str] = {}
+    security: dict[str, str | tuple[str, str]] = {}
     if settings.es_api_key is not None:
-        security["api_key"] = settings.es_api_key.get_secret_value()
+        key = settings.es_api_key.get_secret_value().strip()
+        # The 'encoded' form is base64, which has no ':'; ID:API_KEY is the pair it encodes.
+        security["api_key"] = tuple(key.split(":", 1)) if ":" in key else key
     if settings.es_ca_certs is not None:
         security["ca_certs"] = str(settings.es_ca_certs)
     return Elasticsearch(settings.es_url, request_timeout=settings.es_timeout_s, retry_on_timeout=True, **security)

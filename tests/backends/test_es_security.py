@@ -30,6 +30,7 @@ from index_setup.es_index import load_index
 pytestmark = pytest.mark.es
 
 API_KEY = "VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw=="  # the shape ES returns as "encoded"
+API_KEY_PAIR = "VuaCfGcBCdbkQm-e5aOx:ui2lp2axTNmsyakw9tvNnw"  # the ID:API_KEY that API_KEY encodes
 DOCS = [Document("d1", "Vitamin D deficiency", "Vitamin D deficiency causes bone loss."),
         Document("d2", "Green tea", "Green tea and breast cancer risk.")]
 
@@ -110,6 +111,13 @@ def test_the_ca_file_and_the_api_key_reach_a_secured_cluster(secured_es: Secured
     load_index(connect(settings), DOCS, settings, progress=False)
     hits = ElasticsearchBackend.from_settings(settings).search("green tea", 5)
     assert [hit.doc_id for hit in hits] == ["d2"]
+
+
+def test_the_api_key_may_be_given_as_its_id_and_key(secured_es: SecuredCluster, es_alias: str,
+                                                    tmp_path: Path) -> None:
+    settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY_PAIR, es_ca_certs=secured_es.ca_pem)
+    load_index(connect(settings), DOCS, settings, progress=False)
+    assert [hit.doc_id for hit in ElasticsearchBackend.from_settings(settings).search("vitamin", 5)] == ["d1"]
 
 
 def test_without_the_ca_file_the_error_names_esrr_es_ca_certs(secured_es: SecuredCluster, es_alias: str,

@@ -81,3 +81,8 @@ def test_the_api_key_is_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ESRR_ES_API_KEY", "a2V5LXZhbHVl")
     settings = CommonSettings()
     assert settings.es_api_key.get_secret_value() == "a2V5LXZhbHVl" and "a2V5LXZhbHVl" not in repr(settings)
+
+
+def test_a_blank_api_key_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = problems(monkeypatch, "ESRR_ES_API_KEY", " ")
+    assert "ESRR_ES_API_KEY: " in message and "is empty" in message and "_security/api_key" in message, message
