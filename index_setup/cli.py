@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -226,9 +228,11 @@ def show_stats(backend: str | None) -> None:
 @click.option("--neighbours/--no-neighbours", "use_neighbours", default=None,
               help="Add the votes of similar training queries' judgments (default: when "
                    "`esrr neighbours build` has made the file).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print an Elasticsearch-shaped _search response (JSON) instead of a table.")
 @BACKEND_OPTION
 def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: bool | None,
-           use_neighbours: bool | None, backend: str | None) -> None:
+           use_neighbours: bool | None, as_json: bool, backend: str | None) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.backends import BackendError, open_backend
     from es_rerank.gateway.merge import merge
@@ -258,8 +262,10 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     neighbours = _load_neighbours(settings) if use_neighbours else None
     try:
         served = open_backend(settings)
+        started = time.perf_counter()
         # The votes, like the model, reorder the whole window, not only the k hits shown.
-        hits = served.search(query, max(k, window) if rerank or use_feedback or use_neighbours else k)
+        depth = max(k, window) if rerank or use_feedback or use_neighbours else k
+        hits = served.search(query, depth)
     except BackendError as error:
         raise click.ClickException(str(error)) from None
     scores, label = None, "BM25"
@@ -289,6 +295,12 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     if neighbours is not None and hits:
         scores, label = _with_votes(neighbours, query, hits[:window], scores), label + FUSED_ROW_SUFFIX
     ranked = merge(hits, scores, min(window, len(hits)))[:k]
+    if as_json:
+        from es_rerank.gateway.response import search_response
+
+        took_ms = round((time.perf_counter() - started) * 1000)
+        click.echo(json.dumps(search_response(ranked, served.index, took_ms, len(hits), depth, label), indent=2))
+        return
     if not ranked:
         click.echo("no hits")
         return

@@ -28,6 +28,11 @@ class SearchBackend(Protocol):
     """BM25 over title+abstract, returning hits with their precomputed data."""
 
     @property
+    def index(self) -> str:
+        """The name of the index being searched (Elasticsearch: the concrete index behind the alias)."""
+        ...
+
+    @property
     def stats(self) -> CorpusStats:
         """The term statistics of the index version being served."""
         ...

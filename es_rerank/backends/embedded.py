@@ -95,6 +95,11 @@ class EmbeddedBackend:
         return self._stats.version
 
     @property
+    def index(self) -> str:
+        """The name of the index being searched: its version (a directory under the embedded root)."""
+        return self._stats.version
+
+    @property
     def stats(self) -> CorpusStats:
         """The served index's term statistics."""
         return self._stats

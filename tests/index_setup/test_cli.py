@@ -150,6 +150,26 @@ def test_search_prints_ranked_hits(esrr, corpus: Path) -> None:
     assert assert_ok(esrr("search", "xylophone")).strip() == "no hits"
 
 
+def test_search_json_is_the_table_as_an_elasticsearch_response(esrr, corpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
+    table = assert_ok(esrr("search", "cancer curcumin", "--no-feedback")).splitlines()[1:]
+    result = esrr("search", "cancer curcumin", "--no-feedback", "--json")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    hits = body["hits"]["hits"]
+    assert [h["_id"] for h in hits] == [line.split()[3] for line in table]
+    assert [h["_score"] for h in hits] == pytest.approx([float(line.split()[1]) for line in table], abs=1e-3)
+    assert [h["_source"]["title"] for h in hits][0] == "Curcumin and colorectal cancer"
+    assert all(h["_index"] == "v1" and h["fields"]["bm25_score"] == [h["_score"]] and h["fields"]["reranked"] == [False]
+               for h in hits)  # no model trained: BM25 scores, nothing reordered
+    assert body["hits"]["total"] == {"value": 2, "relation": "eq"} and body["hits"]["max_score"] == hits[0]["_score"]
+    assert body["esrr"] == {"ranker": "BM25"} and body["timed_out"] is False and body["took"] >= 0
+    capped = json.loads(esrr("search", "cancer", "-k", "1", "--no-feedback", "--json").stdout)
+    assert capped["hits"]["total"] == {"value": 1, "relation": "gte"}  # asked for 1, more may match
+    empty = json.loads(esrr("search", "xylophone", "--json").stdout)
+    assert empty["hits"] == {"total": {"value": 0, "relation": "eq"}, "max_score": None, "hits": []}
+
+
 def test_search_without_an_index_fails_cleanly(esrr) -> None:
     assert_clean_failure(esrr("search", "cancer"), "no embedded index", "esrr index build")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -74,6 +75,14 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
 
     assert header_of("--no-feedback") == ["rank", "delta-32-lex3", "score"]
     assert header_of("--no-rerank", "--no-feedback") == ["rank", "BM25", "score"]
+
+    as_json = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", "--json"],
+                                 env={"ESRR_HOME": str(home)})
+    body = json.loads(as_json.stdout)
+    assert body["esrr"]["ranker"] == "delta-32-lex3 + candidate feedback"
+    assert [h["_score"] for h in body["hits"]["hits"]] == pytest.approx(shown, abs=1e-3)
+    assert all(h["fields"]["reranked"] == [True] for h in body["hits"]["hits"])
+    assert body["hits"]["total"] == {"value": len(hits), "relation": "gte" if len(hits) == 500 else "eq"}
 
 
 def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_documents, tmp_path):
