@@ -6,6 +6,8 @@ the code that uses them; everything is validated at start-up.
 
 from __future__ import annotations
 
+import re
+import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -20,6 +22,9 @@ DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data
 # The concrete indices are named <alias>-<version>: Elasticsearch allows 255 bytes, a version 128 characters.
 MAX_ALIAS_BYTES = 255 - 1 - 128
 ALIAS_FORBIDDEN = '\\/*?"<>|,#: '
+# What POST _security/api_key returns: "encoded" (base64 of ID:API_KEY), or the id and api_key themselves.
+API_KEY_ENCODED = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
+API_KEY_PART = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def alias_problem(alias: str) -> str | None:
@@ -115,21 +120,44 @@ class CommonSettings(BaseSettings):
                              "three), e.g. http://127.0.0.1:9200")
         return url
 
+    @field_validator("es_ca_certs", mode="before")
+    @classmethod
+    def _es_ca_certs_not_empty(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty; unset it to trust the system's CAs, or name the PEM file of the "
+                             "cluster's CA (Elasticsearch 8: config/certs/http_ca.crt)")
+        return Path(value).expanduser() if isinstance(value, str) else value
+
     @field_validator("es_ca_certs")
     @classmethod
-    def _es_ca_certs_is_a_file(cls, path: Path | None) -> Path | None:
-        if path is not None and not path.is_file():
-            raise ValueError(f"{path} is not a file; name the PEM file of the cluster's CA (Elasticsearch 8 "
-                             "writes it to config/certs/http_ca.crt) or unset it to trust the system's CAs")
+    def _es_ca_certs_is_a_pem_file(cls, path: Path | None) -> Path | None:
+        if path is None:
+            return None
+        fix = ("name the PEM file of the cluster's CA (Elasticsearch 8 writes it to config/certs/http_ca.crt) "
+               "or unset it to trust the system's CAs")
+        if not path.is_file():
+            raise ValueError(f"{path} is not a file; {fix}")
+        try:
+            ssl.create_default_context(cafile=str(path))
+        except OSError as error:  # ssl.SSLError is one: not PEM, no certificate in it
+            raise ValueError(f"{path} cannot be read as CA certificates ({error}); {fix}") from None
         return path
 
     @field_validator("es_api_key")
     @classmethod
-    def _es_api_key_not_blank(cls, key: SecretStr | None) -> SecretStr | None:
-        if key is not None and not key.get_secret_value().strip():
+    def _es_api_key_is_one(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is None:
+            return None
+        text = re.sub(r"^ApiKey\s+", "", key.get_secret_value().strip())  # a pasted header value
+        pair = [part.strip() for part in text.split(":", 1)]
+        # The key is never echoed: the message says only what shape was expected.
+        if not text:
             raise ValueError("is empty; unset it, or set the 'encoded' value (or ID:API_KEY) that POST "
                              "_security/api_key returned")
-        return key
+        if not (API_KEY_ENCODED.fullmatch(text) or (len(pair) == 2 and all(map(API_KEY_PART.fullmatch, pair)))):
+            raise ValueError("is not an API key: expected the 'encoded' base64 value or ID:API_KEY that POST "
+                             "_security/api_key returned, on one line without spaces")
+        return SecretStr(":".join(pair))
 
     @model_validator(mode="after")
     def _es_credentials_agree(self) -> "CommonSettings":

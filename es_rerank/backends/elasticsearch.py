@@ -59,7 +59,7 @@ def connect(settings: "CommonSettings") -> Elasticsearch:
     """A client for ``ESRR_ES_URL`` with the configured timeout, API key and CA certificates."""
     security: dict[str, str | tuple[str, str]] = {}
     if settings.es_api_key is not None:
-        key = settings.es_api_key.get_secret_value().strip()
+        key = settings.es_api_key.get_secret_value()  # checked and normalised by the settings
         # The 'encoded' form is base64, which has no ':'; ID:API_KEY is the pair it encodes.
         security["api_key"] = tuple(key.split(":", 1)) if ":" in key else key
     if settings.es_ca_certs is not None:
@@ -102,6 +102,18 @@ def _api_fix(exc: ApiError) -> str:
     return "fix what the reason names (index names come from ESRR_ES_ALIAS) and retry"
 
 
+def _tls_fix(exc: SSLError) -> str:
+    """What to do about a failed TLS handshake, by what OpenSSL reported."""
+    # A plain-HTTP server answers a TLS hello with HTTP bytes (WRONG_VERSION_NUMBER, or "record layer
+    # failure" in newer OpenSSL) or by hanging up (UNEXPECTED_EOF); a CA mismatch is a verify failure.
+    if any(sign in str(exc) for sign in ("WRONG_VERSION_NUMBER", "record layer failure", "UNEXPECTED_EOF")):
+        return ("the server there does not complete a TLS handshake; if it serves plain HTTP, use http:// in "
+                "ESRR_ES_URL, else check the host and port")
+    return ("ESRR_ES_CA_CERTS must name the PEM file of the CA that signed the cluster's certificate "
+            "(Elasticsearch 8: config/certs/http_ca.crt); set it, or check that the file it names is that CA "
+            "and that ESRR_ES_URL's host is one the certificate names")
+
+
 @contextmanager
 def translate_errors(client: Elasticsearch,
                      passing: tuple[type[ApiError], ...] = ()) -> Iterator[None]:
@@ -111,9 +123,8 @@ def translate_errors(client: Elasticsearch,
     except passing:
         raise
     except SSLError as exc:  # before ConnectionError, of which it is a kind
-        raise BackendError(f"the TLS handshake with Elasticsearch at {cluster_url(client)} failed; if the cluster "
-                           "signs its certificate with its own CA, set ESRR_ES_CA_CERTS to that CA's PEM file "
-                           f"(Elasticsearch 8: config/certs/http_ca.crt) ({exc})") from exc
+        raise BackendError(f"the TLS handshake with Elasticsearch at {cluster_url(client)} failed; "
+                           f"{_tls_fix(exc)} ({exc})") from exc
     except (ESConnectionError, ConnectionTimeout) as exc:
         raise BackendError(f"cannot reach Elasticsearch at {cluster_url(client)}; start it or set "
                            f"ESRR_ES_URL ({type(exc).__name__}: {exc})") from exc

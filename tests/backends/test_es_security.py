@@ -123,7 +123,27 @@ def test_the_api_key_may_be_given_as_its_id_and_key(secured_es: SecuredCluster, 
 def test_without_the_ca_file_the_error_names_esrr_es_ca_certs(secured_es: SecuredCluster, es_alias: str,
                                                               tmp_path: Path) -> None:
     settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY)
-    with pytest.raises(BackendError, match=r"TLS handshake .* failed; .*set ESRR_ES_CA_CERTS"):
+    with pytest.raises(BackendError, match=r"TLS handshake .* failed; ESRR_ES_CA_CERTS must name the PEM file"):
+        ElasticsearchBackend.from_settings(settings)
+
+
+def test_another_clusters_ca_is_a_failed_handshake_naming_the_setting(secured_es: SecuredCluster, es_alias: str,
+                                                                    tmp_path: Path) -> None:
+    other_ca = tmp_path / "other_ca.crt"
+    trustme.CA().cert_pem.write_to_path(str(other_ca))
+    settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY, es_ca_certs=other_ca)
+    with pytest.raises(BackendError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed") as caught:
+        ElasticsearchBackend.from_settings(settings)
+    assert "check that the file it names is that CA" in str(caught.value)
+
+
+def test_https_to_a_plain_http_cluster_says_to_use_http(es_url: str, es_alias: str, tmp_path: Path) -> None:
+    if not es_url.startswith("http://"):
+        pytest.skip("ESRR_TEST_ES_URL is not a plain-HTTP cluster")
+    settings = CommonSettings(home=tmp_path, backend="elasticsearch", es_url=es_url.replace("http://", "https://"),
+                              es_alias=es_alias, es_timeout_s=10)
+    with pytest.raises(BackendError, match=r"TLS handshake .* failed; the server there does not complete a TLS "
+                                           r"handshake; if it serves plain HTTP, use http:// in ESRR_ES_URL"):
         ElasticsearchBackend.from_settings(settings)
 
 

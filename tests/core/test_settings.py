@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import trustme
 from pydantic import ValidationError
 
 from es_rerank.settings import MAX_ALIAS_BYTES, CommonSettings, settings_problems
@@ -65,7 +66,7 @@ def test_an_api_key_beside_a_password_in_the_url_is_refused(monkeypatch: pytest.
 
 def test_ca_certs_with_a_plain_http_url_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     ca = tmp_path / "http_ca.crt"
-    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    trustme.CA().cert_pem.write_to_path(str(ca))
     message = problems(monkeypatch, "ESRR_ES_CA_CERTS", str(ca))  # ESRR_ES_URL defaults to http://
     assert "ESRR_ES_CA_CERTS is set but ESRR_ES_URL is not https://" in message, message
 
@@ -86,3 +87,30 @@ def test_the_api_key_is_secret(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_blank_api_key_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     message = problems(monkeypatch, "ESRR_ES_API_KEY", " ")
     assert "ESRR_ES_API_KEY: " in message and "is empty" in message and "_security/api_key" in message, message
+
+
+@pytest.mark.parametrize("content", ["", "not a certificate\n", "-----BEGIN CERTIFICATE-----\nAAAA\n"])
+def test_ca_certs_must_hold_pem_certificates(monkeypatch: pytest.MonkeyPatch, tmp_path, content: str) -> None:
+    monkeypatch.setenv("ESRR_ES_URL", "https://127.0.0.1:9200")
+    (tmp_path / "http_ca.crt").write_text(content)
+    message = problems(monkeypatch, "ESRR_ES_CA_CERTS", str(tmp_path / "http_ca.crt"))
+    assert "ESRR_ES_CA_CERTS: " in message and "cannot be read as CA certificates" in message, message
+
+
+def test_an_empty_ca_certs_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = problems(monkeypatch, "ESRR_ES_CA_CERTS", " ")
+    assert "ESRR_ES_CA_CERTS: " in message and "is empty; unset it to trust the system's CAs" in message, message
+
+
+@pytest.mark.parametrize("key", ["c2VjcmV0\nc2VjcmV0", "secret id:key", "id:key:more", "s3cr3t!"])
+def test_a_malformed_api_key_is_refused_and_not_echoed(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    message = problems(monkeypatch, "ESRR_ES_API_KEY", key)
+    assert "ESRR_ES_API_KEY: " in message and "is not an API key" in message, message
+    assert all(part not in message for part in ("c2VjcmV0", "secret", "s3cr3t", "more"))
+
+
+@pytest.mark.parametrize("given, kept", [(" a2V5LXZhbHVl== ", "a2V5LXZhbHVl=="), ("ApiKey a2V5", "a2V5"),
+                                         ("my-id : the_key", "my-id:the_key")])
+def test_an_api_key_is_normalised(monkeypatch: pytest.MonkeyPatch, given: str, kept: str) -> None:
+    monkeypatch.setenv("ESRR_ES_API_KEY", given)
+    assert CommonSettings().es_api_key.get_secret_value() == kept
