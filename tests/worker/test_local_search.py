@@ -78,11 +78,26 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
 
     as_json = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", "--json"],
                                  env={"ESRR_HOME": str(home)})
+    assert as_json.exit_code == 0, as_json.output
     body = json.loads(as_json.stdout)
     assert body["esrr"]["ranker"] == "delta-32-lex3 + candidate feedback"
     assert [h["_score"] for h in body["hits"]["hits"]] == pytest.approx(shown, abs=1e-3)
     assert all(h["fields"]["reranked"] == [True] for h in body["hits"]["hits"])
     assert body["hits"]["total"] == {"value": len(hits), "relation": "gte" if len(hits) == 500 else "eq"}
+
+
+def test_search_json_scores_descend_past_a_short_window(artifacts, corpus_documents, tmp_path):
+    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
+    result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "8", "--window", "3", "--json"],
+                                env={"ESRR_HOME": str(home)})
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)["hits"]
+    scores = [h["_score"] for h in hits["hits"]]
+    assert [h["fields"]["reranked"] for h in hits["hits"]] == [[True]] * 3 + [[False]] * 5
+    assert scores == sorted(scores, reverse=True) and hits["max_score"] == scores[0]
+    bm25 = [h["fields"]["bm25_score"][0] for h in hits["hits"][3:]]
+    assert scores[3] == pytest.approx(scores[2] - 1.0)  # the tail starts one point under the window
+    assert np.diff(scores[3:]) == pytest.approx(np.diff(bm25))  # and keeps BM25's differences
 
 
 def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_documents, tmp_path):
