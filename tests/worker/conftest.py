@@ -280,7 +280,8 @@ class BrokerSetup:
         env.update(self.settings_env(queue, **overrides))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         name = f"{queue}-{uuid.uuid4().hex[:6]}@localhost"
-        return WorkerProcess(env, self.log_dir / f"{queue}.log", name)
+        # One log per worker: a test that starts a second worker on the queue keeps the first one's log.
+        return WorkerProcess(env, self.log_dir / f"{name.split('@')[0]}.log", name)
 
 
 @pytest.fixture(scope="session")

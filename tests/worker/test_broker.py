@@ -7,6 +7,7 @@ subprocesses started by the fixtures in ``conftest.py``.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
@@ -184,12 +185,12 @@ def test_a_killed_worker_loses_no_task(broker, artifacts):
         requests = [make_request(artifacts, QUERIES[i], rows_for(artifacts, 20 + i, 8)) for i in range(4)]
         pending = [send(client, queue, encode(r)) for r in requests]
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # until the worker is running them
+        while time.monotonic() < deadline:  # until the worker is running them and holds all of them
             active = client.control.inspect(destination=[first.name], timeout=0.5).active() or {}
-            if active.get(first.name):
+            if active.get(first.name) and _delivered_unacked(client, queue) == len(pending):
                 break
         else:
-            pytest.fail(f"the worker never started the tasks:\n{first.log_tail()}")
+            pytest.fail(f"the worker never started and held all the tasks:\n{first.log_tail()}")
         first.kill()
         assert not any(p.ready() for p in pending), "tasks finished before the kill; raise score_delay_ms"
         _hold_redelivery_lock_as_a_dead_worker(client)
@@ -239,6 +240,24 @@ def test_the_round_trip_benchmark_times_every_request(running_worker, artifacts)
         assert (row.concurrency, row.requests) == (concurrency, 6)
         assert 0 < row.worker_p50_ms <= row.p50_ms <= row.p99_ms
         assert 1 <= row.mean_batch <= concurrency and row.per_second > 0
+
+
+def _delivered_unacked(client, queue: str) -> int:
+    """Tasks of ``queue`` a worker holds unacknowledged, or 0 while any is still queued.
+
+    kombu's Redis transport takes a message with RPOP and only then records it as
+    unacknowledged; a worker killed between the two loses that message (celery/celery#7950,
+    a limit of the transport, see the README). The kill test therefore kills only once
+    every task is recorded, which is what acks_late and redelivery guarantee to survive.
+    """
+    with client.connection_for_write() as connection:
+        channel = connection.default_channel
+        if channel.client.llen(queue):
+            return 0
+        redis = channel.client  # kombu's key-prefixing client: only some commands (ZRANGE, HGET) get the prefix
+        tags = redis.zrange(channel.unacked_index_key, 0, -1)
+        entries = [redis.hget(channel.unacked_key, tag) for tag in tags]  # None once acknowledged meanwhile
+        return sum(json.loads(entry)[2] == queue for entry in entries if entry)  # [message, exchange, routing key]
 
 
 def _hold_redelivery_lock_as_a_dead_worker(client) -> None:
