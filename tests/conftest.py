@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -42,6 +43,47 @@ def free_port() -> Callable[[], int]:
     return pick
 
 
+class QuietElasticsearchHandler(BaseHTTPRequestHandler):
+    """A loopback handler whose every method runs ``answer``; ``reply`` sends what the ES 8 client accepts."""
+
+    def answer(self) -> None:
+        raise NotImplementedError
+
+    def _any_method(self) -> None:
+        self.answer()
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _any_method
+
+    def reply(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        """Send ``status`` and ``payload`` (none to a HEAD) with the ``X-Elastic-Product`` header the client insists on."""
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", "X-Elastic-Product": "Elasticsearch",
+                            **(headers or {})}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def serve_on_loopback(handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
+    """``handler`` served from a daemon thread on a free loopback port, over HTTPS when ``tls`` is given."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def stop_server(server: ThreadingHTTPServer) -> None:
+    """Stop a ``serve_on_loopback`` server and close its socket."""
+    server.shutdown()
+    server.server_close()
+
+
 @pytest.fixture
 def es_stub():
     """A function starting a loopback server that answers every request with ``status`` and ``body``; returns its URL.
@@ -54,27 +96,13 @@ def es_stub():
     def start(status: int, body: dict | str) -> str:
         payload = (json.dumps(body) if isinstance(body, dict) else body).encode()
 
-        class Answer(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("X-Elastic-Product", "Elasticsearch")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(payload)
+        class Answer(QuietElasticsearchHandler):
+            def answer(self) -> None:
+                self.reply(status, payload)
 
-            do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _answer
-
-            def log_message(self, *args) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_port}"
+        servers.append(serve_on_loopback(Answer))
+        return f"http://127.0.0.1:{servers[-1].server_port}"
 
     yield start
     for server in servers:
-        server.shutdown()
-        server.server_close()
+        stop_server(server)

@@ -12,9 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -26,6 +24,7 @@ from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import Document
 from index_setup.es_index import load_index
+from tests.conftest import QuietElasticsearchHandler, serve_on_loopback, stop_server
 
 pytestmark = pytest.mark.es
 
@@ -43,41 +42,29 @@ class SecuredCluster:
     ca_pem: Path
 
 
-def _forwarding_handler(upstream: str) -> type[BaseHTTPRequestHandler]:
+def _forwarding_handler(upstream: str) -> type[QuietElasticsearchHandler]:
     target = urlsplit(upstream)
 
-    class Forward(BaseHTTPRequestHandler):
+    class Forward(QuietElasticsearchHandler):
         protocol_version = "HTTP/1.1"
 
-        def _answer(self) -> None:
+        def answer(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if self.headers.get("Authorization") != f"ApiKey {API_KEY}":
                 reason = "missing authentication credentials for REST request"
-                status, headers, payload = 401, {"Content-Type": "application/json",
-                                                 "WWW-Authenticate": 'ApiKey, Basic realm="security"'}, \
-                    json.dumps({"error": {"type": "security_exception", "reason": reason}, "status": 401}).encode()
-            else:
-                connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
-                forwarded = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "authorization")}
-                connection.request(self.command, self.path, body=body or None, headers=forwarded)
-                response = connection.getresponse()
-                status, payload = response.status, response.read()
-                headers = {k: v for k, v in response.getheaders()
-                           if k.lower() not in ("content-length", "transfer-encoding", "connection")}
-                connection.close()
-            self.send_response(status)
-            headers.setdefault("X-Elastic-Product", "Elasticsearch")
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(payload)
-
-        do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _answer
-
-        def log_message(self, *args) -> None:
-            pass
+                self.reply(401, json.dumps({"error": {"type": "security_exception", "reason": reason},
+                                            "status": 401}).encode(),
+                           {"WWW-Authenticate": 'ApiKey, Basic realm="security"'})
+                return
+            connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+            forwarded = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "authorization")}
+            connection.request(self.command, self.path, body=body or None, headers=forwarded)
+            response = connection.getresponse()
+            status, payload = response.status, response.read()
+            headers = {k: v for k, v in response.getheaders()
+                       if k.lower() not in ("content-length", "transfer-encoding", "connection")}
+            connection.close()
+            self.reply(status, payload, headers)
 
     return Forward
 
@@ -88,16 +75,13 @@ def secured_es(es_url: str, tmp_path_factory: pytest.TempPathFactory):
     ca = trustme.CA()
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(context)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _forwarding_handler(es_url))
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve_on_loopback(_forwarding_handler(es_url), tls=context)
     ca_pem = tmp_path_factory.mktemp("ca") / "http_ca.crt"
     ca.cert_pem.write_to_path(str(ca_pem))
     try:
         yield SecuredCluster(f"https://127.0.0.1:{server.server_port}", ca_pem)
     finally:
-        server.shutdown()
-        server.server_close()
+        stop_server(server)
 
 
 def _settings(cluster: SecuredCluster, home: Path, alias: str, **security: object) -> CommonSettings:
