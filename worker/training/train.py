@@ -127,11 +127,15 @@ def new_delta_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence
         torch.set_num_threads(settings.threads)
     model = DeltaModel(config, embeddings)
     set_lex_standardisation(model, train)
-    optimizer = torch.optim.Adagrad([
+    return model, delta_optimizer(model, settings)
+
+
+def delta_optimizer(model: DeltaModel, settings: TrainConfig) -> torch.optim.Optimizer:
+    """Adagrad over a Delta model's convolution and dense stages, each with its own L2 coefficient."""
+    return torch.optim.Adagrad([
         {"params": model.conv_parameters(), "weight_decay": settings.l2_conv},
         {"params": model.dense_parameters(), "weight_decay": settings.l2_dense},
     ], lr=settings.learning_rate)
-    return model, optimizer
 
 
 def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates],

@@ -34,8 +34,8 @@ from es_rerank.text import embedding_tokens
 from worker.inputs import term_rows
 from worker.model import PAD_ID, DeltaConfig, DeltaModel, delta_matrix
 from worker.training.cli import open_workspace
-from worker.training.data import batch_inputs, build_candidates
-from worker.training.train import TrainConfig, fit_pairwise, new_delta_model
+from worker.training.data import batch_inputs
+from worker.training.train import TrainConfig, delta_optimizer, fit_pairwise, new_delta_model
 
 HERE = Path(__file__).parent
 IDF_SCALE = 10.0
@@ -88,10 +88,8 @@ def idf_per_row(work) -> np.ndarray:
 
 def main(seed: int, loss: str = "hinge") -> None:
     work = open_workspace(None)
-    train_queries, train_qrels = work.nfcorpus.queries("train"), work.nfcorpus.qrels("train")
-    dev_queries, dev_qrels = work.nfcorpus.queries("dev"), work.nfcorpus.qrels("dev")
-    train = build_candidates(train_queries, train_qrels, work.backend, work.embeddings, LEX3, progress=False)
-    dev = build_candidates(dev_queries, dev_qrels, work.backend, work.embeddings, LEX3, progress=False)
+    dev_qrels = work.nfcorpus.qrels("dev")
+    train, dev = work.split_candidates("train", progress=False), work.split_candidates("dev", progress=False)
     config = DeltaConfig(lex_names=LEX3, embedding_dim=work.embeddings.vectors.shape[1])
     settings = replace(TrainConfig(), seed=seed, loss=loss)
     # The recipe's seeding and Lex standardisation, then the wider model in its place.
@@ -99,10 +97,7 @@ def main(seed: int, loss: str = "hinge") -> None:
     model = IdfDeltaModel(config, work.embeddings.vectors, idf_per_row(work))
     model.lex_mean.copy_(base.lex_mean)
     model.lex_std.copy_(base.lex_std)
-    optimizer = torch.optim.Adagrad([
-        {"params": model.conv_parameters(), "weight_decay": settings.l2_conv},
-        {"params": model.dense_parameters(), "weight_decay": settings.l2_dense},
-    ], lr=settings.learning_rate)
+    optimizer = delta_optimizer(model, settings)
 
     def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
         docs, query_rows, lex = batch_inputs(train, work.doc_rows, query_index, doc_index)

@@ -32,7 +32,7 @@ from es_rerank.text import embedding_tokens, tokenize
 from worker.inputs import term_rows
 from worker.model import DeltaConfig
 from worker.training.cli import open_workspace
-from worker.training.data import QueryCandidates, build_candidates
+from worker.training.data import QueryCandidates
 from worker.training.train import TrainConfig, fit_pairwise, model_score_fn, new_delta_model
 
 HERE = Path(__file__).parent
@@ -72,10 +72,9 @@ def main(seed: int, mode: str, loss: str = "hinge") -> None:
     stats = work.backend.stats
     # title_ids and abstract_ids are lexical terms; the model reads their embedding-path forms
     rows_of_term = term_rows(embedding_tokens(list(stats.vocab.terms)), work.embeddings)
-    train_queries, train_qrels = work.nfcorpus.queries("train"), work.nfcorpus.qrels("train")
-    dev_queries, dev_qrels = work.nfcorpus.queries("dev"), work.nfcorpus.qrels("dev")
-    train = build_candidates(train_queries, train_qrels, work.backend, work.embeddings, LEX3, progress=False)
-    dev = build_candidates(dev_queries, dev_qrels, work.backend, work.embeddings, LEX3, progress=False)
+    train_queries, dev_queries = work.nfcorpus.queries("train"), work.nfcorpus.queries("dev")
+    dev_qrels = work.nfcorpus.qrels("dev")
+    train, dev = work.split_candidates("train", progress=False), work.split_candidates("dev", progress=False)
     started = time.perf_counter()
     train_rows = [pair_rows(stats, rows_of_term, train_queries[c.query_id], c, mode) for c in train]
     dev_rows = [pair_rows(stats, rows_of_term, dev_queries[c.query_id], c, mode) for c in dev]
