@@ -152,6 +152,7 @@ def main() -> None:
 @main.group(cls=LazyGroup, lazy_subcommands={
     "index": ("index_setup.bench:bench_index", "Tokenize+statistics rate, index build time, BM25 latency."),
     "score": ("worker.bench:bench_score", "Reference vs fast Delta scorer latency, throughput and RSS."),
+    "search": ("worker.bench_search:bench_search", "Per-stage latency of the served search on the dev queries."),
     "roundtrip": ("worker.bench_roundtrip:bench_roundtrip",
                   "rerank.score through the broker against a running worker: latency and throughput."),
 })

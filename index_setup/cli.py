@@ -5,19 +5,16 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable
 
 import click
 
-from es_rerank.backends.base import MAX_K, Hit
-from es_rerank.neighbours import FUSED_ROW_SUFFIX
+from es_rerank.backends.base import MAX_K
 from es_rerank.settings import CommonSettings
 
 if TYPE_CHECKING:
-    import numpy as np
-
+    from es_rerank.gateway.pipeline import SearchPipeline
     from es_rerank.neighbours import JudgedNeighbours
-    from es_rerank.stats import CorpusStats
 
 BACKEND_OPTION = click.option(
     "--backend", type=click.Choice(["embedded", "elasticsearch"]), default=None,
@@ -234,13 +231,42 @@ def show_stats(backend: str | None) -> None:
 def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: bool | None,
            use_neighbours: bool | None, as_json: bool, backend: str | None) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
-    from es_rerank.backends import BackendError, open_backend
-    from es_rerank.gateway.merge import merge
+    from es_rerank.backends import BackendError
+    from es_rerank.payload import PayloadError, WorkerSetupError
 
+    pipeline = served_pipeline(_settings(backend), window, rerank, use_feedback, use_neighbours)
+    try:
+        started = time.perf_counter()
+        ranking = pipeline.rank(query, k)
+        took_ms = round((time.perf_counter() - started) * 1000)
+    except (BackendError, PayloadError, WorkerSetupError) as error:
+        raise click.ClickException(str(error)) from None
+    finally:
+        if pipeline.reranker is not None:
+            pipeline.reranker.close()
+    if as_json:
+        from es_rerank.gateway.response import search_response
+
+        click.echo(json.dumps(search_response(ranking.ranked, pipeline.backend.index, took_ms, ranking.retrieved,
+                                              ranking.depth, ranking.ranker), indent=2))
+        return
+    if not ranking.ranked:
+        click.echo("no hits")
+        return
+    click.echo(f"{'rank':>4}  {ranking.ranker + ' score':>14}  {'BM25':>7}  {'doc id':<12} title")
+    for rank, item in enumerate(ranking.ranked, 1):
+        click.echo(f"{rank:>4}  {item.score:14.3f}  {item.hit.score:7.3f}  {item.hit.doc_id:<12} {item.hit.title}")
+
+
+def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None = None,
+                    use_feedback: bool | None = None, use_neighbours: bool | None = None) -> SearchPipeline:
+    """What `esrr search` serves over the top ``window``: each stage on when asked, off when refused,
+    and when not said (None) on where it is set up (a trained model, feedback weight above 0, the votes file)."""
+    from es_rerank.backends import BackendError, open_backend
     from es_rerank.cli import load_settings
+    from es_rerank.gateway.pipeline import SearchPipeline
     from worker.settings import WorkerSettings  # torch-free
 
-    settings = _settings(backend)
     worker_settings = load_settings(WorkerSettings)
     checkpoint = worker_settings.checkpoint_path
     missing = [str(path) for path in worker_settings.checkpoint if not path.is_file()]
@@ -262,51 +288,20 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     neighbours = _load_neighbours(settings) if use_neighbours else None
     try:
         served = open_backend(settings)
-        started = time.perf_counter()
-        # The votes, like the model, reorder the whole window, not only the k hits shown.
-        depth = max(k, window) if rerank or use_feedback or use_neighbours else k
-        hits = served.search(query, depth)
     except BackendError as error:
         raise click.ClickException(str(error)) from None
-    scores, label = None, "BM25"
-    if rerank and hits:
-        from es_rerank.payload import PayloadError, WorkerSetupError
-
+    reranker = None
+    if rerank:
         try:
-            from worker.local import rerank_scores
+            from worker.local import LocalReranker
         except ImportError as error:  # a core install: no torch
             raise click.ClickException(f"reranking needs the model extra ({error}): pip install "
                                        "'es-rerank[model]', or pass --no-rerank") from None
-        try:
-            scores, label = rerank_scores(query, hits[:window], served.stats)
-        except (PayloadError, WorkerSetupError) as error:
-            raise click.ClickException(str(error)) from None
-    elif not rerank:
+        reranker = LocalReranker(served.stats, worker_settings)
+    else:
         click.echo(f"(not reranked: no model at {checkpoint}; train one with `esrr train`)"
                    if not checkpoint.is_file() else "(not reranked)", err=True)
-    if scores is None and hits and (use_feedback or neighbours is not None):
-        import numpy as np
-
-        scores = np.array([h.score for h in hits[:window]], dtype=np.float32)  # both refine BM25's order
-    if use_feedback and hits:
-        from es_rerank.feedback import FEEDBACK_ROW_SUFFIX  # scipy: loaded only when feedback runs
-
-        scores, label = _with_feedback(settings, hits[:window], scores, served.stats), label + FEEDBACK_ROW_SUFFIX
-    if neighbours is not None and hits:
-        scores, label = _with_votes(neighbours, query, hits[:window], scores), label + FUSED_ROW_SUFFIX
-    ranked = merge(hits, scores, min(window, len(hits)))[:k]
-    if as_json:
-        from es_rerank.gateway.response import search_response
-
-        took_ms = round((time.perf_counter() - started) * 1000)
-        click.echo(json.dumps(search_response(ranked, served.index, took_ms, len(hits), depth, label), indent=2))
-        return
-    if not ranked:
-        click.echo("no hits")
-        return
-    click.echo(f"{'rank':>4}  {label + ' score':>14}  {'BM25':>7}  {'doc id':<12} title")
-    for rank, item in enumerate(ranked, 1):
-        click.echo(f"{rank:>4}  {item.score:14.3f}  {item.hit.score:7.3f}  {item.hit.doc_id:<12} {item.hit.title}")
+    return SearchPipeline(served, window, reranker, settings.feedback if use_feedback else None, neighbours)
 
 
 def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:
@@ -317,18 +312,3 @@ def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:
         return JudgedNeighbours.load(settings.neighbours_path)
     except NeighboursError as error:
         raise click.ClickException(str(error)) from None
-
-
-def _with_feedback(settings: CommonSettings, window: Sequence[Hit], scores: np.ndarray,
-                   stats: CorpusStats) -> np.ndarray:
-    """The window's scores with the votes of each hit's most similar hits."""
-    from es_rerank.feedback import document_vectors, with_feedback
-
-    return with_feedback(scores, document_vectors([h.terms for h in window], stats), settings.feedback)
-
-
-def _with_votes(neighbours: JudgedNeighbours, query: str, window: Sequence[Hit], scores: np.ndarray) -> np.ndarray:
-    """The window's scores fused with the judged-neighbour votes."""
-    from es_rerank.neighbours import fuse
-
-    return fuse(scores, neighbours.scores(query, [h.doc_id for h in window]), neighbours.params.weight)

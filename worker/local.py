@@ -1,4 +1,4 @@
-"""In-process reranking for the shell (``esrr search``): the worker's runtime without a broker."""
+"""In-process reranking (``esrr search``, ``esrr bench search``): the worker's runtime without a broker."""
 
 from __future__ import annotations
 
@@ -7,18 +7,60 @@ from typing import Sequence
 import numpy as np
 
 from es_rerank.backends.base import Hit
+from es_rerank.gateway.pipeline import StageClock, no_clock
 from es_rerank.payload import build_request
 from es_rerank.stats import CorpusStats
 from worker.runtime import Runtime
 from worker.settings import WorkerSettings
 
 
+class LocalReranker:
+    """The served model scoring in this process, loaded on first use (a ``pipeline.Reranker``).
+
+    The two stages it times are the gateway's half (the Lex features and the request)
+    and the worker's (the model).
+    """
+
+    def __init__(self, stats: CorpusStats, settings: WorkerSettings | None = None) -> None:
+        self.stats = stats
+        self.settings = settings or WorkerSettings()
+        self._runtime: Runtime | None = None
+
+    @property
+    def runtime(self) -> Runtime:
+        """The loaded runtime (model, embeddings); loading raises ``WorkerSetupError`` with the fix."""
+        if self._runtime is None:
+            self._runtime = Runtime.load(self.settings)
+        return self._runtime
+
+    @property
+    def name(self) -> str:
+        """The served model's name, as search output and eval rows show it."""
+        return self.runtime.model_name
+
+    def __call__(self, query: str, hits: Sequence[Hit], clock: StageClock = no_clock) -> np.ndarray:
+        """float32 [len(hits)] Delta scores of ``hits`` for ``query``."""
+        runtime = self.runtime
+        with clock("features"):
+            request = build_request(query, [h.terms for h in hits], self.stats, runtime.lex_names)
+        with clock("model"):
+            return runtime.score(request)
+
+    def close(self) -> None:
+        """Stop the runtime's scoring thread, if it was loaded."""
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime = None
+
+    def __enter__(self) -> "LocalReranker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def rerank_scores(query: str, hits: Sequence[Hit], stats: CorpusStats,
                   settings: WorkerSettings | None = None) -> tuple[np.ndarray, str]:
     """Delta scores of ``hits`` for ``query`` and the model's name, scored in this process."""
-    runtime = Runtime.load(settings or WorkerSettings())
-    try:
-        request = build_request(query, [h.terms for h in hits], stats, runtime.lex_names)
-        return runtime.score(request), runtime.model_name
-    finally:
-        runtime.close()
+    with LocalReranker(stats, settings) as reranker:
+        return reranker(query, hits), reranker.name

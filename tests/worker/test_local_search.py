@@ -130,3 +130,44 @@ def test_ensemble_members_must_read_the_same_inputs(artifacts, corpus_documents,
     missing = WorkerSettings(home=home, checkpoint=f"{home / 'models' / 'delta-32-lex3.pt'},{home / 'none.pt'}")
     with pytest.raises(WorkerSetupError, match="no model checkpoint at .*none.pt"):
         rerank_scores("cancer risk and diet", hits, backend.stats, missing)
+
+
+def _dev_queries(root: Path, texts: list[str]) -> Path:
+    """An NFCorpus look-alike whose dev split holds ``texts`` (the corpus itself is the index's)."""
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text(json.dumps({"_id": "unused", "title": "t", "text": "a"}) + "\n",
+                                       encoding="utf-8")
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": f"Q{i}", "text": t}) + "\n"
+                                                for i, t in enumerate(texts)), encoding="utf-8")
+    header = "query-id\tcorpus-id\tscore\n"
+    for split in ("train", "test"):
+        (root / "qrels" / f"{split}.tsv").write_text(header, encoding="utf-8")
+    (root / "qrels" / "dev.tsv").write_text(header + "".join(f"Q{i}\tunused\t1\n" for i in range(len(texts))),
+                                            encoding="utf-8")
+    return root
+
+
+def test_bench_search_times_every_stage_that_search_serves(artifacts, corpus_documents, tmp_path):
+    home, _ = _home_with_index(artifacts, corpus_documents, tmp_path)
+    data = _dev_queries(tmp_path / "nfcorpus", ["cancer risk and diet", "zebra", "vitamin d and bone"])
+    figures = tmp_path / "figures.json"
+    result = CliRunner().invoke(main, ["bench", "search", "--data", str(data), "--rounds", "2",
+                                       "--json-out", str(figures)], env={"ESRR_HOME": str(home)})
+    assert result.exit_code == 0, result.output
+    body = json.loads(figures.read_text(encoding="utf-8"))
+    assert body["ranker"] == "delta-32-lex3 + candidate feedback" and body["queries"] == 3
+    stages = body["stages"]
+    assert list(stages) == ["retrieve", "features", "model", "feedback vectors", "feedback votes", "merge", "total"]
+    assert stages["retrieve"]["queries"] == stages["total"]["queries"] == 6  # 3 queries x 2 rounds
+    assert stages["model"]["queries"] == 4  # "zebra" has no hit, so nothing to score
+    assert sum(row["share_of_total"] for name, row in stages.items() if name != "total") <= 1.0
+    assert all(0 < row["p50_ms"] <= row["p99_ms"] for row in stages.values())
+    assert "feedback vectors" in result.output and "delta-32-lex3 + candidate feedback" in result.output
+
+
+def test_bench_search_without_an_index_is_a_clean_error(tmp_path):
+    data = _dev_queries(tmp_path / "nfcorpus", ["cancer risk and diet"])
+    result = CliRunner().invoke(main, ["bench", "search", "--data", str(data)],
+                                env={"ESRR_HOME": str(tmp_path / "home")})
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "esrr index build" in result.output, result.output

@@ -1,0 +1,99 @@
+"""The served ranking of one query: BM25 top-window, the model, the two votes, the merge.
+
+One place composes the stages that ``esrr search`` runs and ``esrr bench search``
+times, so the benchmark measures exactly what is served. Torch-free: the model comes
+in as a ``Reranker`` (``worker.local.LocalReranker`` in this process).
+
+Each stage runs inside ``clock(stage name)``; the default clock does nothing, the
+benchmark's records how long each took (``STAGES`` lists them in order).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+
+import numpy as np
+
+from es_rerank.backends.base import Hit, SearchBackend
+from es_rerank.gateway.merge import RankedHit, merge
+from es_rerank.neighbours import FUSED_ROW_SUFFIX, JudgedNeighbours, fuse
+
+if TYPE_CHECKING:  # scipy loads only where feedback runs
+    from es_rerank.feedback import FeedbackParams
+
+StageClock = Callable[[str], AbstractContextManager]
+STAGES = ("retrieve", "features", "model", "feedback vectors", "feedback votes", "neighbours", "merge")
+
+
+def no_clock(stage: str) -> AbstractContextManager:
+    """A clock that times nothing."""
+    return nullcontext()
+
+
+class Reranker(Protocol):
+    """The model's scores for one query's window of hits."""
+
+    name: str
+
+    def __call__(self, query: str, hits: Sequence[Hit], clock: StageClock = no_clock) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One query's final order and what made it."""
+
+    ranked: list[RankedHit]  # cut to the k hits asked for
+    ranker: str  # e.g. "delta-32-lex3 + candidate feedback"
+    retrieved: int  # hits the first stage returned
+    depth: int  # hits the first stage was asked for
+
+
+@dataclass(frozen=True)
+class SearchPipeline:
+    """BM25 top-``window`` reordered by each stage that is set; ``window`` 0 keeps BM25's order."""
+
+    backend: SearchBackend
+    window: int
+    reranker: Reranker | None = None
+    feedback: FeedbackParams | None = None
+    neighbours: JudgedNeighbours | None = None
+
+    @property
+    def reorders(self) -> bool:
+        """Whether any stage reorders the window."""
+        return self.window > 0 and (self.reranker is not None or self.feedback is not None
+                                    or self.neighbours is not None)
+
+    def depth(self, k: int) -> int:
+        """Hits to retrieve for ``k`` shown: the whole window when a stage reorders it (the votes too)."""
+        return max(k, self.window) if self.reorders else k
+
+    def rank(self, query: str, k: int, clock: StageClock = no_clock) -> Ranking:
+        """The top ``k`` of ``query``; the backend's and the reranker's errors pass through."""
+        depth = self.depth(k)
+        with clock("retrieve"):
+            hits = self.backend.search(query, depth)
+        window = hits[:self.window] if self.reorders else []
+        scores, ranker = None, "BM25"
+        if self.reranker is not None and window:
+            scores, ranker = self.reranker(query, window, clock), self.reranker.name
+        if scores is None and window:
+            scores = np.array([h.score for h in window], dtype=np.float32)  # the votes refine BM25's order
+        if self.feedback is not None and window:
+            from es_rerank.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
+
+            with clock("feedback vectors"):
+                vectors = document_vectors([h.terms for h in window], self.backend.stats)
+            with clock("feedback votes"):
+                scores = with_feedback(scores, vectors, self.feedback)
+            ranker += FEEDBACK_ROW_SUFFIX
+        if self.neighbours is not None and window:
+            with clock("neighbours"):
+                votes = self.neighbours.scores(query, [h.doc_id for h in window])
+                scores = fuse(scores, votes, self.neighbours.params.weight)
+            ranker += FUSED_ROW_SUFFIX
+        with clock("merge"):
+            ranked = merge(hits, scores, len(window))[:k]
+        return Ranking(ranked, ranker, len(hits), depth)

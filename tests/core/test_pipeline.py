@@ -1,0 +1,147 @@
+"""The served pipeline over a real embedded index: which stages run, in what order, on which hits.
+
+Six documents, two topics (tea: a, b, f; bone: c, d) and one stranger (e). The
+reranker here is a plain class that favours bone documents, so every stage's effect
+can be checked against the stage's own function.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pytest
+
+from es_rerank.backends.base import Hit
+from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.feedback import FeedbackParams, document_vectors, with_feedback
+from es_rerank.gateway.pipeline import STAGES, SearchPipeline, StageClock, no_clock
+from es_rerank.neighbours import JudgedNeighbours, NeighbourParams, fuse
+from es_rerank.stats import Document
+from index_setup.embedded_index import build_embedded_index
+
+DOCS = {
+    "a": ("green tea", "green tea catechins and health"),
+    "b": ("green tea", "catechins in tea"),
+    "c": ("bone health", "bone density and tea"),
+    "d": ("bone density", "bone health"),
+    "e": ("unrelated", "health"),
+    "f": ("black tea", "tea catechins"),
+}
+QUERY = "tea health"
+FEEDBACK = FeedbackParams(k=2, weight=0.5)
+
+
+class BoneFirst:
+    """A reranker that scores bone documents up: 1 per 'bone' in the title, minus the BM25 rank / 100."""
+
+    name = "bone-first"
+
+    def __init__(self) -> None:
+        self.windows: list[list[str]] = []
+
+    def __call__(self, query: str, hits: Sequence[Hit], clock: StageClock = no_clock) -> np.ndarray:
+        self.windows.append([h.doc_id for h in hits])
+        with clock("model"):
+            return np.array([h.title.count("bone") - rank / 100 for rank, h in enumerate(hits)], dtype=np.float32)
+
+
+class Recorder:
+    """A clock that lists the stages in the order they ran."""
+
+    def __init__(self) -> None:
+        self.stages: list[str] = []
+
+    def __call__(self, stage: str):
+        self.stages.append(stage)
+        return no_clock(stage)
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedBackend:
+    root = tmp_path_factory.mktemp("pipeline") / "embedded"
+    build_embedded_index([Document(i, t, a) for i, (t, a) in DOCS.items()], root, version="v1", progress=False)
+    return EmbeddedBackend.open_current(root)
+
+
+@pytest.fixture(scope="module")
+def neighbours() -> JudgedNeighbours:
+    return JudgedNeighbours({"q1": "tea catechins", "q2": "bone density"}, {"q1": {"b": 2, "f": 1}, "q2": {"d": 1}},
+                            NeighbourParams(k=1, power=1.0, weight=2.0))
+
+
+def ids(ranking) -> list[str]:
+    return [item.hit.doc_id for item in ranking.ranked]
+
+
+def test_without_a_stage_the_order_is_bm25s(backend: EmbeddedBackend) -> None:
+    ranking = SearchPipeline(backend, window=500).rank(QUERY, 3)
+    assert ids(ranking) == [h.doc_id for h in backend.search(QUERY, 3)]
+    assert ranking.ranker == "BM25" and ranking.depth == 3 and ranking.retrieved == 3
+    assert not any(item.reranked for item in ranking.ranked)
+
+
+def test_the_reranker_reorders_the_whole_window_not_only_the_hits_shown(backend: EmbeddedBackend) -> None:
+    reranker = BoneFirst()
+    ranking = SearchPipeline(backend, window=500, reranker=reranker).rank(QUERY, 2)
+    every = [h.doc_id for h in backend.search(QUERY, 500)]
+    assert len(every) == 6 and reranker.windows == [every] and ranking.depth == 500 and ranking.retrieved == 6
+    assert ids(ranking) == ["c", "d"]  # the two bone documents, from BM25 ranks 2 and 6
+    assert ranking.ranker == "bone-first" and all(item.reranked for item in ranking.ranked)
+
+
+def test_a_short_window_leaves_the_bm25_tail_below_it(backend: EmbeddedBackend) -> None:
+    bm25 = [h.doc_id for h in backend.search(QUERY, 500)]
+    ranking = SearchPipeline(backend, window=2, reranker=BoneFirst()).rank(QUERY, 500)
+    assert sorted(ids(ranking)[:2]) == sorted(bm25[:2]) and ids(ranking)[2:] == bm25[2:]
+    assert [item.reranked for item in ranking.ranked] == [True, True] + [False] * (len(bm25) - 2)
+
+
+def test_feedback_and_votes_refine_the_models_scores_in_that_order(backend: EmbeddedBackend,
+                                                                   neighbours: JudgedNeighbours) -> None:
+    clock = Recorder()
+    ranking = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, neighbours).rank(QUERY, 500, clock)
+    window = backend.search(QUERY, 500)
+    model = BoneFirst()(QUERY, window)
+    fed = with_feedback(model, document_vectors([h.terms for h in window], backend.stats), FEEDBACK)
+    expected = fuse(fed, neighbours.scores(QUERY, [h.doc_id for h in window]), neighbours.params.weight)
+    by_id = dict(zip((h.doc_id for h in window), expected))
+    assert [item.score for item in ranking.ranked] == pytest.approx(sorted(expected, reverse=True))
+    assert all(item.score == pytest.approx(by_id[item.hit.doc_id]) for item in ranking.ranked)
+    assert ranking.ranker == "bone-first + candidate feedback + judged neighbours"
+    assert clock.stages == ["retrieve", "model", "feedback vectors", "feedback votes", "neighbours", "merge"]
+    assert [s for s in STAGES if s in clock.stages] == clock.stages  # STAGES lists them in the order they run
+
+
+def test_without_a_model_the_votes_refine_bm25(backend: EmbeddedBackend) -> None:
+    ranking = SearchPipeline(backend, 500, feedback=FEEDBACK).rank(QUERY, 500)
+    window = backend.search(QUERY, 500)
+    fed = with_feedback(np.array([h.score for h in window]), document_vectors([h.terms for h in window],
+                                                                                backend.stats), FEEDBACK)
+    assert ranking.ranker == "BM25 + candidate feedback"
+    assert [item.score for item in ranking.ranked] == pytest.approx(sorted(fed, reverse=True))
+
+
+def test_window_zero_turns_every_stage_off(backend: EmbeddedBackend, neighbours: JudgedNeighbours) -> None:
+    reranker = BoneFirst()
+    pipeline = SearchPipeline(backend, 0, reranker, FEEDBACK, neighbours)
+    ranking = pipeline.rank(QUERY, 2)
+    assert not pipeline.reorders and ranking.depth == 2 and ranking.ranker == "BM25" and reranker.windows == []
+
+
+def test_a_query_without_hits_runs_no_stage_after_retrieval(backend: EmbeddedBackend,
+                                                            neighbours: JudgedNeighbours) -> None:
+    clock = Recorder()
+    ranking = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, neighbours).rank("zebra", 10, clock)
+    assert ranking.ranked == [] and ranking.retrieved == 0 and clock.stages == ["retrieve", "merge"]
+
+
+def test_the_pipeline_does_not_import_torch_or_scipy_until_feedback_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, es_rerank.gateway.pipeline; "
+            "print('torch' in sys.modules, 'scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]

@@ -1,0 +1,111 @@
+"""``esrr bench search``: where one query's time goes in what ``esrr search`` serves.
+
+Runs the served pipeline (``index_setup.cli.served_pipeline``: the same stages, on
+by the same defaults) in this process over the NFCorpus dev queries, and times each
+stage of every query (``es_rerank.gateway.pipeline.STAGES``): BM25 retrieval, the
+Lex features and request, the model, the candidate-feedback vectors and votes, the
+judged-neighbour votes, the merge. All stages are timed in the same run, query by
+query, so their ratios hold on a noisy machine. No broker: ``esrr bench roundtrip``
+adds what the trip to a worker costs.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import Counter, defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import click
+import numpy as np
+
+from es_rerank.backends.base import MAX_K
+from es_rerank.cli import json_out_option
+from es_rerank.gateway.pipeline import STAGES, SearchPipeline
+from es_rerank.machine import machine_description
+
+TOTAL = "total"
+
+
+class StageTimes:
+    """A pipeline clock that keeps every stage's time of every query, in ms."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, list[float]] = defaultdict(list)
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[stage].append((time.perf_counter() - started) * 1000)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Per stage run (and the total): queries timed, p50, p99 and mean ms, and its share of the mean total."""
+        total = sum(self.ms[TOTAL])
+        return {stage: {"queries": len(ms), "p50_ms": float(np.percentile(ms, 50)),
+                        "p99_ms": float(np.percentile(ms, 99)), "mean_ms": statistics.fmean(ms),
+                        "share_of_total": sum(ms) / total}
+                for stage in (*STAGES, TOTAL) if (ms := self.ms.get(stage))}
+
+
+def time_queries(pipeline: SearchPipeline, queries: list[str], k: int, rounds: int) -> tuple[StageTimes, str]:
+    """Each query ranked ``rounds`` times after one untimed pass, every stage timed; and the ranker most served."""
+    rankers = Counter(pipeline.rank(query, k).ranker for query in queries)  # warm-up: model load, caches
+    times = StageTimes()
+    for _ in range(rounds):
+        for query in queries:
+            with times(TOTAL):
+                pipeline.rank(query, k, times)
+    return times, rankers.most_common(1)[0][0]
+
+
+@click.command(name="search")
+@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits shown per query.")
+@click.option("--window", default=500, show_default=True, type=click.IntRange(1, MAX_K),
+              help="BM25 hits the stages reorder.")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Timed passes over the dev queries.")
+@click.option("--queries", default=324, show_default=True, type=click.IntRange(min=1),
+              help="Dev queries to use, the first ones by id.")
+@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
+@json_out_option("Also write the figures as JSON.")
+def bench_search(k: int, window: int, rounds: int, queries: int, data: Path | None, json_out: Path | None) -> None:
+    """Per-stage latency of the served search (BM25, model, feedback, votes) over the NFCorpus dev queries."""
+    from es_rerank.backends import BackendError
+    from es_rerank.cli import load_settings
+    from es_rerank.payload import PayloadError, WorkerSetupError
+    from es_rerank.settings import CommonSettings
+    from index_setup.cli import served_pipeline
+    from index_setup.nfcorpus import NFCorpus
+
+    settings = load_settings(CommonSettings)
+    try:
+        texts = [text for _, text in sorted(NFCorpus.locate(data, settings).queries("dev").items())][:queries]
+    except (FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    if not texts:
+        raise click.ClickException("no dev query has both judgments (qrels/dev.tsv) and text (queries.jsonl); "
+                                   "check those two files of the NFCorpus folder")
+    pipeline = served_pipeline(settings, window)
+    try:
+        times, ranker = time_queries(pipeline, texts, k, rounds)
+    except (BackendError, PayloadError, WorkerSetupError) as error:
+        raise click.ClickException(str(error)) from None
+    finally:
+        if pipeline.reranker is not None:
+            pipeline.reranker.close()
+    figures = {"machine": machine_description(), "ranker": ranker, "queries": len(texts), "rounds": rounds,
+               "k": k, "window": window, "stages": times.summary()}
+    click.echo(f"{figures['machine']} | {ranker} | {len(texts)} dev queries x {rounds} rounds, "
+               f"top-{k} of a {window}-hit window")
+    click.echo(f"{'stage':<17} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'share':>6}")
+    for stage, row in figures["stages"].items():
+        click.echo(f"{stage:<17} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {row['mean_ms']:>8.2f} "
+                   f"{row['share_of_total']:>6.1%}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")
