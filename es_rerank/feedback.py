@@ -18,6 +18,8 @@ RM3 would need its own index of the corpus.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -77,6 +79,51 @@ def document_vectors(docs: Sequence[DocTerms], stats: CorpusStats,
     norms = np.sqrt(np.bincount(doc, weights * weights, minlength=n))
     weights /= np.where(norms > 0, norms, 1.0)[doc]
     return sparse.csr_matrix((weights, (doc, term)), shape=(n, vocab))
+
+
+class DocumentVectorCache:
+    """``document_vectors`` rows kept between queries: a window's matrix from the rows of its documents.
+
+    A document's vector depends only on its own terms and the corpus idf, so the rows
+    built for one window serve every later window that holds the document: the matrix is
+    the same as ``document_vectors(window)`` (tested), built at a fraction of the cost
+    once the hot documents are in (``esrr bench search``). One cache describes one
+    statistics version; ``max_documents`` bounds it, the least recently used leave first.
+    Thread-safe: a gateway's request threads may share it.
+    """
+
+    def __init__(self, stats: CorpusStats, max_documents: int,
+                 terms_per_document: int = TERMS_PER_DOCUMENT) -> None:
+        if isinstance(max_documents, bool) or not isinstance(max_documents, int) or max_documents < 1:
+            raise ValueError(f"max_documents must be a whole number of at least 1, got {max_documents!r}")
+        self.stats, self.max_documents, self.terms_per_document = stats, max_documents, terms_per_document
+        self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # doc id -> (terms, weights)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def vectors(self, doc_ids: Sequence[str], docs: Sequence[DocTerms]) -> sparse.csr_matrix:
+        """[len(docs), vocab] ``document_vectors`` of ``docs``, whose ids are ``doc_ids``."""
+        if len(doc_ids) != len(docs):
+            raise ValueError(f"one id per document expected, got {len(doc_ids)} ids for {len(docs)} documents")
+        with self._lock:
+            missing = {doc_id: i for i, doc_id in enumerate(doc_ids) if doc_id not in self._rows}
+            if missing:
+                built = document_vectors([docs[i] for i in missing.values()], self.stats, self.terms_per_document)
+                for row, doc_id in enumerate(missing):
+                    span = slice(built.indptr[row], built.indptr[row + 1])
+                    self._rows[doc_id] = (built.indices[span].copy(), built.data[span].copy())
+            rows = [self._rows[doc_id] for doc_id in doc_ids]
+            for doc_id in doc_ids:
+                self._rows.move_to_end(doc_id)
+            while len(self._rows) > self.max_documents:  # after the window is read: it may exceed the bound
+                self._rows.popitem(last=False)
+        lengths = [len(terms) for terms, _ in rows]
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        terms = np.concatenate([np.zeros(0, np.int32), *(t for t, _ in rows)]).astype(np.int32, copy=False)
+        weights = np.concatenate([np.zeros(0), *(w for _, w in rows)])
+        return sparse.csr_matrix((weights, terms, indptr), shape=(len(docs), len(self.stats.vocab)))
 
 
 def nearest_hits(vectors: sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -92,6 +92,8 @@ class CommonSettings(BaseSettings):
     # (reports/experiments/candidate-feedback/); weight 0 turns it off.
     feedback_k: int = Field(5, ge=1, description="similar hits whose scores vote for a hit")
     feedback_weight: float = Field(0.5, ge=0, description="weight of those votes beside the ranker's score")
+    feedback_cache_documents: int = Field(50_000, ge=0, description="documents whose feedback vectors a search "
+                                          "process keeps between queries (about 1 KB each); 0 keeps none")
 
     @field_validator("home", "nfcorpus", mode="before")
     @classmethod

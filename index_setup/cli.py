@@ -301,7 +301,13 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
     else:
         click.echo(f"(not reranked: no model at {checkpoint}; train one with `esrr train`)"
                    if not checkpoint.is_file() else "(not reranked)", err=True)
-    return SearchPipeline(served, window, reranker, settings.feedback if use_feedback else None, neighbours)
+    if not use_feedback:
+        return SearchPipeline(served, window, reranker, None, neighbours)
+    from es_rerank.feedback import DocumentVectorCache  # scipy: loaded only when feedback runs
+
+    cache = (DocumentVectorCache(served.stats, settings.feedback_cache_documents)
+             if settings.feedback_cache_documents else None)
+    return SearchPipeline(served, window, reranker, settings.feedback, neighbours, cache)
 
 
 def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:

@@ -7,6 +7,10 @@ Lex features and request, the model, the candidate-feedback vectors and votes, t
 judged-neighbour votes, the merge. All stages are timed in the same run, query by
 query, so their ratios hold on a noisy machine. No broker: ``esrr bench roundtrip``
 adds what the trip to a worker costs.
+
+When the feedback keeps its document vectors between queries (the default), the same
+pipeline without that cache runs beside it, query by query, and its vector stage is
+reported as "feedback vectors, uncached": what the cache saves, measured in the same run.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import statistics
 import time
 from collections import Counter, defaultdict
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -28,6 +33,7 @@ from es_rerank.gateway.pipeline import STAGES, SearchPipeline
 from es_rerank.machine import machine_description
 
 TOTAL = "total"
+UNCACHED = "feedback vectors, uncached"
 
 
 class StageTimes:
@@ -45,22 +51,34 @@ class StageTimes:
             self.ms[stage].append((time.perf_counter() - started) * 1000)
 
     def summary(self) -> dict[str, dict[str, float]]:
-        """Per stage run (and the total): queries timed, p50, p99 and mean ms, and its share of the mean total."""
+        """Per stage run (and the total): queries timed, p50, p99 and mean ms, and its share of the total time.
+
+        The uncached vector stage ran outside the total, so it has no share.
+        """
         total = sum(self.ms[TOTAL])
         return {stage: {"queries": len(ms), "p50_ms": float(np.percentile(ms, 50)),
                         "p99_ms": float(np.percentile(ms, 99)), "mean_ms": statistics.fmean(ms),
-                        "share_of_total": sum(ms) / total}
-                for stage in (*STAGES, TOTAL) if (ms := self.ms.get(stage))}
+                        "share_of_total": None if stage == UNCACHED else sum(ms) / total}
+                for stage in (*STAGES, TOTAL, UNCACHED) if (ms := self.ms.get(stage))}
 
 
 def time_queries(pipeline: SearchPipeline, queries: list[str], k: int, rounds: int) -> tuple[StageTimes, str]:
-    """Each query ranked ``rounds`` times after one untimed pass, every stage timed; and the ranker most served."""
+    """Each query ranked ``rounds`` times after one untimed pass, every stage timed; and the ranker most served.
+
+    With a feedback-vector cache, each query is also ranked without it, and only that
+    run's vector stage is kept (as ``UNCACHED``).
+    """
+    uncached = replace(pipeline, feedback_vectors=None) if pipeline.feedback_vectors is not None else None
     rankers = Counter(pipeline.rank(query, k).ranker for query in queries)  # warm-up: model load, caches
-    times = StageTimes()
+    times, beside = StageTimes(), StageTimes()
     for _ in range(rounds):
         for query in queries:
             with times(TOTAL):
                 pipeline.rank(query, k, times)
+            if uncached is not None:
+                uncached.rank(query, k, beside)
+    if beside.ms:
+        times.ms[UNCACHED] = beside.ms["feedback vectors"]
     return times, rankers.most_common(1)[0][0]
 
 
@@ -103,9 +121,9 @@ def bench_search(k: int, window: int, rounds: int, queries: int, data: Path | No
                "k": k, "window": window, "stages": times.summary()}
     click.echo(f"{figures['machine']} | {ranker} | {len(texts)} dev queries x {rounds} rounds, "
                f"top-{k} of a {window}-hit window")
-    click.echo(f"{'stage':<17} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'share':>6}")
+    click.echo(f"{'stage':<26} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'share':>6}")
     for stage, row in figures["stages"].items():
-        click.echo(f"{stage:<17} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {row['mean_ms']:>8.2f} "
-                   f"{row['share_of_total']:>6.1%}")
+        click.echo(f"{stage:<26} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {row['mean_ms']:>8.2f} "
+                   + (f"{row['share_of_total']:>6.1%}" if row["share_of_total"] is not None else f"{'-':>6}"))
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

@@ -21,7 +21,7 @@ from es_rerank.gateway.merge import RankedHit, merge
 from es_rerank.neighbours import FUSED_ROW_SUFFIX, JudgedNeighbours, fuse
 
 if TYPE_CHECKING:  # scipy loads only where feedback runs
-    from es_rerank.feedback import FeedbackParams
+    from es_rerank.feedback import DocumentVectorCache, FeedbackParams
 
 StageClock = Callable[[str], AbstractContextManager]
 STAGES = ("retrieve", "features", "model", "feedback vectors", "feedback votes", "neighbours", "merge")
@@ -52,13 +52,18 @@ class Ranking:
 
 @dataclass(frozen=True)
 class SearchPipeline:
-    """BM25 top-``window`` reordered by each stage that is set; ``window`` 0 keeps BM25's order."""
+    """BM25 top-``window`` reordered by each stage that is set; ``window`` 0 keeps BM25's order.
+
+    ``feedback_vectors`` keeps the feedback's document vectors between queries (built
+    anew for every window without it); it must describe the backend's statistics.
+    """
 
     backend: SearchBackend
     window: int
     reranker: Reranker | None = None
     feedback: FeedbackParams | None = None
     neighbours: JudgedNeighbours | None = None
+    feedback_vectors: DocumentVectorCache | None = None
 
     @property
     def reorders(self) -> bool:
@@ -85,7 +90,9 @@ class SearchPipeline:
             from es_rerank.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
 
             with clock("feedback vectors"):
-                vectors = document_vectors([h.terms for h in window], self.backend.stats)
+                terms = [h.terms for h in window]
+                vectors = (document_vectors(terms, self.backend.stats) if self.feedback_vectors is None
+                           else self.feedback_vectors.vectors([h.doc_id for h in window], terms))
             with clock("feedback votes"):
                 scores = with_feedback(scores, vectors, self.feedback)
             ranker += FEEDBACK_ROW_SUFFIX

@@ -14,7 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.feedback import FeedbackParams, document_vectors, neighbour_votes, with_feedback
+from es_rerank.feedback import (DocumentVectorCache, FeedbackParams, document_vectors, neighbour_votes,
+                                with_feedback)
 from es_rerank.neighbours import standardised
 from es_rerank.stats import CorpusStats, Document, build_stats
 from es_rerank.text import tokenize
@@ -68,6 +69,40 @@ def test_a_document_vector_does_not_depend_on_the_other_hits(stats: CorpusStats,
     assert window.shape == (len(ids), len(stats.vocab))
     for row, doc_id in zip(window, ids):
         np.testing.assert_allclose(row, vectors(stats, doc_id, terms_per_document=2).toarray()[0])
+
+
+def cached(cache: DocumentVectorCache, ids: str):
+    return cache.vectors(list(ids), [cache.stats.doc_terms(cache.stats.row(i)) for i in ids])
+
+
+def same_matrix(got, expected) -> None:
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_array_equal(got.indptr, expected.indptr)
+    np.testing.assert_array_equal(got.indices, expected.indices)
+    np.testing.assert_array_equal(got.data, expected.data)  # bit for bit: the same rows, only kept
+
+
+def test_the_cache_builds_the_same_matrix_as_document_vectors(stats: CorpusStats) -> None:
+    cache = DocumentVectorCache(stats, max_documents=100, terms_per_document=2)
+    for ids in ["fac", "cabe", "d", "", "bbeacdf"]:  # cached, new, mixed, empty, repeated
+        same_matrix(cached(cache, ids), vectors(stats, ids, terms_per_document=2))
+    assert len(cache) == 6
+
+
+def test_the_cache_keeps_at_most_its_bound_the_least_recently_used_leaving(stats: CorpusStats) -> None:
+    cache = DocumentVectorCache(stats, max_documents=2)
+    same_matrix(cached(cache, "abcd"), vectors(stats, "abcd"))  # a window larger than the bound still works
+    assert list(cache._rows) == ["c", "d"]
+    cached(cache, "c")
+    cached(cache, "e")
+    assert list(cache._rows) == ["c", "e"]  # d, used longest ago, left
+
+
+def test_the_cache_refuses_misfit_arguments(stats: CorpusStats) -> None:
+    with pytest.raises(ValueError, match="at least 1, got 0"):
+        DocumentVectorCache(stats, max_documents=0)
+    with pytest.raises(ValueError, match="one id per document expected, got 2 ids for 1 documents"):
+        DocumentVectorCache(stats, 10).vectors(["a", "b"], [stats.doc_terms(0)])
 
 
 def test_one_neighbour_votes_with_its_own_standardised_score(stats: CorpusStats) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from es_rerank.backends.base import Hit
 from es_rerank.backends.embedded import EmbeddedBackend
-from es_rerank.feedback import FeedbackParams, document_vectors, with_feedback
+from es_rerank.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
 from es_rerank.gateway.pipeline import STAGES, SearchPipeline, StageClock, no_clock
 from es_rerank.neighbours import JudgedNeighbours, NeighbourParams, fuse
 from es_rerank.stats import Document
@@ -121,6 +121,16 @@ def test_without_a_model_the_votes_refine_bm25(backend: EmbeddedBackend) -> None
                                                                                 backend.stats), FEEDBACK)
     assert ranking.ranker == "BM25 + candidate feedback"
     assert [item.score for item in ranking.ranked] == pytest.approx(sorted(fed, reverse=True))
+
+
+def test_cached_feedback_vectors_give_the_same_ranking(backend: EmbeddedBackend) -> None:
+    cache = DocumentVectorCache(backend.stats, max_documents=100)
+    plain = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK)
+    cached = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, feedback_vectors=cache)
+    for query in (QUERY, "bone density", QUERY):  # cold, partly warm, warm
+        assert [(i.hit.doc_id, i.score) for i in cached.rank(query, 500).ranked] == \
+            [(i.hit.doc_id, i.score) for i in plain.rank(query, 500).ranked]
+    assert len(cache) == 6
 
 
 def test_window_zero_turns_every_stage_off(backend: EmbeddedBackend, neighbours: JudgedNeighbours) -> None:
