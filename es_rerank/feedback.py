@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
-from es_rerank.neighbours import standardised
+from es_rerank.neighbours import MAX_VOTE_WEIGHT, standardised
 from es_rerank.stats import CorpusStats, DocTerms
 
 FEEDBACK_ROW_SUFFIX = " + candidate feedback"  # how search output and eval rows name a ranker with feedback
@@ -47,8 +47,8 @@ class FeedbackParams:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ValueError(f"k must be a whole number of at least 1, got {self.k!r}")
         if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not (
-                np.isfinite(self.weight) and self.weight >= 0):
-            raise ValueError(f"weight must be a number of at least 0, got {self.weight!r}")
+                np.isfinite(self.weight) and 0 <= self.weight <= MAX_VOTE_WEIGHT):
+            raise ValueError(f"weight must be a number from 0 to {MAX_VOTE_WEIGHT:g}, got {self.weight!r}")
 
 
 def document_vectors(docs: Sequence[DocTerms], stats: CorpusStats,

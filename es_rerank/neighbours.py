@@ -31,6 +31,10 @@ from es_rerank.text import tokenize
 
 FUSED_ROW_SUFFIX = " + judged neighbours"  # how search output and eval rows name a ranker fused with the votes
 PARAM_NAMES = ("k", "power", "weight")
+# A window's standardised scores stay within +-sqrt(n) (22 for 500 hits) and votes within
+# [0, 1] (feedback: standardised too), so a weight up to this keeps fused scores finite and
+# meaningful in float32; the served weights are 6 (votes) and 0.5 (feedback).
+MAX_VOTE_WEIGHT = 100.0
 
 
 class NeighboursError(ValueError):
@@ -55,6 +59,9 @@ class NeighbourParams:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value)
                                                                                     and value > 0):
                 raise NeighboursError(f"{name} must be a positive number, got {value!r}")
+        if self.weight > MAX_VOTE_WEIGHT:
+            raise NeighboursError(f"weight must be at most {MAX_VOTE_WEIGHT:g}, got {self.weight!r}: beyond it the "
+                                  "votes alone decide the order")
 
 
 class JudgedNeighbours:
@@ -134,11 +141,12 @@ def _check_saved(params: object, queries: object, qrels: object) -> None:
     if not isinstance(queries, dict) or not all(isinstance(t, str) for t in queries.values()):
         raise TypeError("queries must map query ids to texts")
     if not isinstance(qrels, dict) or not all(_whole_grades(docs) for docs in qrels.values()):
-        raise TypeError("qrels must map query ids to {document id: whole grade >= 0}")
+        raise TypeError("qrels must map query ids to {document id: whole grade from 0 to 2**53}")
 
 
 def _whole_grades(docs: object) -> bool:
-    return isinstance(docs, dict) and all(type(g) is int and g >= 0 for g in docs.values())  # bool is no grade
+    # bool is no grade; below 2**53 a grade is exactly a float, so votes stay finite
+    return isinstance(docs, dict) and all(type(g) is int and 0 <= g < 2 ** 53 for g in docs.values())
 
 
 def standardised(scores: np.ndarray) -> np.ndarray:

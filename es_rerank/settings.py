@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from es_rerank.neighbours import MAX_VOTE_WEIGHT
+
 if TYPE_CHECKING:
     from es_rerank.feedback import FeedbackParams
 
@@ -91,7 +93,8 @@ class CommonSettings(BaseSettings):
     # Candidate feedback (es_rerank/feedback.py), chosen on NFCorpus dev
     # (reports/experiments/candidate-feedback/); weight 0 turns it off.
     feedback_k: int = Field(5, ge=1, description="similar hits whose scores vote for a hit")
-    feedback_weight: float = Field(0.5, ge=0, description="weight of those votes beside the ranker's score")
+    feedback_weight: float = Field(0.5, ge=0, le=MAX_VOTE_WEIGHT,
+                                   description="weight of those votes beside the ranker's score")
     feedback_cache_documents: int = Field(50_000, ge=0, description="documents whose feedback vectors a search "
                                           "process keeps between queries (about 1 KB each); 0 keeps none")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from es_rerank.cli import FiniteFloat
-from es_rerank.neighbours import JudgedNeighbours, NeighbourParams
+from es_rerank.neighbours import MAX_VOTE_WEIGHT, JudgedNeighbours, NeighbourParams
 
 DEFAULTS = NeighbourParams()
 
@@ -29,7 +29,7 @@ def neighbours() -> None:
               help="Most similar training queries that vote.")
 @click.option("--power", type=FiniteFloat(0, 10, min_open=True), default=DEFAULTS.power, show_default=True,
               help="Similarity exponent of a vote.")
-@click.option("--weight", type=FiniteFloat(0, 100, min_open=True), default=DEFAULTS.weight,
+@click.option("--weight", type=FiniteFloat(0, MAX_VOTE_WEIGHT, min_open=True), default=DEFAULTS.weight,
               show_default=True, help="Weight of the vote beside the ranker's standardised score.")
 @click.option("--keep-existing", is_flag=True, help="Do nothing when the votes file exists (scripts/run.sh).")
 def build(data: Path | None, k: int, power: float, weight: float, keep_existing: bool) -> None:

@@ -72,6 +72,9 @@ def missing_parts(directory: Path) -> list[str]:
 
 
 def _checked(directory: Path, origin: str) -> Path:
+    if directory.is_file():
+        raise NFCorpusNotFoundError(f"{directory} ({origin}) is a file; NFCorpus is a BEIR directory holding "
+                                    "corpus.jsonl[.gz], queries.jsonl and qrels/: name that directory.\n" + HOW_TO_GET)
     if not directory.is_dir():
         raise NFCorpusNotFoundError(f"{directory} ({origin}) does not exist.\n" + HOW_TO_GET)
     missing = missing_parts(directory)

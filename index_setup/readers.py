@@ -56,8 +56,9 @@ BEIR_CORPUS_NAMES = ("corpus.jsonl", "corpus.jsonl.gz")
 PUBMED_ROOT = "PubmedArticleSet"
 _PUBMED_RECORDS = ("PubmedArticle", "PubmedBookArticle", "DeleteCitation")
 _LOGGED_PROBLEMS = 20  # problems logged one by one; the rest only counted
-_STRICT_HINT = ("fix or remove the record, or load without --strict (strict=False) to skip bad "
-                "records; they are then counted and reported")
+MAX_GRADE = 1000  # qrels grades beyond this are not relevance grades (TREC and NFCorpus use 0-4)
+_STRICT_HINT = ("fix or remove the record, or load without --strict to skip bad records; they are then "
+                "counted and reported")
 _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
@@ -75,6 +76,22 @@ class CorpusFormatError(ValueError):
         super().__init__(f"{self.path}, {location}: {message}; {_STRICT_HINT}")
 
 
+class DamagedFileError(CorpusFormatError):
+    """A file whose rest cannot be read (a truncated gzip stream, broken XML): never skipped.
+
+    Skipping it would index part of the corpus and serve that as if it were whole, so the
+    load stops with or without --strict and nothing is swapped in.
+    """
+
+    def __init__(self, path: Path | str, location: str, message: str) -> None:
+        super().__init__(path, location, message)
+        self.args = (f"{self.path}, {location}: {message}; nothing was loaded from the corpus, and a served "
+                     "index stays as it was",)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 class LoadProblem(NamedTuple):
     """One skipped record: the file, where in it (``line 12``, ``record 3``), what."""
 
@@ -88,7 +105,7 @@ class LoadReport:
     """Counts of a load, and the problems met (the first ``max_problems`` of them)."""
 
     read: int = 0  # records returned
-    skipped: int = 0  # malformed records (or unreadable file tails) skipped
+    skipped: int = 0  # malformed records skipped
     deleted: int = 0  # PubMed DeleteCitation PMIDs seen (and skipped)
     problems: list[LoadProblem] = field(default_factory=list)
     max_problems: int = 1000
@@ -152,9 +169,9 @@ def _numbered_lines(path: Path, report: LoadReport, strict: bool) -> Iterator[tu
                 if line.strip():
                     yield number, line
     except _GZIP_ERRORS as error:
-        _problem(report, strict, path, f"after line {number}",
-                 f"the gzip stream is truncated or corrupt ({error}); the rest of the file "
-                 "was not read, download or compress it again")
+        raise DamagedFileError(path, f"after line {number}",
+                               f"the gzip stream is truncated or corrupt ({error}); download or compress the "
+                               "file again") from None
 
 
 def _json_object(path: Path, number: int, line: str, report: LoadReport, strict: bool) -> dict | None:
@@ -336,6 +353,11 @@ def read_qrels(path: Path, strict: bool = False, report: LoadReport | None = Non
             _problem(report, strict, path, f"line {number}",
                      f"grade {grade_text!r} is not an integer")
             continue
+        if abs(grade) > MAX_GRADE:
+            _problem(report, strict, path, f"line {number}",
+                     f"grade {grade_text[:20]!r} is outside -{MAX_GRADE}..{MAX_GRADE}; relevance grades are small "
+                     "integers (NFCorpus: 0-2)")
+            continue
         judged = qrels.setdefault(qid, {})
         if doc_id in judged and judged[doc_id] != grade:
             _problem(report, strict, path, f"line {number}",
@@ -434,13 +456,13 @@ def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None) -> Iterator
     except ElementTree.ParseError as error:
         line, column = error.position
         reason = str(error).rsplit(": line", 1)[0]  # the position is in the location already
-        _problem(report, strict, path, f"line {line}, column {column}",
-                 f"XML syntax error after record {record_number} ({reason}); "
-                 "the rest of the file was not read, download the file again")
+        raise DamagedFileError(path, f"line {line}, column {column}",
+                               f"XML syntax error after record {record_number} ({reason}); download the file "
+                               "again") from None
     except _GZIP_ERRORS as error:
-        _problem(report, strict, path, f"after record {record_number}",
-                 f"the gzip stream is truncated or corrupt ({error}); the rest of the file "
-                 "was not read, download the file again")
+        raise DamagedFileError(path, f"after record {record_number}",
+                               f"the gzip stream is truncated or corrupt ({error}); download the file "
+                               "again") from None
     finally:
         if root is not None:
             root.clear()

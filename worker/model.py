@@ -230,8 +230,15 @@ class SavedModel:
             raise CheckpointError(f"{damaged} (missing or unknown field: {error}); {fix}") from None
         except ValueError as error:  # the config's own checks
             raise CheckpointError(f"{damaged} ({error}); {fix}") from None
-        if not all(isinstance(v, str) and v for v in versions) or not isinstance(state_dict, dict):
-            raise CheckpointError(f"{damaged} (versions must be names, state_dict a mapping); {fix}")
+        if not all(isinstance(v, str) and v for v in versions) or not isinstance(state_dict, dict) or not all(
+                isinstance(value, torch.Tensor) for value in state_dict.values()):
+            raise CheckpointError(f"{damaged} (versions must be names, state_dict a mapping of tensors); {fix}")
+        not_finite = sorted(name for name, value in state_dict.items()
+                            if value.is_floating_point() and not bool(torch.isfinite(value).all()))
+        if not_finite:  # a diverged run's weights would score every document nan or inf
+            raise CheckpointError(f"checkpoint {path} holds weights that are not finite numbers "
+                                  f"({', '.join(not_finite[:3])}{', ...' if len(not_finite) > 3 else ''}): the "
+                                  f"training that wrote it diverged or the file is damaged; {fix}")
         return cls(config, state_dict, *versions, metrics)
 
     @classmethod

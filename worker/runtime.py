@@ -90,7 +90,9 @@ def _scorer(path: Path, checkpoint: Checkpoint, embeddings: Embeddings, director
     try:
         model = checkpoint.build_model(embeddings.vectors)
     except (ValueError, RuntimeError) as error:
-        raise WorkerSetupError(f"checkpoint {path} does not fit embeddings {directory}: {error}") from error
+        raise WorkerSetupError(f"checkpoint {path} does not fit embeddings {directory}, or its weights are damaged "
+                               f"({error}); retrain with `esrr train`, or point ESRR_CHECKPOINT at a model "
+                               "trained on these embeddings") from error
     return DeltaScorer.from_model(model, device)
 
 

@@ -164,7 +164,7 @@ def test_mismatched_or_non_finite_scores_are_refused(stats: CorpusStats) -> None
 
 
 @pytest.mark.parametrize("params", [{"k": 0}, {"k": 2.5}, {"k": True}, {"weight": -1.0},
-                                    {"weight": float("inf")}, {"weight": "1"}])
+                                    {"weight": float("inf")}, {"weight": "1"}, {"weight": 1e39}])
 def test_parameters_are_checked(params: dict) -> None:
     with pytest.raises(ValueError):
         FeedbackParams(**{"k": 5, "weight": 0.5, **params})

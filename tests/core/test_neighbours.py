@@ -109,7 +109,7 @@ def test_huge_grades_give_finite_votes():
 
 
 @pytest.mark.parametrize("params", [{"k": 0}, {"k": 2.5}, {"k": True}, {"power": 0.0}, {"power": float("nan")},
-                                    {"weight": -1.0}, {"weight": "1"}, {"weight": True}])
+                                    {"weight": -1.0}, {"weight": "1"}, {"weight": True}, {"weight": 101.0}])
 def test_parameters_are_checked(params):
     with pytest.raises(NeighboursError):
         NeighbourParams(**params)

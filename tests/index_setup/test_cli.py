@@ -111,6 +111,20 @@ def test_strict_reindex_failure_keeps_the_old_version(esrr, home: Path, corpus: 
     assert "d2" in assert_ok(esrr("search", "curcumin"))
 
 
+def test_a_damaged_corpus_file_keeps_the_served_version(esrr, home: Path, corpus: Path, tmp_path: Path) -> None:
+    import gzip
+
+    assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
+    whole = gzip.compress(b"".join(json.dumps({"_id": f"n{i}", "title": "new", "text": "curcumin " * 50}).encode()
+                                   + b"\n" for i in range(400)))
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    result = esrr("index", "reindex", "--data", str(cut), "--version", "v2")  # not --strict: still refused
+    assert_clean_failure(result, f"{cut}, after line", "truncated or corrupt", "a served index stays as it was")
+    assert not (embedded_root(home) / "v2").exists()
+    assert (embedded_root(home) / CURRENT_FILE).read_text(encoding="utf-8").strip() == "v1"
+
+
 def test_duplicate_ids_fail_cleanly(esrr, home: Path, tmp_path: Path) -> None:
     path = write_corpus(tmp_path / "dup.jsonl", [*RECORDS, RECORDS[0]])
     assert_clean_failure(esrr("index", "build", "--data", str(path)), "duplicate document id 'd1'")
@@ -319,7 +333,8 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
                         ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:99999/0"),
                         ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:6379/0/x"),
                         ("ESRR_ES_ALIAS", "ESRR"), ("ESRR_ES_ALIAS", "esrr docs"), ("ESRR_ES_TIMEOUT_S", "inf"),
-                        ("ESRR_ES_BULK_INITIAL_BACKOFF_S", "nan"), ("ESRR_HOME", "")]:
+                        ("ESRR_ES_BULK_INITIAL_BACKOFF_S", "nan"), ("ESRR_HOME", ""),
+                        ("ESRR_FEEDBACK_WEIGHT", "1e39")]:
         result = CliRunner().invoke(main, ["search", "x", "--no-rerank"], env={"ESRR_HOME": str(home), name: value})
         assert_clean_failure(result, name)
         assert "s3cret" not in result.output

@@ -10,7 +10,7 @@ import pytest
 
 from es_rerank.stats import Document
 from index_setup.readers import (
-    CorpusFormatError, CorpusNotFoundError, LoadReport, read_beir_corpus, read_corpus,
+    CorpusFormatError, CorpusNotFoundError, DamagedFileError, LoadReport, read_beir_corpus, read_corpus,
     read_pubmed_xml, read_qrels, read_queries,
 )
 
@@ -98,7 +98,7 @@ def test_strict_mode_raises_at_the_first_bad_record(tmp_path: Path) -> None:
         next(documents)
     error = caught.value
     assert (error.path, error.location) == (str(path), "line 2")
-    assert "not valid JSON" in str(error) and "strict=False" in str(error)
+    assert "not valid JSON" in str(error) and "load without --strict to skip bad records" in str(error)
 
 
 def test_invalid_utf8_costs_one_line(tmp_path: Path) -> None:
@@ -109,16 +109,15 @@ def test_invalid_utf8_costs_one_line(tmp_path: Path) -> None:
     assert report.problems[0].location == "line 1" and "not UTF-8" in report.problems[0].message
 
 
-def test_truncated_gzip_keeps_what_was_read(tmp_path: Path) -> None:
+def test_a_truncated_gzip_stops_the_load_with_or_without_strict(tmp_path: Path) -> None:
     whole = write_jsonl(tmp_path / "whole.jsonl.gz", BEIR_LINES * 200)
     cut = tmp_path / "cut.jsonl.gz"
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
-    report = LoadReport()
-    docs = list(read_corpus(cut, report=report))
-    assert 0 < len(docs) < 600 and report.skipped == 1
-    assert "truncated or corrupt" in report.problems[0].message
-    with pytest.raises(CorpusFormatError, match="truncated"):
-        list(read_corpus(cut, strict=True))
+    for strict in (False, True):  # skipping the rest would index part of the corpus as if it were whole
+        with pytest.raises(DamagedFileError, match=r"cut\.jsonl\.gz, after line \d+: the gzip stream is truncated "
+                                                   r"or corrupt .*download or compress the file again; nothing was "
+                                                   r"loaded"):
+            list(read_corpus(cut, strict=strict))
 
 
 def test_missing_paths_name_what_was_expected(tmp_path: Path) -> None:
@@ -181,14 +180,16 @@ def test_trec_qrels(tmp_path: Path) -> None:
 
 def test_bad_qrels_lines(tmp_path: Path) -> None:
     path = tmp_path / "dev.tsv"
-    path.write_text("query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD2\nQ1\tD3\thigh\nQ1\tD1\t2\nQ1\tD4\t2.0\n",
-                    encoding="utf-8")
+    path.write_text("query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD2\nQ1\tD3\thigh\nQ1\tD1\t2\nQ1\tD4\t2.0\n"
+                    f"Q1\tD5\t{10 ** 400}\nQ1\tD6\t-1001\n", encoding="utf-8")
     report = LoadReport()
     assert read_qrels(path, report=report) == {"Q1": {"D1": 1, "D4": 2}}
-    assert [p.location for p in report.problems] == ["line 3", "line 4", "line 5"]
+    assert [p.location for p in report.problems] == ["line 3", "line 4", "line 5", "line 7", "line 8"]
     assert "2 columns" in report.problems[0].message
     assert "not an integer" in report.problems[1].message
     assert "judged again" in report.problems[2].message
+    assert "'10000000000000000000' is outside -1000..1000" in report.problems[3].message
+    assert "'-1001' is outside" in report.problems[4].message
     with pytest.raises(CorpusFormatError, match="line 3"):
         read_qrels(path, strict=True)
 
@@ -275,17 +276,16 @@ def test_pubmed_directory_reads_files_in_name_order(tmp_path: Path) -> None:
     assert (report.read, report.skipped, report.deleted) == (8, 2, 4)
 
 
-def test_pubmed_parse_error_mid_file_ends_that_file_only(tmp_path: Path) -> None:
+def test_a_pubmed_parse_error_mid_file_stops_the_load(tmp_path: Path) -> None:
     broken = PUBMED.replace("<PMID Version=\"1\">103</PMID>", "<PMID Version=\"1\">103</PMI>")
     write_pubmed(tmp_path / "pubmed25n0001.xml.gz", broken)
     write_pubmed(tmp_path / "pubmed25n0002.xml.gz")
-    report = LoadReport()
-    ids = [d.doc_id for d in read_corpus(tmp_path, report=report)]
-    assert ids == ["101", "102"] + ["101", "102", "103", "104"]
-    syntax = [p for p in report.problems if "XML syntax error" in p.message]
-    assert len(syntax) == 1 and syntax[0].path.endswith("pubmed25n0001.xml.gz")
-    assert syntax[0].location.startswith("line ") and "after record 4" in syntax[0].message
-    assert "(mismatched tag)" in syntax[0].message
+    with pytest.raises(DamagedFileError) as caught:
+        list(read_corpus(tmp_path))
+    error = caught.value
+    assert error.path.endswith("pubmed25n0001.xml.gz") and error.location.startswith("line ")
+    assert "XML syntax error after record 4 (mismatched tag); download the file again" in str(error)
+    assert "--strict" not in str(error)  # it does not help here
     early = write_pubmed(tmp_path / "early.xml", "<PubmedArticleSet><PubmedArticle></PubmedArticleSet>")
     with pytest.raises(CorpusFormatError, match=r"line 1, column \d+: XML syntax error after record 0"):
         list(read_corpus(early, strict=True))

@@ -231,6 +231,18 @@ def test_a_damaged_checkpoint_is_a_checkpoint_error(tmp_path, vectors: np.ndarra
         Checkpoint.load(path)
 
 
+def test_a_checkpoint_with_weights_that_are_not_numbers_is_refused(tmp_path, vectors: np.ndarray) -> None:
+    model = make_model(vectors, "delta-32")
+    state = model.state_dict()
+    state["dense.1.weight"][0, 0] = float("nan")
+    state["convs.0.bias"][3] = float("inf")
+    path = tmp_path / "diverged.pt"
+    Checkpoint(model.config, state, "e", "s").save(path)
+    with pytest.raises(CheckpointError, match=r"diverged\.pt holds weights that are not finite numbers "
+                                              r"\(convs\.0\.bias, dense\.1\.weight\).*esrr train"):
+        Checkpoint.load(path)
+
+
 def test_checkpoint_save_replaces_the_file_whole(tmp_path, vectors: np.ndarray, monkeypatch) -> None:
     model = make_model(vectors, "delta-32")
     path = tmp_path / "model.pt"
