@@ -179,12 +179,19 @@ class CorpusStats:
         df[known] = df_table[term_ids[known]]
         return np.log1p((self.n_docs - df + 0.5) / (df + 0.5))
 
-    def row(self, doc_id: str) -> int:
-        """Row index of a document id."""
+    def __contains__(self, doc_id: object) -> bool:
+        """Whether the statistics (and so the index they describe) hold this document id."""
+        return doc_id in self._rows()
+
+    def _rows(self) -> dict[str, int]:
         if self._row_of is None:
             self._row_of = {d: i for i, d in enumerate(self.doc_ids)}
+        return self._row_of
+
+    def row(self, doc_id: str) -> int:
+        """Row index of a document id."""
         try:
-            return self._row_of[doc_id]
+            return self._rows()[doc_id]
         except KeyError:
             raise StatsError(f"document {doc_id!r} is not in statistics version {self.version!r}; "
                              "rebuild the index so hits and statistics come from the same load") from None

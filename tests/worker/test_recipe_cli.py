@@ -58,7 +58,28 @@ def _tiny_nfcorpus(directory: Path, documents) -> Path:
     return directory
 
 
-def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
+def test_eval_refuses_an_index_of_another_corpus(artifacts, corpus_documents, tmp_path):
+    home = tmp_path / "home"
+    shutil.copytree(artifacts.home, home)
+    (version,) = [d.name for d in (home / "embeddings").iterdir()]
+    write_pointer(home / "embeddings", version)
+    data = _tiny_nfcorpus(tmp_path / "nfcorpus", corpus_documents[:30])  # test judges documents 22-28
+    runner, env = CliRunner(), {"ESRR_HOME": str(home)}
+    for indexed, name in ((25, "most"), (28, "one")):
+        corpus = tmp_path / f"{name}.jsonl"
+        corpus.write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n"
+                                  for d in corpus_documents[:indexed] + corpus_documents[30:33]), encoding="utf-8")
+        assert runner.invoke(main, ["index", "build", "--data", str(corpus)], env=env).exit_code == 0
+        result = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / f"r-{name}")], env=env)
+        missing = f"of the 7 documents judged relevant in {data / 'qrels' / 'test.tsv'}"
+        if name == "most":  # 4 of 7 missing: another corpus, no report
+            assert result.exit_code == 1 and f"4 {missing}" in result.output, result.output
+            assert "esrr index build --data" in result.output and not (tmp_path / "r-most" / "table.md").exists()
+        else:  # 1 of 7: said, and evaluated
+            assert result.exit_code == 0 and f"warning: 1 {missing}" in result.output, result.output
+
+
+def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, monkeypatch):
     home = tmp_path / "home"
     shutil.copytree(artifacts.home, home)
     (version,) = [d.name for d in (home / "embeddings").iterdir()]
@@ -117,6 +138,10 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path):
     leaking = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "r1")], env=env)
     assert leaking.exit_code == 1 and "votes with judgments of 6 evaluated queries" in leaking.output, leaking.output
     (models / "judged-neighbours.json").unlink()
+    monkeypatch.chdir(tmp_path)  # the default --out is relative: reports/nfcorpus-SPLIT
+    esrr("eval", "--data", str(data), "--split", "dev")
+    assert json.loads((tmp_path / "reports" / "nfcorpus-dev" / "results.json").read_text())["split"] == "dev"
+    assert not (tmp_path / "reports" / "nfcorpus-test").exists()  # a dev run leaves the test report alone
 
     for args, message in [
         (["train", "--lex-features", "title_bm25,nonsense", "--suffix=-x"], "unknown Lex feature(s) ['nonsense']"),

@@ -276,7 +276,26 @@ def _split_queries(work: Workspace, split: str, n: int | None = None) -> dict[st
     if not queries:
         raise click.ClickException(f"no {split} query has both judgments (qrels/{split}.tsv) and text "
                                    f"(queries.jsonl) in {work.nfcorpus.root}; check those two files")
+    _check_judged_are_indexed(work, split)
     return {q: queries[q] for q in sorted(queries)[:n]} if n else queries
+
+
+def _check_judged_are_indexed(work: Workspace, split: str) -> None:
+    """A CLI error when the served index lacks half or more of the split's relevant documents, a warning for any.
+
+    Scores against an index of another corpus would be near 0 and look like a result.
+    """
+    stats = work.backend.stats
+    judged = {d for docs in work.nfcorpus.qrels(split).values() for d, grade in docs.items() if grade > 0}
+    missing = sorted(d for d in judged if d not in stats)
+    if not missing:
+        return
+    text = (f"{len(missing)} of the {len(judged)} documents judged relevant in {work.nfcorpus.qrels_path(split)} "
+            f"(e.g. {missing[0]}) are not in the served index {stats.version!r} ({stats.n_docs} documents)")
+    if 2 * len(missing) >= len(judged):
+        raise click.ClickException(f"{text}: it holds another corpus. Build the index from this data first: "
+                                   f"`esrr index build --data {work.nfcorpus.root}`")
+    click.echo(f"warning: {text}; they count as not retrieved", err=True)
 
 
 @click.command(name="select-features")
@@ -338,14 +357,14 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
 @click.command(name="eval")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--split", default="test", show_default=True, type=click.Choice(["dev", "test"]))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/nfcorpus-test"),
-              show_default=True, help="Where table.md, results.json and chart.png go.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where table.md, results.json and chart.png go (default: reports/nfcorpus-SPLIT).")
 @click.option("--extra", "extras", multiple=True, metavar="LABEL=CHECKPOINT",
               help="Also evaluate this Delta checkpoint as a row named LABEL (repeatable).")
 @click.option("--ensemble", "ensembles", multiple=True, metavar="LABEL=CHECKPOINT,CHECKPOINT[,...]",
               help="Also evaluate the mean of these Delta checkpoints' per-query standardised scores "
                    "(e.g. one recipe trained with several seeds) as a row named LABEL (repeatable).")
-def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
+def evaluate(data: Path | None, split: str, out: Path | None, extras: tuple[str, ...],
              ensembles: tuple[str, ...]) -> None:
     """Evaluate the baselines and every trained model on BM25 top-500 reranking."""
     from es_rerank.lex import ALL_FEATURES
@@ -363,6 +382,7 @@ def evaluate(data: Path | None, split: str, out: Path, extras: tuple[str, ...],
     ensemble_models = dict(ensemble_pairs)
     settings = load_settings()
     runs_dir = settings.home / "runs" / split
+    out = out if out is not None else Path(f"reports/nfcorpus-{split}")  # a dev run never overwrites test's
     writable_dir(out, "pass a folder you can write to as --out")
     writable_dir(runs_dir, "make it a folder you can write to, or point ESRR_HOME elsewhere")
     work = open_workspace(data, settings)

@@ -165,7 +165,7 @@ def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path
     table = markdown_table(rows, recall=recall)
     (out_dir / "table.md").write_text(f"Command: `{command}`  \nMachine: {machine}\n\n{table}", encoding="utf-8")
     (out_dir / "results.json").write_text(json.dumps({
-        "command": command, "machine": machine, "recall@500": recall,
+        "command": command, "machine": machine, "split": split, "recall@500": recall,
         "rows": [{"name": r.name, "means": r.means, "p_values": r.p_values} for r in rows]}, indent=2),
         encoding="utf-8")
     plot_chart(rows, out_dir / "chart.png", split)
