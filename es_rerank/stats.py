@@ -280,12 +280,17 @@ class CorpusStats:
 
 
 def iter_doc_terms(documents: Iterable[Document], vocab: Vocabulary) -> Iterator[tuple[Document, DocTerms]]:
-    """Each document with its precomputed data (growing ``vocab``); a repeated id is an error."""
-    seen: set[str] = set()
-    for doc in documents:
-        if doc.doc_id in seen:
-            raise ValueError(f"duplicate document id {doc.doc_id!r}; document ids must be unique")
-        seen.add(doc.doc_id)
+    """Each document with its precomputed data (growing ``vocab``); a repeated id is an error.
+
+    Not skipped like a malformed record: which of the two is the right text is the
+    corpus owner's call (a PubMed update repeats a PMID to revise it).
+    """
+    first_seen: dict[str, int] = {}
+    for number, doc in enumerate(documents, start=1):
+        if doc.doc_id in first_seen:
+            raise ValueError(f"duplicate document id {doc.doc_id!r} (documents {first_seen[doc.doc_id]} and {number} "
+                             "of the load); document ids must be unique: remove or rename one of them")
+        first_seen[doc.doc_id] = number
         yield doc, doc_terms(doc, vocab)
 
 

@@ -212,7 +212,22 @@ def show_stats(backend: str | None) -> None:
         click.echo(f"  {field:<8} average length {stats.avg_length(field):7.1f} tokens")
 
 
-@click.command()
+class _SearchCommand(click.Command):
+    """``esrr search``, whose unknown-option error says how to search for a word that starts with a dash."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # the parser consumes its list
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            if not error.possibilities:  # not a misspelt option: likely a query such as "-statin"
+                word = next((arg for arg in given if arg.startswith(error.option_name)), error.option_name)
+                error.message = (f"{error.message.rstrip('.')}. A query that starts with a dash goes after "
+                                 f'"--", as in: esrr search -- "{word}"')
+            raise
+
+
+@click.command(cls=_SearchCommand)
 @click.argument("query")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits to show.")
 @click.option("--window", default=500, show_default=True, type=click.IntRange(0, MAX_K),
@@ -232,8 +247,13 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
            use_neighbours: bool | None, as_json: bool, backend: str | None) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.backends import BackendError
+    from es_rerank.gateway.response import descending_scores, search_response
     from es_rerank.payload import PayloadError, WorkerSetupError
+    from es_rerank.text import tokenize
 
+    if not tokenize(query):
+        raise click.UsageError(f"the query {query!r} has no words to search for (only spaces or punctuation); "
+                               "give it at least one word")
     pipeline = served_pipeline(_settings(backend), window, rerank, use_feedback, use_neighbours)
     try:
         started = time.perf_counter()
@@ -245,8 +265,6 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
         if pipeline.reranker is not None:
             pipeline.reranker.close()
     if as_json:
-        from es_rerank.gateway.response import search_response
-
         click.echo(json.dumps(search_response(ranking.ranked, pipeline.backend.index, took_ms, ranking.retrieved,
                                               ranking.depth, ranking.ranker), indent=2))
         return
@@ -254,8 +272,9 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
         click.echo("no hits")
         return
     click.echo(f"{'rank':>4}  {ranking.ranker + ' score':>14}  {'BM25':>7}  {'doc id':<12} title")
-    for rank, item in enumerate(ranking.ranked, 1):
-        click.echo(f"{rank:>4}  {item.score:14.3f}  {item.hit.score:7.3f}  {item.hit.doc_id:<12} {item.hit.title}")
+    # The same descending scores as the JSON: a BM25 tail below a short window sits under its lowest score.
+    for rank, (item, score) in enumerate(zip(ranking.ranked, descending_scores(ranking.ranked)), 1):
+        click.echo(f"{rank:>4}  {score:14.3f}  {item.hit.score:7.3f}  {item.hit.doc_id:<12} {item.hit.title}")
 
 
 def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None = None,

@@ -26,8 +26,9 @@ collapsed to one space.
 Bad data never ends in a stack trace. By default a malformed record (bad JSON line,
 missing ``_id``, non-string title, ``PubmedArticle`` without PMID, ...) is skipped,
 counted and described in a ``LoadReport`` -- file, line or record number, what is
-wrong -- and the load goes on; an XML syntax error or a truncated ``.gz`` ends
-that file (nothing after it can be parsed) but not the load. ``strict=True``
+wrong -- and the load goes on. An XML syntax error or a truncated ``.gz`` leaves the
+rest of its file unreadable, so it raises ``DamagedFileError`` either way: indexing
+part of the corpus as if it were whole would lose documents quietly. ``strict=True``
 raises ``CorpusFormatError`` at the first problem instead. Pass your own
 ``LoadReport`` to see the problems; without one, a summary is logged at the end.
 A path that does not exist raises ``CorpusNotFoundError``.

@@ -127,7 +127,8 @@ def test_a_damaged_corpus_file_keeps_the_served_version(esrr, home: Path, corpus
 
 def test_duplicate_ids_fail_cleanly(esrr, home: Path, tmp_path: Path) -> None:
     path = write_corpus(tmp_path / "dup.jsonl", [*RECORDS, RECORDS[0]])
-    assert_clean_failure(esrr("index", "build", "--data", str(path)), "duplicate document id 'd1'")
+    assert_clean_failure(esrr("index", "build", "--data", str(path)),
+                         "duplicate document id 'd1' (documents 1 and 4 of the load)", "remove or rename one")
     assert not (embedded_root(home) / CURRENT_FILE).exists()
 
 
@@ -394,6 +395,20 @@ def test_reordering_without_a_window_is_a_usage_error(home: Path) -> None:
     for option in ("--rerank", "--neighbours"):
         result = CliRunner().invoke(main, ["search", "x", "--window", "0", option], env={"ESRR_HOME": str(home)})
         assert result.exit_code == 2 and f"{option} reorders the top --window hits" in result.output, result.output
+
+
+def test_a_query_without_words_is_a_usage_error(home: Path) -> None:
+    for query in ("", "   ", "?!"):
+        result = CliRunner().invoke(main, ["search", query], env={"ESRR_HOME": str(home)})
+        assert result.exit_code == 2 and "has no words to search for" in result.output, result.output
+
+
+def test_a_query_that_starts_with_a_dash_is_told_to_follow_the_double_dash(esrr, corpus: Path) -> None:
+    result = CliRunner().invoke(main, ["search", "-statin"])
+    assert result.exit_code == 2 and 'goes after "--", as in: esrr search -- "-statin"' in result.output
+    assert "Did you mean '--json'" in CliRunner().invoke(main, ["search", "x", "--jsn"]).output  # a typo stays one
+    assert_ok(esrr("index", "build", "--data", str(corpus)))
+    assert_ok(esrr("search", "--", "-curcumin"))
 
 
 def test_search_limits_are_option_errors(home: Path) -> None:

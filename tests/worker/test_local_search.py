@@ -99,6 +99,9 @@ def test_search_json_scores_descend_past_a_short_window(artifacts, corpus_docume
     bm25 = [h["fields"]["bm25_score"][0] for h in hits["hits"][3:]]
     assert scores[3] == pytest.approx(scores[2] - 1.0)  # the tail starts one point under the window
     assert np.diff(scores[3:]) == pytest.approx(np.diff(bm25))  # and keeps BM25's differences
+    table = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "8", "--window", "3"],
+                               env={"ESRR_HOME": str(home)})
+    assert [float(row.split()[1]) for row in table.stdout.splitlines()[1:]] == pytest.approx(scores, abs=1e-3)
 
 
 def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_documents, tmp_path):
