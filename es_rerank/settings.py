@@ -103,6 +103,14 @@ class CommonSettings(BaseSettings):
     def _directory_not_empty(cls, value: Any, info: ValidationInfo) -> Any:
         return not_empty_path(value, "./artifacts" if info.field_name == "home" else "../shared/data/nfcorpus")
 
+    @field_validator("home")
+    @classmethod
+    def _home_is_no_file(cls, home: Path) -> Path:
+        # Every command would otherwise blame what it looked for inside (no index, no embeddings).
+        if home.exists() and not home.is_dir():
+            raise ValueError(f"{home} is a file, not a folder; point it at a folder (made when missing)")
+        return home
+
     @field_validator("es_alias")
     @classmethod
     def _es_alias_is_an_index_name(cls, alias: str) -> str:

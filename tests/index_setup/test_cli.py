@@ -428,8 +428,10 @@ def test_other_limits_are_option_errors_named_after_the_option(home: Path, args:
 def test_a_home_that_is_a_file_is_a_clear_error(tmp_path: Path, corpus: Path) -> None:
     home = tmp_path / "home-file"
     home.write_text("not a directory")
-    result = CliRunner().invoke(main, ["index", "build", "--data", str(corpus)], env={"ESRR_HOME": str(home)})
-    assert_clean_failure(result, "Not a directory", "check that ESRR_HOME")
+    for args in (["index", "build", "--data", str(corpus)], ["search", "x"], ["index", "versions"],
+                 ["index", "prune"], ["embeddings", "info"]):
+        result = CliRunner().invoke(main, args, env={"ESRR_HOME": str(home)})
+        assert_clean_failure(result, "ESRR_HOME", f"{home} is a file, not a folder")
 
 
 def test_versions_on_an_empty_home_says_how_to_build_one(esrr) -> None:
