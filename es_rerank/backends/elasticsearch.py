@@ -27,7 +27,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, SSLError, TransportError, UnsupportedProductError
 from elasticsearch import ConnectionError as ESConnectionError
@@ -88,9 +88,29 @@ def _api_problem(exc: ApiError) -> str:
     return f"HTTP {exc.meta.status} ({detail})"
 
 
+NOT_ELASTICSEARCH_FIX = ("it is not Elasticsearch 8 (its answers lack the X-Elastic-Product header); set ESRR_ES_URL "
+                         "to the cluster's address, or check that no proxy answers in its place")
+
+
+# Answers that Elasticsearch always sends with its product header; others may lack it (401 to an
+# unauthenticated request, 413, or a 502/503 from a proxy in front of a healthy cluster).
+_ALWAYS_LABELLED = (404, 405, 501)
+
+
+def not_elasticsearch(status: int, headers: Any) -> bool:
+    """Whether an answer that Elasticsearch would label (``_ALWAYS_LABELLED``) lacks its X-Elastic-Product header.
+
+    The client checks the header on successful answers only, so a web server that answers
+    404 to everything would otherwise read as a cluster without the alias (elastic/elasticsearch#73434).
+    """
+    return status in _ALWAYS_LABELLED and not (headers and headers.get("x-elastic-product") == "Elasticsearch")
+
+
 def _api_fix(exc: ApiError) -> str:
     """What to do about one Elasticsearch error answer, by its HTTP status."""
     status = exc.meta.status
+    if not_elasticsearch(status, exc.meta.headers):
+        return NOT_ELASTICSEARCH_FIX
     if status == 401:
         return ("the cluster has security on: put a user and password it accepts in ESRR_ES_URL, e.g. "
                 "https://USER:PASSWORD@HOST:9200, or an API key in ESRR_ES_API_KEY")
@@ -145,7 +165,10 @@ def alias_targets(client: Elasticsearch, alias: str) -> list[str]:
 
     Raises ``BackendError`` when ``alias`` names a concrete index instead of an alias.
     """
-    if client.indices.exists_alias(name=alias):
+    found = client.indices.exists_alias(name=alias)
+    if not_elasticsearch(found.meta.status, found.meta.headers):
+        raise BackendError(f"{cluster_url(client)} answered HTTP {found.meta.status}, but {NOT_ELASTICSEARCH_FIX}")
+    if found:
         return sorted(client.indices.get_alias(name=alias).body)
     if client.indices.exists(index=alias):
         raise BackendError(

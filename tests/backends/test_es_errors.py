@@ -5,6 +5,8 @@ Each test talks to a stub server with one canned answer (``es_stub``), so no clu
 
 from __future__ import annotations
 
+from functools import partial
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from typing import Callable
 
@@ -16,6 +18,7 @@ from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import Document
 from index_setup.es_index import current_version, delete_old_versions, list_versions, load_index, use_version
+from tests.conftest import serve_on_loopback, stop_server
 
 DOCS = [Document("d1", "Vitamin D deficiency", "Vitamin D deficiency causes bone loss.")]
 NO_CREDENTIALS = "missing authentication credentials for REST request [/_alias/esrr-docs]"
@@ -77,3 +80,20 @@ def test_an_answer_that_is_not_json_is_a_backend_error(es_stub: Callable[..., st
     client, settings = _client_and_settings(es_stub(200, "<html>a proxy login page</html>"), tmp_path)
     with pytest.raises(BackendError, match=r"SerializationError.*check ESRR_ES_URL"):
         list_versions(client, settings.es_alias)
+
+
+def test_a_web_server_that_is_not_elasticsearch_is_named_so(tmp_path: Path) -> None:
+    class QuietFileServer(SimpleHTTPRequestHandler):  # python -m http.server: 404 to GET/HEAD, 501 to the rest
+        def log_message(self, *args) -> None:
+            pass
+
+    server = serve_on_loopback(partial(QuietFileServer, directory=str(tmp_path)))
+    try:
+        client, settings = _client_and_settings(f"http://127.0.0.1:{server.server_port}", tmp_path / "home")
+        for call in (lambda: ElasticsearchBackend(client, settings.es_alias, stats_root(settings)),
+                     lambda: load_index(client, DOCS, settings, progress=False),
+                     lambda: list_versions(client, settings.es_alias)):
+            with pytest.raises(BackendError, match=r"it is not Elasticsearch 8 .*X-Elastic-Product.*ESRR_ES_URL"):
+                call()
+    finally:
+        stop_server(server)
