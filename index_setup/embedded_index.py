@@ -63,7 +63,8 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
         stats = CorpusStats.build(version, docs, vocab)
         stats.save(target / "stats")
         seconds = time.perf_counter() - started
-        meta = {"version": version, "n_docs": stats.n_docs, "n_terms": len(vocab), "build_seconds": seconds}
+        meta = {"version": version, "n_docs": stats.n_docs, "n_terms": len(vocab), "build_seconds": seconds,
+                "built_ns": time.time_ns()}
         (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
     except BaseException:
         if writer is not None:
@@ -97,11 +98,23 @@ def switch_current(root: Path, version: str) -> None:
 
 
 def list_versions(root: Path) -> list[str]:
-    """Complete versions under ``root``, oldest build first (meta.json, written last, dates a build)."""
+    """Complete versions under ``root``, oldest build first (meta.json, written last, marks a complete one)."""
     if not root.is_dir():
         return []
     complete = [p for p in root.iterdir() if (p / "meta.json").is_file()]
-    return [p.name for p in sorted(complete, key=lambda p: ((p / "meta.json").stat().st_mtime_ns, p.name))]
+    return [p.name for p in sorted(complete, key=lambda p: (_built_ns(p / "meta.json"), p.name))]
+
+
+def _built_ns(meta: Path) -> int:
+    """When the version was built: recorded in meta.json, which a copy (``cp -r``) keeps and a file time does not.
+
+    Versions built before the field existed fall back to meta.json's modification time.
+    """
+    try:
+        built = json.loads(meta.read_text(encoding="utf-8")).get("built_ns")
+    except (OSError, ValueError, AttributeError):
+        built = None
+    return built if isinstance(built, int) and not isinstance(built, bool) else meta.stat().st_mtime_ns
 
 
 def prune_versions(root: Path, keep: int = 2) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -191,9 +192,13 @@ def test_list_versions_is_oldest_first_and_only_complete_versions(tmp_path: Path
     assert list_versions(tmp_path / "missing") == []
     for age, version in enumerate(("zz-first", "20240102", "20240101")):
         build(tmp_path, OLD_DOCS, version=version)
-        os.utime(tmp_path / version / "meta.json", ns=(age * 10**9, age * 10**9))  # built one second apart
+        os.utime(tmp_path / version / "meta.json", ns=((9 - age) * 10**9,) * 2)  # file times reversed, as by a copy
     (tmp_path / "20249999-half").mkdir()  # an interrupted build without meta.json
-    assert list_versions(tmp_path) == ["zz-first", "20240102", "20240101"]  # by build time, not by name
+    assert list_versions(tmp_path) == ["zz-first", "20240102", "20240101"]  # by recorded build time, not by name
+    meta = tmp_path / "zz-first" / "meta.json"  # built before meta.json recorded the time: its file time counts
+    meta.write_text(json.dumps({k: v for k, v in json.loads(meta.read_text()).items() if k != "built_ns"}))
+    os.utime(meta, ns=(time.time_ns() + 10**9,) * 2)
+    assert list_versions(tmp_path) == ["20240102", "20240101", "zz-first"]
 
 
 @pytest.fixture
