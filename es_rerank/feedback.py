@@ -26,7 +26,8 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
-from es_rerank.neighbours import MAX_VOTE_WEIGHT, standardised
+from es_rerank.neighbours import standardised
+from es_rerank.settings import MAX_VOTE_WEIGHT
 from es_rerank.stats import CorpusStats, DocTerms
 
 FEEDBACK_ROW_SUFFIX = " + candidate feedback"  # how search output and eval rows name a ranker with feedback
@@ -87,43 +88,52 @@ class DocumentVectorCache:
     A document's vector depends only on its own terms and the corpus idf, so the rows
     built for one window serve every later window that holds the document: the matrix is
     the same as ``document_vectors(window)`` (tested), built at a fraction of the cost
-    once the hot documents are in (``esrr bench search``). One cache describes one
-    statistics version; ``max_documents`` bounds it, the least recently used leave first.
+    once the hot documents are in (``esrr bench search``). The rows describe one
+    statistics version: statistics of another version (a reload after a reindex) empty
+    the cache. ``max_documents`` bounds it, the least recently used leave first.
     Thread-safe: a gateway's request threads may share it.
     """
 
-    def __init__(self, stats: CorpusStats, max_documents: int,
-                 terms_per_document: int = TERMS_PER_DOCUMENT) -> None:
+    def __init__(self, max_documents: int, terms_per_document: int = TERMS_PER_DOCUMENT) -> None:
         if isinstance(max_documents, bool) or not isinstance(max_documents, int) or max_documents < 1:
             raise ValueError(f"max_documents must be a whole number of at least 1, got {max_documents!r}")
-        self.stats, self.max_documents, self.terms_per_document = stats, max_documents, terms_per_document
+        self.max_documents, self.terms_per_document = max_documents, terms_per_document
         self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # doc id -> (terms, weights)
+        self._version: str | None = None  # the statistics version the rows describe
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._rows)
 
-    def vectors(self, doc_ids: Sequence[str], docs: Sequence[DocTerms]) -> sparse.csr_matrix:
-        """[len(docs), vocab] ``document_vectors`` of ``docs``, whose ids are ``doc_ids``."""
+    def vectors(self, doc_ids: Sequence[str], docs: Sequence[DocTerms], stats: CorpusStats) -> sparse.csr_matrix:
+        """[len(docs), vocab] ``document_vectors(docs, stats)``; ``doc_ids`` name the documents."""
         if len(doc_ids) != len(docs):
             raise ValueError(f"one id per document expected, got {len(doc_ids)} ids for {len(docs)} documents")
         with self._lock:
-            missing = {doc_id: i for i, doc_id in enumerate(doc_ids) if doc_id not in self._rows}
-            if missing:
-                built = document_vectors([docs[i] for i in missing.values()], self.stats, self.terms_per_document)
-                for row, doc_id in enumerate(missing):
-                    span = slice(built.indptr[row], built.indptr[row + 1])
-                    self._rows[doc_id] = (built.indices[span].copy(), built.data[span].copy())
-            rows = [self._rows[doc_id] for doc_id in doc_ids]
-            for doc_id in doc_ids:
-                self._rows.move_to_end(doc_id)
-            while len(self._rows) > self.max_documents:  # after the window is read: it may exceed the bound
-                self._rows.popitem(last=False)
+            if stats.version != self._version:
+                self._rows.clear()
+                self._version = stats.version
+            known = {doc_id: self._rows[doc_id] for doc_id in doc_ids if doc_id in self._rows}
+        # Built outside the lock, so concurrent windows do not wait on each other's new documents.
+        missing = {doc_id: i for i, doc_id in enumerate(doc_ids) if doc_id not in known}
+        if missing:
+            built = document_vectors([docs[i] for i in missing.values()], stats, self.terms_per_document)
+            for row, doc_id in enumerate(missing):
+                span = slice(built.indptr[row], built.indptr[row + 1])
+                known[doc_id] = (built.indices[span].copy(), built.data[span].copy())
+        with self._lock:
+            if stats.version == self._version:  # not emptied for a newer version meanwhile
+                for doc_id in doc_ids:
+                    self._rows[doc_id] = known[doc_id]
+                    self._rows.move_to_end(doc_id)
+                while len(self._rows) > self.max_documents:
+                    self._rows.popitem(last=False)
+        rows = [known[doc_id] for doc_id in doc_ids]
         lengths = [len(terms) for terms, _ in rows]
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
         terms = np.concatenate([np.zeros(0, np.int32), *(t for t, _ in rows)]).astype(np.int32, copy=False)
         weights = np.concatenate([np.zeros(0), *(w for _, w in rows)])
-        return sparse.csr_matrix((weights, terms, indptr), shape=(len(docs), len(self.stats.vocab)))
+        return sparse.csr_matrix((weights, terms, indptr), shape=(len(docs), len(stats.vocab)))
 
 
 def nearest_hits(vectors: sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -26,15 +26,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from es_rerank.settings import MAX_VOTE_WEIGHT
 from es_rerank.text import tokenize
 
 
 FUSED_ROW_SUFFIX = " + judged neighbours"  # how search output and eval rows name a ranker fused with the votes
 PARAM_NAMES = ("k", "power", "weight")
-# A window's standardised scores stay within +-sqrt(n) (22 for 500 hits) and votes within
-# [0, 1] (feedback: standardised too), so a weight up to this keeps fused scores finite and
-# meaningful in float32; the served weights are 6 (votes) and 0.5 (feedback).
-MAX_VOTE_WEIGHT = 100.0
 
 
 class NeighboursError(ValueError):

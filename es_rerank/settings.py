@@ -15,13 +15,16 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from es_rerank.neighbours import MAX_VOTE_WEIGHT
 
 if TYPE_CHECKING:
     from es_rerank.feedback import FeedbackParams
 
 DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nfcorpus"
 # The concrete indices are named <alias>-<version>: Elasticsearch allows 255 bytes, a version 128 characters.
+# A window's standardised scores stay within +-sqrt(n) (22 for 500 hits) and votes within
+# [0, 1] (feedback: standardised too), so a vote weight up to this keeps fused scores finite
+# and meaningful in float32; the served weights are 6 (judged neighbours) and 0.5 (feedback).
+MAX_VOTE_WEIGHT = 100.0
 MAX_ALIAS_BYTES = 255 - 1 - 128
 ALIAS_FORBIDDEN = '\\/*?"<>|,#: '
 # What POST _security/api_key returns: "encoded" (base64 of ID:API_KEY), or the id and api_key themselves.
@@ -95,8 +98,8 @@ class CommonSettings(BaseSettings):
     feedback_k: int = Field(5, ge=1, description="similar hits whose scores vote for a hit")
     feedback_weight: float = Field(0.5, ge=0, le=MAX_VOTE_WEIGHT,
                                    description="weight of those votes beside the ranker's score")
-    feedback_cache_documents: int = Field(50_000, ge=0, description="documents whose feedback vectors a search "
-                                          "process keeps between queries (about 1 KB each); 0 keeps none")
+    feedback_cache_documents: int = Field(50_000, ge=0, description="documents whose feedback vectors a process "
+                                          "serving many queries keeps (about 1 KB each); 0 keeps none")
 
     @field_validator("home", "nfcorpus", mode="before")
     @classmethod

@@ -289,7 +289,8 @@ def iter_doc_terms(documents: Iterable[Document], vocab: Vocabulary) -> Iterator
     for number, doc in enumerate(documents, start=1):
         if doc.doc_id in first_seen:
             raise ValueError(f"duplicate document id {doc.doc_id!r} (documents {first_seen[doc.doc_id]} and {number} "
-                             "of the load); document ids must be unique: remove or rename one of them")
+                             "of the load); document ids must be unique: remove or rename one of them (PubMed "
+                             "update files repeat PMIDs on purpose: load the baseline files only)")
         first_seen[doc.doc_id] = number
         yield doc, doc_terms(doc, vocab)
 

@@ -25,6 +25,15 @@ def new_version(prefix: str = "") -> str:
     return prefix + datetime.now(timezone.utc).strftime("%Y%m%dt%H%M%S%fz")
 
 
+def version_time_ns(name: str) -> int | None:
+    """When ``new_version`` named ``name`` (ns since the epoch, UTC), or None for another kind of name."""
+    try:
+        made = datetime.strptime(name[-len("20261122t042725754880z"):], "%Y%m%dt%H%M%S%fz")
+    except ValueError:
+        return None
+    return int(made.replace(tzinfo=timezone.utc).timestamp()) * 10**9 + made.microsecond * 1000
+
+
 def check_version(name: str) -> str:
     """``name`` if it is a valid version name, else ``VersionNameError`` naming the rule."""
     if not _VERSION_RE.match(name) or name.upper() == CURRENT_FILE:

@@ -5,16 +5,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import click
 
 from es_rerank.backends.base import MAX_K
 from es_rerank.settings import CommonSettings
-
-if TYPE_CHECKING:
-    from es_rerank.gateway.pipeline import SearchPipeline
-    from es_rerank.neighbours import JudgedNeighbours
 
 BACKEND_OPTION = click.option(
     "--backend", type=click.Choice(["embedded", "elasticsearch"]), default=None,
@@ -40,7 +36,7 @@ def _documents(data: Path | None, strict: bool):
 def _build(backend: str | None, data: Path | None, strict: bool, version: str | None,
            require_existing: bool) -> None:
     from es_rerank.backends.base import BackendError
-    from index_setup.readers import CorpusFormatError
+    from index_setup.readers import CorpusFormatError, DamagedFileError
 
     settings = _settings(backend)
     report = None
@@ -70,6 +66,8 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
                                                "to replace; run `esrr index build` first")
             result = load_index(client, documents, settings, version=version)
             click.echo(f"loaded Elasticsearch index {result}")
+    except DamagedFileError as error:  # what was read before the damage is no load to report
+        raise click.ClickException(f"{error}; nothing was swapped in, the served index stays as it was") from None
     except (BackendError, CorpusFormatError, FileNotFoundError, FileExistsError, ValueError) as error:
         about_the_corpus = report is not None and isinstance(error, (CorpusFormatError, ValueError))
         loaded = f"\n{report.summary()}" if about_the_corpus else ""
@@ -213,15 +211,18 @@ def show_stats(backend: str | None) -> None:
 
 
 class _SearchCommand(click.Command):
-    """``esrr search``, whose unknown-option error says how to search for a word that starts with a dash."""
+    """``esrr search``, whose option errors say how to search for a word that starts with a dash."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         given = list(args)  # the parser consumes its list
         try:
             return super().parse_args(ctx, args)
-        except click.NoSuchOption as error:
-            if not error.possibilities:  # not a misspelt option: likely a query such as "-statin"
-                word = next((arg for arg in given if arg.startswith(error.option_name)), error.option_name)
+        except click.UsageError as error:
+            options = {name for param in self.params for name in getattr(param, "opts", ())}
+            word = next((arg for arg in given if arg.startswith("-") and arg != "--"), None)
+            misspelt = isinstance(error, click.NoSuchOption) and error.possibilities
+            # "-statin" is no option; "-kinase" reads as -k with the value "inase"
+            if word is not None and word not in options and "=" not in word and not misspelt:
                 error.message = (f"{error.message.rstrip('.')}. A query that starts with a dash goes after "
                                  f'"--", as in: esrr search -- "{word}"')
             raise
@@ -254,6 +255,8 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     if not tokenize(query):
         raise click.UsageError(f"the query {query!r} has no words to search for (only spaces or punctuation); "
                                "give it at least one word")
+    from index_setup.serving import served_pipeline
+
     pipeline = served_pipeline(_settings(backend), window, rerank, use_feedback, use_neighbours)
     try:
         started = time.perf_counter()
@@ -275,65 +278,3 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     # The same descending scores as the JSON: a BM25 tail below a short window sits under its lowest score.
     for rank, (item, score) in enumerate(zip(ranking.ranked, descending_scores(ranking.ranked)), 1):
         click.echo(f"{rank:>4}  {score:14.3f}  {item.hit.score:7.3f}  {item.hit.doc_id:<12} {item.hit.title}")
-
-
-def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None = None,
-                    use_feedback: bool | None = None, use_neighbours: bool | None = None) -> SearchPipeline:
-    """What `esrr search` serves over the top ``window``: each stage on when asked, off when refused,
-    and when not said (None) on where it is set up (a trained model, feedback weight above 0, the votes file)."""
-    from es_rerank.backends import BackendError, open_backend
-    from es_rerank.cli import load_settings
-    from es_rerank.gateway.pipeline import SearchPipeline
-    from worker.settings import WorkerSettings  # torch-free
-
-    worker_settings = load_settings(WorkerSettings)
-    checkpoint = worker_settings.checkpoint_path
-    missing = [str(path) for path in worker_settings.checkpoint if not path.is_file()]
-    if missing and rerank is not False:  # named on purpose: a typo must not fall back to BM25 quietly
-        raise click.ClickException(f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
-                                   "path, unset it to serve <home>/models, or pass --no-rerank")
-    for option, asked in (("--rerank", rerank), ("--feedback", use_feedback), ("--neighbours", use_neighbours)):
-        if asked and not window:
-            raise click.UsageError(f"{option} reorders the top --window hits; give a window above 0")
-    if use_feedback and settings.feedback_weight == 0:
-        raise click.UsageError("--feedback asks for candidate feedback, but ESRR_FEEDBACK_WEIGHT is 0; "
-                               "set it above 0, or unset it for the default")
-    if rerank is None:
-        rerank = checkpoint.is_file() and window > 0
-    if use_feedback is None:
-        use_feedback = settings.feedback_weight > 0 and window > 0
-    if use_neighbours is None:
-        use_neighbours = settings.neighbours_path.is_file() and window > 0
-    neighbours = _load_neighbours(settings) if use_neighbours else None
-    try:
-        served = open_backend(settings)
-    except BackendError as error:
-        raise click.ClickException(str(error)) from None
-    reranker = None
-    if rerank:
-        try:
-            from worker.local import LocalReranker
-        except ImportError as error:  # a core install: no torch
-            raise click.ClickException(f"reranking needs the model extra ({error}): pip install "
-                                       "'es-rerank[model]', or pass --no-rerank") from None
-        reranker = LocalReranker(served.stats, worker_settings)
-    else:
-        click.echo(f"(not reranked: no model at {checkpoint}; train one with `esrr train`)"
-                   if not checkpoint.is_file() else "(not reranked)", err=True)
-    if not use_feedback:
-        return SearchPipeline(served, window, reranker, None, neighbours)
-    from es_rerank.feedback import DocumentVectorCache  # scipy: loaded only when feedback runs
-
-    cache = (DocumentVectorCache(served.stats, settings.feedback_cache_documents)
-             if settings.feedback_cache_documents else None)
-    return SearchPipeline(served, window, reranker, settings.feedback, neighbours, cache)
-
-
-def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:
-    """The judged-neighbours file of ``settings``, or a CLI error naming the fix."""
-    from es_rerank.neighbours import JudgedNeighbours, NeighboursError
-
-    try:
-        return JudgedNeighbours.load(settings.neighbours_path)
-    except NeighboursError as error:
-        raise click.ClickException(str(error)) from None

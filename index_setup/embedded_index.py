@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_schema, whitespace_analyzer
 from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, Vocabulary, iter_doc_terms
-from es_rerank.versions import CURRENT_FILE, check_version, new_version, read_pointer, write_pointer
+from es_rerank.versions import CURRENT_FILE, check_version, new_version, read_pointer, version_time_ns, write_pointer
 
 
 @dataclass(frozen=True)
@@ -108,13 +108,17 @@ def list_versions(root: Path) -> list[str]:
 def _built_ns(meta: Path) -> int:
     """When the version was built: recorded in meta.json, which a copy (``cp -r``) keeps and a file time does not.
 
-    Versions built before the field existed fall back to meta.json's modification time.
+    Versions built before the field existed fall back to the time in their default name,
+    then to meta.json's modification time.
     """
     try:
         built = json.loads(meta.read_text(encoding="utf-8")).get("built_ns")
     except (OSError, ValueError, AttributeError):
         built = None
-    return built if isinstance(built, int) and not isinstance(built, bool) else meta.stat().st_mtime_ns
+    if isinstance(built, int) and not isinstance(built, bool):
+        return built
+    named = version_time_ns(meta.parent.name)
+    return named if named is not None else meta.stat().st_mtime_ns
 
 
 def prune_versions(root: Path, keep: int = 2) -> list[str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from es_rerank.cli import FiniteFloat
-from es_rerank.neighbours import MAX_VOTE_WEIGHT, JudgedNeighbours, NeighbourParams
+from es_rerank.neighbours import JudgedNeighbours, NeighbourParams
+from es_rerank.settings import MAX_VOTE_WEIGHT
 
 DEFAULTS = NeighbourParams()
 

@@ -81,16 +81,11 @@ class DamagedFileError(CorpusFormatError):
     """A file whose rest cannot be read (a truncated gzip stream, broken XML): never skipped.
 
     Skipping it would index part of the corpus and serve that as if it were whole, so the
-    load stops with or without --strict and nothing is swapped in.
+    load stops with or without --strict; the message names the cause and the fix only.
     """
 
-    def __init__(self, path: Path | str, location: str, message: str) -> None:
-        super().__init__(path, location, message)
-        self.args = (f"{self.path}, {location}: {message}; nothing was loaded from the corpus, and a served "
-                     "index stays as it was",)
-
     def __str__(self) -> str:
-        return self.args[0]
+        return f"{self.path}, {self.location}: {self.message}"
 
 
 class LoadProblem(NamedTuple):
@@ -153,7 +148,7 @@ def _numbered_lines(path: Path, report: LoadReport, strict: bool) -> Iterator[tu
     """(line number, decoded line) of a text file, plain or gzip; blank lines left out.
 
     Lines are decoded one by one so a bad byte costs one line, not the file; a
-    truncated or corrupt ``.gz`` ends the file with a problem.
+    truncated or corrupt ``.gz`` raises ``DamagedFileError``.
     """
     number = 0
     try:

@@ -1,6 +1,6 @@
 """``esrr bench search``: where one query's time goes in what ``esrr search`` serves.
 
-Runs the served pipeline (``index_setup.cli.served_pipeline``: the same stages, on
+Runs the served pipeline (``index_setup.serving.served_pipeline``: the same stages, on
 by the same defaults) in this process over the NFCorpus dev queries, and times each
 stage of every query (``es_rerank.gateway.pipeline.STAGES``): BM25 retrieval, the
 Lex features and request, the model, the candidate-feedback vectors and votes, the
@@ -98,7 +98,7 @@ def bench_search(k: int, window: int, rounds: int, queries: int, data: Path | No
     from es_rerank.cli import load_settings
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.settings import CommonSettings
-    from index_setup.cli import served_pipeline
+    from index_setup.serving import served_pipeline
     from index_setup.nfcorpus import NFCorpus
 
     settings = load_settings(CommonSettings)
@@ -109,7 +109,7 @@ def bench_search(k: int, window: int, rounds: int, queries: int, data: Path | No
     if not texts:
         raise click.ClickException("no dev query has both judgments (qrels/dev.tsv) and text (queries.jsonl); "
                                    "check those two files of the NFCorpus folder")
-    pipeline = served_pipeline(settings, window)
+    pipeline = served_pipeline(settings, window, keep_vectors=True)  # one process, many queries
     try:
         times, ranker = time_queries(pipeline, texts, k, rounds)
     except (BackendError, PayloadError, WorkerSetupError) as error:

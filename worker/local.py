@@ -23,8 +23,7 @@ class LocalReranker:
     else would come.
     """
 
-    def __init__(self, stats: CorpusStats, settings: WorkerSettings | None = None) -> None:
-        self.stats = stats
+    def __init__(self, settings: WorkerSettings | None = None) -> None:
         self.settings = (settings or WorkerSettings()).model_copy(update={"batch_wait_ms": 0.0})
         self._runtime: Runtime | None = None
 
@@ -40,11 +39,12 @@ class LocalReranker:
         """The served model's name, as search output and eval rows show it."""
         return self.runtime.model_name
 
-    def __call__(self, query: str, hits: Sequence[Hit], clock: StageClock = no_clock) -> np.ndarray:
-        """float32 [len(hits)] Delta scores of ``hits`` for ``query``."""
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
+                 clock: StageClock = no_clock) -> np.ndarray:
+        """float32 [len(hits)] Delta scores of ``hits`` for ``query``; ``stats`` describe the hits' index."""
         runtime = self.runtime
         with clock("features"):
-            request = build_request(query, [h.terms for h in hits], self.stats, runtime.lex_names)
+            request = build_request(query, [h.terms for h in hits], stats, runtime.lex_names)
         with clock("model"):
             return runtime.score(request)
 
@@ -60,9 +60,3 @@ class LocalReranker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def rerank_scores(query: str, hits: Sequence[Hit], stats: CorpusStats,
-                  settings: WorkerSettings | None = None) -> tuple[np.ndarray, str]:
-    """Delta scores of ``hits`` for ``query`` and the model's name, scored in this process."""
-    with LocalReranker(stats, settings) as reranker:
-        return reranker(query, hits), reranker.name

@@ -19,6 +19,7 @@ import numpy as np
 from es_rerank.backends.base import Hit, SearchBackend
 from es_rerank.gateway.merge import RankedHit, merge
 from es_rerank.neighbours import FUSED_ROW_SUFFIX, JudgedNeighbours, fuse
+from es_rerank.stats import CorpusStats
 
 if TYPE_CHECKING:  # scipy loads only where feedback runs
     from es_rerank.feedback import DocumentVectorCache, FeedbackParams
@@ -33,11 +34,15 @@ def no_clock(stage: str) -> AbstractContextManager:
 
 
 class Reranker(Protocol):
-    """The model's scores for one query's window of hits."""
+    """The model's scores for one query's window of hits, under the statistics the hits came with."""
 
     name: str
 
-    def __call__(self, query: str, hits: Sequence[Hit], clock: StageClock = no_clock) -> np.ndarray: ...
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
+                 clock: StageClock = no_clock) -> np.ndarray: ...
+
+    def close(self) -> None:
+        """Release what scoring holds (threads, the model)."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +59,9 @@ class Ranking:
 class SearchPipeline:
     """BM25 top-``window`` reordered by each stage that is set; ``window`` 0 keeps BM25's order.
 
-    ``feedback_vectors`` keeps the feedback's document vectors between queries (built
-    anew for every window without it); it must describe the backend's statistics.
+    ``feedback_vectors`` keeps the feedback's document vectors between queries of a
+    long-lived process (built anew for every window without it). Every stage reads the
+    backend's statistics at the time of the query, so a reload after a reindex holds.
     """
 
     backend: SearchBackend
@@ -83,7 +89,7 @@ class SearchPipeline:
         window = hits[:self.window] if self.reorders else []
         scores, ranker = None, "BM25"
         if self.reranker is not None and window:
-            scores, ranker = self.reranker(query, window, clock), self.reranker.name
+            scores, ranker = self.reranker(query, window, self.backend.stats, clock), self.reranker.name
         if scores is None and window:
             scores = np.array([h.score for h in window], dtype=np.float32)  # the votes refine BM25's order
         if self.feedback is not None and window:
@@ -92,7 +98,7 @@ class SearchPipeline:
             with clock("feedback vectors"):
                 terms = [h.terms for h in window]
                 vectors = (document_vectors(terms, self.backend.stats) if self.feedback_vectors is None
-                           else self.feedback_vectors.vectors([h.doc_id for h in window], terms))
+                           else self.feedback_vectors.vectors([h.doc_id for h in window], terms, self.backend.stats))
             with clock("feedback votes"):
                 scores = with_feedback(scores, vectors, self.feedback)
             ranker += FEEDBACK_ROW_SUFFIX

@@ -71,8 +71,8 @@ def test_a_document_vector_does_not_depend_on_the_other_hits(stats: CorpusStats,
         np.testing.assert_allclose(row, vectors(stats, doc_id, terms_per_document=2).toarray()[0])
 
 
-def cached(cache: DocumentVectorCache, ids: str):
-    return cache.vectors(list(ids), [cache.stats.doc_terms(cache.stats.row(i)) for i in ids])
+def cached(cache: DocumentVectorCache, stats: CorpusStats, ids: str):
+    return cache.vectors(list(ids), [stats.doc_terms(stats.row(i)) for i in ids], stats)
 
 
 def same_matrix(got, expected) -> None:
@@ -83,26 +83,48 @@ def same_matrix(got, expected) -> None:
 
 
 def test_the_cache_builds_the_same_matrix_as_document_vectors(stats: CorpusStats) -> None:
-    cache = DocumentVectorCache(stats, max_documents=100, terms_per_document=2)
+    cache = DocumentVectorCache(max_documents=100, terms_per_document=2)
     for ids in ["fac", "cabe", "d", "", "bbeacdf"]:  # cached, new, mixed, empty, repeated
-        same_matrix(cached(cache, ids), vectors(stats, ids, terms_per_document=2))
+        same_matrix(cached(cache, stats, ids), vectors(stats, ids, terms_per_document=2))
     assert len(cache) == 6
 
 
 def test_the_cache_keeps_at_most_its_bound_the_least_recently_used_leaving(stats: CorpusStats) -> None:
-    cache = DocumentVectorCache(stats, max_documents=2)
-    same_matrix(cached(cache, "abcd"), vectors(stats, "abcd"))  # a window larger than the bound still works
+    cache = DocumentVectorCache(max_documents=2)
+    same_matrix(cached(cache, stats, "abcd"), vectors(stats, "abcd"))  # a window larger than the bound still works
     assert list(cache._rows) == ["c", "d"]
-    cached(cache, "c")
-    cached(cache, "e")
+    cached(cache, stats, "c")
+    cached(cache, stats, "e")
     assert list(cache._rows) == ["c", "e"]  # d, used longest ago, left
 
 
 def test_the_cache_refuses_misfit_arguments(stats: CorpusStats) -> None:
     with pytest.raises(ValueError, match="at least 1, got 0"):
-        DocumentVectorCache(stats, max_documents=0)
+        DocumentVectorCache(max_documents=0)
     with pytest.raises(ValueError, match="one id per document expected, got 2 ids for 1 documents"):
-        DocumentVectorCache(stats, 10).vectors(["a", "b"], [stats.doc_terms(0)])
+        DocumentVectorCache(10).vectors(["a", "b"], [stats.doc_terms(0)], stats)
+
+
+def test_statistics_of_another_version_empty_the_cache(stats: CorpusStats) -> None:
+    cache = DocumentVectorCache(max_documents=100)
+    cached(cache, stats, "abc")
+    reindexed = build_stats("v2", [Document(i, t, a) for i, (t, a) in DOCS.items() if i != "d"] +
+                            [Document("d", "unrelated bone", "bone")])  # another vocabulary and idf
+    same_matrix(cached(cache, reindexed, "dab"), document_vectors(
+        [reindexed.doc_terms(reindexed.row(i)) for i in "dab"], reindexed))
+    assert sorted(cache._rows) == ["a", "b", "d"]  # the rows of version v1 are gone
+
+
+def test_concurrent_windows_get_their_own_matrices(stats: CorpusStats) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    cache = DocumentVectorCache(max_documents=3)  # smaller than the windows: rows leave while others read
+    windows = ["abcdef", "fedcba", "aabbcc", "def", "ace", "bdf"] * 20
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(lambda ids: cached(cache, stats, ids), windows))
+    for ids, matrix in zip(windows, got):
+        same_matrix(matrix, vectors(stats, ids))
+    assert len(cache) == 3
 
 
 def test_one_neighbour_votes_with_its_own_standardised_score(stats: CorpusStats) -> None:

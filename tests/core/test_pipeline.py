@@ -18,7 +18,7 @@ from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
 from es_rerank.gateway.pipeline import STAGES, SearchPipeline, StageClock, no_clock
 from es_rerank.neighbours import JudgedNeighbours, NeighbourParams, fuse
-from es_rerank.stats import Document
+from es_rerank.stats import CorpusStats, Document
 from index_setup.embedded_index import build_embedded_index
 
 DOCS = {
@@ -41,10 +41,14 @@ class BoneFirst:
     def __init__(self) -> None:
         self.windows: list[list[str]] = []
 
-    def __call__(self, query: str, hits: Sequence[Hit], clock: StageClock = no_clock) -> np.ndarray:
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
+                 clock: StageClock = no_clock) -> np.ndarray:
         self.windows.append([h.doc_id for h in hits])
         with clock("model"):
             return np.array([h.title.count("bone") - rank / 100 for rank, h in enumerate(hits)], dtype=np.float32)
+
+    def close(self) -> None:
+        pass
 
 
 class Recorder:
@@ -103,7 +107,7 @@ def test_feedback_and_votes_refine_the_models_scores_in_that_order(backend: Embe
     clock = Recorder()
     ranking = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, neighbours).rank(QUERY, 500, clock)
     window = backend.search(QUERY, 500)
-    model = BoneFirst()(QUERY, window)
+    model = BoneFirst()(QUERY, window, backend.stats)
     fed = with_feedback(model, document_vectors([h.terms for h in window], backend.stats), FEEDBACK)
     expected = fuse(fed, neighbours.scores(QUERY, [h.doc_id for h in window]), neighbours.params.weight)
     by_id = dict(zip((h.doc_id for h in window), expected))
@@ -124,7 +128,7 @@ def test_without_a_model_the_votes_refine_bm25(backend: EmbeddedBackend) -> None
 
 
 def test_cached_feedback_vectors_give_the_same_ranking(backend: EmbeddedBackend) -> None:
-    cache = DocumentVectorCache(backend.stats, max_documents=100)
+    cache = DocumentVectorCache(max_documents=100)
     plain = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK)
     cached = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, feedback_vectors=cache)
     for query in (QUERY, "bone density", QUERY):  # cold, partly warm, warm

@@ -34,3 +34,15 @@ def test_pointer_round_trip_and_missing_or_empty_pointer(tmp_path: Path) -> None
     (tmp_path / CURRENT_FILE).write_text("../../elsewhere\n")  # never followed out of the root
     with pytest.raises(VersionNameError, match="CURRENT is damaged"):
         read_pointer(tmp_path)
+
+
+def test_version_time_reads_the_default_names_only() -> None:
+    from datetime import datetime, timezone
+
+    from es_rerank.versions import new_version, version_time_ns
+
+    name = new_version("v")
+    made = version_time_ns(name)
+    assert made is not None and abs(made - datetime.now(timezone.utc).timestamp() * 1e9) < 60e9
+    assert version_time_ns("20240101t000000000001z") == 1704067200 * 10**9 + 1000
+    assert version_time_ns("v1") is None and version_time_ns("20241399t000000000000z") is None

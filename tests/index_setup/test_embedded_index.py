@@ -199,6 +199,11 @@ def test_list_versions_is_oldest_first_and_only_complete_versions(tmp_path: Path
     meta.write_text(json.dumps({k: v for k, v in json.loads(meta.read_text()).items() if k != "built_ns"}))
     os.utime(meta, ns=(time.time_ns() + 10**9,) * 2)
     assert list_versions(tmp_path) == ["20240102", "20240101", "zz-first"]
+    for version in ("20240101t000000000000z", "20230101t000000000000z"):  # default names of older builds
+        build(tmp_path, OLD_DOCS, version=version)
+        meta = tmp_path / version / "meta.json"
+        meta.write_text(json.dumps({k: v for k, v in json.loads(meta.read_text()).items() if k != "built_ns"}))
+    assert list_versions(tmp_path)[:2] == ["20230101t000000000000z", "20240101t000000000000z"]  # by their names
 
 
 @pytest.fixture

@@ -115,8 +115,7 @@ def test_a_truncated_gzip_stops_the_load_with_or_without_strict(tmp_path: Path) 
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
     for strict in (False, True):  # skipping the rest would index part of the corpus as if it were whole
         with pytest.raises(DamagedFileError, match=r"cut\.jsonl\.gz, after line \d+: the gzip stream is truncated "
-                                                   r"or corrupt .*download or compress the file again; nothing was "
-                                                   r"loaded"):
+                                                   r"or corrupt .*download or compress the file again$"):
             list(read_corpus(cut, strict=strict))
 
 

@@ -21,9 +21,15 @@ from es_rerank.settings import CommonSettings
 from es_rerank.text import embedding_tokens, tokenize
 from index_setup.embedded_index import build_embedded_index
 from worker.ensemble import ensemble_scores
-from worker.local import LocalReranker, rerank_scores
+from worker.local import LocalReranker
 from worker.model import Checkpoint
 from worker.settings import WorkerSettings
+
+
+def rerank_scores(query: str, hits, stats, settings: WorkerSettings) -> tuple[np.ndarray, str]:
+    """The served model's scores of ``hits`` and its name, through the in-process reranker."""
+    with LocalReranker(settings) as reranker:
+        return reranker(query, hits, stats), reranker.name
 
 
 def _home_with_index(artifacts, corpus_documents, tmp_path: Path) -> tuple[Path, EmbeddedBackend]:
@@ -181,6 +187,6 @@ def test_bench_search_without_an_index_is_a_clean_error(tmp_path):
 
 def test_the_in_process_reranker_does_not_wait_for_company(artifacts, corpus_documents, tmp_path):
     home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
-    with LocalReranker(backend.stats, WorkerSettings(home=home, batch_wait_ms=5)) as reranker:
+    with LocalReranker(WorkerSettings(home=home, batch_wait_ms=5)) as reranker:
         assert reranker.runtime.batcher.max_wait_s == 0  # one caller, one request at a time
-        assert len(reranker("cancer risk and diet", backend.search("cancer risk and diet", 20))) > 0
+        assert len(reranker("cancer risk and diet", backend.search("cancer risk and diet", 20), backend.stats)) > 0

@@ -1,0 +1,84 @@
+"""The pipeline that ``esrr search`` serves, assembled from the settings and the search options.
+
+``esrr bench search`` times the same assembly. Options left unsaid (None) turn a stage
+on where it is set up: a trained model, a feedback weight above 0, the votes file.
+Problems are click errors that name the fix, as both callers are commands.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from es_rerank.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from es_rerank.gateway.pipeline import SearchPipeline
+    from es_rerank.neighbours import JudgedNeighbours
+
+
+def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None = None,
+                    use_feedback: bool | None = None, use_neighbours: bool | None = None,
+                    keep_vectors: bool = False) -> SearchPipeline:
+    """The stages over the top ``window`` hits, each on when asked, off when refused, else where set up.
+
+    ``keep_vectors`` keeps the feedback's document vectors between queries, for a process
+    that serves many (``ESRR_FEEDBACK_CACHE_DOCUMENTS`` bounds them); one query gains nothing.
+    """
+    from es_rerank.backends import BackendError, open_backend
+    from es_rerank.cli import load_settings
+    from es_rerank.gateway.pipeline import SearchPipeline
+    from worker.settings import WorkerSettings  # torch-free
+
+    worker_settings = load_settings(WorkerSettings)
+    checkpoint = worker_settings.checkpoint_path
+    missing = [str(path) for path in worker_settings.checkpoint if not path.is_file()]
+    if missing and rerank is not False:  # named on purpose: a typo must not fall back to BM25 quietly
+        raise click.ClickException(f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
+                                   "path, unset it to serve <home>/models, or pass --no-rerank")
+    for option, asked in (("--rerank", rerank), ("--feedback", use_feedback), ("--neighbours", use_neighbours)):
+        if asked and not window:
+            raise click.UsageError(f"{option} reorders the top --window hits; give a window above 0")
+    if use_feedback and settings.feedback_weight == 0:
+        raise click.UsageError("--feedback asks for candidate feedback, but ESRR_FEEDBACK_WEIGHT is 0; "
+                               "set it above 0, or unset it for the default")
+    if rerank is None:
+        rerank = checkpoint.is_file() and window > 0
+    if use_feedback is None:
+        use_feedback = settings.feedback_weight > 0 and window > 0
+    if use_neighbours is None:
+        use_neighbours = settings.neighbours_path.is_file() and window > 0
+    neighbours = _load_neighbours(settings) if use_neighbours else None
+    try:
+        served = open_backend(settings)
+    except BackendError as error:
+        raise click.ClickException(str(error)) from None
+    reranker = None
+    if rerank:
+        try:
+            from worker.local import LocalReranker
+        except ImportError as error:  # a core install: no torch
+            raise click.ClickException(f"reranking needs the model extra ({error}): pip install "
+                                       "'es-rerank[model]', or pass --no-rerank") from None
+        reranker = LocalReranker(worker_settings)
+    else:
+        click.echo(f"(not reranked: no model at {checkpoint}; train one with `esrr train`)"
+                   if not checkpoint.is_file() else "(not reranked)", err=True)
+    if not use_feedback:
+        return SearchPipeline(served, window, reranker, None, neighbours)
+    from es_rerank.feedback import DocumentVectorCache  # scipy: loaded only when feedback runs
+
+    cache = (DocumentVectorCache(settings.feedback_cache_documents)
+             if keep_vectors and settings.feedback_cache_documents else None)
+    return SearchPipeline(served, window, reranker, settings.feedback, neighbours, cache)
+
+
+def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:
+    """The judged-neighbours file of ``settings``, or a CLI error naming the fix."""
+    from es_rerank.neighbours import JudgedNeighbours, NeighboursError
+
+    try:
+        return JudgedNeighbours.load(settings.neighbours_path)
+    except NeighboursError as error:
+        raise click.ClickException(str(error)) from None
