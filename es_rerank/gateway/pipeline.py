@@ -84,12 +84,13 @@ class SearchPipeline:
     def rank(self, query: str, k: int, clock: StageClock = no_clock) -> Ranking:
         """The top ``k`` of ``query``; the backend's and the reranker's errors pass through."""
         depth = self.depth(k)
+        stats = self.backend.stats  # one version for the whole query, should a reload swap it meanwhile
         with clock("retrieve"):
             hits = self.backend.search(query, depth)
         window = hits[:self.window] if self.reorders else []
         scores, ranker = None, "BM25"
         if self.reranker is not None and window:
-            scores, ranker = self.reranker(query, window, self.backend.stats, clock), self.reranker.name
+            scores, ranker = self.reranker(query, window, stats, clock), self.reranker.name
         if scores is None and window:
             scores = np.array([h.score for h in window], dtype=np.float32)  # the votes refine BM25's order
         if self.feedback is not None and window:
@@ -97,8 +98,8 @@ class SearchPipeline:
 
             with clock("feedback vectors"):
                 terms = [h.terms for h in window]
-                vectors = (document_vectors(terms, self.backend.stats) if self.feedback_vectors is None
-                           else self.feedback_vectors.vectors([h.doc_id for h in window], terms, self.backend.stats))
+                vectors = (document_vectors(terms, stats) if self.feedback_vectors is None
+                           else self.feedback_vectors.vectors([h.doc_id for h in window], terms, stats))
             with clock("feedback votes"):
                 scores = with_feedback(scores, vectors, self.feedback)
             ranker += FEEDBACK_ROW_SUFFIX
