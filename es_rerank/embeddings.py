@@ -39,8 +39,8 @@ class Embeddings:
     def __post_init__(self) -> None:
         if len(self.vocab) != len(self.vectors):
             raise EmbeddingsError(f"{self.version}: {len(self.vocab)} words but {len(self.vectors)} vectors, so "
-                                  "vocab.txt or vectors.npy is damaged; retrain with `esrr embeddings train`, then the models "
-                                  "with `esrr train`")
+                                  "vocab.txt or vectors.npy is damaged; retrain with `esrr embeddings train`, then "
+                                  "the models with `esrr train`")
         if self.vocab[:2] != [PAD_TOKEN, UNK_TOKEN]:
             raise EmbeddingsError(f"{self.version}: the vocabulary must start with {PAD_TOKEN}, {UNK_TOKEN}; "
                                   "retrain with `esrr embeddings train`, then the models with `esrr train`")

@@ -15,16 +15,15 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-
 if TYPE_CHECKING:
     from es_rerank.feedback import FeedbackParams
 
 DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nfcorpus"
-# The concrete indices are named <alias>-<version>: Elasticsearch allows 255 bytes, a version 128 characters.
 # A window's standardised scores stay within +-sqrt(n) (22 for 500 hits) and votes within
 # [0, 1] (feedback: standardised too), so a vote weight up to this keeps fused scores finite
 # and meaningful in float32; the served weights are 6 (judged neighbours) and 0.5 (feedback).
 MAX_VOTE_WEIGHT = 100.0
+# The concrete indices are named <alias>-<version>: Elasticsearch allows 255 bytes, a version 128 characters.
 MAX_ALIAS_BYTES = 255 - 1 - 128
 ALIAS_FORBIDDEN = '\\/*?"<>|,#: '
 # What POST _security/api_key returns: "encoded" (base64 of ID:API_KEY), or the id and api_key themselves.

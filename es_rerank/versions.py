@@ -14,6 +14,8 @@ from pathlib import Path
 
 CURRENT_FILE = "CURRENT"
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_TIME_FORMAT = "%Y%m%dt%H%M%S%fz"  # new_version's names end in this: 22 characters, e.g. 20261122t042725754880z
+_TIME_LENGTH = len(datetime(2000, 1, 1).strftime(_TIME_FORMAT))
 
 
 class VersionNameError(ValueError):
@@ -22,13 +24,13 @@ class VersionNameError(ValueError):
 
 def new_version(prefix: str = "") -> str:
     """A sortable, unique, lower-case name from the UTC time: ``<prefix>20261122t042725754880z``."""
-    return prefix + datetime.now(timezone.utc).strftime("%Y%m%dt%H%M%S%fz")
+    return prefix + datetime.now(timezone.utc).strftime(_TIME_FORMAT)
 
 
 def version_time_ns(name: str) -> int | None:
     """When ``new_version`` named ``name`` (ns since the epoch, UTC), or None for another kind of name."""
     try:
-        made = datetime.strptime(name[-len("20261122t042725754880z"):], "%Y%m%dt%H%M%S%fz")
+        made = datetime.strptime(name[-_TIME_LENGTH:], _TIME_FORMAT)
     except ValueError:
         return None
     return int(made.replace(tzinfo=timezone.utc).timestamp()) * 10**9 + made.microsecond * 1000

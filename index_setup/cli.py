@@ -251,12 +251,11 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     from es_rerank.gateway.response import descending_scores, search_response
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.text import tokenize
+    from index_setup.serving import served_pipeline
 
     if not tokenize(query):
         raise click.UsageError(f"the query {query!r} has no words to search for (only spaces or punctuation); "
                                "give it at least one word")
-    from index_setup.serving import served_pipeline
-
     pipeline = served_pipeline(_settings(backend), window, rerank, use_feedback, use_neighbours)
     try:
         started = time.perf_counter()

@@ -66,9 +66,11 @@ def time_queries(pipeline: SearchPipeline, queries: list[str], k: int, rounds: i
     """Each query ranked ``rounds`` times after one untimed pass, every stage timed; and the ranker most served.
 
     With a feedback-vector cache, each query is also ranked without it, and only that
-    run's vector stage is kept (as ``UNCACHED``).
+    run's vector stage is kept (as ``UNCACHED``). That run leaves out the model and the
+    votes: the vectors depend only on the window, which BM25 alone decides.
     """
-    uncached = replace(pipeline, feedback_vectors=None) if pipeline.feedback_vectors is not None else None
+    uncached = (replace(pipeline, reranker=None, neighbours=None, feedback_vectors=None)
+                if pipeline.feedback_vectors is not None else None)
     rankers = Counter(pipeline.rank(query, k).ranker for query in queries)  # warm-up: model load, caches
     times, beside = StageTimes(), StageTimes()
     for _ in range(rounds):
@@ -98,8 +100,8 @@ def bench_search(k: int, window: int, rounds: int, queries: int, data: Path | No
     from es_rerank.cli import load_settings
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.settings import CommonSettings
-    from index_setup.serving import served_pipeline
     from index_setup.nfcorpus import NFCorpus
+    from index_setup.serving import served_pipeline
 
     settings = load_settings(CommonSettings)
     try:

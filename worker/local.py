@@ -59,4 +59,3 @@ class LocalReranker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
