@@ -249,3 +249,19 @@ def decode(payload: Any) -> ScoreRequest:
     lex = _unpack(payload, "lex", "<f4", (n, len(lex_names)))
     return ScoreRequest(payload.get("stats_version"), tuple(query_tokens), doc_tokens, lex,
                         tuple(lex_names)).validate()
+
+
+def result_scores(result: Any, n: int) -> np.ndarray:
+    """float32 [n] scores of a ``rerank.score`` result for a request of ``n`` documents; ``PayloadError`` if malformed."""
+    if not isinstance(result, dict) or result.get("v") != RESULT_VERSION:
+        version = result.get("v") if isinstance(result, dict) else type(result).__name__
+        raise PayloadError(f"the worker answered result version {version!r}, this gateway reads version "
+                           f"{RESULT_VERSION}; deploy the gateway and the workers from the same release")
+    try:
+        scores = np.asarray(result.get("scores"), dtype=np.float32)
+    except (TypeError, ValueError):
+        scores = np.zeros(0, dtype=np.float32)
+    if scores.shape != (n,) or not np.isfinite(scores).all():
+        raise PayloadError(f"the worker answered {scores.size} scores for {n} documents, or non-finite ones; "
+                           "check the worker's log for the task")
+    return scores

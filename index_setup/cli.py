@@ -241,11 +241,14 @@ class _SearchCommand(click.Command):
 @click.option("--neighbours/--no-neighbours", "use_neighbours", default=None,
               help="Add the votes of similar training queries' judgments (default: when "
                    "`esrr neighbours build` has made the file).")
+@click.option("--worker", "via_worker", is_flag=True,
+              help="Have a running worker (`esrr worker start`) score through the broker instead of loading "
+                   "the model here; past ESRR_SCORE_DEADLINE_S the hits keep BM25's order.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print an Elasticsearch-shaped _search response (JSON) instead of a table.")
 @BACKEND_OPTION
 def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: bool | None,
-           use_neighbours: bool | None, as_json: bool, backend: str | None) -> None:
+           use_neighbours: bool | None, via_worker: bool, as_json: bool, backend: str | None) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.backends import BackendError
     from es_rerank.gateway.response import descending_scores, search_response
@@ -256,7 +259,8 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     if not tokenize(query):
         raise click.UsageError(f"the query {query!r} has no words to search for (only spaces or punctuation); "
                                "give it at least one word")
-    pipeline = served_pipeline(_settings(backend), window, rerank, use_feedback, use_neighbours)
+    pipeline = served_pipeline(_settings(backend), window, rerank, use_feedback, use_neighbours,
+                               via_worker=via_worker)
     try:
         started = time.perf_counter()
         ranking = pipeline.rank(query, k)
@@ -266,6 +270,8 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     finally:
         if pipeline.reranker is not None:
             pipeline.reranker.close()
+    if ranking.fallback:
+        click.echo(f"(not reranked: {ranking.fallback})", err=True)
     if as_json:
         click.echo(json.dumps(search_response(ranking.ranked, pipeline.backend.index, took_ms, ranking.retrieved,
                                               ranking.depth, ranking.ranker), indent=2))

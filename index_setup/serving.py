@@ -14,17 +14,21 @@ import click
 from es_rerank.settings import CommonSettings
 
 if TYPE_CHECKING:
+    from es_rerank.gateway.dispatch import WorkerReranker
     from es_rerank.gateway.pipeline import SearchPipeline
     from es_rerank.neighbours import JudgedNeighbours
+    from worker.settings import WorkerSettings
 
 
 def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None = None,
                     use_feedback: bool | None = None, use_neighbours: bool | None = None,
-                    keep_vectors: bool = False) -> SearchPipeline:
+                    keep_vectors: bool = False, via_worker: bool = False) -> SearchPipeline:
     """The stages over the top ``window`` hits, each on when asked, off when refused, else where set up.
 
     ``keep_vectors`` keeps the feedback's document vectors between queries, for a process
     that serves many (``ESRR_FEEDBACK_CACHE_DOCUMENTS`` bounds them); one query gains nothing.
+    ``via_worker`` has a running worker score (``ESRR_BROKER_URL``, ``ESRR_QUEUE``) instead of
+    loading the model here; whether a model is served is then the worker's business.
     """
     from es_rerank.backends import BackendError, open_backend
     from es_rerank.cli import load_settings
@@ -33,11 +37,14 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
 
     worker_settings = load_settings(WorkerSettings)
     checkpoint = worker_settings.checkpoint_path
-    missing = [str(path) for path in worker_settings.checkpoint if not path.is_file()]
+    if via_worker and rerank is False:
+        raise click.UsageError("--worker sends the window to a worker to rerank; drop --no-rerank, or --worker")
+    rerank = True if via_worker else rerank
+    missing = [] if via_worker else [str(path) for path in worker_settings.checkpoint if not path.is_file()]
     if missing and rerank is not False:  # named on purpose: a typo must not fall back to BM25 quietly
         raise click.ClickException(f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
                                    "path, unset it to serve <home>/models, or pass --no-rerank")
-    for option, asked in (("--rerank", rerank), ("--feedback", use_feedback), ("--neighbours", use_neighbours)):
+    for option, asked in (("--worker" if via_worker else "--rerank", rerank), ("--feedback", use_feedback), ("--neighbours", use_neighbours)):
         if asked and not window:
             raise click.UsageError(f"{option} reorders the top --window hits; give a window above 0")
     if use_feedback and settings.feedback_weight == 0:
@@ -55,7 +62,9 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
     except BackendError as error:
         raise click.ClickException(str(error)) from None
     reranker = None
-    if rerank:
+    if via_worker:
+        reranker = _worker_reranker(worker_settings)
+    elif rerank:
         try:
             from worker.local import LocalReranker
         except ImportError as error:  # a core install: no torch
@@ -72,6 +81,14 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
     cache = (DocumentVectorCache(settings.feedback_cache_documents)
              if keep_vectors and settings.feedback_cache_documents else None)
     return SearchPipeline(served, window, reranker, settings.feedback, neighbours, cache)
+
+
+def _worker_reranker(settings: WorkerSettings) -> WorkerReranker:
+    """Scores from the workers on ``settings``' broker and queue, within ``ESRR_SCORE_DEADLINE_S``."""
+    from es_rerank.gateway.dispatch import WorkerReranker
+    from worker.celery_app import create_app  # configuration only: no torch
+
+    return WorkerReranker(create_app(settings), settings.queue, settings.score_deadline_s)
 
 
 def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:

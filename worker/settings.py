@@ -85,6 +85,9 @@ class WorkerSettings(CommonSettings):
     result_expires_s: int = Field(600, ge=1, description="results are read at once; keep Redis clean")
     broker_key_prefix: str = Field("", description="Redis key prefix, to share a Redis database")
 
+    score_deadline_s: float = Field(
+        2.0, gt=0, le=600, description="caller side (`esrr search --worker`): longest wait for a worker's "
+                                       "scores; the task expires then, and the query keeps BM25's order")
     score_delay_ms: float = Field(0.0, ge=0, description="TESTING ONLY: sleep in every task")
     loglevel: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
 

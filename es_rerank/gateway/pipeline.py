@@ -2,7 +2,8 @@
 
 One place composes the stages that ``esrr search`` runs and ``esrr bench search``
 times, so the benchmark measures exactly what is served. Torch-free: the model comes
-in as a ``Reranker`` (``worker.local.LocalReranker`` in this process).
+in as a ``Reranker`` (``worker.local.LocalReranker`` in this process, or
+``es_rerank.gateway.dispatch.WorkerReranker`` through the broker).
 
 Each stage runs inside ``clock(stage name)``; the default clock does nothing, the
 benchmark's records how long each took (``STAGES`` lists them in order).
@@ -33,8 +34,21 @@ def no_clock(stage: str) -> AbstractContextManager:
     return nullcontext()
 
 
+class ScoringUnavailable(RuntimeError):
+    """The model could not score this query in time (no worker, broker down, deadline passed).
+
+    The pipeline then keeps BM25's order for the query, lets the other stages refine it,
+    and says why in ``Ranking.fallback``: a search answers without the model rather than
+    not at all. Errors that would repeat on every query (a worker set up wrong, a
+    malformed request) are other exceptions and pass through.
+    """
+
+
 class Reranker(Protocol):
-    """The model's scores for one query's window of hits, under the statistics the hits came with."""
+    """The model's scores for one query's window of hits, under the statistics the hits came with.
+
+    Raises ``ScoringUnavailable`` when it cannot answer this query in time.
+    """
 
     name: str
 
@@ -53,6 +67,7 @@ class Ranking:
     ranker: str  # e.g. "delta-32-lex3 + candidate feedback"
     retrieved: int  # hits the first stage returned
     depth: int  # hits the first stage was asked for
+    fallback: str | None = None  # why the model did not score this query (``ScoringUnavailable``)
 
 
 @dataclass(frozen=True)
@@ -88,9 +103,12 @@ class SearchPipeline:
         with clock("retrieve"):
             hits = self.backend.search(query, depth)
         window = hits[:self.window] if self.reorders else []
-        scores, ranker = None, "BM25"
+        scores, ranker, fallback = None, "BM25", None
         if self.reranker is not None and window:
-            scores, ranker = self.reranker(query, window, stats, clock), self.reranker.name
+            try:
+                scores, ranker = self.reranker(query, window, stats, clock), self.reranker.name
+            except ScoringUnavailable as error:
+                fallback = str(error)
         if scores is None and window:
             scores = np.array([h.score for h in window], dtype=np.float32)  # the votes refine BM25's order
         if self.feedback is not None and window:
@@ -110,4 +128,4 @@ class SearchPipeline:
             ranker += FUSED_ROW_SUFFIX
         with clock("merge"):
             ranked = merge(hits, scores, len(window))[:k]
-        return Ranking(ranked, ranker, len(hits), depth)
+        return Ranking(ranked, ranker, len(hits), depth, fallback)

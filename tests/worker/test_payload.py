@@ -14,7 +14,8 @@ import pytest
 
 from es_rerank.lex import LEX3, lex_features
 from es_rerank.payload import (
-    DOC_LEN, DOC_PAD, MAX_DOCS, MAX_TOKEN_CHARS, QUERY_LEN, PayloadError, ScoreRequest, build_request, decode, encode,
+    DOC_LEN, DOC_PAD, MAX_DOCS, MAX_TOKEN_CHARS, QUERY_LEN, RESULT_VERSION, PayloadError, ScoreRequest, build_request,
+    decode, encode, result_scores,
 )
 from es_rerank.stats import build_stats
 from es_rerank.text import embedding_tokens, tokenize
@@ -155,3 +156,16 @@ def test_payload_and_celery_config_do_not_import_torch():
     code = ("import sys, es_rerank.payload, worker.celery_app, worker.bench_roundtrip; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def test_result_scores_read_the_task_result_and_refuse_a_malformed_one():
+    result = {"v": RESULT_VERSION, "scores": [0.5, -1.0, 2.0], "model": "delta-32-lex3", "took_ms": 3.0, "batch": 1}
+    scores = result_scores(result, 3)
+    assert scores.dtype == np.float32 and scores.tolist() == [0.5, -1.0, 2.0]
+    with pytest.raises(PayloadError, match="result version 2.*same release"):
+        result_scores({**result, "v": 2}, 3)
+    with pytest.raises(PayloadError, match="result version 'list'"):
+        result_scores([0.5, -1.0, 2.0], 3)
+    for scores in ([0.5, -1.0], [0.5, float("nan"), 2.0], "abc", None, [[0.5], [1.0], [2.0]]):
+        with pytest.raises(PayloadError, match="for 3 documents"):
+            result_scores({**result, "scores": scores}, 3)

@@ -1,0 +1,133 @@
+"""The served pipeline with a running worker scoring through the broker (``es_rerank.gateway.dispatch``).
+
+Real Redis and a real ``celery worker`` process (``conftest.py``), serving a home with
+an embedded index, so that the hits' statistics version is the one the worker loads.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.cli import main
+from es_rerank.gateway.dispatch import UNANSWERED_NAME, WorkerReranker
+from es_rerank.gateway.pipeline import SearchPipeline
+from index_setup.embedded_index import build_embedded_index
+from worker.celery_app import create_app
+from worker.local import LocalReranker
+from worker.settings import WorkerSettings
+
+QUERY = "cancer risk and diet"
+TIMEOUT = 30
+
+
+@pytest.fixture(scope="module")
+def served_home(artifacts, corpus_documents, tmp_path_factory) -> tuple[Path, EmbeddedBackend]:
+    """A copy of the artifacts' home with an embedded index of 30 documents, and that index opened."""
+    home = tmp_path_factory.mktemp("dispatch") / "home"
+    shutil.copytree(artifacts.home, home)
+    build_embedded_index(corpus_documents[:30], home / "indexes" / "embedded", version="dispatch", progress=False)
+    return home, EmbeddedBackend.open_current(home / "indexes" / "embedded")
+
+
+@pytest.fixture(scope="module")
+def home_worker(broker, served_home):
+    """A worker serving ``served_home`` on a queue of its own; yields (queue, sending client)."""
+    home, _ = served_home
+    queue = f"dispatch-{uuid.uuid4().hex[:6]}"
+    client = broker.client(queue, home=home)
+    process = broker.worker(queue, home=home).start()
+    try:
+        process.wait_ready(client)
+        yield queue, client
+    finally:
+        process.stop()
+        client.close()
+
+
+def _doc_ids(ranking) -> list[str]:
+    return [item.hit.doc_id for item in ranking.ranked]
+
+
+@pytest.mark.broker
+def test_a_worker_ranks_as_the_model_in_this_process(home_worker, served_home):
+    queue, client = home_worker
+    home, backend = served_home
+    reranker = WorkerReranker(client, queue, deadline_s=TIMEOUT)
+    assert reranker.name == UNANSWERED_NAME
+    remote = SearchPipeline(backend, 20, reranker).rank(QUERY, 10)
+    with LocalReranker(WorkerSettings(home=home)) as local_reranker:
+        local = SearchPipeline(backend, 20, local_reranker).rank(QUERY, 10)
+    assert remote.fallback is None and remote.ranker == local.ranker == "delta-32-lex3"
+    assert _doc_ids(remote) == _doc_ids(local)
+    assert [item.score for item in remote.ranked] == pytest.approx([item.score for item in local.ranked], abs=1e-4)
+    bm25 = SearchPipeline(backend, 0).rank(QUERY, 10)
+    assert _doc_ids(remote) != _doc_ids(bm25)  # the model reordered: the comparison above means something
+
+
+@pytest.mark.broker
+def test_without_a_worker_the_query_keeps_bm25_order_and_says_why(broker, served_home):
+    _, backend = served_home
+    queue = f"nobody-{uuid.uuid4().hex[:6]}"
+    client = broker.client(queue)
+    try:
+        started = time.monotonic()
+        ranking = SearchPipeline(backend, 20, WorkerReranker(client, queue, deadline_s=0.5)).rank(QUERY, 10)
+        waited = time.monotonic() - started
+    finally:
+        client.close()
+    assert waited < 5
+    assert ranking.ranker == "BM25" and "no worker answered" in ranking.fallback and queue in ranking.fallback
+    assert _doc_ids(ranking) == _doc_ids(SearchPipeline(backend, 0).rank(QUERY, 10))
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # nothing listens once the probe closes
+
+
+def test_an_unreachable_broker_falls_back_at_once(served_home):
+    home, backend = served_home
+    url = f"redis://127.0.0.1:{_closed_port()}/0"
+    client = create_app(WorkerSettings(home=home, broker_url=url))
+    try:
+        started = time.monotonic()
+        ranking = SearchPipeline(backend, 20, WorkerReranker(client, "rerank", deadline_s=2)).rank(QUERY, 10)
+        waited = time.monotonic() - started
+    finally:
+        client.close()
+    assert waited < 10
+    assert ranking.ranker == "BM25" and "cannot reach the broker" in ranking.fallback
+    assert len(ranking.ranked) == 10
+
+
+@pytest.mark.broker
+def test_search_command_scores_with_the_worker(home_worker, served_home, broker):
+    queue, _ = home_worker
+    home, _ = served_home
+    env = {f"ESRR_{k}": v for k, v in {"HOME": str(home), "BROKER_URL": broker.redis_url, "QUEUE": queue,
+                                       "BROKER_KEY_PREFIX": broker.key_prefix}.items()}
+    local = CliRunner().invoke(main, ["search", QUERY, "-k", "5"], env=env)
+    remote = CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--worker"], env=env)
+    assert local.exit_code == 0 and remote.exit_code == 0, remote.output
+    assert remote.stdout == local.stdout  # same model, same feedback, same table
+
+    env["ESRR_QUEUE"], env["ESRR_SCORE_DEADLINE_S"] = f"nobody-{uuid.uuid4().hex[:6]}", "0.5"
+    unanswered = CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--worker"], env=env)
+    assert unanswered.exit_code == 0, unanswered.output
+    assert "(not reranked: no worker answered" in unanswered.stderr
+    assert unanswered.stdout.split()[1] == "BM25"  # the header names the ranker that ordered the hits
+
+
+def test_search_command_refuses_worker_without_reranking(served_home):
+    home, _ = served_home
+    result = CliRunner().invoke(main, ["search", QUERY, "--worker", "--no-rerank"], env={"ESRR_HOME": str(home)})
+    assert result.exit_code == 2 and "drop --no-rerank" in result.output
