@@ -29,7 +29,7 @@ import numpy as np
 
 from es_rerank.backends.base import MAX_K
 from es_rerank.cli import json_out_option
-from es_rerank.gateway.pipeline import STAGES, SearchPipeline
+from es_rerank.gateway.pipeline import STAGES, Ranking, ScoringUnavailable, SearchPipeline
 from es_rerank.machine import machine_description
 
 TOTAL = "total"
@@ -67,21 +67,31 @@ def time_queries(pipeline: SearchPipeline, queries: list[str], k: int, rounds: i
 
     With a feedback-vector cache, each query is also ranked without it, and only that
     run's vector stage is kept (as ``UNCACHED``). That run leaves out the model and the
-    votes: the vectors depend only on the window, which BM25 alone decides.
+    votes: the vectors depend only on the window, which BM25 alone decides. A query the
+    model could not score (``Ranking.fallback``) raises ``ScoringUnavailable``: its times
+    would be BM25's, not the served model's.
     """
     uncached = (replace(pipeline, reranker=None, neighbours=None, feedback_vectors=None)
                 if pipeline.feedback_vectors is not None else None)
-    rankers = Counter(pipeline.rank(query, k).ranker for query in queries)  # warm-up: model load, caches
+    rankers = Counter(_scored(pipeline.rank(query, k)).ranker for query in queries)  # warm-up: model load, caches
     times, beside = StageTimes(), StageTimes()
     for _ in range(rounds):
         for query in queries:
             with times(TOTAL):
-                pipeline.rank(query, k, times)
+                ranking = pipeline.rank(query, k, times)
+            _scored(ranking)
             if uncached is not None:
                 uncached.rank(query, k, beside)
     if beside.ms:
         times.ms[UNCACHED] = beside.ms["feedback vectors"]
     return times, rankers.most_common(1)[0][0]
+
+
+def _scored(ranking: Ranking) -> Ranking:
+    """``ranking``, unless the model could not score its query."""
+    if ranking.fallback:
+        raise ScoringUnavailable(ranking.fallback)
+    return ranking
 
 
 @click.command(name="search")
@@ -93,8 +103,11 @@ def time_queries(pipeline: SearchPipeline, queries: list[str], k: int, rounds: i
 @click.option("--queries", default=324, show_default=True, type=click.IntRange(min=1),
               help="Dev queries to use, the first ones by id.")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
+@click.option("--worker", "via_worker", is_flag=True,
+              help="Have a running worker score through the broker, as `esrr search --worker` does.")
 @json_out_option("Also write the figures as JSON.")
-def bench_search(k: int, window: int, rounds: int, queries: int, data: Path | None, json_out: Path | None) -> None:
+def bench_search(k: int, window: int, rounds: int, queries: int, data: Path | None, via_worker: bool,
+                 json_out: Path | None) -> None:
     """Per-stage latency of the served search (BM25, model, feedback, votes) over the NFCorpus dev queries."""
     from es_rerank.backends import BackendError
     from es_rerank.cli import load_settings
@@ -111,18 +124,22 @@ def bench_search(k: int, window: int, rounds: int, queries: int, data: Path | No
     if not texts:
         raise click.ClickException("no dev query has both judgments (qrels/dev.tsv) and text (queries.jsonl); "
                                    "check those two files of the NFCorpus folder")
-    pipeline = served_pipeline(settings, window, keep_vectors=True)  # one process, many queries
+    pipeline = served_pipeline(settings, window, keep_vectors=True, via_worker=via_worker)  # many queries
     try:
         times, ranker = time_queries(pipeline, texts, k, rounds)
     except (BackendError, PayloadError, WorkerSetupError) as error:
         raise click.ClickException(str(error)) from None
+    except ScoringUnavailable as error:
+        raise click.ClickException(f"the model did not score every query ({error}); BM25's order in its "
+                                   "place would make the figures mislead") from None
     finally:
         if pipeline.reranker is not None:
             pipeline.reranker.close()
     figures = {"machine": machine_description(), "ranker": ranker, "queries": len(texts), "rounds": rounds,
-               "k": k, "window": window, "stages": times.summary()}
-    click.echo(f"{figures['machine']} | {ranker} | {len(texts)} dev queries x {rounds} rounds, "
-               f"top-{k} of a {window}-hit window")
+               "k": k, "window": window, "scored_by": "a worker, through the broker" if via_worker else "this process",
+               "stages": times.summary()}
+    click.echo(f"{figures['machine']} | {ranker}, scored in {figures['scored_by']} | {len(texts)} dev queries x "
+               f"{rounds} rounds, top-{k} of a {window}-hit window")
     click.echo(f"{'stage':<26} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'share':>6}")
     for stage, row in figures["stages"].items():
         click.echo(f"{stage:<26} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {row['mean_ms']:>8.2f} "

@@ -6,6 +6,7 @@ an embedded index, so that the hits' statistics version is the one the worker lo
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import time
@@ -20,6 +21,7 @@ from es_rerank.cli import main
 from es_rerank.gateway.dispatch import UNANSWERED_NAME, WorkerReranker
 from es_rerank.gateway.pipeline import SearchPipeline
 from index_setup.embedded_index import build_embedded_index
+from tests.worker.test_local_search import _dev_queries
 from worker.celery_app import create_app
 from worker.local import LocalReranker
 from worker.settings import WorkerSettings
@@ -125,6 +127,27 @@ def test_search_command_scores_with_the_worker(home_worker, served_home, broker)
     assert unanswered.exit_code == 0, unanswered.output
     assert "(not reranked: no worker answered" in unanswered.stderr
     assert unanswered.stdout.split()[1] == "BM25"  # the header names the ranker that ordered the hits
+
+
+@pytest.mark.broker
+def test_bench_search_times_the_trip_to_the_worker_and_refuses_to_time_a_fallback(home_worker, served_home, broker,
+                                                                                 tmp_path):
+    queue, _ = home_worker
+    home, _ = served_home
+    data = _dev_queries(tmp_path / "nfcorpus", [QUERY, "vitamin d and bone"])
+    env = {f"ESRR_{k}": v for k, v in {"HOME": str(home), "BROKER_URL": broker.redis_url, "QUEUE": queue,
+                                       "BROKER_KEY_PREFIX": broker.key_prefix}.items()}
+    figures = tmp_path / "figures.json"
+    result = CliRunner().invoke(main, ["bench", "search", "--data", str(data), "--rounds", "1", "--worker",
+                                       "--json-out", str(figures)], env=env)
+    assert result.exit_code == 0, result.output
+    body = json.loads(figures.read_text(encoding="utf-8"))
+    assert body["ranker"] == "delta-32-lex3 + candidate feedback" and body["scored_by"].startswith("a worker")
+    assert body["stages"]["model"]["queries"] == 2
+
+    env["ESRR_QUEUE"], env["ESRR_SCORE_DEADLINE_S"] = f"nobody-{uuid.uuid4().hex[:6]}", "0.3"
+    result = CliRunner().invoke(main, ["bench", "search", "--data", str(data), "--worker"], env=env)
+    assert result.exit_code == 1 and "did not score every query (no worker answered" in result.output, result.output
 
 
 def test_search_command_refuses_worker_without_reranking(served_home):
