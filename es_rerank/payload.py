@@ -252,7 +252,7 @@ def decode(payload: Any) -> ScoreRequest:
 
 
 def result_scores(result: Any, n: int) -> np.ndarray:
-    """float32 [n] scores of a ``rerank.score`` result for a request of ``n`` documents; ``PayloadError`` if malformed."""
+    """float32 [n] scores of a ``rerank.score`` result for ``n`` documents; ``PayloadError`` if malformed."""
     if not isinstance(result, dict) or result.get("v") != RESULT_VERSION:
         version = result.get("v") if isinstance(result, dict) else type(result).__name__
         raise PayloadError(f"the worker answered result version {version!r}, this gateway reads version "

@@ -274,7 +274,7 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
         click.echo(f"(not reranked: {ranking.fallback})", err=True)
     if as_json:
         click.echo(json.dumps(search_response(ranking.ranked, pipeline.backend.index, took_ms, ranking.retrieved,
-                                              ranking.depth, ranking.ranker), indent=2))
+                                              ranking.depth, ranking.ranker, ranking.fallback), indent=2))
         return
     if not ranking.ranked:
         click.echo("no hits")

@@ -40,8 +40,9 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
     if via_worker and rerank is False:
         raise click.UsageError("--worker sends the window to a worker to rerank; drop --no-rerank, or --worker")
     rerank = True if via_worker else rerank
+    # Named on purpose, a missing checkpoint must not fall back to BM25 quietly; a worker checks its own.
     missing = [] if via_worker else [str(path) for path in worker_settings.checkpoint if not path.is_file()]
-    if missing and rerank is not False:  # named on purpose: a typo must not fall back to BM25 quietly
+    if missing and rerank is not False:
         raise click.ClickException(f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
                                    "path, unset it to serve <home>/models, or pass --no-rerank")
     for option, asked in (("--worker" if via_worker else "--rerank", rerank), ("--feedback", use_feedback), ("--neighbours", use_neighbours)):

@@ -87,7 +87,9 @@ class WorkerSettings(CommonSettings):
 
     score_deadline_s: float = Field(
         2.0, gt=0, le=600, description="caller side (`esrr search --worker`): longest wait for a worker's "
-                                       "scores; the task expires then, and the query keeps BM25's order")
+                                       "scores; the task expires then, and the query keeps BM25's order. "
+                                       "Celery checks for the answer once a second, so a wait past it ends "
+                                       "at the next whole second")
     score_delay_ms: float = Field(0.0, ge=0, description="TESTING ONLY: sleep in every task")
     loglevel: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
 

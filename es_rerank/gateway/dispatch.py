@@ -6,7 +6,7 @@ broker to the task named ``TASK_NAME`` and waits for the scores. Torch-free, and
 never imports the worker's code: the Celery app it sends with is configuration only.
 
 Deadline: the task is sent with ``expires`` = the deadline, so a worker that reaches it
-late drops it instead of scoring for nobody, and the caller waits no longer than that.
+late drops it instead of scoring for nobody, and the caller stops waiting then.
 No answer in time, or no broker, raises ``ScoringUnavailable``: the pipeline keeps
 BM25's order for that query and says why. A worker that refuses the request
 (``PayloadError``, ``WorkerSetupError``) would refuse every query the same way, so that
@@ -15,9 +15,14 @@ passes through with its fix.
 
 from __future__ import annotations
 
+import threading
+import time
+import uuid
 from typing import Any, Sequence
 
 import numpy as np
+from celery.backends.asynchronous import E_RETRY_LIMIT_EXCEEDED
+from celery.exceptions import TaskRevokedError
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
@@ -29,63 +34,91 @@ from es_rerank.payload import TASK_NAME, build_request, encode, result_scores
 from es_rerank.stats import CorpusStats
 
 UNANSWERED_NAME = "worker"  # the ranker's name until a worker has said which model it serves
-# The caller's result backend gives up on a lost Redis within about a second.
-CALLER_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
+
+
+def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
+    """Celery settings that bound a caller's waits on the broker and result backend by ``deadline_s``.
+
+    Celery's defaults suit a worker, which should ride out a broker restart: 20
+    reconnects a second apart, sockets without timeouts. A caller with a deadline
+    gives up at the first failure instead; a Redis that accepts connections but never
+    answers still costs a socket timeout or two (about 2 s past a 1 s deadline). ``conf`` is the app's configuration, whose transport options
+    are kept. The result backend's retry policy applies to Redis (not to ``rpc://``).
+    """
+    give_up = {"max_retries": 0, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+    sockets = {"socket_timeout": deadline_s, "socket_connect_timeout": deadline_s}
+    return {
+        "broker_transport_options": {**(conf.broker_transport_options or {}), **give_up, **sockets},
+        "broker_connection_timeout": deadline_s,
+        "result_backend_transport_options": {**(conf.result_backend_transport_options or {}),
+                                             "retry_policy": give_up},
+        "redis_socket_timeout": deadline_s,
+        "redis_socket_connect_timeout": deadline_s,
+    }
 
 
 class WorkerReranker:
     """Scores from whichever worker consumes ``queue``, each query within ``deadline_s`` (a ``pipeline.Reranker``).
 
     ``client`` is a Celery app with the workers' broker and result backend
-    (``worker.celery_app.create_app``), not yet used: it only sends, and its result
-    backend gets ``CALLER_RETRY_POLICY``, as Celery's default reconnects (20 tries, a
-    second apart) would outlast any deadline.
+    (``worker.celery_app.create_app``), not yet used: it only sends, under
+    ``caller_config``. Celery's result consumer drains once a second, so a wait past
+    the deadline ends at the next whole second. Safe to share between threads.
     """
 
     def __init__(self, client: Any, queue: str, deadline_s: float, lex_names: Sequence[str] = LEX3) -> None:
         if deadline_s <= 0:
             raise ValueError(f"deadline_s must be above 0, got {deadline_s}")
-        client.conf.result_backend_transport_options = {**(client.conf.result_backend_transport_options or {}),
-                                                        "retry_policy": CALLER_RETRY_POLICY}
+        client.conf.update(caller_config(client.conf, deadline_s))
         self.client = client
         self.queue = queue
         self.deadline_s = deadline_s
         self.lex_names = tuple(lex_names)
-        self.name = UNANSWERED_NAME
+        self._answered = threading.local()  # which model answered this thread's last query
+
+    @property
+    def name(self) -> str:
+        """The model that answered this thread's last query, as the worker named it."""
+        return getattr(self._answered, "model", UNANSWERED_NAME)
 
     def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
                  clock: StageClock = no_clock) -> np.ndarray:
         """float32 [len(hits)] scores from a worker; ``ScoringUnavailable`` when none answers in time."""
+        started = time.monotonic()
         with clock("features"):
             payload = encode(build_request(query, [h.terms for h in hits], stats, self.lex_names))
         with clock("model"):
-            result = self._answer(payload)
+            result = self._answer(payload, started + self.deadline_s)
         scores = result_scores(result, len(hits))
-        self.name = str(result.get("model") or UNANSWERED_NAME)
+        self._answered.model = str(result.get("model") or UNANSWERED_NAME)
         return scores
 
-    def _answer(self, payload: dict[str, Any]) -> Any:
-        """The task's result, within the deadline."""
+    def _answer(self, payload: dict[str, Any], deadline: float) -> Any:
+        """The task's result, by ``deadline`` (a ``time.monotonic`` time)."""
         broker = maybe_sanitize_url(self.client.conf.broker_url)
+        # Our own id: a send that fails half-way has subscribed to it, and must unsubscribe.
+        pending = self.client.AsyncResult(str(uuid.uuid4()))
+        unreachable = (OperationalError, RuntimeError, *getattr(self.client.backend, "connection_errors", ()))
         try:
             # retry=False: a broker that is down fails now, not after the publish retries outlast the deadline
-            pending = self.client.send_task(TASK_NAME, args=[payload], queue=self.queue,
-                                            expires=self.deadline_s, retry=False)
-        except (OperationalError, RuntimeError) as error:  # RuntimeError: Celery's result backend gave up
-            cause = f" ({error})" if isinstance(error, OperationalError) else ""
-            raise ScoringUnavailable(f"cannot reach the broker or its result backend at {broker}{cause}; check "
-                                     "ESRR_BROKER_URL (and ESRR_RESULT_BACKEND) and that they run") from None
-        try:
-            return pending.get(timeout=self.deadline_s)
+            self.client.send_task(TASK_NAME, args=[payload], queue=self.queue, task_id=pending.id,
+                                  expires=max(deadline - time.monotonic(), 0.001), retry=False)
+            return pending.get(timeout=max(deadline - time.monotonic(), 0.001))
         except CeleryTimeoutError:
             self._forget(pending)
             raise ScoringUnavailable(f"no worker answered on queue {self.queue!r} at {broker} within "
                                      f"{self.deadline_s:g} s; start one with `esrr worker start`, or raise "
                                      "ESRR_SCORE_DEADLINE_S") from None
-        except (OperationalError, RuntimeError):
+        except TaskRevokedError:  # it expired in the queue: the workers were busy
+            raise ScoringUnavailable(f"the task waited on queue {self.queue!r} past its {self.deadline_s:g} s: "
+                                     "the workers are busy; add workers, or raise ESRR_SCORE_DEADLINE_S") from None
+        except unreachable as error:
+            if isinstance(error, RuntimeError) and str(error) != E_RETRY_LIMIT_EXCEEDED:
+                raise  # the worker's own failure (e.g. WorkerSetupError): every query would meet it
             self._forget(pending)
-            raise ScoringUnavailable(f"lost the result backend of {broker} while waiting for the scores; check "
-                                     "that it runs") from None
+            cause = "" if isinstance(error, RuntimeError) else f" ({error})"
+            raise ScoringUnavailable(f"cannot reach the broker or its result backend at {broker}{cause}; check "
+                                     "ESRR_BROKER_URL (and ESRR_RESULT_BACKEND) and that they run") from None
 
     def _forget(self, pending: Any) -> None:
         """Stop tracking an unanswered task (left to ``AsyncResult.__del__``, exit prints a traceback)."""

@@ -8,14 +8,15 @@ from es_rerank.gateway.merge import RankedHit
 
 
 def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retrieved: int, depth: int,
-                    ranker: str) -> dict[str, Any]:
+                    ranker: str, fallback: str | None = None) -> dict[str, Any]:
     """An ES 8 ``_search`` body for ``ranked`` (already cut to the hits shown).
 
     ``retrieved`` hits came back from a first stage asked for ``depth``; when it returned
     all it was asked for, more may match, so the total is a lower bound ("gte"), as ES
     reports a capped count. ``took_ms`` is the time from the first-stage search to the
     final order. Each hit's ``fields`` carry its BM25 score and whether the ranker
-    reordered it; ``esrr.ranker`` names what made ``_score`` (see ``descending_scores``).
+    reordered it; ``esrr.ranker`` names what made ``_score`` (see ``descending_scores``),
+    and ``esrr.fallback``, when present, why the model did not score the query.
     """
     scores = descending_scores(ranked)
     hits = [{"_index": index, "_id": item.hit.doc_id, "_score": score,
@@ -28,7 +29,7 @@ def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retri
         "hits": {"total": {"value": retrieved, "relation": "gte" if retrieved >= depth else "eq"},
                  "max_score": max((hit["_score"] for hit in hits), default=None),
                  "hits": hits},
-        "esrr": {"ranker": ranker},
+        "esrr": {"ranker": ranker, **({"fallback": fallback} if fallback else {})},
     }
 
 

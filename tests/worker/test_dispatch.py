@@ -20,6 +20,7 @@ from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.gateway.dispatch import UNANSWERED_NAME, WorkerReranker
 from es_rerank.gateway.pipeline import SearchPipeline
+from es_rerank.payload import WorkerSetupError
 from index_setup.embedded_index import build_embedded_index
 from tests.worker.test_local_search import _dev_queries
 from worker.celery_app import create_app
@@ -90,6 +91,14 @@ def test_without_a_worker_the_query_keeps_bm25_order_and_says_why(broker, served
     assert _doc_ids(ranking) == _doc_ids(SearchPipeline(backend, 0).rank(QUERY, 10))
 
 
+@pytest.mark.broker
+def test_a_worker_that_cannot_score_the_index_stops_the_search(running_worker, served_home, broker):
+    _, backend = served_home  # its statistics version is not in the session worker's home
+    with WorkerReranker(broker.client(running_worker.queue), running_worker.queue, TIMEOUT) as reranker:
+        with pytest.raises(WorkerSetupError, match="no statistics for index version"):
+            SearchPipeline(backend, 20, reranker).rank(QUERY, 10)  # every query would meet it: no quiet BM25
+
+
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -116,7 +125,7 @@ def test_search_command_scores_with_the_worker(home_worker, served_home, broker)
     queue, _ = home_worker
     home, _ = served_home
     env = {f"ESRR_{k}": v for k, v in {"HOME": str(home), "BROKER_URL": broker.redis_url, "QUEUE": queue,
-                                       "BROKER_KEY_PREFIX": broker.key_prefix}.items()}
+                                       "BROKER_KEY_PREFIX": broker.key_prefix, "SCORE_DEADLINE_S": "30"}.items()}
     local = CliRunner().invoke(main, ["search", QUERY, "-k", "5"], env=env)
     remote = CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--worker"], env=env)
     assert local.exit_code == 0 and remote.exit_code == 0, remote.output
@@ -127,6 +136,8 @@ def test_search_command_scores_with_the_worker(home_worker, served_home, broker)
     assert unanswered.exit_code == 0, unanswered.output
     assert "(not reranked: no worker answered" in unanswered.stderr
     assert unanswered.stdout.split()[1] == "BM25"  # the header names the ranker that ordered the hits
+    body = json.loads(CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--worker", "--json"], env=env).stdout)
+    assert body["esrr"]["ranker"].startswith("BM25") and "no worker answered" in body["esrr"]["fallback"]
 
 
 @pytest.mark.broker
@@ -136,7 +147,7 @@ def test_bench_search_times_the_trip_to_the_worker_and_refuses_to_time_a_fallbac
     home, _ = served_home
     data = _dev_queries(tmp_path / "nfcorpus", [QUERY, "vitamin d and bone"])
     env = {f"ESRR_{k}": v for k, v in {"HOME": str(home), "BROKER_URL": broker.redis_url, "QUEUE": queue,
-                                       "BROKER_KEY_PREFIX": broker.key_prefix}.items()}
+                                       "BROKER_KEY_PREFIX": broker.key_prefix, "SCORE_DEADLINE_S": "30"}.items()}
     figures = tmp_path / "figures.json"
     result = CliRunner().invoke(main, ["bench", "search", "--data", str(data), "--rounds", "1", "--worker",
                                        "--json-out", str(figures)], env=env)
