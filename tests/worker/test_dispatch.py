@@ -11,6 +11,7 @@ import shutil
 import socket
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,28 @@ def test_a_worker_that_cannot_score_the_index_stops_the_search(running_worker, s
     with WorkerReranker(broker.client(running_worker.queue), running_worker.queue, TIMEOUT) as reranker:
         with pytest.raises(WorkerSetupError, match="no statistics for index version"):
             SearchPipeline(backend, 20, reranker).rank(QUERY, 10)  # every query would meet it: no quiet BM25
+
+
+@pytest.mark.broker
+def test_a_query_that_expires_behind_a_busy_worker_keeps_bm25_order(broker, served_home):
+    home, backend = served_home
+    queue = f"busy-{uuid.uuid4().hex[:6]}"
+    process = broker.worker(queue, home=home, concurrency=1, score_delay_ms=700).start()
+    first, second = broker.client(queue, home=home), broker.client(queue, home=home)
+    try:
+        process.wait_ready(first)
+        with ThreadPoolExecutor(1) as pool:
+            busy = pool.submit(SearchPipeline(backend, 20, WorkerReranker(first, queue, TIMEOUT)).rank, QUERY, 10)
+            time.sleep(0.1)  # the one slot is taken for 0.7 s
+            ranking = SearchPipeline(backend, 20, WorkerReranker(second, queue, 0.3)).rank(QUERY, 10)
+            assert busy.result().fallback is None
+    finally:
+        process.stop()
+        first.close()
+        second.close()
+    # Expired in the queue (revoked by the worker) or not answered in time, whichever the worker's
+    # speed makes it: either way a fallback, never a TaskRevokedError out of the search.
+    assert ranking.ranker == "BM25" and ("busy" in ranking.fallback or "no worker answered" in ranking.fallback)
 
 
 def _closed_port() -> int:
