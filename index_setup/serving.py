@@ -45,7 +45,8 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
     if missing and rerank is not False:
         raise click.ClickException(f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
                                    "path, unset it to serve <home>/models, or pass --no-rerank")
-    for option, asked in (("--worker" if via_worker else "--rerank", rerank), ("--feedback", use_feedback), ("--neighbours", use_neighbours)):
+    model_option = "--worker" if via_worker else "--rerank"
+    for option, asked in ((model_option, rerank), ("--feedback", use_feedback), ("--neighbours", use_neighbours)):
         if asked and not window:
             raise click.UsageError(f"{option} reorders the top --window hits; give a window above 0")
     if use_feedback and settings.feedback_weight == 0:

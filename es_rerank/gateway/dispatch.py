@@ -42,8 +42,9 @@ def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
     Celery's defaults suit a worker, which should ride out a broker restart: 20
     reconnects a second apart, sockets without timeouts. A caller with a deadline
     gives up at the first failure instead; a Redis that accepts connections but never
-    answers still costs a socket timeout or two (about 2 s past a 1 s deadline). ``conf`` is the app's configuration, whose transport options
-    are kept. The result backend's retry policy applies to Redis (not to ``rpc://``).
+    answers still costs a socket timeout or two (about 2 s past a 1 s deadline).
+    ``conf`` is the app's configuration, whose transport options are kept. The result
+    backend's retry policy applies to Redis (not to ``rpc://``).
     """
     give_up = {"max_retries": 0, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
     sockets = {"socket_timeout": deadline_s, "socket_connect_timeout": deadline_s}
