@@ -42,7 +42,7 @@ def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
     Celery's defaults suit a worker, which should ride out a broker restart: 20
     reconnects a second apart, sockets without timeouts. A caller with a deadline
     gives up at the first failure instead; a Redis that accepts connections but never
-    answers still costs a socket timeout or two (about 2 s past a 1 s deadline).
+    answers still costs a socket timeout or two (each as long as the deadline).
     ``conf`` is the app's configuration, whose transport options are kept. The result
     backend's retry policy applies to Redis (not to ``rpc://``).
     """
