@@ -72,6 +72,7 @@ class WorkerReranker:
             raise ValueError(f"deadline_s must be above 0, got {deadline_s}")
         client.conf.update(caller_config(client.conf, deadline_s))
         self.client = client
+        self.broker = maybe_sanitize_url(client.conf.broker_url)  # for messages: no password
         self.queue = queue
         self.deadline_s = deadline_s
         self.lex_names = tuple(lex_names)
@@ -96,7 +97,6 @@ class WorkerReranker:
 
     def _answer(self, payload: dict[str, Any], deadline: float) -> Any:
         """The task's result, by ``deadline`` (a ``time.monotonic`` time)."""
-        broker = maybe_sanitize_url(self.client.conf.broker_url)
         # Our own id: a send that fails half-way has subscribed to it, and must unsubscribe.
         pending = self.client.AsyncResult(str(uuid.uuid4()))
         unreachable = (OperationalError, RuntimeError, *getattr(self.client.backend, "connection_errors", ()))
@@ -107,7 +107,7 @@ class WorkerReranker:
             return pending.get(timeout=max(deadline - time.monotonic(), 0.001))
         except CeleryTimeoutError:
             self._forget(pending)
-            raise ScoringUnavailable(f"no worker answered on queue {self.queue!r} at {broker} within "
+            raise ScoringUnavailable(f"no worker answered on queue {self.queue!r} at {self.broker} within "
                                      f"{self.deadline_s:g} s; start one with `esrr worker start`, or raise "
                                      "ESRR_SCORE_DEADLINE_S") from None
         except TaskRevokedError:  # it expired in the queue: the workers were busy
@@ -118,7 +118,7 @@ class WorkerReranker:
                 raise  # the worker's own failure (e.g. WorkerSetupError): every query would meet it
             self._forget(pending)
             cause = "" if isinstance(error, RuntimeError) else f" ({error})"
-            raise ScoringUnavailable(f"cannot reach the broker or its result backend at {broker}{cause}; check "
+            raise ScoringUnavailable(f"cannot reach the broker or its result backend at {self.broker}{cause}; check "
                                      "ESRR_BROKER_URL (and ESRR_RESULT_BACKEND) and that they run") from None
 
     def _forget(self, pending: Any) -> None:

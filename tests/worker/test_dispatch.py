@@ -7,7 +7,6 @@ an embedded index, so that the hits' statistics version is the one the worker lo
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import time
 import uuid
@@ -22,8 +21,7 @@ from es_rerank.cli import main
 from es_rerank.gateway.dispatch import UNANSWERED_NAME, WorkerReranker
 from es_rerank.gateway.pipeline import SearchPipeline
 from es_rerank.payload import WorkerSetupError
-from index_setup.embedded_index import build_embedded_index
-from tests.worker.test_local_search import _dev_queries
+from tests.worker.test_local_search import _dev_queries, _home_with_index
 from worker.celery_app import create_app
 from worker.local import LocalReranker
 from worker.settings import WorkerSettings
@@ -35,10 +33,7 @@ TIMEOUT = 30
 @pytest.fixture(scope="module")
 def served_home(artifacts, corpus_documents, tmp_path_factory) -> tuple[Path, EmbeddedBackend]:
     """A copy of the artifacts' home with an embedded index of 30 documents, and that index opened."""
-    home = tmp_path_factory.mktemp("dispatch") / "home"
-    shutil.copytree(artifacts.home, home)
-    build_embedded_index(corpus_documents[:30], home / "indexes" / "embedded", version="dispatch", progress=False)
-    return home, EmbeddedBackend.open_current(home / "indexes" / "embedded")
+    return _home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("dispatch"))
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +142,7 @@ def test_an_unreachable_broker_falls_back_at_once(served_home):
 def test_search_command_scores_with_the_worker(home_worker, served_home, broker):
     queue, _ = home_worker
     home, _ = served_home
-    env = {f"ESRR_{k}": v for k, v in {"HOME": str(home), "BROKER_URL": broker.redis_url, "QUEUE": queue,
-                                       "BROKER_KEY_PREFIX": broker.key_prefix, "SCORE_DEADLINE_S": "30"}.items()}
+    env = broker.settings_env(queue, home=home, score_deadline_s=30)
     local = CliRunner().invoke(main, ["search", QUERY, "-k", "5"], env=env)
     remote = CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--worker"], env=env)
     assert local.exit_code == 0 and remote.exit_code == 0, remote.output
@@ -169,8 +163,7 @@ def test_bench_search_times_the_trip_to_the_worker_and_refuses_to_time_a_fallbac
     queue, _ = home_worker
     home, _ = served_home
     data = _dev_queries(tmp_path / "nfcorpus", [QUERY, "vitamin d and bone"])
-    env = {f"ESRR_{k}": v for k, v in {"HOME": str(home), "BROKER_URL": broker.redis_url, "QUEUE": queue,
-                                       "BROKER_KEY_PREFIX": broker.key_prefix, "SCORE_DEADLINE_S": "30"}.items()}
+    env = broker.settings_env(queue, home=home, score_deadline_s=30)
     figures = tmp_path / "figures.json"
     result = CliRunner().invoke(main, ["bench", "search", "--data", str(data), "--rounds", "1", "--worker",
                                        "--json-out", str(figures)], env=env)
