@@ -143,6 +143,7 @@ class LazyGroup(click.Group):
                         "Greedy Lex-feature selection on NFCorpus dev (section 5.1)."),
     "eval": ("worker.training.cli:evaluate", "Evaluate BM25 and the Delta models on NFCorpus test."),
     "worker": ("worker.cli:worker", "Run the Celery scoring worker."),
+    "serve": ("es_rerank.gateway.cli:serve", "Serve an Elasticsearch-shaped _search over HTTP, reranked by the workers."),
 })
 @click.version_option(package_name="es-rerank")
 def main() -> None:

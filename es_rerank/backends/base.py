@@ -41,6 +41,10 @@ class SearchBackend(Protocol):
         """Top-``k`` hits by BM25, best first; ties broken by ascending doc id."""
         ...
 
+    def current(self) -> "SearchBackend":
+        """This backend, or one serving the version now current if a reindex swapped it in."""
+        ...
+
 
 def check_k(k: int) -> int:
     """Validate a requested result depth."""

@@ -250,6 +250,11 @@ class ElasticsearchBackend:
             self._served = served
         return changed
 
+    def current(self) -> "ElasticsearchBackend":
+        """This backend, following the alias to the index it names now (one request)."""
+        self.reload()
+        return self
+
     @property
     def index(self) -> str:
         """The concrete index being searched."""

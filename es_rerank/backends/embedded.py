@@ -56,6 +56,7 @@ class EmbeddedBackend:
     """BM25 top-k over an embedded tantivy index, with each hit's precomputed data."""
 
     def __init__(self, version_dir: Path) -> None:
+        self.root = version_dir.parent
         meta_path = version_dir / "meta.json"
         if not meta_path.is_file():
             raise BackendError(f"{version_dir} is not a complete embedded index; rebuild it with "
@@ -93,6 +94,11 @@ class EmbeddedBackend:
     def version(self) -> str:
         """The served index version (its statistics' version)."""
         return self._stats.version
+
+    def current(self) -> "EmbeddedBackend":
+        """This backend while ``CURRENT`` still names its version, else the version it names now, opened."""
+        version = current_version(self.root)
+        return self if version == self.version else EmbeddedBackend(self.root / version)
 
     @property
     def index(self) -> str:

@@ -1,0 +1,110 @@
+"""The gateway's routes: Elasticsearch's ``_search`` served by the reranking pipeline, plus admin routes.
+
+Thin on purpose: parse (``search_request``), rank (``pipeline``), shape
+(``response``). Errors are raised as ``errors.GatewayError`` (or the backend's and
+worker's own errors) and rendered by the app's one handler.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound
+from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.response import search_response
+from es_rerank.gateway.search_request import parse_search
+from es_rerank.gateway.served import ServedSearch
+
+api = Blueprint("api", __name__)
+ANY_INDEX = ("_all", "*")
+
+
+def _served() -> ServedSearch:
+    return current_app.extensions["esrr.served"]
+
+
+def _metrics() -> GatewayMetrics:
+    return current_app.extensions["esrr.metrics"]
+
+
+@api.get("/")
+def info() -> Response:
+    """What this gateway serves, in the place of Elasticsearch's cluster info."""
+    pipeline = _served().pipeline()
+    return jsonify({"name": "es-rerank", "cluster_name": "es-rerank", "tagline": "BM25, reranked by Delta-32-Lex3",
+                    "esrr": {"index": pipeline.backend.index, "documents": pipeline.backend.stats.n_docs,
+                             "window": pipeline.window, "reranker": _reranker_name(pipeline)}})
+
+
+@api.route("/_search", methods=["GET", "POST"])
+@api.route("/<index>/_search", methods=["GET", "POST"])
+def search(index: str | None = None) -> Response:
+    """Elasticsearch's ``_search``: BM25 top-window reranked, a page of it as an ES response."""
+    pipeline = _served().pipeline()
+    _check_index(index, pipeline.backend.index)
+    asked = parse_search(request.args, _json_body())
+    metrics = _metrics()
+    started = time.perf_counter()
+    ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage)
+    took = time.perf_counter() - started
+    metrics.search_seconds.observe(took)
+    if ranking.fallback:
+        metrics.fallbacks.inc()
+    page = ranking.ranked[asked.offset:asked.offset + asked.size]
+    return jsonify(search_response(page, pipeline.backend.index, round(took * 1000), ranking.retrieved,
+                                   ranking.depth, ranking.ranker, ranking.fallback))
+
+
+@api.get("/_esrr/health")
+def health() -> Response:
+    """Ready when an index is served (after following a reindex due by now)."""
+    pipeline = _served().pipeline()
+    return jsonify({"status": "green", "index": pipeline.backend.index,
+                    "documents": pipeline.backend.stats.n_docs, "reranker": _reranker_name(pipeline)})
+
+
+@api.post("/_esrr/reload")
+def reload() -> Response:
+    """Serve the index version that is current now, without waiting for the periodic look."""
+    served = _served()
+    changed = served.follow()
+    return jsonify({"index": served.pipeline().backend.index, "changed": changed})
+
+
+@api.get("/metrics")
+def metrics() -> Response:
+    """Prometheus metrics in the text exposition format."""
+    return Response(generate_latest(_metrics().registry), mimetype=CONTENT_TYPE_LATEST)
+
+
+def _check_index(named: str | None, served: str) -> None:
+    """``IndexNotFound`` unless every index ``named`` (comma-separated) is the one served, its alias or all."""
+    if named is None:
+        return
+    accepted = {served, current_app.config["ESRR_ALIAS"], *ANY_INDEX}
+    for name in named.split(","):
+        if name not in accepted:
+            raise IndexNotFound(f"no such index [{name}]; this gateway serves [{current_app.config['ESRR_ALIAS']}] "
+                                f"(index [{served}]): search /{current_app.config['ESRR_ALIAS']}/_search or /_search")
+
+
+def _json_body() -> Any:
+    """The request's JSON body, None when it has none."""
+    data = request.get_data(cache=False)
+    if not data.strip():
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise BadSearchRequest(f"the request body is not JSON ({error}); send a JSON object such as "
+                               '{"query": {"match": {"text": "green tea"}}}') from None
+
+
+def _reranker_name(pipeline: Any) -> str | None:
+    """Which model scores the window ("worker" until one has answered), None when none does."""
+    return None if pipeline.reranker is None or not pipeline.window else pipeline.reranker.name

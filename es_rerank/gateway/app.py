@@ -1,0 +1,85 @@
+"""The gateway's Flask app: ``create_app`` wires the served pipeline, the routes and one error handler.
+
+Torch-free: the model is reached through the workers (``dispatch.WorkerReranker``),
+or not at all. ``esrr serve`` builds the pipeline from the settings and serves the
+app with waitress; tests build it around pipelines of their own.
+
+Every response carries ``X-Elastic-Product: Elasticsearch``, the header by which the
+official Elasticsearch clients (8.x) recognise a server they may talk to, so that an
+application's existing ES client can point at the gateway unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, Response, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from es_rerank.backends.base import BackendError
+from es_rerank.gateway.api import api
+from es_rerank.gateway.config import GatewaySettings
+from es_rerank.gateway.errors import GatewayError, error_body
+from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.served import ServedSearch
+from es_rerank.payload import PayloadError, WorkerSetupError
+
+log = logging.getLogger(__name__)
+PRODUCT_HEADER = ("X-Elastic-Product", "Elasticsearch")
+
+
+def create_app(served: ServedSearch, settings: GatewaySettings | None = None) -> Flask:
+    """A gateway serving ``served``'s pipeline; ``settings`` default to the ``ESRR_*`` environment."""
+    settings = settings or GatewaySettings()
+    app = Flask(__name__)
+    app.config.update(ESRR_ALIAS=settings.es_alias)
+    app.json.sort_keys = False  # keep Elasticsearch's key order
+    metrics = GatewayMetrics()
+    app.extensions["esrr.served"] = served
+    app.extensions["esrr.metrics"] = metrics
+    app.register_blueprint(api)
+    _register_error_handlers(app)
+
+    @app.after_request
+    def _as_elasticsearch(response: Response) -> Response:
+        response.headers[PRODUCT_HEADER[0]] = PRODUCT_HEADER[1]
+        route = request.url_rule.rule if request.url_rule is not None else "unrouted"
+        metrics.requests.labels(route, str(response.status_code)).inc()
+        return response
+
+    return app
+
+
+def _register_error_handlers(app: Flask) -> None:
+    """Render every error as an Elasticsearch error body."""
+
+    def render(error_type: str, reason: str, status: int) -> tuple[Response, int]:
+        return jsonify(error_body(error_type, reason, status)), status
+
+    @app.errorhandler(GatewayError)
+    def _gateway_error(error: GatewayError) -> tuple[Response, int]:
+        return render(error.error_type, error.reason, error.status)
+
+    @app.errorhandler(BackendError)
+    def _backend_down(error: BackendError) -> tuple[Response, int]:
+        log.error("search backend failed: %s", error)
+        return render("search_phase_execution_exception", f"the search backend cannot answer: {error}", 503)
+
+    @app.errorhandler(WorkerSetupError)
+    @app.errorhandler(PayloadError)
+    def _worker_refused(error: Exception) -> tuple[Response, int]:
+        # Every query would meet it: a worker set up for another index or model.
+        log.error("the scoring worker refused the request: %s", error)
+        return render("search_phase_execution_exception", f"the scoring worker refused the request: {error}", 503)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException) -> tuple[Response, int]:
+        status = error.code or 500
+        kind = {404: "no_handler_found_exception", 405: "method_not_allowed_exception"}.get(status, "exception")
+        return render(kind, f"{error.name}: {error.description}", status)
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception) -> tuple[Response, int]:
+        log.exception("unexpected error in a request")
+        return render("exception", f"internal error ({type(error).__name__}); the gateway's log has the "
+                                   "traceback, please report it", 500)

@@ -1,0 +1,27 @@
+"""Settings of the HTTP gateway process (``esrr serve``), from ``ESRR_*`` environment variables.
+
+The broker, queue and scoring deadline are the workers' settings (``worker.settings``,
+torch-free), read from the same variables, so a gateway and its workers cannot disagree.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from es_rerank.backends.base import MAX_K
+from es_rerank.settings import CommonSettings
+
+
+class GatewaySettings(CommonSettings):
+    """Where the gateway listens, how deep it reranks, and how often it looks for a new index version."""
+
+    gateway_host: str = Field("127.0.0.1", min_length=1, description="address to listen on; 0.0.0.0 for all")
+    gateway_port: int = Field(8000, ge=1, le=65535)
+    gateway_threads: int = Field(8, ge=1, le=256, description="requests served at once")
+    gateway_window: int = Field(500, ge=0, le=MAX_K, description="BM25 hits reranked per query (0: BM25 order)")
+    gateway_rerank: bool = Field(True, description="have the workers score the window; false serves BM25 "
+                                                   "refined by the feedback and votes only")
+    # An admin's reindex swaps the served version (`esrr index build`/`use`); every request
+    # after this many seconds follows it, so a gateway needs no restart.
+    gateway_index_check_s: float = Field(5.0, ge=0, description="seconds between looks for a newly served "
+                                                                "index version (0: every request)")

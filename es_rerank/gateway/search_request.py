@@ -1,0 +1,122 @@
+"""What one ``_search`` request asks for, read from its URL parameters and JSON body (pure).
+
+The gateway answers keyword searches over title + abstract, the field it calls ``text``:
+the query's words are searched with BM25 and the top window is reranked. So it reads the
+query forms that carry such words (``match``, ``multi_match``, ``query_string``,
+``simple_query_string``, or ``q=`` in the URL) and refuses the rest with a
+``BadSearchRequest`` that says what to send instead, as Elasticsearch refuses what it
+cannot parse. Operators inside the text (AND, quotes, fields) are not parsed: the words
+are what is searched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from es_rerank.backends.base import MAX_K
+from es_rerank.gateway.errors import BadSearchRequest
+from es_rerank.text import tokenize
+
+SEARCHED_FIELD = "text"
+FIELDS_OF_TEXT = frozenset({"title", "abstract"})  # `text` is these two together
+BODY_KEYS = ("query", "size", "from", "track_total_hits")  # track_total_hits: the total is always a lower bound
+TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
+DEFAULT_SIZE = 10
+EXAMPLE = '{"query": {"match": {"text": "green tea and breast cancer"}}, "size": 10}'
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A keyword search: the text, and which of its ranked hits to return."""
+
+    text: str
+    size: int = DEFAULT_SIZE
+    offset: int = 0  # Elasticsearch's `from`
+
+    @property
+    def depth(self) -> int:
+        """Hits to rank for this page (at least one, so that a size-0 request still counts)."""
+        return max(self.offset + self.size, 1)
+
+
+def parse_search(params: Mapping[str, str], body: Any) -> SearchRequest:
+    """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for."""
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise BadSearchRequest(f"the request body is a JSON {type(body).__name__}, not an object; send {EXAMPLE}")
+    unknown = sorted(set(body) - set(BODY_KEYS))
+    if unknown:
+        raise BadSearchRequest(f"unknown key [{unknown[0]}] in the search body; this gateway reads "
+                               f"{', '.join(BODY_KEYS)}, as in {EXAMPLE}")
+    size = _count("size", params.get("size", body.get("size", DEFAULT_SIZE)))
+    offset = _count("from", params.get("from", body.get("from", 0)))
+    if offset + size > MAX_K:
+        raise BadSearchRequest(f"Result window is too large, from + size must be less than or equal to: [{MAX_K}] "
+                               f"but was [{offset + size}]; page within the first {MAX_K} hits")
+    if "q" in params and "query" in body:
+        raise BadSearchRequest("the search text is given twice, as q= in the URL and as query in the body; "
+                               "send one of them")
+    text = params["q"] if "q" in params else _query_text(body.get("query"))
+    if not tokenize(text):
+        raise BadSearchRequest(f"the query {text!r} has no words to search for (only spaces or punctuation); "
+                               "give it at least one word")
+    return SearchRequest(text, size, offset)
+
+
+def _count(name: str, value: Any) -> int:
+    """``size`` or ``from`` as a whole number >= 0 (URL parameters arrive as strings)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadSearchRequest(f"[{name}] must be a whole number of at least 0, got {value!r}")
+    return value
+
+
+def _query_text(query: Any) -> str:
+    """The words of a body's ``query`` clause, or ``BadSearchRequest`` naming what to send."""
+    if query is None:
+        raise BadSearchRequest(f"no search text: send q= in the URL or a query in the body, as in {EXAMPLE}")
+    if not isinstance(query, dict) or len(query) != 1:
+        raise BadSearchRequest(f"[query] must be an object with one clause ({', '.join(TEXT_QUERIES)}), "
+                               f"as in {EXAMPLE}")
+    kind, clause = next(iter(query.items()))
+    if kind not in TEXT_QUERIES:
+        raise BadSearchRequest(f"[{kind}] queries are not served: this gateway reranks keyword searches; "
+                               f"send one of {', '.join(TEXT_QUERIES)}, as in {EXAMPLE}")
+    if not isinstance(clause, dict):
+        raise BadSearchRequest(f"[{kind}] must be an object, as in {EXAMPLE}")
+    if kind == "match":
+        return _match_text(clause)
+    _check_fields(kind, clause.get("fields", clause.get("default_field")))
+    return _text(kind, clause.get("query"))
+
+
+def _match_text(clause: dict) -> str:
+    """The text of ``{"match": {field: text | {"query": text}}}``."""
+    if len(clause) != 1:
+        raise BadSearchRequest(f"[match] takes one field, got {len(clause)}; send {EXAMPLE}")
+    field, value = next(iter(clause.items()))
+    _check_fields("match", field)
+    return _text("match", value.get("query") if isinstance(value, dict) else value)
+
+
+def _check_fields(kind: str, fields: Any) -> None:
+    """Refuse a field list other than ``text`` or title and abstract together: only their union is indexed."""
+    if fields is None:
+        return
+    names = {fields} if isinstance(fields, str) else set(fields) if isinstance(fields, list) else None
+    if names is None or not all(isinstance(name, str) for name in names):
+        raise BadSearchRequest(f"[{kind}] fields must be a field name or a list of them, got {fields!r}")
+    names = {name.split("^")[0] for name in names}  # a boost ("title^2") does not change what is searched
+    if names not in ({SEARCHED_FIELD}, set(FIELDS_OF_TEXT), {"*"}, {"_all"}):
+        raise BadSearchRequest(f"[{kind}] on {sorted(names)}: this gateway searches title and abstract together, "
+                               f"as the field '{SEARCHED_FIELD}'; name that field (or title and abstract both)")
+
+
+def _text(kind: str, text: Any) -> str:
+    """``text`` if it is a string, else ``BadSearchRequest``."""
+    if not isinstance(text, str):
+        raise BadSearchRequest(f"[{kind}] needs the search text as a string, got {text!r}; send {EXAMPLE}")
+    return text

@@ -1,0 +1,58 @@
+"""The pipeline a long-lived process serves, following the index version an admin swaps in.
+
+A reindex (``esrr index build``, ``esrr index use``) makes another version current
+without stopping anything: the workers load its statistics on its first request, and
+``ServedSearch`` moves the gateway's pipeline to it at most ``check_every_s`` after the
+swap. A version that cannot be opened leaves the old one serving, and says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import replace
+
+from es_rerank.backends.base import BackendError
+from es_rerank.gateway.pipeline import SearchPipeline
+
+log = logging.getLogger(__name__)
+
+
+class ServedSearch:
+    """The current ``SearchPipeline``, its backend looked at again every ``check_every_s`` (0: every request)."""
+
+    def __init__(self, pipeline: SearchPipeline, check_every_s: float = 5.0) -> None:
+        self._pipeline = pipeline
+        self.check_every_s = check_every_s
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+
+    def pipeline(self) -> SearchPipeline:
+        """The pipeline for the next query, after following a reindex if it is time to look."""
+        if time.monotonic() - self._checked >= self.check_every_s:
+            try:
+                self.follow()
+            except BackendError as error:
+                log.warning("still serving index %s: the newly current version cannot be opened (%s)",
+                            self._pipeline.backend.index, error)
+        return self._pipeline
+
+    def follow(self) -> bool:
+        """Serve the index version that is current now; True when it changed. A ``BackendError`` changes nothing."""
+        with self._lock:  # one look at a time; requests meanwhile keep the pipeline they have
+            self._checked = time.monotonic()
+            served = self._pipeline.backend
+            before = served.index  # Elasticsearch's backend follows its alias in place
+            current = served.current()
+            if current is not served:
+                self._pipeline = replace(self._pipeline, backend=current)
+            changed = current.index != before
+        if changed:
+            log.info("now serving index %s", current.index)
+        return changed
+
+    def close(self) -> None:
+        """Release the reranker's connections."""
+        if self._pipeline.reranker is not None:
+            self._pipeline.reranker.close()

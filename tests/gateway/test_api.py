@@ -1,0 +1,182 @@
+"""The HTTP gateway (``es_rerank.gateway.app``) over a real embedded index, without a model.
+
+Flask's test client drives the real app; the worker-backed gateway, served over real
+HTTP to the official Elasticsearch client, is tested in ``tests/worker/test_gateway_worker.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from es_rerank.backends.base import BackendError
+from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.gateway.app import create_app
+from es_rerank.gateway.config import GatewaySettings
+from es_rerank.gateway.pipeline import SearchPipeline
+from es_rerank.gateway.served import ServedSearch
+from es_rerank.stats import Document
+from index_setup.embedded_index import build_embedded_index
+from tests.conftest import TINY_DOCS
+
+MORE_DOCS = (
+    Document("d", "Vitamin D and bone fractures", "Vitamin D supplements and the risk of bone fractures."),
+    Document("e", "Green tea", "Green tea catechins and breast cancer risk."),
+)
+
+
+def _index(root: Path, version: str, docs=TINY_DOCS) -> None:
+    build_embedded_index(list(docs), root, version=version, progress=False)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    _index(tmp_path / "indexes" / "embedded", "v1")
+    return tmp_path
+
+
+def _client(home: Path, check_every_s: float = 5.0, window: int = 10, backend=None):
+    backend = backend or EmbeddedBackend.open_current(home / "indexes" / "embedded")
+    served = ServedSearch(SearchPipeline(backend, window), check_every_s)
+    return create_app(served, GatewaySettings(home=home)).test_client()
+
+
+def _ids(response) -> list[str]:
+    return [hit["_id"] for hit in response.get_json()["hits"]["hits"]]
+
+
+def test_search_answers_as_elasticsearch_would(home):
+    response = _client(home).get("/_search?q=vitamin bone")
+    body = response.get_json()
+    assert response.status_code == 200
+    assert response.headers["X-Elastic-Product"] == "Elasticsearch"  # the ES 8 clients check it
+    assert _ids(response) == ["a", "b"]
+    assert body["hits"]["total"] == {"value": 2, "relation": "eq"}
+    assert body["hits"]["hits"][0]["_index"] == "v1"
+    assert body["hits"]["max_score"] == body["hits"]["hits"][0]["_score"]
+    assert body["esrr"] == {"ranker": "BM25"}
+    assert set(body) >= {"took", "timed_out", "hits"}
+
+
+@pytest.mark.parametrize("path", ["/_search", "/esrr-docs/_search", "/v1/_search", "/_all/_search"])
+@pytest.mark.parametrize("query", [
+    {"match": {"text": "vitamin bone"}},
+    {"match": {"text": {"query": "vitamin bone", "operator": "or"}}},
+    {"multi_match": {"query": "vitamin bone", "fields": ["title", "abstract^2"]}},
+    {"query_string": {"query": "vitamin bone"}},
+    {"simple_query_string": {"query": "vitamin bone", "fields": ["text"]}},
+])
+def test_every_keyword_query_form_searches_the_same_words(home, path, query):
+    assert _ids(_client(home).post(path, json={"query": query})) == ["a", "b"]
+
+
+def test_from_and_size_page_through_the_ranking(home):
+    client = _client(home)
+    everything = _ids(client.get("/_search?q=vitamin bone"))
+    assert _ids(client.post("/_search", json={"query": {"match": {"text": "vitamin bone"}}, "from": 1,
+                                              "size": 1})) == everything[1:2]
+    counted = client.get("/_search?q=vitamin bone&size=0").get_json()["hits"]
+    assert counted["hits"] == [] and counted["total"] == {"value": 1, "relation": "gte"}  # a lower bound, as ES says
+
+
+@pytest.mark.parametrize("request_args, fix", [
+    ({"json": {"query": {"match": {"text": "bone"}}, "aggs": {}}}, "unknown key [aggs]"),
+    ({"json": {"query": {"term": {"text": "bone"}}}}, "send one of match"),
+    ({"json": {"query": {"match": {"title": "bone"}}}}, "title and abstract together"),
+    ({"json": {"query": {"match": {"text": "bone", "title": "bone"}}}}, "one field"),
+    ({"json": {"query": {"match": {"text": 3}}}}, "as a string"),
+    ({"json": {"query": {"match_all": {}}}}, "keyword searches"),
+    ({"json": {}}, "no search text"),
+    ({"json": ["bone"]}, "not an object"),
+    ({"data": "{bone", "content_type": "application/json"}, "not JSON"),
+    ({"query_string": "q=bone&size=-1"}, "[size] must be a whole number"),
+    ({"query_string": "q=bone&from=two"}, "[from] must be a whole number"),
+    ({"json": {"query": {"match": {"text": "bone"}}, "size": True}}, "[size] must be a whole number"),
+    ({"query_string": "q=bone&from=990&size=20"}, "Result window is too large"),
+    ({"query_string": "q=?!"}, "no words to search for"),
+    ({"query_string": "q=bone", "json": {"query": {"match": {"text": "bone"}}}}, "send one of them"),
+])
+def test_a_bad_search_is_a_400_that_names_the_fix(home, request_args, fix):
+    response = _client(home).post("/_search", **request_args)
+    error = response.get_json()
+    assert response.status_code == 400, error
+    assert error["status"] == 400 and error["error"]["type"] == "parsing_exception"
+    assert fix in error["error"]["reason"]
+    assert error["error"]["root_cause"][0]["reason"] == error["error"]["reason"]
+
+
+def test_another_index_is_a_404_naming_the_served_one(home):
+    response = _client(home).get("/pubmed/_search?q=bone")
+    assert response.status_code == 404
+    assert response.get_json()["error"]["type"] == "index_not_found_exception"
+    assert "/esrr-docs/_search" in response.get_json()["error"]["reason"]
+
+
+def test_unknown_routes_and_methods_answer_in_elasticsearch_shape(home):
+    client = _client(home)
+    missing, wrong_method = client.get("/_cat/indices"), client.delete("/_search")
+    assert (missing.status_code, wrong_method.status_code) == (404, 405)
+    assert missing.get_json()["error"]["type"] == "no_handler_found_exception"
+    assert wrong_method.get_json()["status"] == 405
+
+
+class _BackendThatFails:
+    """The served index, whose searches fail as an unreachable Elasticsearch's do."""
+
+    def __init__(self, backend: EmbeddedBackend) -> None:
+        self.backend = backend
+        self.index, self.stats = backend.index, backend.stats
+
+    def search(self, query: str, k: int):
+        raise BackendError("cannot reach Elasticsearch at http://127.0.0.1:9; check ESRR_ES_URL")
+
+    def current(self):
+        return self
+
+
+def test_a_backend_that_cannot_answer_is_a_503_with_its_fix(home):
+    backend = _BackendThatFails(EmbeddedBackend.open_current(home / "indexes" / "embedded"))
+    response = _client(home, backend=backend).get("/_search?q=bone")
+    assert response.status_code == 503
+    assert "check ESRR_ES_URL" in response.get_json()["error"]["reason"]
+
+
+def test_a_reindex_is_followed_without_a_restart(home):
+    client = _client(home, check_every_s=0)
+    assert client.get("/_search?q=green tea").get_json()["hits"]["hits"] == []
+    _index(home / "indexes" / "embedded", "v2", TINY_DOCS + MORE_DOCS)
+    body = client.get("/_search?q=green tea").get_json()
+    assert [hit["_id"] for hit in body["hits"]["hits"]] == ["e"]
+    assert body["hits"]["hits"][0]["_index"] == "v2"
+    assert client.get("/v1/_search?q=bone").status_code == 404  # the old version is no longer served
+
+
+def test_reload_follows_at_once_and_a_damaged_version_leaves_the_old_one_serving(home):
+    client = _client(home, check_every_s=3600)
+    _index(home / "indexes" / "embedded", "v2", TINY_DOCS + MORE_DOCS)
+    assert client.get("/_esrr/health").get_json()["index"] == "v1"  # not time to look yet
+    assert client.post("/_esrr/reload").get_json() == {"index": "v2", "changed": True}
+    assert client.post("/_esrr/reload").get_json() == {"index": "v2", "changed": False}
+    (home / "indexes" / "embedded" / "v3").mkdir()  # no meta.json: not a complete index
+    (home / "indexes" / "embedded" / "CURRENT").write_text("v3\n")
+    damaged = client.post("/_esrr/reload")
+    assert damaged.status_code == 503 and "not a complete embedded index" in damaged.get_json()["error"]["reason"]
+    assert _ids(client.get("/_search?q=green tea")) == ["e"]
+
+
+def test_metrics_count_requests_and_time_each_stage(home):
+    client = _client(home)
+    client.get("/_search?q=bone")
+    client.get("/_search?q=?!")
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'esrr_http_requests_total{route="/_search",status="200"} 1.0' in text
+    assert 'esrr_http_requests_total{route="/_search",status="400"} 1.0' in text
+    assert 'esrr_search_stage_seconds_count{stage="retrieve"} 1.0' in text
+    assert "esrr_model_fallbacks_total 0.0" in text
+
+
+def test_info_and_health_name_the_served_index(home):
+    client = _client(home)
+    assert client.get("/").get_json()["esrr"] == {"index": "v1", "documents": 3, "window": 10, "reranker": None}
+    assert client.get("/_esrr/health").get_json()["status"] == "green"
