@@ -1,0 +1,130 @@
+"""``esrr serve`` as a real HTTP server, scored by a real worker through Redis, read by the official ES client.
+
+The gateway answers the Elasticsearch 8 Python client unchanged, ranks as ``esrr search``
+does in one process, keeps that ranking under concurrent requests, and answers in BM25
+order (saying why) when no worker does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from click.testing import CliRunner
+from elasticsearch import Elasticsearch
+
+from es_rerank.cli import main
+from tests.worker.test_local_search import _home_with_index
+
+REPO = Path(__file__).resolve().parents[2]
+QUERIES = ("cancer risk and diet", "vitamin d and bone", "breast cancer", "statins", "green tea")
+TIMEOUT = 30
+
+
+@pytest.fixture(scope="module")
+def home(artifacts, corpus_documents, tmp_path_factory) -> Path:
+    """A copy of the artifacts' home with an embedded index of 30 documents."""
+    return _home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("gateway"))[0]
+
+
+@pytest.fixture(scope="module")
+def queue(broker, home) -> Iterator[str]:
+    """A queue that a worker serving ``home`` consumes."""
+    name = f"gateway-{uuid.uuid4().hex[:6]}"
+    client = broker.client(name, home=home)
+    process = broker.worker(name, home=home).start()
+    try:
+        process.wait_ready(client)
+        yield name
+    finally:
+        process.stop()
+        client.close()
+
+
+@contextmanager
+def _serving(env: dict[str, str], port: int) -> Iterator[str]:
+    """``esrr serve`` on ``port`` with ``env``, until it answers; yields its URL."""
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
+                                "--port", str(port)], cwd=REPO, env={**env, "PATH": "/usr/bin:/bin"},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                pytest.fail(f"esrr serve exited with {process.returncode}:\n{process.stdout.read()}")
+            try:
+                urllib.request.urlopen(f"{url}/_esrr/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("esrr serve did not answer within 60 s")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _env(broker, queue: str, home: Path, **overrides: object) -> dict[str, str]:
+    settings = {"home": home, "score_deadline_s": TIMEOUT, **overrides}
+    return {**broker.settings_env(queue, **settings), "PYTHONPATH": str(REPO)}
+
+
+def _ids(body: dict) -> list[str]:
+    return [hit["_id"] for hit in body["hits"]["hits"]]
+
+
+@pytest.mark.broker
+def test_the_elasticsearch_client_reads_the_reranked_hits_that_esrr_search_shows(broker, queue, home, free_port):
+    env = _env(broker, queue, home)
+    local = json.loads(CliRunner().invoke(main, ["search", QUERIES[0], "-k", "5", "--json"], env=env).stdout)
+    with _serving(env, free_port()) as url:
+        client = Elasticsearch(url, request_timeout=TIMEOUT)
+        remote = client.search(index="esrr-docs", query={"match": {"text": QUERIES[0]}}, size=5).body
+        paged = client.search(index="esrr-docs", q=QUERIES[0], from_=2, size=3).body
+    assert local["esrr"]["ranker"] == remote["esrr"]["ranker"] == "delta-32-lex3 + candidate feedback"
+    assert "fallback" not in remote["esrr"]
+    assert _ids(remote) == _ids(local)
+    assert [hit["_score"] for hit in remote["hits"]["hits"]] == pytest.approx(
+        [hit["_score"] for hit in local["hits"]["hits"]], abs=1e-4)
+    assert _ids(paged) == _ids(remote)[2:5]
+
+
+@pytest.mark.broker
+def test_concurrent_searches_get_the_rankings_of_sequential_ones(broker, queue, home, free_port):
+    with _serving(_env(broker, queue, home, gateway_threads=8), free_port()) as url:
+        client = Elasticsearch(url, request_timeout=TIMEOUT)
+
+        def ranked(text: str) -> tuple[list[str], dict]:
+            body = client.search(q=text, size=10).body
+            return _ids(body), body["esrr"]
+
+        alone = {text: ranked(text) for text in QUERIES}
+        with ThreadPoolExecutor(8) as pool:
+            together = list(pool.map(ranked, QUERIES * 6))
+    assert all("fallback" not in esrr for _, esrr in alone.values())
+    assert together == [alone[text] for text in QUERIES * 6]
+
+
+@pytest.mark.broker
+def test_without_a_worker_the_gateway_answers_in_bm25_order_and_says_why(broker, home, free_port):
+    nobody = f"nobody-{uuid.uuid4().hex[:6]}"
+    with _serving(_env(broker, nobody, home, score_deadline_s=0.5), free_port()) as url:
+        started = time.monotonic()
+        body = json.load(urllib.request.urlopen(f"{url}/_search?q=breast+cancer", timeout=TIMEOUT))
+        waited = time.monotonic() - started
+        metrics = urllib.request.urlopen(f"{url}/metrics", timeout=TIMEOUT).read().decode()
+    assert "no worker answered" in body["esrr"]["fallback"] and "esrr worker start" in body["esrr"]["fallback"]
+    assert body["hits"]["hits"] and all(hit["fields"]["reranked"] == [True] for hit in body["hits"]["hits"])
+    assert waited < 3  # the deadline, plus Celery's once-a-second drain
+    assert "esrr_model_fallbacks_total 1.0" in metrics
