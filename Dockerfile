@@ -1,0 +1,14 @@
+# One image for the gateway (`esrr serve`), the scoring workers (`esrr worker start`) and
+# the admin jobs (`esrr index build`, ...); docker-compose.yml runs each as a service.
+# torch is pinned exactly, from PyTorch's CPU index unless TORCH_INDEX_URL names a CUDA one.
+FROM python:3.11-slim
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+WORKDIR /app
+RUN pip install --no-cache-dir --index-url "$TORCH_INDEX_URL" torch==2.13.0
+COPY pyproject.toml README.md ./
+COPY es_rerank es_rerank
+COPY worker worker
+COPY index_setup index_setup
+RUN pip install --no-cache-dir ".[model]"
+ENV ESRR_HOME=/data/esrr ESRR_NFCORPUS=/data/nfcorpus
+ENTRYPOINT ["esrr"]

@@ -1,0 +1,66 @@
+"""docker-compose.yml and the Dockerfile: valid for docker-compose, and every service runs a real ``esrr`` command.
+
+No docker engine runs here: ``docker-compose config`` validates the file (Debian's
+docker-compose 1.29; ``scripts/test.sh`` installs it where it can), and each service's
+command line is parsed by the ``esrr`` command it would run, up to ``--help``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from es_rerank.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILES = ("--profile", "gpu", "--profile", "admin")
+
+
+def _compose(*args: str, file: Path = REPO / "docker-compose.yml") -> subprocess.CompletedProcess:
+    if shutil.which("docker-compose") is None:
+        pytest.fail("docker-compose is not installed: `apt-get install docker-compose` (scripts/test.sh does "
+                    "this as root), then rerun")
+    return subprocess.run(["docker-compose", "-f", str(file), *PROFILES, *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "ESRR_DATA": str(REPO)})
+
+
+def _esrr_command_lines(service: dict) -> list[list[str]]:
+    """The ``esrr`` argument lists a service runs (the image's entrypoint is ``esrr``)."""
+    if service.get("entrypoint") == ["sh", "-c"]:
+        return [shlex.split(part)[1:] for part in service["command"][0].split("&&")]
+    return [service["command"]]
+
+
+def test_compose_file_is_valid_and_runs_the_whole_stack():
+    result = _compose("config")
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    assert set(services) == {"elasticsearch", "redis", "index", "worker", "worker-gpu", "gateway"}
+    assert services["gateway"]["command"][0] == "serve" and services["gateway"]["ports"]
+    assert services["worker-gpu"]["environment"]["ESRR_DEVICE"] == "cuda"
+    for name in ("index", "worker", "worker-gpu", "gateway"):
+        assert services[name]["environment"]["ESRR_BACKEND"] == "elasticsearch"
+        assert services[name]["environment"]["ESRR_ES_URL"] == "http://elasticsearch:9200"
+        for args in _esrr_command_lines(services[name]):
+            parsed = CliRunner().invoke(main, [*args, "--help"])
+            assert parsed.exit_code == 0, f"{name}: esrr {' '.join(args)}: {parsed.output}"
+
+
+def test_a_broken_compose_file_is_refused(tmp_path):
+    broken = (REPO / "docker-compose.yml").read_text().replace("condition: service_healthy",
+                                                                "condition: service_ready", 1)
+    (tmp_path / "docker-compose.yml").write_text(broken)
+    assert _compose("config", "--quiet", file=tmp_path / "docker-compose.yml").returncode != 0
+
+
+def test_the_image_installs_every_package_the_services_import():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    for package in ("es_rerank", "worker", "index_setup"):
+        assert f"COPY {package} {package}" in dockerfile
+    assert 'ENTRYPOINT ["esrr"]' in dockerfile and "torch==2.13.0" in dockerfile
