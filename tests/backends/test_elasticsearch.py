@@ -182,6 +182,23 @@ def test_reindex_swaps_alias_and_keeps_old_index(es_client, es_settings, corpus)
     assert old_backend.version == "v2"
 
 
+def test_the_gateway_follows_an_alias_swap_without_a_restart(es_client, es_settings, corpus):
+    from es_rerank.gateway.app import create_app
+    from es_rerank.gateway.config import GatewaySettings
+    from es_rerank.gateway.pipeline import SearchPipeline
+    from es_rerank.gateway.served import ServedSearch
+
+    load_index(es_client, corpus[:30], es_settings, version="v1", progress=False)
+    backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    served = ServedSearch(SearchPipeline(backend, 0), check_every_s=0)
+    gateway = create_app(served, GatewaySettings(**es_settings.model_dump())).test_client()
+    path = f"/{es_settings.es_alias}/_search"
+    assert gateway.post(path, json={"query": {"match": {"text": "zymurgy"}}}).get_json()["hits"]["hits"] == []
+    second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
+    hits = gateway.post(path, json={"query": {"match": {"text": "zymurgy"}}}).get_json()["hits"]["hits"]
+    assert [(hit["_id"], hit["_index"]) for hit in hits] == [("ZZ-1", second.index)]
+
+
 def _assert_still_serving(es_client, settings, served_index, failed_version):
     alias = settings.es_alias
     assert es_client.indices.get_alias(name=alias).body.keys() == {served_index}
