@@ -156,6 +156,7 @@ def main() -> None:
     "search": ("worker.bench_search:bench_search", "Per-stage latency of the served search on the dev queries."),
     "roundtrip": ("worker.bench_roundtrip:bench_roundtrip",
                   "rerank.score through the broker against a running worker: latency and throughput."),
+    "http": ("es_rerank.gateway.bench:bench_http", "A running gateway's latency and searches/s over HTTP."),
 })
 def bench() -> None:
     """Benchmarks that print measured figures (see the README for how they were run)."""

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from elasticsearch import Elasticsearch
 
 from es_rerank.cli import main
-from tests.worker.test_local_search import _home_with_index
+from tests.worker.test_local_search import _dev_queries, _home_with_index
 
 REPO = Path(__file__).resolve().parents[2]
 QUERIES = ("cancer risk and diet", "vitamin d and bone", "breast cancer", "statins", "green tea")
@@ -128,3 +128,21 @@ def test_without_a_worker_the_gateway_answers_in_bm25_order_and_says_why(broker,
     assert body["hits"]["hits"] and all(hit["fields"]["reranked"] == [True] for hit in body["hits"]["hits"])
     assert waited < 3  # the deadline, plus Celery's once-a-second drain
     assert "esrr_model_fallbacks_total 1.0" in metrics
+
+
+@pytest.mark.broker
+def test_bench_http_times_a_running_gateway_and_refuses_to_time_a_fallback(broker, queue, home, free_port, tmp_path):
+    data, figures = _dev_queries(tmp_path / "nfcorpus", list(QUERIES[:3])), tmp_path / "figures.json"
+    with _serving(_env(broker, queue, home), free_port()) as url:
+        result = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data), "--rounds", "2",
+                                           "--concurrency", "2", "--json-out", str(figures)])
+    assert result.exit_code == 0, result.output
+    written = json.loads(figures.read_text())
+    assert written["searches"] == 6 and written["rankers"] == ["delta-32-lex3 + candidate feedback"]
+    assert written["latency_ms"]["p50"] >= written["took_ms"]["p50"] > 0
+    with _serving(_env(broker, f"nobody-{uuid.uuid4().hex[:6]}", home, score_deadline_s=0.3), free_port()) as url:
+        refused = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data)])
+    assert refused.exit_code == 1 and "was not reranked" in refused.output
+    unreachable = CliRunner().invoke(main, ["bench", "http", "--url", f"http://127.0.0.1:{free_port()}",
+                                            "--data", str(data)])
+    assert unreachable.exit_code == 1 and "start it with `esrr serve`" in unreachable.output
