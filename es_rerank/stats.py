@@ -241,6 +241,8 @@ class CorpusStats:
             n_docs, n_terms = int(meta["n_docs"]), int(meta["n_terms"])
         except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
             raise damaged(f"meta.json: {type(error).__name__}: {error}") from None
+        except OSError as error:  # unreadable: permissions, a folder in its place
+            raise damaged(f"meta.json: {error.strerror}") from None
 
         def missing(name: str) -> StatsError:
             return StatsError(f"statistics at {directory} lack {name} although meta.json is "
@@ -254,6 +256,8 @@ class CorpusStats:
                 raise missing(f"{name}.npy") from None
             except ValueError:  # numpy's text suggests allow_pickle, which is unsafe advice here
                 raise damaged(f"{name}.npy is not a readable numeric .npy array") from None
+            except OSError as error:
+                raise damaged(f"{name}.npy: {error.strerror}") from None
             if length is not None and values.shape != (length,):
                 raise damaged(f"{name}.npy has shape {values.shape}, meta.json implies ({length},)")
             return values
@@ -265,6 +269,8 @@ class CorpusStats:
                 raise missing(name) from None
             except UnicodeDecodeError as error:
                 raise damaged(f"{name}: {error}") from None
+            except OSError as error:
+                raise damaged(f"{name}: {error.strerror}") from None
             if len(values) != length:
                 raise damaged(f"{name} has {len(values)} lines, meta.json says {length}")
             return values

@@ -224,11 +224,14 @@ class ElasticsearchBackend:
         """Connect to ``ESRR_ES_URL`` and serve ``ESRR_ES_ALIAS``."""
         return cls(connect(settings), settings.es_alias, stats_root(settings))
 
-    def _resolve(self) -> _Served:
+    def _resolve(self, known: _Served | None = None) -> _Served:
+        """The index the alias names now, with its statistics (``known`` kept if it is still that index)."""
         served = served_index(self.client, self.alias)
         if served is None:
             raise BackendError(f"no Elasticsearch alias {self.alias!r} at {cluster_url(self.client)}; {BUILD_HINT}")
         index, version = served
+        if known is not None and known.index == index:
+            return known
         directory = stats_dir(self.stats_root, version)
         try:
             stats = CorpusStats.load(directory)
@@ -244,14 +247,15 @@ class ElasticsearchBackend:
 
     def reload(self) -> bool:
         """Follow the alias to its current index; True when the served version changed."""
-        served = self._resolve()
+        served = self._resolve(self._served)
         with self._lock:
             changed = served.index != self._served.index
             self._served = served
         return changed
 
     def current(self) -> "ElasticsearchBackend":
-        """This backend, following the alias to the index it names now (one request)."""
+        """This backend, following the alias to the index it names now (two requests; the statistics load
+        only when the alias has moved)."""
         self.reload()
         return self
 

@@ -56,6 +56,7 @@ class EmbeddedBackend:
     """BM25 top-k over an embedded tantivy index, with each hit's precomputed data."""
 
     def __init__(self, version_dir: Path) -> None:
+        self.version_dir = version_dir
         self.root = version_dir.parent
         meta_path = version_dir / "meta.json"
         if not meta_path.is_file():
@@ -96,9 +97,9 @@ class EmbeddedBackend:
         return self._stats.version
 
     def current(self) -> "EmbeddedBackend":
-        """This backend while ``CURRENT`` still names its version, else the version it names now, opened."""
+        """This backend while ``CURRENT`` still names its folder, else the version it names now, opened."""
         version = current_version(self.root)
-        return self if version == self.version else EmbeddedBackend(self.root / version)
+        return self if version == self.version_dir.name else EmbeddedBackend(self.root / version)
 
     @property
     def index(self) -> str:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import time
+from fnmatch import fnmatchcase
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound
+from es_rerank.backends.base import BackendError
+from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, ServiceUnavailable
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.response import search_response
 from es_rerank.gateway.search_request import parse_search
@@ -38,7 +40,7 @@ def info() -> Response:
     pipeline = _served().pipeline()
     return jsonify({"name": "es-rerank", "cluster_name": "es-rerank", "tagline": "BM25, reranked by Delta-32-Lex3",
                     "esrr": {"index": pipeline.backend.index, "documents": pipeline.backend.stats.n_docs,
-                             "window": pipeline.window, "reranker": _reranker_name(pipeline)}})
+                             "window": pipeline.window, "reranks": _reranks(pipeline)}})
 
 
 @api.route("/_search", methods=["GET", "POST"])
@@ -65,14 +67,18 @@ def health() -> Response:
     """Ready when an index is served (after following a reindex due by now)."""
     pipeline = _served().pipeline()
     return jsonify({"status": "green", "index": pipeline.backend.index,
-                    "documents": pipeline.backend.stats.n_docs, "reranker": _reranker_name(pipeline)})
+                    "documents": pipeline.backend.stats.n_docs, "reranks": _reranks(pipeline)})
 
 
 @api.post("/_esrr/reload")
 def reload() -> Response:
     """Serve the index version that is current now, without waiting for the periodic look."""
     served = _served()
-    changed = served.follow()
+    try:
+        changed = served.follow()
+    except BackendError as error:
+        raise ServiceUnavailable(f"still serving index [{served.pipeline().backend.index}]: the version now "
+                                 f"current cannot be opened: {error}") from None
     return jsonify({"index": served.pipeline().backend.index, "changed": changed})
 
 
@@ -83,12 +89,13 @@ def metrics() -> Response:
 
 
 def _check_index(named: str | None, served: str) -> None:
-    """``IndexNotFound`` unless every index ``named`` (comma-separated) is the one served, its alias or all."""
+    """``IndexNotFound`` unless every index ``named`` (comma-separated, wildcards allowed) is the served one,
+    its alias, or all."""
     if named is None:
         return
-    accepted = {served, current_app.config["ESRR_ALIAS"], *ANY_INDEX}
+    accepted = (served, current_app.config["ESRR_ALIAS"])
     for name in named.split(","):
-        if name not in accepted:
+        if name not in ANY_INDEX and not (name and any(fnmatchcase(index, name) for index in accepted)):
             raise IndexNotFound(f"no such index [{name}]; this gateway serves [{current_app.config['ESRR_ALIAS']}] "
                                 f"(index [{served}]): search /{current_app.config['ESRR_ALIAS']}/_search or /_search")
 
@@ -103,8 +110,11 @@ def _json_body() -> Any:
     except (ValueError, UnicodeDecodeError) as error:
         raise BadSearchRequest(f"the request body is not JSON ({error}); send a JSON object such as "
                                '{"query": {"match": {"text": "green tea"}}}') from None
+    except RecursionError:
+        raise BadSearchRequest("the request body nests too deeply to read; send a search body such as "
+                               '{"query": {"match": {"text": "green tea"}}}') from None
 
 
-def _reranker_name(pipeline: Any) -> str | None:
-    """Which model scores the window ("worker" until one has answered), None when none does."""
-    return None if pipeline.reranker is None or not pipeline.window else pipeline.reranker.name
+def _reranks(pipeline: Any) -> bool:
+    """Whether a model scores the window (which one a worker names per search, in ``esrr.ranker``)."""
+    return pipeline.reranker is not None and pipeline.window > 0

@@ -26,13 +26,15 @@ from es_rerank.payload import PayloadError, WorkerSetupError
 
 log = logging.getLogger(__name__)
 PRODUCT_HEADER = ("X-Elastic-Product", "Elasticsearch")
+MAX_BODY_BYTES = 1 << 20
 
 
 def create_app(served: ServedSearch, settings: GatewaySettings | None = None) -> Flask:
     """A gateway serving ``served``'s pipeline; ``settings`` default to the ``ESRR_*`` environment."""
     settings = settings or GatewaySettings()
     app = Flask(__name__)
-    app.config.update(ESRR_ALIAS=settings.es_alias)
+    # A search body is a few hundred bytes; a larger one is a 413 before it is read.
+    app.config.update(ESRR_ALIAS=settings.es_alias, MAX_CONTENT_LENGTH=MAX_BODY_BYTES)
     app.json.sort_keys = False  # keep Elasticsearch's key order
     metrics = GatewayMetrics()
     app.extensions["esrr.served"] = served

@@ -11,6 +11,7 @@ are what is searched.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -21,6 +22,8 @@ from es_rerank.text import tokenize
 SEARCHED_FIELD = "text"
 FIELDS_OF_TEXT = frozenset({"title", "abstract"})  # `text` is these two together
 BODY_KEYS = ("query", "size", "from", "track_total_hits")  # track_total_hits: the total is always a lower bound
+# URL parameters; the last three change only how Elasticsearch formats a response, which this one keeps as is.
+URL_PARAMETERS = ("q", "size", "from", "track_total_hits", "pretty", "human", "error_trace")
 TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
 DEFAULT_SIZE = 10
 EXAMPLE = '{"query": {"match": {"text": "green tea and breast cancer"}}, "size": 10}'
@@ -42,6 +45,10 @@ class SearchRequest:
 
 def parse_search(params: Mapping[str, str], body: Any) -> SearchRequest:
     """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for."""
+    unknown = sorted(set(params) - set(URL_PARAMETERS))
+    if unknown:
+        raise BadSearchRequest(f"request [/_search] contains unrecognized parameter: [{unknown[0]}]; this gateway "
+                               f"reads {', '.join(URL_PARAMETERS)}")
     if body is None:
         body = {}
     if not isinstance(body, dict):
@@ -60,18 +67,26 @@ def parse_search(params: Mapping[str, str], body: Any) -> SearchRequest:
                                "send one of them")
     text = params["q"] if "q" in params else _query_text(body.get("query"))
     if not tokenize(text):
-        raise BadSearchRequest(f"the query {text!r} has no words to search for (only spaces or punctuation); "
+        raise BadSearchRequest(f"the query {_shown(text)} has no words to search for (only spaces or punctuation); "
                                "give it at least one word")
     return SearchRequest(text, size, offset)
 
 
 def _count(name: str, value: Any) -> int:
-    """``size`` or ``from`` as a whole number >= 0 (URL parameters arrive as strings)."""
-    if isinstance(value, str) and value.strip().isdigit():
+    """``size`` or ``from`` as a whole number in [0, MAX_K] (URL parameters arrive as strings)."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,7}", value.strip()):  # ASCII digits, int() takes
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadSearchRequest(f"[{name}] must be a whole number of at least 0, got {value!r}")
+        raise BadSearchRequest(f"[{name}] must be a whole number of at least 0, got {_shown(value)}")
+    if value > MAX_K:
+        raise BadSearchRequest(f"[{name}] is {_shown(value)}; this gateway ranks at most {MAX_K} hits per query")
     return value
+
+
+def _shown(value: Any, chars: int = 40) -> str:
+    """``repr(value)``, cut short: a request may carry megabytes."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 30 else "a number of over 30 digits"
+    return text if len(text) <= chars else text[:chars] + "..."
 
 
 def _query_text(query: Any) -> str:
@@ -106,10 +121,10 @@ def _check_fields(kind: str, fields: Any) -> None:
     """Refuse a field list other than ``text`` or title and abstract together: only their union is indexed."""
     if fields is None:
         return
-    names = {fields} if isinstance(fields, str) else set(fields) if isinstance(fields, list) else None
-    if names is None or not all(isinstance(name, str) for name in names):
-        raise BadSearchRequest(f"[{kind}] fields must be a field name or a list of them, got {fields!r}")
-    names = {name.split("^")[0] for name in names}  # a boost ("title^2") does not change what is searched
+    listed = [fields] if isinstance(fields, str) else fields if isinstance(fields, list) else None
+    if listed is None or not all(isinstance(name, str) for name in listed):
+        raise BadSearchRequest(f"[{kind}] fields must be a field name or a list of them, got {_shown(fields)}")
+    names = {name.split("^")[0] for name in listed}  # a boost ("title^2") does not change what is searched
     if names not in ({SEARCHED_FIELD}, set(FIELDS_OF_TEXT), {"*"}, {"_all"}):
         raise BadSearchRequest(f"[{kind}] on {sorted(names)}: this gateway searches title and abstract together, "
                                f"as the field '{SEARCHED_FIELD}'; name that field (or title and abstract both)")
@@ -118,5 +133,5 @@ def _check_fields(kind: str, fields: Any) -> None:
 def _text(kind: str, text: Any) -> str:
     """``text`` if it is a string, else ``BadSearchRequest``."""
     if not isinstance(text, str):
-        raise BadSearchRequest(f"[{kind}] needs the search text as a string, got {text!r}; send {EXAMPLE}")
+        raise BadSearchRequest(f"[{kind}] needs the search text as a string, got {_shown(text)}; send {EXAMPLE}")
     return text

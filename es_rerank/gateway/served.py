@@ -29,28 +29,35 @@ class ServedSearch:
         self._lock = threading.Lock()
 
     def pipeline(self) -> SearchPipeline:
-        """The pipeline for the next query, after following a reindex if it is time to look."""
-        if time.monotonic() - self._checked >= self.check_every_s:
+        """The pipeline for the next query, after following a reindex if it is time to look.
+
+        One request looks; the others meanwhile go on with the pipeline they find.
+        """
+        if time.monotonic() - self._checked >= self.check_every_s and self._lock.acquire(blocking=False):
             try:
-                self.follow()
+                self._follow()
             except BackendError as error:
-                log.warning("still serving index %s: the newly current version cannot be opened (%s)",
+                log.warning("still serving index %s: the version now current cannot be opened (%s)",
                             self._pipeline.backend.index, error)
+            finally:
+                self._lock.release()
         return self._pipeline
 
     def follow(self) -> bool:
         """Serve the index version that is current now; True when it changed. A ``BackendError`` changes nothing."""
-        with self._lock:  # one look at a time; requests meanwhile keep the pipeline they have
-            self._checked = time.monotonic()
-            served = self._pipeline.backend
-            before = served.index  # Elasticsearch's backend follows its alias in place
-            current = served.current()
-            if current is not served:
-                self._pipeline = replace(self._pipeline, backend=current)
-            changed = current.index != before
-        if changed:
+        with self._lock:
+            return self._follow()
+
+    def _follow(self) -> bool:
+        self._checked = time.monotonic()
+        served = self._pipeline.backend
+        before = served.index  # Elasticsearch's backend follows its alias in place
+        current = served.current()
+        if current is not served:
+            self._pipeline = replace(self._pipeline, backend=current)
+        if current.index != before:
             log.info("now serving index %s", current.index)
-        return changed
+        return current.index != before
 
     def close(self) -> None:
         """Release the reranker's connections."""

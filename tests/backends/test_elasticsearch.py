@@ -194,6 +194,8 @@ def test_the_gateway_follows_an_alias_swap_without_a_restart(es_client, es_setti
     gateway = create_app(served, GatewaySettings(**es_settings.model_dump())).test_client()
     path = f"/{es_settings.es_alias}/_search"
     assert gateway.post(path, json={"query": {"match": {"text": "zymurgy"}}}).get_json()["hits"]["hits"] == []
+    loaded = backend.stats
+    assert backend.current() is backend and backend.stats is loaded  # no reindex: the statistics stay loaded
     second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
     hits = gateway.post(path, json={"query": {"match": {"text": "zymurgy"}}}).get_json()["hits"]["hits"]
     assert [(hit["_id"], hit["_index"]) for hit in hits] == [("ZZ-1", second.index)]

@@ -6,6 +6,7 @@ HTTP to the official Elasticsearch client, is tested in ``tests/worker/test_gate
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,8 @@ def test_search_answers_as_elasticsearch_would(home):
     assert set(body) >= {"took", "timed_out", "hits"}
 
 
-@pytest.mark.parametrize("path", ["/_search", "/esrr-docs/_search", "/v1/_search", "/_all/_search"])
+@pytest.mark.parametrize("path", ["/_search", "/esrr-docs/_search", "/v1/_search", "/_all/_search", "/esrr-*/_search",
+                                  "/v1,esrr-docs/_search"])
 @pytest.mark.parametrize("query", [
     {"match": {"text": "vitamin bone"}},
     {"match": {"text": {"query": "vitamin bone", "operator": "or"}}},
@@ -94,6 +96,14 @@ def test_from_and_size_page_through_the_ranking(home):
     ({"query_string": "q=bone&from=two"}, "[from] must be a whole number"),
     ({"json": {"query": {"match": {"text": "bone"}}, "size": True}}, "[size] must be a whole number"),
     ({"query_string": "q=bone&from=990&size=20"}, "Result window is too large"),
+    ({"query_string": "q=bone&size=5000"}, "at most 1000 hits"),
+    ({"query_string": "q=bone&size=" + "9" * 5000}, "[size] must be a whole number"),
+    ({"query_string": "q=bone&size=%C2%B2"}, "[size] must be a whole number"),  # a superscript 2
+    ({"query_string": "q=bone&size=%D9%A3"}, "[size] must be a whole number"),  # an Arabic-Indic 3
+    ({"query_string": "q=bone&df=title"}, "unrecognized parameter: [df]"),
+    ({"json": {"query": {"multi_match": {"query": "bone", "fields": [["title"]]}}}}, "a list of them"),
+    ({"json": {"query": {"multi_match": {"query": "bone", "fields": [{"a": 1}]}}}}, "a list of them"),
+    ({"data": "[" * 100_000 + "]" * 100_000, "content_type": "application/json"}, "nests too deeply"),
     ({"query_string": "q=?!"}, "no words to search for"),
     ({"query_string": "q=bone", "json": {"query": {"match": {"text": "bone"}}}}, "send one of them"),
 ])
@@ -106,11 +116,17 @@ def test_a_bad_search_is_a_400_that_names_the_fix(home, request_args, fix):
     assert error["error"]["root_cause"][0]["reason"] == error["error"]["reason"]
 
 
-def test_another_index_is_a_404_naming_the_served_one(home):
-    response = _client(home).get("/pubmed/_search?q=bone")
+@pytest.mark.parametrize("path", ["/pubmed/_search", "/esrr-docs,pubmed/_search", "/x*/_search", "/,/_search"])
+def test_another_index_is_a_404_naming_the_served_one(home, path):
+    response = _client(home).get(f"{path}?q=bone")
     assert response.status_code == 404
     assert response.get_json()["error"]["type"] == "index_not_found_exception"
     assert "/esrr-docs/_search" in response.get_json()["error"]["reason"]
+
+
+def test_an_oversized_body_is_a_413_before_it_is_read(home):
+    response = _client(home).post("/_search", data=b" " * (2 << 20), content_type="application/json")
+    assert response.status_code == 413 and response.get_json()["status"] == 413
 
 
 def test_unknown_routes_and_methods_answer_in_elasticsearch_shape(home):
@@ -161,8 +177,31 @@ def test_reload_follows_at_once_and_a_damaged_version_leaves_the_old_one_serving
     (home / "indexes" / "embedded" / "v3").mkdir()  # no meta.json: not a complete index
     (home / "indexes" / "embedded" / "CURRENT").write_text("v3\n")
     damaged = client.post("/_esrr/reload")
-    assert damaged.status_code == 503 and "not a complete embedded index" in damaged.get_json()["error"]["reason"]
+    reason = damaged.get_json()["error"]["reason"]
+    assert damaged.status_code == 503 and "still serving index [v2]" in reason and "not a complete" in reason
     assert _ids(client.get("/_search?q=green tea")) == ["e"]
+
+
+def test_a_version_whose_statistics_cannot_be_read_leaves_the_old_one_serving(home):
+    root = home / "indexes" / "embedded"
+    client = _client(home, check_every_s=0)
+    _index(root, "v2", TINY_DOCS + MORE_DOCS)
+    (root / "v2" / "stats" / "vocab.txt").unlink()
+    (root / "v2" / "stats" / "vocab.txt").mkdir()  # unreadable as a file: IsADirectoryError
+    for path in ("/_search?q=bone", "/_esrr/health", "/"):
+        response = client.get(path)
+        assert response.status_code == 200, response.get_json()
+    assert client.get("/_esrr/health").get_json()["index"] == "v1"
+
+
+def test_a_copied_version_is_opened_once(home):
+    root = home / "indexes" / "embedded"
+    served = ServedSearch(SearchPipeline(EmbeddedBackend.open_current(root), 10), check_every_s=0)
+    shutil.copytree(root / "v1", root / "v1-copy")
+    (root / "CURRENT").write_text("v1-copy\n")
+    served.pipeline()
+    backend = served.pipeline().backend
+    assert backend.version_dir == root / "v1-copy" and served.pipeline().backend is backend
 
 
 def test_metrics_count_requests_and_time_each_stage(home):
@@ -178,5 +217,5 @@ def test_metrics_count_requests_and_time_each_stage(home):
 
 def test_info_and_health_name_the_served_index(home):
     client = _client(home)
-    assert client.get("/").get_json()["esrr"] == {"index": "v1", "documents": 3, "window": 10, "reranker": None}
+    assert client.get("/").get_json()["esrr"] == {"index": "v1", "documents": 3, "window": 10, "reranks": False}
     assert client.get("/_esrr/health").get_json()["status"] == "green"

@@ -92,6 +92,8 @@ def test_the_elasticsearch_client_reads_the_reranked_hits_that_esrr_search_shows
         client = Elasticsearch(url, request_timeout=TIMEOUT)
         remote = client.search(index="esrr-docs", query={"match": {"text": QUERIES[0]}}, size=5).body
         paged = client.search(index="esrr-docs", q=QUERIES[0], from_=2, size=3).body
+        health = json.load(urllib.request.urlopen(f"{url}/_esrr/health", timeout=TIMEOUT))
+    assert health["reranks"] is True and health["status"] == "green"
     assert local["esrr"]["ranker"] == remote["esrr"]["ranker"] == "delta-32-lex3 + candidate feedback"
     assert "fallback" not in remote["esrr"]
     assert _ids(remote) == _ids(local)
