@@ -202,6 +202,9 @@ def test_a_few_epochs_learn_to_prefer_the_relevant_token(loss: str):
                          progress=False)
     assert result.best_dev > 0.9
     assert len(result.history) == 6 and result.best_epoch >= 1
+    curve = result.curve()
+    assert curve["best_dev"] == round(result.best_dev, 4) == max(curve["dev_per_epoch"])
+    assert curve["dev_per_epoch"][curve["best_epoch"] - 1] == curve["best_dev"]
 
 
 def test_paper_and_trec_ndcg_differ_only_in_gain():

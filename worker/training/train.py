@@ -105,6 +105,11 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     seconds: float = 0.0
 
+    def curve(self) -> dict[str, object]:
+        """The dev curve, best epoch, best dev NDCG@20 and seconds, rounded for a results record."""
+        return {"dev_per_epoch": [round(h["dev_ndcg20"], 4) for h in self.history], "best_epoch": self.best_epoch,
+                "best_dev": round(self.best_dev, 4), "seconds": round(self.seconds)}
+
 
 # (query index [B], candidate index [B]) into the training candidates -> scores [B]
 PairScoreFn = Callable[[np.ndarray, np.ndarray], torch.Tensor]
