@@ -212,12 +212,12 @@ class _Served:
 class ElasticsearchBackend:
     """BM25 over title+abstract from Elasticsearch, with each hit's precomputed data."""
 
-    def __init__(self, client: Elasticsearch, alias: str, stats_root: Path) -> None:
+    def __init__(self, client: Elasticsearch, alias: str, stats_root: Path, served: _Served | None = None) -> None:
         self.client = client
         self.alias = alias
         self.stats_root = Path(stats_root)
         self._lock = threading.Lock()
-        self._served = self._resolve()
+        self._served = served or self._resolve()
 
     @classmethod
     def from_settings(cls, settings: "CommonSettings") -> "ElasticsearchBackend":
@@ -254,10 +254,14 @@ class ElasticsearchBackend:
         return changed
 
     def current(self) -> "ElasticsearchBackend":
-        """This backend, following the alias to the index it names now (two requests; the statistics load
-        only when the alias has moved)."""
-        self.reload()
-        return self
+        """This backend while the alias still names its index, else a backend of the index it names now.
+
+        Two requests; the statistics load only when the alias has moved. This backend is
+        left as it was, so a search under way keeps its statistics and its hits from one index.
+        """
+        served = self._resolve(self._served)
+        return self if served is self._served else ElasticsearchBackend(self.client, self.alias, self.stats_root,
+                                                                          served)
 
     @property
     def index(self) -> str:

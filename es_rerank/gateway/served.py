@@ -51,13 +51,13 @@ class ServedSearch:
     def _follow(self) -> bool:
         self._checked = time.monotonic()
         served = self._pipeline.backend
-        before = served.index  # Elasticsearch's backend follows its alias in place
         current = served.current()
-        if current is not served:
-            self._pipeline = replace(self._pipeline, backend=current)
-        if current.index != before:
-            log.info("now serving index %s", current.index)
-        return current.index != before
+        if current is served:
+            return False
+        # A new pipeline, not a changed one: a search under way keeps one index version throughout.
+        self._pipeline = replace(self._pipeline, backend=current)
+        log.info("now serving index %s", current.index)
+        return current.index != served.index
 
     def close(self) -> None:
         """Release the reranker's connections."""
