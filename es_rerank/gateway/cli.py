@@ -34,15 +34,19 @@ def serve(host: str | None, port: int | None, threads: int | None) -> None:
                                via_worker=via_worker)
     served = ServedSearch(pipeline, settings.gateway_index_check_s)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    address = f"http://{settings.gateway_host}:{settings.gateway_port}"
-    click.echo(f"es-rerank gateway on {address}: index {pipeline.backend.index}, window {window}, "
-               f"{'scored by the workers on ' + repr(pipeline.reranker.queue) if via_worker else 'not reranked'}"
-               f"; try: curl '{address}/_search?q=green+tea'", err=True)
     try:
-        waitress.serve(create_app(served, settings), host=settings.gateway_host, port=settings.gateway_port,
-                       threads=settings.gateway_threads, ident="es-rerank")
+        server = waitress.create_server(create_app(served, settings), host=settings.gateway_host,
+                                        port=settings.gateway_port, threads=settings.gateway_threads,
+                                        ident="es-rerank")
     except OSError as error:  # the port is taken, or the address is not this machine's
+        served.close()
         raise click.ClickException(f"cannot listen on {settings.gateway_host}:{settings.gateway_port} "
                                    f"({error.strerror}); choose another --port or --host") from None
+    address = f"http://{settings.gateway_host}:{settings.gateway_port}"
+    scored = f"scored by the workers on {pipeline.reranker.queue!r}" if via_worker else "not reranked"
+    click.echo(f"es-rerank gateway on {address}: index {pipeline.backend.index}, window {window}, {scored}; "
+               f"try: curl '{address}/_search?q=green+tea'", err=True)
+    try:
+        server.run()
     finally:
         served.close()
