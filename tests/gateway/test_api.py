@@ -7,12 +7,15 @@ HTTP to the official Elasticsearch client, is tested in ``tests/worker/test_gate
 from __future__ import annotations
 
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.cli import main
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.pipeline import SearchPipeline
@@ -219,3 +222,12 @@ def test_info_and_health_name_the_served_index(home):
     client = _client(home)
     assert client.get("/").get_json()["esrr"] == {"index": "v1", "documents": 3, "window": 10, "reranks": False}
     assert client.get("/_esrr/health").get_json()["status"] == "green"
+
+
+def test_serve_refuses_a_taken_port_with_the_fix(home):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        result = CliRunner().invoke(main, ["serve", "--port", str(taken.getsockname()[1])],
+                                    env={"ESRR_HOME": str(home), "ESRR_GATEWAY_RERANK": "false"})
+    assert result.exit_code == 1 and "Address already in use); choose another --port" in result.output
