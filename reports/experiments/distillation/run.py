@@ -11,7 +11,8 @@ distributions being softmax over the group's documents of the teachers' ensemble
 student's scores. ALPHA 0 is the recipe, run through this same script as the control.
 The teachers score the training candidates once, before training. Everything else is
 ``TrainConfig``'s defaults with the softmax loss and early stopping on dev NDCG@20.
-Appends one JSON line per run to ``results.jsonl`` beside this file.
+Appends one JSON line per run to ``results.jsonl`` beside this file and saves the model as
+``<home>/models/distilled-sSEED-aALPHA.pt``.
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ def main(seed: int, alpha: float, teachers: list[Path]) -> None:
                          replace(TrainConfig(), seed=seed, loss="softmax"), progress=False)
     row = {"seed": seed, "alpha": alpha, "teachers": [path.name for path in teachers],
            "teachers_dev": round(mean_metric(PAPER_NDCG20, dev_qrels, dev, teacher_dev), 4), **result.curve()}
+    # Kept for a test evaluation (`esrr eval --extra`) should dev say it is worth one.
+    Checkpoint(config, result.model.state_dict(), work.embeddings.version, work.backend.stats.version,
+               {"dev_ndcg20": result.best_dev, "best_epoch": result.best_epoch, "train_seconds": result.seconds}).save(
+        work.settings.models_dir / f"distilled-s{seed}-a{alpha:g}.pt")
     print(json.dumps(row))
     with (HERE / "results.jsonl").open("a", encoding="utf-8") as out:
         out.write(json.dumps(row) + "\n")
