@@ -53,7 +53,10 @@ def read_pointer(root: Path) -> str | None:
     pointer = root / CURRENT_FILE
     if not pointer.is_file():
         return None
-    version = pointer.read_text(encoding="utf-8").strip() or None
+    try:
+        version = pointer.read_text(encoding="utf-8").strip() or None
+    except UnicodeDecodeError:
+        raise VersionNameError(f"{pointer} is damaged: it is not text; point it at a version under {root}") from None
     if version is not None:
         try:
             check_version(version)

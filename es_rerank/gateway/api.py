@@ -24,6 +24,7 @@ from es_rerank.gateway.served import ServedSearch
 
 api = Blueprint("api", __name__)
 ANY_INDEX = ("_all", "*")
+HEALTH_PROBE = "health"  # any word: the probe asks whether the backend answers, not what
 
 
 def _served() -> ServedSearch:
@@ -64,8 +65,9 @@ def search(index: str | None = None) -> Response:
 
 @api.get("/_esrr/health")
 def health() -> Response:
-    """Ready when an index is served (after following a reindex due by now)."""
+    """Ready when the served index answers a search (a 503 naming the problem otherwise)."""
     pipeline = _served().pipeline()
+    pipeline.backend.search(HEALTH_PROBE, 1)  # a BackendError is the app's 503
     return jsonify({"status": "green", "index": pipeline.backend.index,
                     "documents": pipeline.backend.stats.n_docs, "reranks": _reranks(pipeline)})
 
@@ -77,8 +79,8 @@ def reload() -> Response:
     try:
         changed = served.follow()
     except BackendError as error:
-        raise ServiceUnavailable(f"still serving index [{served.pipeline().backend.index}]: the version now "
-                                 f"current cannot be opened: {error}") from None
+        raise ServiceUnavailable(f"still serving index [{served.pipeline().backend.index}]: cannot follow the "
+                                 f"served index: {error}") from None
     return jsonify({"index": served.pipeline().backend.index, "changed": changed})
 
 

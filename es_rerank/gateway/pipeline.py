@@ -99,9 +99,11 @@ class SearchPipeline:
     def rank(self, query: str, k: int, clock: StageClock = no_clock) -> Ranking:
         """The top ``k`` of ``query``; the backend's and the reranker's errors pass through."""
         depth = self.depth(k)
-        stats = self.backend.stats  # one version for the whole query, should a reload swap it meanwhile
         with clock("retrieve"):
             hits = self.backend.search(query, depth)
+        # Read after the search: a backend whose index was deleted under it (a prune) follows its
+        # alias during the search, and the hits must meet the statistics of the index they came from.
+        stats = self.backend.stats
         window = hits[:self.window] if self.reorders else []
         scores, ranker, fallback = None, "BM25", None
         if self.reranker is not None and window:

@@ -37,7 +37,7 @@ class ServedSearch:
             try:
                 self._follow()
             except BackendError as error:
-                log.warning("still serving index %s: the version now current cannot be opened (%s)",
+                log.warning("still serving index %s: cannot follow the served index (%s)",
                             self._pipeline.backend.index, error)
             finally:
                 self._lock.release()
@@ -56,8 +56,10 @@ class ServedSearch:
             return False
         # A new pipeline, not a changed one: a search under way keeps one index version throughout.
         self._pipeline = replace(self._pipeline, backend=current)
+        if current.index == served.index:  # the same version, from another folder
+            return False
         log.info("now serving index %s", current.index)
-        return current.index != served.index
+        return True
 
     def close(self) -> None:
         """Release the reranker's connections."""

@@ -201,6 +201,25 @@ def test_the_gateway_follows_an_alias_swap_without_a_restart(es_client, es_setti
     assert [(hit["_id"], hit["_index"]) for hit in hits] == [("ZZ-1", second.index)]
 
 
+def test_a_prune_under_the_gateway_leaves_no_search_with_mixed_versions(es_client, es_settings, corpus):
+    from es_rerank.feedback import FeedbackParams
+    from es_rerank.gateway.app import create_app
+    from es_rerank.gateway.config import GatewaySettings
+    from es_rerank.gateway.pipeline import SearchPipeline
+    from es_rerank.gateway.served import ServedSearch
+
+    load_index(es_client, corpus[:30], es_settings, version="v1", progress=False)
+    backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    # The feedback reads every hit's terms under the statistics: a v2 hit under v1's would fail.
+    served = ServedSearch(SearchPipeline(backend, 10, feedback=FeedbackParams(5, 0.5)), check_every_s=3600)
+    gateway = create_app(served, GatewaySettings(**es_settings.model_dump())).test_client()
+    second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
+    delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)  # before the gateway looks
+    response = gateway.get(f"/{es_settings.es_alias}/_search?q=zymurgy")
+    assert response.status_code == 200, response.get_json()
+    assert [(hit["_id"], hit["_index"]) for hit in response.get_json()["hits"]["hits"]] == [("ZZ-1", second.index)]
+
+
 def _assert_still_serving(es_client, settings, served_index, failed_version):
     alias = settings.es_alias
     assert es_client.indices.get_alias(name=alias).body.keys() == {served_index}

@@ -197,6 +197,20 @@ def test_a_version_whose_statistics_cannot_be_read_leaves_the_old_one_serving(ho
     assert client.get("/_esrr/health").get_json()["index"] == "v1"
 
 
+def test_a_pointer_that_is_not_text_leaves_the_old_version_serving(home):
+    client = _client(home, check_every_s=0)
+    (home / "indexes" / "embedded" / "CURRENT").write_bytes(b"v\xff1\n")
+    assert _ids(client.get("/_search?q=bone")) == ["b", "a"]
+    refused = client.post("/_esrr/reload")
+    assert refused.status_code == 503 and "it is not text" in refused.get_json()["error"]["reason"]
+
+
+def test_health_is_a_503_while_the_backend_cannot_answer(home):
+    backend = _BackendThatFails(EmbeddedBackend.open_current(home / "indexes" / "embedded"))
+    response = _client(home, backend=backend).get("/_esrr/health")
+    assert response.status_code == 503 and "check ESRR_ES_URL" in response.get_json()["error"]["reason"]
+
+
 def test_a_copied_version_is_opened_once(home):
     root = home / "indexes" / "embedded"
     served = ServedSearch(SearchPipeline(EmbeddedBackend.open_current(root), 10), check_every_s=0)
