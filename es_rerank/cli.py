@@ -72,6 +72,20 @@ def json_out_option(help: str) -> Callable[[Callable], Callable]:
                         callback=check, help=help)
 
 
+def dev_query_texts(data: Path | None, settings: "CommonSettings", n: int) -> list[str]:
+    """The texts of the first ``n`` NFCorpus dev queries by id (the benchmarks' load), or a CLI error."""
+    from index_setup.nfcorpus import NFCorpus
+
+    try:
+        texts = [text for _, text in sorted(NFCorpus.locate(data, settings).queries("dev").items())][:n]
+    except (FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    if not texts:
+        raise click.ClickException("no dev query has both judgments (qrels/dev.tsv) and text (queries.jsonl); "
+                                   "check those two files of the NFCorpus folder")
+    return texts
+
+
 class FiniteFloat(click.FloatRange):
     """A float range that also refuses nan and inf (click's FloatRange lets them through)."""
 

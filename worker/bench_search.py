@@ -110,20 +110,13 @@ def bench_search(k: int, window: int, rounds: int, queries: int, data: Path | No
                  json_out: Path | None) -> None:
     """Per-stage latency of the served search (BM25, model, feedback, votes) over the NFCorpus dev queries."""
     from es_rerank.backends import BackendError
-    from es_rerank.cli import load_settings
+    from es_rerank.cli import dev_query_texts, load_settings
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.settings import CommonSettings
-    from index_setup.nfcorpus import NFCorpus
     from index_setup.serving import served_pipeline
 
     settings = load_settings(CommonSettings)
-    try:
-        texts = [text for _, text in sorted(NFCorpus.locate(data, settings).queries("dev").items())][:queries]
-    except (FileNotFoundError, ValueError) as error:
-        raise click.ClickException(str(error)) from None
-    if not texts:
-        raise click.ClickException("no dev query has both judgments (qrels/dev.tsv) and text (queries.jsonl); "
-                                   "check those two files of the NFCorpus folder")
+    texts = dev_query_texts(data, settings, queries)
     pipeline = served_pipeline(settings, window, keep_vectors=True, via_worker=via_worker)  # many queries
     try:
         times, ranker = time_queries(pipeline, texts, k, rounds)

@@ -57,7 +57,6 @@ class EmbeddedBackend:
 
     def __init__(self, version_dir: Path) -> None:
         self.version_dir = version_dir
-        self.root = version_dir.parent
         meta_path = version_dir / "meta.json"
         if not meta_path.is_file():
             raise BackendError(f"{version_dir} is not a complete embedded index; rebuild it with "
@@ -98,8 +97,9 @@ class EmbeddedBackend:
 
     def current(self) -> "EmbeddedBackend":
         """This backend while ``CURRENT`` still names its folder, else the version it names now, opened."""
-        version = current_version(self.root)
-        return self if version == self.version_dir.name else EmbeddedBackend(self.root / version)
+        root = self.version_dir.parent
+        version = current_version(root)
+        return self if version == self.version_dir.name else EmbeddedBackend(root / version)
 
     @property
     def index(self) -> str:

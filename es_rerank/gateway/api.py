@@ -40,8 +40,7 @@ def info() -> Response:
     """What this gateway serves, in the place of Elasticsearch's cluster info."""
     pipeline = _served().pipeline()
     return jsonify({"name": "es-rerank", "cluster_name": "es-rerank", "tagline": "BM25, reranked by Delta-32-Lex3",
-                    "esrr": {"index": pipeline.backend.index, "documents": pipeline.backend.stats.n_docs,
-                             "window": pipeline.window, "reranks": _reranks(pipeline)}})
+                    "esrr": {**_serving(pipeline), "window": pipeline.window}})
 
 
 @api.route("/_search", methods=["GET", "POST"])
@@ -68,8 +67,7 @@ def health() -> Response:
     """Ready when the served index answers a search (a 503 naming the problem otherwise)."""
     pipeline = _served().pipeline()
     pipeline.backend.search(HEALTH_PROBE, 1)  # a BackendError is the app's 503
-    return jsonify({"status": "green", "index": pipeline.backend.index,
-                    "documents": pipeline.backend.stats.n_docs, "reranks": _reranks(pipeline)})
+    return jsonify({"status": "green", **_serving(pipeline)})
 
 
 @api.post("/_esrr/reload")
@@ -117,6 +115,8 @@ def _json_body() -> Any:
                                '{"query": {"match": {"text": "green tea"}}}') from None
 
 
-def _reranks(pipeline: Any) -> bool:
-    """Whether a model scores the window (which one a worker names per search, in ``esrr.ranker``)."""
-    return pipeline.reranker is not None and pipeline.window > 0
+def _serving(pipeline: Any) -> dict[str, Any]:
+    """The served index, its documents, and whether a model scores the window (which one a worker
+    names per search, in ``esrr.ranker``)."""
+    return {"index": pipeline.backend.index, "documents": pipeline.backend.stats.n_docs,
+            "reranks": pipeline.reranker is not None and pipeline.window > 0}

@@ -88,18 +88,10 @@ def bench_http(url: str, k: int, concurrency: int, rounds: int, queries: int, da
     """Latency and searches/s of a running gateway (`esrr serve`) over the NFCorpus dev queries."""
     import urllib3
 
-    from es_rerank.cli import load_settings
+    from es_rerank.cli import dev_query_texts, load_settings
     from es_rerank.settings import CommonSettings
-    from index_setup.nfcorpus import NFCorpus
 
-    try:
-        texts = [text for _, text in sorted(NFCorpus.locate(data, load_settings(CommonSettings))
-                                            .queries("dev").items())][:queries]
-    except (FileNotFoundError, ValueError) as error:
-        raise click.ClickException(str(error)) from None
-    if not texts:
-        raise click.ClickException("no dev query has both judgments (qrels/dev.tsv) and text (queries.jsonl); "
-                                   "check those two files of the NFCorpus folder")
+    texts = dev_query_texts(data, load_settings(CommonSettings), queries)
     url = url.rstrip("/")
     try:
         figures = run_rounds(url, texts, k, rounds, concurrency)
