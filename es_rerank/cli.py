@@ -10,6 +10,7 @@ import errno
 import importlib
 import math
 import os
+import signal
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypeVar
@@ -162,6 +163,14 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="es-rerank")
 def main() -> None:
     """es-rerank: BM25 retrieval reranked by the Delta-32-Lex3 model."""
+    # `timeout`, `docker stop` and systemd stop with SIGTERM, which by default kills Python
+    # without running cleanup: a build would leave its half-written version behind. As an
+    # exit, it runs the same cleanup as Ctrl-C. (The Celery worker installs its own handler.)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 @main.group(cls=LazyGroup, lazy_subcommands={

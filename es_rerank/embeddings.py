@@ -77,8 +77,11 @@ class Embeddings:
         try:
             vectors = np.load(directory / "vectors.npy", mmap_mode="r" if mmap else None)
             vocab = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
-        except (ValueError, UnicodeDecodeError):  # numpy's text suggests allow_pickle: unsafe advice here
+        except (ValueError, EOFError, UnicodeDecodeError):  # numpy's text suggests allow_pickle: unsafe advice
             raise EmbeddingsError(f"{directory}: vectors.npy or vocab.txt is damaged; {retrain}") from None
+        if vectors.ndim != 2 or vectors.dtype.kind != "f":
+            raise EmbeddingsError(f"{directory}: vectors.npy holds a {vectors.dtype} array of shape {vectors.shape}, "
+                                  f"not one row of floats per word; it is damaged: {retrain}")
         if vocab and vocab[-1] == "":
             vocab.pop()
         return cls(vectors, vocab, meta.get("version", directory.name), meta)

@@ -238,7 +238,7 @@ class CorpusStats:
             if meta.get("format") != STATS_FORMAT:
                 raise StatsError(f"statistics at {directory} have format {meta.get('format')}, this code "
                                  f"reads format {STATS_FORMAT}; rebuild the index")
-            n_docs, n_terms = int(meta["n_docs"]), int(meta["n_terms"])
+            version, n_docs, n_terms = str(meta["version"]), int(meta["n_docs"]), int(meta["n_terms"])
         except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
             raise damaged(f"meta.json: {type(error).__name__}: {error}") from None
         except OSError as error:  # unreadable: permissions, a folder in its place
@@ -254,13 +254,25 @@ class CorpusStats:
                 values = np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
             except FileNotFoundError:
                 raise missing(f"{name}.npy") from None
-            except ValueError:  # numpy's text suggests allow_pickle, which is unsafe advice here
+            except (ValueError, EOFError):  # numpy's text suggests allow_pickle, which is unsafe advice here
                 raise damaged(f"{name}.npy is not a readable numeric .npy array") from None
             except OSError as error:
                 raise damaged(f"{name}.npy: {error.strerror}") from None
+            if values.ndim != 1 or values.dtype.kind not in "iu":
+                raise damaged(f"{name}.npy holds a {values.dtype} array of shape {values.shape}, "
+                              "not a row of integers")
             if length is not None and values.shape != (length,):
                 raise damaged(f"{name}.npy has shape {values.shape}, meta.json implies ({length},)")
             return values
+
+        def ragged(field: str, id_limit: int) -> tuple[np.ndarray, np.ndarray]:
+            # Checked once here, so that a search never indexes past a table (an IndexError 500).
+            ptr, values = array(f"{field}_ptr", n_docs + 1), array(f"{field}_values")
+            if ptr[0] != 0 or ptr[-1] != len(values) or (np.diff(ptr) < 0).any():
+                raise damaged(f"{field}_ptr.npy does not index {field}_values.npy")
+            if len(values) and (values.min() < 0 or values.max() >= id_limit):
+                raise damaged(f"{field}_values.npy holds term ids outside the vocabulary of {id_limit}")
+            return ptr, values
 
         def lines(name: str, length: int) -> list[str]:
             try:
@@ -277,10 +289,8 @@ class CorpusStats:
 
         terms = lines("vocab.txt", n_terms)
         doc_ids = lines("doc_ids.txt", n_docs)
-        stats = cls(meta["version"], doc_ids, Vocabulary(terms),
-                    array("title_ptr", n_docs + 1), array("title_values"),
-                    array("abstract_ptr", n_docs + 1), array("abstract_values"),
-                    array("first_ptr", n_docs + 1), array("first_values"))
+        stats = cls(version, doc_ids, Vocabulary(terms), *ragged("title", n_terms),
+                    *ragged("abstract", n_terms), *ragged("first", n_terms))
         stats.df = {name: array(f"df_{name}", n_terms) for name in FIELDS}
         return stats
 

@@ -52,6 +52,9 @@ def read_pointer(root: Path) -> str | None:
     """
     pointer = root / CURRENT_FILE
     if not pointer.is_file():
+        if pointer.exists():  # a folder or a device in its place: nothing may count as served
+            raise VersionNameError(f"{pointer} is damaged: it is not a file; remove it, then point it at a "
+                                   f"version under {root}")
         return None
     try:
         version = pointer.read_text(encoding="utf-8").strip() or None
@@ -69,4 +72,8 @@ def write_pointer(root: Path, version: str) -> None:
     """Point ``root/CURRENT`` at ``version`` atomically (write a temporary file, then rename)."""
     tmp = root / f".{CURRENT_FILE}.{os.getpid()}.tmp"
     tmp.write_text(check_version(version) + "\n", encoding="utf-8")
-    os.replace(tmp, root / CURRENT_FILE)
+    try:
+        os.replace(tmp, root / CURRENT_FILE)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 from typing import Callable
@@ -36,6 +37,7 @@ def _documents(data: Path | None, strict: bool):
 def _build(backend: str | None, data: Path | None, strict: bool, version: str | None,
            require_existing: bool) -> None:
     from es_rerank.backends.base import BackendError
+    from es_rerank.versions import VersionNameError
     from index_setup.readers import CorpusFormatError, DamagedFileError
 
     settings = _settings(backend)
@@ -69,7 +71,8 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
     except DamagedFileError as error:  # what was read before the damage is no load to report
         raise click.ClickException(f"{error}; nothing was swapped in, the served index stays as it was") from None
     except (BackendError, CorpusFormatError, FileNotFoundError, FileExistsError, ValueError) as error:
-        about_the_corpus = report is not None and isinstance(error, (CorpusFormatError, ValueError))
+        about_the_corpus = (report is not None and isinstance(error, (CorpusFormatError, ValueError))
+                            and not isinstance(error, VersionNameError))
         loaded = f"\n{report.summary()}" if about_the_corpus else ""
         raise click.ClickException(f"{error}{loaded}") from None
     click.echo(report.summary())
@@ -80,6 +83,16 @@ def index() -> None:
     """Load the corpus, build and replace indexes with their term statistics."""
 
 
+def _version_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A valid ``--version`` name, refused before any corpus is read."""
+    from es_rerank.versions import VersionNameError, check_version
+
+    try:
+        return None if value is None else check_version(value)
+    except VersionNameError as error:
+        raise click.BadParameter(str(error)) from None
+
+
 def _load_options(command: Callable) -> Callable:
     """The options ``build`` and ``reindex`` share: backend, corpus, strictness, version name."""
     for option in reversed([
@@ -88,7 +101,8 @@ def _load_options(command: Callable) -> Callable:
                      help="Corpus: a BEIR directory, corpus.jsonl[.gz], PubMed XML (.xml[.gz]) or a "
                           "directory of PubMed baseline files (default: NFCorpus)."),
         click.option("--strict", is_flag=True, help="Fail on the first malformed record instead of skipping it."),
-        click.option("--version", "version", default=None, help="Version name (default: a UTC timestamp)."),
+        click.option("--version", "version", default=None, callback=_version_name,
+                     help="Version name (default: a UTC timestamp)."),
     ]):
         command = option(command)
     return command
@@ -127,7 +141,7 @@ def versions(backend: str | None) -> None:
     else:
         from es_rerank.backends.embedded import current_version
         from es_rerank.versions import CURRENT_FILE
-        from index_setup.embedded_index import list_versions
+        from index_setup.embedded_index import list_versions, unfinished_builds
 
         root = settings.indexes_dir / "embedded"
         all_versions = list_versions(root)
@@ -140,6 +154,9 @@ def versions(backend: str | None) -> None:
         if current is not None and current not in all_versions:
             click.echo(f"warning: {root / CURRENT_FILE} names {current}, which is not a complete version here: "
                        "nothing is served; serve one with `esrr index use VERSION`", err=True)
+        for name, abandoned in unfinished_builds(root).items():
+            state = "interrupted build; `esrr index prune` deletes it" if abandoned else "being built"
+            click.echo(f"  {name} ({state})")
     if not all_versions:
         click.echo("no index versions yet; build one with `esrr index build`", err=True)
     for version in all_versions:
@@ -174,16 +191,19 @@ def use(version: str, backend: str | None) -> None:
               help="Newest versions to keep (the served one always stays); default: ESRR_ES_KEEP_VERSIONS (2).")
 @BACKEND_OPTION
 def prune(keep: int | None, backend: str | None) -> None:
-    """Delete old index versions and their statistics."""
+    """Delete old index versions and their statistics (and the folders of interrupted builds)."""
     from es_rerank.backends.base import BackendError
 
     settings = _settings(backend)
     keep = settings.es_keep_versions if keep is None else keep
     try:
         if settings.backend == "embedded":
-            from index_setup.embedded_index import prune_versions
+            from index_setup.embedded_index import delete_abandoned_builds, prune_versions
 
-            deleted = prune_versions(settings.indexes_dir / "embedded", keep)
+            root = settings.indexes_dir / "embedded"
+            for name in delete_abandoned_builds(root):
+                click.echo(f"deleted {name} (an interrupted build)")
+            deleted = prune_versions(root, keep)
         else:
             from es_rerank.backends.elasticsearch import connect
             from index_setup.es_index import delete_old_versions
@@ -223,9 +243,22 @@ class _SearchCommand(click.Command):
             misspelt = isinstance(error, click.NoSuchOption) and error.possibilities
             # "-statin" is no option; "-kinase" reads as -k with the value "inase"
             if word is not None and word not in options and "=" not in word and not misspelt:
+                example = " ".join(["esrr search", *self._options_given(given), "--", f'"{word}"'])
                 error.message = (f"{error.message.rstrip('.')}. A query that starts with a dash goes after "
-                                 f'"--", as in: esrr search -- "{word}"')
+                                 f'"--", options before it, as in: {example}')
             raise
+
+    def _options_given(self, args: list[str]) -> list[str]:
+        """The options among ``args``, each with its value, quoted for a shell."""
+        takes_value = {name: not getattr(param, "is_flag", False) and not getattr(param, "count", False)
+                       for param in self.params for name in getattr(param, "opts", ())}
+        options, rest = [], iter(args)
+        for arg in rest:
+            if arg in takes_value:
+                options.append(arg)
+                if takes_value[arg]:
+                    options.append(next(rest, ""))
+        return [shlex.quote(arg) for arg in options]
 
 
 @click.command(cls=_SearchCommand)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +16,10 @@ from tqdm import tqdm
 
 from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_schema, whitespace_analyzer
 from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, Vocabulary, iter_doc_terms
-from es_rerank.versions import CURRENT_FILE, check_version, new_version, read_pointer, version_time_ns, write_pointer
+from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, new_version, read_pointer,
+                                version_time_ns, write_pointer)
+
+BUILDER_FILE = "BUILDER"  # who is building a version: {"host", "pid"}; meta.json marks it complete
 
 
 @dataclass(frozen=True)
@@ -39,13 +44,20 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
     never replace a served one because every record of a file was malformed.
     """
     version = check_version(version) if version else new_version()
+    read_pointer(root)  # a damaged CURRENT is refused now, not after the whole build
     target = root / version
-    if target.exists():
-        raise FileExistsError(f"index version {version} already exists at {target}; pick another --version")
+    if target.exists() or target.is_symlink():
+        interrupted = unfinished_builds(root).get(version)
+        what = "an interrupted build of it is" if interrupted else "it already exists"
+        hint = "delete it with `esrr index prune` or pick" if interrupted else "pick"
+        raise FileExistsError(f"index version {version}: {what} at {target}; {hint} another --version")
     started = time.perf_counter()
     writer = None
     try:
-        (target / "tantivy").mkdir(parents=True)
+        target.mkdir(parents=True)
+        (target / BUILDER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}),
+                                           encoding="utf-8")
+        (target / "tantivy").mkdir()
         index = tantivy.Index(index_schema(), path=str(target / "tantivy"))
         index.register_tokenizer(TOKENIZER, whitespace_analyzer())
         writer = index.writer(heap_size=256_000_000, num_threads=1)
@@ -66,6 +78,7 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
         meta = {"version": version, "n_docs": stats.n_docs, "n_terms": len(vocab), "build_seconds": seconds,
                 "built_ns": time.time_ns()}
         (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        (target / BUILDER_FILE).unlink()
     except BaseException:
         if writer is not None:
             _stop_writer(writer)
@@ -92,7 +105,8 @@ def _stop_writer(writer: tantivy.IndexWriter) -> None:
 def switch_current(root: Path, version: str) -> None:
     """Atomically point ``root/CURRENT`` at an existing version that opens (statistics and tantivy files)."""
     if not (root / check_version(version) / "meta.json").is_file():
-        raise FileNotFoundError(f"no complete index version {version} under {root}")
+        raise FileNotFoundError(f"no complete index version {version} under {root}; "
+                                "`esrr index versions` lists them")
     EmbeddedBackend(root / version)  # BackendError naming the damage, before anything is served
     write_pointer(root, version)
 
@@ -121,6 +135,70 @@ def _built_ns(meta: Path) -> int:
     return named if named is not None else meta.stat().st_mtime_ns
 
 
+def unfinished_builds(root: Path) -> dict[str, bool]:
+    """Version folders without meta.json, each with whether its build was abandoned.
+
+    A build killed outright (SIGKILL, a power cut) cannot clean up after itself. Its
+    folder counts as abandoned when the process named in its ``BUILDER`` file is gone
+    from this host, or when it has no such file; a build on another host sharing the
+    folder counts as running.
+    """
+    if not root.is_dir():
+        return {}
+    unfinished = {}
+    for path in root.iterdir():
+        try:
+            check_version(path.name)
+        except VersionNameError:  # CURRENT, its temporary files, anything not ours
+            continue
+        if path.is_dir() and not (path / "meta.json").is_file():
+            unfinished[path.name] = not _builder_alive(path / BUILDER_FILE)
+    return dict(sorted(unfinished.items()))
+
+
+def _builder_alive(builder_file: Path) -> bool:
+    try:
+        builder = json.loads(builder_file.read_text(encoding="utf-8"))
+        host, pid = str(builder["host"]), int(builder["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def delete_abandoned_builds(root: Path) -> list[str]:
+    """Delete the folders of abandoned builds (see ``unfinished_builds``); returns their names."""
+    abandoned = [name for name, is_abandoned in unfinished_builds(root).items() if is_abandoned]
+    for name in abandoned:
+        _delete_version(root, name, deleted=[])
+    return abandoned
+
+
+def _delete_version(root: Path, version: str, deleted: list[str]) -> None:
+    """Delete one version folder; a symlinked one loses its link only, its target is left."""
+    path = root / version
+    try:
+        if path.is_symlink():
+            path.unlink()
+        else:
+            shutil.rmtree(path)
+    except OSError as error:
+        done = f"; already deleted: {', '.join(deleted)}" if deleted else ""
+        raise PruneError(f"cannot delete index version {version} at {path}: {error.strerror or error}"
+                         f"{done}; fix its permissions or delete it by hand") from None
+
+
+class PruneError(ValueError):
+    """A version could not be deleted; the message names it and what was deleted before it."""
+
+
 def prune_versions(root: Path, keep: int = 2) -> list[str]:
     """Delete all but the newest ``keep`` versions, never the current one; returns the deleted."""
     if keep < 0:
@@ -132,6 +210,8 @@ def prune_versions(root: Path, keep: int = 2) -> list[str]:
         raise ValueError(f"{root / CURRENT_FILE} names {current or 'nothing'}, not one of the complete versions "
                          f"{versions}; serve one with `esrr index use VERSION` before pruning")
     doomed = [v for v in versions[:-keep] if v != current] if keep > 0 else [v for v in versions if v != current]
+    deleted: list[str] = []
     for version in doomed:
-        shutil.rmtree(root / version)
-    return doomed
+        _delete_version(root, version, deleted)
+        deleted.append(version)
+    return deleted

@@ -526,11 +526,11 @@ def info_command(out: Path | None, version: str | None, neighbours: tuple[str, .
     """Describe the CURRENT (or a named) embeddings version."""
     embeddings_dir = _embeddings_dir(out)
     try:
-        version = version or current_version(embeddings_dir)
+        version = check_version(version) if version is not None else current_version(embeddings_dir)
         if version is None:
             raise EmbeddingsError(f"no trained embeddings in {embeddings_dir}; run `esrr embeddings train`")
         emb = Embeddings.load(embeddings_dir / version)
-    except EmbeddingsError as exc:
+    except (EmbeddingsError, VersionNameError) as exc:
         raise click.ClickException(str(exc)) from exc
     _print_info(emb, embeddings_dir / version)
     for word in neighbours:

@@ -53,6 +53,10 @@ def build(data: Path | None, k: int, power: float, weight: float, keep_existing:
         raise click.ClickException(f"{len(built.query_ids)} train queries in {nfcorpus.root} have both a text "
                                    "and a relevant judgment; votes need at least 2 (check qrels/train.tsv, the "
                                    "graded train qrels and queries.jsonl)")
+    if not any(idf > 0 for idf in built.idf.values()):  # no word in some queries but not all: no query is like another
+        raise click.ClickException(f"no word of the {len(built.query_ids)} judged train queries in {nfcorpus.root} "
+                                   "tells them apart (they are identical or have no words), so nothing would "
+                                   "ever vote; check queries.jsonl")
     path.parent.mkdir(parents=True, exist_ok=True)
     built.save(path)
     judgments = sum(len(docs) for docs in built.judged.values())

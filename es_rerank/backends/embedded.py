@@ -59,8 +59,9 @@ class EmbeddedBackend:
         self.version_dir = version_dir
         meta_path = version_dir / "meta.json"
         if not meta_path.is_file():
-            raise BackendError(f"{version_dir} is not a complete embedded index; rebuild it with "
-                               "`esrr index build`")
+            raise BackendError(f"{version_dir} is not a complete embedded index; build one with "
+                               "`esrr index build` or serve another version with `esrr index use VERSION` "
+                               "(`esrr index versions` lists them)")
         try:
             self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as error:

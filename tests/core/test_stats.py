@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -153,6 +154,46 @@ def test_damaged_statistics_name_the_file_and_the_fix(tiny_stats: CorpusStats, t
     else:
         (tmp_path / damage).write_text("{garbage", encoding="utf-8")
     with pytest.raises(StatsError, match=rf"damaged \({damage}.*esrr index build"):
+        CorpusStats.load(tmp_path)
+
+
+def _damage(directory: Path, name: str, how: str) -> None:
+    path = directory / name
+    if how == "empty file":
+        path.write_bytes(b"")
+    elif how == "2-D":
+        np.save(path, np.load(path)[None, :])
+    elif how == "floats":
+        np.save(path, np.load(path).astype(np.float32))
+    elif how == "ids past the vocabulary":
+        values = np.load(path)
+        values[:] = 10**8
+        np.save(path, values)
+    elif how == "pointer past the values":
+        ptr = np.load(path)
+        ptr[-1] += 5
+        np.save(path, ptr)
+    elif how == "no version":
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        del meta["version"]
+        path.write_text(json.dumps(meta), encoding="utf-8")
+
+
+@pytest.mark.parametrize(("name", "how", "reason"), [
+    ("title_ptr.npy", "empty file", "title_ptr.npy is not a readable"),
+    ("abstract_values.npy", "2-D", "abstract_values.npy holds a int32 array of shape"),
+    ("df_text.npy", "floats", "df_text.npy holds a float32 array"),
+    ("abstract_values.npy", "ids past the vocabulary", "abstract_values.npy holds term ids outside"),
+    ("first_values.npy", "ids past the vocabulary", "first_values.npy holds term ids outside"),
+    ("title_ptr.npy", "pointer past the values", "title_ptr.npy does not index title_values.npy"),
+    ("meta.json", "no version", r"meta.json: KeyError: 'version'"),
+])
+def test_statistics_that_would_break_a_search_are_refused_on_load(
+        tiny_stats: CorpusStats, tmp_path: Path, name: str, how: str, reason: str) -> None:
+    """A search must never index past a table: what would is refused where the version is opened."""
+    tiny_stats.save(tmp_path)
+    _damage(tmp_path, name, how)
+    with pytest.raises(StatsError, match=rf"damaged \({reason}.*esrr index build"):
         CorpusStats.load(tmp_path)
 
 

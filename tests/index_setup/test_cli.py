@@ -75,6 +75,13 @@ def test_build_prints_counts_and_the_load_report(esrr, home: Path, corpus: Path)
     assert (root / CURRENT_FILE).read_text().strip() == "v1"
 
 
+@pytest.mark.parametrize("name", ["../evil", "", "CURRENT"])
+def test_a_bad_version_name_is_refused_before_the_corpus_is_read(esrr, home: Path, corpus: Path, name: str) -> None:
+    result = esrr("index", "build", "--data", str(corpus), "--version", name)
+    assert result.exit_code == 2 and "bad version name" in result.output and "read 0 records" not in result.output
+    assert not embedded_root(home).exists()
+
+
 def test_build_with_an_existing_version_name_fails_cleanly(esrr, corpus: Path) -> None:
     assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
     assert_clean_failure(esrr("index", "build", "--data", str(corpus), "--version", "v1"), "already exists")
@@ -263,6 +270,43 @@ def test_a_pointer_to_a_missing_version_is_reported_and_stops_prune(esrr, home: 
     assert sorted(p.name for p in embedded_root(home).iterdir()) == [CURRENT_FILE, "v1", "v2", "v3"]
 
 
+@pytest.mark.usefixtures("three_versions")
+def test_interrupted_builds_are_listed_and_pruned(esrr, home: Path) -> None:
+    (embedded_root(home) / "half" / "tantivy").mkdir(parents=True)  # a build killed outright: no BUILDER file left
+    assert assert_ok(esrr("index", "versions")).splitlines() == [
+        "  half (interrupted build; `esrr index prune` deletes it)", "  v1", "  v2", "* v3"]
+    assert assert_ok(esrr("index", "prune", "--keep", "3")).splitlines() == ["deleted half (an interrupted build)"]
+    assert assert_ok(esrr("index", "versions")).splitlines() == ["  v1", "  v2", "* v3"]
+
+
+def test_a_reindex_stopped_with_sigterm_removes_its_half_built_version(esrr, home: Path, corpus: Path,
+                                                                        tmp_path: Path) -> None:
+    """`timeout`, `docker stop` and systemd send SIGTERM: the build cleans up as on Ctrl-C."""
+    import signal
+    import time
+
+    assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
+    slow = tmp_path / "slow.jsonl"
+    os.mkfifo(slow)
+    env = {**os.environ, "ESRR_HOME": str(home)}
+    reindex = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "index", "reindex",
+                                "--data", str(slow), "--version", "half"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    with open(os.open(slow, os.O_RDWR), "w", encoding="utf-8") as feed:  # read-write: opens without a reader
+        feed.write(json.dumps(NEW_RECORDS[0]) + "\n")
+        feed.flush()
+        deadline = time.monotonic() + 30
+        while not (embedded_root(home) / "half" / "tantivy").is_dir() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # now waiting for more of the corpus
+        reindex.send_signal(signal.SIGTERM)
+        output = reindex.communicate(timeout=30)[0].decode()
+    assert reindex.returncode == 128 + signal.SIGTERM, output
+    assert "Traceback" not in output
+    assert sorted(p.name for p in embedded_root(home).iterdir()) == [CURRENT_FILE, "v1"]
+    assert "d2" in assert_ok(esrr("search", "curcumin"))
+
+
 def test_versions_without_an_index_prints_nothing(esrr) -> None:
     assert assert_ok(esrr("index", "versions")) == ""
 
@@ -407,7 +451,9 @@ def test_a_query_without_words_is_a_usage_error(home: Path) -> None:
 def test_a_query_that_starts_with_a_dash_is_told_to_follow_the_double_dash(esrr, corpus: Path) -> None:
     for word in ("-statin", "-kinase"):  # no option at all; -k with the value "inase"
         result = CliRunner().invoke(main, ["search", word])
-        assert result.exit_code == 2 and f'goes after "--", as in: esrr search -- "{word}"' in result.output
+        assert result.exit_code == 2 and f'as in: esrr search -- "{word}"' in result.output
+    result = CliRunner().invoke(main, ["search", "--", "-statin", "-k", "2", "--json"])
+    assert result.exit_code == 2 and 'options before it, as in: esrr search -k 2 --json -- "-statin"' in result.output
     assert "Did you mean '--json'" in CliRunner().invoke(main, ["search", "x", "--jsn"]).output  # a typo stays one
     assert_ok(esrr("index", "build", "--data", str(corpus)))
     assert_ok(esrr("search", "--", "-curcumin"))

@@ -16,7 +16,8 @@ from es_rerank.backends.embedded import CURRENT_FILE, EmbeddedBackend
 from es_rerank.stats import CorpusStats, Document
 from es_rerank.versions import new_version
 from index_setup.embedded_index import (
-    BuildResult, build_embedded_index, list_versions, prune_versions, switch_current,
+    BUILDER_FILE, BuildResult, PruneError, build_embedded_index, delete_abandoned_builds, list_versions,
+    prune_versions, switch_current, unfinished_builds,
 )
 
 OLD_DOCS = (
@@ -247,6 +248,67 @@ def test_prune_refuses_when_the_served_version_is_unknown(four_versions: Path, p
     with pytest.raises(ValueError, match="esrr index use VERSION"):
         prune_versions(four_versions, keep=0)
     assert list_versions(four_versions) == ["v1", "v2", "v3", "v4"]
+
+
+def test_prune_deletes_the_link_of_a_symlinked_version_and_leaves_its_target(four_versions: Path,
+                                                                              tmp_path_factory) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "v2"
+    shutil.move(four_versions / "v2", elsewhere)
+    (four_versions / "v2").symlink_to(elsewhere)
+    assert list_versions(four_versions) == ["v1", "v2", "v3", "v4"]
+    assert prune_versions(four_versions, keep=1) == ["v1", "v2", "v3"]
+    assert list_versions(four_versions) == ["v4"] and (elsewhere / "meta.json").is_file()
+
+
+def test_a_prune_that_cannot_delete_names_the_version_and_what_it_deleted(
+        four_versions: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path, *args, **kwargs):
+        if Path(path).name == "v2":
+            raise PermissionError(13, "Permission denied")
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    with pytest.raises(PruneError, match=r"cannot delete index version v2 .*Permission denied; already deleted: v1"):
+        prune_versions(four_versions, keep=1)
+    assert list_versions(four_versions) == ["v2", "v3", "v4"]
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_builds_killed_outright_are_listed_and_deleted_running_ones_kept(four_versions: Path) -> None:
+    import socket
+
+    for name, builder in (("killed", {"pid": _dead_pid()}), ("running", {"pid": os.getpid()}),
+                          ("elsewhere", {"pid": 1, "host": "another-host"}), ("no-builder-file", None)):
+        (four_versions / name / "tantivy").mkdir(parents=True)
+        if builder is not None:
+            builder.setdefault("host", socket.gethostname())
+            (four_versions / name / BUILDER_FILE).write_text(json.dumps(builder), encoding="utf-8")
+    assert unfinished_builds(four_versions) == {"elsewhere": False, "killed": True, "no-builder-file": True,
+                                                "running": False}
+    assert delete_abandoned_builds(four_versions) == ["killed", "no-builder-file"]
+    assert sorted(unfinished_builds(four_versions)) == ["elsewhere", "running"]
+    assert list_versions(four_versions) == ["v1", "v2", "v3", "v4"]
+
+
+def test_a_finished_build_leaves_no_builder_file(tmp_path: Path) -> None:
+    result = build(tmp_path, OLD_DOCS, version="v1")
+    assert not (result.directory / BUILDER_FILE).exists() and unfinished_builds(tmp_path) == {}
+
+
+def test_rebuilding_the_name_of_an_interrupted_build_says_how_to_clear_it(tmp_path: Path) -> None:
+    (tmp_path / "half" / "tantivy").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match="an interrupted build of it is at .*esrr index prune"):
+        build(tmp_path, OLD_DOCS, version="half")
 
 
 def test_prune_of_an_empty_root(tmp_path: Path) -> None:

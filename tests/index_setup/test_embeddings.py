@@ -115,6 +115,24 @@ def test_a_damaged_artifact_is_an_embeddings_error(trained: tuple[Path, Embeddin
         Embeddings.load(copy)
 
 
+@pytest.mark.parametrize("vectors", [np.zeros(0, dtype=np.float32), np.zeros(5, dtype=np.float32),
+                                     np.zeros((5, 2, 2), dtype=np.float32), np.array(["a"] * 5), None])
+def test_vectors_of_the_wrong_shape_or_kind_are_damaged(trained: tuple[Path, Embeddings], tmp_path: Path,
+                                                         vectors: np.ndarray | None) -> None:
+    """An empty file, a flat row, a 3-D block or strings: each named, none a traceback later on."""
+    import shutil
+
+    emb_dir, emb = trained
+    copy = shutil.copytree(emb_dir / emb.version, tmp_path / "copy")
+    (copy / "vocab.txt").write_text("\n".join(emb.vocab[:5]), encoding="utf-8")
+    if vectors is None:
+        (copy / "vectors.npy").write_bytes(b"")
+    else:
+        np.save(copy / "vectors.npy", vectors)
+    with pytest.raises(EmbeddingsError, match=r"vectors.npy .*damaged.*esrr embeddings train"):
+        Embeddings.load(copy)
+
+
 def test_current_written_last_and_failure_keeps_old(
     trained: tuple[Path, Embeddings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -289,6 +307,8 @@ def test_train_from_data_and_cli(tmp_path: Path) -> None:
     assert "c1" in result.output and "famotidine:" in result.output and "not in the vocabulary" in result.output
     result = runner.invoke(embeddings, ["info", "--out", str(tmp_path / "none")])
     assert result.exit_code != 0 and "esrr embeddings train" in result.output
+    result = runner.invoke(embeddings, ["info", "--out", out, "--version", "../cli/c1"])
+    assert result.exit_code == 1 and "bad version name '../cli/c1'" in result.output
     meta_path = tmp_path / "cli" / "c1" / "meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     del meta["corpus"]["sentences"]  # hand-edited, or written by an older version

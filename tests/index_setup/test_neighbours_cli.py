@@ -83,3 +83,13 @@ def test_build_with_fewer_than_two_judged_train_queries_fails_cleanly(esrr, nfco
     (nfcorpus / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows, encoding="utf-8")
     assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "votes need at least 2",
                          "queries.jsonl")
+
+
+@pytest.mark.parametrize("texts", [("?!", "..."), ("vitamin", "Vitamin")])
+def test_build_with_train_queries_no_word_tells_apart_fails_cleanly(esrr, nfcorpus: Path,
+                                                                   texts: tuple[str, str]) -> None:
+    """Punctuation only, or the same words: every IDF is 0, so no query could ever vote."""
+    queries = [{"_id": "T1", "text": texts[0]}, {"_id": "T2", "text": texts[1]}]
+    (nfcorpus / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "tells them apart",
+                         "queries.jsonl")
