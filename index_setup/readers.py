@@ -497,9 +497,12 @@ def read_corpus(path: Path, strict: bool = False, report: LoadReport | None = No
     if not path.exists():
         raise CorpusNotFoundError(f"{path} does not exist; expected {expected}")
     if path.is_dir():
-        for name in BEIR_CORPUS_NAMES:
-            if (path / name).is_file():
-                return _beir_corpus(path / name, strict, report)
+        found = [path / name for name in BEIR_CORPUS_NAMES if (path / name).is_file()]
+        if len(found) > 1:  # a stale copy beside a fresh one: loading either could be the wrong corpus
+            raise CorpusNotFoundError(f"{path} holds both {' and '.join(f.name for f in found)}; pass the one to "
+                                      f"load with --data {found[0]} (or {found[1].name}), or remove the other")
+        if found:
+            return _beir_corpus(found[0], strict, report)
         files = pubmed_files(path)
         if not files:
             raise CorpusNotFoundError(f"{path} holds neither corpus.jsonl[.gz] nor pubmed*.xml[.gz] "

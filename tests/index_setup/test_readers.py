@@ -48,6 +48,14 @@ def test_beir_corpus_file_and_directory(tmp_path: Path, name: str) -> None:
     assert (report.read, report.skipped, report.problems) == (3, 0, [])
 
 
+def test_a_beir_directory_with_both_corpus_files_is_refused_as_ambiguous(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "corpus.jsonl", BEIR_LINES)
+    write_jsonl(tmp_path / "corpus.jsonl.gz", BEIR_LINES[:1])
+    with pytest.raises(CorpusNotFoundError, match="holds both corpus.jsonl and corpus.jsonl.gz; pass the one"):
+        read_corpus(tmp_path)
+    assert list(read_corpus(tmp_path / "corpus.jsonl.gz")) == EXPECTED_BEIR[:1]
+
+
 def test_bad_beir_records_are_skipped_and_counted(tmp_path: Path) -> None:
     path = tmp_path / "corpus.jsonl"
     path.write_text("\n".join([
