@@ -8,6 +8,7 @@ without the training code; ``index_setup.embeddings`` trains and writes them
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -82,6 +83,10 @@ class Embeddings:
         if vectors.ndim != 2 or vectors.dtype.kind != "f":
             raise EmbeddingsError(f"{directory}: vectors.npy holds a {vectors.dtype} array of shape {vectors.shape}, "
                                   f"not one row of floats per word; it is damaged: {retrain}")
+        # A float64 sum is finite exactly when every float32 entry is (it cannot overflow), and
+        # needs no 27 MB mask; a NaN would otherwise surface as NaN scores or a fusion error.
+        if not math.isfinite(float(vectors.sum(dtype=np.float64))):
+            raise EmbeddingsError(f"{directory}: vectors.npy holds NaN or infinite values; it is damaged: {retrain}")
         if vocab and vocab[-1] == "":
             vocab.pop()
         return cls(vectors, vocab, meta.get("version", directory.name), meta)

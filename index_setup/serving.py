@@ -44,7 +44,8 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
     missing = [] if via_worker else [str(path) for path in worker_settings.checkpoint if not path.is_file()]
     if missing and rerank is not False:
         raise click.ClickException(f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
-                                   "path, unset it to serve <home>/models, or pass --no-rerank")
+                                   "path, or unset it to serve <home>/models (`esrr search --no-rerank` "
+                                   "searches without the model)")
     model_option = "--worker" if via_worker else "--rerank"
     for option, asked in ((model_option, rerank), ("--feedback", use_feedback), ("--neighbours", use_neighbours)):
         if asked and not window:
@@ -90,7 +91,7 @@ def _worker_reranker(settings: WorkerSettings) -> WorkerReranker:
     from es_rerank.gateway.dispatch import WorkerReranker
     from worker.celery_app import create_app  # configuration only: no torch
 
-    return WorkerReranker(create_app(settings), settings.queue, settings.score_deadline_s)
+    return WorkerReranker(create_app(settings), settings.queue, settings.score_deadline_s, settings.lex_features)
 
 
 def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:

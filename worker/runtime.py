@@ -57,7 +57,8 @@ def stats_dir(settings: WorkerSettings, version: str) -> Path:
         raise WorkerSetupError(
             f"no statistics for index version {version!r} under {root}/*/{version}/stats; the worker "
             f"must read the same ESRR_HOME ({settings.home}) as the gateway (a shared volume), and "
-            "the index must have been built there (`esrr index build`)")
+            "the index must have been built there (`esrr index build`); a copied index version serves "
+            "under the name it was built with, so keep the original folder or rebuild")
     preferred = [path for path in found if path.parent.parent.name == settings.backend]
     return (preferred or found)[0]
 
@@ -237,8 +238,9 @@ class Runtime:
         """(query_rows int64 [M], doc_rows int64 [n, N], lex float32 [n, L], L may be 0) for the scorer."""
         if request.lex_names != self.lex_names:
             raise PayloadError(f"the request carries Lex features {list(request.lex_names)}, model "
-                               f"{self.model_name} was trained with {list(self.lex_names)}; build the "
-                               f"request with lex_names={list(self.lex_names)}")
+                               f"{self.model_name} was trained with {list(self.lex_names)}; set "
+                               f"ESRR_LEX_FEATURES={','.join(self.lex_names)} where the gateway or `esrr "
+                               "search --worker` runs")
         table = self.stats_table(request.stats_version)
         docs = request.doc_tokens
         if docs.size and int(docs.max()) >= len(table):

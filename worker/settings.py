@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from es_rerank.lex import ALL_FEATURES, LEX3
 from es_rerank.payload import DEFAULT_QUEUE
 from es_rerank.settings import CommonSettings, not_empty_path
 
@@ -41,6 +42,22 @@ def _require_port_number(variable: str, url: str, example: str) -> None:
         urlsplit(url).port
     except ValueError:  # its text holds the URL, which may carry a password
         raise ValueError(f"{variable}: the port must be a number in 1-65535, as in {example}") from None
+
+
+def _check_redis_url(variable: str, url: str) -> None:
+    """``ValueError`` naming ``variable`` for a Redis URL that Celery would refuse only when a task is sent."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        return
+    from redis.connection import parse_url
+
+    try:
+        parse_url(url)
+    except ValueError as error:  # redis' text names the parameter, not the URL (which may carry a password)
+        raise ValueError(f"{variable}: {error} Fix that query parameter, as in ?socket_timeout=5") from None
+    if parts.scheme == "rediss" and "ssl_cert_reqs" not in parse_qs(parts.query):
+        raise ValueError(f"{variable}: a rediss:// URL needs ssl_cert_reqs, as in "
+                         "rediss://HOST:6380/0?ssl_cert_reqs=required (or optional, or none)")
 
 
 class WorkerSettings(CommonSettings):
@@ -90,6 +107,9 @@ class WorkerSettings(CommonSettings):
                                        "scores; the task expires then, and the query keeps BM25's order. "
                                        "Celery checks for the answer once a second, so a wait past it ends "
                                        "at the next whole second")
+    lex_features: Annotated[tuple[str, ...], NoDecode] = Field(
+        LEX3, description="caller side: the Lex features the served model reads, comma-separated (a model "
+                          "trained with `esrr train --lex-features` needs its list here); default Lex3")
     score_delay_ms: float = Field(0.0, ge=0, description="TESTING ONLY: sleep in every task")
     loglevel: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
 
@@ -122,6 +142,17 @@ class WorkerSettings(CommonSettings):
             return checkpoint_list(str(value)) if str(value).strip() else ()
         return value
 
+    @field_validator("lex_features", mode="before")
+    @classmethod
+    def _split_lex_features(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = tuple(part.strip() for part in value.split(","))
+        unknown = [name for name in value if name not in ALL_FEATURES]
+        if unknown or not value or len(set(value)) < len(value):
+            raise ValueError(f"give distinct names among {', '.join(ALL_FEATURES)}, comma-separated "
+                             f"(unknown: {unknown})" if unknown else "give distinct feature names, comma-separated")
+        return tuple(value)
+
     @field_validator("embeddings", mode="before")
     @classmethod
     def _embeddings_not_empty(cls, value: Any) -> Any:
@@ -148,6 +179,7 @@ class WorkerSettings(CommonSettings):
             raise ValueError(f"ESRR_RESULT_BACKEND has scheme {scheme!r}: use redis://HOST:6379/DB, rpc:// "
                              "with an AMQP broker, or leave it unset")
         _require_port_number("ESRR_RESULT_BACKEND", self.result_backend, "redis://HOST:6379/1")
+        _check_redis_url("ESRR_RESULT_BACKEND", self.result_backend)
         if scheme in RESULT_ONLY_SCHEMES and self.is_redis:
             raise ValueError("ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
                              "the Redis broker as result backend")
@@ -161,6 +193,7 @@ class WorkerSettings(CommonSettings):
         _require_port_number("ESRR_BROKER_URL", self.broker_url, "redis://HOST:6379/0")
         if self.is_redis and not re.fullmatch(r"/?\d*", urlsplit(self.broker_url).path):
             raise ValueError("ESRR_BROKER_URL: a Redis URL ends in a database number, as in redis://HOST:6379/0")
+        _check_redis_url("ESRR_BROKER_URL", self.broker_url)
         for path in self.checkpoint:
             if path.is_dir():
                 raise ValueError(f"ESRR_CHECKPOINT names {str(path)!r}, a directory; point it to the .pt "

@@ -38,10 +38,11 @@ def serve(host: str | None, port: int | None, threads: int | None) -> None:
         server = waitress.create_server(create_app(served, settings), host=settings.gateway_host,
                                         port=settings.gateway_port, threads=settings.gateway_threads,
                                         ident="es-rerank")
-    except OSError as error:  # the port is taken, or the address is not this machine's
+    except (OSError, ValueError) as error:  # the port is taken, the address is not this machine's or no address
         served.close()
+        reason = error.strerror if isinstance(error, OSError) else "not an address or a host name that resolves"
         raise click.ClickException(f"cannot listen on {settings.gateway_host}:{settings.gateway_port} "
-                                   f"({error.strerror}); choose another --port or --host") from None
+                                   f"({reason}); choose another --port or --host") from None
     address = f"http://{settings.gateway_host}:{settings.gateway_port}"
     scored = f"scored by the workers on {pipeline.reranker.queue!r}" if via_worker else "not reranked"
     click.echo(f"es-rerank gateway on {address}: index {pipeline.backend.index}, window {window}, {scored}; "

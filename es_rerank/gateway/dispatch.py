@@ -34,6 +34,12 @@ from es_rerank.payload import TASK_NAME, build_request, encode, result_scores
 from es_rerank.stats import CorpusStats
 
 UNANSWERED_NAME = "worker"  # the ranker's name until a worker has said which model it serves
+try:  # a Redis that answers wrongly (another protocol on the port, a database number it lacks)
+    from redis.exceptions import RedisError
+
+    REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError,)
+except ImportError:  # RabbitMQ only
+    REDIS_ERRORS = ()
 
 
 def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
@@ -99,7 +105,8 @@ class WorkerReranker:
         """The task's result, by ``deadline`` (a ``time.monotonic`` time)."""
         # Our own id: a send that fails half-way has subscribed to it, and must unsubscribe.
         pending = self.client.AsyncResult(str(uuid.uuid4()))
-        unreachable = (OperationalError, RuntimeError, *getattr(self.client.backend, "connection_errors", ()))
+        unreachable = (OperationalError, RuntimeError, *REDIS_ERRORS,
+                       *getattr(self.client.backend, "connection_errors", ()))
         try:
             # retry=False: a broker that is down fails now, not after the publish retries outlast the deadline
             self.client.send_task(TASK_NAME, args=[payload], queue=self.queue, task_id=pending.id,
@@ -116,14 +123,17 @@ class WorkerReranker:
         except unreachable as error:
             if isinstance(error, RuntimeError) and str(error) != E_RETRY_LIMIT_EXCEEDED:
                 raise  # the worker's own failure (e.g. WorkerSetupError): every query would meet it
-            self._forget(pending)
+            self._forget(pending, unreachable)
             cause = "" if isinstance(error, RuntimeError) else f" ({error})"
             raise ScoringUnavailable(f"cannot reach the broker or its result backend at {self.broker}{cause}; check "
                                      "ESRR_BROKER_URL (and ESRR_RESULT_BACKEND) and that they run") from None
 
-    def _forget(self, pending: Any) -> None:
+    def _forget(self, pending: Any, failing: tuple[type[BaseException], ...] = ()) -> None:
         """Stop tracking an unanswered task (left to ``AsyncResult.__del__``, exit prints a traceback)."""
-        self.client.backend.remove_pending_result(pending)
+        try:
+            self.client.backend.remove_pending_result(pending)
+        except failing:  # unsubscribing meets the same broken result backend; the caller reports it
+            pass
 
     def close(self) -> None:
         """Close the app's connections to the broker and the result backend."""

@@ -245,3 +245,14 @@ def test_serve_refuses_a_taken_port_with_the_fix(home):
         result = CliRunner().invoke(main, ["serve", "--port", str(taken.getsockname()[1])],
                                     env={"ESRR_HOME": str(home), "ESRR_GATEWAY_RERANK": "false"})
     assert result.exit_code == 1 and "Address already in use); choose another --port" in result.output
+
+
+@pytest.mark.parametrize("host", ["999.1.1.1", "nonexistent.invalid"])
+def test_serve_refuses_a_host_that_is_no_address_with_the_fix(home, host):
+    with socket.socket() as probe:  # a free port: only the host can be wrong
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = CliRunner().invoke(main, ["serve", "--host", host, "--port", str(port)],
+                                env={"ESRR_HOME": str(home), "ESRR_GATEWAY_RERANK": "false"})
+    assert result.exit_code == 1 and "not an address or a host name that resolves); choose another --port or --host" \
+        in result.output, result.output

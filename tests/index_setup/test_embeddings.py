@@ -116,7 +116,9 @@ def test_a_damaged_artifact_is_an_embeddings_error(trained: tuple[Path, Embeddin
 
 
 @pytest.mark.parametrize("vectors", [np.zeros(0, dtype=np.float32), np.zeros(5, dtype=np.float32),
-                                     np.zeros((5, 2, 2), dtype=np.float32), np.array(["a"] * 5), None])
+                                     np.zeros((5, 2, 2), dtype=np.float32), np.array(["a"] * 5), None,
+                                     np.array([[0, 1]] * 4 + [[np.nan, 0]], dtype=np.float32),
+                                     np.array([[0, 1]] * 4 + [[np.inf, 0]], dtype=np.float32)])
 def test_vectors_of_the_wrong_shape_or_kind_are_damaged(trained: tuple[Path, Embeddings], tmp_path: Path,
                                                          vectors: np.ndarray | None) -> None:
     """An empty file, a flat row, a 3-D block or strings: each named, none a traceback later on."""

@@ -138,6 +138,49 @@ def test_an_unreachable_broker_falls_back_at_once(served_home):
     assert len(ranking.ranked) == 10
 
 
+def _fallback_with(home: Path, backend: EmbeddedBackend, url: str):
+    client = create_app(WorkerSettings(home=home, broker_url=url))
+    try:
+        return SearchPipeline(backend, 20, WorkerReranker(client, "rerank", deadline_s=2)).rank(QUERY, 10)
+    finally:
+        client.close()
+
+
+def test_a_broker_port_speaking_another_protocol_falls_back_to_bm25(served_home):
+    """Not a 500 or a traceback: an HTTP server where Redis should be is a broker that cannot be reached."""
+    import threading
+
+    home, backend = served_home
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def answer_http() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:  # closed: the test is over
+                return
+            with connection:
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    threading.Thread(target=answer_http, daemon=True).start()
+    try:
+        ranking = _fallback_with(home, backend, f"redis://127.0.0.1:{listener.getsockname()[1]}/0")
+    finally:
+        listener.close()
+    assert ranking.ranker == "BM25" and "cannot reach the broker" in ranking.fallback
+    assert "ESRR_BROKER_URL" in ranking.fallback and len(ranking.ranked) == 10
+
+
+@pytest.mark.broker
+def test_a_redis_database_the_server_lacks_falls_back_to_bm25(broker, served_home):
+    home, backend = served_home
+    ranking = _fallback_with(home, backend, broker.redis_url.rsplit("/", 1)[0] + "/99")
+    assert ranking.ranker == "BM25" and "DB index is out of range" in ranking.fallback, ranking.fallback
+
+
 @pytest.mark.broker
 def test_search_command_scores_with_the_worker(home_worker, served_home, broker):
     queue, _ = home_worker
@@ -155,6 +198,33 @@ def test_search_command_scores_with_the_worker(home_worker, served_home, broker)
     assert unanswered.stdout.split()[1] == "BM25"  # the header names the ranker that ordered the hits
     body = json.loads(CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--worker", "--json"], env=env).stdout)
     assert body["esrr"]["ranker"].startswith("BM25") and "no worker answered" in body["esrr"]["fallback"]
+
+
+@pytest.mark.broker
+def test_a_model_with_other_lex_features_is_served_once_the_caller_names_them(artifacts, served_home, broker,
+                                                                             tmp_path):
+    home, _ = served_home
+    lexg = artifacts.another_checkpoint(tmp_path / "delta-32-lexg.pt", lex_names=("text_bm25", "title_jaccard"))
+    queue = f"lexg-{uuid.uuid4().hex[:6]}"
+    process = broker.worker(queue, home=home, checkpoint=lexg).start()
+    client = broker.client(queue, home=home)
+    try:
+        process.wait_ready(client)
+        env = broker.settings_env(queue, home=home, checkpoint=lexg, score_deadline_s=30)
+        refused = CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--worker"], env=env)
+        assert refused.exit_code == 1 and "set ESRR_LEX_FEATURES=text_bm25,title_jaccard where the gateway" \
+            in refused.output, refused.output
+        env["ESRR_LEX_FEATURES"] = "text_bm25, title_jaccard"
+        remote = CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--worker", "--json"], env=env)
+        local = CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--json"], env=env)
+    finally:
+        process.stop()
+        client.close()
+    assert remote.exit_code == 0 and local.exit_code == 0, remote.output
+    assert json.loads(remote.stdout)["hits"] == json.loads(local.stdout)["hits"]
+    env["ESRR_LEX_FEATURES"] = "text_bm25,nope"
+    bad = CliRunner().invoke(main, ["search", QUERY, "--worker"], env=env)
+    assert bad.exit_code != 0 and "ESRR_LEX_FEATURES" in bad.output and "unknown: ['nope']" in bad.output
 
 
 @pytest.mark.broker

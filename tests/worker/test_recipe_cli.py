@@ -139,7 +139,9 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert leaking.exit_code == 1 and "votes with judgments of 6 evaluated queries" in leaking.output, leaking.output
     (models / "judged-neighbours.json").unlink()
     monkeypatch.chdir(tmp_path)  # the default --out is relative: reports/nfcorpus-SPLIT
-    esrr("eval", "--data", str(data), "--split", "dev")
+    served_elsewhere = runner.invoke(main, ["eval", "--data", str(data), "--split", "dev"],
+                                     env={**env, "ESRR_CHECKPOINT": str(models / "delta-32-lex3-lexg.pt")})
+    assert served_elsewhere.exit_code == 0 and "note: ESRR_CHECKPOINT is set" in served_elsewhere.output
     assert json.loads((tmp_path / "reports" / "nfcorpus-dev" / "results.json").read_text())["split"] == "dev"
     assert not (tmp_path / "reports" / "nfcorpus-test").exists()  # a dev run leaves the test report alone
 
@@ -177,11 +179,27 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
         (["train", "--lex-features", "", "--suffix=-x"], "no feature given"),
         (["train", "--lex-features", "title_bm25,title_bm25", "--suffix=-x"], "given twice"),
         (["eval", "--out", str(report / "table.md")], "is a file"),
+        (["train", "--variant", "delta-32", "--suffix=-lex3"], "delta-32-lex3.pt, the checkpoint of another variant"),
+        (["train", "--variant", "delta-32", "--suffix=-no-difference"], "the checkpoint of another variant"),
+        (["eval", "--extra", f"{'L' * 250}={models / 'delta-32.pt'}"], "longer than 255 bytes"),
     ]:
         bad = runner.invoke(main, args, env=env)
         assert bad.exit_code == 2 and message in bad.output, bad.output
     wrong_kind = runner.invoke(main, ["eval", "--data", str(data), "--extra", f"D={models / 'drmm.pt'}"], env=env)
     assert wrong_kind.exit_code == 1 and "is a drmm checkpoint, not a delta model's" in wrong_kind.output
+    import torch
+
+    saved = torch.load(models / "delta-32-lex3.pt", weights_only=True)
+    del saved["state_dict"]["lex_mean"]
+    torch.save(saved, tmp_path / "unfit.pt")
+    unfit = runner.invoke(main, ["eval", "--data", str(data), "--extra", f"U={tmp_path / 'unfit.pt'}"], env=env)
+    assert unfit.exit_code == 1 and "unfit.pt does not fit embeddings" in unfit.output, unfit.output
+    assert "Traceback" not in unfit.output
+    served = (models / "delta-32-lex3.pt").read_bytes()
+    shutil.copy(models / "delta-32.pt", models / "delta-32-lex3.pt")  # a hand copy over the served model
+    mislabelled = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "r2")], env=env)
+    assert mislabelled.exit_code == 1 and "is not a delta-32-lex3 model" in mislabelled.output, mislabelled.output
+    (models / "delta-32-lex3.pt").write_bytes(served)
 
     unjudged = shutil.copytree(data, tmp_path / "unjudged")
     (unjudged / "qrels" / "dev.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")

@@ -344,7 +344,8 @@ def test_bench_command(tmp_path, table: np.ndarray) -> None:
                                                "--device", "cpu"])
         assert bad.exit_code == 1 and message in bad.output and "allow_pickle" not in bad.output, bad.output
 
-    for args in (["--vocab-sizes", "abc"], ["--vocab-sizes", "50"], ["--device", "gpu"], ["--threads", "0"], ["--layout", "packed"], ["--cuda-graphs", "--device", "cpu"],
+    for args in (["--vocab-sizes", "abc"], ["--vocab-sizes", "50"], ["--vocab-sizes", "1000000000"],
+                 ["--device", "gpu"], ["--threads", "0"], ["--layout", "packed"], ["--cuda-graphs", "--device", "cpu"],
                  ["--docs", "0"], ["--reps", "0"], ["--embeddings", str(tmp_path)]):
         bad = CliRunner().invoke(bench_score, args)
         assert bad.exit_code == 2 and ("Invalid value" in bad.output or "pass both" in bad.output), (args, bad.output)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import sys
@@ -91,6 +92,9 @@ def _check_suffix(ctx: click.Context, param: click.Parameter, value: str) -> str
     return value
 
 
+MAX_FILE_NAME_BYTES = 255  # ext4, xfs, btrfs and most others
+
+
 def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
     """Where the checkpoint of a variant lives."""
     return settings.models_dir / f"{variant}.pt"
@@ -139,6 +143,11 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     if lex_features and not any(VARIANTS.get(name, {}).get("lex_names") for name in names):
         raise click.UsageError(f"--lex-features changes the Lex features of delta-32-lex3 only; the variant(s) "
                                f"{', '.join(names)} read none (add --variant delta-32-lex3, or drop the option)")
+    built_in = {*VARIANT_NAMES, DRMM_NAME}
+    clashes = [f"{name}{suffix}" for name in names if suffix and f"{name}{suffix}" in built_in]
+    if clashes:  # e.g. delta-32 + "-lex3" would replace the served delta-32-lex3.pt with another model
+        raise click.UsageError(f"--suffix={suffix} names {', '.join(clashes)}.pt, the checkpoint of another "
+                               "variant; pick a suffix that makes a new name (e.g. --suffix=-seed14)")
     if lex_features and not suffix:
         raise click.UsageError("--lex-features needs --suffix, so the served delta-32-lex3.pt is not replaced "
                                "by a model with other features (e.g. --suffix=-lexg)")
@@ -381,6 +390,9 @@ def evaluate(data: Path | None, split: str, out: Path | None, extras: tuple[str,
     extra_models = {label: paths[0] for label, paths in extra_pairs}
     ensemble_models = dict(ensemble_pairs)
     settings = load_settings()
+    if os.environ.get("ESRR_CHECKPOINT", "").strip():  # what search serves need not be a built-in row
+        click.echo("note: ESRR_CHECKPOINT is set, but the Delta rows read <home>/models/<variant>.pt; evaluate "
+                   "the served model with --extra LABEL=PATH (or --ensemble for several)", err=True)
     runs_dir = settings.home / "runs" / split
     out = out if out is not None else Path(f"reports/nfcorpus-{split}")  # a dev run never overwrites test's
     writable_dir(out, "pass a folder you can write to as --out")
@@ -391,9 +403,12 @@ def evaluate(data: Path | None, split: str, out: Path | None, extras: tuple[str,
         if not path.is_file():
             click.echo(f"skipping {label}: no checkpoint at {path} (train it with `esrr train`)")
             del models[label]
+    variant_of = {path: variant for variant, label in VARIANT_NAMES.items() if (path := models.get(label))}
     models.update(extra_models)
     paths = {*models.values(), *(path for members in ensemble_models.values() for path in members)}
     checkpoints = {path: _load_checkpoint(work, path, Checkpoint) for path in sorted(paths)}
+    for path, variant in variant_of.items():
+        _check_variant(path, checkpoints[path], variant)
     drmm = _load_drmm(work)
     # Only the Lex features some checkpoint reads: the 18 cost several times Lex3.
     lex_names = [n for n in ALL_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
@@ -467,6 +482,10 @@ def _check_row_labels(labels: Sequence[str]) -> None:
     if sharing:
         raise click.BadParameter(f"rows {sharing} differ only in punctuation or spaces and would share a run "
                                  "file; give labels that differ in letters or digits", param_hint="--extra/--ensemble")
+    too_long = sorted({row for row, tag in zip(rows, tags) if len(f"{tag}.run".encode()) > MAX_FILE_NAME_BYTES})
+    if too_long:  # found now, not when the report is half written
+        raise click.BadParameter(f"row(s) {[row[:40] + '...' for row in too_long]} make run file names longer than "
+                                 f"{MAX_FILE_NAME_BYTES} bytes; give shorter labels", param_hint="--extra/--ensemble")
 
 
 def _evaluation_votes(work: Workspace, queries: Mapping[str, str]) -> JudgedNeighbours | None:
@@ -525,7 +544,26 @@ def _load_checkpoint(work: Workspace, path: Path, kind: type[SavedModelT]) -> Sa
     with _as_cli_error(ValueError):
         checkpoint = kind.load(path)
     _check_embeddings(path, checkpoint.embeddings_version, work.embeddings.version)
+    from worker.model import Checkpoint
+
+    try:  # now, not after minutes of candidates and other models
+        checkpoint.build_model(*([work.embeddings.vectors] if isinstance(checkpoint, Checkpoint) else []))
+    except (ValueError, RuntimeError) as error:
+        raise click.ClickException(f"{path} does not fit embeddings {work.embeddings.version}, or its weights are "
+                                   f"damaged ({error}); retrain it with `esrr train`") from None
     return checkpoint
+
+
+def _check_variant(path: Path, checkpoint: Checkpoint, variant: str) -> None:
+    """The checkpoint at a variant's own file is that variant, as its row's label says."""
+    from worker.model import VARIANTS
+
+    expected = {"lex_names": (), "use_difference": True, "use_delta_features": True, **VARIANTS[variant]}
+    found = {name: getattr(checkpoint.config, name) for name in expected}
+    if found != {**expected, "lex_names": tuple(expected["lex_names"])}:
+        raise click.ClickException(f"{path} is not a {variant} model (its config has {found}), so its row would "
+                                   f"be mislabelled {VARIANT_NAMES[variant]!r}: retrain it with `esrr train "
+                                   f"--variant {variant}`, or rename it and evaluate it with --extra LABEL=PATH")
 
 
 def _checkpoint_scores(work: Workspace, checkpoint: Checkpoint, candidates: list[QueryCandidates],
