@@ -12,8 +12,10 @@ import math
 import os
 import signal
 import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 import click
 
@@ -163,10 +165,26 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="es-rerank")
 def main() -> None:
     """es-rerank: BM25 retrieval reranked by the Delta-32-Lex3 model."""
-    # `timeout`, `docker stop` and systemd stop with SIGTERM, which by default kills Python
-    # without running cleanup: a build would leave its half-written version behind. As an
-    # exit, it runs the same cleanup as Ctrl-C. (The Celery worker installs its own handler.)
+
+
+@contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """While inside, SIGTERM exits through ``finally`` and ``except BaseException`` blocks, as Ctrl-C does.
+
+    `timeout`, `docker stop` and systemd stop with SIGTERM, which by default kills Python
+    without any cleanup: a build would leave its half-written version behind. Only the
+    default action is replaced (an ignored SIGTERM stays ignored), and only around work
+    that cleans up after itself: elsewhere threads would delay the exit.
+    """
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if not in_main_thread or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -83,9 +83,9 @@ class Embeddings:
         if vectors.ndim != 2 or vectors.dtype.kind != "f":
             raise EmbeddingsError(f"{directory}: vectors.npy holds a {vectors.dtype} array of shape {vectors.shape}, "
                                   f"not one row of floats per word; it is damaged: {retrain}")
-        # A float64 sum is finite exactly when every float32 entry is (it cannot overflow), and
-        # needs no 27 MB mask; a NaN would otherwise surface as NaN scores or a fusion error.
-        if not math.isfinite(float(vectors.sum(dtype=np.float64))):
+        # min and max are NaN or infinite when any entry is, without a mask the table's size;
+        # a NaN would otherwise surface as NaN scores or a fusion error.
+        if vectors.size and not (math.isfinite(vectors.min()) and math.isfinite(vectors.max())):
             raise EmbeddingsError(f"{directory}: vectors.npy holds NaN or infinite values; it is damaged: {retrain}")
         if vocab and vocab[-1] == "":
             vocab.pop()

@@ -223,8 +223,12 @@ class CorpusStats:
         (directory / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
     @classmethod
-    def load(cls, directory: Path) -> "CorpusStats":
-        """Memory-map statistics written by ``save``."""
+    def load(cls, directory: Path, check_ids: bool = False) -> "CorpusStats":
+        """Memory-map statistics written by ``save``; ``check_ids`` also reads every term id (once, before serving).
+
+        The shapes, dtypes and row pointers are always checked (cheap); the term ids
+        only when asked, since that reads the whole corpus: ``esrr index use`` does.
+        """
         meta_path = directory / "meta.json"
         if not meta_path.is_file():
             raise StatsError(f"no complete statistics at {directory}; build the index first "
@@ -270,7 +274,7 @@ class CorpusStats:
             ptr, values = array(f"{field}_ptr", n_docs + 1), array(f"{field}_values")
             if ptr[0] != 0 or ptr[-1] != len(values) or (np.diff(ptr) < 0).any():
                 raise damaged(f"{field}_ptr.npy does not index {field}_values.npy")
-            if len(values) and (values.min() < 0 or values.max() >= id_limit):
+            if check_ids and len(values) and (values.min() < 0 or values.max() >= id_limit):
                 raise damaged(f"{field}_values.npy holds term ids outside the vocabulary of {id_limit}")
             return ptr, values
 

@@ -52,9 +52,7 @@ def read_pointer(root: Path) -> str | None:
     """
     pointer = root / CURRENT_FILE
     if not pointer.is_file():
-        if pointer.exists():  # a folder or a device in its place: nothing may count as served
-            raise VersionNameError(f"{pointer} is damaged: it is not a file; remove it, then point it at a "
-                                   f"version under {root}")
+        _refuse_a_non_file(pointer)  # nothing may count as served
         return None
     try:
         version = pointer.read_text(encoding="utf-8").strip() or None
@@ -70,6 +68,7 @@ def read_pointer(root: Path) -> str | None:
 
 def write_pointer(root: Path, version: str) -> None:
     """Point ``root/CURRENT`` at ``version`` atomically (write a temporary file, then rename)."""
+    _refuse_a_non_file(root / CURRENT_FILE)  # a rename cannot replace a folder
     tmp = root / f".{CURRENT_FILE}.{os.getpid()}.tmp"
     tmp.write_text(check_version(version) + "\n", encoding="utf-8")
     try:
@@ -77,3 +76,9 @@ def write_pointer(root: Path, version: str) -> None:
     except OSError:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _refuse_a_non_file(pointer: Path) -> None:
+    if pointer.exists() and not pointer.is_file():  # a folder or a device in its place
+        raise VersionNameError(f"{pointer} is damaged: it is not a file; remove it, then point it at a "
+                               f"version under {pointer.parent}")

@@ -11,6 +11,7 @@ from typing import Callable
 import click
 
 from es_rerank.backends.base import MAX_K
+from es_rerank.cli import sigterm_as_exit
 from es_rerank.settings import CommonSettings
 
 BACKEND_OPTION = click.option(
@@ -112,14 +113,16 @@ def _load_options(command: Callable) -> Callable:
 @_load_options
 def build(backend: str | None, data: Path | None, strict: bool, version: str | None) -> None:
     """Build a new index version with its statistics and serve it."""
-    _build(backend, data, strict, version, require_existing=False)
+    with sigterm_as_exit():
+        _build(backend, data, strict, version, require_existing=False)
 
 
 @index.command()
 @_load_options
 def reindex(backend: str | None, data: Path | None, strict: bool, version: str | None) -> None:
     """Replace the served index: build a new version, then swap to it only when complete."""
-    _build(backend, data, strict, version, require_existing=True)
+    with sigterm_as_exit():
+        _build(backend, data, strict, version, require_existing=True)
 
 
 @index.command()
@@ -149,7 +152,7 @@ def versions(backend: str | None) -> None:
             current = current_version(root) if all_versions else None
         except BackendError as error:  # versions but no usable CURRENT: list them, none marked as served
             current = None
-            if (root / CURRENT_FILE).is_file():
+            if (root / CURRENT_FILE).exists():
                 click.echo(f"warning: {error}", err=True)
         if current is not None and current not in all_versions:
             click.echo(f"warning: {root / CURRENT_FILE} names {current}, which is not a complete version here: "
@@ -196,23 +199,22 @@ def prune(keep: int | None, backend: str | None) -> None:
 
     settings = _settings(backend)
     keep = settings.es_keep_versions if keep is None else keep
+    def report(version: str, interrupted: bool = False) -> None:
+        click.echo(f"deleted {version}{' (an interrupted build)' if interrupted else ''}")
+
     try:
         if settings.backend == "embedded":
-            from index_setup.embedded_index import delete_abandoned_builds, prune_versions
+            from index_setup.embedded_index import prune_versions
 
-            root = settings.indexes_dir / "embedded"
-            for name in delete_abandoned_builds(root):
-                click.echo(f"deleted {name} (an interrupted build)")
-            deleted = prune_versions(root, keep)
+            prune_versions(settings.indexes_dir / "embedded", keep, on_deleted=report)
         else:
             from es_rerank.backends.elasticsearch import connect
             from index_setup.es_index import delete_old_versions
 
-            deleted = delete_old_versions(connect(settings), settings.es_alias, keep, settings)
+            for version in delete_old_versions(connect(settings), settings.es_alias, keep, settings):
+                report(version)
     except (BackendError, ValueError) as error:
         raise click.ClickException(str(error)) from None
-    for version in deleted:
-        click.echo(f"deleted {version}")
 
 
 @index.command(name="stats")
@@ -238,25 +240,42 @@ class _SearchCommand(click.Command):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as error:
-            options = {name for param in self.params for name in getattr(param, "opts", ())}
-            word = next((arg for arg in given if arg.startswith("-") and arg != "--"), None)
+            word = self._dashed_word(given)
             misspelt = isinstance(error, click.NoSuchOption) and error.possibilities
             # "-statin" is no option; "-kinase" reads as -k with the value "inase"
-            if word is not None and word not in options and "=" not in word and not misspelt:
+            if word is not None and "=" not in word and not misspelt:
                 example = " ".join(["esrr search", *self._options_given(given), "--", f'"{word}"'])
                 error.message = (f"{error.message.rstrip('.')}. A query that starts with a dash goes after "
                                  f'"--", options before it, as in: {example}')
             raise
 
+    def _dashed_word(self, args: list[str]) -> str | None:
+        """The first argument that starts with a dash and is neither an option nor an option's value."""
+        takes_value, rest = self._takes_value(), iter(args)
+        for arg in rest:
+            name = arg.split("=", 1)[0]
+            if name in takes_value:
+                if takes_value[name] and "=" not in arg:
+                    next(rest, None)
+            elif arg.startswith("-") and arg != "--":
+                return arg
+        return None
+
+    def _takes_value(self) -> dict[str, bool]:
+        """Every option name (``--feedback`` and ``--no-feedback`` alike) and whether a value follows it."""
+        return {name: not getattr(param, "is_flag", False) and not getattr(param, "count", False)
+                for param in self.params
+                for name in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))}
+
     def _options_given(self, args: list[str]) -> list[str]:
         """The options among ``args``, each with its value, quoted for a shell."""
-        takes_value = {name: not getattr(param, "is_flag", False) and not getattr(param, "count", False)
-                       for param in self.params for name in getattr(param, "opts", ())}
+        takes_value = self._takes_value()
         options, rest = [], iter(args)
         for arg in rest:
-            if arg in takes_value:
+            name = arg.split("=", 1)[0]
+            if name in takes_value:
                 options.append(arg)
-                if takes_value[arg]:
+                if takes_value[name] and "=" not in arg:
                     options.append(next(rest, ""))
         return [shlex.quote(arg) for arg in options]
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import socket
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import IO, Callable, Iterable, Iterator
 
 import tantivy
 from tqdm import tqdm
@@ -19,7 +21,7 @@ from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, Vocabulary, ite
 from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, new_version, read_pointer,
                                 version_time_ns, write_pointer)
 
-BUILDER_FILE = "BUILDER"  # who is building a version: {"host", "pid"}; meta.json marks it complete
+BUILDER_FILE = "BUILDER"  # locked by the build while it runs; meta.json marks a version complete
 
 
 @dataclass(frozen=True)
@@ -45,45 +47,37 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
     """
     version = check_version(version) if version else new_version()
     read_pointer(root)  # a damaged CURRENT is refused now, not after the whole build
-    target = root / version
-    if target.exists() or target.is_symlink():
-        interrupted = unfinished_builds(root).get(version)
-        what = "an interrupted build of it is" if interrupted else "it already exists"
-        hint = "delete it with `esrr index prune` or pick" if interrupted else "pick"
-        raise FileExistsError(f"index version {version}: {what} at {target}; {hint} another --version")
     started = time.perf_counter()
     writer = None
-    try:
-        target.mkdir(parents=True)
-        (target / BUILDER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}),
-                                           encoding="utf-8")
-        (target / "tantivy").mkdir()
-        index = tantivy.Index(index_schema(), path=str(target / "tantivy"))
-        index.register_tokenizer(TOKENIZER, whitespace_analyzer())
-        writer = index.writer(heap_size=256_000_000, num_threads=1)
-        vocab = Vocabulary()
-        docs = []
-        progress_bar = tqdm(documents, desc="indexing", unit="doc", total=total, disable=not progress)
-        for doc, terms in iter_doc_terms(progress_bar, vocab):
-            text = " ".join(vocab.terms[i] for i in (*terms.title_ids, *terms.abstract_ids))
-            writer.add_document(tantivy.Document(text=text, row=len(docs), doc_id=doc.doc_id, title=doc.title))
-            docs.append((doc.doc_id, terms))
-        writer.commit()
-        writer.wait_merging_threads()
-        if not docs and not allow_empty:
-            raise ValueError(NO_DOCUMENTS)
-        stats = CorpusStats.build(version, docs, vocab)
-        stats.save(target / "stats")
-        seconds = time.perf_counter() - started
-        meta = {"version": version, "n_docs": stats.n_docs, "n_terms": len(vocab), "build_seconds": seconds,
-                "built_ns": time.time_ns()}
-        (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
-        (target / BUILDER_FILE).unlink()
-    except BaseException:
-        if writer is not None:
-            _stop_writer(writer)
-        shutil.rmtree(target, ignore_errors=True)
-        raise
+    with _claim(root, version) as target:
+        try:
+            (target / "tantivy").mkdir()
+            index = tantivy.Index(index_schema(), path=str(target / "tantivy"))
+            index.register_tokenizer(TOKENIZER, whitespace_analyzer())
+            writer = index.writer(heap_size=256_000_000, num_threads=1)
+            vocab = Vocabulary()
+            docs = []
+            progress_bar = tqdm(documents, desc="indexing", unit="doc", total=total, disable=not progress)
+            for doc, terms in iter_doc_terms(progress_bar, vocab):
+                text = " ".join(vocab.terms[i] for i in (*terms.title_ids, *terms.abstract_ids))
+                writer.add_document(tantivy.Document(text=text, row=len(docs), doc_id=doc.doc_id, title=doc.title))
+                docs.append((doc.doc_id, terms))
+            writer.commit()
+            writer.wait_merging_threads()
+            if not docs and not allow_empty:
+                raise ValueError(NO_DOCUMENTS)
+            stats = CorpusStats.build(version, docs, vocab)
+            stats.save(target / "stats")
+            seconds = time.perf_counter() - started
+            meta = {"version": version, "n_docs": stats.n_docs, "n_terms": len(vocab), "build_seconds": seconds,
+                    "built_ns": time.time_ns()}
+            (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+            (target / BUILDER_FILE).unlink()  # complete: meta.json says so, the lock is released below
+        except BaseException:
+            if writer is not None:
+                _stop_writer(writer)
+            shutil.rmtree(target, ignore_errors=True)
+            raise
     switch_current(root, version)
     return BuildResult(version, target, stats.n_docs, len(vocab), seconds)
 
@@ -107,7 +101,7 @@ def switch_current(root: Path, version: str) -> None:
     if not (root / check_version(version) / "meta.json").is_file():
         raise FileNotFoundError(f"no complete index version {version} under {root}; "
                                 "`esrr index versions` lists them")
-    EmbeddedBackend(root / version)  # BackendError naming the damage, before anything is served
+    EmbeddedBackend(root / version, check_ids=True)  # BackendError naming the damage, before anything is served
     write_pointer(root, version)
 
 
@@ -135,14 +129,46 @@ def _built_ns(meta: Path) -> int:
     return named if named is not None else meta.stat().st_mtime_ns
 
 
-def unfinished_builds(root: Path) -> dict[str, bool]:
-    """Version folders without meta.json, each with whether its build was abandoned.
+@contextmanager
+def _root_lock(root: Path) -> Iterator[None]:
+    """Lock the ``root`` folder itself: builds claim their folders and prune deletes one at a time."""
+    root.mkdir(parents=True, exist_ok=True)
+    folder = os.open(root, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(folder)  # and with it the lock
 
-    A build killed outright (SIGKILL, a power cut) cannot clean up after itself. Its
-    folder counts as abandoned when the process named in its ``BUILDER`` file is gone
-    from this host, or when it has no such file; a build on another host sharing the
-    folder counts as running.
+
+@contextmanager
+def _claim(root: Path, version: str) -> Iterator[Path]:
+    """Create ``root/version`` with its ``BUILDER`` file locked for as long as the build runs.
+
+    The kernel drops the lock when the builder dies however it dies (SIGKILL, OOM), in
+    any PID namespace, so a folder without meta.json whose lock is free is an
+    abandoned build; pid files could not tell (reused pids, containers).
     """
+    with _root_lock(root):
+        target = root / version
+        if target.exists() or target.is_symlink():
+            interrupted = unfinished_builds(root).get(version)
+            what = "an interrupted build of it is" if interrupted else "it already exists"
+            hint = "delete it with `esrr index prune` or pick" if interrupted else "pick"
+            raise FileExistsError(f"index version {version}: {what} at {target}; {hint} another --version")
+        target.mkdir()
+        builder: IO[str] = open(target / BUILDER_FILE, "w", encoding="utf-8")
+        fcntl.flock(builder, fcntl.LOCK_EX)
+        builder.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))  # for people only
+        builder.flush()
+    try:
+        yield target
+    finally:
+        builder.close()
+
+
+def unfinished_builds(root: Path) -> dict[str, bool]:
+    """Version folders without meta.json, each with whether its build was abandoned (its lock is free)."""
     if not root.is_dir():
         return {}
     unfinished = {}
@@ -152,33 +178,23 @@ def unfinished_builds(root: Path) -> dict[str, bool]:
         except VersionNameError:  # CURRENT, its temporary files, anything not ours
             continue
         if path.is_dir() and not (path / "meta.json").is_file():
-            unfinished[path.name] = not _builder_alive(path / BUILDER_FILE)
+            unfinished[path.name] = not _being_built(path)
     return dict(sorted(unfinished.items()))
 
 
-def _builder_alive(builder_file: Path) -> bool:
+def _being_built(version_dir: Path) -> bool:
     try:
-        builder = json.loads(builder_file.read_text(encoding="utf-8"))
-        host, pid = str(builder["host"]), int(builder["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
+        builder = open(version_dir / BUILDER_FILE, "rb")
+    except FileNotFoundError:  # killed before claiming it (or built by older code)
         return False
-    if host != socket.gethostname():
+    except OSError:  # cannot tell: leave it alone
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
-def delete_abandoned_builds(root: Path) -> list[str]:
-    """Delete the folders of abandoned builds (see ``unfinished_builds``); returns their names."""
-    abandoned = [name for name, is_abandoned in unfinished_builds(root).items() if is_abandoned]
-    for name in abandoned:
-        _delete_version(root, name, deleted=[])
-    return abandoned
+    with builder:
+        try:
+            fcntl.flock(builder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        return False  # the lock is released as the file closes
 
 
 def _delete_version(root: Path, version: str, deleted: list[str]) -> None:
@@ -199,19 +215,29 @@ class PruneError(ValueError):
     """A version could not be deleted; the message names it and what was deleted before it."""
 
 
-def prune_versions(root: Path, keep: int = 2) -> list[str]:
-    """Delete all but the newest ``keep`` versions, never the current one; returns the deleted."""
+def prune_versions(root: Path, keep: int = 2,
+                   on_deleted: Callable[[str, bool], None] = lambda version, interrupted: None) -> list[str]:
+    """Delete all but the newest ``keep`` versions (never the current one) and the folders of abandoned builds.
+
+    Returns the deleted versions; ``on_deleted(name, interrupted)`` is told of each
+    deletion as it happens, abandoned builds (``interrupted``) first.
+    """
     if keep < 0:
         raise ValueError(f"keep={keep}: the number of versions to keep must be 0 or more")
-    current = read_pointer(root)
-    versions = list_versions(root)
-    if (root / CURRENT_FILE).is_file() and current not in versions:
-        # The served version is unknown: deleting "old" ones could delete what was meant to be served.
-        raise ValueError(f"{root / CURRENT_FILE} names {current or 'nothing'}, not one of the complete versions "
-                         f"{versions}; serve one with `esrr index use VERSION` before pruning")
-    doomed = [v for v in versions[:-keep] if v != current] if keep > 0 else [v for v in versions if v != current]
-    deleted: list[str] = []
-    for version in doomed:
-        _delete_version(root, version, deleted)
-        deleted.append(version)
-    return deleted
+    if not root.is_dir():
+        return []
+    with _root_lock(root):
+        current = read_pointer(root)
+        versions = list_versions(root)
+        if (root / CURRENT_FILE).exists() and current not in versions:
+            # The served version is unknown: deleting "old" ones could delete what was meant to be served.
+            raise ValueError(f"{root / CURRENT_FILE} names {current or 'nothing'}, not one of the complete "
+                             f"versions {versions}; serve one with `esrr index use VERSION` before pruning")
+        abandoned = [name for name, is_abandoned in unfinished_builds(root).items() if is_abandoned]
+        doomed = [v for v in (versions[:-keep] if keep > 0 else versions) if v != current]
+        deleted: list[str] = []
+        for name in [*abandoned, *doomed]:
+            _delete_version(root, name, deleted)
+            deleted.append(name)
+            on_deleted(name, name in abandoned)
+    return [name for name in deleted if name not in abandoned]

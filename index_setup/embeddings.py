@@ -95,6 +95,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from es_rerank import versions
+from es_rerank.cli import sigterm_as_exit
 from es_rerank.embeddings import (ARTIFACT_FORMAT, PAD, PAD_TOKEN, UNK, UNK_TOKEN, Embeddings, EmbeddingsError,
                                   current_version)
 from es_rerank.settings import DEFAULT_NFCORPUS
@@ -486,7 +487,8 @@ def train_command(data_root: Path, out: Path | None, min_count: int, epochs: int
     logging.getLogger("gensim").setLevel(logging.INFO if verbose else logging.WARNING)
     params = Word2VecParams(min_count=min_count, epochs=epochs, workers=workers)
     try:
-        emb = train_from_data(data_root, _embeddings_dir(out), params, version, limit_docs)
+        with sigterm_as_exit():  # the half-written version is removed, as on Ctrl-C
+            emb = train_from_data(data_root, _embeddings_dir(out), params, version, limit_docs)
     except (EmbeddingsError, TextSourceError) as exc:
         raise click.ClickException(str(exc)) from exc
     _print_info(emb, _embeddings_dir(out) / emb.version)

@@ -345,7 +345,7 @@ def use_version(client: Elasticsearch, settings: "CommonSettings", version: str)
         if index_version(client, index) != version:
             raise BackendError(f"index {index!r} records another version in its _meta; rebuild it")
         try:
-            CorpusStats.load(stats_dir(stats_root(settings), version))
+            CorpusStats.load(stats_dir(stats_root(settings), version), check_ids=True)
         except StatsError as exc:
             raise BackendError(f"version {version!r} cannot be served: {exc}") from exc
         actions = [{"remove": {"index": old, "alias": alias}} for old in previous if old != index]

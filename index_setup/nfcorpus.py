@@ -31,7 +31,8 @@ from typing import Iterator
 
 from es_rerank.settings import DEFAULT_NFCORPUS, CommonSettings
 from es_rerank.stats import Document
-from index_setup.readers import BEIR_CORPUS_NAMES, LoadReport, read_corpus, read_qrels, read_queries
+from index_setup.readers import (BEIR_CORPUS_NAMES, LoadReport, beir_corpus_file, read_corpus, read_qrels,
+                                  read_queries)
 
 logger = logging.getLogger(__name__)
 
@@ -197,11 +198,11 @@ class NFCorpus:
 
     @property
     def corpus_path(self) -> Path:
-        """``corpus.jsonl`` or ``corpus.jsonl.gz`` inside ``root``."""
-        for name in BEIR_CORPUS_NAMES:
-            if (self.root / name).is_file():
-                return self.root / name
-        raise NFCorpusNotFoundError(f"{self.root} has no corpus.jsonl[.gz].\n" + HOW_TO_GET)
+        """``corpus.jsonl`` or ``corpus.jsonl.gz`` inside ``root`` (not both)."""
+        path = beir_corpus_file(self.root)
+        if path is None:
+            raise NFCorpusNotFoundError(f"{self.root} has no corpus.jsonl[.gz].\n" + HOW_TO_GET)
+        return path
 
     def documents(self, strict: bool = False, report: LoadReport | None = None) -> Iterator[Document]:
         """Stream the corpus."""

@@ -64,7 +64,7 @@ _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
 class CorpusNotFoundError(FileNotFoundError):
-    """A corpus, queries or qrels path does not exist or holds no known format."""
+    """A corpus, queries or qrels path does not exist, holds no known format, or holds two corpora."""
 
 
 class CorpusFormatError(ValueError):
@@ -483,6 +483,15 @@ def _chain(readers: Iterable[Iterator[Document]], report: LoadReport, own_report
     _finish(report, own_report, what)
 
 
+def beir_corpus_file(directory: Path) -> Path | None:
+    """The one ``corpus.jsonl[.gz]`` in a BEIR ``directory``, None if it has none; two are an error."""
+    found = [directory / name for name in BEIR_CORPUS_NAMES if (directory / name).is_file()]
+    if len(found) > 1:  # a stale copy beside a fresh one: loading either could be the wrong corpus
+        raise CorpusNotFoundError(f"{directory} holds both {' and '.join(f.name for f in found)}; pass the one to "
+                                  f"load with --data {found[0]} (or {found[1].name}), or remove the other")
+    return found[0] if found else None
+
+
 def read_corpus(path: Path, strict: bool = False, report: LoadReport | None = None) -> Iterator[Document]:
     """Stream the documents at ``path``, whatever the format.
 
@@ -497,12 +506,9 @@ def read_corpus(path: Path, strict: bool = False, report: LoadReport | None = No
     if not path.exists():
         raise CorpusNotFoundError(f"{path} does not exist; expected {expected}")
     if path.is_dir():
-        found = [path / name for name in BEIR_CORPUS_NAMES if (path / name).is_file()]
-        if len(found) > 1:  # a stale copy beside a fresh one: loading either could be the wrong corpus
-            raise CorpusNotFoundError(f"{path} holds both {' and '.join(f.name for f in found)}; pass the one to "
-                                      f"load with --data {found[0]} (or {found[1].name}), or remove the other")
-        if found:
-            return _beir_corpus(found[0], strict, report)
+        beir = beir_corpus_file(path)
+        if beir is not None:
+            return _beir_corpus(beir, strict, report)
         files = pubmed_files(path)
         if not files:
             raise CorpusNotFoundError(f"{path} holds neither corpus.jsonl[.gz] nor pubmed*.xml[.gz] "

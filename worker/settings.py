@@ -44,20 +44,31 @@ def _require_port_number(variable: str, url: str, example: str) -> None:
         raise ValueError(f"{variable}: the port must be a number in 1-65535, as in {example}") from None
 
 
-def _check_redis_url(variable: str, url: str) -> None:
-    """``ValueError`` naming ``variable`` for a Redis URL that Celery would refuse only when a task is sent."""
+SSL_CERT_REQS = ("required", "optional", "none", "CERT_REQUIRED", "CERT_OPTIONAL", "CERT_NONE")
+
+
+def _check_redis_url(variable: str, url: str, holds_results: bool) -> None:
+    """``ValueError`` naming ``variable`` for a Redis URL that would fail only when the first task is sent.
+
+    The message never echoes the URL (it may carry a password). ``holds_results``: the
+    URL is also the result backend, whose Celery client demands ``ssl_cert_reqs`` on
+    ``rediss://`` (kombu, as broker only, would fall back to no certificate check).
+    """
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss"):
         return
+    if not re.fullmatch(r"/?\d*", parts.path):
+        raise ValueError(f"{variable}: a Redis URL ends in a database number, as in redis://HOST:6379/0")
     from redis.connection import parse_url
 
     try:
         parse_url(url)
-    except ValueError as error:  # redis' text names the parameter, not the URL (which may carry a password)
-        raise ValueError(f"{variable}: {error} Fix that query parameter, as in ?socket_timeout=5") from None
-    if parts.scheme == "rediss" and "ssl_cert_reqs" not in parse_qs(parts.query):
-        raise ValueError(f"{variable}: a rediss:// URL needs ssl_cert_reqs, as in "
-                         "rediss://HOST:6380/0?ssl_cert_reqs=required (or optional, or none)")
+    except ValueError as error:  # redis' text names the parameter or the part, not the URL
+        raise ValueError(f"{variable}: {error} Fix the URL, as in redis://HOST:6379/0?socket_timeout=5") from None
+    cert_reqs = parse_qs(parts.query).get("ssl_cert_reqs", [None])[-1]
+    if parts.scheme == "rediss" and holds_results and cert_reqs not in SSL_CERT_REQS:
+        raise ValueError(f"{variable}: a rediss:// URL that holds results needs ssl_cert_reqs=required (or "
+                         "optional, or none), as in rediss://HOST:6380/0?ssl_cert_reqs=required")
 
 
 class WorkerSettings(CommonSettings):
@@ -179,7 +190,7 @@ class WorkerSettings(CommonSettings):
             raise ValueError(f"ESRR_RESULT_BACKEND has scheme {scheme!r}: use redis://HOST:6379/DB, rpc:// "
                              "with an AMQP broker, or leave it unset")
         _require_port_number("ESRR_RESULT_BACKEND", self.result_backend, "redis://HOST:6379/1")
-        _check_redis_url("ESRR_RESULT_BACKEND", self.result_backend)
+        _check_redis_url("ESRR_RESULT_BACKEND", self.result_backend, holds_results=True)
         if scheme in RESULT_ONLY_SCHEMES and self.is_redis:
             raise ValueError("ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
                              "the Redis broker as result backend")
@@ -191,9 +202,7 @@ class WorkerSettings(CommonSettings):
             raise ValueError(f"ESRR_BROKER_URL has scheme {self.broker_scheme!r}: use redis://HOST:6379/DB or "
                              "amqp://USER:PASSWORD@HOST:5672//")
         _require_port_number("ESRR_BROKER_URL", self.broker_url, "redis://HOST:6379/0")
-        if self.is_redis and not re.fullmatch(r"/?\d*", urlsplit(self.broker_url).path):
-            raise ValueError("ESRR_BROKER_URL: a Redis URL ends in a database number, as in redis://HOST:6379/0")
-        _check_redis_url("ESRR_BROKER_URL", self.broker_url)
+        _check_redis_url("ESRR_BROKER_URL", self.broker_url, holds_results=not self.result_backend)
         for path in self.checkpoint:
             if path.is_dir():
                 raise ValueError(f"ESRR_CHECKPOINT names {str(path)!r}, a directory; point it to the .pt "

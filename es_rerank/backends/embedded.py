@@ -55,7 +55,7 @@ def current_version(root: Path) -> str:
 class EmbeddedBackend:
     """BM25 top-k over an embedded tantivy index, with each hit's precomputed data."""
 
-    def __init__(self, version_dir: Path) -> None:
+    def __init__(self, version_dir: Path, check_ids: bool = False) -> None:
         self.version_dir = version_dir
         meta_path = version_dir / "meta.json"
         if not meta_path.is_file():
@@ -70,7 +70,7 @@ class EmbeddedBackend:
         # A damaged copy (statistics or tantivy files missing) is a BackendError like
         # a missing meta.json, so callers that handle one handle all.
         try:
-            self._stats = CorpusStats.load(version_dir / "stats")
+            self._stats = CorpusStats.load(version_dir / "stats", check_ids=check_ids)
         except StatsError as error:
             raise BackendError(f"{error} (index version {version_dir.name})") from None
         self._schema = index_schema()

@@ -173,6 +173,14 @@ def _damage(directory: Path, name: str, how: str) -> None:
         ptr = np.load(path)
         ptr[-1] += 5
         np.save(path, ptr)
+    elif how == "pointer going back":
+        ptr = np.load(path)
+        ptr[1], ptr[2] = ptr[2], ptr[1]
+        np.save(path, ptr)
+    elif how == "negative ids":
+        values = np.load(path)
+        values[0] = -3
+        np.save(path, values)
     elif how == "no version":
         meta = json.loads(path.read_text(encoding="utf-8"))
         del meta["version"]
@@ -186,6 +194,8 @@ def _damage(directory: Path, name: str, how: str) -> None:
     ("abstract_values.npy", "ids past the vocabulary", "abstract_values.npy holds term ids outside"),
     ("first_values.npy", "ids past the vocabulary", "first_values.npy holds term ids outside"),
     ("title_ptr.npy", "pointer past the values", "title_ptr.npy does not index title_values.npy"),
+    ("abstract_ptr.npy", "pointer going back", "abstract_ptr.npy does not index abstract_values.npy"),
+    ("title_values.npy", "negative ids", "title_values.npy holds term ids outside"),
     ("meta.json", "no version", r"meta.json: KeyError: 'version'"),
 ])
 def test_statistics_that_would_break_a_search_are_refused_on_load(
@@ -194,7 +204,12 @@ def test_statistics_that_would_break_a_search_are_refused_on_load(
     tiny_stats.save(tmp_path)
     _damage(tmp_path, name, how)
     with pytest.raises(StatsError, match=rf"damaged \({reason}.*esrr index build"):
-        CorpusStats.load(tmp_path)
+        CorpusStats.load(tmp_path, check_ids=True)
+    if how in ("ids past the vocabulary", "negative ids"):  # read only when asked (esrr index use): it reads the whole corpus
+        assert CorpusStats.load(tmp_path).n_docs == tiny_stats.n_docs
+    else:
+        with pytest.raises(StatsError, match=reason):
+            CorpusStats.load(tmp_path)
 
 
 def test_build_stats_refuses_duplicate_document_ids() -> None:

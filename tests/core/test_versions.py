@@ -36,12 +36,12 @@ def test_pointer_round_trip_and_missing_or_empty_pointer(tmp_path: Path) -> None
         read_pointer(tmp_path)
 
 
-def test_a_folder_in_place_of_the_pointer_is_damage_and_a_failed_swap_leaves_no_temporary_file(
+def test_a_folder_in_place_of_the_pointer_is_damage_and_no_swap_leaves_a_temporary_file(
         tmp_path: Path) -> None:
     (tmp_path / CURRENT_FILE).mkdir()
     with pytest.raises(VersionNameError, match="CURRENT is damaged: it is not a file; remove it"):
         read_pointer(tmp_path)
-    with pytest.raises(IsADirectoryError):
+    with pytest.raises(VersionNameError, match="CURRENT is damaged: it is not a file; remove it"):
         write_pointer(tmp_path, "v1")
     assert [p.name for p in tmp_path.iterdir()] == [CURRENT_FILE]
 

@@ -233,6 +233,18 @@ def test_use_of_a_missing_version_fails_cleanly(esrr, home: Path) -> None:
 
 
 @pytest.mark.usefixtures("three_versions")
+def test_use_refuses_a_version_whose_term_ids_would_break_a_search(esrr, home: Path) -> None:
+    import numpy as np
+
+    path = embedded_root(home) / "v1" / "stats" / "abstract_values.npy"
+    values = np.load(path)
+    values[:] = 10**8  # past any vocabulary: the first search would index past its tables
+    np.save(path, values)
+    assert_clean_failure(esrr("index", "use", "v1"), "abstract_values.npy holds term ids outside", "esrr index build")
+    assert (embedded_root(home) / CURRENT_FILE).read_text().strip() == "v3"
+
+
+@pytest.mark.usefixtures("three_versions")
 def test_prune_deletes_old_versions_but_not_the_served_one(esrr, home: Path) -> None:
     assert_ok(esrr("index", "use", "v1"))
     assert assert_ok(esrr("index", "prune", "--keep", "1")).splitlines() == ["deleted v2"]
@@ -305,6 +317,28 @@ def test_a_reindex_stopped_with_sigterm_removes_its_half_built_version(esrr, hom
     assert "Traceback" not in output
     assert sorted(p.name for p in embedded_root(home).iterdir()) == [CURRENT_FILE, "v1"]
     assert "d2" in assert_ok(esrr("search", "curcumin"))
+
+
+def test_sigterm_exits_through_cleanup_only_inside_the_guard_and_never_unignored() -> None:
+    import signal
+
+    from es_rerank.cli import sigterm_as_exit
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        cleaned = []
+        with pytest.raises(SystemExit) as stopped, sigterm_as_exit():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            finally:
+                cleaned.append(True)
+        assert stopped.value.code == 128 + signal.SIGTERM and cleaned == [True]
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored: long-running commands keep the default
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with sigterm_as_exit():
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # a caller's choice stays
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_versions_without_an_index_prints_nothing(esrr) -> None:
@@ -454,6 +488,9 @@ def test_a_query_that_starts_with_a_dash_is_told_to_follow_the_double_dash(esrr,
         assert result.exit_code == 2 and f'as in: esrr search -- "{word}"' in result.output
     result = CliRunner().invoke(main, ["search", "--", "-statin", "-k", "2", "--json"])
     assert result.exit_code == 2 and 'options before it, as in: esrr search -k 2 --json -- "-statin"' in result.output
+    result = CliRunner().invoke(main, ["search", "--no-rerank", "--window=5", "-k", "3", "-statin"])
+    assert 'as in: esrr search --no-rerank --window=5 -k 3 -- "-statin"' in result.output, result.output
+    assert "goes after" not in CliRunner().invoke(main, ["search", "x", "-k", "-5"]).output  # a bad value, no query
     assert "Did you mean '--json'" in CliRunner().invoke(main, ["search", "x", "--jsn"]).output  # a typo stays one
     assert_ok(esrr("index", "build", "--data", str(corpus)))
     assert_ok(esrr("search", "--", "-curcumin"))

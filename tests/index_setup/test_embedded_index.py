@@ -16,8 +16,8 @@ from es_rerank.backends.embedded import CURRENT_FILE, EmbeddedBackend
 from es_rerank.stats import CorpusStats, Document
 from es_rerank.versions import new_version
 from index_setup.embedded_index import (
-    BUILDER_FILE, BuildResult, PruneError, build_embedded_index, delete_abandoned_builds, list_versions,
-    prune_versions, switch_current, unfinished_builds,
+    BUILDER_FILE, BuildResult, PruneError, build_embedded_index, list_versions, prune_versions, switch_current,
+    unfinished_builds,
 )
 
 OLD_DOCS = (
@@ -275,29 +275,33 @@ def test_a_prune_that_cannot_delete_names_the_version_and_what_it_deleted(
     assert list_versions(four_versions) == ["v2", "v3", "v4"]
 
 
-def _dead_pid() -> int:
-    import subprocess
-    import sys
+def test_builds_killed_outright_are_listed_and_pruned_running_ones_kept(four_versions: Path) -> None:
+    """A build holds a lock on its BUILDER file while it runs; the kernel drops it however the builder dies."""
+    import fcntl
 
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
-
-
-def test_builds_killed_outright_are_listed_and_deleted_running_ones_kept(four_versions: Path) -> None:
-    import socket
-
-    for name, builder in (("killed", {"pid": _dead_pid()}), ("running", {"pid": os.getpid()}),
-                          ("elsewhere", {"pid": 1, "host": "another-host"}), ("no-builder-file", None)):
+    for name in ("killed", "running", "no-builder-file"):
         (four_versions / name / "tantivy").mkdir(parents=True)
-        if builder is not None:
-            builder.setdefault("host", socket.gethostname())
-            (four_versions / name / BUILDER_FILE).write_text(json.dumps(builder), encoding="utf-8")
-    assert unfinished_builds(four_versions) == {"elsewhere": False, "killed": True, "no-builder-file": True,
-                                                "running": False}
-    assert delete_abandoned_builds(four_versions) == ["killed", "no-builder-file"]
-    assert sorted(unfinished_builds(four_versions)) == ["elsewhere", "running"]
-    assert list_versions(four_versions) == ["v1", "v2", "v3", "v4"]
+    for name in ("killed", "running"):
+        (four_versions / name / BUILDER_FILE).write_text('{"host": "h", "pid": 1}', encoding="utf-8")
+    with open(four_versions / "running" / BUILDER_FILE, "rb") as running:
+        fcntl.flock(running, fcntl.LOCK_EX)  # as the build itself holds it
+        assert unfinished_builds(four_versions) == {"killed": True, "no-builder-file": True, "running": False}
+        told: list[tuple[str, bool]] = []
+        assert prune_versions(four_versions, keep=3, on_deleted=lambda *event: told.append(event)) == ["v1"]
+        assert told == [("killed", True), ("no-builder-file", True), ("v1", False)]
+        assert list(unfinished_builds(four_versions)) == ["running"]
+    assert unfinished_builds(four_versions) == {"running": True}  # its builder is gone now
+
+
+def test_a_build_holds_its_lock_until_it_is_complete(tmp_path: Path) -> None:
+    seen: list[dict[str, bool]] = []
+
+    def watched() -> Iterator[Document]:
+        yield OLD_DOCS[0]
+        seen.append(unfinished_builds(tmp_path))  # mid-build, as a prune would see it
+
+    build(tmp_path, watched(), version="v1")
+    assert seen == [{"v1": False}] and unfinished_builds(tmp_path) == {}
 
 
 def test_a_finished_build_leaves_no_builder_file(tmp_path: Path) -> None:

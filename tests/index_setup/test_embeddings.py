@@ -115,12 +115,14 @@ def test_a_damaged_artifact_is_an_embeddings_error(trained: tuple[Path, Embeddin
         Embeddings.load(copy)
 
 
-@pytest.mark.parametrize("vectors", [np.zeros(0, dtype=np.float32), np.zeros(5, dtype=np.float32),
-                                     np.zeros((5, 2, 2), dtype=np.float32), np.array(["a"] * 5), None,
-                                     np.array([[0, 1]] * 4 + [[np.nan, 0]], dtype=np.float32),
-                                     np.array([[0, 1]] * 4 + [[np.inf, 0]], dtype=np.float32)])
+@pytest.mark.parametrize(("vectors", "problem"), [
+    (np.zeros(0, dtype=np.float32), "shape"), (np.zeros(5, dtype=np.float32), "shape"),
+    (np.zeros((5, 2, 2), dtype=np.float32), "shape"), (np.array(["a"] * 5), "<U1"), (None, "vectors.npy or vocab.txt"),
+    (np.array([[0, 1]] * 4 + [[np.nan, 0]], dtype=np.float32), "NaN or infinite"),
+    (np.array([[0, 1]] * 4 + [[np.inf, 0]], dtype=np.float32), "NaN or infinite"),
+])
 def test_vectors_of_the_wrong_shape_or_kind_are_damaged(trained: tuple[Path, Embeddings], tmp_path: Path,
-                                                         vectors: np.ndarray | None) -> None:
+                                                         vectors: np.ndarray | None, problem: str) -> None:
     """An empty file, a flat row, a 3-D block or strings: each named, none a traceback later on."""
     import shutil
 
@@ -131,8 +133,9 @@ def test_vectors_of_the_wrong_shape_or_kind_are_damaged(trained: tuple[Path, Emb
         (copy / "vectors.npy").write_bytes(b"")
     else:
         np.save(copy / "vectors.npy", vectors)
-    with pytest.raises(EmbeddingsError, match=r"vectors.npy .*damaged.*esrr embeddings train"):
+    with pytest.raises(EmbeddingsError, match=r"vectors.npy .*damaged.*esrr embeddings train") as refused:
         Embeddings.load(copy)
+    assert problem in str(refused.value)
 
 
 def test_current_written_last_and_failure_keeps_old(

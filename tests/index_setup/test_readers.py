@@ -54,6 +54,10 @@ def test_a_beir_directory_with_both_corpus_files_is_refused_as_ambiguous(tmp_pat
     with pytest.raises(CorpusNotFoundError, match="holds both corpus.jsonl and corpus.jsonl.gz; pass the one"):
         read_corpus(tmp_path)
     assert list(read_corpus(tmp_path / "corpus.jsonl.gz")) == EXPECTED_BEIR[:1]
+    from index_setup.nfcorpus import NFCorpus
+
+    with pytest.raises(CorpusNotFoundError, match="holds both"):  # what train, eval and embeddings train read
+        NFCorpus(tmp_path).corpus_path
 
 
 def test_bad_beir_records_are_skipped_and_counted(tmp_path: Path) -> None:

@@ -390,6 +390,7 @@ def evaluate(data: Path | None, split: str, out: Path | None, extras: tuple[str,
     extra_models = {label: paths[0] for label, paths in extra_pairs}
     ensemble_models = dict(ensemble_pairs)
     settings = load_settings()
+    # Read raw: WorkerSettings would also validate broker settings that eval never uses.
     if os.environ.get("ESRR_CHECKPOINT", "").strip():  # what search serves need not be a built-in row
         click.echo("note: ESRR_CHECKPOINT is set, but the Delta rows read <home>/models/<variant>.pt; evaluate "
                    "the served model with --extra LABEL=PATH (or --ensemble for several)", err=True)
@@ -550,17 +551,18 @@ def _load_checkpoint(work: Workspace, path: Path, kind: type[SavedModelT]) -> Sa
         checkpoint.build_model(*([work.embeddings.vectors] if isinstance(checkpoint, Checkpoint) else []))
     except (ValueError, RuntimeError) as error:
         raise click.ClickException(f"{path} does not fit embeddings {work.embeddings.version}, or its weights are "
-                                   f"damaged ({error}); retrain it with `esrr train`") from None
+                                   f"damaged ({error}); retrain it with `esrr train` (and its --variant)") from None
     return checkpoint
 
 
 def _check_variant(path: Path, checkpoint: Checkpoint, variant: str) -> None:
     """The checkpoint at a variant's own file is that variant, as its row's label says."""
-    from worker.model import VARIANTS
+    from worker.model import VARIANTS, DeltaConfig
 
-    expected = {"lex_names": (), "use_difference": True, "use_delta_features": True, **VARIANTS[variant]}
-    found = {name: getattr(checkpoint.config, name) for name in expected}
-    if found != {**expected, "lex_names": tuple(expected["lex_names"])}:
+    variant_config = DeltaConfig(**VARIANTS[variant])
+    fields = ("lex_names", "use_difference", "use_delta_features")
+    found = {name: getattr(checkpoint.config, name) for name in fields}
+    if found != {name: getattr(variant_config, name) for name in fields}:
         raise click.ClickException(f"{path} is not a {variant} model (its config has {found}), so its row would "
                                    f"be mislabelled {VARIANT_NAMES[variant]!r}: retrain it with `esrr train "
                                    f"--variant {variant}`, or rename it and evaluate it with --extra LABEL=PATH")
