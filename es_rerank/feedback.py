@@ -89,8 +89,8 @@ class DocumentVectorCache:
     built for one window serve every later window that holds the document: the matrix is
     the same as ``document_vectors(window)`` (tested), built at a fraction of the cost
     once the hot documents are in (``esrr bench search``). The rows describe one
-    statistics version: statistics of another version (a reload after a reindex) empty
-    the cache. ``max_documents`` bounds it, the least recently used leave first.
+    statistics build: statistics of another build (a reload after a reindex, or a version
+    name built again) empty the cache. ``max_documents`` bounds it, the least recently used leave first.
     Thread-safe: a gateway's request threads may share it.
     """
 
@@ -99,7 +99,7 @@ class DocumentVectorCache:
             raise ValueError(f"max_documents must be a whole number of at least 1, got {max_documents!r}")
         self.max_documents, self.terms_per_document = max_documents, terms_per_document
         self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # doc id -> (terms, weights)
-        self._version: str | None = None  # the statistics version the rows describe
+        self._build: str | None = None  # the statistics build the rows describe
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -110,9 +110,9 @@ class DocumentVectorCache:
         if len(doc_ids) != len(docs):
             raise ValueError(f"one id per document expected, got {len(doc_ids)} ids for {len(docs)} documents")
         with self._lock:
-            if stats.version != self._version:
+            if stats.build_id != self._build:
                 self._rows.clear()
-                self._version = stats.version
+                self._build = stats.build_id
             known = {doc_id: self._rows[doc_id] for doc_id in doc_ids if doc_id in self._rows}
         # Built outside the lock, so concurrent windows do not wait on each other's new documents.
         missing = {doc_id: i for i, doc_id in enumerate(doc_ids) if doc_id not in known}
@@ -122,7 +122,7 @@ class DocumentVectorCache:
                 span = slice(built.indptr[row], built.indptr[row + 1])
                 known[doc_id] = (built.indices[span].copy(), built.data[span].copy())
         with self._lock:
-            if stats.version == self._version:  # not emptied for a newer version meanwhile
+            if stats.build_id == self._build:  # not emptied for a newer build meanwhile
                 for doc_id in doc_ids:
                     self._rows[doc_id] = known[doc_id]
                     self._rows.move_to_end(doc_id)

@@ -14,6 +14,7 @@ the directory name is the index version it describes.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -137,16 +138,22 @@ class CorpusStats:
     first_ptr: np.ndarray
     first_values: np.ndarray
     df: dict[str, np.ndarray] = field(default_factory=dict)
+    # Which build of ``version`` these are: a version name freed by a prune can be built again.
+    build_id: str = ""
     _row_of: dict[str, int] | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        self.build_id = self.build_id or self.version  # statistics saved before build ids: the name
+
     @classmethod
-    def build(cls, version: str, docs: Sequence[tuple[str, DocTerms]], vocab: Vocabulary) -> "CorpusStats":
-        """Assemble the statistics from tokenized documents (see ``doc_terms``)."""
+    def build(cls, version: str, docs: Sequence[tuple[str, DocTerms]], vocab: Vocabulary,
+              build_id: str | None = None) -> "CorpusStats":
+        """Assemble the statistics from tokenized documents (see ``doc_terms``); ``build_id`` defaults to a new one."""
         title_ptr, title_values = _ragged([d.title_ids for _, d in docs])
         abstract_ptr, abstract_values = _ragged([d.abstract_ids for _, d in docs])
         first_ptr, first_values = _ragged([d.first_ids for _, d in docs])
         stats = cls(version, [i for i, _ in docs], vocab, title_ptr, title_values,
-                    abstract_ptr, abstract_values, first_ptr, first_values)
+                    abstract_ptr, abstract_values, first_ptr, first_values, build_id=build_id or uuid.uuid4().hex)
         n = len(vocab)
         text_ptr, text_values = _ragged([np.concatenate([d.title_ids, d.abstract_ids]) for _, d in docs])
         stats.df = {
@@ -217,8 +224,8 @@ class CorpusStats:
             np.save(directory / f"{name}.npy", values)
         (directory / "vocab.txt").write_text("\n".join(self.vocab.terms), encoding="utf-8")
         (directory / "doc_ids.txt").write_text("\n".join(self.doc_ids), encoding="utf-8")
-        meta = {"format": STATS_FORMAT, "version": self.version, "n_docs": self.n_docs,
-                "n_terms": len(self.vocab)}
+        meta = {"format": STATS_FORMAT, "version": self.version, "build_id": self.build_id,
+                "n_docs": self.n_docs, "n_terms": len(self.vocab)}
         # meta.json last: its presence marks a complete directory.
         (directory / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
@@ -243,6 +250,7 @@ class CorpusStats:
                 raise StatsError(f"statistics at {directory} have format {meta.get('format')}, this code "
                                  f"reads format {STATS_FORMAT}; rebuild the index")
             version, n_docs, n_terms = str(meta["version"]), int(meta["n_docs"]), int(meta["n_terms"])
+            build_id = str(meta.get("build_id") or version)
         except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
             raise damaged(f"meta.json: {type(error).__name__}: {error}") from None
         except OSError as error:  # unreadable: permissions, a folder in its place
@@ -296,7 +304,17 @@ class CorpusStats:
         stats = cls(version, doc_ids, Vocabulary(terms), *ragged("title", n_terms),
                     *ragged("abstract", n_terms), *ragged("first", n_terms))
         stats.df = {name: array(f"df_{name}", n_terms) for name in FIELDS}
+        stats.build_id = build_id
         return stats
+
+
+def saved_build_id(directory: Path) -> str | None:
+    """The build id of the statistics saved in ``directory`` (their version for older ones), None if unreadable."""
+    try:
+        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+        return str(meta.get("build_id") or meta["version"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def iter_doc_terms(documents: Iterable[Document], vocab: Vocabulary) -> Iterator[tuple[Document, DocTerms]]:

@@ -62,6 +62,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
@@ -72,6 +73,7 @@ from tqdm import tqdm
 
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.elasticsearch import (
+    BUILD_META_KEY,
     META_KEY,
     TERM_FIELDS,
     alias_targets,
@@ -143,12 +145,12 @@ def index_settings(settings: "CommonSettings") -> dict:
     }
 
 
-def index_mappings(version: str) -> dict:
+def index_mappings(version: str, build_id: str | None = None) -> dict:
     """Strict mapping: two BM25 text fields, the id keyword, and stored-only term ids."""
     stored_ids = {"type": "integer", "index": False, "doc_values": False}
     return {
         "dynamic": "strict",
-        "_meta": {META_KEY: version},
+        "_meta": {META_KEY: version, **({BUILD_META_KEY: build_id} if build_id else {})},
         "properties": {
             "doc_id": {"type": "keyword"},
             "title": {"type": "text", "analyzer": ANALYZER, "similarity": "esrr_bm25_title"},
@@ -224,16 +226,18 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
     if total is None and isinstance(documents, Sequence):
         total = len(documents)
     started = time.perf_counter()
+    build_id = uuid.uuid4().hex
     with translate_errors(client):
         previous = alias_targets(client, alias)  # also refuses an alias name taken by an index
         if client.indices.exists(index=index):
-            raise BackendError(f"index {index!r} already exists; pick another version or delete it "
-                               f"(delete_old_versions, or DELETE /{index})")
+            raise BackendError(f"index {index!r} already exists; pick another --version, or delete it "
+                               f"(`esrr index prune`, or DELETE /{index} if it is not a version esrr lists)")
         if version_dir.exists():
-            raise BackendError(f"statistics directory {version_dir} already exists without its index; "
-                               "pick another version or delete that directory")
+            raise BackendError(f"statistics directory {version_dir} already exists without an index "
+                               f"{index!r}: another alias sharing this ESRR_HOME may have built version "
+                               f"{version!r}; pick another --version")
         client.indices.create(index=index, settings=index_settings(settings),
-                              mappings=index_mappings(version))
+                              mappings=index_mappings(version, build_id))
     try:
         vocab = Vocabulary()
         loaded: list[tuple[str, DocTerms]] = []
@@ -246,7 +250,7 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
                 bar.update(1)  # failures raise BulkIndexError (raise_on_error)
         if not loaded:  # an empty index must never replace the served one
             raise ValueError(NO_DOCUMENTS)
-        stats = CorpusStats.build(version, loaded, vocab)
+        stats = CorpusStats.build(version, loaded, vocab, build_id=build_id)
         stats.save(stats_dir(root, version))
         with translate_errors(client):
             client.indices.put_settings(index=index, settings={"index": {"refresh_interval": None}})
@@ -255,6 +259,8 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
             if count != stats.n_docs:
                 raise BackendError(f"index {index!r} holds {count} documents after the load, expected "
                                    f"{stats.n_docs}; check the cluster logs and run the build again")
+            # Read again: another load may have moved the alias while this one ran.
+            previous = alias_targets(client, alias)
             actions = [{"remove": {"index": old, "alias": alias}} for old in previous]
             actions.append({"add": {"index": index, "alias": alias}})
             client.indices.update_aliases(actions=actions)
@@ -318,7 +324,8 @@ def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = No
     if keep < 1:
         raise ValueError(f"keep={keep}; keep at least 1 version (the serving one)")
     versions = list_indices(client, alias)
-    doomed = [v for v in versions[:-keep] if not v.serving]
+    served = served_index(client, alias)  # its version, whatever the index is called (a restored copy)
+    doomed = [v for v in versions[:-keep] if not v.serving and (served is None or v.version != served.version)]
     with translate_errors(client):
         for v in doomed:
             try:

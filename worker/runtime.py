@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from es_rerank.payload import DOC_LEN, DOC_PAD, PayloadError, ScoreRequest, WorkerSetupError
-from es_rerank.stats import CorpusStats, StatsError
+from es_rerank.stats import CorpusStats, StatsError, saved_build_id
 from es_rerank.versions import VersionNameError, check_version
 from es_rerank.embeddings import UNK, Embeddings, EmbeddingsError
 from worker.batching import MicroBatcher, result_or_cancel
@@ -137,6 +137,15 @@ def _check_ensemble(paths: Sequence[Path], checkpoints: Sequence[Checkpoint]) ->
                                    "serve together only models trained on the same embeddings and features")
 
 
+@dataclass(frozen=True)
+class _StatsTable:
+    """One statistics build's term -> embedding row table, and where that build lives."""
+
+    directory: Path
+    build_id: str
+    table: np.ndarray
+
+
 @dataclass
 class Runtime:
     """Everything one process needs to score requests."""
@@ -149,7 +158,7 @@ class Runtime:
     scorer: DeltaScorer | EnsembleScorer
     batcher: MicroBatcher
     pid: int = field(default_factory=os.getpid)
-    _tables: "OrderedDict[str, np.ndarray]" = field(default_factory=OrderedDict)
+    _tables: "OrderedDict[str, _StatsTable]" = field(default_factory=OrderedDict)
     _tables_lock: threading.Lock = field(default_factory=threading.Lock)
     _load_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -207,16 +216,23 @@ class Runtime:
         }
 
     def stats_table(self, version: str) -> np.ndarray:
-        """int64 [n_terms] embedding row of each term of statistics ``version`` (LRU-cached)."""
+        """int64 [n_terms] embedding row of each term of statistics ``version`` (LRU-cached).
+
+        A cached table is kept while its folder holds the same build: a version name
+        that a prune freed can be built again, with another vocabulary.
+        """
         with self._tables_lock:
-            table = self._tables.get(version)
-            if table is not None:
-                self._tables.move_to_end(version)
-                return table
-        with self._load_lock:  # one load at a time; others re-check the cache afterwards
+            cached = self._tables.get(version)
+        if cached is not None and saved_build_id(cached.directory) == cached.build_id:
             with self._tables_lock:
                 if version in self._tables:
-                    return self._tables[version]
+                    self._tables.move_to_end(version)
+            return cached.table
+        with self._load_lock:  # one load at a time; others re-check the cache afterwards
+            with self._tables_lock:
+                fresh = self._tables.get(version)
+            if fresh is not None and fresh is not cached:
+                return fresh.table
             directory = stats_dir(self.settings, version)
             try:
                 stats = CorpusStats.load(directory)
@@ -226,10 +242,11 @@ class Runtime:
                 raise WorkerSetupError(f"{directory} holds statistics version {stats.version!r}, not "
                                        f"{version!r}; rebuild that index")
             table = term_rows(stats.vocab.terms, self.embeddings)
-            log.info("statistics %s: %d terms, %d without an embedding", version, len(table),
-                     int((table == UNK).sum()))
+            log.info("statistics %s (build %s): %d terms, %d without an embedding", version, stats.build_id,
+                     len(table), int((table == UNK).sum()))
             with self._tables_lock:
-                self._tables[version] = table
+                self._tables[version] = _StatsTable(directory, stats.build_id, table)
+                self._tables.move_to_end(version)
                 while len(self._tables) > self.settings.stats_cache_size:
                     self._tables.popitem(last=False)
             return table

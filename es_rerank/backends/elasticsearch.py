@@ -27,7 +27,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, SSLError, TransportError, UnsupportedProductError
 from elasticsearch import ConnectionError as ESConnectionError
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
 
 META_KEY = "esrr_stats_version"
+BUILD_META_KEY = "esrr_stats_build"  # which build of the version: a pruned name can be built again
 TERM_FIELDS = ("title_ids", "abstract_ids", "first_ids")
 SOURCE_FIELDS = ["doc_id", "title", *TERM_FIELDS]
 BUILD_HINT = "build the index first: esrr index build --backend elasticsearch"
@@ -64,7 +65,10 @@ def connect(settings: "CommonSettings") -> Elasticsearch:
         security["api_key"] = tuple(key.split(":", 1)) if ":" in key else key
     if settings.es_ca_certs is not None:
         security["ca_certs"] = str(settings.es_ca_certs)
-    return Elasticsearch(settings.es_url, request_timeout=settings.es_timeout_s, retry_on_timeout=True, **security)
+    # A request that timed out is not retried: the client's 3 retries made one hung cluster cost
+    # 4 x ESRR_ES_TIMEOUT_S per call (refused connections are still retried, at no cost).
+    return Elasticsearch(settings.es_url, request_timeout=settings.es_timeout_s, retry_on_timeout=False,
+                         **security)
 
 
 def cluster_url(client: Elasticsearch) -> str:
@@ -145,7 +149,11 @@ def translate_errors(client: Elasticsearch,
     except SSLError as exc:  # before ConnectionError, of which it is a kind
         raise BackendError(f"the TLS handshake with Elasticsearch at {cluster_url(client)} failed; "
                            f"{_tls_fix(exc)} ({exc})") from exc
-    except (ESConnectionError, ConnectionTimeout) as exc:
+    except ConnectionTimeout as exc:
+        raise BackendError(f"Elasticsearch at {cluster_url(client)} did not answer within ESRR_ES_TIMEOUT_S; "
+                           f"check the cluster (GET _cluster/health, its logs) or raise ESRR_ES_TIMEOUT_S "
+                           f"({exc})") from exc
+    except ESConnectionError as exc:
         raise BackendError(f"cannot reach Elasticsearch at {cluster_url(client)}; start it or set "
                            f"ESRR_ES_URL ({type(exc).__name__}: {exc})") from exc
     except UnsupportedProductError as exc:
@@ -178,18 +186,32 @@ def alias_targets(client: Elasticsearch, alias: str) -> list[str]:
     return []
 
 
+class ServedIndex(NamedTuple):
+    """The concrete index an alias names, with the statistics version and build its ``_meta`` records."""
+
+    index: str
+    version: str
+    build_id: str | None  # None: built before build ids were recorded
+
+
 def index_version(client: Elasticsearch, index: str) -> str:
     """The statistics version recorded in a concrete index's mapping ``_meta``."""
+    return _index_meta(client, index)[0]
+
+
+def _index_meta(client: Elasticsearch, index: str) -> tuple[str, str | None]:
     mapping = client.indices.get_mapping(index=index).body[index]["mappings"]
-    version = (mapping.get("_meta") or {}).get(META_KEY)
+    meta = mapping.get("_meta") or {}
+    version = meta.get(META_KEY)
     if not version:
         raise BackendError(f"index {index!r} has no {META_KEY!r} in its mapping _meta, so it was not "
                            f"built by esrr and has no statistics; {BUILD_HINT}")
-    return str(version)
+    build_id = meta.get(BUILD_META_KEY)
+    return str(version), str(build_id) if build_id else None
 
 
-def served_index(client: Elasticsearch, alias: str) -> tuple[str, str] | None:
-    """(concrete index, statistics version) that ``alias`` serves, or None when there is no alias yet."""
+def served_index(client: Elasticsearch, alias: str) -> ServedIndex | None:
+    """The concrete index that ``alias`` serves, with its statistics version and build; None when no alias yet."""
     with translate_errors(client):
         targets = alias_targets(client, alias)
         if not targets:
@@ -198,7 +220,7 @@ def served_index(client: Elasticsearch, alias: str) -> tuple[str, str] | None:
             raise BackendError(f"alias {alias!r} points at {len(targets)} indices {targets}; it must point "
                                "at one: rebuild the index (esrr index build --backend elasticsearch) to "
                                "repair it")
-        return targets[0], index_version(client, targets[0])
+        return ServedIndex(targets[0], *_index_meta(client, targets[0]))
 
 
 @dataclass(frozen=True)
@@ -229,8 +251,8 @@ class ElasticsearchBackend:
         served = served_index(self.client, self.alias)
         if served is None:
             raise BackendError(f"no Elasticsearch alias {self.alias!r} at {cluster_url(self.client)}; {BUILD_HINT}")
-        index, version = served
-        if known is not None and known.index == index:
+        index, version, build_id = served
+        if known is not None and known.index == index and build_id in (None, known.stats.build_id):
             return known
         directory = stats_dir(self.stats_root, version)
         try:
@@ -240,9 +262,10 @@ class ElasticsearchBackend:
                                f"which cannot be read ({exc}); run this process with the ESRR_HOME the "
                                "index was built with, or rebuild: esrr index build --backend "
                                "elasticsearch") from exc
-        if stats.version != version:
-            raise BackendError(f"statistics at {directory} are version {stats.version!r}, index {index!r} "
-                               f"is {version!r}; rebuild: esrr index build --backend elasticsearch")
+        if stats.version != version or build_id not in (None, stats.build_id):
+            raise BackendError(f"statistics at {directory} are version {stats.version!r} (build "
+                               f"{stats.build_id}), index {index!r} is {version!r} (build {build_id}); they are "
+                               "not of one load: rebuild: esrr index build --backend elasticsearch")
         return _Served(index, stats)
 
     def reload(self) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 import tantivy
 
 from es_rerank.backends.base import BackendError, Hit, check_k
-from es_rerank.stats import CorpusStats, StatsError
+from es_rerank.stats import CorpusStats, StatsError, saved_build_id
 from es_rerank.text import tokenize
 from es_rerank.versions import CURRENT_FILE, VersionNameError, read_pointer
 
@@ -97,10 +97,15 @@ class EmbeddedBackend:
         return self._stats.version
 
     def current(self) -> "EmbeddedBackend":
-        """This backend while ``CURRENT`` still names its folder, else the version it names now, opened."""
+        """This backend while ``CURRENT`` still names its folder and build, else the version it names now, opened.
+
+        The build id tells a folder rebuilt under the same name (after a prune freed it) from this one.
+        """
         root = self.version_dir.parent
         version = current_version(root)
-        return self if version == self.version_dir.name else EmbeddedBackend(root / version)
+        if version == self.version_dir.name and saved_build_id(self.version_dir / "stats") == self._stats.build_id:
+            return self
+        return EmbeddedBackend(root / version)
 
     @property
     def index(self) -> str:

@@ -15,7 +15,7 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from es_rerank.backends.base import BackendError
-from es_rerank.backends.elasticsearch import META_KEY, ElasticsearchBackend, stats_dir, stats_root
+from es_rerank.backends.elasticsearch import BUILD_META_KEY, META_KEY, ElasticsearchBackend, stats_dir, stats_root
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import Document
 from es_rerank.text import tokenize
@@ -81,7 +81,7 @@ def test_load_creates_versioned_index_behind_alias(served, es_client, corpus):
     assert result.previous == ()
     assert es_client.indices.get_alias(name=settings.es_alias).body.keys() == {result.index}
     mapping = es_client.indices.get_mapping(index=result.index).body[result.index]["mappings"]
-    assert mapping["_meta"] == {META_KEY: result.version}
+    assert mapping["_meta"] == {META_KEY: result.version, BUILD_META_KEY: backend.stats.build_id}
     assert mapping["properties"]["title_ids"]["index"] in (False, "false")
     similarity = es_client.indices.get_settings(index=result.index).body[result.index]["settings"]["index"]
     assert float(similarity["similarity"]["esrr_bm25_title"]["k1"]) == settings.bm25_title_k1
@@ -218,6 +218,41 @@ def test_a_prune_under_the_gateway_leaves_no_search_with_mixed_versions(es_clien
     response = gateway.get(f"/{es_settings.es_alias}/_search?q=zymurgy")
     assert response.status_code == 200, response.get_json()
     assert [(hit["_id"], hit["_index"]) for hit in response.get_json()["hits"]["hits"]] == [("ZZ-1", second.index)]
+
+
+def test_a_version_name_built_again_after_a_prune_is_followed(es_client, es_settings, corpus):
+    """Same index name, another load: the build id in _meta tells them apart (was: stale statistics, 500s)."""
+    load_index(es_client, corpus[:30], es_settings, version="z1", progress=False)
+    backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    load_index(es_client, corpus[:40], es_settings, version="z2", progress=False)
+    delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)
+    load_index(es_client, corpus, es_settings, version="z1", progress=False)
+    followed = backend.current()
+    assert followed is not backend and followed.index == backend.index == index_name(es_settings.es_alias, "z1")
+    assert followed.stats.n_docs == len(corpus) and followed.stats.build_id != backend.stats.build_id
+    assert followed.search("zymurgy", 1)[0].doc_id == "ZZ-1"
+    assert followed.current() is followed
+
+
+def test_prune_keeps_the_statistics_of_a_served_copy_under_another_name(es_client, es_settings, corpus):
+    """A snapshot restored under another name serves the version its _meta records: that version stays."""
+    from index_setup.es_index import index_mappings, index_settings
+
+    first = load_index(es_client, corpus[:30], es_settings, version="r1", progress=False)
+    build = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings)).stats.build_id
+    load_index(es_client, corpus[:30], es_settings, version="r2", progress=False)
+    restored = f"restored-{first.index}"
+    es_client.indices.create(index=restored, settings=index_settings(es_settings),
+                             mappings=index_mappings("r1", build))
+    es_client.indices.update_aliases(actions=[
+        {"remove": {"index": index_name(es_settings.es_alias, "r2"), "alias": es_settings.es_alias}},
+        {"add": {"index": restored, "alias": es_settings.es_alias}}])
+    try:
+        assert delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings) == []
+        assert (stats_root(es_settings) / "r1" / "stats" / "meta.json").is_file()
+        assert ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings)).index == restored
+    finally:
+        es_client.options(ignore_status=404).indices.delete(index=restored)
 
 
 def _assert_still_serving(es_client, settings, served_index, failed_version):

@@ -328,3 +328,16 @@ def test_an_empty_corpus_never_replaces_the_served_index(tmp_path: Path) -> None
     with pytest.raises(ValueError, match="nothing to index"):
         build_embedded_index([], tmp_path, version="v2", progress=False)
     assert current_version(tmp_path) == first.version and list_versions(tmp_path) == ["v1"]
+
+
+def test_a_version_name_built_again_after_a_prune_is_followed(tmp_path: Path) -> None:
+    """Same folder name, another build: the statistics' build id tells them apart."""
+    build(tmp_path, OLD_DOCS, version="v1")
+    backend = EmbeddedBackend.open_current(tmp_path)
+    build(tmp_path, NEW_DOCS, version="v2")
+    prune_versions(tmp_path, keep=1)
+    build(tmp_path, NEW_DOCS, version="v1")
+    followed = backend.current()
+    assert followed is not backend and followed.version_dir == backend.version_dir
+    assert followed.stats.build_id != backend.stats.build_id and followed.current() is followed
+    assert [h.doc_id for h in followed.search("green tea", 5)] == ["n2"]

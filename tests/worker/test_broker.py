@@ -115,6 +115,29 @@ def test_runtime_rejects_ids_beyond_the_vocabulary(runtime, artifacts):
                                    request.lex_names))
 
 
+def test_runtime_reloads_a_version_built_again_under_its_name(broker, artifacts, corpus_documents, tmp_path):
+    """A prune frees a version name and a build reuses it: the cached table of the old build must go."""
+    import shutil
+
+    from es_rerank.stats import build_stats
+    from worker.runtime import Runtime, stats_dir
+
+    home = shutil.copytree(artifacts.home, tmp_path / "home")
+    runtime = Runtime.load(broker.settings("unused", home=home))
+    try:
+        version = artifacts.stats.version
+        first = runtime.stats_table(version)
+        assert runtime.stats_table(version) is first  # cached while the build stays
+        directory = stats_dir(runtime.settings, version)
+        shutil.rmtree(directory)
+        rebuilt = build_stats(version, corpus_documents[:3])
+        rebuilt.save(directory)
+        again = runtime.stats_table(version)
+        assert len(again) == len(rebuilt.vocab) != len(first)
+    finally:
+        runtime.close()
+
+
 def test_runtime_setup_errors_name_the_fix(broker, tmp_path):
     from worker.runtime import Runtime
 
