@@ -301,11 +301,9 @@ class CorpusStats:
 
         terms = lines("vocab.txt", n_terms)
         doc_ids = lines("doc_ids.txt", n_docs)
-        stats = cls(version, doc_ids, Vocabulary(terms), *ragged("title", n_terms),
-                    *ragged("abstract", n_terms), *ragged("first", n_terms))
-        stats.df = {name: array(f"df_{name}", n_terms) for name in FIELDS}
-        stats.build_id = build_id
-        return stats
+        return cls(version, doc_ids, Vocabulary(terms), *ragged("title", n_terms), *ragged("abstract", n_terms),
+                   *ragged("first", n_terms), df={name: array(f"df_{name}", n_terms) for name in FIELDS},
+                   build_id=build_id)
 
 
 def saved_build_id(directory: Path) -> str | None:

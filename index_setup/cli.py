@@ -199,6 +199,7 @@ def prune(keep: int | None, backend: str | None) -> None:
 
     settings = _settings(backend)
     keep = settings.es_keep_versions if keep is None else keep
+
     def report(version: str, interrupted: bool = False) -> None:
         click.echo(f"deleted {version}{' (an interrupted build)' if interrupted else ''}")
 

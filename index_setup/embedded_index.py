@@ -6,12 +6,11 @@ import fcntl
 import json
 import os
 import shutil
-import socket
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import tantivy
 from tqdm import tqdm
@@ -21,7 +20,6 @@ from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, Vocabulary, ite
 from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, new_version, read_pointer,
                                 version_time_ns, write_pointer)
 
-BUILDER_FILE = "BUILDER"  # locked by the build while it runs; meta.json marks a version complete
 
 
 @dataclass(frozen=True)
@@ -72,7 +70,6 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
             meta = {"version": version, "n_docs": stats.n_docs, "n_terms": len(vocab), "build_seconds": seconds,
                     "built_ns": time.time_ns()}
             (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
-            (target / BUILDER_FILE).unlink()  # complete: meta.json says so, the lock is released below
         except BaseException:
             if writer is not None:
                 _stop_writer(writer)
@@ -143,11 +140,12 @@ def _root_lock(root: Path) -> Iterator[None]:
 
 @contextmanager
 def _claim(root: Path, version: str) -> Iterator[Path]:
-    """Create ``root/version`` with its ``BUILDER`` file locked for as long as the build runs.
+    """Create ``root/version`` and hold a lock on that folder for as long as the build runs.
 
     The kernel drops the lock when the builder dies however it dies (SIGKILL, OOM), in
     any PID namespace, so a folder without meta.json whose lock is free is an
-    abandoned build; pid files could not tell (reused pids, containers).
+    abandoned build; pid files could not tell (reused pids, containers). Locks are
+    those of one machine: the index root must be on a local file system.
     """
     with _root_lock(root):
         target = root / version
@@ -157,18 +155,16 @@ def _claim(root: Path, version: str) -> Iterator[Path]:
             hint = "delete it with `esrr index prune` or pick" if interrupted else "pick"
             raise FileExistsError(f"index version {version}: {what} at {target}; {hint} another --version")
         target.mkdir()
-        builder: IO[str] = open(target / BUILDER_FILE, "w", encoding="utf-8")
-        fcntl.flock(builder, fcntl.LOCK_EX)
-        builder.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))  # for people only
-        builder.flush()
+        folder = os.open(target, os.O_RDONLY)
+        fcntl.flock(folder, fcntl.LOCK_EX)
     try:
         yield target
     finally:
-        builder.close()
+        os.close(folder)
 
 
 def unfinished_builds(root: Path) -> dict[str, bool]:
-    """Version folders without meta.json, each with whether its build was abandoned (its lock is free)."""
+    """Version folders without meta.json, each with whether its build was abandoned (the folder's lock is free)."""
     if not root.is_dir():
         return {}
     unfinished = {}
@@ -184,17 +180,16 @@ def unfinished_builds(root: Path) -> dict[str, bool]:
 
 def _being_built(version_dir: Path) -> bool:
     try:
-        builder = open(version_dir / BUILDER_FILE, "rb")
-    except FileNotFoundError:  # killed before claiming it (or built by older code)
-        return False
-    except OSError:  # cannot tell: leave it alone
+        folder = os.open(version_dir, os.O_RDONLY)
+    except OSError:  # gone meanwhile, or unreadable: cannot tell, leave it alone
         return True
-    with builder:
-        try:
-            fcntl.flock(builder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        return False  # the lock is released as the file closes
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(folder)  # and with it a lock just taken
+    return False
 
 
 def _delete_version(root: Path, version: str, deleted: list[str]) -> None:

@@ -77,7 +77,7 @@ from es_rerank.backends.elasticsearch import (
     META_KEY,
     TERM_FIELDS,
     alias_targets,
-    index_version,
+    index_meta,
     served_index,
     stats_dir,
     stats_root,
@@ -146,7 +146,7 @@ def index_settings(settings: "CommonSettings") -> dict:
 
 
 def index_mappings(version: str, build_id: str | None = None) -> dict:
-    """Strict mapping: two BM25 text fields, the id keyword, and stored-only term ids."""
+    """Strict mapping: two BM25 text fields, the id keyword, stored-only term ids; _meta names version and build."""
     stored_ids = {"type": "integer", "index": False, "doc_values": False}
     return {
         "dynamic": "strict",
@@ -243,10 +243,12 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
         loaded: list[tuple[str, DocTerms]] = []
         with translate_errors(client), tqdm(total=total, unit="doc", desc=f"loading {index}",
                                             disable=not progress) as bar:
-            for _ok, _item in streaming_bulk(client, _actions(documents, index, vocab, loaded),
-                                        chunk_size=settings.es_bulk_chunk_size,
-                                        max_retries=settings.es_bulk_max_retries,
-                                        initial_backoff=settings.es_bulk_initial_backoff_s):
+            # A chunk that timed out is sent again: documents carry their _id, so a retry cannot duplicate.
+            for _ok, _item in streaming_bulk(client.options(retry_on_timeout=True),
+                                             _actions(documents, index, vocab, loaded),
+                                             chunk_size=settings.es_bulk_chunk_size,
+                                             max_retries=settings.es_bulk_max_retries,
+                                             initial_backoff=settings.es_bulk_initial_backoff_s):
                 bar.update(1)  # failures raise BulkIndexError (raise_on_error)
         if not loaded:  # an empty index must never replace the served one
             raise ValueError(NO_DOCUMENTS)
@@ -309,7 +311,7 @@ def list_versions(client: Elasticsearch, alias: str) -> list[str]:
 def current_version(client: Elasticsearch, alias: str) -> str | None:
     """The version the alias serves, or None when there is no alias yet."""
     served = served_index(client, alias)
-    return served[1] if served is not None else None
+    return served.version if served is not None else None
 
 
 def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = None,
@@ -324,7 +326,10 @@ def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = No
     if keep < 1:
         raise ValueError(f"keep={keep}; keep at least 1 version (the serving one)")
     versions = list_indices(client, alias)
-    served = served_index(client, alias)  # its version, whatever the index is called (a restored copy)
+    try:  # its version, whatever the index is called (a restored copy)
+        served = served_index(client, alias)
+    except BackendError:  # an alias on two indices, or on one esrr did not build: those stay (v.serving)
+        served = None
     doomed = [v for v in versions[:-keep] if not v.serving and (served is None or v.version != served.version)]
     with translate_errors(client):
         for v in doomed:
@@ -349,12 +354,17 @@ def use_version(client: Elasticsearch, settings: "CommonSettings", version: str)
         if not client.indices.exists(index=index):
             raise BackendError(f"no index {index!r} for version {version!r}; existing versions: "
                                f"{list_versions(client, alias)}")
-        if index_version(client, index) != version:
+        recorded = index_meta(client, index)
+        if recorded.version != version:
             raise BackendError(f"index {index!r} records another version in its _meta; rebuild it")
         try:
-            CorpusStats.load(stats_dir(stats_root(settings), version), check_ids=True)
+            stats = CorpusStats.load(stats_dir(stats_root(settings), version), check_ids=True)
         except StatsError as exc:
             raise BackendError(f"version {version!r} cannot be served: {exc}") from exc
+        if recorded.build_id not in (None, stats.build_id):
+            raise BackendError(f"index {index!r} and the statistics of version {version!r} come from different "
+                               "loads (another alias sharing this ESRR_HOME, or a restored snapshot); rebuild "
+                               "with another --version")
         actions = [{"remove": {"index": old, "alias": alias}} for old in previous if old != index]
         client.indices.update_aliases(actions=[*actions, {"add": {"index": index, "alias": alias}}])
     return index

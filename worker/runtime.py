@@ -218,12 +218,13 @@ class Runtime:
     def stats_table(self, version: str) -> np.ndarray:
         """int64 [n_terms] embedding row of each term of statistics ``version`` (LRU-cached).
 
-        A cached table is kept while its folder holds the same build: a version name
-        that a prune freed can be built again, with another vocabulary.
+        A cached table is kept unless its folder holds another build: a version name
+        that a prune freed can be built again, with another vocabulary. A folder gone or
+        not yet complete keeps it: a gateway may still search the version it describes.
         """
         with self._tables_lock:
             cached = self._tables.get(version)
-        if cached is not None and saved_build_id(cached.directory) == cached.build_id:
+        if cached is not None and saved_build_id(cached.directory) in (None, cached.build_id):
             with self._tables_lock:
                 if version in self._tables:
                     self._tables.move_to_end(version)

@@ -47,12 +47,12 @@ def _require_port_number(variable: str, url: str, example: str) -> None:
 SSL_CERT_REQS = ("required", "optional", "none", "CERT_REQUIRED", "CERT_OPTIONAL", "CERT_NONE")
 
 
-def _check_redis_url(variable: str, url: str, holds_results: bool) -> None:
+def _check_redis_url(variable: str, url: str) -> None:
     """``ValueError`` naming ``variable`` for a Redis URL that would fail only when the first task is sent.
 
-    The message never echoes the URL (it may carry a password). ``holds_results``: the
-    URL is also the result backend, whose Celery client demands ``ssl_cert_reqs`` on
-    ``rediss://`` (kombu, as broker only, would fall back to no certificate check).
+    The message never echoes the URL (it may carry a password). ``rediss://`` must say
+    how to check the server's certificate: Celery's result backend refuses it without,
+    and kombu, as broker, would fall back to no check at all.
     """
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss"):
@@ -66,9 +66,9 @@ def _check_redis_url(variable: str, url: str, holds_results: bool) -> None:
     except ValueError as error:  # redis' text names the parameter or the part, not the URL
         raise ValueError(f"{variable}: {error} Fix the URL, as in redis://HOST:6379/0?socket_timeout=5") from None
     cert_reqs = parse_qs(parts.query).get("ssl_cert_reqs", [None])[-1]
-    if parts.scheme == "rediss" and holds_results and cert_reqs not in SSL_CERT_REQS:
-        raise ValueError(f"{variable}: a rediss:// URL that holds results needs ssl_cert_reqs=required (or "
-                         "optional, or none), as in rediss://HOST:6380/0?ssl_cert_reqs=required")
+    if parts.scheme == "rediss" and cert_reqs not in SSL_CERT_REQS:
+        raise ValueError(f"{variable}: a rediss:// URL needs ssl_cert_reqs=required (or optional, or none), "
+                         "as in rediss://HOST:6380/0?ssl_cert_reqs=required")
 
 
 class WorkerSettings(CommonSettings):
@@ -190,7 +190,7 @@ class WorkerSettings(CommonSettings):
             raise ValueError(f"ESRR_RESULT_BACKEND has scheme {scheme!r}: use redis://HOST:6379/DB, rpc:// "
                              "with an AMQP broker, or leave it unset")
         _require_port_number("ESRR_RESULT_BACKEND", self.result_backend, "redis://HOST:6379/1")
-        _check_redis_url("ESRR_RESULT_BACKEND", self.result_backend, holds_results=True)
+        _check_redis_url("ESRR_RESULT_BACKEND", self.result_backend)
         if scheme in RESULT_ONLY_SCHEMES and self.is_redis:
             raise ValueError("ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
                              "the Redis broker as result backend")
@@ -202,7 +202,7 @@ class WorkerSettings(CommonSettings):
             raise ValueError(f"ESRR_BROKER_URL has scheme {self.broker_scheme!r}: use redis://HOST:6379/DB or "
                              "amqp://USER:PASSWORD@HOST:5672//")
         _require_port_number("ESRR_BROKER_URL", self.broker_url, "redis://HOST:6379/0")
-        _check_redis_url("ESRR_BROKER_URL", self.broker_url, holds_results=not self.result_backend)
+        _check_redis_url("ESRR_BROKER_URL", self.broker_url)
         for path in self.checkpoint:
             if path.is_dir():
                 raise ValueError(f"ESRR_CHECKPOINT names {str(path)!r}, a directory; point it to the .pt "

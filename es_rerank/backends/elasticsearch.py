@@ -186,20 +186,23 @@ def alias_targets(client: Elasticsearch, alias: str) -> list[str]:
     return []
 
 
+class IndexMeta(NamedTuple):
+    """The statistics version and build that a concrete index's mapping ``_meta`` records."""
+
+    version: str
+    build_id: str | None  # None: built before build ids were recorded
+
+
 class ServedIndex(NamedTuple):
     """The concrete index an alias names, with the statistics version and build its ``_meta`` records."""
 
     index: str
     version: str
-    build_id: str | None  # None: built before build ids were recorded
+    build_id: str | None
 
 
-def index_version(client: Elasticsearch, index: str) -> str:
-    """The statistics version recorded in a concrete index's mapping ``_meta``."""
-    return _index_meta(client, index)[0]
-
-
-def _index_meta(client: Elasticsearch, index: str) -> tuple[str, str | None]:
+def index_meta(client: Elasticsearch, index: str) -> IndexMeta:
+    """The statistics version and build recorded in a concrete index's mapping ``_meta``."""
     mapping = client.indices.get_mapping(index=index).body[index]["mappings"]
     meta = mapping.get("_meta") or {}
     version = meta.get(META_KEY)
@@ -207,7 +210,7 @@ def _index_meta(client: Elasticsearch, index: str) -> tuple[str, str | None]:
         raise BackendError(f"index {index!r} has no {META_KEY!r} in its mapping _meta, so it was not "
                            f"built by esrr and has no statistics; {BUILD_HINT}")
     build_id = meta.get(BUILD_META_KEY)
-    return str(version), str(build_id) if build_id else None
+    return IndexMeta(str(version), str(build_id) if build_id else None)
 
 
 def served_index(client: Elasticsearch, alias: str) -> ServedIndex | None:
@@ -220,7 +223,7 @@ def served_index(client: Elasticsearch, alias: str) -> ServedIndex | None:
             raise BackendError(f"alias {alias!r} points at {len(targets)} indices {targets}; it must point "
                                "at one: rebuild the index (esrr index build --backend elasticsearch) to "
                                "repair it")
-        return ServedIndex(targets[0], *_index_meta(client, targets[0]))
+        return ServedIndex(targets[0], *index_meta(client, targets[0]))
 
 
 @dataclass(frozen=True)
@@ -264,15 +267,15 @@ class ElasticsearchBackend:
                                "elasticsearch") from exc
         if stats.version != version or build_id not in (None, stats.build_id):
             raise BackendError(f"statistics at {directory} are version {stats.version!r} (build "
-                               f"{stats.build_id}), index {index!r} is {version!r} (build {build_id}); they are "
-                               "not of one load: rebuild: esrr index build --backend elasticsearch")
+                               f"{stats.build_id}), index {index!r} is {version!r} (build {build_id}), so they "
+                               "come from different loads; rebuild: esrr index build --backend elasticsearch")
         return _Served(index, stats)
 
     def reload(self) -> bool:
         """Follow the alias to its current index; True when the served version changed."""
         served = self._resolve(self._served)
         with self._lock:
-            changed = served.index != self._served.index
+            changed = served is not self._served  # another index, or the same name built again
             self._served = served
         return changed
 

@@ -56,9 +56,9 @@ class ServedSearch:
             return False
         # A new pipeline, not a changed one: a search under way keeps one index version throughout.
         self._pipeline = replace(self._pipeline, backend=current)
-        if current.index == served.index:  # the same version, from another folder
-            return False
-        log.info("now serving index %s", current.index)
+        if current.index == served.index and current.stats.build_id == served.stats.build_id:
+            return False  # the same build, from another folder (a copied version)
+        log.info("now serving index %s (build %s)", current.index, current.stats.build_id)
         return True
 
     def close(self) -> None:

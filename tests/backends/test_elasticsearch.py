@@ -255,6 +255,19 @@ def test_prune_keeps_the_statistics_of_a_served_copy_under_another_name(es_clien
         es_client.options(ignore_status=404).indices.delete(index=restored)
 
 
+def test_use_refuses_statistics_of_another_load(es_client, es_settings, corpus):
+    import json
+
+    load_index(es_client, corpus[:30], es_settings, version="u1", progress=False)
+    served = load_index(es_client, corpus[:30], es_settings, version="u2", progress=False)
+    meta_path = stats_root(es_settings) / "u1" / "stats" / "meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta_path.write_text(json.dumps({**meta, "build_id": "another-load"}), encoding="utf-8")
+    with pytest.raises(BackendError, match="come from different loads"):
+        use_version(es_client, es_settings, "u1")
+    assert es_client.indices.get_alias(name=es_settings.es_alias).body.keys() == {served.index}
+
+
 def _assert_still_serving(es_client, settings, served_index, failed_version):
     alias = settings.es_alias
     assert es_client.indices.get_alias(name=alias).body.keys() == {served_index}

@@ -105,14 +105,17 @@ def test_the_cache_refuses_misfit_arguments(stats: CorpusStats) -> None:
         DocumentVectorCache(10).vectors(["a", "b"], [stats.doc_terms(0)], stats)
 
 
-def test_statistics_of_another_version_empty_the_cache(stats: CorpusStats) -> None:
+@pytest.mark.parametrize("version", ["v2", "same name"])
+def test_statistics_of_another_build_empty_the_cache(stats: CorpusStats, version: str) -> None:
+    """Another version, or the same version name built again after a prune freed it."""
     cache = DocumentVectorCache(max_documents=100)
     cached(cache, stats, "abc")
-    reindexed = build_stats("v2", [Document(i, t, a) for i, (t, a) in DOCS.items() if i != "d"] +
+    reindexed = build_stats(stats.version if version == "same name" else version,
+                            [Document(i, t, a) for i, (t, a) in DOCS.items() if i != "d"] +
                             [Document("d", "unrelated bone", "bone")])  # another vocabulary and idf
     same_matrix(cached(cache, reindexed, "dab"), document_vectors(
         [reindexed.doc_terms(reindexed.row(i)) for i in "dab"], reindexed))
-    assert sorted(cache._rows) == ["a", "b", "d"]  # the rows of version v1 are gone
+    assert sorted(cache._rows) == ["a", "b", "d"]  # the rows of the first build are gone
 
 
 def test_concurrent_windows_get_their_own_matrices(stats: CorpusStats) -> None:

@@ -284,7 +284,7 @@ def test_a_pointer_to_a_missing_version_is_reported_and_stops_prune(esrr, home: 
 
 @pytest.mark.usefixtures("three_versions")
 def test_interrupted_builds_are_listed_and_pruned(esrr, home: Path) -> None:
-    (embedded_root(home) / "half" / "tantivy").mkdir(parents=True)  # a build killed outright: no BUILDER file left
+    (embedded_root(home) / "half" / "tantivy").mkdir(parents=True)  # a build killed outright: its lock is gone
     assert assert_ok(esrr("index", "versions")).splitlines() == [
         "  half (interrupted build; `esrr index prune` deletes it)", "  v1", "  v2", "* v3"]
     assert assert_ok(esrr("index", "prune", "--keep", "3")).splitlines() == ["deleted half (an interrupted build)"]

@@ -16,8 +16,7 @@ from es_rerank.backends.embedded import CURRENT_FILE, EmbeddedBackend
 from es_rerank.stats import CorpusStats, Document
 from es_rerank.versions import new_version
 from index_setup.embedded_index import (
-    BUILDER_FILE, BuildResult, PruneError, build_embedded_index, list_versions, prune_versions, switch_current,
-    unfinished_builds,
+    BuildResult, PruneError, build_embedded_index, list_versions, prune_versions, switch_current, unfinished_builds,
 )
 
 OLD_DOCS = (
@@ -276,20 +275,21 @@ def test_a_prune_that_cannot_delete_names_the_version_and_what_it_deleted(
 
 
 def test_builds_killed_outright_are_listed_and_pruned_running_ones_kept(four_versions: Path) -> None:
-    """A build holds a lock on its BUILDER file while it runs; the kernel drops it however the builder dies."""
+    """A build holds a lock on its folder while it runs; the kernel drops it however the builder dies."""
     import fcntl
 
-    for name in ("killed", "running", "no-builder-file"):
-        (four_versions / name / "tantivy").mkdir(parents=True)
     for name in ("killed", "running"):
-        (four_versions / name / BUILDER_FILE).write_text('{"host": "h", "pid": 1}', encoding="utf-8")
-    with open(four_versions / "running" / BUILDER_FILE, "rb") as running:
+        (four_versions / name / "tantivy").mkdir(parents=True)
+    running = os.open(four_versions / "running", os.O_RDONLY)
+    try:
         fcntl.flock(running, fcntl.LOCK_EX)  # as the build itself holds it
-        assert unfinished_builds(four_versions) == {"killed": True, "no-builder-file": True, "running": False}
+        assert unfinished_builds(four_versions) == {"killed": True, "running": False}
         told: list[tuple[str, bool]] = []
         assert prune_versions(four_versions, keep=3, on_deleted=lambda *event: told.append(event)) == ["v1"]
-        assert told == [("killed", True), ("no-builder-file", True), ("v1", False)]
+        assert told == [("killed", True), ("v1", False)]
         assert list(unfinished_builds(four_versions)) == ["running"]
+    finally:
+        os.close(running)
     assert unfinished_builds(four_versions) == {"running": True}  # its builder is gone now
 
 
@@ -302,11 +302,6 @@ def test_a_build_holds_its_lock_until_it_is_complete(tmp_path: Path) -> None:
 
     build(tmp_path, watched(), version="v1")
     assert seen == [{"v1": False}] and unfinished_builds(tmp_path) == {}
-
-
-def test_a_finished_build_leaves_no_builder_file(tmp_path: Path) -> None:
-    result = build(tmp_path, OLD_DOCS, version="v1")
-    assert not (result.directory / BUILDER_FILE).exists() and unfinished_builds(tmp_path) == {}
 
 
 def test_rebuilding_the_name_of_an_interrupted_build_says_how_to_clear_it(tmp_path: Path) -> None:
@@ -332,11 +327,16 @@ def test_an_empty_corpus_never_replaces_the_served_index(tmp_path: Path) -> None
 
 def test_a_version_name_built_again_after_a_prune_is_followed(tmp_path: Path) -> None:
     """Same folder name, another build: the statistics' build id tells them apart."""
+    from es_rerank.gateway.pipeline import SearchPipeline
+    from es_rerank.gateway.served import ServedSearch
+
     build(tmp_path, OLD_DOCS, version="v1")
     backend = EmbeddedBackend.open_current(tmp_path)
+    served = ServedSearch(SearchPipeline(backend, 10), check_every_s=3600)
     build(tmp_path, NEW_DOCS, version="v2")
     prune_versions(tmp_path, keep=1)
     build(tmp_path, NEW_DOCS, version="v1")
+    assert served.follow() and served.pipeline().backend.stats.n_docs == len(NEW_DOCS)  # a change, logged
     followed = backend.current()
     assert followed is not backend and followed.version_dir == backend.version_dir
     assert followed.stats.build_id != backend.stats.build_id and followed.current() is followed

@@ -130,6 +130,10 @@ def test_runtime_reloads_a_version_built_again_under_its_name(broker, artifacts,
         assert runtime.stats_table(version) is first  # cached while the build stays
         directory = stats_dir(runtime.settings, version)
         shutil.rmtree(directory)
+        assert runtime.stats_table(version) is first  # gone (a prune): a gateway may still search it
+        directory.mkdir(parents=True)
+        assert runtime.stats_table(version) is first  # being built again: not complete yet
+        shutil.rmtree(directory)
         rebuilt = build_stats(version, corpus_documents[:3])
         rebuilt.save(directory)
         again = runtime.stats_table(version)

@@ -85,10 +85,10 @@ def test_a_result_backend_the_worker_cannot_use_is_refused_without_echoing_it():
 
 
 @pytest.mark.parametrize(("setting", "url", "expected"), [
-    ("broker_url", "rediss://:s3cret@127.0.0.1:6380/0", "ESRR_BROKER_URL: a rediss:// URL that holds results"),
+    ("broker_url", "rediss://:s3cret@127.0.0.1:6380/0", "ESRR_BROKER_URL: a rediss:// URL needs ssl_cert_reqs"),
     ("broker_url", "redis://:s3cret@127.0.0.1:6379/0?socket_timeout=abc",
      "ESRR_BROKER_URL: Invalid value for 'socket_timeout' in connection URL. Fix the URL"),
-    ("result_backend", "rediss://:s3cret@127.0.0.1:6380/1", "ESRR_RESULT_BACKEND: a rediss:// URL that holds"),
+    ("result_backend", "rediss://:s3cret@127.0.0.1:6380/1", "ESRR_RESULT_BACKEND: a rediss:// URL needs"),
     ("broker_url", "rediss://:s3cret@127.0.0.1:6380/0?ssl_cert_reqs=bogus", "needs ssl_cert_reqs=required"),
     ("result_backend", "redis://:s3cret@127.0.0.1:6379/abc", "ESRR_RESULT_BACKEND: a Redis URL ends in a database"),
 ])
@@ -98,7 +98,8 @@ def test_redis_urls_that_would_fail_at_the_first_task_are_refused_at_start(setti
     message = settings_problems(caught.value)
     assert expected in message and "s3cret" not in message, message
     assert WorkerSettings(broker_url="rediss://127.0.0.1:6380/0?ssl_cert_reqs=required").is_redis
-    assert WorkerSettings(broker_url="rediss://127.0.0.1:6380/0", result_backend="redis://127.0.0.1:6379/1").is_redis
+    with pytest.raises(ValidationError, match="needs ssl_cert_reqs"):  # a broker alone would skip the check
+        WorkerSettings(broker_url="rediss://127.0.0.1:6380/0", result_backend="redis://127.0.0.1:6379/1")
 
 
 def test_an_empty_embeddings_setting_is_refused_not_read_as_the_current_directory():
