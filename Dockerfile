@@ -10,5 +10,5 @@ COPY es_rerank es_rerank
 COPY worker worker
 COPY index_setup index_setup
 RUN pip install --no-cache-dir ".[model]"
-ENV ESRR_HOME=/data/esrr ESRR_NFCORPUS=/data/nfcorpus
+ENV ESRR_HOME=/data/esrr ESRR_NFCORPUS=/data/nfcorpus PYTHONUNBUFFERED=1
 ENTRYPOINT ["esrr"]
