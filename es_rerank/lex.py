@@ -38,6 +38,18 @@ class UnknownFeatureError(ValueError):
     """A requested Lex feature name does not exist."""
 
 
+def check_feature_names(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` if they are distinct Lex features, at least one; else ``ValueError`` naming the fix."""
+    unknown = [n for n in names if n not in ALL_FEATURES]
+    if not names or unknown:
+        problem = f"unknown Lex feature(s) {unknown}" if unknown else "no feature given"
+        raise ValueError(f"{problem}; choose from {', '.join(ALL_FEATURES)}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{repeated} given twice; name each feature once")
+    return tuple(names)
+
+
 @dataclass(frozen=True)
 class BM25Params:
     """Okapi BM25 parameters (Lucene's defaults; the paper used k1=2.0 on titles)."""

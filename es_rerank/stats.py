@@ -250,7 +250,7 @@ class CorpusStats:
                 raise StatsError(f"statistics at {directory} have format {meta.get('format')}, this code "
                                  f"reads format {STATS_FORMAT}; rebuild the index")
             version, n_docs, n_terms = str(meta["version"]), int(meta["n_docs"]), int(meta["n_terms"])
-            build_id = str(meta.get("build_id") or version)
+            build_id = str(meta.get("build_id") or "")  # older statistics: __post_init__ names it
         except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
             raise damaged(f"meta.json: {type(error).__name__}: {error}") from None
         except OSError as error:  # unreadable: permissions, a folder in its place

@@ -21,7 +21,6 @@ from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, n
                                 version_time_ns, write_pointer)
 
 
-
 @dataclass(frozen=True)
 class BuildResult:
     """What a build produced and how long it took."""
@@ -126,16 +125,29 @@ def _built_ns(meta: Path) -> int:
     return named if named is not None else meta.stat().st_mtime_ns
 
 
+def _lock_folder(folder: Path, wait: bool = True) -> int:
+    """An open descriptor of ``folder`` holding its exclusive lock (closing it releases the lock).
+
+    ``BlockingIOError`` when ``wait`` is False and another process holds the lock.
+    """
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
 @contextmanager
 def _root_lock(root: Path) -> Iterator[None]:
     """Lock the ``root`` folder itself: builds claim their folders and prune deletes one at a time."""
     root.mkdir(parents=True, exist_ok=True)
-    folder = os.open(root, os.O_RDONLY)
+    lock = _lock_folder(root)
     try:
-        fcntl.flock(folder, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(folder)  # and with it the lock
+        os.close(lock)
 
 
 @contextmanager
@@ -155,12 +167,11 @@ def _claim(root: Path, version: str) -> Iterator[Path]:
             hint = "delete it with `esrr index prune` or pick" if interrupted else "pick"
             raise FileExistsError(f"index version {version}: {what} at {target}; {hint} another --version")
         target.mkdir()
-        folder = os.open(target, os.O_RDONLY)
-        fcntl.flock(folder, fcntl.LOCK_EX)
+        lock = _lock_folder(target)
     try:
         yield target
     finally:
-        os.close(folder)
+        os.close(lock)
 
 
 def unfinished_builds(root: Path) -> dict[str, bool]:
@@ -180,15 +191,9 @@ def unfinished_builds(root: Path) -> dict[str, bool]:
 
 def _being_built(version_dir: Path) -> bool:
     try:
-        folder = os.open(version_dir, os.O_RDONLY)
-    except OSError:  # gone meanwhile, or unreadable: cannot tell, leave it alone
+        os.close(_lock_folder(version_dir, wait=False))  # free: taken and released at once
+    except OSError:  # held by its build (BlockingIOError), or gone or unreadable: leave it alone
         return True
-    try:
-        fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(folder)  # and with it a lock just taken
     return False
 
 

@@ -28,7 +28,7 @@ import click
 import numpy as np
 
 from es_rerank.backends.base import MAX_K
-from es_rerank.cli import json_out_option
+from es_rerank.cli import dev_query_options, json_out_option
 from es_rerank.gateway.pipeline import STAGES, Ranking, ScoringUnavailable, SearchPipeline
 from es_rerank.machine import machine_description
 
@@ -98,11 +98,7 @@ def _scored(ranking: Ranking) -> Ranking:
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits shown per query.")
 @click.option("--window", default=500, show_default=True, type=click.IntRange(1, MAX_K),
               help="BM25 hits the stages reorder.")
-@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1),
-              help="Timed passes over the dev queries.")
-@click.option("--queries", default=324, show_default=True, type=click.IntRange(min=1),
-              help="Dev queries to use, the first ones by id.")
-@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
+@dev_query_options
 @click.option("--worker", "via_worker", is_flag=True,
               help="Have a running worker score through the broker, as `esrr search --worker` does.")
 @json_out_option("Also write the figures as JSON.")

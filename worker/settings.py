@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from es_rerank.lex import ALL_FEATURES, LEX3
+from es_rerank.lex import LEX3, check_feature_names
 from es_rerank.payload import DEFAULT_QUEUE
 from es_rerank.settings import CommonSettings, not_empty_path
 
@@ -157,12 +157,8 @@ class WorkerSettings(CommonSettings):
     @classmethod
     def _split_lex_features(cls, value: Any) -> Any:
         if isinstance(value, str):
-            value = tuple(part.strip() for part in value.split(","))
-        unknown = [name for name in value if name not in ALL_FEATURES]
-        if unknown or not value or len(set(value)) < len(value):
-            raise ValueError(f"give distinct names among {', '.join(ALL_FEATURES)}, comma-separated "
-                             f"(unknown: {unknown})" if unknown else "give distinct feature names, comma-separated")
-        return tuple(value)
+            value = [part.strip() for part in value.split(",")]
+        return check_feature_names(list(value))
 
     @field_validator("embeddings", mode="before")
     @classmethod

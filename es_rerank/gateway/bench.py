@@ -23,7 +23,7 @@ import click
 import numpy as np
 
 from es_rerank.backends.base import MAX_K
-from es_rerank.cli import json_out_option
+from es_rerank.cli import dev_query_options, json_out_option
 from es_rerank.machine import machine_description
 
 
@@ -77,11 +77,7 @@ def _spread(ms: Any) -> dict[str, float]:
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits per search.")
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1, 256),
               help="Searches in flight at once.")
-@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1),
-              help="Timed passes over the dev queries.")
-@click.option("--queries", default=324, show_default=True, type=click.IntRange(min=1),
-              help="Dev queries to use, the first ones by id.")
-@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
+@dev_query_options
 @json_out_option("Also write the figures as JSON.")
 def bench_http(url: str, k: int, concurrency: int, rounds: int, queries: int, data: Path | None,
                json_out: Path | None) -> None:

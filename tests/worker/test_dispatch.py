@@ -224,7 +224,7 @@ def test_a_model_with_other_lex_features_is_served_once_the_caller_names_them(ar
     assert json.loads(remote.stdout)["hits"] == json.loads(local.stdout)["hits"]
     env["ESRR_LEX_FEATURES"] = "text_bm25,nope"
     bad = CliRunner().invoke(main, ["search", QUERY, "--worker"], env=env)
-    assert bad.exit_code != 0 and "ESRR_LEX_FEATURES" in bad.output and "unknown: ['nope']" in bad.output
+    assert bad.exit_code != 0 and "ESRR_LEX_FEATURES" in bad.output and "unknown Lex feature(s) ['nope']" in bad.output
 
 
 @pytest.mark.broker

@@ -205,19 +205,14 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
 
 def _lex_names(option: str | None) -> list[str]:
     """The ``--lex-features`` list, checked against the 18 features."""
-    from es_rerank.lex import ALL_FEATURES
+    from es_rerank.lex import check_feature_names
 
     if option is None:
         return []
-    names = [n.strip() for n in option.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ALL_FEATURES]
-    if not names or unknown:
-        problem = f"unknown Lex feature(s) {unknown}" if unknown else "no feature given"
-        raise click.BadParameter(f"{problem}; choose from {', '.join(ALL_FEATURES)}", param_hint="--lex-features")
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise click.BadParameter(f"{repeated} given twice; name each feature once", param_hint="--lex-features")
-    return names
+    try:
+        return list(check_feature_names([n.strip() for n in option.split(",") if n.strip()]))
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--lex-features") from None
 
 
 def _labelled_checkpoints(option: str, ensemble: bool) -> tuple[str, list[Path]]:
