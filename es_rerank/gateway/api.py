@@ -18,13 +18,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from es_rerank.backends.base import BackendError
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, ServiceUnavailable
 from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.pipeline import PROBE_QUERY
 from es_rerank.gateway.response import search_response
 from es_rerank.gateway.search_request import parse_search
 from es_rerank.gateway.served import ServedSearch
 
 api = Blueprint("api", __name__)
 ANY_INDEX = ("_all", "*")
-HEALTH_PROBE = "health"  # any word: the probe asks whether the backend answers, not what
 
 
 def _served() -> ServedSearch:
@@ -64,10 +64,14 @@ def search(index: str | None = None) -> Response:
 
 @api.get("/_esrr/health")
 def health() -> Response:
-    """Ready when the served index answers a search (a 503 naming the problem otherwise)."""
+    """Green when the index and the model answer; yellow when searches keep BM25's order (the reason says
+    why); a 503 naming the problem when searches cannot be answered."""
     pipeline = _served().pipeline()
-    pipeline.backend.search(HEALTH_PROBE, 1)  # a BackendError is the app's 503
-    return jsonify({"status": "green", **_serving(pipeline)})
+    pipeline.backend.search(PROBE_QUERY, 1)  # a BackendError is the app's 503
+    fallback = pipeline.model_fallback()  # a worker that refuses every request is the app's 503 too
+    if fallback is None:
+        return jsonify({"status": "green", **_serving(pipeline)})
+    return jsonify({"status": "yellow", **_serving(pipeline), "fallback": fallback})
 
 
 @api.post("/_esrr/reload")

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # scipy loads only where feedback runs
     from es_rerank.feedback import DocumentVectorCache, FeedbackParams
 
 StageClock = Callable[[str], AbstractContextManager]
+PROBE_QUERY = "health"  # any word: a probe asks whether the model answers, not what it scores
 STAGES = ("retrieve", "features", "model", "feedback vectors", "feedback votes", "neighbours", "merge")
 
 
@@ -95,6 +96,23 @@ class SearchPipeline:
     def depth(self, k: int) -> int:
         """Hits to retrieve for ``k`` shown: the whole window when a stage reorders it (the votes too)."""
         return max(k, self.window) if self.reorders else k
+
+    def model_fallback(self) -> str | None:
+        """Why a search would keep BM25's order now (``ScoringUnavailable``); None when the model answers or none is set.
+
+        Scores the served index's first document the way a search would, so the probe
+        crosses what a search crosses (broker, worker, its statistics and model). A
+        worker that refuses the request raises, as it would for every search.
+        """
+        stats = self.backend.stats
+        if self.reranker is None or self.window == 0 or stats.n_docs == 0:
+            return None
+        probe = Hit(stats.doc_ids[0], 0.0, "", stats.doc_terms(0))
+        try:
+            self.reranker(PROBE_QUERY, [probe], stats)
+        except ScoringUnavailable as error:
+            return str(error)
+        return None
 
     def rank(self, query: str, k: int, clock: StageClock = no_clock) -> Ranking:
         """The top ``k`` of ``query``; the backend's and the reranker's errors pass through."""

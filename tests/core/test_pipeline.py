@@ -16,7 +16,7 @@ import pytest
 from es_rerank.backends.base import Hit
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
-from es_rerank.gateway.pipeline import STAGES, SearchPipeline, StageClock, no_clock
+from es_rerank.gateway.pipeline import STAGES, ScoringUnavailable, SearchPipeline, StageClock, no_clock
 from es_rerank.neighbours import JudgedNeighbours, NeighbourParams, fuse
 from es_rerank.stats import CorpusStats, Document
 from index_setup.embedded_index import build_embedded_index
@@ -49,6 +49,14 @@ class BoneFirst:
 
     def close(self) -> None:
         pass
+
+
+class Unanswered(BoneFirst):
+    """A reranker whose worker never answers."""
+
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
+                 clock: StageClock = no_clock) -> np.ndarray:
+        raise ScoringUnavailable("no worker answered on queue 'rerank'")
 
 
 class Recorder:
@@ -149,6 +157,22 @@ def test_a_query_without_hits_runs_no_stage_after_retrieval(backend: EmbeddedBac
     clock = Recorder()
     ranking = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, neighbours).rank("zebra", 10, clock)
     assert ranking.ranked == [] and ranking.retrieved == 0 and clock.stages == ["retrieve", "merge"]
+
+
+def test_a_model_that_cannot_answer_keeps_bm25s_order_and_says_why(backend: EmbeddedBackend) -> None:
+    ranking = SearchPipeline(backend, 500, Unanswered()).rank(QUERY, 3)
+    assert ids(ranking) == ids(SearchPipeline(backend, 500).rank(QUERY, 3))
+    assert ranking.ranker == "BM25" and ranking.fallback == "no worker answered on queue 'rerank'"
+
+
+def test_the_model_probe_scores_the_first_document_as_a_search_would(backend: EmbeddedBackend) -> None:
+    reranker = BoneFirst()
+    assert SearchPipeline(backend, 500, reranker).model_fallback() is None
+    assert reranker.windows == [[backend.stats.doc_ids[0]]]
+    assert SearchPipeline(backend, 500, Unanswered()).model_fallback() == "no worker answered on queue 'rerank'"
+    assert SearchPipeline(backend, 500).model_fallback() is None  # no model: nothing to fall back from
+    unused = BoneFirst()
+    assert SearchPipeline(backend, 0, unused).model_fallback() is None and unused.windows == []
 
 
 def test_the_pipeline_does_not_import_torch_or_scipy_until_feedback_runs(tmp_path: Path) -> None:

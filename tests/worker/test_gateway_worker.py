@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -63,7 +64,9 @@ def _serving(env: dict[str, str], port: int) -> Iterator[str]:
             if process.poll() is not None:
                 pytest.fail(f"esrr serve exited with {process.returncode}:\n{process.stdout.read()}")
             try:
-                urllib.request.urlopen(f"{url}/_esrr/health", timeout=1)
+                urllib.request.urlopen(f"{url}/_esrr/health", timeout=TIMEOUT)  # a 503 is an answer too
+                break
+            except urllib.error.HTTPError:
                 break
             except OSError:
                 time.sleep(0.1)
@@ -126,10 +129,32 @@ def test_without_a_worker_the_gateway_answers_in_bm25_order_and_says_why(broker,
         body = json.load(urllib.request.urlopen(f"{url}/_search?q=breast+cancer", timeout=TIMEOUT))
         waited = time.monotonic() - started
         metrics = urllib.request.urlopen(f"{url}/metrics", timeout=TIMEOUT).read().decode()
+        health = json.load(urllib.request.urlopen(f"{url}/_esrr/health", timeout=TIMEOUT))
     assert "no worker answered" in body["esrr"]["fallback"] and "esrr worker start" in body["esrr"]["fallback"]
+    assert health["status"] == "yellow" and "no worker answered" in health["fallback"]
     assert body["hits"]["hits"] and all(hit["fields"]["reranked"] == [True] for hit in body["hits"]["hits"])
     assert waited < 3  # the deadline, plus Celery's once-a-second drain
     assert "esrr_model_fallbacks_total 1.0" in metrics
+
+
+@pytest.mark.broker
+def test_health_is_a_503_while_the_worker_refuses_every_search(broker, artifacts, home, free_port):
+    refusing = f"refusing-{uuid.uuid4().hex[:6]}"
+    client = broker.client(refusing, home=home)
+    process = broker.worker(refusing, home=artifacts.home).start()  # that home lacks the served index version
+    try:
+        process.wait_ready(client)
+        with _serving(_env(broker, refusing, home), free_port()) as url:
+            with pytest.raises(urllib.error.HTTPError) as health:
+                urllib.request.urlopen(f"{url}/_esrr/health", timeout=TIMEOUT)
+            with pytest.raises(urllib.error.HTTPError) as search:
+                urllib.request.urlopen(f"{url}/_search?q=breast+cancer", timeout=TIMEOUT)
+    finally:
+        process.stop()
+        client.close()
+    assert health.value.code == search.value.code == 503
+    reason = json.load(health.value)["error"]["reason"]
+    assert "the scoring worker refused the request" in reason and "no statistics for index version 'local'" in reason
 
 
 @pytest.mark.broker
