@@ -11,4 +11,7 @@ COPY worker worker
 COPY index_setup index_setup
 RUN pip install --no-cache-dir ".[model]"
 ENV ESRR_HOME=/data/esrr ESRR_NFCORPUS=/data/nfcorpus PYTHONUNBUFFERED=1
+# Not root: compose runs the services as the host user that owns ESRR_HOME_HOST (ESRR_UID).
+RUN useradd --uid 1000 --user-group --create-home esrr && mkdir -p /data/esrr && chown esrr:esrr /data/esrr
+USER esrr
 ENTRYPOINT ["esrr"]

@@ -47,6 +47,7 @@ def test_compose_file_is_valid_and_runs_the_whole_stack():
     for name in ("index", "worker", "worker-gpu", "gateway"):
         assert services[name]["environment"]["ESRR_BACKEND"] == "elasticsearch"
         assert services[name]["environment"]["ESRR_ES_URL"] == "http://elasticsearch:9200"
+        assert services[name]["user"] == "1000:1000"  # not root; ESRR_UID/ESRR_GID name the host's owner
         for args in _esrr_command_lines(services[name]):
             parsed = CliRunner().invoke(main, [*args, "--help"])
             assert parsed.exit_code == 0, f"{name}: esrr {' '.join(args)}: {parsed.output}"
@@ -64,3 +65,4 @@ def test_the_image_installs_every_package_the_services_import():
     for package in ("es_rerank", "worker", "index_setup"):
         assert f"COPY {package} {package}" in dockerfile
     assert 'ENTRYPOINT ["esrr"]' in dockerfile and "torch==2.13.0" in dockerfile
+    assert dockerfile.index("USER esrr") > dockerfile.index("pip install"), "install as root, run as esrr"
