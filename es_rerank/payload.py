@@ -7,7 +7,7 @@ one definition of the format, its limits and its errors.
 
 Format (version 1): a JSON object, sent with Celery's ``json`` serializer.
 
-    {"v": 1, "stats_version": "...", "query_tokens": ["<=7 embedding-path tokens"],
+    {"v": 1, "stats_version": "...", "stats_build": "...", "query_tokens": ["<=7 embedding-path tokens"],
      "lex_names": ["abstract_bm25", ...], "n": 500,
      "doc_tokens": {"dtype": "<i4", "shape": [500, 50], "codec": "zlib", "b64": "..."},
      "lex":        {"dtype": "<f4", "shape": [500, 3],  "codec": "raw",  "b64": "..."}}
@@ -27,7 +27,10 @@ decoding ~1.5 ms.
 The documents are sent as ids in the statistics vocabulary of ``stats_version``
 (the index the hits came from), not as embedding rows: the gateway knows nothing
 of the embeddings, and the worker maps the ids to rows with a table it builds once
-per statistics version (``worker.runtime``).
+per statistics version (``worker.runtime``). ``stats_build`` names which build of
+that version (``CorpusStats.build_id``): a version name that a prune freed can be
+built again with another vocabulary, and the worker refuses ids of a build it does not
+hold rather than map them to the wrong words. An empty one is not checked.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class ScoreRequest:
     doc_tokens: np.ndarray  # int32 [n, DOC_LEN] stats-vocabulary ids, DOC_PAD padded
     lex: np.ndarray  # float32 [n, L] Lex features, L = len(lex_names)
     lex_names: tuple[str, ...]
+    stats_build: str = ""  # CorpusStats.build_id of stats_version; "" is not checked
 
     @property
     def n(self) -> int:
@@ -95,6 +99,9 @@ class ScoreRequest:
         if not isinstance(self.stats_version, str) or not self.stats_version:
             raise PayloadError("stats_version must be a non-empty string naming the index version "
                                "the hits came from")
+        if not isinstance(self.stats_build, str):
+            raise PayloadError("stats_build must be a string naming the build of stats_version "
+                               "(CorpusStats.build_id), or empty")
         _check_query(self.query_tokens)
         _check_lex_names(self.lex_names)
         docs, lex = self.doc_tokens, self.lex
@@ -167,7 +174,7 @@ def build_request(query: str, hits_terms: Sequence[DocTerms], stats: CorpusStats
     # A word longer than the payload allows has no vector: cut, it maps to UNK as the whole word would.
     query_tokens = tuple(token[:MAX_TOKEN_CHARS] for token in embedding_tokens(tokens)[:QUERY_LEN])
     return ScoreRequest(stats.version, query_tokens, doc_tokens, np.ascontiguousarray(lex, np.float32),
-                        names).validate()
+                        names, stats.build_id).validate()
 
 
 def _pack(array: np.ndarray, dtype: str, codec: str) -> dict[str, Any]:
@@ -184,6 +191,7 @@ def encode(request: ScoreRequest) -> dict[str, Any]:
     return {
         "v": PAYLOAD_VERSION,
         "stats_version": request.stats_version,
+        "stats_build": request.stats_build,
         "query_tokens": list(request.query_tokens),
         "lex_names": list(request.lex_names),
         "n": request.n,
@@ -248,7 +256,7 @@ def decode(payload: Any) -> ScoreRequest:
     doc_tokens = _unpack(payload, "doc_tokens", "<i4", (n, DOC_LEN))
     lex = _unpack(payload, "lex", "<f4", (n, len(lex_names)))
     return ScoreRequest(payload.get("stats_version"), tuple(query_tokens), doc_tokens, lex,
-                        tuple(lex_names)).validate()
+                        tuple(lex_names), payload.get("stats_build", "")).validate()
 
 
 def result_scores(result: Any, n: int) -> np.ndarray:

@@ -215,12 +215,13 @@ class Runtime:
             "device": str(self.scorer.device),
         }
 
-    def stats_table(self, version: str) -> np.ndarray:
+    def stats_table(self, version: str, build_id: str = "") -> np.ndarray:
         """int64 [n_terms] embedding row of each term of statistics ``version`` (LRU-cached).
 
         A cached table is kept unless its folder holds another build: a version name
         that a prune freed can be built again, with another vocabulary. A folder gone or
         not yet complete keeps it: a gateway may still search the version it describes.
+        ``build_id`` (the request's ``stats_build``), when given, must be the build held.
         """
         with self._tables_lock:
             cached = self._tables.get(version)
@@ -228,12 +229,23 @@ class Runtime:
             with self._tables_lock:
                 if version in self._tables:
                     self._tables.move_to_end(version)
-            return cached.table
+            held = cached
+        else:
+            held = self._load_table(version, cached)
+        if build_id and held.build_id != build_id:
+            raise WorkerSetupError(f"the request's statistics {version!r} are build {build_id}, this worker's "
+                                   f"({held.directory}) are build {held.build_id}: the gateway and the worker "
+                                   "read different folders for that version; give them one ESRR_HOME "
+                                   "(or the same copy of it)")
+        return held.table
+
+    def _load_table(self, version: str, stale: _StatsTable | None) -> _StatsTable:
+        """Load and cache the table of the build of ``version`` on disk now (``stale`` is the one replaced)."""
         with self._load_lock:  # one load at a time; others re-check the cache afterwards
             with self._tables_lock:
                 fresh = self._tables.get(version)
-            if fresh is not None and fresh is not cached:
-                return fresh.table
+            if fresh is not None and fresh is not stale:
+                return fresh
             directory = stats_dir(self.settings, version)
             try:
                 stats = CorpusStats.load(directory)
@@ -245,12 +257,13 @@ class Runtime:
             table = term_rows(stats.vocab.terms, self.embeddings)
             log.info("statistics %s (build %s): %d terms, %d without an embedding", version, stats.build_id,
                      len(table), int((table == UNK).sum()))
+            loaded = _StatsTable(directory, stats.build_id, table)
             with self._tables_lock:
-                self._tables[version] = _StatsTable(directory, stats.build_id, table)
+                self._tables[version] = loaded
                 self._tables.move_to_end(version)
                 while len(self._tables) > self.settings.stats_cache_size:
                     self._tables.popitem(last=False)
-            return table
+            return loaded
 
     def prepare(self, request: ScoreRequest) -> Prepared:
         """(query_rows int64 [M], doc_rows int64 [n, N], lex float32 [n, L], L may be 0) for the scorer."""
@@ -259,7 +272,7 @@ class Runtime:
                                f"{self.model_name} was trained with {list(self.lex_names)}; set "
                                f"ESRR_LEX_FEATURES={','.join(self.lex_names)} where the gateway or `esrr "
                                "search --worker` runs")
-        table = self.stats_table(request.stats_version)
+        table = self.stats_table(request.stats_version, request.stats_build)
         docs = request.doc_tokens
         if docs.size and int(docs.max()) >= len(table):
             raise PayloadError(f"doc_tokens holds id {int(docs.max())} but statistics version "

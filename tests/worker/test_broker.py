@@ -142,6 +142,37 @@ def test_runtime_reloads_a_version_built_again_under_its_name(broker, artifacts,
         runtime.close()
 
 
+def test_runtime_refuses_a_build_of_the_version_that_it_does_not_hold(broker, artifacts, corpus_documents,
+                                                                      tmp_path):
+    """A gateway and a worker that read different folders for one version name would map ids to the wrong words."""
+    import dataclasses
+    import shutil
+
+    from es_rerank.stats import build_stats
+    from worker.runtime import Runtime, stats_dir
+
+    home = shutil.copytree(artifacts.home, tmp_path / "home")
+    runtime = Runtime.load(broker.settings("unused", home=home))
+    try:
+        request = make_request(artifacts, QUERIES[0], [0, 1])
+        assert request.stats_build == artifacts.stats.build_id
+        assert len(runtime.score(request)) == 2
+        directory = stats_dir(runtime.settings, artifacts.stats.version)
+        shutil.rmtree(directory)
+        rebuilt = build_stats(artifacts.stats.version, corpus_documents[:3])
+        rebuilt.save(directory)  # the same name built again, with another vocabulary
+        with pytest.raises(WorkerSetupError, match=rf"are build {request.stats_build}, this worker's .* are build "
+                                                   rf"{rebuilt.build_id}.*one ESRR_HOME"):
+            runtime.score(request)
+        newer = make_request(artifacts, QUERIES[0], [0, 1])
+        newer = dataclasses.replace(newer, doc_tokens=np.minimum(newer.doc_tokens, len(rebuilt.vocab) - 1),
+                                    stats_build=rebuilt.build_id)
+        assert len(runtime.score(newer)) == 2
+        assert len(runtime.score(dataclasses.replace(request, stats_build="", doc_tokens=newer.doc_tokens))) == 2
+    finally:
+        runtime.close()
+
+
 def test_runtime_setup_errors_name_the_fix(broker, tmp_path):
     from worker.runtime import Runtime
 

@@ -38,6 +38,7 @@ def test_round_trip_is_exact_and_json_safe(request_500):
     payload = json.loads(json.dumps(encode(request_500)))  # what the broker carries
     back = decode(payload)
     assert back.stats_version == request_500.stats_version
+    assert back.stats_build == request_500.stats_build != ""
     assert back.query_tokens == request_500.query_tokens
     assert back.lex_names == request_500.lex_names
     np.testing.assert_array_equal(back.doc_tokens, request_500.doc_tokens)
@@ -125,8 +126,15 @@ BAD_PAYLOADS = {
                           "id -7"),
     "nan lex": (lambda p: {**p, "lex": _array(np.full((3, 3), np.nan), "<f4")}, "NaN"),
     "no stats version": (lambda p: {**p, "stats_version": ""}, "stats_version"),
+    "stats build not text": (lambda p: {**p, "stats_build": 7}, "stats_build must be a string"),
     "missing array": (lambda p: {k: v for k, v in p.items() if k != "doc_tokens"}, "'doc_tokens' is missing"),
 }
+
+
+def test_a_payload_without_a_build_id_is_read_unchecked(stats):
+    payload = _good(stats)
+    del payload["stats_build"]
+    assert decode(payload).stats_build == ""
 
 
 @pytest.mark.parametrize("case", sorted(BAD_PAYLOADS))
