@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from es_rerank.backends.base import BackendError
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, ServiceUnavailable
+from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.pipeline import PROBE_QUERY
 from es_rerank.gateway.response import search_response
@@ -31,6 +32,10 @@ def _served() -> ServedSearch:
     return current_app.extensions["esrr.served"]
 
 
+def _probe() -> ModelProbe:
+    return current_app.extensions["esrr.probe"]
+
+
 def _metrics() -> GatewayMetrics:
     return current_app.extensions["esrr.metrics"]
 
@@ -39,8 +44,10 @@ def _metrics() -> GatewayMetrics:
 def info() -> Response:
     """What this gateway serves, in the place of Elasticsearch's cluster info."""
     pipeline = _served().pipeline()
-    return jsonify({"name": "es-rerank", "cluster_name": "es-rerank", "tagline": "BM25, reranked by Delta-32-Lex3",
-                    "esrr": {**_serving(pipeline), "window": pipeline.window}})
+    serving = _serving(pipeline)
+    tagline = "BM25, reranked by Delta-32-Lex3" if serving["reranks"] else "BM25"
+    return jsonify({"name": "es-rerank", "cluster_name": "es-rerank", "tagline": tagline,
+                    "esrr": {**serving, "window": pipeline.window}})
 
 
 @api.route("/_search", methods=["GET", "POST"])
@@ -68,7 +75,7 @@ def health() -> Response:
     why); a 503 naming the problem when searches cannot be answered."""
     pipeline = _served().pipeline()
     pipeline.backend.search(PROBE_QUERY, 1)  # a BackendError is the app's 503
-    fallback = pipeline.model_fallback()  # a worker that refuses every request is the app's 503 too
+    fallback = _probe().fallback(pipeline)  # a worker that refuses every request is the app's 503 too
     if fallback is None:
         return jsonify({"status": "green", **_serving(pipeline)})
     return jsonify({"status": "yellow", **_serving(pipeline), "fallback": fallback})

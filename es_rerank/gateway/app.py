@@ -20,6 +20,7 @@ from es_rerank.backends.base import BackendError
 from es_rerank.gateway.api import api
 from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import GatewayError, error_body
+from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.served import ServedSearch
 from es_rerank.payload import PayloadError, WorkerSetupError
@@ -39,6 +40,7 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
     metrics = GatewayMetrics()
     app.extensions["esrr.served"] = served
     app.extensions["esrr.metrics"] = metrics
+    app.extensions["esrr.probe"] = ModelProbe()
     app.register_blueprint(api)
     _register_error_handlers(app)
 
@@ -78,7 +80,11 @@ def _register_error_handlers(app: Flask) -> None:
     def _http_error(error: HTTPException) -> tuple[Response, int]:
         status = error.code or 500
         kind = {404: "no_handler_found_exception", 405: "method_not_allowed_exception"}.get(status, "exception")
-        return render(kind, f"{error.name}: {error.description}", status)
+        response, status = render(kind, f"{error.name}: {error.description}", status)
+        allowed = getattr(error, "valid_methods", None)
+        if allowed:  # a 405 must name the methods the route takes (RFC 9110)
+            response.headers["Allow"] = ", ".join(allowed)
+        return response, status
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> tuple[Response, int]:

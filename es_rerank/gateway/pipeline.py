@@ -100,16 +100,17 @@ class SearchPipeline:
     def model_fallback(self) -> str | None:
         """Why a search would keep BM25's order now (``ScoringUnavailable``); None when the model answers or none is set.
 
-        Scores the served index's first document the way a search would, so the probe
-        crosses what a search crosses (broker, worker, its statistics and model). A
-        worker that refuses the request raises, as it would for every search.
+        Scores a window of the served index's first documents, as large as a search's,
+        the way a search would: the probe crosses what a search crosses (broker, worker,
+        its statistics and model) and must fit the same deadline. A worker that refuses
+        the request raises, as it would for every search.
         """
         stats = self.backend.stats
         if self.reranker is None or self.window == 0 or stats.n_docs == 0:
             return None
-        probe = Hit(stats.doc_ids[0], 0.0, "", stats.doc_terms(0))
+        probe = [Hit(stats.doc_ids[row], 0.0, "", stats.doc_terms(row)) for row in range(min(self.window, stats.n_docs))]
         try:
-            self.reranker(PROBE_QUERY, [probe], stats)
+            self.reranker(PROBE_QUERY, probe, stats)
         except ScoringUnavailable as error:
             return str(error)
         return None

@@ -165,10 +165,11 @@ def test_a_model_that_cannot_answer_keeps_bm25s_order_and_says_why(backend: Embe
     assert ranking.ranker == "BM25" and ranking.fallback == "no worker answered on queue 'rerank'"
 
 
-def test_the_model_probe_scores_the_first_document_as_a_search_would(backend: EmbeddedBackend) -> None:
+def test_the_model_probe_scores_the_first_documents_as_a_search_would(backend: EmbeddedBackend) -> None:
     reranker = BoneFirst()
     assert SearchPipeline(backend, 500, reranker).model_fallback() is None
-    assert reranker.windows == [[backend.stats.doc_ids[0]]]
+    assert SearchPipeline(backend, 2, reranker).model_fallback() is None
+    assert reranker.windows == [backend.stats.doc_ids, backend.stats.doc_ids[:2]]  # a search's window, at most
     assert SearchPipeline(backend, 500, Unanswered()).model_fallback() == "no worker answered on queue 'rerank'"
     assert SearchPipeline(backend, 500).model_fallback() is None  # no model: nothing to fall back from
     unused = BoneFirst()

@@ -138,6 +138,7 @@ def test_unknown_routes_and_methods_answer_in_elasticsearch_shape(home):
     assert (missing.status_code, wrong_method.status_code) == (404, 405)
     assert missing.get_json()["error"]["type"] == "no_handler_found_exception"
     assert wrong_method.get_json()["status"] == 405
+    assert set(wrong_method.headers["Allow"].split(", ")) == {"GET", "HEAD", "OPTIONS", "POST"}
 
 
 class _BackendThatFails:
@@ -234,7 +235,9 @@ def test_metrics_count_requests_and_time_each_stage(home):
 
 def test_info_and_health_name_the_served_index(home):
     client = _client(home)
-    assert client.get("/").get_json()["esrr"] == {"index": "v1", "documents": 3, "window": 10, "reranks": False}
+    info = client.get("/").get_json()
+    assert info["esrr"] == {"index": "v1", "documents": 3, "window": 10, "reranks": False}
+    assert info["tagline"] == "BM25"  # no model: the tagline does not promise one
     assert client.get("/_esrr/health").get_json()["status"] == "green"
 
 

@@ -1,0 +1,87 @@
+"""The health route's model probe (``es_rerank.gateway.health``): one probe at a time, shared for a moment.
+
+The pipeline searches a real embedded index; the rerankers are plain classes that
+count their calls, so what the probe costs the workers can be read off them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pytest
+
+from es_rerank.backends.base import Hit
+from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.gateway.health import ModelProbe
+from es_rerank.gateway.pipeline import ScoringUnavailable, SearchPipeline, StageClock, no_clock
+from es_rerank.payload import WorkerSetupError
+from es_rerank.stats import CorpusStats
+from index_setup.embedded_index import build_embedded_index
+from tests.conftest import TINY_DOCS
+
+
+class CountingReranker:
+    """Scores every hit 0 after ``delay_s``; raises ``error`` instead when one is set."""
+
+    name = "counting"
+
+    def __init__(self, delay_s: float = 0.0, error: Exception | None = None) -> None:
+        self.delay_s, self.error = delay_s, error
+        self.windows: list[int] = []
+
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
+                 clock: StageClock = no_clock) -> np.ndarray:
+        self.windows.append(len(hits))
+        time.sleep(self.delay_s)
+        if self.error is not None:
+            raise self.error
+        return np.zeros(len(hits), dtype=np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedBackend:
+    root: Path = tmp_path_factory.mktemp("health") / "embedded"
+    build_embedded_index(list(TINY_DOCS), root, version="v1", progress=False)
+    return EmbeddedBackend.open_current(root)
+
+
+def test_an_answer_is_shared_while_fresh_and_a_new_pipeline_is_probed_at_once(backend: EmbeddedBackend) -> None:
+    reranker = CountingReranker()
+    pipeline, probe = SearchPipeline(backend, 10, reranker), ModelProbe(fresh_s=60)
+    assert [probe.fallback(pipeline) for _ in range(5)] == [None] * 5
+    assert len(reranker.windows) == 1
+    probe.fallback(SearchPipeline(backend, 10, reranker))  # a reindex followed: another pipeline
+    assert len(reranker.windows) == 2
+    stale = ModelProbe(fresh_s=0)
+    stale.fallback(pipeline), stale.fallback(pipeline)
+    assert len(reranker.windows) == 4
+
+
+def test_callers_take_the_last_answer_while_a_probe_runs(backend: EmbeddedBackend) -> None:
+    slow = CountingReranker(delay_s=0.5, error=ScoringUnavailable("no worker answered"))
+    pipeline, probe = SearchPipeline(backend, 10, slow), ModelProbe(fresh_s=0)
+    assert probe.fallback(pipeline) == "no worker answered"
+    running = threading.Thread(target=probe.fallback, args=(pipeline,))
+    running.start()
+    time.sleep(0.1)
+    started = time.monotonic()
+    assert probe.fallback(pipeline) == "no worker answered"
+    assert time.monotonic() - started < 0.2  # not a second deadline's wait
+    running.join()
+    assert len(slow.windows) == 2
+
+
+def test_a_refusing_worker_raises_every_time(backend: EmbeddedBackend) -> None:
+    refusing = CountingReranker(error=WorkerSetupError("no statistics for index version 'v1'"))
+    probe, pipeline = ModelProbe(fresh_s=60), SearchPipeline(backend, 10, refusing)
+    for _ in range(2):
+        with pytest.raises(WorkerSetupError, match="no statistics"):
+            probe.fallback(pipeline)
+    assert len(refusing.windows) == 2  # a refusal is not kept: the next check asks again
