@@ -232,12 +232,21 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
         if client.indices.exists(index=index):
             raise BackendError(f"index {index!r} already exists; pick another --version, or delete it "
                                f"(`esrr index prune`, or DELETE /{index} if it is not a version esrr lists)")
-        if version_dir.exists():
-            raise BackendError(f"statistics directory {version_dir} already exists without an index "
-                               f"{index!r}: another alias sharing this ESRR_HOME may have built version "
-                               f"{version!r}; pick another --version")
-        client.indices.create(index=index, settings=index_settings(settings),
-                              mappings=index_mappings(version, build_id))
+    # Claimed before the index is created: a load that fails deletes only a folder it made,
+    # never the statistics of another alias that shares this ESRR_HOME and the version name.
+    try:
+        version_dir.mkdir(parents=True)
+    except FileExistsError:
+        raise BackendError(f"statistics directory {version_dir} already exists without an index "
+                           f"{index!r}: another alias sharing this ESRR_HOME has built (or is building) "
+                           f"version {version!r}; pick another --version") from None
+    try:
+        with translate_errors(client):
+            client.indices.create(index=index, settings=index_settings(settings),
+                                  mappings=index_mappings(version, build_id))
+    except BaseException:  # an index of that name made meanwhile is not this load's to delete
+        version_dir.rmdir()
+        raise
     try:
         vocab = Vocabulary()
         loaded: list[tuple[str, DocTerms]] = []

@@ -323,6 +323,25 @@ def test_existing_version_is_refused(es_client, es_settings, corpus):
         load_index(es_client, corpus[:5], es_settings, version="V2", progress=False)
 
 
+def test_a_failed_load_keeps_the_statistics_of_another_alias_that_built_its_version_name(es_client, es_settings,
+                                                                                        corpus):
+    other = es_settings.model_copy(update={"es_alias": f"{es_settings.es_alias}-other"})
+    built: list = []
+
+    def the_other_alias_builds_v1_meanwhile():
+        with pytest.raises(BackendError, match="has built \\(or is building\\) version 'v1'"):
+            load_index(es_client, corpus[:5], other, version="v1", progress=False)
+        built.append(load_index(es_client, corpus[:5], other, version="v2", progress=False))
+        raise RuntimeError("corpus reader broke")
+
+    with pytest.raises(RuntimeError, match="corpus reader broke"):
+        load_index(es_client, _failing_after(corpus, 3, the_other_alias_builds_v1_meanwhile), es_settings,
+                   version="v1", progress=False)
+    assert not (stats_root(es_settings) / "v1").exists()  # this load's own folder went with it
+    backend = ElasticsearchBackend(es_client, other.es_alias, stats_root(other))
+    assert backend.index == built[0].index and backend.search("alkylphenols human milk", 1)
+
+
 def test_alias_name_taken_by_concrete_index(es_client, es_settings, corpus):
     es_client.indices.create(index=es_settings.es_alias)
     with pytest.raises(BackendError, match="concrete index, not an alias.*ESRR_ES_ALIAS"):
