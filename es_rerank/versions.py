@@ -7,10 +7,13 @@ most 128 characters, starting with a letter or digit, and never the pointer's na
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 CURRENT_FILE = "CURRENT"
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -82,3 +85,28 @@ def _refuse_a_non_file(pointer: Path) -> None:
     if pointer.exists() and not pointer.is_file():  # a folder or a device in its place
         raise VersionNameError(f"{pointer} is damaged: it is not a file; remove it, then point it at a "
                                f"version under {pointer.parent}")
+
+
+def lock_folder(folder: Path, wait: bool = True) -> int:
+    """An open descriptor of ``folder`` holding its exclusive lock (closing it releases the lock).
+
+    ``BlockingIOError`` when ``wait`` is False and another process holds the lock.
+    """
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+@contextmanager
+def root_lock(root: Path) -> Iterator[None]:
+    """Hold the lock of the ``root`` folder itself (made if missing): builds claim their folders under it."""
+    root.mkdir(parents=True, exist_ok=True)
+    lock = lock_folder(root)
+    try:
+        yield
+    finally:
+        os.close(lock)

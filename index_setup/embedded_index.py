@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -17,8 +16,8 @@ from tqdm import tqdm
 
 from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_schema, whitespace_analyzer
 from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, Vocabulary, iter_doc_terms
-from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, new_version, read_pointer,
-                                version_time_ns, write_pointer)
+from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, lock_folder, new_version,
+                                read_pointer, root_lock, version_time_ns, write_pointer)
 
 
 @dataclass(frozen=True)
@@ -125,31 +124,6 @@ def _built_ns(meta: Path) -> int:
     return named if named is not None else meta.stat().st_mtime_ns
 
 
-def _lock_folder(folder: Path, wait: bool = True) -> int:
-    """An open descriptor of ``folder`` holding its exclusive lock (closing it releases the lock).
-
-    ``BlockingIOError`` when ``wait`` is False and another process holds the lock.
-    """
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BaseException:
-        os.close(descriptor)
-        raise
-    return descriptor
-
-
-@contextmanager
-def _root_lock(root: Path) -> Iterator[None]:
-    """Lock the ``root`` folder itself: builds claim their folders and prune deletes one at a time."""
-    root.mkdir(parents=True, exist_ok=True)
-    lock = _lock_folder(root)
-    try:
-        yield
-    finally:
-        os.close(lock)
-
-
 @contextmanager
 def _claim(root: Path, version: str) -> Iterator[Path]:
     """Create ``root/version`` and hold a lock on that folder for as long as the build runs.
@@ -159,7 +133,7 @@ def _claim(root: Path, version: str) -> Iterator[Path]:
     abandoned build; pid files could not tell (reused pids, containers). Locks are
     those of one machine: the index root must be on a local file system.
     """
-    with _root_lock(root):
+    with root_lock(root):
         target = root / version
         if target.exists() or target.is_symlink():
             interrupted = unfinished_builds(root).get(version)
@@ -167,7 +141,7 @@ def _claim(root: Path, version: str) -> Iterator[Path]:
             hint = "delete it with `esrr index prune` or pick" if interrupted else "pick"
             raise FileExistsError(f"index version {version}: {what} at {target}; {hint} another --version")
         target.mkdir()
-        lock = _lock_folder(target)
+        lock = lock_folder(target)
     try:
         yield target
     finally:
@@ -191,7 +165,7 @@ def unfinished_builds(root: Path) -> dict[str, bool]:
 
 def _being_built(version_dir: Path) -> bool:
     try:
-        os.close(_lock_folder(version_dir, wait=False))  # free: taken and released at once
+        os.close(lock_folder(version_dir, wait=False))  # free: taken and released at once
     except OSError:  # held by its build (BlockingIOError), or gone or unreadable: leave it alone
         return True
     return False
@@ -226,7 +200,7 @@ def prune_versions(root: Path, keep: int = 2,
         raise ValueError(f"keep={keep}: the number of versions to keep must be 0 or more")
     if not root.is_dir():
         return []
-    with _root_lock(root):
+    with root_lock(root):
         current = read_pointer(root)
         versions = list_versions(root)
         if (root / CURRENT_FILE).exists() and current not in versions:

@@ -100,7 +100,7 @@ from es_rerank.embeddings import (ARTIFACT_FORMAT, PAD, PAD_TOKEN, UNK, UNK_TOKE
                                   current_version)
 from es_rerank.settings import DEFAULT_NFCORPUS
 from es_rerank.text import embedding_tokens, tokenize
-from es_rerank.versions import VersionNameError, check_version, write_pointer
+from es_rerank.versions import VersionNameError, check_version, lock_folder, root_lock, write_pointer
 from index_setup.readers import CorpusFormatError, read_queries
 from index_setup.text_sources import (SOURCES, Deduplicator, Source, TextSourceError, format_error_message,
                                       iter_documents, iter_token_lists)
@@ -323,6 +323,27 @@ def _check_version(embeddings_dir: Path, version: str) -> None:
         )
 
 
+def _claim_partial(embeddings_dir: Path, version: str) -> tuple[Path, int]:
+    """The folder that ``version`` is trained in and a descriptor holding its lock for the whole training.
+
+    A leftover of a training that died is replaced; one whose training still runs (its
+    lock is held) is refused: deleting it would leave that training waiting forever on
+    its corpus file.
+    """
+    partial = embeddings_dir / f".{version}.partial"
+    with root_lock(embeddings_dir):
+        _check_version(embeddings_dir, version)
+        if partial.exists():
+            try:
+                os.close(lock_folder(partial, wait=False))
+            except BlockingIOError:
+                raise EmbeddingsError(f"another `esrr embeddings train` is training version {version!r} in "
+                                      f"{partial}; wait for it, or pass another --version") from None
+            shutil.rmtree(partial)
+        partial.mkdir()
+        return partial, lock_folder(partial)
+
+
 def write_artifact(directory: Path, words: Sequence[str], word_vectors: np.ndarray, meta: dict, unk_seed: int) -> None:
     """Write vectors.npy, vocab.txt and meta.json into ``directory`` (which must exist)."""
     dim = word_vectors.shape[1]
@@ -364,11 +385,7 @@ def train_embeddings(
     embeddings_dir = Path(embeddings_dir)
     embeddings_dir.mkdir(parents=True, exist_ok=True)
     version = version or new_version()
-    _check_version(embeddings_dir, version)
-    partial = embeddings_dir / f".{version}.partial"
-    if partial.exists():
-        shutil.rmtree(partial)
-    partial.mkdir()
+    partial, lock = _claim_partial(embeddings_dir, version)
     try:
         corpus_path = partial / "corpus.txt"
         counts = write_line_corpus(token_lists, corpus_path)
@@ -409,6 +426,8 @@ def train_embeddings(
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    finally:
+        os.close(lock)
     publish_current(embeddings_dir, version)
     return Embeddings.load(embeddings_dir / version)
 

@@ -169,6 +169,28 @@ def test_refuses_existing_version_and_empty_corpus(trained: tuple[Path, Embeddin
     assert current_version(emb_dir) == "v1"
 
 
+def test_a_training_of_the_same_version_is_refused_while_one_runs(tmp_path: Path) -> None:
+    emb_dir, refusals = tmp_path / "embeddings", []
+
+    def sentences_while_another_starts():
+        yield from tiny_sentences(30)
+        with pytest.raises(EmbeddingsError, match="another `esrr embeddings train` is training version 'v1'"):
+            train_embeddings(tiny_sentences(), emb_dir, FAST, version="v1", progress=False)
+        refusals.append("v1")
+        yield from tiny_sentences(30, seed=1)
+
+    emb = train_embeddings(sentences_while_another_starts(), emb_dir, FAST, version="v1", progress=False)
+    assert refusals == ["v1"] and emb.version == "v1" and current_version(emb_dir) == "v1"
+
+
+def test_a_leftover_of_a_training_that_died_is_replaced(tmp_path: Path) -> None:
+    emb_dir = tmp_path / "embeddings"
+    (emb_dir / ".v1.partial").mkdir(parents=True)
+    (emb_dir / ".v1.partial" / "corpus.txt").write_text("half written", encoding="utf-8")
+    assert train_embeddings(tiny_sentences(), emb_dir, FAST, version="v1", progress=False).version == "v1"
+    assert sorted(p.name for p in emb_dir.iterdir()) == [CURRENT_FILE, "v1"]
+
+
 def test_line_corpus_never_splits_a_token_differently(tmp_path: Path) -> None:
     from gensim.models.word2vec import LineSentence
 
