@@ -355,11 +355,12 @@ def read_qrels(path: Path, strict: bool = False, report: LoadReport | None = Non
                      "integers (NFCorpus: 0-2)")
             continue
         judged = qrels.setdefault(qid, {})
-        if doc_id in judged and judged[doc_id] != grade:
-            _problem(report, strict, path, f"line {number}",
-                     f"({qid}, {doc_id}) judged again with grade {grade} after {judged[doc_id]}; "
-                     "keep one judgment per pair")
-            continue
+        if doc_id in judged:
+            if judged[doc_id] != grade:
+                _problem(report, strict, path, f"line {number}",
+                         f"({qid}, {doc_id}) judged again with grade {grade} after {judged[doc_id]}; "
+                         "keep one judgment per pair")
+            continue  # the same judgment repeated: read once
         judged[doc_id] = grade
         report.read += 1
     _finish(report, own_report, str(path))

@@ -185,8 +185,11 @@ def test_a_byte_order_mark_and_crlf_line_ends_are_read_as_text(tmp_path: Path) -
 
 def test_trec_qrels(tmp_path: Path) -> None:
     path = tmp_path / "train.2-1-0.qrel"
-    path.write_text("PLAIN-3 0 MED-2436 2\nPLAIN-3\t0\tMED-2437\t1\nPLAIN-4 Q0 MED-1 0\n", encoding="utf-8")
-    assert read_qrels(path) == {"PLAIN-3": {"MED-2436": 2, "MED-2437": 1}, "PLAIN-4": {"MED-1": 0}}
+    path.write_text("PLAIN-3 0 MED-2436 2\nPLAIN-3\t0\tMED-2437\t1\nPLAIN-4 Q0 MED-1 0\nPLAIN-3 0 MED-2436 2\n",
+                    encoding="utf-8")
+    report = LoadReport()
+    assert read_qrels(path, report=report) == {"PLAIN-3": {"MED-2436": 2, "MED-2437": 1}, "PLAIN-4": {"MED-1": 0}}
+    assert report.read == 3 and not report.problems  # a judgment repeated word for word is read once
 
 
 def test_bad_qrels_lines(tmp_path: Path) -> None:
