@@ -325,21 +325,22 @@ def current_version(client: Elasticsearch, alias: str) -> str | None:
 
 def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = None,
                         settings: "CommonSettings | None" = None) -> list[str]:
-    """Delete all but the newest ``keep`` versions, never the serving one; returns the deleted.
+    """Delete all but the newest ``keep`` versions (0: all), never the serving one; returns the deleted.
 
     ``keep`` defaults to ``settings.es_keep_versions`` (else 2). With ``settings`` the
     statistics directories of the deleted versions go too.
     """
     if keep is None:
         keep = settings.es_keep_versions if settings is not None else 2
-    if keep < 1:
-        raise ValueError(f"keep={keep}; keep at least 1 version (the serving one)")
+    if keep < 0:
+        raise ValueError(f"keep={keep}: the number of versions to keep must be 0 or more")
     versions = list_indices(client, alias)
     try:  # its version, whatever the index is called (a restored copy)
         served = served_index(client, alias)
     except BackendError:  # an alias on two indices, or on one esrr did not build: those stay (v.serving)
         served = None
-    doomed = [v for v in versions[:-keep] if not v.serving and (served is None or v.version != served.version)]
+    older = versions[:-keep] if keep > 0 else versions  # the serving one stays whatever keep says
+    doomed = [v for v in older if not v.serving and (served is None or v.version != served.version)]
     with translate_errors(client):
         for v in doomed:
             try:

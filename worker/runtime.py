@@ -215,7 +215,7 @@ class Runtime:
             "device": str(self.scorer.device),
         }
 
-    def stats_table(self, version: str, build_id: str = "") -> np.ndarray:
+    def stats_table(self, version: str, build_id: str | None = None) -> np.ndarray:
         """int64 [n_terms] embedding row of each term of statistics ``version`` (LRU-cached).
 
         A cached table is kept unless its folder holds another build: a version name
@@ -232,7 +232,7 @@ class Runtime:
             held = cached
         else:
             held = self._load_table(version, cached)
-        if build_id and held.build_id != build_id:
+        if build_id is not None and held.build_id != build_id:
             raise WorkerSetupError(f"the request's statistics {version!r} are build {build_id}, this worker's "
                                    f"({held.directory}) are build {held.build_id}: the gateway and the worker "
                                    "read different folders for that version; give them one ESRR_HOME "
@@ -272,7 +272,7 @@ class Runtime:
                                f"{self.model_name} was trained with {list(self.lex_names)}; set "
                                f"ESRR_LEX_FEATURES={','.join(self.lex_names)} where the gateway or `esrr "
                                "search --worker` runs")
-        table = self.stats_table(request.stats_version, request.stats_build)
+        table = self.stats_table(request.stats_version, request.stats_build or None)  # "": unchecked
         docs = request.doc_tokens
         if docs.size and int(docs.max()) >= len(table):
             raise PayloadError(f"doc_tokens holds id {int(docs.max())} but statistics version "

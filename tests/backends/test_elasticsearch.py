@@ -323,6 +323,16 @@ def test_existing_version_is_refused(es_client, es_settings, corpus):
         load_index(es_client, corpus[:5], es_settings, version="V2", progress=False)
 
 
+def test_prune_keep_0_deletes_every_version_but_the_served_one(es_client, es_settings, corpus):
+    for version in ("k1", "k2", "k3"):
+        load_index(es_client, corpus[:5], es_settings, version=version, progress=False)
+    use_version(es_client, es_settings, "k2")  # rolled back: the newest is not the served one
+    assert delete_old_versions(es_client, es_settings.es_alias, keep=0, settings=es_settings) == ["k1", "k3"]
+    assert list_versions(es_client, es_settings.es_alias) == ["k2"]
+    with pytest.raises(ValueError, match="0 or more"):
+        delete_old_versions(es_client, es_settings.es_alias, keep=-1, settings=es_settings)
+
+
 def test_a_failed_load_keeps_the_statistics_of_another_alias_that_built_its_version_name(es_client, es_settings,
                                                                                         corpus):
     other = es_settings.model_copy(update={"es_alias": f"{es_settings.es_alias}-other"})
