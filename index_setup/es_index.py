@@ -270,11 +270,7 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
             if count != stats.n_docs:
                 raise BackendError(f"index {index!r} holds {count} documents after the load, expected "
                                    f"{stats.n_docs}; check the cluster logs and run the build again")
-            # Read again: another load may have moved the alias while this one ran.
-            previous = alias_targets(client, alias)
-            actions = [{"remove": {"index": old, "alias": alias}} for old in previous]
-            actions.append({"add": {"index": index, "alias": alias}})
-            client.indices.update_aliases(actions=actions)
+            previous = _move_alias(client, alias, index)
     except BulkIndexError as exc:
         _discard(client, index, version_dir)
         first = str(exc.errors[0] if exc.errors else {})[:500]
@@ -287,6 +283,14 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
         raise
     return LoadResult(alias, index, version, stats.n_docs, len(vocab), stats_dir(root, version),
                       tuple(previous), time.perf_counter() - started)
+
+
+def _move_alias(client: Elasticsearch, alias: str, index: str) -> list[str]:
+    """Point ``alias`` at ``index`` alone, in one atomic ``update_aliases``; returns the indices it left."""
+    previous = alias_targets(client, alias)  # read now: another load may have moved it meanwhile
+    actions = [{"remove": {"index": old, "alias": alias}} for old in previous if old != index]
+    client.indices.update_aliases(actions=[*actions, {"add": {"index": index, "alias": alias}}])
+    return previous
 
 
 def _discard(client: Elasticsearch, index: str, version_dir: Path) -> None:
@@ -360,7 +364,6 @@ def use_version(client: Elasticsearch, settings: "CommonSettings", version: str)
     """
     alias, index = settings.es_alias, index_name(settings.es_alias, version)
     with translate_errors(client):
-        previous = alias_targets(client, alias)
         if not client.indices.exists(index=index):
             raise BackendError(f"no index {index!r} for version {version!r}; existing versions: "
                                f"{list_versions(client, alias)}")
@@ -375,13 +378,12 @@ def use_version(client: Elasticsearch, settings: "CommonSettings", version: str)
             raise BackendError(f"index {index!r} and the statistics of version {version!r} come from different "
                                "loads (another alias sharing this ESRR_HOME, or a restored snapshot); rebuild "
                                "with another --version")
-        actions = [{"remove": {"index": old, "alias": alias}} for old in previous if old != index]
-        client.indices.update_aliases(actions=[*actions, {"add": {"index": index, "alias": alias}}])
+        _move_alias(client, alias, index)
     return index
 
 
 __all__ = [
     "ANALYZER", "TOKEN_PATTERN", "IndexVersion", "LoadResult", "analysis_settings",
     "current_version", "delete_old_versions", "index_mappings", "index_name", "index_settings",
-    "list_indices", "list_versions", "load_index", "new_version", "use_version",
+    "list_indices", "list_versions", "load_index", "use_version",
 ]
