@@ -25,6 +25,8 @@ from torch.nn import functional as F
 from es_rerank.lex import ALL_FEATURES, LEX3
 
 PAD_ID = 0
+COS_EPS = 1e-8  # the Delta stage's cosine: F.cosine_similarity's eps (the fast scorer uses the same)
+PROX_EPS = 1e-8  # |d| + |q*| is clamped to this in the normalised proximity
 CHECKPOINT_FORMAT = 1
 
 
@@ -92,9 +94,9 @@ def delta_matrix(doc: torch.Tensor, query: torch.Tensor, doc_mask: torch.Tensor,
     parts = [difference] if config.use_difference else []
     if config.use_delta_features:
         distance = difference.norm(dim=2, keepdim=True)  # [B, N, 1]
-        cosine = F.cosine_similarity(doc, q_star, dim=2, eps=1e-8)[:, :, None]  # [B, N, 1]
+        cosine = F.cosine_similarity(doc, q_star, dim=2, eps=COS_EPS)[:, :, None]  # [B, N, 1]
         norms = doc.norm(dim=2, keepdim=True) + q_star.norm(dim=2, keepdim=True)
-        proximity = 1 - distance / norms.clamp_min(1e-8)  # [B, N, 1]
+        proximity = 1 - distance / norms.clamp_min(PROX_EPS)  # [B, N, 1]
         parts += [cosine, distance, proximity]
     return torch.cat(parts, dim=2) * doc_mask[:, :, None]  # [B, N, C], padding zeroed
 

@@ -40,8 +40,9 @@ slower than the plain reference forward. The GPU's "dense" layout
 (``_forward_dense``) pads every request of a group to one [n_max, N] block and
 computes the Delta stage per position (exact distances for all, as in the
 reference): ~80 kernels per group whatever the number of requests, one
-device->host copy, replayed as a CUDA graph per padded shape (``_GraphCache``). Conv 1 still comes from the table P. Only int ids and the
-Lex features travel host->device. Float32 throughout: half precision would not
+device->host copy, replayed as a CUDA graph per padded shape (``_GraphCache``).
+Conv 1 still comes from the table P. Only int ids and the Lex features travel
+host->device. Float32 throughout: half precision would not
 hold the 1e-4 agreement. Both layouts run on either device (the tests check
 the dense one on the CPU).
 
@@ -95,10 +96,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from worker.model import PAD_ID, DeltaModel
+from worker.model import COS_EPS, PAD_ID, PROX_EPS, DeltaModel
 
-COS_EPS = 1e-8  # F.cosine_similarity's eps in the reference Delta stage
-PROX_EPS = 1e-8  # the reference clamps |d| + |q*| to this
 # |d - q*|^2 below this fraction of |d|^2 + |q*|^2 is recomputed from the vectors (cancellation)
 NEAR_FRACTION = 0.1
 # score_many on the CPU: requests are grouped up to this many documents per forward pass.
@@ -200,6 +199,7 @@ class DeltaScorer:
 
     @property
     def device(self) -> torch.device:
+        """Where the scorer's tensors live and its forward passes run."""
         return self._device
 
     @property
@@ -293,14 +293,19 @@ class DeltaScorer:
         y = F.leaky_relu_(y, self.slope).index_fill_(0, padding, float("-inf"))
         n_docs, width = plan.n_docs, plan.width
         pooled = y[gap:].view(n_docs, width + gap, n_f).amax(dim=1)  # [n, F]
+        lex = None
+        if self.n_lex:
+            lex = torch.from_numpy(np.concatenate([lex for _, docs, lex in requests if docs.shape[0]])).to(device)
+        return self._head(pooled, lex)  # [n]
+
+    def _head(self, pooled: torch.Tensor, lex: torch.Tensor | None) -> torch.Tensor:
+        """[B] scores from the pooled convolutions [B, F] (-inf: an all-padding document) and Lex features [B, L]."""
         pooled = pooled.masked_fill_(torch.isinf(pooled), 0.0)  # an all-padding document pools to 0
         if self.n_lex:
-            lex = np.concatenate([lex for _, docs, lex in requests if docs.shape[0]])
-            lex = torch.from_numpy(lex).to(device)
-            pooled = torch.cat([pooled, (lex - self.lex_mean) / self.lex_std], dim=1)  # [n, F + L]
+            pooled = torch.cat([pooled, (lex - self.lex_mean) / self.lex_std], dim=1)  # [B, F + L]
         for weight, bias in self.dense:
             pooled = F.leaky_relu(torch.addmm(bias, pooled, weight), self.slope)
-        return pooled[:, 0]  # [n]
+        return pooled[:, 0]  # [B]
 
     def _word_contributions(self, query_rows: np.ndarray, words: np.ndarray, out: torch.Tensor) -> None:
         """Write the conv-1 tap contributions [U, k*F] of each document word's Delta vector into out."""
@@ -353,12 +358,8 @@ class DeltaScorer:
         if len(near):
             distance[near] = (self.embeddings.index_select(0, words.index_select(0, near))
                               - q_vectors.index_select(0, closest.index_select(0, near))).norm(dim=1)
-        d_norm = self.norm.index_select(0, words)
-        q_norm = self.norm.index_select(0, q_star)
-        cosine = (dots.gather(1, closest[:, None])[:, 0]
-                  / (d_norm.clamp_min(COS_EPS) * q_norm.clamp_min(COS_EPS)))
-        proximity = 1 - distance / (d_norm + q_norm).clamp_min(PROX_EPS)
-        return torch.stack([cosine, distance, proximity], dim=1)  # [U, 3]
+        return _delta_word_features(dots.gather(1, closest[:, None])[:, 0], distance,
+                                    self.norm.index_select(0, words), self.norm.index_select(0, q_star))  # [U, 3]
 
     # -- dense layout (GPU) -----------------------------------------------------------------
 
@@ -399,11 +400,8 @@ class DeltaScorer:
         if self.feature_taps is not None:
             q_star_vectors = q_vectors.gather(1, closest[:, :, None].expand(-1, -1, q_vectors.shape[2]))
             distance = (d_vectors - q_star_vectors).norm(dim=2)  # [R, S], exact as in the reference
-            d_norm, q_norm = self.norm[flat], self.norm[q_star]  # [R, S]
-            cosine = (dots.gather(2, closest[:, :, None])[:, :, 0]
-                      / (d_norm.clamp_min(COS_EPS) * q_norm.clamp_min(COS_EPS)))
-            proximity = 1 - distance / (d_norm + q_norm).clamp_min(PROX_EPS)
-            features = torch.stack([cosine, distance, proximity], dim=2)  # [R, S, 3]
+            features = _delta_word_features(dots.gather(2, closest[:, :, None])[:, :, 0], distance,
+                                            self.norm[flat], self.norm[q_star])  # [R, S, 3]
             parts.append(features @ self.feature_taps)
         taps = torch.stack(parts).sum(dim=0) if len(parts) > 1 else parts[0]  # [R, S, k*F]
         mask = (ids != PAD_ID).view(n_req * n_max, width)  # [B, W], B = R * n_max documents
@@ -418,13 +416,16 @@ class DeltaScorer:
             y = bias + sum(padded[:, t:t + width] @ weight[t] for t in range(k))  # [B, W, F]
             y = F.leaky_relu(y, self.slope) * mask_f
         pooled = y.masked_fill(~mask[:, :, None], float("-inf")).amax(dim=1)  # [B, F]
-        pooled = pooled.masked_fill_(torch.isinf(pooled), 0.0)  # an all-padding document pools to 0
-        if self.n_lex:
-            lex = lex.view(n_req * n_max, self.n_lex)  # [B, L]
-            pooled = torch.cat([pooled, (lex - self.lex_mean) / self.lex_std], dim=1)  # [B, F + L]
-        for weight, bias in self.dense:
-            pooled = F.leaky_relu(torch.addmm(bias, pooled, weight), self.slope)
-        return pooled[:, 0].view(n_req, n_max)
+        lex = lex.view(n_req * n_max, self.n_lex) if self.n_lex else None  # [B, L]
+        return self._head(pooled, lex).view(n_req, n_max)
+
+
+def _delta_word_features(dot: torch.Tensor, distance: torch.Tensor, d_norm: torch.Tensor,
+                         q_norm: torch.Tensor) -> torch.Tensor:
+    """[..., 3] = [cos, |d - q*|, 1 - |d - q*| / (|d| + |q*|)] per word from d.q*, |d - q*|, |d| and |q*| [...]."""
+    cosine = dot / (d_norm.clamp_min(COS_EPS) * q_norm.clamp_min(COS_EPS))
+    proximity = 1 - distance / (d_norm + q_norm).clamp_min(PROX_EPS)
+    return torch.stack([cosine, distance, proximity], dim=-1)
 
 
 @dataclass
@@ -491,6 +492,7 @@ class _Plan:
 
     @classmethod
     def build(cls, requests: Sequence[Request], gap: int) -> "_Plan":
+        """The plan of one forward pass over ``requests``, documents ``gap`` padding rows apart."""
         n_docs = sum(docs.shape[0] for _, docs, _ in requests)
         width = max((_used_width(docs) for _, docs, _ in requests), default=0)
         width = max(width, 1)
