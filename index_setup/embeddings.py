@@ -359,11 +359,6 @@ def write_artifact(directory: Path, words: Sequence[str], word_vectors: np.ndarr
     (directory / "meta.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def publish_current(embeddings_dir: Path, version: str) -> None:
-    """Point ``CURRENT`` at ``version`` (atomic replace)."""
-    write_pointer(embeddings_dir, version)
-
-
 def train_embeddings(
     token_lists: Iterable[Sequence[str]],
     embeddings_dir: Path,
@@ -428,7 +423,7 @@ def train_embeddings(
         raise
     finally:
         os.close(lock)
-    publish_current(embeddings_dir, version)
+    write_pointer(embeddings_dir, version)  # last: CURRENT never names a half-written version
     return Embeddings.load(embeddings_dir / version)
 
 
@@ -505,12 +500,13 @@ def train_command(data_root: Path, out: Path | None, min_count: int, epochs: int
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("gensim").setLevel(logging.INFO if verbose else logging.WARNING)
     params = Word2VecParams(min_count=min_count, epochs=epochs, workers=workers)
+    embeddings_dir = _embeddings_dir(out)
     try:
         with sigterm_as_exit():  # the half-written version is removed, as on Ctrl-C
-            emb = train_from_data(data_root, _embeddings_dir(out), params, version, limit_docs)
+            emb = train_from_data(data_root, embeddings_dir, params, version, limit_docs)
     except (EmbeddingsError, TextSourceError) as exc:
         raise click.ClickException(str(exc)) from exc
-    _print_info(emb, _embeddings_dir(out) / emb.version)
+    _print_info(emb, embeddings_dir / emb.version)
 
 
 def _print_info(emb: Embeddings, directory: Path) -> None:
@@ -563,8 +559,3 @@ def info_command(out: Path | None, version: str | None, neighbours: tuple[str, .
             continue
         click.echo(f"{token}: " + ", ".join(f"{w} {s:.2f}" for w, s in near))
 
-
-main = embeddings
-
-if __name__ == "__main__":
-    main()
