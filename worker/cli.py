@@ -71,7 +71,7 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
 
     with _environment_with(overrides):
         from worker.celery_app import app, celery_config
-    from worker.runtime import embeddings_dir, get_runtime, load_checkpoints, scoring_device
+    from worker.runtime import describe_setup, get_runtime, load_checkpoints, scoring_device
 
     app.conf.update(celery_config(settings))  # with the command-line overrides
     app.esrr_settings = settings
@@ -83,14 +83,11 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
     click.echo(f"pool: {settings.pool} x {settings.concurrency}, prefetch 1, acks late; {batching}")
     try:
         if settings.pool == "prefork":  # load in each child after the fork; only check here
-            checkpoints = load_checkpoints(settings)
-            click.echo(f"device: {scoring_device(settings)}")
-            click.echo(f"model: {', '.join(map(str, settings.checkpoint_paths))}")
-            click.echo(f"embeddings: {embeddings_dir(settings, checkpoints[0].embeddings_version)}")
-            click.echo(f"statistics: {settings.indexes_dir}/*/<version>/stats, per request")
+            setup = describe_setup(settings, load_checkpoints(settings), scoring_device(settings))
         else:
-            for key, value in get_runtime(settings).describe().items():
-                click.echo(f"{key}: {value}")
+            setup = get_runtime(settings).describe()
+        for key, value in setup.items():
+            click.echo(f"{key}: {value}")
     except (WorkerSetupError, FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     # Passed explicitly although celery_config sets them too: `celery worker` defaults

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 Prepared = tuple[np.ndarray, np.ndarray, np.ndarray]  # query_rows [M], doc_rows [n, N], lex [n, L]
 
 
-def stats_dir(settings: WorkerSettings, version: str) -> Path:
+def find_stats_dir(settings: WorkerSettings, version: str) -> Path:
     """The statistics directory of index ``version``: ``<indexes_dir>/<backend>/<version>/stats``.
 
     The configured backend's directory wins when several backends hold the version.
@@ -63,7 +63,7 @@ def stats_dir(settings: WorkerSettings, version: str) -> Path:
     return (preferred or found)[0]
 
 
-def embeddings_dir(settings: WorkerSettings, version: str) -> Path:
+def embeddings_version_dir(settings: WorkerSettings, version: str) -> Path:
     """The embeddings artifact for a checkpoint trained on embeddings ``version``."""
     if settings.embeddings is not None:
         if not (settings.embeddings / "vectors.npy").is_file():
@@ -114,6 +114,20 @@ def _load_checkpoint(path: Path, named: bool) -> Checkpoint:
         raise WorkerSetupError(f"checkpoint {path} reads {checkpoint.config.doc_len} document tokens, "
                                f"the payload carries {DOC_LEN}; retrain with doc_len={DOC_LEN}")
     return checkpoint
+
+
+def describe_setup(settings: WorkerSettings, checkpoints: Sequence[Checkpoint],
+                   device: torch.device) -> dict[str, str]:
+    """What a worker serves and where from, without loading the embeddings (a prefork parent says it too)."""
+    paths = settings.checkpoint_paths
+    return {
+        "model": (f"{paths[0].stem} ({paths[0]})" if len(paths) == 1 else
+                  f"ensemble of {len(paths)} ({', '.join(map(str, paths))})"),
+        "lex features": ", ".join(checkpoints[0].config.lex_names) or "none",
+        "embeddings": str(embeddings_version_dir(settings, checkpoints[0].embeddings_version)),
+        "statistics": f"{settings.indexes_dir}/*/<version>/stats, per request",
+        "device": str(device),
+    }
 
 
 def load_checkpoints(settings: WorkerSettings) -> tuple[Checkpoint, ...]:
@@ -168,7 +182,7 @@ class Runtime:
         paths = settings.checkpoint_paths
         checkpoints = load_checkpoints(settings)
         version = checkpoints[0].embeddings_version
-        directory = embeddings_dir(settings, version)
+        directory = embeddings_version_dir(settings, version)
         embeddings = _load_embeddings(directory)
         if embeddings.version != version:
             raise WorkerSetupError(
@@ -206,13 +220,9 @@ class Runtime:
     def describe(self) -> dict[str, str]:
         """Where the model, embeddings and statistics come from (for logs and the CLI)."""
         return {
-            "model": (f"{self.model_name} ({self.checkpoint_paths[0]})" if len(self.checkpoint_paths) == 1 else
-                      f"ensemble of {len(self.checkpoint_paths)} ({', '.join(map(str, self.checkpoint_paths))})"),
-            "lex features": ", ".join(self.lex_names) or "none",
+            **describe_setup(self.settings, self.checkpoints, self.scorer.device),
             "embeddings": f"{self.embeddings.version} ({self.embeddings_path}, "
                           f"{self.embeddings.vectors.shape[0]} words)",
-            "statistics": f"{self.settings.indexes_dir}/*/<version>/stats, per request",
-            "device": str(self.scorer.device),
         }
 
     def stats_table(self, version: str, build_id: str | None = None) -> np.ndarray:
@@ -246,7 +256,7 @@ class Runtime:
                 fresh = self._tables.get(version)
             if fresh is not None and fresh is not stale:
                 return fresh
-            directory = stats_dir(self.settings, version)
+            directory = find_stats_dir(self.settings, version)
             try:
                 stats = CorpusStats.load(directory)
             except StatsError as error:

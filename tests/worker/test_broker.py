@@ -120,7 +120,7 @@ def test_runtime_reloads_a_version_built_again_under_its_name(broker, artifacts,
     import shutil
 
     from es_rerank.stats import build_stats
-    from worker.runtime import Runtime, stats_dir
+    from worker.runtime import Runtime, find_stats_dir
 
     home = shutil.copytree(artifacts.home, tmp_path / "home")
     runtime = Runtime.load(broker.settings("unused", home=home))
@@ -128,7 +128,7 @@ def test_runtime_reloads_a_version_built_again_under_its_name(broker, artifacts,
         version = artifacts.stats.version
         first = runtime.stats_table(version)
         assert runtime.stats_table(version) is first  # cached while the build stays
-        directory = stats_dir(runtime.settings, version)
+        directory = find_stats_dir(runtime.settings, version)
         shutil.rmtree(directory)
         assert runtime.stats_table(version) is first  # gone (a prune): a gateway may still search it
         directory.mkdir(parents=True)
@@ -149,7 +149,7 @@ def test_runtime_refuses_a_build_of_the_version_that_it_does_not_hold(broker, ar
     import shutil
 
     from es_rerank.stats import build_stats
-    from worker.runtime import Runtime, stats_dir
+    from worker.runtime import Runtime, find_stats_dir
 
     home = shutil.copytree(artifacts.home, tmp_path / "home")
     runtime = Runtime.load(broker.settings("unused", home=home))
@@ -157,7 +157,7 @@ def test_runtime_refuses_a_build_of_the_version_that_it_does_not_hold(broker, ar
         request = make_request(artifacts, QUERIES[0], [0, 1])
         assert request.stats_build == artifacts.stats.build_id
         assert len(runtime.score(request)) == 2
-        directory = stats_dir(runtime.settings, artifacts.stats.version)
+        directory = find_stats_dir(runtime.settings, artifacts.stats.version)
         shutil.rmtree(directory)
         rebuilt = build_stats(artifacts.stats.version, corpus_documents[:3])
         rebuilt.save(directory)  # the same name built again, with another vocabulary
