@@ -71,8 +71,12 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
             click.echo(f"loaded Elasticsearch index {result}")
     except DamagedFileError as error:  # what was read before the damage is no load to report
         raise click.ClickException(f"{error}; nothing was swapped in, the served index stays as it was") from None
+    except CorpusFormatError as error:  # a malformed record stops only a --strict load
+        loaded = f"\n{report.summary()}" if report is not None else ""
+        raise click.ClickException(f"{error}; fix or remove the record, or load without --strict to skip bad "
+                                   f"records (they are then counted and reported){loaded}") from None
     except (BackendError, CorpusFormatError, FileNotFoundError, FileExistsError, ValueError) as error:
-        about_the_corpus = (report is not None and isinstance(error, (CorpusFormatError, ValueError))
+        about_the_corpus = (report is not None and isinstance(error, ValueError)
                             and not isinstance(error, VersionNameError))
         loaded = f"\n{report.summary()}" if about_the_corpus else ""
         raise click.ClickException(f"{error}{loaded}") from None

@@ -58,8 +58,6 @@ PUBMED_ROOT = "PubmedArticleSet"
 _PUBMED_RECORDS = ("PubmedArticle", "PubmedBookArticle", "DeleteCitation")
 _LOGGED_PROBLEMS = 20  # problems logged one by one; the rest only counted
 MAX_GRADE = 1000  # qrels grades beyond this are not relevance grades (TREC and NFCorpus use 0-4)
-_STRICT_HINT = ("fix or remove the record, or load without --strict to skip bad records; they are then "
-                "counted and reported")
 _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
@@ -74,18 +72,15 @@ class CorpusFormatError(ValueError):
         self.path = str(path)
         self.location = location
         self.message = message
-        super().__init__(f"{self.path}, {location}: {message}; {_STRICT_HINT}")
+        super().__init__(f"{self.path}, {location}: {message}")
 
 
 class DamagedFileError(CorpusFormatError):
     """A file whose rest cannot be read (a truncated gzip stream, broken XML): never skipped.
 
     Skipping it would index part of the corpus and serve that as if it were whole, so the
-    load stops with or without --strict; the message names the cause and the fix only.
+    load stops with or without --strict.
     """
-
-    def __str__(self) -> str:
-        return f"{self.path}, {self.location}: {self.message}"
 
 
 class LoadProblem(NamedTuple):

@@ -97,8 +97,8 @@ def read_nfcorpus(path: Path) -> Iterator[TextDoc]:
 
 
 def format_error_message(error: CorpusFormatError) -> str:
-    """A reader's error without its hint about `--strict`, an option `embeddings train` does not have."""
-    return f"{error.path}, {error.location}: {error.message}; fix or replace the file (word2vec reads it strictly)"
+    """A reader's error with the fix for word2vec's sources."""
+    return f"{error}; fix or replace the file (word2vec reads it strictly)"
 
 
 def read_ohsumed(path: Path) -> Iterator[TextDoc]:

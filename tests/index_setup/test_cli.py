@@ -103,7 +103,7 @@ def test_malformed_line_is_skipped_and_reported(esrr, tmp_path: Path) -> None:
 def test_strict_fails_naming_file_and_line(esrr, home: Path, tmp_path: Path) -> None:
     path = write_corpus(tmp_path / "corpus.jsonl", RECORDS, bad_line='{"_id": "bad", "title": broken')
     result = esrr("index", "build", "--data", str(path), "--strict", "--version", "v1")
-    assert_clean_failure(result, f"{path}, line 2: not valid JSON")
+    assert_clean_failure(result, f"{path}, line 2: not valid JSON", "or load without --strict to skip bad records")
     root = embedded_root(home)
     assert not (root / "v1").exists()  # the half-built version is gone
     assert not (root / CURRENT_FILE).exists()
