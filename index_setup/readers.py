@@ -54,6 +54,7 @@ from es_rerank.stats import Document
 logger = logging.getLogger(__name__)
 
 BEIR_CORPUS_NAMES = ("corpus.jsonl", "corpus.jsonl.gz")
+_JSON_LINES_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
 PUBMED_ROOT = "PubmedArticleSet"
 _PUBMED_RECORDS = ("PubmedArticle", "PubmedBookArticle", "DeleteCitation")
 _LOGGED_PROBLEMS = 20  # problems logged one by one; the rest only counted
@@ -224,6 +225,11 @@ def _string_field(path: Path, number: int, record: dict, name: str,
     return _LONE_SURROGATE.sub("\ufffd", value)
 
 
+def _report_to_fill(report: LoadReport | None) -> tuple[LoadReport, bool]:
+    """The caller's report, or a new one that the reader logs itself when it is done (the bool)."""
+    return (LoadReport(), True) if report is None else (report, False)
+
+
 def _finish(report: LoadReport, own_report: bool, what: str) -> None:
     if own_report and (report.skipped or report.deleted):
         logger.warning("%s: %s", what, report.summary())
@@ -237,8 +243,7 @@ def read_beir_corpus(path: Path, strict: bool = False, report: LoadReport | None
 
 
 def _beir_corpus(path: Path, strict: bool, report: LoadReport | None) -> Iterator[Document]:
-    own_report = report is None
-    report = LoadReport() if report is None else report
+    report, own_report = _report_to_fill(report)
     for number, line in _numbered_lines(path, report, strict):
         record = _json_object(path, number, line, report, strict)
         if record is None:
@@ -264,9 +269,8 @@ def read_queries(path: Path, strict: bool = False, report: LoadReport | None = N
     """
     path = _require_file(path, "a BEIR queries.jsonl with one {\"_id\", \"text\"} object per "
                                "line, or a TSV file of ID<TAB>TEXT lines")
-    own_report = report is None
-    report = LoadReport() if report is None else report
-    is_jsonl = path.name.lower().endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz"))
+    report, own_report = _report_to_fill(report)
+    is_jsonl = path.name.lower().endswith(_JSON_LINES_SUFFIXES)
     queries: dict[str, str] = {}
     for number, line in _numbered_lines(path, report, strict):
         if is_jsonl:
@@ -320,8 +324,7 @@ def read_qrels(path: Path, strict: bool = False, report: LoadReport | None = Non
     """
     path = _require_file(path, "a qrels file: BEIR TSV lines 'query-id<TAB>corpus-id<TAB>score' "
                                "or TREC lines 'QID 0 DOCID GRADE'")
-    own_report = report is None
-    report = LoadReport() if report is None else report
+    report, own_report = _report_to_fill(report)
     qrels: dict[str, dict[str, int]] = {}
     first = True
     for number, line in _numbered_lines(path, report, strict):
@@ -414,8 +417,7 @@ def read_pubmed_xml(path: Path, strict: bool = False, report: LoadReport | None 
 
 
 def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None) -> Iterator[Document]:
-    own_report = report is None
-    report = LoadReport() if report is None else report
+    report, own_report = _report_to_fill(report)
     record_number = 0
     root: ElementTree.Element | None = None
     try:
@@ -509,12 +511,11 @@ def read_corpus(path: Path, strict: bool = False, report: LoadReport | None = No
         if not files:
             raise CorpusNotFoundError(f"{path} holds neither corpus.jsonl[.gz] nor pubmed*.xml[.gz] "
                                       f"files; expected {expected}")
-        own_report = report is None
-        report = LoadReport() if report is None else report
+        report, own_report = _report_to_fill(report)
         # Each file's reader shares the report; the summary is logged once, at the end.
         return _chain((_pubmed_xml(f, strict, report) for f in files), report, own_report, str(path))
     name = path.name.lower()
-    if name.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
+    if name.endswith(_JSON_LINES_SUFFIXES):
         return _beir_corpus(path, strict, report)
     if name.endswith((".xml", ".xml.gz")):
         return _pubmed_xml(path, strict, report)
