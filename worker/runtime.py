@@ -42,10 +42,11 @@ log = logging.getLogger(__name__)
 Prepared = tuple[np.ndarray, np.ndarray, np.ndarray]  # query_rows [M], doc_rows [n, N], lex [n, L]
 
 
-def find_stats_dir(settings: WorkerSettings, version: str) -> Path:
+def find_stats_dir(settings: WorkerSettings, version: str, build_id: str | None = None) -> Path:
     """The statistics directory of index ``version``: ``<indexes_dir>/<backend>/<version>/stats``.
 
-    The configured backend's directory wins when several backends hold the version.
+    When several backends hold the version, the one holding build ``build_id`` wins, else
+    the configured backend's: one worker may serve gateways of both backends.
     """
     try:
         check_version(version)
@@ -59,8 +60,9 @@ def find_stats_dir(settings: WorkerSettings, version: str) -> Path:
             f"must read the same ESRR_HOME ({settings.home}) as the gateway (a shared volume), and "
             "the index must have been built there (`esrr index build`); a copied index version serves "
             "under the name it was built with, so keep the original folder or rebuild")
+    holding = [path for path in found if build_id is not None and saved_build_id(path) == build_id]
     preferred = [path for path in found if path.parent.parent.name == settings.backend]
-    return (preferred or found)[0]
+    return (holding or preferred or found)[0]
 
 
 def embeddings_version_dir(settings: WorkerSettings, version: str) -> Path:
@@ -235,28 +237,30 @@ class Runtime:
         """
         with self._tables_lock:
             cached = self._tables.get(version)
-        if cached is not None and saved_build_id(cached.directory) in (None, cached.build_id):
-            with self._tables_lock:
-                if version in self._tables:
-                    self._tables.move_to_end(version)
-            held = cached
-        else:
-            held = self._load_table(version, cached)
+        held = cached if cached is not None and saved_build_id(cached.directory) in (None, cached.build_id) else None
+        if held is None or build_id not in (None, held.build_id):
+            directory = find_stats_dir(self.settings, version, build_id)
+            # Another backend's folder may hold the build asked for; none holding it: refuse, do not reload.
+            if held is None or saved_build_id(directory) == build_id:
+                held = self._load_table(version, cached, directory)
+        with self._tables_lock:
+            if self._tables.get(version) is held:
+                self._tables.move_to_end(version)
         if build_id is not None and held.build_id != build_id:
-            raise WorkerSetupError(f"the request's statistics {version!r} are build {build_id}, this worker's "
-                                   f"({held.directory}) are build {held.build_id}: the gateway and the worker "
-                                   "read different folders for that version; give them one ESRR_HOME "
-                                   "(or the same copy of it)")
+            raise WorkerSetupError(f"the request's statistics {version!r} are build {build_id}, but no folder "
+                                   f"{self.settings.indexes_dir}/*/{version}/stats holds it (this worker's are "
+                                   f"build {held.build_id}, {held.directory}): the gateway and the worker read "
+                                   "different folders for that version; give them one ESRR_HOME (or the same "
+                                   "copy of it)")
         return held.table
 
-    def _load_table(self, version: str, stale: _StatsTable | None) -> _StatsTable:
-        """Load and cache the table of the build of ``version`` on disk now (``stale`` is the one replaced)."""
+    def _load_table(self, version: str, stale: _StatsTable | None, directory: Path) -> _StatsTable:
+        """Load and cache the table of the statistics in ``directory`` (``stale`` is the one replaced)."""
         with self._load_lock:  # one load at a time; others re-check the cache afterwards
             with self._tables_lock:
                 fresh = self._tables.get(version)
-            if fresh is not None and fresh is not stale:
+            if fresh is not None and fresh is not stale and fresh.directory == directory:
                 return fresh
-            directory = find_stats_dir(self.settings, version)
             try:
                 stats = CorpusStats.load(directory)
             except StatsError as error:

@@ -161,14 +161,39 @@ def test_runtime_refuses_a_build_of_the_version_that_it_does_not_hold(broker, ar
         shutil.rmtree(directory)
         rebuilt = build_stats(artifacts.stats.version, corpus_documents[:3])
         rebuilt.save(directory)  # the same name built again, with another vocabulary
-        with pytest.raises(WorkerSetupError, match=rf"are build {request.stats_build}, this worker's .* are build "
-                                                   rf"{rebuilt.build_id}.*one ESRR_HOME"):
+        with pytest.raises(WorkerSetupError, match=rf"are build {request.stats_build}, but no folder .* holds it "
+                                                   rf"\(this worker's are build {rebuilt.build_id}.*one ESRR_HOME"):
             runtime.score(request)
         newer = make_request(artifacts, QUERIES[0], [0, 1])
         newer = dataclasses.replace(newer, doc_tokens=np.minimum(newer.doc_tokens, len(rebuilt.vocab) - 1),
                                     stats_build=rebuilt.build_id)
         assert len(runtime.score(newer)) == 2
         assert len(runtime.score(dataclasses.replace(request, stats_build="", doc_tokens=newer.doc_tokens))) == 2
+    finally:
+        runtime.close()
+
+
+def test_runtime_finds_the_build_asked_for_in_another_backends_folder(broker, artifacts, corpus_documents,
+                                                                       tmp_path):
+    """An embedded and an Elasticsearch index built under one version name: each gateway gets its own build."""
+    import dataclasses
+    import shutil
+
+    from es_rerank.stats import build_stats
+    from worker.runtime import Runtime
+
+    home = shutil.copytree(artifacts.home, tmp_path / "home")
+    other = build_stats(artifacts.stats.version, corpus_documents[:3])
+    other.save(home / "indexes" / "elasticsearch" / artifacts.stats.version / "stats")
+    runtime = Runtime.load(broker.settings("unused", home=home))  # ESRR_BACKEND: embedded
+    try:
+        embedded = make_request(artifacts, QUERIES[0], [0, 1])
+        from_es = dataclasses.replace(embedded, doc_tokens=np.minimum(embedded.doc_tokens, len(other.vocab) - 1),
+                                      stats_build=other.build_id)
+        for request, vocabulary in [(embedded, artifacts.stats.vocab), (from_es, other.vocab), (embedded, None)]:
+            assert len(runtime.score(request)) == 2
+            if vocabulary is not None:
+                assert len(runtime.stats_table(request.stats_version, request.stats_build)) == len(vocabulary)
     finally:
         runtime.close()
 
