@@ -103,10 +103,20 @@ def lock_folder(folder: Path, wait: bool = True) -> int:
 
 @contextmanager
 def root_lock(root: Path) -> Iterator[None]:
-    """Hold the lock of the ``root`` folder itself (made if missing): builds claim their folders under it."""
+    """Hold the lock of the ``root`` folder itself (made if missing): builds claim their folders and prunes
+    delete them under it, one at a time."""
     root.mkdir(parents=True, exist_ok=True)
     lock = lock_folder(root)
     try:
         yield
     finally:
         os.close(lock)
+
+
+def is_locked(folder: Path) -> bool:
+    """Whether another descriptor holds ``folder``'s lock (a build at work in it); ``OSError`` if it cannot be opened."""
+    try:
+        os.close(lock_folder(folder, wait=False))  # free: taken and released at once
+    except BlockingIOError:
+        return True
+    return False

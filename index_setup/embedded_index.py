@@ -16,8 +16,8 @@ from tqdm import tqdm
 
 from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_schema, whitespace_analyzer
 from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, Vocabulary, iter_doc_terms
-from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, lock_folder, new_version,
-                                read_pointer, root_lock, version_time_ns, write_pointer)
+from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, is_locked, lock_folder,
+                                new_version, read_pointer, root_lock, version_time_ns, write_pointer)
 
 
 @dataclass(frozen=True)
@@ -165,10 +165,9 @@ def unfinished_builds(root: Path) -> dict[str, bool]:
 
 def _being_built(version_dir: Path) -> bool:
     try:
-        os.close(lock_folder(version_dir, wait=False))  # free: taken and released at once
-    except OSError:  # held by its build (BlockingIOError), or gone or unreadable: leave it alone
+        return is_locked(version_dir)
+    except OSError:  # gone or unreadable: leave it alone
         return True
-    return False
 
 
 def _delete_version(root: Path, version: str, deleted: list[str]) -> None:

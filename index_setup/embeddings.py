@@ -100,7 +100,7 @@ from es_rerank.embeddings import (ARTIFACT_FORMAT, PAD, PAD_TOKEN, UNK, UNK_TOKE
                                   current_version)
 from es_rerank.settings import DEFAULT_NFCORPUS
 from es_rerank.text import embedding_tokens, tokenize
-from es_rerank.versions import VersionNameError, check_version, lock_folder, root_lock, write_pointer
+from es_rerank.versions import VersionNameError, check_version, is_locked, lock_folder, root_lock, write_pointer
 from index_setup.readers import CorpusFormatError, read_queries
 from index_setup.text_sources import (SOURCES, Deduplicator, Source, TextSourceError, format_error_message,
                                       iter_documents, iter_token_lists)
@@ -335,11 +335,13 @@ def _claim_partial(embeddings_dir: Path, version: str) -> tuple[Path, int]:
         _check_version(embeddings_dir, version)
         if partial.exists():
             try:
-                os.close(lock_folder(partial, wait=False))
-            except BlockingIOError:
+                training = is_locked(partial)
+            except FileNotFoundError:  # that training failed and removed it just now
+                training = False
+            if training:
                 raise EmbeddingsError(f"another `esrr embeddings train` is training version {version!r} in "
-                                      f"{partial}; wait for it, or pass another --version") from None
-            shutil.rmtree(partial)
+                                      f"{partial}; wait for it, or pass another --version")
+            shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir()
         return partial, lock_folder(partial)
 
@@ -417,7 +419,8 @@ def train_embeddings(
         }
         meta["seconds"]["total"] = round(time.perf_counter() - started, 1)
         write_artifact(partial, words, wv.vectors, meta, params.unk_seed)
-        os.replace(partial, embeddings_dir / version)
+        with root_lock(embeddings_dir):  # where another training checks that the version is free
+            os.replace(partial, embeddings_dir / version)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

@@ -60,6 +60,7 @@ in real ES, hence the ``bool.should`` query of the backend.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 import uuid
@@ -85,7 +86,7 @@ from es_rerank.backends.elasticsearch import (
 )
 from es_rerank.stats import (NO_DOCUMENTS, CorpusStats, Document, DocTerms, StatsError, Vocabulary,
                              iter_doc_terms)
-from es_rerank.versions import VersionNameError, check_version, new_version
+from es_rerank.versions import VersionNameError, check_version, is_locked, lock_folder, new_version
 
 if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
@@ -234,18 +235,22 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
                                f"(`esrr index prune`, or DELETE /{index} if it is not a version esrr lists)")
     # Claimed before the index is created: a load that fails deletes only a folder it made,
     # never the statistics of another alias that shares this ESRR_HOME and the version name.
+    # Its lock, held until the load ends, keeps `esrr index prune` off the index being loaded.
     try:
         version_dir.mkdir(parents=True)
     except FileExistsError:
         raise BackendError(f"statistics directory {version_dir} already exists without an index "
                            f"{index!r}: another alias sharing this ESRR_HOME has built (or is building) "
-                           f"version {version!r}; pick another --version") from None
+                           f"version {version!r}, or a load of it was killed; pick another --version, or "
+                           "delete that folder if no load is running") from None
+    lock = lock_folder(version_dir)
     try:
         with translate_errors(client):
             client.indices.create(index=index, settings=index_settings(settings),
                                   mappings=index_mappings(version, build_id))
     except BaseException:  # an index of that name made meanwhile is not this load's to delete
         version_dir.rmdir()
+        os.close(lock)
         raise
     try:
         vocab = Vocabulary()
@@ -270,6 +275,9 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
             if count != stats.n_docs:
                 raise BackendError(f"index {index!r} holds {count} documents after the load, expected "
                                    f"{stats.n_docs}; check the cluster logs and run the build again")
+            if _build_of(client, index) != build_id:  # deleted under the load and made anew by a bulk request
+                raise BackendError(f"index {index!r} was deleted while it was loading (another admin's prune or "
+                                   "DELETE); run the build again")
             previous = _move_alias(client, alias, index)
     except BulkIndexError as exc:
         _discard(client, index, version_dir)
@@ -281,8 +289,18 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
     except BaseException:
         _discard(client, index, version_dir)
         raise
+    finally:
+        os.close(lock)
     return LoadResult(alias, index, version, stats.n_docs, len(vocab), stats_dir(root, version),
                       tuple(previous), time.perf_counter() - started)
+
+
+def _build_of(client: Elasticsearch, index: str) -> str | None:
+    """The build id in ``index``'s mapping ``_meta``; None when it has none (not made by a load)."""
+    try:
+        return index_meta(client, index).build_id
+    except BackendError:
+        return None
 
 
 def _move_alias(client: Elasticsearch, alias: str, index: str) -> list[str]:
@@ -344,7 +362,8 @@ def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = No
     except BackendError:  # an alias on two indices, or on one esrr did not build: those stay (v.serving)
         served = None
     older = versions[:-keep] if keep > 0 else versions  # the serving one stays whatever keep says
-    doomed = [v for v in older if not v.serving and (served is None or v.version != served.version)]
+    doomed = [v for v in older if not v.serving and (served is None or v.version != served.version)
+              and not (settings is not None and _loading(stats_root(settings) / v.version))]
     with translate_errors(client):
         for v in doomed:
             try:
@@ -354,6 +373,14 @@ def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = No
             if settings is not None:
                 shutil.rmtree(stats_root(settings) / v.version, ignore_errors=True)
     return [v.version for v in doomed]
+
+
+def _loading(version_dir: Path) -> bool:
+    """Whether a load in this ESRR_HOME holds ``version_dir`` (its index is not finished: not to be pruned)."""
+    try:
+        return is_locked(version_dir)
+    except FileNotFoundError:  # no statistics here: another ESRR_HOME's version, or a damaged one
+        return False
 
 
 def use_version(client: Elasticsearch, settings: "CommonSettings", version: str) -> str:

@@ -333,6 +333,32 @@ def test_prune_keep_0_deletes_every_version_but_the_served_one(es_client, es_set
         delete_old_versions(es_client, es_settings.es_alias, keep=-1, settings=es_settings)
 
 
+def test_prune_leaves_a_version_that_is_still_loading(es_client, es_settings, corpus):
+    load_index(es_client, corpus[:5], es_settings, version="p1", progress=False)
+    deleted: list[list[str]] = []
+
+    def prune_meanwhile():
+        deleted.append(delete_old_versions(es_client, es_settings.es_alias, keep=0, settings=es_settings))
+
+    loaded = load_index(es_client, _failing_after(corpus, 30, prune_meanwhile), es_settings, version="p2",
+                        progress=False)
+    assert deleted == [[]]  # p1 is served, p2 is loading: neither goes
+    assert current_version(es_client, es_settings.es_alias) == "p2" and loaded.n_docs == len(corpus)
+
+
+def test_an_index_deleted_under_its_load_is_not_swapped_in(es_client, es_settings, corpus):
+    settings = es_settings.model_copy(update={"es_bulk_chunk_size": 500})  # one bulk request, after the delete
+    first = load_index(es_client, corpus[:30], settings, version="v1", progress=False)
+    doomed = index_name(settings.es_alias, "v2")
+
+    def delete_meanwhile():
+        es_client.indices.delete(index=doomed)
+
+    with pytest.raises(BackendError, match="was deleted while it was loading"):
+        load_index(es_client, _failing_after(corpus, 40, delete_meanwhile), settings, version="v2", progress=False)
+    _assert_still_serving(es_client, settings, first.index, "v2")
+
+
 def test_a_failed_load_keeps_the_statistics_of_another_alias_that_built_its_version_name(es_client, es_settings,
                                                                                         corpus):
     other = es_settings.model_copy(update={"es_alias": f"{es_settings.es_alias}-other"})

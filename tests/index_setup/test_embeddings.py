@@ -183,6 +183,24 @@ def test_a_training_of_the_same_version_is_refused_while_one_runs(tmp_path: Path
     assert refusals == ["v1"] and emb.version == "v1" and current_version(emb_dir) == "v1"
 
 
+def test_a_finished_training_takes_its_version_name_under_the_root_lock(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import index_setup.embeddings as module
+    from es_rerank.versions import is_locked
+
+    emb_dir, renames = tmp_path / "embeddings", []
+    real_replace = module.os.replace
+
+    def replace_checking_the_lock(source, target):
+        if Path(target).name == "v1":  # not CURRENT's own atomic replace
+            renames.append(is_locked(emb_dir))  # where another training checks that the name is free
+        real_replace(source, target)
+
+    monkeypatch.setattr(module.os, "replace", replace_checking_the_lock)
+    train_embeddings(tiny_sentences(), emb_dir, FAST, version="v1", progress=False)
+    assert renames == [True]
+
+
 def test_a_leftover_of_a_training_that_died_is_replaced(tmp_path: Path) -> None:
     emb_dir = tmp_path / "embeddings"
     (emb_dir / ".v1.partial").mkdir(parents=True)
