@@ -91,7 +91,8 @@ class CommonSettings(BaseSettings):
     es_bulk_chunk_size: int = Field(500, ge=1, description="documents per _bulk request")
     es_bulk_max_retries: int = Field(3, ge=0, description="retries of a chunk rejected with 429")
     es_bulk_initial_backoff_s: float = Field(2.0, gt=0, description="first retry wait, doubles each retry")
-    es_keep_versions: int = Field(2, ge=1, description="index versions `esrr index prune` keeps (either backend)")
+    es_keep_versions: int = Field(2, ge=0, description="index versions `esrr index prune` keeps (either backend; "
+                                                       "the served one always stays)")
     # Candidate feedback (es_rerank/feedback.py), chosen on NFCorpus dev
     # (reports/experiments/candidate-feedback/); weight 0 turns it off.
     feedback_k: int = Field(5, ge=1, description="similar hits whose scores vote for a hit")

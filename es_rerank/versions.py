@@ -114,7 +114,8 @@ def root_lock(root: Path) -> Iterator[None]:
 
 
 def is_locked(folder: Path) -> bool:
-    """Whether another descriptor holds ``folder``'s lock (a build at work in it); ``OSError`` if it cannot be opened."""
+    """Whether another descriptor holds ``folder``'s lock (a build at work in it); ``OSError`` if it cannot
+    be opened."""
     try:
         os.close(lock_folder(folder, wait=False))  # free: taken and released at once
     except BlockingIOError:

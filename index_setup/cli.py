@@ -75,7 +75,7 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
         loaded = f"\n{report.summary()}" if report is not None else ""
         raise click.ClickException(f"{error}; fix or remove the record, or load without --strict to skip bad "
                                    f"records (they are then counted and reported){loaded}") from None
-    except (BackendError, CorpusFormatError, FileNotFoundError, FileExistsError, ValueError) as error:
+    except (BackendError, FileNotFoundError, FileExistsError, ValueError) as error:
         about_the_corpus = (report is not None and isinstance(error, ValueError)
                             and not isinstance(error, VersionNameError))
         loaded = f"\n{report.summary()}" if about_the_corpus else ""

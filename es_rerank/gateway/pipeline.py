@@ -98,7 +98,7 @@ class SearchPipeline:
         return max(k, self.window) if self.reorders else k
 
     def model_fallback(self) -> str | None:
-        """Why a search would keep BM25's order now (``ScoringUnavailable``); None when the model answers or none is set.
+        """Why a search would keep BM25's order now (``ScoringUnavailable``); None: the model answers, or none is set.
 
         Scores a window of the served index's first documents, as large as a search's,
         the way a search would: the probe crosses what a search crosses (broker, worker,
@@ -108,7 +108,8 @@ class SearchPipeline:
         stats = self.backend.stats
         if self.reranker is None or self.window == 0 or stats.n_docs == 0:
             return None
-        probe = [Hit(stats.doc_ids[row], 0.0, "", stats.doc_terms(row)) for row in range(min(self.window, stats.n_docs))]
+        probe = [Hit(stats.doc_ids[row], 0.0, "", stats.doc_terms(row))
+                 for row in range(min(self.window, stats.n_docs))]
         try:
             self.reranker(PROBE_QUERY, probe, stats)
         except ScoringUnavailable as error:

@@ -68,14 +68,15 @@ def test_callers_take_the_last_answer_while_a_probe_runs(backend: EmbeddedBacken
     slow = CountingReranker(delay_s=0.5, error=ScoringUnavailable("no worker answered"))
     pipeline, probe = SearchPipeline(backend, 10, slow), ModelProbe(fresh_s=0)
     assert probe.fallback(pipeline) == "no worker answered"
+    slow.error = None  # a worker is back: the running probe will say so
     running = threading.Thread(target=probe.fallback, args=(pipeline,))
     running.start()
     time.sleep(0.1)
     started = time.monotonic()
-    assert probe.fallback(pipeline) == "no worker answered"
+    assert probe.fallback(pipeline) == "no worker answered"  # the last answer, while the probe runs
     assert time.monotonic() - started < 0.2  # not a second deadline's wait
     running.join()
-    assert len(slow.windows) == 2
+    assert probe.fallback(pipeline) is None and len(slow.windows) == 3
 
 
 def test_a_refusing_worker_raises_every_time(backend: EmbeddedBackend) -> None:
