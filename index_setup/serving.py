@@ -53,6 +53,7 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
     if use_feedback and settings.feedback_weight == 0:
         raise click.UsageError("--feedback asks for candidate feedback, but ESRR_FEEDBACK_WEIGHT is 0; "
                                "set it above 0, or unset it for the default")
+    untrained = rerank is None and window > 0 and not checkpoint.is_file()  # said once, below
     if rerank is None:
         rerank = checkpoint.is_file() and window > 0
     if use_feedback is None:
@@ -74,9 +75,9 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
             raise click.ClickException(f"reranking needs the model extra ({error}): pip install "
                                        "'es-rerank[model]', or pass --no-rerank") from None
         reranker = LocalReranker(worker_settings)
-    else:
-        click.echo(f"(not reranked: no model at {checkpoint}; train one with `esrr train`)"
-                   if not checkpoint.is_file() else "(not reranked)", err=True)
+    elif untrained:  # asked for no model (--no-rerank, a window of 0): nothing to say
+        click.echo(f"(not reranked: no model at {checkpoint}; train the embeddings and the model with "
+                   "`bash scripts/run.sh --train`, or `esrr embeddings train` then `esrr train`)", err=True)
     if not use_feedback:
         return SearchPipeline(served, window, reranker, None, neighbours)
     from es_rerank.feedback import DocumentVectorCache  # scipy: loaded only when feedback runs

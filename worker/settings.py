@@ -104,8 +104,9 @@ class WorkerSettings(CommonSettings):
     batch_max_docs: int = Field(4000, ge=1, description="documents per forward pass (memory bound)")
     stats_cache_size: int = Field(4, ge=1, le=64, description="statistics versions kept loaded")
 
-    soft_time_limit_s: float = Field(20.0, gt=0, description="prefork pool only")
-    time_limit_s: float = Field(30.0, gt=0, description="prefork pool only")
+    soft_time_limit_s: float = Field(20.0, gt=0, description="prefork pool only: Celery's soft time limit")
+    time_limit_s: float = Field(30.0, gt=0, description="prefork: Celery's time limit; threads and solo: "
+                                                        "the longest a task waits for its batch")
     visibility_timeout_s: float = Field(
         300.0, gt=0, description="Redis: an unacknowledged task is redelivered after this long")
     restore_interval_s: float = Field(

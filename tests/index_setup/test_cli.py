@@ -173,6 +173,14 @@ def test_search_prints_ranked_hits(esrr, corpus: Path) -> None:
     assert assert_ok(esrr("search", "xylophone")).strip() == "no hits"
 
 
+def test_search_says_how_to_train_a_model_only_when_it_would_rerank(esrr, corpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(corpus)))
+    untrained = esrr("search", "cancer")
+    assert "(not reranked: no model at" in untrained.stderr and "bash scripts/run.sh --train" in untrained.stderr
+    for asked_for_none in (["--no-rerank"], ["--window", "0"]):
+        assert "not reranked" not in esrr("search", "cancer", *asked_for_none).stderr
+
+
 def test_search_json_is_the_table_as_an_elasticsearch_response(esrr, corpus: Path) -> None:
     assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
     table = assert_ok(esrr("search", "cancer curcumin", "--no-feedback")).splitlines()[1:]
