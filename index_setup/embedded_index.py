@@ -73,7 +73,7 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
                 _stop_writer(writer)
             shutil.rmtree(target, ignore_errors=True)
             raise
-    switch_current(root, version)
+        switch_current(root, version)  # still locked: a prune must not take the version before it is served
     return BuildResult(version, target, stats.n_docs, len(vocab), seconds)
 
 
@@ -207,7 +207,8 @@ def prune_versions(root: Path, keep: int = 2,
             raise ValueError(f"{root / CURRENT_FILE} names {current or 'nothing'}, not one of the complete "
                              f"versions {versions}; serve one with `esrr index use VERSION` before pruning")
         abandoned = [name for name, is_abandoned in unfinished_builds(root).items() if is_abandoned]
-        doomed = [v for v in (versions[:-keep] if keep > 0 else versions) if v != current]
+        doomed = [v for v in (versions[:-keep] if keep > 0 else versions)
+                  if v != current and not _being_built(root / v)]  # complete, but its build has not served it yet
         deleted: list[str] = []
         for name in [*abandoned, *doomed]:
             _delete_version(root, name, deleted)

@@ -310,6 +310,22 @@ def test_rebuilding_the_name_of_an_interrupted_build_says_how_to_clear_it(tmp_pa
         build(tmp_path, OLD_DOCS, version="half")
 
 
+def test_a_finished_build_is_not_pruned_before_it_is_served(four_versions: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import index_setup.embedded_index as module
+
+    real_switch, pruned = module.switch_current, []
+
+    def prune_then_switch(root: Path, version: str) -> None:
+        pruned.append(prune_versions(root, keep=0))  # another admin's prune, between meta.json and CURRENT
+        real_switch(root, version)
+
+    monkeypatch.setattr(module, "switch_current", prune_then_switch)
+    build(four_versions, NEW_DOCS, version="v5")
+    assert "v5" not in pruned[0] and served(four_versions) == "v5"
+    assert search_ids(four_versions, "green tea") == ["n2"]
+
+
 def test_prune_of_an_empty_root(tmp_path: Path) -> None:
     assert prune_versions(tmp_path / "missing", keep=2) == []
 
