@@ -85,7 +85,7 @@ from es_rerank.backends.elasticsearch import (
     translate_errors,
 )
 from es_rerank.stats import (NO_DOCUMENTS, CorpusStats, Document, DocTerms, StatsError, Vocabulary,
-                             iter_doc_terms)
+                             iter_doc_terms, saved_build_id)
 from es_rerank.versions import VersionNameError, check_version, is_locked, lock_folder, new_version
 
 if TYPE_CHECKING:
@@ -366,12 +366,15 @@ def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = No
               and not (settings is not None and _loading(stats_root(settings) / v.version))]
     with translate_errors(client):
         for v in doomed:
+            build = _build_of(client, v.index)
             try:
                 client.indices.delete(index=v.index)
             except NotFoundError:
                 pass
-            if settings is not None:
-                shutil.rmtree(stats_root(settings) / v.version, ignore_errors=True)
+            statistics = stats_root(settings) / v.version if settings is not None else None
+            # Only the index's own: another alias (another ESRR_HOME's load) may hold that version name here.
+            if statistics is not None and (build is None or saved_build_id(statistics / "stats") in (None, build)):
+                shutil.rmtree(statistics, ignore_errors=True)
     return [v.version for v in doomed]
 
 

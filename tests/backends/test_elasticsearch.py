@@ -359,6 +359,18 @@ def test_an_index_deleted_under_its_load_is_not_swapped_in(es_client, es_setting
     _assert_still_serving(es_client, settings, first.index, "v2")
 
 
+def test_prune_keeps_statistics_that_another_aliass_load_wrote_under_the_version_name(es_client, es_settings, corpus,
+                                                                                      tmp_path):
+    other = es_settings.model_copy(update={"es_alias": f"{es_settings.es_alias}-b", "home": tmp_path / "other"})
+    load_index(es_client, corpus[:5], es_settings, version="v", progress=False)
+    load_index(es_client, corpus[:5], es_settings, version="w", progress=False)
+    load_index(es_client, corpus[:5], other, version="v", progress=False)
+    # A prune of the first alias run with the other alias's ESRR_HOME: its index goes, not their statistics.
+    assert delete_old_versions(es_client, es_settings.es_alias, keep=0,
+                               settings=es_settings.model_copy(update={"home": other.home})) == ["v"]
+    assert ElasticsearchBackend(es_client, other.es_alias, stats_root(other)).search("alkylphenols", 1)
+
+
 def test_a_failed_load_keeps_the_statistics_of_another_alias_that_built_its_version_name(es_client, es_settings,
                                                                                         corpus):
     other = es_settings.model_copy(update={"es_alias": f"{es_settings.es_alias}-other"})
