@@ -138,13 +138,16 @@ def versions(backend: str | None) -> None:
     settings = _settings(backend)
     if settings.backend != "embedded":
         from es_rerank.backends.elasticsearch import connect
-        from index_setup.es_index import current_version, list_versions
+        from index_setup.es_index import current_version, list_indices, unfinished_loads
 
         try:
             client = connect(settings)
-            current, all_versions = current_version(client, settings.es_alias), list_versions(client, settings.es_alias)
+            current, indices = current_version(client, settings.es_alias), list_indices(client, settings.es_alias)
         except BackendError as error:
             raise click.ClickException(str(error)) from None
+        unfinished = unfinished_loads(indices, settings)
+        all_versions = [v.version for v in indices if v.version not in unfinished]
+        _echo_unfinished(unfinished, "interrupted load")
     else:
         from es_rerank.backends.embedded import current_version
         from es_rerank.versions import CURRENT_FILE
@@ -161,13 +164,17 @@ def versions(backend: str | None) -> None:
         if current is not None and current not in all_versions:
             click.echo(f"warning: {root / CURRENT_FILE} names {current}, which is not a complete version here: "
                        "nothing is served; serve one with `esrr index use VERSION`", err=True)
-        for name, abandoned in unfinished_builds(root).items():
-            state = "interrupted build; `esrr index prune` deletes it" if abandoned else "being built"
-            click.echo(f"  {name} ({state})")
+        _echo_unfinished(unfinished_builds(root), "interrupted build")
     if not all_versions:
         click.echo("no index versions yet; build one with `esrr index build`", err=True)
     for version in all_versions:
         click.echo(f"{'*' if version == current else ' '} {version}")
+
+
+def _echo_unfinished(unfinished: dict[str, bool], interrupted: str) -> None:
+    """List versions whose build has not finished: abandoned (True) or still running."""
+    for name, abandoned in unfinished.items():
+        click.echo(f"  {name} ({f'{interrupted}; `esrr index prune` deletes it' if abandoned else 'being built'})")
 
 
 @index.command()

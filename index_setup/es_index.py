@@ -349,6 +349,9 @@ def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = No
                         settings: "CommonSettings | None" = None) -> list[str]:
     """Delete all but the newest ``keep`` versions (0: all), never the serving one; returns the deleted.
 
+    With ``settings``, loads killed outright go too, whatever ``keep`` says, and loads
+    still running are left alone; neither counts among the ``keep``.
+
     ``keep`` defaults to ``settings.es_keep_versions`` (else 2). With ``settings`` the
     statistics directories of the deleted versions go too.
     """
@@ -357,13 +360,15 @@ def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = No
     if keep < 0:
         raise ValueError(f"keep={keep}: the number of versions to keep must be 0 or more")
     versions = list_indices(client, alias)
+    unfinished = unfinished_loads(versions, settings) if settings is not None else {}
+    abandoned = [v for v in versions if unfinished.get(v.version) and not v.serving]
+    versions = [v for v in versions if v.version not in unfinished]
     try:  # its version, whatever the index is called (a restored copy)
         served = served_index(client, alias)
     except BackendError:  # an alias on two indices, or on one esrr did not build: those stay (v.serving)
         served = None
     older = versions[:-keep] if keep > 0 else versions  # the serving one stays whatever keep says
-    doomed = [v for v in older if not v.serving and (served is None or v.version != served.version)
-              and not (settings is not None and _loading(stats_root(settings) / v.version))]
+    doomed = abandoned + [v for v in older if not v.serving and (served is None or v.version != served.version)]
     with translate_errors(client):
         for v in doomed:
             build = _build_of(client, v.index)
@@ -378,12 +383,18 @@ def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = No
     return [v.version for v in doomed]
 
 
-def _loading(version_dir: Path) -> bool:
-    """Whether a load in this ESRR_HOME holds ``version_dir`` (its index is not finished: not to be pruned)."""
-    try:
-        return is_locked(version_dir)
-    except FileNotFoundError:  # no statistics here: another ESRR_HOME's version, or a damaged one
-        return False
+def unfinished_loads(versions: Sequence[IndexVersion], settings: "CommonSettings") -> dict[str, bool]:
+    """The versions whose load has not saved its statistics in this ESRR_HOME, each with whether it was
+    abandoned (killed outright: its folder's lock is free) rather than still running."""
+    unfinished = {}
+    for v in versions:
+        folder = stats_root(settings) / v.version
+        if folder.is_dir() and not (folder / "stats" / "meta.json").is_file():
+            try:
+                unfinished[v.version] = not is_locked(folder)
+            except FileNotFoundError:  # its load failed and cleaned up just now
+                continue
+    return unfinished
 
 
 def use_version(client: Elasticsearch, settings: "CommonSettings", version: str) -> str:
@@ -415,5 +426,5 @@ def use_version(client: Elasticsearch, settings: "CommonSettings", version: str)
 __all__ = [
     "ANALYZER", "TOKEN_PATTERN", "IndexVersion", "LoadResult", "analysis_settings",
     "current_version", "delete_old_versions", "index_mappings", "index_name", "index_settings",
-    "list_indices", "list_versions", "load_index", "use_version",
+    "list_indices", "list_versions", "load_index", "unfinished_loads", "use_version",
 ]

@@ -371,6 +371,21 @@ def test_prune_keeps_statistics_that_another_aliass_load_wrote_under_the_version
     assert ElasticsearchBackend(es_client, other.es_alias, stats_root(other)).search("alkylphenols", 1)
 
 
+def test_a_load_killed_outright_is_listed_as_interrupted_and_pruned_outside_keep(es_client, es_settings, corpus):
+    from index_setup.es_index import index_mappings, index_settings, unfinished_loads
+
+    for version in ("g1", "g2"):
+        load_index(es_client, corpus[:5], es_settings, version=version, progress=False)
+    # What a load killed with SIGKILL leaves: its index (with its _meta) and an empty statistics folder, unlocked.
+    es_client.indices.create(index=index_name(es_settings.es_alias, "k"), settings=index_settings(es_settings),
+                             mappings=index_mappings("k", "killed-load"))
+    (stats_root(es_settings) / "k").mkdir()
+    assert unfinished_loads(list_indices(es_client, es_settings.es_alias), es_settings) == {"k": True}
+    assert delete_old_versions(es_client, es_settings.es_alias, keep=2, settings=es_settings) == ["k"]
+    assert list_versions(es_client, es_settings.es_alias) == ["g1", "g2"]
+    assert not (stats_root(es_settings) / "k").exists()
+
+
 def test_a_failed_load_keeps_the_statistics_of_another_alias_that_built_its_version_name(es_client, es_settings,
                                                                                         corpus):
     other = es_settings.model_copy(update={"es_alias": f"{es_settings.es_alias}-other"})
