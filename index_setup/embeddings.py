@@ -115,6 +115,8 @@ DEFAULT_DATA = DEFAULT_NFCORPUS.parent
 DEFAULT_MIN_COUNT = 2
 DEFAULT_EPOCHS = 3
 DEFAULT_WORKERS = 1
+PARTIAL_NAME = ".{version}.partial"  # where a version is trained, hidden from the version listing
+PARTIAL_GLOB = ".*.partial"
 
 
 @dataclass(frozen=True)
@@ -326,24 +328,29 @@ def _check_version(embeddings_dir: Path, version: str) -> None:
 def _claim_partial(embeddings_dir: Path, version: str) -> tuple[Path, int]:
     """The folder that ``version`` is trained in and a descriptor holding its lock for the whole training.
 
-    A leftover of a training that died is replaced; one whose training still runs (its
-    lock is held) is refused: deleting it would leave that training waiting forever on
-    its corpus file.
+    The leftovers of trainings that died (their locks are free) are deleted; a folder
+    whose training still runs is refused: deleting it would leave that training waiting
+    forever on its corpus file.
     """
-    partial = embeddings_dir / f".{version}.partial"
+    partial = embeddings_dir / PARTIAL_NAME.format(version=version)
     with root_lock(embeddings_dir):
         _check_version(embeddings_dir, version)
-        if partial.exists():
-            try:
-                training = is_locked(partial)
-            except FileNotFoundError:  # that training failed and removed it just now
-                training = False
-            if training:
-                raise EmbeddingsError(f"another `esrr embeddings train` is training version {version!r} in "
-                                      f"{partial}; wait for it, or pass another --version")
-            shutil.rmtree(partial, ignore_errors=True)
+        if partial.exists() and _training_in(partial):
+            raise EmbeddingsError(f"another `esrr embeddings train` is training version {version!r} in "
+                                  f"{partial}; wait for it, or pass another --version")
+        for leftover in embeddings_dir.glob(PARTIAL_GLOB):  # of trainings killed outright, whatever their name
+            if not _training_in(leftover):
+                shutil.rmtree(leftover, ignore_errors=True)
         partial.mkdir()
         return partial, lock_folder(partial)
+
+
+def _training_in(partial: Path) -> bool:
+    """Whether a training holds the lock of its ``partial`` folder (False: it died, or removed it just now)."""
+    try:
+        return is_locked(partial)
+    except FileNotFoundError:
+        return False
 
 
 def write_artifact(directory: Path, words: Sequence[str], word_vectors: np.ndarray, meta: dict, unk_seed: int) -> None:

@@ -239,10 +239,10 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
     try:
         version_dir.mkdir(parents=True)
     except FileExistsError:
-        raise BackendError(f"statistics directory {version_dir} already exists without an index "
-                           f"{index!r}: another alias sharing this ESRR_HOME has built (or is building) "
-                           f"version {version!r}, or a load of it was killed; pick another --version, or "
-                           "delete that folder if no load is running") from None
+        raise BackendError(f"statistics directory {version_dir} already exists: another load in this "
+                           f"ESRR_HOME (of this alias or another) is building or has built version {version!r}, "
+                           "or a load of it was killed (`esrr index versions` says which); pick another "
+                           "--version, or prune the interrupted load") from None
     lock = lock_folder(version_dir)
     try:
         with translate_errors(client):

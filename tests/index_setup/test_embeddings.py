@@ -201,10 +201,11 @@ def test_a_finished_training_takes_its_version_name_under_the_root_lock(tmp_path
     assert renames == [True]
 
 
-def test_a_leftover_of_a_training_that_died_is_replaced(tmp_path: Path) -> None:
+def test_the_leftovers_of_trainings_that_died_are_deleted(tmp_path: Path) -> None:
     emb_dir = tmp_path / "embeddings"
-    (emb_dir / ".v1.partial").mkdir(parents=True)
-    (emb_dir / ".v1.partial" / "corpus.txt").write_text("half written", encoding="utf-8")
+    for name in ("v1", "w2v-20261124t000000000000z"):  # the same name, and another: nothing else would find it
+        (emb_dir / f".{name}.partial").mkdir(parents=True)
+        (emb_dir / f".{name}.partial" / "corpus.txt").write_text("half written", encoding="utf-8")
     assert train_embeddings(tiny_sentences(), emb_dir, FAST, version="v1", progress=False).version == "v1"
     assert sorted(p.name for p in emb_dir.iterdir()) == [CURRENT_FILE, "v1"]
 
