@@ -71,7 +71,7 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
 
     with _environment_with(overrides):
         from worker.celery_app import app, celery_config
-    from worker.runtime import describe_setup, get_runtime, load_checkpoints, scoring_device
+    from worker.runtime import describe_setup, embeddings_version_dir, get_runtime, load_checkpoints, scoring_device
 
     app.conf.update(celery_config(settings))  # with the command-line overrides
     app.esrr_settings = settings
@@ -83,7 +83,9 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
     click.echo(f"pool: {settings.pool} x {settings.concurrency}, prefetch 1, acks late; {batching}")
     try:
         if settings.pool == "prefork":  # load in each child after the fork; only check here
-            setup = describe_setup(settings, load_checkpoints(settings), scoring_device(settings))
+            checkpoints = load_checkpoints(settings)
+            embeddings = embeddings_version_dir(settings, checkpoints[0].embeddings_version)
+            setup = describe_setup(settings, checkpoints, scoring_device(settings), str(embeddings))
         else:
             setup = get_runtime(settings).describe()
         for key, value in setup.items():

@@ -118,15 +118,15 @@ def _load_checkpoint(path: Path, named: bool) -> Checkpoint:
     return checkpoint
 
 
-def describe_setup(settings: WorkerSettings, checkpoints: Sequence[Checkpoint],
-                   device: torch.device) -> dict[str, str]:
-    """What a worker serves and where from, without loading the embeddings (a prefork parent says it too)."""
+def describe_setup(settings: WorkerSettings, checkpoints: Sequence[Checkpoint], device: torch.device,
+                   embeddings: str) -> dict[str, str]:
+    """What a worker serves and where from (a prefork parent says it too, before any child loads it)."""
     paths = settings.checkpoint_paths
     return {
         "model": (f"{paths[0].stem} ({paths[0]})" if len(paths) == 1 else
                   f"ensemble of {len(paths)} ({', '.join(map(str, paths))})"),
         "lex features": ", ".join(checkpoints[0].config.lex_names) or "none",
-        "embeddings": str(embeddings_version_dir(settings, checkpoints[0].embeddings_version)),
+        "embeddings": embeddings,
         "statistics": f"{settings.indexes_dir}/*/<version>/stats, per request",
         "device": str(device),
     }
@@ -221,11 +221,9 @@ class Runtime:
 
     def describe(self) -> dict[str, str]:
         """Where the model, embeddings and statistics come from (for logs and the CLI)."""
-        return {
-            **describe_setup(self.settings, self.checkpoints, self.scorer.device),
-            "embeddings": f"{self.embeddings.version} ({self.embeddings_path}, "
-                          f"{self.embeddings.vectors.shape[0]} words)",
-        }
+        embeddings = (f"{self.embeddings.version} ({self.embeddings_path}, "
+                      f"{self.embeddings.vectors.shape[0]} words)")
+        return describe_setup(self.settings, self.checkpoints, self.scorer.device, embeddings)
 
     def stats_table(self, version: str, build_id: str | None = None) -> np.ndarray:
         """int64 [n_terms] embedding row of each term of statistics ``version`` (LRU-cached).

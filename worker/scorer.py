@@ -295,7 +295,7 @@ class DeltaScorer:
         pooled = y[gap:].view(n_docs, width + gap, n_f).amax(dim=1)  # [n, F]
         lex = None
         if self.n_lex:
-            lex = torch.from_numpy(np.concatenate([lex for _, docs, lex in requests if docs.shape[0]])).to(device)
+            lex = torch.from_numpy(np.concatenate([rows for _, docs, rows in requests if docs.shape[0]])).to(device)
         return self._head(pooled, lex)  # [n]
 
     def _head(self, pooled: torch.Tensor, lex: torch.Tensor | None) -> torch.Tensor:
