@@ -42,25 +42,34 @@ except ImportError:  # RabbitMQ only
     REDIS_ERRORS = ()
 
 
+# The socket waits that can time out one after another in one call to a Redis that accepts
+# connections but never answers (seen with SIGSTOP): the result backend's subscribe on a new
+# connection, then its one reconnect, which first reads the pending results. A send only follows a
+# subscribe that worked, and fails at its first wait.
+SOCKET_WAITS = 2
+
+
 def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
     """Celery settings that bound a caller's waits on the broker and result backend by ``deadline_s``.
 
     Celery's defaults suit a worker, which should ride out a broker restart: 20
     reconnects a second apart, sockets without timeouts. A caller with a deadline
-    gives up at the first failure instead; a Redis that accepts connections but never
-    answers still costs a socket timeout or two (each as long as the deadline).
+    gives up at the first failure instead, and each socket wait gets
+    1/``SOCKET_WAITS`` of the deadline: a Redis that accepts connections but never
+    answers (a stopped process) costs about the deadline, not one per wait.
     ``conf`` is the app's configuration, whose transport options are kept. The result
     backend's retry policy applies to Redis (not to ``rpc://``).
     """
     give_up = {"max_retries": 0, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
-    sockets = {"socket_timeout": deadline_s, "socket_connect_timeout": deadline_s}
+    socket_s = deadline_s / SOCKET_WAITS
+    sockets = {"socket_timeout": socket_s, "socket_connect_timeout": socket_s}
     return {
         "broker_transport_options": {**(conf.broker_transport_options or {}), **give_up, **sockets},
-        "broker_connection_timeout": deadline_s,
+        "broker_connection_timeout": socket_s,
         "result_backend_transport_options": {**(conf.result_backend_transport_options or {}),
                                              "retry_policy": give_up},
-        "redis_socket_timeout": deadline_s,
-        "redis_socket_connect_timeout": deadline_s,
+        "redis_socket_timeout": socket_s,
+        "redis_socket_connect_timeout": socket_s,
     }
 
 

@@ -7,19 +7,28 @@ an embedded index, so that the hits' statistics version is the one the worker lo
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import signal
 import socket
+import subprocess
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 from click.testing import CliRunner
 
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
+from es_rerank.gateway.app import create_app as create_gateway
+from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.dispatch import UNANSWERED_NAME, WorkerReranker
-from es_rerank.gateway.pipeline import SearchPipeline
+from es_rerank.gateway.pipeline import ScoringUnavailable, SearchPipeline
+from es_rerank.gateway.served import ServedSearch
 from es_rerank.payload import WorkerSetupError
 from tests.worker.test_local_search import _dev_queries, _home_with_index
 from worker.celery_app import create_app
@@ -172,6 +181,93 @@ def test_a_broker_port_speaking_another_protocol_falls_back_to_bm25(served_home)
         listener.close()
     assert ranking.ranker == "BM25" and "cannot reach the broker" in ranking.fallback
     assert "ESRR_BROKER_URL" in ranking.fallback and len(ranking.ranked) == 10
+
+
+class PrivateRedis:
+    """A ``redis-server`` of one test's own, which ``freeze`` stops (SIGSTOP): connections open, nothing answers."""
+
+    def __init__(self, process: subprocess.Popen, port: int) -> None:
+        self.process, self.url = process, f"redis://127.0.0.1:{port}/0"
+
+    def freeze(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+
+@pytest.fixture
+def private_redis(free_port: Callable[[], int], tmp_path: Path) -> Iterator[PrivateRedis]:
+    import redis
+
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.fail("redis-server is not installed; install it (apt-get install -y redis-server)")
+    port = free_port()
+    process = subprocess.Popen([server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly",
+                                "no", "--daemonize", "no", "--dir", str(tmp_path)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        started = time.monotonic()
+        while True:
+            try:
+                if redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5).ping():
+                    break
+            except redis.RedisError:
+                if process.poll() is not None or time.monotonic() - started > 10:
+                    pytest.fail(f"redis-server did not start on port {port} (exit {process.poll()})")
+                time.sleep(0.05)
+        yield PrivateRedis(process, port)
+    finally:
+        process.send_signal(signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+FROZEN_DEADLINE_S = 1.0
+# A fresh connection to a stopped Redis used to cost two socket timeouts of a whole deadline each.
+FROZEN_SLACK_S = 0.5
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("connected", [False, True], ids=["new-connections", "pooled-connections"])
+def test_a_stopped_redis_falls_back_within_the_deadline(private_redis, served_home, connected):
+    home, backend = served_home
+    hits, stats = backend.search(QUERY, 20), backend.stats
+    client = create_app(WorkerSettings(home=home, broker_url=private_redis.url))
+    reranker = WorkerReranker(client, "rerank", FROZEN_DEADLINE_S)
+    try:
+        if connected:  # a query that reaches Redis (no worker answers it) leaves its connections open
+            with pytest.raises(ScoringUnavailable, match="no worker answered"):
+                reranker(QUERY, hits, stats)
+        private_redis.freeze()
+        started = time.monotonic()
+        with pytest.raises(ScoringUnavailable, match=f"cannot reach the broker .*at {re.escape(private_redis.url)}"):
+            reranker(QUERY, hits, stats)
+        waited = time.monotonic() - started
+    finally:
+        client.close()
+    assert waited < FROZEN_DEADLINE_S + FROZEN_SLACK_S
+
+
+@pytest.mark.broker
+def test_health_reports_a_stopped_redis_within_the_deadline(private_redis, served_home):
+    home, backend = served_home
+    client = create_app(WorkerSettings(home=home, broker_url=private_redis.url))
+    pipeline = SearchPipeline(backend, 20, WorkerReranker(client, "rerank", FROZEN_DEADLINE_S))
+    gateway = create_gateway(ServedSearch(pipeline), GatewaySettings(home=home)).test_client()
+    private_redis.freeze()
+    try:
+        started = time.monotonic()
+        response = gateway.get("/_esrr/health")
+        waited = time.monotonic() - started
+    finally:
+        client.close()
+    body = response.get_json()
+    assert response.status_code == 200 and body["status"] == "yellow", body
+    assert "cannot reach the broker" in body["fallback"] and private_redis.url in body["fallback"]
+    assert waited < FROZEN_DEADLINE_S + FROZEN_SLACK_S
 
 
 @pytest.mark.broker
