@@ -47,6 +47,10 @@ except ImportError:  # RabbitMQ only
 # connection, then its one reconnect, which first reads the pending results. A send only follows a
 # subscribe that worked, and fails at its first wait.
 SOCKET_WAITS = 2
+# Searches that may send at once: the most threads a gateway serves with (ESRR_GATEWAY_THREADS).
+# Celery's pool of 10 broker connections made an eleventh send wait for a connection, a wait no
+# deadline bounds (a second deadline against a stopped Redis); connections open only as sends overlap.
+SENDS_AT_ONCE = 256
 
 
 def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
@@ -66,6 +70,7 @@ def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
     return {
         "broker_transport_options": {**(conf.broker_transport_options or {}), **give_up, **sockets},
         "broker_connection_timeout": socket_s,
+        "broker_pool_limit": max(conf.broker_pool_limit or 0, SENDS_AT_ONCE),
         "result_backend_transport_options": {**(conf.result_backend_transport_options or {}),
                                              "retry_policy": give_up},
         "redis_socket_timeout": socket_s,

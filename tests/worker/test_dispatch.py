@@ -7,7 +7,6 @@ an embedded index, so that the hits' statistics version is the one the worker lo
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -268,6 +267,29 @@ def test_health_reports_a_stopped_redis_within_the_deadline(private_redis, serve
     assert response.status_code == 200 and body["status"] == "yellow", body
     assert "cannot reach the broker" in body["fallback"] and private_redis.url in body["fallback"]
     assert waited < FROZEN_DEADLINE_S + FROZEN_SLACK_S
+
+
+@pytest.mark.broker
+def test_more_searches_at_once_than_celerys_pool_all_fall_back_within_the_deadline(private_redis, served_home):
+    home, backend = served_home
+    hits, stats = backend.search(QUERY, 20), backend.stats
+    client = create_app(WorkerSettings(home=home, broker_url=private_redis.url))
+    reranker = WorkerReranker(client, "rerank", FROZEN_DEADLINE_S)
+    searches = 12  # Celery's default pool holds 10 broker connections: the 11th waited for one
+
+    def waited(_: int) -> float:
+        started = time.monotonic()
+        with pytest.raises(ScoringUnavailable, match="cannot reach the broker"):
+            reranker(QUERY, hits, stats)
+        return time.monotonic() - started
+
+    private_redis.freeze()
+    try:
+        with ThreadPoolExecutor(searches) as pool:
+            waits = list(pool.map(waited, range(searches)))
+    finally:
+        client.close()
+    assert max(waits) < FROZEN_DEADLINE_S + FROZEN_SLACK_S, waits
 
 
 @pytest.mark.broker
