@@ -17,7 +17,7 @@ from elasticsearch import Elasticsearch
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.elasticsearch import BUILD_META_KEY, META_KEY, ElasticsearchBackend, stats_dir, stats_root
 from es_rerank.settings import CommonSettings
-from es_rerank.stats import Document
+from es_rerank.stats import DocTerms, Document
 from es_rerank.text import tokenize
 from index_setup.es_index import (
     ANALYZER,
@@ -109,17 +109,31 @@ def test_ties_broken_by_ascending_doc_id(served):
     assert hits[0].score == hits[1].score
 
 
-def test_hit_terms_equal_the_statistics(served):
+def test_stored_terms_equal_the_statistics_that_hits_carry(served, es_client):
+    """Hits take their precomputed data from the statistics: the load stored the same ids in each document."""
     backend = served[2]
     stats = backend.stats
     hits = backend.search("statin breast cancer survival methylmercury phosphorus", 30)
     assert len(hits) >= 5
+    stored = {doc["_source"]["doc_id"]: DocTerms.from_json(doc["_source"]) for doc in es_client.search(
+        index=backend.index, size=len(hits), query={"terms": {"doc_id": [h.doc_id for h in hits]}})["hits"]["hits"]}
+    assert len(stored) == len(hits)
     for hit in hits:
         expected = stats.doc_terms(stats.row(hit.doc_id))
         for name in ("title_ids", "abstract_ids", "first_ids"):
-            got, want = getattr(hit.terms, name), getattr(expected, name)
+            got = getattr(hit.terms, name)
             assert got.dtype == np.int32
-            np.testing.assert_array_equal(got, want, err_msg=f"{hit.doc_id} {name}")
+            np.testing.assert_array_equal(got, getattr(expected, name), err_msg=f"{hit.doc_id} {name}")
+            np.testing.assert_array_equal(getattr(stored[hit.doc_id], name), got, err_msg=f"{hit.doc_id} {name}")
+
+
+def test_a_document_written_behind_esrrs_back_is_refused_with_the_fix(es_client, es_settings, corpus):
+    load_index(es_client, corpus[:5], es_settings, version="v1", progress=False)
+    backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    es_client.index(index=backend.index, document={"doc_id": "INTRUDER-1", "title": "zymurgy", "abstract": "zymurgy"},
+                    refresh=True)
+    with pytest.raises(BackendError, match="returned a hit its statistics lack: document 'INTRUDER-1' .*rebuild"):
+        backend.search("zymurgy", 10)
 
 
 def test_empty_and_unmatched_queries_return_no_hits(served):
