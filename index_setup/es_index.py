@@ -76,7 +76,6 @@ from es_rerank.backends.base import BackendError
 from es_rerank.backends.elasticsearch import (
     BUILD_META_KEY,
     META_KEY,
-    TERM_FIELDS,
     alias_targets,
     index_meta,
     served_index,
@@ -94,6 +93,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ANALYZER = "esrr_text"
+TERM_FIELDS = ("title_ids", "abstract_ids", "first_ids")  # each document's precomputed ids, stored, not indexed
 
 # --- the token pattern: es_rerank.text._TOKEN_RE rewritten for Java / noida-db regexes ---
 _W = r"[\p{L}\p{N}_]"  # Python's \w

@@ -11,13 +11,15 @@ from pydantic import Field
 from es_rerank.backends.base import MAX_K
 from es_rerank.settings import CommonSettings
 
+MAX_GATEWAY_THREADS = 256  # also the room a gateway's broker connection pool makes (``dispatch.caller_config``)
+
 
 class GatewaySettings(CommonSettings):
     """Where the gateway listens, how deep it reranks, and how often it looks for a new index version."""
 
     gateway_host: str = Field("127.0.0.1", min_length=1, description="address to listen on; 0.0.0.0 for all")
     gateway_port: int = Field(8000, ge=1, le=65535)
-    gateway_threads: int = Field(8, ge=1, le=256, description="requests served at once")
+    gateway_threads: int = Field(8, ge=1, le=MAX_GATEWAY_THREADS, description="requests served at once")
     gateway_window: int = Field(500, ge=0, le=MAX_K, description="BM25 hits reranked per query (0: BM25 order)")
     gateway_rerank: bool = Field(True, description="have the workers score the window; false serves BM25 "
                                                    "refined by the feedback and votes only")

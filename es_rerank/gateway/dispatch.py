@@ -28,6 +28,7 @@ from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
 from es_rerank.backends.base import Hit
+from es_rerank.gateway.config import MAX_GATEWAY_THREADS
 from es_rerank.gateway.pipeline import ScoringUnavailable, StageClock, no_clock
 from es_rerank.lex import LEX3
 from es_rerank.payload import TASK_NAME, build_request, encode, result_scores
@@ -47,10 +48,6 @@ except ImportError:  # RabbitMQ only
 # connection, then its one reconnect, which first reads the pending results. A send only follows a
 # subscribe that worked, and fails at its first wait.
 SOCKET_WAITS = 2
-# Searches that may send at once: the most threads a gateway serves with (ESRR_GATEWAY_THREADS).
-# Celery's pool of 10 broker connections made an eleventh send wait for a connection, a wait no
-# deadline bounds (a second deadline against a stopped Redis); connections open only as sends overlap.
-SENDS_AT_ONCE = 256
 
 
 def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
@@ -60,17 +57,22 @@ def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
     reconnects a second apart, sockets without timeouts. A caller with a deadline
     gives up at the first failure instead, and each socket wait gets
     1/``SOCKET_WAITS`` of the deadline: a Redis that accepts connections but never
-    answers (a stopped process) costs about the deadline, not one per wait.
+    answers (a stopped process) costs about the deadline, not one per wait, and the
+    broker connection pool has room for every thread of a gateway.
     ``conf`` is the app's configuration, whose transport options are kept. The result
     backend's retry policy applies to Redis (not to ``rpc://``).
     """
     give_up = {"max_retries": 0, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
     socket_s = deadline_s / SOCKET_WAITS
+    # Celery's pool of 10 broker connections made an eleventh send at once wait for a connection, a
+    # wait no deadline bounds; connections open only as sends overlap. No limit (None, 0) means no
+    # pool, where nothing waits.
+    pool = conf.broker_pool_limit
     sockets = {"socket_timeout": socket_s, "socket_connect_timeout": socket_s}
     return {
         "broker_transport_options": {**(conf.broker_transport_options or {}), **give_up, **sockets},
         "broker_connection_timeout": socket_s,
-        "broker_pool_limit": max(conf.broker_pool_limit or 0, SENDS_AT_ONCE),
+        "broker_pool_limit": max(pool, MAX_GATEWAY_THREADS) if pool else pool,
         "result_backend_transport_options": {**(conf.result_backend_transport_options or {}),
                                              "retry_policy": give_up},
         "redis_socket_timeout": socket_s,

@@ -25,7 +25,7 @@ from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.gateway.app import create_app as create_gateway
 from es_rerank.gateway.config import GatewaySettings
-from es_rerank.gateway.dispatch import UNANSWERED_NAME, WorkerReranker
+from es_rerank.gateway.dispatch import SOCKET_WAITS, UNANSWERED_NAME, WorkerReranker
 from es_rerank.gateway.pipeline import ScoringUnavailable, SearchPipeline
 from es_rerank.gateway.served import ServedSearch
 from es_rerank.payload import WorkerSetupError
@@ -247,7 +247,9 @@ def test_a_stopped_redis_falls_back_within_the_deadline(private_redis, served_ho
         waited = time.monotonic() - started
     finally:
         client.close()
-    assert waited < FROZEN_DEADLINE_S + FROZEN_SLACK_S
+    # Pooled connections meet one socket wait: a share of the deadline, not all of it.
+    limit = FROZEN_DEADLINE_S / SOCKET_WAITS + 0.3 if connected else FROZEN_DEADLINE_S + FROZEN_SLACK_S
+    assert waited < limit
 
 
 @pytest.mark.broker
