@@ -116,14 +116,22 @@ class SearchPipeline:
             return str(error)
         return None
 
+    def _retrieve(self, query: str, depth: int) -> tuple[Sequence[Hit], CorpusStats]:
+        """The top ``depth`` hits with the statistics of the index they came from."""
+        # A backend whose index was deleted under it (a prune) follows its alias during a search, this
+        # one's or another thread's: hits searched before the move must not meet the new statistics.
+        stats = self.backend.stats
+        hits = self.backend.search(query, depth)
+        if self.backend.stats is not stats:  # moved meanwhile: search the index it serves now
+            stats = self.backend.stats
+            hits = self.backend.search(query, depth)
+        return hits, stats
+
     def rank(self, query: str, k: int, clock: StageClock = no_clock) -> Ranking:
         """The top ``k`` of ``query``; the backend's and the reranker's errors pass through."""
         depth = self.depth(k)
         with clock("retrieve"):
-            hits = self.backend.search(query, depth)
-        # Read after the search: a backend whose index was deleted under it (a prune) follows its
-        # alias during the search, and the hits must meet the statistics of the index they came from.
-        stats = self.backend.stats
+            hits, stats = self._retrieve(query, depth)
         window = hits[:self.window] if self.reorders else []
         scores, ranker, fallback = None, "BM25", None
         if self.reranker is not None and window:

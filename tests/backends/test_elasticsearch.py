@@ -234,6 +234,39 @@ def test_a_prune_under_the_gateway_leaves_no_search_with_mixed_versions(es_clien
     assert [(hit["_id"], hit["_index"]) for hit in response.get_json()["hits"]["hits"]] == [("ZZ-1", second.index)]
 
 
+def test_a_search_answered_before_another_followed_the_alias_is_searched_again(es_client, es_settings, corpus):
+    """Thread A's hits come from v1; before A reads the statistics, B's search meets v1 deleted and follows to v2."""
+    from es_rerank.gateway.pipeline import SearchPipeline
+
+    # Term ids follow the load's order of first appearance: the reversed corpus numbers its terms otherwise.
+    load_index(es_client, corpus[::-1], es_settings, version="v1", progress=False)
+    backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
+    searched = backend.search
+
+    def search_then_another_thread_follows(query: str, k: int):
+        hits = searched(query, k)
+        if backend.index != second.index:  # the interleaving, once: a prune, then thread B's search
+            delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)
+            searched("cancer", 1)
+        return hits
+
+    backend.search = search_then_another_thread_follows
+    seen = []
+
+    class StatsCheckingReranker:
+        name = "checks"
+
+        def __call__(self, query, hits, stats, clock=None):
+            seen.append([(h.doc_id, h.doc_id in stats and np.array_equal(
+                h.terms.abstract_ids, stats.doc_terms(stats.row(h.doc_id)).abstract_ids)) for h in hits])
+            return np.zeros(len(hits), dtype=np.float32)
+
+    ranking = SearchPipeline(backend, 50, StatsCheckingReranker()).rank("cancer diet", 10)
+    assert backend.index == second.index and ranking.ranked
+    assert seen and all(agrees for doc_id, agrees in seen[-1]), seen[-1]
+
+
 def test_a_version_name_built_again_after_a_prune_is_followed(es_client, es_settings, corpus):
     """Same index name, another load: the build id in _meta tells them apart (was: stale statistics, 500s)."""
     load_index(es_client, corpus[:30], es_settings, version="z1", progress=False)
