@@ -142,6 +142,12 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, corpus_documents: list[D
 # -- Redis ----------------------------------------------------------------------------------
 
 
+def _redis_server(server: str, port: int, directory: Path) -> list[str]:
+    """The command line of a throw-away ``redis-server`` on loopback that keeps nothing on disk."""
+    return [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+            "--dir", str(directory)]
+
+
 def _answers(port: int) -> bool:
     import redis
 
@@ -163,8 +169,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory, free_port: Callable[[], 
                     "install it (apt-get install -y redis-server) or start Redis on 127.0.0.1:6379")
     directory = tmp_path_factory.mktemp("redis")
     port = free_port()
-    done = subprocess.run([server, "--daemonize", "yes", "--bind", "127.0.0.1", "--port", str(port),
-                           "--save", "", "--appendonly", "no", "--dir", str(directory),
+    done = subprocess.run([*_redis_server(server, port, directory), "--daemonize", "yes",
                            "--pidfile", str(directory / "redis.pid")], capture_output=True, text=True)
     deadline = time.monotonic() + 10
     while not _answers(port):
@@ -178,6 +183,42 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory, free_port: Callable[[], 
         pid_file = directory / "redis.pid"
         if pid_file.is_file():
             os.kill(int(pid_file.read_text().strip()), 15)
+
+
+class PrivateRedis:
+    """A ``redis-server`` of one test's own, which ``freeze`` stops (SIGSTOP): connections open, nothing answers."""
+
+    def __init__(self, process: subprocess.Popen, port: int) -> None:
+        self.process, self.url = process, f"redis://127.0.0.1:{port}/0"
+
+    def freeze(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+
+@pytest.fixture
+def private_redis(free_port: Callable[[], int], tmp_path: Path) -> Iterator[PrivateRedis]:
+    """A Redis no other test uses, continued and stopped at the end whatever the test did to it."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.fail("redis-server is not installed; install it (apt-get install -y redis-server)")
+    port = free_port()
+    process = subprocess.Popen(_redis_server(server, port, tmp_path), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not _answers(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"redis-server did not start on port {port} (exit {process.poll()})")
+            time.sleep(0.05)
+        yield PrivateRedis(process, port)
+    finally:
+        process.send_signal(signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
 
 
 @pytest.fixture(scope="session")

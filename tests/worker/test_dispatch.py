@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import signal
 import socket
-import subprocess
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from click.testing import CliRunner
@@ -180,48 +176,6 @@ def test_a_broker_port_speaking_another_protocol_falls_back_to_bm25(served_home)
         listener.close()
     assert ranking.ranker == "BM25" and "cannot reach the broker" in ranking.fallback
     assert "ESRR_BROKER_URL" in ranking.fallback and len(ranking.ranked) == 10
-
-
-class PrivateRedis:
-    """A ``redis-server`` of one test's own, which ``freeze`` stops (SIGSTOP): connections open, nothing answers."""
-
-    def __init__(self, process: subprocess.Popen, port: int) -> None:
-        self.process, self.url = process, f"redis://127.0.0.1:{port}/0"
-
-    def freeze(self) -> None:
-        self.process.send_signal(signal.SIGSTOP)
-
-
-@pytest.fixture
-def private_redis(free_port: Callable[[], int], tmp_path: Path) -> Iterator[PrivateRedis]:
-    import redis
-
-    server = shutil.which("redis-server")
-    if server is None:
-        pytest.fail("redis-server is not installed; install it (apt-get install -y redis-server)")
-    port = free_port()
-    process = subprocess.Popen([server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly",
-                                "no", "--daemonize", "no", "--dir", str(tmp_path)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        started = time.monotonic()
-        while True:
-            try:
-                if redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5).ping():
-                    break
-            except redis.RedisError:
-                if process.poll() is not None or time.monotonic() - started > 10:
-                    pytest.fail(f"redis-server did not start on port {port} (exit {process.poll()})")
-                time.sleep(0.05)
-        yield PrivateRedis(process, port)
-    finally:
-        process.send_signal(signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 FROZEN_DEADLINE_S = 1.0
