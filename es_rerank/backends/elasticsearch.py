@@ -235,6 +235,18 @@ class _Served:
     stats: CorpusStats
 
 
+def bm25_request(query: str, k: int) -> dict[str, Any]:
+    """The ``_search`` body of the top-``k`` by BM25(title) + BM25(abstract), ties by ascending doc id."""
+    return {
+        "size": k,
+        "query": {"bool": {"should": [{"match": {"title": {"query": query}}},
+                                      {"match": {"abstract": {"query": query}}}]}},
+        "sort": [{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}],
+        "track_scores": True,
+        "track_total_hits": False,
+    }
+
+
 class ElasticsearchBackend:
     """BM25 over title+abstract from Elasticsearch, with each hit's precomputed data."""
 
@@ -321,16 +333,7 @@ class ElasticsearchBackend:
         return [self._hit(hit, served) for hit in response["hits"]["hits"]]
 
     def _search(self, index: str, query: str, k: int) -> dict:
-        return self.client.search(
-            index=index,
-            size=k,
-            query={"bool": {"should": [{"match": {"title": {"query": query}}},
-                                       {"match": {"abstract": {"query": query}}}]}},
-            sort=[{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}],
-            track_scores=True,
-            track_total_hits=False,
-            source=HIT_FIELDS,
-        ).body
+        return self.client.search(index=index, source=HIT_FIELDS, **bm25_request(query, k)).body
 
     @staticmethod
     def _hit(hit: dict, served: _Served) -> Hit:

@@ -11,13 +11,14 @@ hits into `Hit`s (before: `DocTerms.from_json` of `_source`; now: the served sta
 from __future__ import annotations
 
 import json
-import sys
 import statistics
+import sys
 import time
 import urllib.request
 
 from es_rerank.backends import open_backend
 from es_rerank.backends.base import Hit
+from es_rerank.backends.elasticsearch import bm25_request
 from es_rerank.cli import dev_query_texts, load_settings
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import DocTerms
@@ -29,10 +30,7 @@ NOW = ["doc_id", "title"]
 
 def body(url: str, index: str, query: str, fields: list[str]) -> bytes:
     """The raw `_search` response body the backend's query gets with `_source` limited to `fields`."""
-    request = {"size": K, "query": {"bool": {"should": [{"match": {"title": {"query": query}}},
-                                                        {"match": {"abstract": {"query": query}}}]}},
-               "sort": [{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}], "track_scores": True,
-               "track_total_hits": False, "_source": fields}
+    request = {**bm25_request(query, K), "_source": fields}
     call = urllib.request.Request(f"{url}/{index}/_search", json.dumps(request).encode(),
                                   {"Content-Type": "application/json"})
     with urllib.request.urlopen(call) as response:
