@@ -9,20 +9,23 @@ from __future__ import annotations
 import re
 import ssl
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import Annotated, Any
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-if TYPE_CHECKING:
-    from es_rerank.feedback import FeedbackParams
+from es_rerank.lex import LEX3, check_feature_names
+from es_rerank.payload import DEFAULT_QUEUE
 
 DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nfcorpus"
 # A window's standardised scores stay within +-sqrt(n) (22 for 500 hits) and votes within
 # [0, 1] (feedback: standardised too), so a vote weight up to this keeps fused scores finite
 # and meaningful in float32; the served weights are 6 (judged neighbours) and 0.5 (feedback).
 MAX_VOTE_WEIGHT = 100.0
+# The most requests a gateway serves at once; also the room its broker connection pool makes
+# (``es_rerank.ranking.dispatch.caller_config``), so no search waits for a pooled connection.
+MAX_GATEWAY_THREADS = 256
 # The concrete indices are named <alias>-<version>: Elasticsearch allows 255 bytes, a version 128 characters.
 MAX_ALIAS_BYTES = 255 - 1 - 128
 ALIAS_FORBIDDEN = '\\/*?"<>|,#: '
@@ -59,6 +62,58 @@ def not_empty_path(value: Any, default: str) -> Any:
     return value
 
 
+DEFAULT_CHECKPOINT_NAME = "delta-32-lex3.pt"
+REDIS_SCHEMES = ("redis", "rediss", "redis+socket")
+AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
+RESULT_ONLY_SCHEMES = ("rpc",)
+
+
+def checkpoint_list(value: str) -> tuple[Path, ...]:
+    """The checkpoints of a comma-separated list (an ensemble's members); ``ValueError`` names the problem."""
+    parts = [part.strip() for part in value.split(",")]
+    if not all(parts):
+        raise ValueError(f"{value!r} has an empty entry; separate checkpoint files with single commas")
+    paths = tuple(Path(part) for part in parts)
+    if len({path.resolve() for path in paths}) < len(paths):
+        raise ValueError(f"{value!r} names one checkpoint twice; an ensemble lists each member once")
+    return paths
+
+
+def _require_port_number(variable: str, url: str, example: str) -> None:
+    """``ValueError`` naming ``variable`` when ``url``'s port is not a number in 1-65535 (the URL is not echoed)."""
+    try:
+        urlsplit(url).port
+    except ValueError:  # its text holds the URL, which may carry a password
+        raise ValueError(f"{variable}: the port must be a number in 1-65535, as in {example}") from None
+
+
+SSL_CERT_REQS = ("required", "optional", "none", "CERT_REQUIRED", "CERT_OPTIONAL", "CERT_NONE")
+
+
+def _check_redis_url(variable: str, url: str) -> None:
+    """``ValueError`` naming ``variable`` for a Redis URL that would fail only when the first task is sent.
+
+    The message never echoes the URL (it may carry a password). ``rediss://`` must say
+    how to check the server's certificate: Celery's result backend refuses it without,
+    and kombu, as broker, would fall back to no check at all.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        return
+    if not re.fullmatch(r"/?\d*", parts.path):
+        raise ValueError(f"{variable}: a Redis URL ends in a database number, as in redis://HOST:6379/0")
+    from redis.connection import parse_url
+
+    try:
+        parse_url(url)
+    except ValueError as error:  # redis' text names the parameter or the part, not the URL
+        raise ValueError(f"{variable}: {error} Fix the URL, as in redis://HOST:6379/0?socket_timeout=5") from None
+    cert_reqs = parse_qs(parts.query).get("ssl_cert_reqs", [None])[-1]
+    if parts.scheme == "rediss" and cert_reqs not in SSL_CERT_REQS:
+        raise ValueError(f"{variable}: a rediss:// URL needs ssl_cert_reqs=required (or optional, or none), "
+                         "as in rediss://HOST:6380/0?ssl_cert_reqs=required")
+
+
 class CommonSettings(BaseSettings):
     """Where artifacts live and which backend serves BM25."""
 
@@ -93,7 +148,7 @@ class CommonSettings(BaseSettings):
     es_bulk_initial_backoff_s: float = Field(2.0, gt=0, description="first retry wait, doubles each retry")
     es_keep_versions: int = Field(2, ge=0, description="index versions `esrr index prune` keeps (either backend; "
                                                        "the served one always stays)")
-    # Candidate feedback (es_rerank/feedback.py), chosen on NFCorpus dev
+    # Candidate feedback (es_rerank/ranking/feedback.py), chosen on NFCorpus dev
     # (reports/experiments/candidate-feedback/); weight 0 turns it off.
     feedback_k: int = Field(5, ge=1, description="similar hits whose scores vote for a hit")
     feedback_weight: float = Field(0.5, ge=0, le=MAX_VOTE_WEIGHT,
@@ -187,13 +242,6 @@ class CommonSettings(BaseSettings):
         return self
 
     @property
-    def feedback(self) -> "FeedbackParams":
-        """The candidate-feedback parameters."""
-        from es_rerank.feedback import FeedbackParams  # scipy loads only where feedback runs
-
-        return FeedbackParams(self.feedback_k, self.feedback_weight)
-
-    @property
     def indexes_dir(self) -> Path:
         """Where the index versions (and their statistics) live."""
         return self.home / "indexes"
@@ -212,6 +260,108 @@ class CommonSettings(BaseSettings):
     def neighbours_path(self) -> Path:
         """The judged-neighbour votes file (`esrr neighbours build`)."""
         return self.models_dir / "judged-neighbours.json"
+
+
+class BrokerSettings(CommonSettings):
+    """What a caller and a worker must agree on: the broker, the queue, the served model and its Lex features.
+
+    The gateway and ``esrr search --worker`` read these to send a task; a worker
+    (``worker.settings.WorkerSettings``) adds its own. Torch-free.
+    """
+
+    broker_url: str = Field("redis://127.0.0.1:6379/0",
+                            description="Redis (redis://) or RabbitMQ (amqp://guest:guest@host:5672//)")
+    result_backend: str | None = Field(
+        None, description="default: the Redis broker itself, or rpc:// with an AMQP broker")
+    queue: str = Field(DEFAULT_QUEUE, min_length=1, description="queue the worker consumes")
+
+    checkpoint: Annotated[tuple[Path, ...], NoDecode] = Field(
+        (), description=f"the served .pt file; default: <home>/models/{DEFAULT_CHECKPOINT_NAME}. Several, "
+                        "comma-separated, are served as one ensemble (worker.ensemble): the mean of their "
+                        "scores, each standardised within the request")
+    score_deadline_s: float = Field(
+        2.0, gt=0, le=600, description="caller side (`esrr search --worker`): longest wait for a worker's "
+                                       "scores; the task expires then, and the query keeps BM25's order. "
+                                       "Celery checks for the answer once a second, so a wait past it ends "
+                                       "at the next whole second")
+    lex_features: Annotated[tuple[str, ...], NoDecode] = Field(
+        LEX3, description="caller side: the Lex features the served model reads, comma-separated (a model "
+                          "trained with `esrr train --lex-features` needs its list here); default Lex3")
+    broker_key_prefix: str = Field("", description="Redis key prefix, to share a Redis database")
+
+    result_expires_s: int = Field(600, ge=1, description="results are read at once; keep Redis clean")
+
+    @property
+    def broker_scheme(self) -> str:
+        """The broker URL's scheme (redis, amqp, ...)."""
+        return urlsplit(self.broker_url).scheme
+
+    @property
+    def is_redis(self) -> bool:
+        """Whether the broker is Redis (redelivery by visibility timeout)."""
+        return self.broker_scheme in REDIS_SCHEMES
+
+    @property
+    def checkpoint_paths(self) -> tuple[Path, ...]:
+        """The served checkpoint, or the members of the served ensemble."""
+        return self.checkpoint or (self.models_dir / DEFAULT_CHECKPOINT_NAME,)
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """The served checkpoint (an ensemble's first member)."""
+        return self.checkpoint_paths[0]
+
+    @field_validator("checkpoint", mode="before")
+    @classmethod
+    def _split_checkpoints(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            value = ",".join(map(str, value))
+        if isinstance(value, (str, Path)):
+            return checkpoint_list(str(value)) if str(value).strip() else ()
+        return value
+
+    @field_validator("lex_features", mode="before")
+    @classmethod
+    def _split_lex_features(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",")]
+        return check_feature_names(list(value))
+
+    @property
+    def result_backend_url(self) -> str:
+        """Where results go: both choices push results to the waiting client (no polling)."""
+        if self.result_backend:
+            return self.result_backend
+        return self.broker_url if self.is_redis else "rpc://"
+
+    def _check_result_backend(self) -> None:
+        """A result backend this package can talk to (the URL is not echoed: it may carry a password)."""
+        scheme = urlsplit(self.result_backend).scheme
+        if scheme not in REDIS_SCHEMES + RESULT_ONLY_SCHEMES:
+            raise ValueError(f"ESRR_RESULT_BACKEND has scheme {scheme!r}: use redis://HOST:6379/DB, rpc:// "
+                             "with an AMQP broker, or leave it unset")
+        _require_port_number("ESRR_RESULT_BACKEND", self.result_backend, "redis://HOST:6379/1")
+        _check_redis_url("ESRR_RESULT_BACKEND", self.result_backend)
+        if scheme in RESULT_ONLY_SCHEMES and self.is_redis:
+            raise ValueError("ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
+                             "the Redis broker as result backend")
+
+    @model_validator(mode="after")
+    def _check_broker(self) -> "BrokerSettings":
+        if self.broker_scheme not in REDIS_SCHEMES + AMQP_SCHEMES:
+            # The URL itself is not echoed: it may carry a password.
+            raise ValueError(f"ESRR_BROKER_URL has scheme {self.broker_scheme!r}: use redis://HOST:6379/DB or "
+                             "amqp://USER:PASSWORD@HOST:5672//")
+        _require_port_number("ESRR_BROKER_URL", self.broker_url, "redis://HOST:6379/0")
+        _check_redis_url("ESRR_BROKER_URL", self.broker_url)
+        for path in self.checkpoint:
+            if path.is_dir():
+                raise ValueError(f"ESRR_CHECKPOINT names {str(path)!r}, a directory; point it to the .pt "
+                                 "file `esrr train` wrote (several: comma-separated), or leave it unset "
+                                 "for <home>/models")
+        if self.result_backend:
+            self._check_result_backend()
+        return self
 
 
 def settings_problems(error: ValidationError) -> str:

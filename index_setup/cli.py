@@ -11,7 +11,7 @@ from typing import Callable
 import click
 
 from es_rerank.backends.base import MAX_K
-from es_rerank.cli import sigterm_as_exit
+from es_rerank.cli_options import sigterm_as_exit
 from es_rerank.settings import CommonSettings
 
 BACKEND_OPTION = click.option(
@@ -20,7 +20,7 @@ BACKEND_OPTION = click.option(
 
 
 def _settings(backend: str | None) -> CommonSettings:
-    from es_rerank.cli import load_settings
+    from es_rerank.cli_options import load_settings
 
     return load_settings(CommonSettings, backend=backend)
 
@@ -315,16 +315,20 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
            use_neighbours: bool | None, via_worker: bool, as_json: bool, backend: str | None) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.backends import BackendError
-    from es_rerank.gateway.response import descending_scores, search_response
+    from es_rerank.ranking.response import descending_scores, search_response
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.text import tokenize
-    from index_setup.serving import served_pipeline
+    from es_rerank.cli_options import load_settings
+    from es_rerank.ranking.assemble import served_pipeline
+    from worker.local import LocalReranker
+    from worker.settings import WorkerSettings
 
     if not tokenize(query):
         raise click.UsageError(f"the query {query!r} has no words to search for (only spaces or punctuation); "
                                "give it at least one word")
-    pipeline = served_pipeline(_settings(backend), window, rerank, use_feedback, use_neighbours,
-                               via_worker=via_worker)
+    settings = load_settings(WorkerSettings, backend=backend)
+    pipeline = served_pipeline(settings, window, rerank, use_feedback, use_neighbours,
+                               via_worker=via_worker, local_reranker=lambda: LocalReranker(settings))
     try:
         started = time.perf_counter()
         ranking = pipeline.rank(query, k)

@@ -95,7 +95,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from es_rerank import versions
-from es_rerank.cli import sigterm_as_exit
+from es_rerank.cli_options import sigterm_as_exit
 from es_rerank.embeddings import (ARTIFACT_FORMAT, PAD, PAD_TOKEN, UNK, UNK_TOKEN, Embeddings, EmbeddingsError,
                                   current_version)
 from es_rerank.settings import DEFAULT_NFCORPUS
@@ -482,7 +482,7 @@ def train_from_data(
 
 
 def _embeddings_dir(out: Path | None) -> Path:
-    from es_rerank.cli import load_settings
+    from es_rerank.cli_options import load_settings
 
     return Path(out) if out is not None else load_settings().embeddings_dir
 

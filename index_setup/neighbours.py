@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from es_rerank.cli import FiniteFloat
-from es_rerank.neighbours import JudgedNeighbours, NeighbourParams
+from es_rerank.cli_options import FiniteFloat
+from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams
 from es_rerank.settings import MAX_VOTE_WEIGHT
 
 DEFAULTS = NeighbourParams()
@@ -35,7 +35,7 @@ def neighbours() -> None:
 @click.option("--keep-existing", is_flag=True, help="Do nothing when the votes file exists (scripts/run.sh).")
 def build(data: Path | None, k: int, power: float, weight: float, keep_existing: bool) -> None:
     """Build the file from NFCorpus train queries and judgments (defaults chosen on dev)."""
-    from es_rerank.cli import load_settings
+    from es_rerank.cli_options import load_settings
     from index_setup.nfcorpus import NFCorpus
 
     settings = load_settings()

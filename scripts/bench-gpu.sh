@@ -13,7 +13,7 @@ for round in 1 2 3; do
             dense-eager) args=(--layout dense --no-cuda-graphs) ;;
             dense-graphs) args=(--layout dense --cuda-graphs) ;;
         esac
-        "${PYTHON:-python3}" -m worker.bench --device cuda "${args[@]}" --reps 200 --batch-queries 8 \
+        "${PYTHON:-python3}" -m benchmarks.score --device cuda "${args[@]}" --reps 200 --batch-queries 8 \
             --json-out "$out/$mode-run$round.json"
     done
 done

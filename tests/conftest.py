@@ -7,10 +7,13 @@ import socket
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Callable
 
 import pytest
+from click.testing import CliRunner, Result
 
+from es_rerank.cli import main
 from es_rerank.stats import CorpusStats, Document, build_stats
 
 # Lexical tokens: a 3 title + 6 abstract, b 2 + 7, c 2 + 0 (no abstract).
@@ -106,3 +109,20 @@ def es_stub():
     yield start
     for server in servers:
         stop_server(server)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def esrr(home: Path):
+    """Run ``esrr ARGS...`` in-process with ``ESRR_HOME=home``."""
+    runner = CliRunner()
+    env = {"ESRR_HOME": str(home), "ESRR_BACKEND": "embedded"}
+
+    def run(*args: str) -> Result:
+        return runner.invoke(main, list(args), env=env)
+
+    return run

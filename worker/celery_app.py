@@ -35,23 +35,15 @@ from typing import Any
 from celery import Celery
 from pydantic import ValidationError
 
-from es_rerank.payload import TASK_NAME
+from es_rerank.ranking.broker import broker_config
 from es_rerank.settings import settings_problems
 from worker.settings import WorkerSettings
 
 
 def celery_config(settings: WorkerSettings) -> dict[str, Any]:
-    """Celery settings for ``settings`` (used by the worker and by test clients)."""
+    """Celery settings for ``settings``: the broker's shared ones plus the worker's (acks, pool, limits)."""
     config: dict[str, Any] = {
-        "broker_url": settings.broker_url,
-        "result_backend": settings.result_backend_url,
-        "broker_connection_retry_on_startup": True,
-        "task_serializer": "json",
-        "result_serializer": "json",
-        "accept_content": ["json"],
-        "result_accept_content": ["json"],
-        "task_default_queue": settings.queue,
-        "task_routes": {TASK_NAME: {"queue": settings.queue}},
+        **broker_config(settings),
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": True,  # a bad payload is answered once, not redelivered
@@ -61,14 +53,13 @@ def celery_config(settings: WorkerSettings) -> dict[str, Any]:
         "worker_concurrency": settings.concurrency,
         "task_soft_time_limit": settings.soft_time_limit_s,
         "task_time_limit": settings.time_limit_s,
-        "result_expires": settings.result_expires_s,
         "task_track_started": False,
         "worker_send_task_events": False,
         "worker_disable_rate_limits": True,
-        "enable_utc": True,
     }
     if settings.is_redis:
-        transport = {
+        config["broker_transport_options"] = {
+            **config.get("broker_transport_options", {}),
             "visibility_timeout": settings.visibility_timeout_s,
             "unacked_restore_interval": settings.restore_interval_s,
             "unacked_restore_throttle": 1,  # the interval alone sets the redelivery sweep
@@ -78,11 +69,6 @@ def celery_config(settings: WorkerSettings) -> dict[str, Any]:
             # overlapping sweeps cannot deliver a task twice: one interval is long enough.
             "unacked_mutex_expire": settings.restore_interval_s,
         }
-        if settings.broker_key_prefix:
-            transport["global_keyprefix"] = settings.broker_key_prefix
-        config["broker_transport_options"] = transport
-        if settings.broker_key_prefix and settings.result_backend_url.startswith("redis"):
-            config["result_backend_transport_options"] = {"global_keyprefix": settings.broker_key_prefix}
     return config
 
 

@@ -29,7 +29,7 @@ def worker() -> None:
 
 
 def _settings(**overrides: object):
-    from es_rerank.cli import load_settings
+    from es_rerank.cli_options import load_settings
     from worker.settings import WorkerSettings
 
     return load_settings(WorkerSettings, **overrides)

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from es_rerank.neighbours import standardised
+from es_rerank.ranking.neighbours import standardised
 from worker.scorer import DeltaScorer, Request
 
 

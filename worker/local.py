@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from es_rerank.backends.base import Hit
-from es_rerank.gateway.pipeline import StageClock, no_clock
+from es_rerank.ranking.pipeline import StageClock, no_clock
 from es_rerank.payload import build_request
 from es_rerank.stats import CorpusStats
-from worker.runtime import Runtime
+from es_rerank.payload import WorkerSetupError
 from worker.settings import WorkerSettings
+
+if TYPE_CHECKING:
+    from worker.runtime import Runtime
 
 
 class LocalReranker:
@@ -31,6 +34,11 @@ class LocalReranker:
     def runtime(self) -> Runtime:
         """The loaded runtime (model, embeddings); loading raises ``WorkerSetupError`` with the fix."""
         if self._runtime is None:
+            try:
+                from worker.runtime import Runtime  # torch: imported only when the model is first used
+            except ImportError as error:  # a core install
+                raise WorkerSetupError(f"reranking needs the model extra ({error}): pip install "
+                                       "'es-rerank[model]', or pass --no-rerank") from None
             self._runtime = Runtime.load(self.settings)
         return self._runtime
 
@@ -59,3 +67,4 @@ class LocalReranker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+

@@ -19,10 +19,10 @@ from es_rerank.backends.base import BackendError
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, ServiceUnavailable
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.metrics import GatewayMetrics
-from es_rerank.gateway.pipeline import PROBE_QUERY
-from es_rerank.gateway.response import search_response
+from es_rerank.ranking.pipeline import PROBE_QUERY
+from es_rerank.ranking.response import search_response
 from es_rerank.gateway.search_request import parse_search
-from es_rerank.gateway.served import ServedSearch
+from es_rerank.ranking.served import ServedSearch
 
 api = Blueprint("api", __name__)
 ANY_INDEX = ("_all", "*")

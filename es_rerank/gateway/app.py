@@ -22,7 +22,7 @@ from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import GatewayError, error_body
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.metrics import GatewayMetrics
-from es_rerank.gateway.served import ServedSearch
+from es_rerank.ranking.served import ServedSearch
 from es_rerank.payload import PayloadError, WorkerSetupError
 
 log = logging.getLogger(__name__)

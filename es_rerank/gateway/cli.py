@@ -21,11 +21,11 @@ def serve(host: str | None, port: int | None, threads: int | None) -> None:
     """
     import waitress
 
-    from es_rerank.cli import load_settings
+    from es_rerank.cli_options import load_settings
     from es_rerank.gateway.app import create_app
     from es_rerank.gateway.config import GatewaySettings
-    from es_rerank.gateway.served import ServedSearch
-    from index_setup.serving import served_pipeline
+    from es_rerank.ranking.served import ServedSearch
+    from es_rerank.ranking.assemble import served_pipeline
 
     settings = load_settings(GatewaySettings, gateway_host=host, gateway_port=port, gateway_threads=threads)
     window = settings.gateway_window

@@ -1,7 +1,7 @@
 """Settings of the HTTP gateway process (``esrr serve``), from ``ESRR_*`` environment variables.
 
-The broker, queue and scoring deadline are the workers' settings (``worker.settings``,
-torch-free), read from the same variables, so a gateway and its workers cannot disagree.
+The broker, queue, checkpoint and scoring deadline are ``BrokerSettings``, which the workers
+read from the same variables, so a gateway and its workers cannot disagree.
 """
 
 from __future__ import annotations
@@ -9,12 +9,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from es_rerank.backends.base import MAX_K
-from es_rerank.settings import CommonSettings
-
-MAX_GATEWAY_THREADS = 256  # also the room a gateway's broker connection pool makes (``dispatch.caller_config``)
+from es_rerank.settings import MAX_GATEWAY_THREADS, BrokerSettings
 
 
-class GatewaySettings(CommonSettings):
+class GatewaySettings(BrokerSettings):
     """Where the gateway listens, how deep it reranks, and how often it looks for a new index version."""
 
     gateway_host: str = Field("127.0.0.1", min_length=1, description="address to listen on; 0.0.0.0 for all")

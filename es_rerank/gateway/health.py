@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from es_rerank.gateway.pipeline import SearchPipeline
+from es_rerank.ranking.pipeline import SearchPipeline
 
 FRESH_S = 1.0  # short beside any health-check interval, long beside a burst of checks
 

@@ -207,8 +207,8 @@ def test_reindex_swaps_alias_and_keeps_old_index(es_client, es_settings, corpus)
 def test_the_gateway_follows_an_alias_swap_without_a_restart(es_client, es_settings, corpus):
     from es_rerank.gateway.app import create_app
     from es_rerank.gateway.config import GatewaySettings
-    from es_rerank.gateway.pipeline import SearchPipeline
-    from es_rerank.gateway.served import ServedSearch
+    from es_rerank.ranking.pipeline import SearchPipeline
+    from es_rerank.ranking.served import ServedSearch
 
     load_index(es_client, corpus[:30], es_settings, version="v1", progress=False)
     backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
@@ -224,11 +224,11 @@ def test_the_gateway_follows_an_alias_swap_without_a_restart(es_client, es_setti
 
 
 def test_a_prune_under_the_gateway_leaves_no_search_with_mixed_versions(es_client, es_settings, corpus):
-    from es_rerank.feedback import FeedbackParams
+    from es_rerank.ranking.feedback import FeedbackParams
     from es_rerank.gateway.app import create_app
     from es_rerank.gateway.config import GatewaySettings
-    from es_rerank.gateway.pipeline import SearchPipeline
-    from es_rerank.gateway.served import ServedSearch
+    from es_rerank.ranking.pipeline import SearchPipeline
+    from es_rerank.ranking.served import ServedSearch
 
     load_index(es_client, corpus[:30], es_settings, version="v1", progress=False)
     backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
@@ -244,7 +244,7 @@ def test_a_prune_under_the_gateway_leaves_no_search_with_mixed_versions(es_clien
 
 def test_a_search_answered_before_another_followed_the_alias_is_searched_again(es_client, es_settings, corpus):
     """Thread A's hits come from v1; before A reads the statistics, B's search meets v1 deleted and follows to v2."""
-    from es_rerank.gateway.pipeline import SearchPipeline
+    from es_rerank.ranking.pipeline import SearchPipeline
 
     # Term ids follow the load's order of first appearance: the reversed corpus numbers its terms otherwise.
     load_index(es_client, corpus[::-1], es_settings, version="v1", progress=False)

@@ -18,8 +18,8 @@ from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
-from es_rerank.gateway.pipeline import SearchPipeline
-from es_rerank.gateway.served import ServedSearch
+from es_rerank.ranking.pipeline import SearchPipeline
+from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import Document
 from index_setup.embedded_index import build_embedded_index
 from tests.conftest import TINY_DOCS

@@ -17,7 +17,7 @@ import pytest
 from es_rerank.backends.base import Hit
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.gateway.health import ModelProbe
-from es_rerank.gateway.pipeline import ScoringUnavailable, SearchPipeline, StageClock, no_clock
+from es_rerank.ranking.pipeline import ScoringUnavailable, SearchPipeline, StageClock, no_clock
 from es_rerank.payload import WorkerSetupError
 from es_rerank.stats import CorpusStats
 from index_setup.embedded_index import build_embedded_index

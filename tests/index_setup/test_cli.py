@@ -330,7 +330,7 @@ def test_a_reindex_stopped_with_sigterm_removes_its_half_built_version(esrr, hom
 def test_sigterm_exits_through_cleanup_only_inside_the_guard_and_never_unignored() -> None:
     import signal
 
-    from es_rerank.cli import sigterm_as_exit
+    from es_rerank.cli_options import sigterm_as_exit
 
     previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:

@@ -343,8 +343,8 @@ def test_an_empty_corpus_never_replaces_the_served_index(tmp_path: Path) -> None
 
 def test_a_version_name_built_again_after_a_prune_is_followed(tmp_path: Path) -> None:
     """Same folder name, another build: the statistics' build id tells them apart."""
-    from es_rerank.gateway.pipeline import SearchPipeline
-    from es_rerank.gateway.served import ServedSearch
+    from es_rerank.ranking.pipeline import SearchPipeline
+    from es_rerank.ranking.served import ServedSearch
 
     build(tmp_path, OLD_DOCS, version="v1")
     backend = EmbeddedBackend.open_current(tmp_path)

@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 
 from es_rerank.backends import open_backend
 from es_rerank.cli import main
-from es_rerank.feedback import FeedbackParams, document_vectors, with_feedback
+from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
 from es_rerank.settings import CommonSettings
 from tests.index_setup.test_cli import RECORDS, assert_clean_failure, assert_ok, write_corpus
 
@@ -42,7 +42,7 @@ def test_search_refines_bm25_with_the_votes_of_similar_hits(esrr, home: Path) ->
     served = open_backend(CommonSettings(home=home))
     hits = served.search("cancer curcumin", 500)
     vectors = document_vectors([h.terms for h in hits], served.stats)
-    expected = with_feedback(np.array([h.score for h in hits]), vectors, CommonSettings().feedback)
+    expected = with_feedback(np.array([h.score for h in hits]), vectors, FeedbackParams.from_settings(CommonSettings()))
     order = np.argsort(-expected, kind="stable")
     assert [doc_id for doc_id, _ in shown] == [hits[i].doc_id for i in order]
     assert [score for _, score in shown] == pytest.approx([expected[i] for i in order], abs=1e-3)

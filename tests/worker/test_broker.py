@@ -314,7 +314,7 @@ def test_a_worker_serves_an_ensemble_named_in_the_checkpoint_setting(broker, art
 
 @pytest.mark.broker
 def test_the_round_trip_benchmark_times_every_request(running_worker, artifacts):
-    from worker.bench_roundtrip import measure_round_trips
+    from benchmarks.roundtrip import measure_round_trips
 
     payloads = [encode(make_request(artifacts, QUERIES[i % len(QUERIES)], rows_for(artifacts, 50 + i, 6)))
                 for i in range(6)]

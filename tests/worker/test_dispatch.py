@@ -1,4 +1,4 @@
-"""The served pipeline with a running worker scoring through the broker (``es_rerank.gateway.dispatch``).
+"""The served pipeline with a running worker scoring through the broker (``es_rerank.ranking.dispatch``).
 
 Real Redis and a real ``celery worker`` process (``conftest.py``), serving a home with
 an embedded index, so that the hits' statistics version is the one the worker loads.
@@ -21,9 +21,9 @@ from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.gateway.app import create_app as create_gateway
 from es_rerank.gateway.config import GatewaySettings
-from es_rerank.gateway.dispatch import SOCKET_WAITS, UNANSWERED_NAME, WorkerReranker
-from es_rerank.gateway.pipeline import ScoringUnavailable, SearchPipeline
-from es_rerank.gateway.served import ServedSearch
+from es_rerank.ranking.dispatch import SOCKET_WAITS, UNANSWERED_NAME, WorkerReranker
+from es_rerank.ranking.pipeline import ScoringUnavailable, SearchPipeline
+from es_rerank.ranking.served import ServedSearch
 from es_rerank.payload import WorkerSetupError
 from tests.worker.test_local_search import _dev_queries, _home_with_index
 from worker.celery_app import create_app

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
-from es_rerank.feedback import document_vectors, with_feedback
-from es_rerank.gateway.pipeline import STAGES
+from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
+from es_rerank.ranking.pipeline import STAGES
 from es_rerank.lex import LEX3, lex_features
 from es_rerank.payload import WorkerSetupError
 from es_rerank.settings import CommonSettings
@@ -72,7 +72,7 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
     hits = backend.search("cancer risk and diet", 500)
     model_scores, _ = rerank_scores("cancer risk and diet", hits, backend.stats, WorkerSettings(home=home))
     fed = with_feedback(model_scores, document_vectors([h.terms for h in hits], backend.stats),
-                        CommonSettings().feedback)
+                        FeedbackParams.from_settings(CommonSettings()))
     assert len(rows) == 5 and shown == pytest.approx(sorted(fed, reverse=True)[:5], abs=1e-3)  # the model's, fed
 
     def header_of(*options: str) -> list[str]:

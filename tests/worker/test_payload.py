@@ -161,7 +161,7 @@ def test_encode_refuses_a_bad_request(stats):
 
 def test_payload_and_celery_config_do_not_import_torch():
     """The gateway (and the round-trip benchmark, a client like it) build, encode and send without torch."""
-    code = ("import sys, es_rerank.payload, worker.celery_app, worker.bench_roundtrip; "
+    code = ("import sys, es_rerank.payload, worker.celery_app, benchmarks.roundtrip; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 

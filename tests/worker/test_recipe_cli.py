@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from es_rerank.cli import main
-from es_rerank.feedback import document_vectors, with_feedback
+from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
 from es_rerank.settings import CommonSettings
 from es_rerank.versions import write_pointer
 from worker.training.cli import open_workspace
@@ -34,7 +34,7 @@ def _assert_feedback_of(runs: Path, row: str, stats) -> None:
     for query_id, scores in base.items():
         doc_ids = sorted(scores)
         vectors = document_vectors([stats.doc_terms(stats.row(d)) for d in doc_ids], stats)
-        expected = with_feedback(np.array([scores[d] for d in doc_ids]), vectors, CommonSettings().feedback)
+        expected = with_feedback(np.array([scores[d] for d in doc_ids]), vectors, FeedbackParams.from_settings(CommonSettings()))
         # run files keep 6 decimals of each score
         assert [fed[query_id][d] for d in doc_ids] == pytest.approx(expected, abs=1e-4), (row, query_id)
 
@@ -247,7 +247,7 @@ def test_a_blocked_esrr_home_folder_fails_before_the_work(command: list[str], bl
 
 
 def test_output_checks_create_missing_folders_and_leave_no_probe(tmp_path: Path):
-    from es_rerank.cli import writable_dir, writable_file
+    from es_rerank.cli_options import writable_dir, writable_file
 
     out = writable_dir(tmp_path / "a" / "b", "fix")
     assert out.is_dir() and list(out.iterdir()) == []

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from worker.bench import UNK_ROW, random_embeddings, random_model, realistic_batch
+from benchmarks.score import UNK_ROW, random_embeddings, random_model, realistic_batch
 from worker.model import PAD_ID, VARIANTS, DeltaConfig, DeltaModel
 from worker.scorer import LAYOUTS, DeltaScorer, _DenseBatch
 
@@ -309,7 +309,7 @@ def test_bench_command(tmp_path, table: np.ndarray) -> None:
 
     from click.testing import CliRunner
 
-    from worker.bench import bench_score
+    from benchmarks.score import bench_score
     from worker.model import Checkpoint
 
     out = tmp_path / "bench.json"

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Iterator
 
 import click
 
-from es_rerank.cli import FiniteFloat, load_settings, writable_dir
+from es_rerank.cli_options import FiniteFloat, load_settings, writable_dir
 from es_rerank.machine import machine_description
 from es_rerank.settings import CommonSettings
-from worker.settings import checkpoint_list
+from es_rerank.settings import checkpoint_list
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
     from es_rerank.backends import SearchBackend
     from es_rerank.embeddings import Embeddings
-    from es_rerank.feedback import FeedbackParams
-    from es_rerank.neighbours import JudgedNeighbours
+    from es_rerank.ranking.feedback import FeedbackParams
+    from es_rerank.ranking.neighbours import JudgedNeighbours
     from es_rerank.stats import CorpusStats
     from index_setup.nfcorpus import NFCorpus
     from worker.model import Checkpoint, SavedModelT
@@ -436,7 +436,9 @@ def evaluate(data: Path | None, split: str, out: Path | None, extras: tuple[str,
     scored = {"BM25": bm25, **model_scores}
     twinned = {label: scored[label] for label in _twinned_rows([*extra_models, *ensemble_models]) if label in scored}
     if settings.feedback_weight > 0:
-        fed = _feedback_scores(candidates, twinned, work.backend.stats, settings.feedback)
+        from es_rerank.ranking.feedback import FeedbackParams
+
+        fed = _feedback_scores(candidates, twinned, work.backend.stats, FeedbackParams.from_settings(settings))
         runs.update({label: run_from_scores(candidates, scores) for label, scores in fed.items()})
         twinned.update(fed)
     if neighbours is not None:
@@ -455,8 +457,8 @@ def _twinned_rows(labels: Sequence[str]) -> list[str]:
 
 def _check_row_labels(labels: Sequence[str]) -> None:
     """--extra/--ensemble labels must name new rows, each with a run file of its own."""
-    from es_rerank.feedback import FEEDBACK_ROW_SUFFIX
-    from es_rerank.neighbours import FUSED_ROW_SUFFIX
+    from es_rerank.ranking.feedback import FEEDBACK_ROW_SUFFIX
+    from es_rerank.ranking.neighbours import FUSED_ROW_SUFFIX
     from worker.training.evaluate import run_tag
 
     built_in = {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()}
@@ -486,7 +488,7 @@ def _check_row_labels(labels: Sequence[str]) -> None:
 
 def _evaluation_votes(work: Workspace, queries: Mapping[str, str]) -> JudgedNeighbours | None:
     """The votes file when `esrr neighbours build` has made one, checked to hold none of ``queries``' judgments."""
-    from es_rerank.neighbours import JudgedNeighbours
+    from es_rerank.ranking.neighbours import JudgedNeighbours
 
     path = work.settings.neighbours_path
     if not path.is_file():
@@ -505,7 +507,7 @@ def _evaluation_votes(work: Workspace, queries: Mapping[str, str]) -> JudgedNeig
 def _feedback_scores(candidates: list[QueryCandidates], base_scores: Mapping[str, list[np.ndarray]],
                      stats: CorpusStats, params: FeedbackParams) -> dict[str, list[np.ndarray]]:
     """Rows "<ranker> + candidate feedback": each ranker's scores with the votes of each hit's most similar hits."""
-    from es_rerank.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
+    from es_rerank.ranking.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
 
     hits = [document_vectors([stats.doc_terms(int(row)) for row in c.stats_rows], stats) for c in candidates]
     return {label + FEEDBACK_ROW_SUFFIX: [with_feedback(s, v, params) for s, v in zip(scores, hits)]
@@ -515,7 +517,7 @@ def _feedback_scores(candidates: list[QueryCandidates], base_scores: Mapping[str
 def _fused_runs(neighbours: JudgedNeighbours, candidates: list[QueryCandidates], queries: Mapping[str, str],
                 base_scores: Mapping[str, list[np.ndarray]]) -> dict[str, Run]:
     """Rows "<ranker> + judged neighbours": each ranker's scores fused with the votes."""
-    from es_rerank.neighbours import FUSED_ROW_SUFFIX, fuse
+    from es_rerank.ranking.neighbours import FUSED_ROW_SUFFIX, fuse
     from worker.training.metrics import run_from_scores
 
     votes = [neighbours.scores(queries[c.query_id], c.doc_ids) for c in candidates]

@@ -21,7 +21,7 @@ def test_a_json_out_under_a_file_fails_before_the_benchmark(command: list[str], 
     def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("the benchmark started before --json-out was checked")
 
-    monkeypatch.setattr("worker.bench.bench_vocab", started)
+    monkeypatch.setattr("benchmarks.score.bench_vocab", started)
     monkeypatch.setattr("index_setup.nfcorpus.NFCorpus.locate", started)  # the round trip's first step
     blocker = tmp_path / "figures"
     blocker.write_text("kept\n", encoding="utf-8")

@@ -1,10 +1,14 @@
-"""The final ranking as an Elasticsearch ``_search`` response body, so existing ES clients can read it."""
+"""The final ranking as an Elasticsearch ``_search`` response body, so existing ES clients can read it.
+
+It lives with the ranking, not the gateway, because two rooms render it: the gateway's
+``_search`` and ``esrr search --json``, which must not import the web layer.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from es_rerank.gateway.merge import RankedHit
+from es_rerank.ranking.merge import RankedHit
 
 
 def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retrieved: int, depth: int,

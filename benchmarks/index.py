@@ -12,7 +12,7 @@ import click
 import numpy as np
 
 from es_rerank.backends.base import MAX_K
-from es_rerank.cli import json_out_option
+from es_rerank.cli_options import json_out_option
 
 
 @click.command(name="index")

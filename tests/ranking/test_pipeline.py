@@ -15,9 +15,9 @@ import pytest
 
 from es_rerank.backends.base import Hit
 from es_rerank.backends.embedded import EmbeddedBackend
-from es_rerank.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
-from es_rerank.gateway.pipeline import STAGES, ScoringUnavailable, SearchPipeline, StageClock, no_clock
-from es_rerank.neighbours import JudgedNeighbours, NeighbourParams, fuse
+from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
+from es_rerank.ranking.pipeline import STAGES, ScoringUnavailable, SearchPipeline, StageClock, no_clock
+from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams, fuse
 from es_rerank.stats import CorpusStats, Document
 from index_setup.embedded_index import build_embedded_index
 
@@ -180,7 +180,7 @@ def test_the_pipeline_does_not_import_torch_or_scipy_until_feedback_runs(tmp_pat
     import subprocess
     import sys
 
-    code = ("import sys, es_rerank.gateway.pipeline; "
+    code = ("import sys, es_rerank.ranking.pipeline; "
             "print('torch' in sys.modules, 'scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

@@ -3,7 +3,7 @@
 One place composes the stages that ``esrr search`` runs and ``esrr bench search``
 times, so the benchmark measures exactly what is served. Torch-free: the model comes
 in as a ``Reranker`` (``worker.local.LocalReranker`` in this process, or
-``es_rerank.gateway.dispatch.WorkerReranker`` through the broker).
+``es_rerank.ranking.dispatch.WorkerReranker`` through the broker).
 
 Each stage runs inside ``clock(stage name)``; the default clock does nothing, the
 benchmark's records how long each took (``STAGES`` lists them in order).
@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 import numpy as np
 
 from es_rerank.backends.base import Hit, SearchBackend
-from es_rerank.gateway.merge import RankedHit, merge
-from es_rerank.neighbours import FUSED_ROW_SUFFIX, JudgedNeighbours, fuse
+from es_rerank.ranking.merge import RankedHit, merge
+from es_rerank.ranking.neighbours import FUSED_ROW_SUFFIX, JudgedNeighbours, fuse
 from es_rerank.stats import CorpusStats
 
 if TYPE_CHECKING:  # scipy loads only where feedback runs
-    from es_rerank.feedback import DocumentVectorCache, FeedbackParams
+    from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams
 
 StageClock = Callable[[str], AbstractContextManager]
 PROBE_QUERY = "health"  # any word: a probe asks whether the model answers, not what it scores
@@ -142,7 +142,7 @@ class SearchPipeline:
         if scores is None and window:
             scores = np.array([h.score for h in window], dtype=np.float32)  # the votes refine BM25's order
         if self.feedback is not None and window:
-            from es_rerank.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
+            from es_rerank.ranking.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
 
             with clock("feedback vectors"):
                 terms = [h.terms for h in window]

@@ -20,7 +20,7 @@ import click
 import numpy as np
 import torch
 
-from es_rerank.cli import json_out_option
+from es_rerank.cli_options import json_out_option
 from es_rerank.machine import machine_description
 from worker.model import VARIANTS, Checkpoint, DeltaConfig, DeltaModel
 from worker.scorer import LAYOUTS, DeltaScorer, resolve_device

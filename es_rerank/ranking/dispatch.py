@@ -28,10 +28,10 @@ from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
 from es_rerank.backends.base import Hit
-from es_rerank.gateway.config import MAX_GATEWAY_THREADS
-from es_rerank.gateway.pipeline import ScoringUnavailable, StageClock, no_clock
+from es_rerank.ranking.pipeline import ScoringUnavailable, StageClock, no_clock
 from es_rerank.lex import LEX3
 from es_rerank.payload import TASK_NAME, build_request, encode, result_scores
+from es_rerank.settings import MAX_GATEWAY_THREADS
 from es_rerank.stats import CorpusStats
 
 UNANSWERED_NAME = "worker"  # the ranker's name until a worker has said which model it serves

@@ -14,9 +14,9 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.feedback import (DocumentVectorCache, FeedbackParams, document_vectors, neighbour_votes,
+from es_rerank.ranking.feedback import (DocumentVectorCache, FeedbackParams, document_vectors, neighbour_votes,
                                 with_feedback)
-from es_rerank.neighbours import standardised
+from es_rerank.ranking.neighbours import standardised
 from es_rerank.stats import CorpusStats, Document, build_stats
 from es_rerank.text import tokenize
 

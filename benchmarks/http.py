@@ -23,7 +23,8 @@ import click
 import numpy as np
 
 from es_rerank.backends.base import MAX_K
-from es_rerank.cli import dev_query_options, json_out_option
+from benchmarks.queries import dev_query_options
+from es_rerank.cli_options import json_out_option
 from es_rerank.machine import machine_description
 
 
@@ -84,7 +85,8 @@ def bench_http(url: str, k: int, concurrency: int, rounds: int, queries: int, da
     """Latency and searches/s of a running gateway (`esrr serve`) over the NFCorpus dev queries."""
     import urllib3
 
-    from es_rerank.cli import dev_query_texts, load_settings
+    from benchmarks.queries import dev_query_texts
+    from es_rerank.cli_options import load_settings
     from es_rerank.settings import CommonSettings
 
     texts = dev_query_texts(data, load_settings(CommonSettings), queries)

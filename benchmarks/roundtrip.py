@@ -28,7 +28,7 @@ import click
 import numpy as np
 
 from es_rerank.backends.base import MAX_K
-from es_rerank.cli import json_out_option
+from es_rerank.cli_options import json_out_option
 from es_rerank.lex import LEX3
 from es_rerank.machine import machine_description
 from es_rerank.payload import TASK_NAME, build_request, encode
@@ -130,7 +130,7 @@ def bench_roundtrip(queries: int, window: int, levels: list[int], timeout: float
     from kombu.utils.url import maybe_sanitize_url
 
     from es_rerank.backends import BackendError, open_backend
-    from es_rerank.cli import load_settings
+    from es_rerank.cli_options import load_settings
     from es_rerank.payload import PayloadError, WorkerSetupError
     from index_setup.nfcorpus import NFCorpus
     from worker.celery_app import create_app

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.neighbours import JudgedNeighbours, NeighbourParams, NeighboursError, fuse
+from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams, NeighboursError, fuse
 
 QUERIES = {"A": "vitamin deficiency", "B": "vitamin supplements", "C": "fish oil", "U": "unjudged query"}
 QRELS = {"A": {"d1": 2, "d2": 1}, "B": {"d2": 2, "d3": 1}, "C": {"d4": 2}, "U": {"d5": 0}}

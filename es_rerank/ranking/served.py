@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 
 from es_rerank.backends.base import BackendError
-from es_rerank.gateway.pipeline import SearchPipeline
+from es_rerank.ranking.pipeline import SearchPipeline
 
 log = logging.getLogger(__name__)
 

@@ -7,41 +7,40 @@ Problems are click errors that name the fix, as both callers are commands.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import click
 
-from es_rerank.settings import CommonSettings
+from es_rerank.settings import BrokerSettings, CommonSettings
 
 if TYPE_CHECKING:
-    from es_rerank.gateway.dispatch import WorkerReranker
-    from es_rerank.gateway.pipeline import SearchPipeline
-    from es_rerank.neighbours import JudgedNeighbours
-    from worker.settings import WorkerSettings
+    from es_rerank.ranking.dispatch import WorkerReranker
+    from es_rerank.ranking.neighbours import JudgedNeighbours
+    from es_rerank.ranking.pipeline import Reranker, SearchPipeline
 
 
-def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None = None,
+def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None = None,
                     use_feedback: bool | None = None, use_neighbours: bool | None = None,
-                    keep_vectors: bool = False, via_worker: bool = False) -> SearchPipeline:
+                    keep_vectors: bool = False, via_worker: bool = False,
+                    local_reranker: Callable[[], Reranker] | None = None) -> SearchPipeline:
     """The stages over the top ``window`` hits, each on when asked, off when refused, else where set up.
 
     ``keep_vectors`` keeps the feedback's document vectors between queries, for a process
     that serves many (``ESRR_FEEDBACK_CACHE_DOCUMENTS`` bounds them); one query gains nothing.
     ``via_worker`` has a running worker score (``ESRR_BROKER_URL``, ``ESRR_QUEUE``) instead of
     loading the model here; whether a model is served is then the worker's business.
+    ``local_reranker`` makes the model that scores in this process (``worker.local.LocalReranker``),
+    handed in by the caller so that this room never imports the worker's code.
     """
     from es_rerank.backends import BackendError, open_backend
-    from es_rerank.cli import load_settings
-    from es_rerank.gateway.pipeline import SearchPipeline
-    from worker.settings import WorkerSettings  # torch-free
+    from es_rerank.ranking.pipeline import SearchPipeline
 
-    worker_settings = load_settings(WorkerSettings)
-    checkpoint = worker_settings.checkpoint_path
+    checkpoint = settings.checkpoint_path
     if via_worker and rerank is False:
         raise click.UsageError("--worker sends the window to a worker to rerank; drop --no-rerank, or --worker")
     rerank = True if via_worker else rerank
     # Named on purpose, a missing checkpoint must not fall back to BM25 quietly; a worker checks its own.
-    missing = [] if via_worker else [str(path) for path in worker_settings.checkpoint if not path.is_file()]
+    missing = [] if via_worker else [str(path) for path in settings.checkpoint if not path.is_file()]
     if missing and rerank is not False:
         raise click.ClickException(f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
                                    "path, or unset it to serve <home>/models (`esrr search --no-rerank` "
@@ -67,37 +66,35 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
         raise click.ClickException(str(error)) from None
     reranker = None
     if via_worker:
-        reranker = _worker_reranker(worker_settings)
+        reranker = _worker_reranker(settings)
     elif rerank:
-        try:
-            from worker.local import LocalReranker
-        except ImportError as error:  # a core install: no torch
-            raise click.ClickException(f"reranking needs the model extra ({error}): pip install "
-                                       "'es-rerank[model]', or pass --no-rerank") from None
-        reranker = LocalReranker(worker_settings)
+        if local_reranker is None:
+            raise click.UsageError("this command scores only through a worker; drop --rerank, or use "
+                                   "`esrr search`, which can load the model itself")
+        reranker = local_reranker()
     elif untrained:  # asked for no model (--no-rerank, a window of 0): nothing to say
         click.echo(f"(not reranked: no model at {checkpoint}; train the embeddings and the model with "
                    "`bash scripts/run.sh --train`, or `esrr embeddings train` then `esrr train`)", err=True)
     if not use_feedback:
         return SearchPipeline(served, window, reranker, None, neighbours)
-    from es_rerank.feedback import DocumentVectorCache  # scipy: loaded only when feedback runs
+    from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams  # scipy: only where feedback runs
 
     cache = (DocumentVectorCache(settings.feedback_cache_documents)
              if keep_vectors and settings.feedback_cache_documents else None)
-    return SearchPipeline(served, window, reranker, settings.feedback, neighbours, cache)
+    return SearchPipeline(served, window, reranker, FeedbackParams.from_settings(settings), neighbours, cache)
 
 
-def _worker_reranker(settings: WorkerSettings) -> WorkerReranker:
+def _worker_reranker(settings: BrokerSettings) -> WorkerReranker:
     """Scores from the workers on ``settings``' broker and queue, within ``ESRR_SCORE_DEADLINE_S``."""
-    from es_rerank.gateway.dispatch import WorkerReranker
-    from worker.celery_app import create_app  # configuration only: no torch
+    from es_rerank.ranking.broker import client_app
+    from es_rerank.ranking.dispatch import WorkerReranker
 
-    return WorkerReranker(create_app(settings), settings.queue, settings.score_deadline_s, settings.lex_features)
+    return WorkerReranker(client_app(settings), settings.queue, settings.score_deadline_s, settings.lex_features)
 
 
 def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:
     """The judged-neighbours file of ``settings``, or a CLI error naming the fix."""
-    from es_rerank.neighbours import JudgedNeighbours, NeighboursError
+    from es_rerank.ranking.neighbours import JudgedNeighbours, NeighboursError
 
     try:
         return JudgedNeighbours.load(settings.neighbours_path)

@@ -26,8 +26,8 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
-from es_rerank.neighbours import standardised
-from es_rerank.settings import MAX_VOTE_WEIGHT
+from es_rerank.ranking.neighbours import standardised
+from es_rerank.settings import MAX_VOTE_WEIGHT, CommonSettings
 from es_rerank.stats import CorpusStats, DocTerms
 
 FEEDBACK_ROW_SUFFIX = " + candidate feedback"  # how search output and eval rows name a ranker with feedback
@@ -38,11 +38,16 @@ TERMS_PER_DOCUMENT = 50  # why 50: document_vectors
 class FeedbackParams:
     """Neighbours per hit (k) and the vote's weight beside the ranker; weight 0 turns feedback off.
 
-    The served values are settings (``CommonSettings.feedback``), chosen on NFCorpus dev.
+    The served values are settings (``ESRR_FEEDBACK_K``, ``ESRR_FEEDBACK_WEIGHT``), chosen on NFCorpus dev.
     """
 
     k: int
     weight: float
+
+    @classmethod
+    def from_settings(cls, settings: CommonSettings) -> "FeedbackParams":
+        """The served parameters, ``ESRR_FEEDBACK_K`` and ``ESRR_FEEDBACK_WEIGHT``."""
+        return cls(settings.feedback_k, settings.feedback_weight)
 
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:

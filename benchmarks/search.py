@@ -1,8 +1,8 @@
 """``esrr bench search``: where one query's time goes in what ``esrr search`` serves.
 
-Runs the served pipeline (``index_setup.serving.served_pipeline``: the same stages, on
+Runs the served pipeline (``es_rerank.ranking.assemble.served_pipeline``: the same stages, on
 by the same defaults) in this process over the NFCorpus dev queries, and times each
-stage of every query (``es_rerank.gateway.pipeline.STAGES``): BM25 retrieval, the
+stage of every query (``es_rerank.ranking.pipeline.STAGES``): BM25 retrieval, the
 Lex features and request, the model, the candidate-feedback vectors and votes, the
 judged-neighbour votes, the merge. All stages are timed in the same run, query by
 query, so their ratios hold on a noisy machine. No broker: ``esrr bench roundtrip``
@@ -28,8 +28,9 @@ import click
 import numpy as np
 
 from es_rerank.backends.base import MAX_K
-from es_rerank.cli import dev_query_options, json_out_option
-from es_rerank.gateway.pipeline import STAGES, Ranking, ScoringUnavailable, SearchPipeline
+from benchmarks.queries import dev_query_options
+from es_rerank.cli_options import json_out_option
+from es_rerank.ranking.pipeline import STAGES, Ranking, ScoringUnavailable, SearchPipeline
 from es_rerank.machine import machine_description
 
 TOTAL = "total"
@@ -106,14 +107,17 @@ def bench_search(k: int, window: int, rounds: int, queries: int, data: Path | No
                  json_out: Path | None) -> None:
     """Per-stage latency of the served search (BM25, model, feedback, votes) over the NFCorpus dev queries."""
     from es_rerank.backends import BackendError
-    from es_rerank.cli import dev_query_texts, load_settings
+    from benchmarks.queries import dev_query_texts
+    from es_rerank.cli_options import load_settings
     from es_rerank.payload import PayloadError, WorkerSetupError
-    from es_rerank.settings import CommonSettings
-    from index_setup.serving import served_pipeline
+    from es_rerank.ranking.assemble import served_pipeline
+    from worker.local import LocalReranker
+    from worker.settings import WorkerSettings
 
-    settings = load_settings(CommonSettings)
+    settings = load_settings(WorkerSettings)
     texts = dev_query_texts(data, settings, queries)
-    pipeline = served_pipeline(settings, window, keep_vectors=True, via_worker=via_worker)  # many queries
+    pipeline = served_pipeline(settings, window, keep_vectors=True, via_worker=via_worker,  # many queries
+                               local_reranker=lambda: LocalReranker(settings))
     try:
         times, ranker = time_queries(pipeline, texts, k, rounds)
     except (BackendError, PayloadError, WorkerSetupError) as error:
