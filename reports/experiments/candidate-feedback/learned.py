@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from es_rerank.feedback import document_vectors, neighbour_votes, with_feedback
+from es_rerank.ranking.feedback import document_vectors, neighbour_votes, with_feedback
 from es_rerank.lex import LEX3
 from es_rerank.stats import CorpusStats
 from worker.model import DeltaConfig

@@ -18,7 +18,7 @@ document, then the adopted point is rerun with each document cut to its heaviest
     neighbours each candidate's own k nearest candidates by tfidf cosine vote with their
                z(base), weighted by that cosine: no single top-k, so a relevant document
                the base ranker put low can still be lifted by relevant neighbours
-               (es_rerank/feedback.py, the one adopted);
+               (es_rerank/ranking/feedback.py, the one adopted);
     neighbours_over_k  the same votes divided by k instead of by the neighbours' summed
                cosine, so that weak neighbours vote weakly (a reviewer's suggestion).
 
@@ -40,9 +40,9 @@ import numpy as np
 from scipy import sparse
 
 from es_rerank.embeddings import UNK
-from es_rerank.feedback import (TERMS_PER_DOCUMENT, FeedbackParams, document_vectors, nearest_hits, neighbour_votes,
+from es_rerank.ranking.feedback import (TERMS_PER_DOCUMENT, FeedbackParams, document_vectors, nearest_hits, neighbour_votes,
                                 with_feedback)
-from es_rerank.neighbours import JudgedNeighbours, fuse, standardised
+from es_rerank.ranking.neighbours import JudgedNeighbours, fuse, standardised
 from es_rerank.stats import CorpusStats
 from worker.inputs import term_rows
 from worker.model import Checkpoint

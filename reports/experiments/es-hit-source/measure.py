@@ -19,7 +19,8 @@ import urllib.request
 from es_rerank.backends import open_backend
 from es_rerank.backends.base import Hit
 from es_rerank.backends.elasticsearch import bm25_request
-from es_rerank.cli import dev_query_texts, load_settings
+from benchmarks.queries import dev_query_texts
+from es_rerank.cli_options import load_settings
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import DocTerms
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from worker.bench import random_embeddings, random_model, realistic_batch
+from benchmarks.score import random_embeddings, random_model, realistic_batch
 from worker.scorer import DeltaScorer
 
 model = random_model(random_embeddings(33000), gain=3.0)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from es_rerank.lex import LEX3
-from es_rerank.neighbours import JudgedNeighbours, fuse
+from es_rerank.ranking.neighbours import JudgedNeighbours, fuse
 from worker.model import DeltaConfig
 from worker.training.cli import open_workspace
 from worker.training.data import QueryCandidates, build_candidates

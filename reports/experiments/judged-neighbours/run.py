@@ -2,7 +2,7 @@
 
     ESRR_HOME=artifacts python reports/experiments/judged-neighbours/run.py [CHECKPOINT]
 
-The votes (``es_rerank.neighbours``) come from the NFCorpus train queries and
+The votes (``es_rerank.ranking.neighbours``) come from the NFCorpus train queries and
 their judgments only; the grid below is scored on the dev queries, never on test.
 CHECKPOINT defaults to the served Delta-32-Lex3 model. Writes ``results.jsonl``
 beside this file (one line per grid point) and prints the best points.
@@ -16,7 +16,7 @@ from itertools import product
 from pathlib import Path
 
 from es_rerank.lex import LEX3
-from es_rerank.neighbours import JudgedNeighbours, NeighbourParams, fuse
+from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams, fuse
 from worker.model import Checkpoint
 from worker.training.cli import checkpoint_path, open_workspace
 from worker.training.data import build_candidates
