@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -170,9 +171,8 @@ def test_batch_inputs_stack_docs_queries_and_lex():
     assert docs[0, 0] == 2 + 2 and lex[1].tolist() == cands[1].lex[1].tolist()
 
 
-@pytest.mark.parametrize("loss", ["hinge", "softmax"])
-def test_a_few_epochs_learn_to_prefer_the_relevant_token(loss: str):
-    """Relevant documents contain the query word; training must rank them first on dev."""
+def _query_word_problem() -> tuple[np.ndarray, list[QueryCandidates], _Table, dict[str, dict[str, int]]]:
+    """24 queries of one word each; their 4 relevant documents (of 20) contain it. Vectors, candidates, rows, qrels."""
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(60, 300)).astype(np.float32)
     vectors[0] = 0
@@ -196,6 +196,13 @@ def test_a_few_epochs_learn_to_prefer_the_relevant_token(loss: str):
         offset += len(rows)
     table = _Table(np.concatenate([rows for _, rows in built]))
     qrels = {c.query_id: {d: int(g) for d, g in zip(c.doc_ids, c.grades) if g} for c in candidates}
+    return vectors, candidates, table, qrels
+
+
+@pytest.mark.parametrize("loss", ["hinge", "softmax"])
+def test_a_few_epochs_learn_to_prefer_the_relevant_token(loss: str):
+    """Relevant documents contain the query word; training must rank them first on dev."""
+    vectors, candidates, table, qrels = _query_word_problem()
     config = DeltaConfig(**VARIANTS["delta-32"], dropout=0.0)
     result = train_model(config, vectors, candidates[:16], candidates[16:], qrels, table,
                          TrainConfig(max_epochs=6, patience=6, batch_size=16, learning_rate=0.05, loss=loss),
@@ -205,6 +212,25 @@ def test_a_few_epochs_learn_to_prefer_the_relevant_token(loss: str):
     curve = result.curve()
     assert curve["best_dev"] == round(result.best_dev, 4) == max(curve["dev_per_epoch"])
     assert curve["dev_per_epoch"][curve["best_epoch"] - 1] == curve["best_dev"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_training_on_cuda_learns_like_the_cpu_and_returns_a_cpu_model():
+    """``TrainConfig(device="cuda")`` (``esrr train --device cuda``): the batches, the loss weights and the dev
+    scorer follow the model onto the GPU, and the best model comes back on the CPU, where checkpoints are
+    saved from. Without dropout the run follows the CPU's: same initial weights and triples, so the losses
+    differ only by the kernels' arithmetic (cuDNN's convolutions use TF32)."""
+    vectors, candidates, table, qrels = _query_word_problem()
+    config = DeltaConfig(**VARIANTS["delta-32"], dropout=0.0)
+    settings = TrainConfig(max_epochs=4, patience=4, batch_size=16, learning_rate=0.05)
+    runs = {device: train_model(config, vectors, candidates[:16], candidates[16:], qrels, table,
+                                replace(settings, device=device), progress=False) for device in ("cpu", "cuda")}
+    gpu, cpu = runs["cuda"], runs["cpu"]
+    assert gpu.best_dev > 0.9
+    assert {tensor.device.type for tensor in gpu.model.state_dict().values()} == {"cpu"}
+    assert gpu.model.embeddings.device.type == "cpu"
+    assert [h["loss"] for h in gpu.history] == pytest.approx([h["loss"] for h in cpu.history], rel=2e-2)
 
 
 def test_paper_and_trec_ndcg_differ_only_in_gain():
