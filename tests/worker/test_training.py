@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,9 +13,10 @@ from worker.model import DeltaConfig, DeltaModel, VARIANTS
 from worker.training.data import (QueryCandidates, TrainingError, Triples, batch_inputs, sample_groups,
                                   sample_triples, scaled_relevance, select_features)
 from worker.training.evaluate import evaluate_runs, markdown_table, reverse_doc_id_scores
-from worker.training.metrics import PAPER_NDCG20, TREC_NDCG20, per_query, run_from_scores, write_trec_run
-from worker.training.train import (TrainConfig, fit_pairwise, pairwise_hinge_loss, softmax_loss, train_epoch,
-                                   train_model)
+from worker.training.metrics import (PAPER_NDCG20, TREC_NDCG20, mean_metric, per_query, run_from_scores,
+                                     write_trec_run)
+from worker.training.train import (TrainConfig, fit_pairwise, model_score_fn, pairwise_hinge_loss,
+                                   score_candidates, softmax_loss, train_epoch, train_model)
 
 
 def _candidates(grades: list[int], bm25: list[float] | None = None, query_id: str = "q1",
@@ -216,21 +216,23 @@ def test_a_few_epochs_learn_to_prefer_the_relevant_token(loss: str):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_training_on_cuda_learns_like_the_cpu_and_returns_a_cpu_model():
+def test_training_on_cuda_learns_and_returns_a_cpu_model():
     """``TrainConfig(device="cuda")`` (``esrr train --device cuda``): the batches, the loss weights and the dev
     scorer follow the model onto the GPU, and the best model comes back on the CPU, where checkpoints are
-    saved from. Without dropout the run follows the CPU's: same initial weights and triples, so the losses
-    differ only by the kernels' arithmetic (cuDNN's convolutions use TF32)."""
+    saved from, scoring dev as the GPU measured it. The run does not follow the CPU's, even without dropout:
+    Adagrad's first steps are lr * sign(gradient), so kernel-level differences in tiny gradient entries
+    (cuDNN's convolutions use TF32) flip whole steps (on an H100: epoch losses 3.78, 0.95 against 3.34, 0.0)."""
     vectors, candidates, table, qrels = _query_word_problem()
     config = DeltaConfig(**VARIANTS["delta-32"], dropout=0.0)
-    settings = TrainConfig(max_epochs=4, patience=4, batch_size=16, learning_rate=0.05)
-    runs = {device: train_model(config, vectors, candidates[:16], candidates[16:], qrels, table,
-                                replace(settings, device=device), progress=False) for device in ("cpu", "cuda")}
-    gpu, cpu = runs["cuda"], runs["cpu"]
-    assert gpu.best_dev > 0.9
-    assert {tensor.device.type for tensor in gpu.model.state_dict().values()} == {"cpu"}
-    assert gpu.model.embeddings.device.type == "cpu"
-    assert [h["loss"] for h in gpu.history] == pytest.approx([h["loss"] for h in cpu.history], rel=2e-2)
+    dev = candidates[16:]
+    result = train_model(config, vectors, candidates[:16], dev, qrels, table,
+                         TrainConfig(max_epochs=4, patience=4, batch_size=16, learning_rate=0.05, device="cuda"),
+                         progress=False)
+    assert result.best_dev > 0.9
+    assert {tensor.device.type for tensor in result.model.state_dict().values()} == {"cpu"}
+    assert result.model.embeddings.device.type == "cpu"
+    on_cpu = score_candidates(model_score_fn(result.model), dev, table)
+    assert mean_metric(PAPER_NDCG20, qrels, dev, on_cpu) == pytest.approx(result.best_dev, abs=1e-6)
 
 
 def test_paper_and_trec_ndcg_differ_only_in_gain():
