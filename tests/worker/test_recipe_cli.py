@@ -254,3 +254,18 @@ def test_output_checks_create_missing_folders_and_leave_no_probe(tmp_path: Path)
     assert writable_file(tmp_path / "c" / "rows.json", "fix").parent.is_dir()
     with pytest.raises(click.ClickException, match="it is a folder; fix"):
         writable_file(out, "fix")
+
+
+@pytest.mark.parametrize("cuda_devices, args, message", [
+    (0, ["--device", "gpu"], "'gpu': use cpu, cuda or cuda:N"),
+    (0, ["--device", "cuda"], "device cuda requested but CUDA is not available"),
+    (1, ["--device", "cuda:1"], "cuda:1 requested but this machine has 1 CUDA device(s)"),
+    (1, ["--device", "cuda", "--variant", "drmm"], "DRMM trains on the CPU only"),
+])
+def test_train_device_is_checked_before_the_work(cuda_devices: int, args: list[str], message: str, no_work: None,
+                                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: cuda_devices)
+    result = CliRunner().invoke(main, ["train", *args], env={"ESRR_HOME": str(tmp_path / "home")})
+    assert result.exit_code == 2 and message in result.output, result.output

@@ -84,6 +84,20 @@ def open_workspace(data: Path | None, settings: CommonSettings | None = None) ->
     return Workspace(settings, nfcorpus, backend, embeddings, DocumentRows(backend.stats, embeddings))
 
 
+def _check_device(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--device`` as torch names it, checked against this machine before the candidates are built."""
+    if value is None:
+        return None
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", value):
+        raise click.BadParameter(f"{value!r}: use cpu, cuda or cuda:N")
+    from worker.scorer import resolve_device
+
+    try:
+        return str(resolve_device(value))
+    except ValueError as error:  # CUDA asked for where there is none, or not that many devices
+        raise click.BadParameter(str(error)) from None
+
+
 def _check_suffix(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """``--suffix`` names a file beside the served checkpoints, never a path elsewhere."""
     if not re.fullmatch(r"[A-Za-z0-9._-]*", value) or ".." in value:
@@ -123,6 +137,8 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 @click.option("--judged-positives/--retrieved-only", default=False, show_default=True,
               help="Also train on relevant documents BM25 did not retrieve (never seen when reranking).")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), help="Seed of python, numpy and torch (13 by default).")
+@click.option("--device", callback=_check_device,
+              help="cpu (the default, the recipe's), cuda or cuda:N: where the Delta models train (DRMM: CPU only).")
 @click.option("--train-queries", type=click.IntRange(min=1), help="Use only the first N training queries (quick runs).")
 @click.option("--dev-queries", type=click.IntRange(min=1), help="Use only the first N dev queries for early stopping.")
 @click.option("--lex-features", help="Comma-separated Lex features replacing Lex3 (e.g. the ones "
@@ -148,6 +164,9 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     if clashes:  # e.g. delta-32 + "-lex3" would replace the served delta-32-lex3.pt with another model
         raise click.UsageError(f"--suffix={suffix} names {', '.join(clashes)}.pt, the checkpoint of another "
                                "variant; pick a suffix that makes a new name (e.g. --suffix=-seed14)")
+    if overrides.get("device") not in (None, "cpu") and DRMM_NAME in names:
+        raise click.UsageError(f"--device {overrides['device']} trains the Delta variants; DRMM trains on the CPU "
+                               "only: train it in a run of its own without --device")
     if lex_features and not suffix:
         raise click.UsageError("--lex-features needs --suffix, so the served delta-32-lex3.pt is not replaced "
                                "by a model with other features (e.g. --suffix=-lexg)")

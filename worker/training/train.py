@@ -43,6 +43,9 @@ class TrainConfig:
     loss: str = "hinge"  # "hinge": the paper's weighted max-margin; "softmax": listwise, see softmax_loss
     seed: int = 13
     threads: int | None = None
+    # Where a Delta model trains (cpu, cuda, cuda:N). The CPU is the default: the recipe's
+    # tables were trained there, and a CUDA run draws other dropout masks (other weights).
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -86,7 +89,9 @@ def model_score_fn(model: DeltaModel) -> ScoreFn:
     from worker.scorer import DeltaScorer
 
     model.eval()
-    scorer = DeltaScorer.from_model(model, "cpu")
+    # On the model's device; a scorer made for one dev pass captures no CUDA graphs (one per window shape
+    # would cost more than it saves). On the CPU this is the scorer the recipe always used.
+    scorer = DeltaScorer(model, model.embeddings.device, cuda_graphs=False)
     return scorer.score
 
 
@@ -132,6 +137,7 @@ def new_delta_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence
         torch.set_num_threads(settings.threads)
     model = DeltaModel(config, embeddings)
     set_lex_standardisation(model, train)
+    model.to(settings.device)  # before the optimizer, which holds the parameters
     return model, delta_optimizer(model, settings)
 
 
@@ -146,16 +152,23 @@ def delta_optimizer(model: DeltaModel, settings: TrainConfig) -> torch.optim.Opt
 def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates],
                 dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]], doc_rows: DocumentRows,
                 settings: TrainConfig = TrainConfig(), progress: bool = True) -> TrainResult:
-    """Train a Delta model with early stopping on dev NDCG@20 (exponential gain) and return the best one."""
+    """Train a Delta model with early stopping on dev NDCG@20 (exponential gain) and return the best one.
+
+    It trains on ``settings.device`` and comes back on the CPU, where checkpoints are saved from.
+    """
     model, optimizer = new_delta_model(config, embeddings, train, settings)
+    device = model.embeddings.device
 
     def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
-        docs, query_rows, lex = batch_inputs(train, doc_rows, query_index, doc_index)
-        return model(torch.from_numpy(docs), torch.from_numpy(query_rows), torch.from_numpy(lex))
+        docs, query_rows, lex = (torch.from_numpy(a).to(device)
+                                 for a in batch_inputs(train, doc_rows, query_index, doc_index))
+        return model(docs, query_rows, lex)
 
-    return fit_pairwise(model, optimizer, train, score_pairs,
-                        lambda: score_candidates(model_score_fn(model), dev, doc_rows),
-                        dev, dev_qrels, settings, progress)
+    result = fit_pairwise(model, optimizer, train, score_pairs,
+                          lambda: score_candidates(model_score_fn(model), dev, doc_rows),
+                          dev, dev_qrels, settings, progress)
+    result.model.to("cpu")
+    return result
 
 
 def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train: Sequence[QueryCandidates],
@@ -215,7 +228,8 @@ def train_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, groups
         # Column by column (all D+, then all first D-, ...): for triples this is the order the
         # recipe always scored in, so dropout draws, and the trained weights, stay as they were.
         scores = score_pairs(np.tile(queries, width), groups.docs[batch].T.ravel())  # [(1 + K) B]
-        loss = group_loss(loss_name, scores.view(width, -1).T, torch.from_numpy(groups.weight[batch]))  # [B, 1 + K]
+        weight = torch.from_numpy(groups.weight[batch]).to(scores.device)
+        loss = group_loss(loss_name, scores.view(width, -1).T, weight)  # [B, 1 + K]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
