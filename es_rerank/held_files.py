@@ -11,11 +11,11 @@ changed; the gateway's health says so.
 
 What this leaves: a file cut short in the few milliseconds between a search's check and
 its last read of the mapped pages still ends the process. Reading with ``pread`` instead
-of a map closes that gap (a short read is an error, never a signal) but cost 29 times the
-map's time for a search's 500 hits here (19.7 ms against 0.67), and a copy of the whole
-statistics in each process's memory costs ~1.3 KB a document (48 GB for PubMed); see
-docs/operations.md. A file replaced by a rename is no danger: the held descriptor keeps
-the file that was verified.
+of a map closes that gap (a short read is an error, never a signal) but costs an order of
+magnitude more than the map for a search's 500 hits, and a copy of the whole statistics
+in each process's memory ~1.4 KB a document (~50 GB for PubMed): ``esrr bench integrity``
+measures both, docs/operations.md has the figures. A file replaced by a rename is no
+danger: the held descriptor keeps the file that was verified.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 Written once when a build is finalised (``CorpusStats.save``, before ``meta.json``), read
 when a version is opened. Sizes are checked at every open (one ``fstat`` a file); the
 checksums when the whole version is read anyway (``esrr index use``, a build's own check),
-because hashing is a full read: xxh3-128 runs at ~10 GiB/s against ~0.9 for sha256 and
-~0.5 for blake2b on this project's machines (docs/operations.md has the numbers and the
-command), so NFCorpus's 4.8 MB hash in about a millisecond, while PubMed's ~40 GB would take
-seconds from the page cache and a minute from disk: too long for every reindex a gateway follows.
+because hashing is a full read. xxh3-128 hashes over ten times as fast as sha256 here
+(``esrr bench integrity``; docs/operations.md has the figures): NFCorpus's 5 MB in about a
+millisecond, but PubMed's ~50 GB would take seconds from the page cache and about a minute
+from disk, too long for every reindex a gateway or worker follows.
 
 A checksum guards against damage (a copy cut short, a file rewritten in place), not an
 attacker: whoever can rewrite the statistics can rewrite this file too.
