@@ -4,10 +4,12 @@ A mapped file that is cut short under a process kills it with SIGBUS the moment 
 past the new end is read, and one rewritten in place changes what the process serves
 without a word. Neither can be caught once the read has started, so the check comes
 before: each array is mapped from a descriptor opened here, the descriptor is kept, and
-``HeldFile.change`` compares its ``fstat`` (inode, size, mtime, ctime: a writer can set
-mtime back, not ctime) with what it was when the file was opened and verified. A search
-makes that check (~1 us a file) before it reads the statistics and is refused if a file
-changed; the gateway's health says so.
+``HeldFile.change`` compares its ``fstat`` size and mtime with what they were when the file
+was opened and checked. A search makes that check (~2 us a file) before it reads the
+statistics and is refused if a file changed; the gateway's health says so. Not ctime:
+``chmod``, a hard link and a prune's unlink change it too, and must not stop the searches;
+so a rewrite that keeps the size and sets the mtime back (``rsync --inplace --times``) is
+only found by the checksums (``esrr index use``).
 
 What this leaves: a file cut short in the few milliseconds between a search's check and
 its last read of the mapped pages still ends the process. Reading with ``pread`` instead
@@ -35,19 +37,16 @@ class NotNumpyError(ValueError):
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """What ``fstat`` says of a file: a change in any field means its content may have changed."""
+    """What ``fstat`` says of a file's content: a change in either field means the content may have changed."""
 
-    device: int
-    inode: int
     size: int
     mtime_ns: int
-    ctime_ns: int
 
     @classmethod
     def of(cls, descriptor: int) -> "Fingerprint":
         """The fingerprint of an open file."""
         st = os.fstat(descriptor)
-        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        return cls(st.st_size, st.st_mtime_ns)
 
 
 class HeldFile:

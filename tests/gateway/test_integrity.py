@@ -128,6 +128,15 @@ def test_statistics_rewritten_in_place_are_detected(home):
         assert "title_values.npy was rewritten in place" in response.get_json()["error"]["reason"]
 
 
+def test_a_change_of_mode_or_a_second_link_is_no_change_of_content(home, tmp_path):
+    client = _client(home)
+    for path in _stats(home).glob("*.npy"):
+        path.chmod(0o444)  # what operations.md advises; it changes the ctime, not the content
+        os.link(path, tmp_path / f"link-{path.name}")
+    assert client.get("/_search?q=bone").status_code == 200
+    assert client.get("/_esrr/health").get_json()["status"] == "green"
+
+
 def test_a_version_changed_after_its_build_is_refused_when_opened(home):
     _rewrite_in_place(_stats(home) / "first_values.npy")  # same size: only the checksum tells
     CorpusStats.load(_stats(home))  # an open checks sizes only
