@@ -67,6 +67,28 @@ class _PreadRows:
             os.close(descriptor)
 
 
+def _screen_ms(stats, rows: list[int], repeats: int) -> tuple[float, int]:
+    """What ``worker.poison`` adds to each task a worker pops: the envelope of a ``rerank.score`` for ``rows``."""
+    import base64
+
+    from kombu.transport.virtual.base import Channel
+
+    from es_rerank.lex import LEX3
+    from es_rerank.payload import TASK_NAME, build_request, encode
+    from worker.poison import envelope_problem
+
+    request = build_request("vitamin d and breast cancer", [stats.doc_terms(row) for row in rows], stats, LEX3)
+    body = json.dumps([[encode(request)], {}, {"callbacks": None, "errbacks": None}]).encode()
+    envelope = json.dumps({
+        "body": base64.b64encode(body).decode(), "headers": {"task": TASK_NAME, "id": "bench"},
+        "content-type": "application/json", "content-encoding": "utf-8",
+        "properties": {"body_encoding": "base64", "delivery_tag": "bench",
+                       "delivery_info": {"exchange": "", "routing_key": "rerank"}}}).encode()
+    if envelope_problem(envelope, Channel.codecs) is not None:
+        raise click.ClickException("the benchmark's task envelope does not pass the worker's screen")
+    return _median_s(lambda: envelope_problem(envelope, Channel.codecs), repeats) * 1000, len(envelope)
+
+
 @click.command(name="integrity")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--repeats", default=30, show_default=True, type=click.IntRange(min=3), help="Runs per timing.")
@@ -105,6 +127,7 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path |
         check = _median_s(stats.changed_files, repeats * 10)
         rows = [int(row) for row in np.random.default_rng(1).integers(0, stats.n_docs, hits)]
         mapped = _median_s(lambda: [stats.doc_terms(row) for row in rows], repeats)
+        screen_ms, envelope_bytes = _screen_ms(stats, rows, repeats * 10)
         pread = _PreadRows(directory)
         try:
             read = _median_s(lambda: [pread.doc_terms(row) for row in rows], repeats)
@@ -124,6 +147,8 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path |
         "read_hits_mapped_ms": mapped * 1000,
         "read_hits_pread_ms": read * 1000,
         "pread_over_mapped": read / mapped,
+        "task_envelope_bytes": envelope_bytes,
+        "poison_screen_of_a_task_ms": screen_ms,
     }
     click.echo(f"machine: {figures['machine']}")
     click.echo("checksums (GiB/s, 256 MiB in memory, median of 3): "
@@ -137,5 +162,7 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path |
     click.echo(f"check before a search (fstat of each mapped file): {figures['check_before_search_us']:.1f} us")
     click.echo(f"term ids of {hits} hits: mapped {figures['read_hits_mapped_ms']:.2f} ms, pread "
                f"{figures['read_hits_pread_ms']:.2f} ms ({figures['pread_over_mapped']:.1f}x)")
+    click.echo(f"worker's poison screen of a task envelope for those hits ({envelope_bytes:,} bytes): "
+               f"{screen_ms:.3f} ms")
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")
