@@ -84,6 +84,8 @@ def main() -> None:
     "roundtrip": ("benchmarks.roundtrip:bench_roundtrip",
                   "rerank.score through the broker against a running worker: latency and throughput."),
     "http": ("benchmarks.http:bench_http", "A running gateway's latency and searches/s over HTTP."),
+    "integrity": ("benchmarks.integrity:bench_integrity",
+                  "What checking the statistics costs: checksums, opening a version, the check per search."),
 })
 def bench() -> None:
     """Benchmarks that print measured figures (see the README for how they were run)."""

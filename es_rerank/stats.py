@@ -17,10 +17,15 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from es_rerank.held_files import HeldFile, NotNumpyError, map_npy
+from es_rerank.manifest import (
+    ManifestError, check_checksum, check_size, checksum_of_bytes, checksum_of_descriptor, read_manifest,
+    write_manifest,
+)
 from es_rerank.text import NUMBER_CLASSES, embedding_tokens, tokenize
 
 FIRST_TOKENS = 50  # N of the paper: document tokens the neural model reads
@@ -141,6 +146,8 @@ class CorpusStats:
     # Which build of ``version`` these are: a version name freed by a prune can be built again.
     build_id: str = ""
     _row_of: dict[str, int] | None = field(default=None, repr=False)
+    # The files the arrays are mapped from (``load``): checked for changes before a search reads them.
+    _held: tuple[HeldFile, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         self.build_id = self.build_id or self.version  # statistics saved before build ids: the name
@@ -224,6 +231,7 @@ class CorpusStats:
             np.save(directory / f"{name}.npy", values)
         (directory / "vocab.txt").write_text("\n".join(self.vocab.terms), encoding="utf-8")
         (directory / "doc_ids.txt").write_text("\n".join(self.doc_ids), encoding="utf-8")
+        write_manifest(directory, [f"{name}.npy" for name in arrays] + ["vocab.txt", "doc_ids.txt"])
         meta = {"format": STATS_FORMAT, "version": self.version, "build_id": self.build_id,
                 "n_docs": self.n_docs, "n_terms": len(self.vocab)}
         # meta.json last: its presence marks a complete directory.
@@ -233,8 +241,11 @@ class CorpusStats:
     def load(cls, directory: Path, check_ids: bool = False) -> "CorpusStats":
         """Memory-map statistics written by ``save``; ``check_ids`` also reads every term id (once, before serving).
 
-        The shapes, dtypes and row pointers are always checked (cheap); the term ids
-        only when asked, since that reads the whole corpus: ``esrr index use`` does.
+        The shapes, dtypes and row pointers, and each file's size against ``manifest.json``,
+        are always checked (cheap); the term ids and the files' checksums only when asked,
+        since that reads the whole corpus: ``esrr index use`` does. The arrays are mapped
+        from descriptors held open (``es_rerank.held_files``), so ``changed_files`` can
+        tell a file changed under the process before a search reads it.
         """
         meta_path = directory / "meta.json"
         if not meta_path.is_file():
@@ -256,6 +267,29 @@ class CorpusStats:
         except OSError as error:  # unreadable: permissions, a folder in its place
             raise damaged(f"meta.json: {error.strerror}") from None
 
+        try:
+            manifest = read_manifest(directory)
+        except ManifestError as error:
+            raise damaged(str(error)) from None
+        held: list[HeldFile] = []
+        # Compared with the manifest after the checks of shape and content, which name the damage better.
+        read: list[tuple[str, int, Callable[[], str]]] = []
+
+        def verified(name: str, size: int, checksum: Callable[[], str]) -> None:
+            read.append((name, size, checksum))
+
+        def check_manifest() -> None:
+            for name, size, checksum in read:
+                entry = manifest.get(name) if manifest is not None else None
+                if entry is None:  # statistics saved before manifests: nothing to compare with
+                    continue
+                try:
+                    check_size(name, entry, size)
+                    if check_ids:
+                        check_checksum(name, entry, checksum())
+                except ManifestError as error:
+                    raise damaged(str(error)) from None
+
         def missing(name: str) -> StatsError:
             return StatsError(f"statistics at {directory} lack {name} although meta.json is "
                               "there (a partial copy?); rebuild the index (`esrr index build`)")
@@ -263,18 +297,20 @@ class CorpusStats:
         def array(name: str, length: int | None = None) -> np.ndarray:
             try:
                 # A plain ndarray view of the map: slicing a np.memmap costs ~1 us more per slice.
-                values = np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
+                values, file = map_npy(directory / f"{name}.npy")
             except FileNotFoundError:
                 raise missing(f"{name}.npy") from None
-            except (ValueError, EOFError):  # numpy's text suggests allow_pickle, which is unsafe advice here
-                raise damaged(f"{name}.npy is not a readable numeric .npy array") from None
+            except NotNumpyError as error:
+                raise damaged(f"{name}.npy is {error}") from None
             except OSError as error:
                 raise damaged(f"{name}.npy: {error.strerror}") from None
+            held.append(file)
             if values.ndim != 1 or values.dtype.kind not in "iu":
                 raise damaged(f"{name}.npy holds a {values.dtype} array of shape {values.shape}, "
                               "not a row of integers")
             if length is not None and values.shape != (length,):
                 raise damaged(f"{name}.npy has shape {values.shape}, meta.json implies ({length},)")
+            verified(f"{name}.npy", file.opened.size, lambda: checksum_of_descriptor(file.descriptor))
             return values
 
         def ragged(field: str, id_limit: int) -> tuple[np.ndarray, np.ndarray]:
@@ -288,7 +324,8 @@ class CorpusStats:
 
         def lines(name: str, length: int) -> list[str]:
             try:
-                values = (directory / name).read_text(encoding="utf-8").split("\n") if length else []
+                data = (directory / name).read_bytes()
+                values = data.decode("utf-8").split("\n") if length else []
             except FileNotFoundError:
                 raise missing(name) from None
             except UnicodeDecodeError as error:
@@ -297,13 +334,28 @@ class CorpusStats:
                 raise damaged(f"{name}: {error.strerror}") from None
             if len(values) != length:
                 raise damaged(f"{name} has {len(values)} lines, meta.json says {length}")
+            verified(name, len(data), lambda: checksum_of_bytes(data))
             return values
 
         terms = lines("vocab.txt", n_terms)
         doc_ids = lines("doc_ids.txt", n_docs)
-        return cls(version, doc_ids, Vocabulary(terms), *ragged("title", n_terms), *ragged("abstract", n_terms),
-                   *ragged("first", n_terms), df={name: array(f"df_{name}", n_terms) for name in FIELDS},
-                   build_id=build_id)
+        stats = cls(version, doc_ids, Vocabulary(terms), *ragged("title", n_terms), *ragged("abstract", n_terms),
+                    *ragged("first", n_terms), df={name: array(f"df_{name}", n_terms) for name in FIELDS},
+                    build_id=build_id)
+        check_manifest()
+        stats._held = tuple(held)
+        return stats
+
+    def changed_files(self) -> str | None:
+        """How the files of these statistics changed since ``load`` opened and checked them (file names, no
+        paths), None when none did or they were never loaded from files."""
+        changes = [change for file in self._held if (change := file.change()) is not None]
+        if not changes:
+            return None
+        return (f"the statistics of index version {self.version!r} changed on disk after they were opened and "
+                f"checked ({'; '.join(changes)}), so searches would read other data than the build wrote, or "
+                "end the process; serve another version (`esrr index use`) or rebuild it (`esrr index build`), "
+                "then reload")
 
 
 def saved_build_id(directory: Path) -> str | None:

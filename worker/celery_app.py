@@ -26,6 +26,9 @@ Configured from ``WorkerSettings`` (``ESRR_*``); nothing here imports torch, so
   enforce time limits (only prefork does); the gateway's deadline and ``expires``
   bound the wait instead.
 - JSON for tasks and results, matching ``es_rerank.payload``.
+- ``worker_consumer``: ``worker.poison.PoisonProofConsumer``, so that a message on the
+  queue that is not a task is logged, kept in a capped list and dropped instead of
+  ending the worker (celery/celery#7975).
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ def celery_config(settings: WorkerSettings) -> dict[str, Any]:
         "task_track_started": False,
         "worker_send_task_events": False,
         "worker_disable_rate_limits": True,
+        # Survives messages that are not tasks (a non-JSON string pushed on the queue ends Celery's own).
+        "worker_consumer": "worker.poison:PoisonProofConsumer",
     }
     if settings.is_redis:
         config["broker_transport_options"] = {

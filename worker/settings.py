@@ -47,6 +47,9 @@ class WorkerSettings(BrokerSettings):
         300.0, gt=0, description="Redis: an unacknowledged task is redelivered after this long")
     restore_interval_s: float = Field(
         10.0, gt=0, description="Redis: how often a worker looks for tasks to redeliver")
+    poison_kept: int = Field(100, ge=0, le=10_000,
+                             description="Redis: messages on the queue that are not tasks are dropped and the last "
+                                         "this many kept in the list esrr.poison (64 KiB each at most; 0: none)")
     score_delay_ms: float = Field(0.0, ge=0, description="TESTING ONLY: sleep in every task")
     loglevel: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
 

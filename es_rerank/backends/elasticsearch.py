@@ -321,6 +321,8 @@ class ElasticsearchBackend:
         """Top-``k`` hits by BM25, best first; equal scores ordered by ascending doc id."""
         check_k(k)
         served = self._served
+        if (change := served.stats.changed_files()) is not None:  # before a read that a cut file would end in SIGBUS
+            raise BackendError(change)
         try:
             with translate_errors(self.client, passing=(NotFoundError,)):
                 response = self._search(served.index, query, k)

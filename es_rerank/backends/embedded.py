@@ -120,6 +120,8 @@ class EmbeddedBackend:
     def search(self, query: str, k: int) -> list[Hit]:
         """Top-``k`` hits by BM25, best first; equal scores ordered by ascending doc id."""
         check_k(k)
+        if (change := self._stats.changed_files()) is not None:  # before a read that a cut file would end in SIGBUS
+            raise BackendError(change)
         terms = sorted(set(tokenize(query)))
         if not terms or self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
             return []

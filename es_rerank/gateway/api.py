@@ -8,6 +8,7 @@ worker's own errors) and rendered by the app's one handler.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from fnmatch import fnmatchcase
 from typing import Any
@@ -19,12 +20,14 @@ from es_rerank.backends.base import BackendError
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, ServiceUnavailable
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.redact import without_paths
 from es_rerank.ranking.pipeline import PROBE_QUERY
 from es_rerank.ranking.response import search_response
 from es_rerank.gateway.search_request import parse_search
 from es_rerank.ranking.served import ServedSearch
 
 api = Blueprint("api", __name__)
+log = logging.getLogger(__name__)
 ANY_INDEX = ("_all", "*")
 
 
@@ -71,14 +74,20 @@ def search(index: str | None = None) -> Response:
 
 @api.get("/_esrr/health")
 def health() -> Response:
-    """Green when the index and the model answer; yellow when searches keep BM25's order (the reason says
-    why); a 503 naming the problem when searches cannot be answered."""
-    pipeline = _served().pipeline()
+    """Green when the index and the model answer; yellow when searches keep BM25's order, or the version
+    current on disk cannot be served (the reasons say why); a 503 naming the problem when searches cannot be
+    answered (statistics changed on disk after they were checked among them)."""
+    served = _served()
+    pipeline = served.pipeline()
     pipeline.backend.search(PROBE_QUERY, 1)  # a BackendError is the app's 503
     fallback = _probe().fallback(pipeline)  # a worker that refuses every request is the app's 503 too
-    if fallback is None:
-        return jsonify({"status": "green", **_serving(pipeline)})
-    return jsonify({"status": "yellow", **_serving(pipeline), "fallback": fallback})
+    body = {"status": "green", **_serving(pipeline)}
+    if fallback is not None:
+        body.update(status="yellow", fallback=fallback)
+    if served.problem is not None:  # logged with its paths by ServedSearch
+        body.update(status="yellow", problem=f"the index version current on disk cannot be served, so "
+                                             f"[{pipeline.backend.index}] still is: {without_paths(served.problem)}")
+    return jsonify(body)
 
 
 @api.post("/_esrr/reload")
@@ -88,8 +97,9 @@ def reload() -> Response:
     try:
         changed = served.follow()
     except BackendError as error:
+        log.warning("reload: still serving index %s: %s", served.pipeline().backend.index, error)
         raise ServiceUnavailable(f"still serving index [{served.pipeline().backend.index}]: cannot follow the "
-                                 f"served index: {error}") from None
+                                 f"served index: {without_paths(str(error))}") from None
     return jsonify({"index": served.pipeline().backend.index, "changed": changed})
 
 

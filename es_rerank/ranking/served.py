@@ -3,7 +3,9 @@
 A reindex (``esrr index build``, ``esrr index use``) makes another version current
 without stopping anything: the workers load its statistics on its first request, and
 ``ServedSearch`` moves the gateway's pipeline to it at most ``check_every_s`` after the
-swap. A version that cannot be opened leaves the old one serving, and says why.
+swap. A version that cannot be opened (or a damaged ``CURRENT``) leaves the old one
+serving, and says why: in the log, and in ``problem`` until a look succeeds, for the
+gateway's health.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class ServedSearch:
         self.check_every_s = check_every_s
         self._checked = time.monotonic()
         self._lock = threading.Lock()
+        self._problem: str | None = None
 
     def pipeline(self) -> SearchPipeline:
         """The pipeline for the next query, after following a reindex if it is time to look.
@@ -35,13 +38,23 @@ class ServedSearch:
         """
         if time.monotonic() - self._checked >= self.check_every_s and self._lock.acquire(blocking=False):
             try:
+                said = self._problem
                 self._follow()
             except BackendError as error:
-                log.warning("still serving index %s: cannot follow the served index (%s)",
-                            self._pipeline.backend.index, error)
+                if str(error) != said:  # once per problem, not at every look
+                    log.warning("still serving index %s: cannot follow the served index (%s)",
+                                self._pipeline.backend.index, error)
             finally:
                 self._lock.release()
         return self._pipeline
+
+    @property
+    def problem(self) -> str | None:
+        """Why the index version current on disk is not served (the last look failed), None when it is.
+
+        The text may name paths: log it, keep it out of HTTP bodies.
+        """
+        return self._problem
 
     def follow(self) -> bool:
         """Serve the index version that is current now; True when it changed. A ``BackendError`` changes nothing."""
@@ -51,7 +64,12 @@ class ServedSearch:
     def _follow(self) -> bool:
         self._checked = time.monotonic()
         served = self._pipeline.backend
-        current = served.current()
+        try:
+            current = served.current()
+        except BackendError as error:
+            self._problem = str(error)
+            raise
+        self._problem = None
         if current is served:
             return False
         # A new pipeline, not a changed one: a search under way keeps one index version throughout.

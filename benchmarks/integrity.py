@@ -1,0 +1,168 @@
+"""``esrr bench integrity``: what checking the statistics costs, at open and per search, on NFCorpus.
+
+The figures behind the choices of ``es_rerank.manifest`` (sizes at every open, checksums
+where the whole version is read anyway) and ``es_rerank.held_files`` (mapped from held
+descriptors, checked before a search reads them, rather than read with ``pread``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import click
+import numpy as np
+import xxhash
+
+from es_rerank.cli_options import json_out_option
+
+
+def _median_s(run: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+class _PreadRows:
+    """Each hit's term ids read with ``pread`` from the statistics files: the read that no cut file can signal."""
+
+    FIELDS = ("title", "abstract", "first")
+
+    def __init__(self, directory: Path) -> None:
+        self.files: dict[str, tuple[int, int, np.dtype]] = {}
+        for field in self.FIELDS:
+            for part in ("ptr", "values"):
+                path = directory / f"{field}_{part}.npy"
+                with open(path, "rb") as stream:
+                    np.lib.format.read_magic(stream)
+                    _, _, dtype = np.lib.format.read_array_header_1_0(stream)
+                    offset = stream.tell()
+                self.files[f"{field}_{part}"] = (os.open(path, os.O_RDONLY), offset, dtype)
+
+    def _slice(self, name: str, start: int, stop: int) -> np.ndarray:
+        descriptor, offset, dtype = self.files[name]
+        data = os.pread(descriptor, (stop - start) * dtype.itemsize, offset + start * dtype.itemsize)
+        if len(data) != (stop - start) * dtype.itemsize:
+            raise OSError(f"{name}.npy is shorter than its rows")
+        return np.frombuffer(data, dtype)
+
+    def doc_terms(self, row: int) -> list[np.ndarray]:
+        out = []
+        for field in self.FIELDS:
+            start, stop = self._slice(f"{field}_ptr", row, row + 2)
+            out.append(self._slice(f"{field}_values", int(start), int(stop)))
+        return out
+
+    def close(self) -> None:
+        for descriptor, _, _ in self.files.values():
+            os.close(descriptor)
+
+
+def _screen_ms(stats, rows: list[int], repeats: int) -> tuple[float, int]:
+    """What ``worker.poison`` adds to each task a worker pops: the envelope of a ``rerank.score`` for ``rows``."""
+    import base64
+
+    from kombu.transport.virtual.base import Channel
+
+    from es_rerank.lex import LEX3
+    from es_rerank.payload import TASK_NAME, build_request, encode
+    from worker.poison import envelope_problem
+
+    request = build_request("vitamin d and breast cancer", [stats.doc_terms(row) for row in rows], stats, LEX3)
+    body = json.dumps([[encode(request)], {}, {"callbacks": None, "errbacks": None}]).encode()
+    envelope = json.dumps({
+        "body": base64.b64encode(body).decode(), "headers": {"task": TASK_NAME, "id": "bench"},
+        "content-type": "application/json", "content-encoding": "utf-8",
+        "properties": {"body_encoding": "base64", "delivery_tag": "bench",
+                       "delivery_info": {"exchange": "", "routing_key": "rerank"}}}).encode()
+    if envelope_problem(envelope, Channel.codecs) is not None:
+        raise click.ClickException("the benchmark's task envelope does not pass the worker's screen")
+    return _median_s(lambda: envelope_problem(envelope, Channel.codecs), repeats) * 1000, len(envelope)
+
+
+@click.command(name="integrity")
+@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
+@click.option("--repeats", default=30, show_default=True, type=click.IntRange(min=3), help="Runs per timing.")
+@click.option("--hits", default=500, show_default=True, type=click.IntRange(1, 10_000),
+              help="Hits whose term ids one search reads.")
+@json_out_option("Also write the figures as JSON.")
+def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path | None) -> None:
+    """Print medians: checksum speed, opening a statistics version with and without checksums, the check a
+    search makes, and a search's reads mapped against ``pread``."""
+    from es_rerank.machine import machine_description
+    from es_rerank.manifest import checksum_of_file
+    from es_rerank.stats import CorpusStats, build_stats
+    from index_setup.nfcorpus import NFCorpus
+
+    try:
+        documents = list(NFCorpus.locate(data).documents())
+    except (FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    if not documents:
+        raise click.ClickException("the corpus holds no readable document; point --data at an NFCorpus folder")
+    block = np.random.default_rng(0).bytes(256 << 20)
+    hash_rates = {name: len(block) / _median_s(lambda fn=fn: fn(block), 3) / 2**30 for name, fn in {
+        "xxh3_128": lambda b: xxhash.xxh3_128_hexdigest(b), "sha256": lambda b: hashlib.sha256(b).hexdigest(),
+        "blake2b": lambda b: hashlib.blake2b(b).hexdigest()}.items()}
+    del block
+
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "stats"
+        build_stats("bench", documents).save(directory)
+        size = sum(path.stat().st_size for path in directory.iterdir())
+        files = sorted(directory.iterdir())
+        checksums = _median_s(lambda: [checksum_of_file(path) for path in files], repeats)
+        open_sizes = _median_s(lambda: CorpusStats.load(directory), repeats)
+        open_full = _median_s(lambda: CorpusStats.load(directory, check_ids=True), repeats)
+        stats = CorpusStats.load(directory)
+        check = _median_s(stats.changed_files, repeats * 10)
+        rows = [int(row) for row in np.random.default_rng(1).integers(0, stats.n_docs, hits)]
+        mapped = _median_s(lambda: [stats.doc_terms(row) for row in rows], repeats)
+        screen_ms, envelope_bytes = _screen_ms(stats, rows, repeats * 10)
+        pread = _PreadRows(directory)
+        try:
+            read = _median_s(lambda: [pread.doc_terms(row) for row in rows], repeats)
+        finally:
+            pread.close()
+
+    figures = {
+        "machine": machine_description(),
+        "documents": len(documents),
+        "statistics_bytes": size,
+        "checksum_gib_per_s": hash_rates,
+        "checksum_all_files_ms": checksums * 1000,
+        "open_sizes_checked_ms": open_sizes * 1000,
+        "open_ids_and_checksums_checked_ms": open_full * 1000,
+        "check_before_search_us": check * 1e6,
+        "hits": hits,
+        "read_hits_mapped_ms": mapped * 1000,
+        "read_hits_pread_ms": read * 1000,
+        "pread_over_mapped": read / mapped,
+        "task_envelope_bytes": envelope_bytes,
+        "poison_screen_of_a_task_ms": screen_ms,
+    }
+    click.echo(f"machine: {figures['machine']}")
+    click.echo("checksums (GiB/s, 256 MiB in memory, median of 3): "
+               + ", ".join(f"{name} {rate:.2f}" for name, rate in hash_rates.items()))
+    click.echo(f"statistics of {len(documents)} NFCorpus documents: {size / 1e6:.1f} MB "
+               f"({size / len(documents):,.0f} bytes a document)")
+    click.echo(f"checksums of all its files: {figures['checksum_all_files_ms']:.2f} ms "
+               f"({size / checksums / 2**30:.1f} GiB/s from the page cache)")
+    click.echo(f"open, sizes checked: {figures['open_sizes_checked_ms']:.1f} ms; with term ids and checksums "
+               f"(esrr index use): {figures['open_ids_and_checksums_checked_ms']:.1f} ms (medians of {repeats})")
+    click.echo(f"check before a search (fstat of each mapped file): {figures['check_before_search_us']:.1f} us")
+    click.echo(f"term ids of {hits} hits: mapped {figures['read_hits_mapped_ms']:.2f} ms, pread "
+               f"{figures['read_hits_pread_ms']:.2f} ms ({figures['pread_over_mapped']:.1f}x)")
+    click.echo(f"worker's poison screen of a task envelope for those hits ({envelope_bytes:,} bytes): "
+               f"{screen_ms:.3f} ms")
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")
