@@ -32,6 +32,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Iterator, Sequence
@@ -93,6 +94,14 @@ class TextPool:
     vocabulary: int  # distinct tokens of the pool
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with characters XML cannot carry dropped and whitespace runs collapsed (as the PubMed reader does)."""
+    return " ".join(_CONTROL.sub("", text).split())
+
+
 def split_sentences(abstract: str) -> list[str]:
     """An abstract's sentences (split at '. '), each ending with its full stop."""
     parts = [p.strip() for p in abstract.split(_SENTENCE_SPLIT) if p.strip()]
@@ -128,7 +137,7 @@ def load_pool(data_root: Path) -> TextPool:
         raise GenerationError(f"{error}; point --data at the shared data folder (../shared/data)") from None
     titles, sentences, counts, token_lists = [], [], [], []
     for doc in docs:
-        title, abstract = doc.parts[0].strip(), doc.parts[1].strip()
+        title, abstract = clean_text(doc.parts[0]), clean_text(doc.parts[1])
         if not title:
             continue
         titles.append(title)
