@@ -85,6 +85,8 @@ def main() -> None:
     "roundtrip": ("benchmarks.roundtrip:bench_roundtrip",
                   "rerank.score through the broker against a running worker: latency and throughput."),
     "http": ("benchmarks.http:bench_http", "A running gateway's latency and searches/s over HTTP."),
+    "scale": ("benchmarks.scale:bench_scale",
+              "Build and serve generated PubMed-like corpora (10k, 100k, 1M): rate, memory, latency, 36M projection."),
 })
 def bench() -> None:
     """Benchmarks that print measured figures (see the README for how they were run)."""

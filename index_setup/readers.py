@@ -592,14 +592,13 @@ def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None, seen: KeySe
             if not final:  # a later update revises or deletes it
                 updates.earlier[row] = True
                 continue
-            if updates.earlier[row]:
+        if not _first_time(seen, document.doc_id, report, strict, path, location):
+            continue
+        if updates is not None:
+            if row is not None and updates.earlier[row]:
                 report.replaced += 1
             else:
                 report.added += 1
-        elif updates is not None:
-            report.added += 1
-        if not _first_time(seen, document.doc_id, report, strict, path, location):
-            continue
         report.read += 1
         yield document
     _finish(report, own_report, str(path))
