@@ -61,6 +61,7 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, lazy_subcommands={
     "index": ("index_setup.cli:index", "Load the corpus; build, replace and inspect indexes."),
+    "generate": ("index_setup.generate:generate", "Generate synthetic PubMed-like corpora for scale tests."),
     "search": ("index_setup.cli:search", "Search the served index from the shell (reranked when a model is trained)."),
     "embeddings": ("index_setup.embeddings:embeddings", "Train and inspect the word2vec embeddings."),
     "neighbours": ("index_setup.neighbours:neighbours",
@@ -86,6 +87,8 @@ def main() -> None:
     "http": ("benchmarks.http:bench_http", "A running gateway's latency and searches/s over HTTP."),
     "integrity": ("benchmarks.integrity:bench_integrity",
                   "What checking the statistics costs: checksums, opening a version, the check per search."),
+    "scale": ("benchmarks.scale:bench_scale",
+              "Build and serve generated PubMed-like corpora (10k, 100k, 1M): rate, memory, latency, 36M projection."),
 })
 def bench() -> None:
     """Benchmarks that print measured figures (see the README for how they were run)."""

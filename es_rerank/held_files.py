@@ -101,3 +101,12 @@ def map_npy(path: Path) -> tuple[np.ndarray, HeldFile]:
         array = np.frombuffer(mapped, dtype=dtype, count=count, offset=offset)
         array = array.reshape(shape, order="F" if fortran else "C")
     return array, held
+
+
+def map_bytes(path: Path) -> tuple[np.ndarray, HeldFile]:
+    """A whole file as a read-only uint8 array mapped from a held descriptor, and that held file."""
+    held = HeldFile(path)
+    if held.opened.size == 0:
+        return np.zeros(0, dtype=np.uint8), held
+    mapped = mmap.mmap(held.descriptor, 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(mapped, dtype=np.uint8), held

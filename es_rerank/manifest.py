@@ -25,7 +25,7 @@ import xxhash
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = 1
 CHECKSUM = "xxh3_128"
-_CHUNK = 8 << 20  # bytes a checksum reads at a time: memory stays flat whatever the file's size
+_CHUNK = 1 << 20  # 1 MiB reads: as fast as larger ones for xxh3, and a small constant in a build's memory
 
 
 class ManifestError(Exception):

@@ -8,7 +8,11 @@ token ids for the neural model.
 
 Everything here is pure numpy: data in, data out. ``CorpusStats.save`` writes one
 directory of ``.npy`` files that ``CorpusStats.load`` memory-maps in milliseconds;
-the directory name is the index version it describes.
+the directory name is the index version it describes. The vocabulary and the
+document ids are memory-mapped string tables (``es_rerank.string_table``): a
+loaded index holds no Python object per term or per document. ``build_stats``
+builds in memory (small corpora, tests); ``es_rerank.stats_writer`` writes the
+same files from a stream of batches, for corpora of any size.
 """
 
 from __future__ import annotations
@@ -17,19 +21,19 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from es_rerank.held_files import HeldFile, NotNumpyError, map_npy
 from es_rerank.manifest import (
-    ManifestError, check_checksum, check_size, checksum_of_bytes, checksum_of_descriptor, read_manifest,
-    write_manifest,
+    ManifestError, check_checksum, check_size, checksum_of_descriptor, read_manifest, write_manifest,
 )
+from es_rerank.string_table import StringTable, StringTableError, write_string_table
 from es_rerank.text import NUMBER_CLASSES, embedding_tokens, tokenize
 
 FIRST_TOKENS = 50  # N of the paper: document tokens the neural model reads
-STATS_FORMAT = 1
+STATS_FORMAT = 2  # 2: vocabulary and document ids as string tables with key indexes
 FIELDS = ("title", "abstract", "text")
 NO_DOCUMENTS = ("no documents were read, so there is nothing to index; check the corpus path and the load "
                 "report (the served index is unchanged)")
@@ -95,14 +99,57 @@ class Vocabulary:
 
     def lookup(self, tokens: Iterable[str]) -> np.ndarray:
         """Ids of ``tokens``; each distinct unknown term gets its own negative id."""
-        ids, unknown = self.ids, {}
-        out = []
-        for t in tokens:
-            term_id = ids.get(t)
-            if term_id is None:  # -1, -2, ... in order of first appearance
-                term_id = unknown.setdefault(t, -1 - len(unknown))
-            out.append(term_id)
-        return np.asarray(out, dtype=np.int32)
+        return _lookup(self.ids, tokens)
+
+
+def _lookup(ids: "Mapping[str, int] | _TermIds", tokens: Iterable[str]) -> np.ndarray:
+    unknown: dict[str, int] = {}
+    out = []
+    for t in tokens:
+        term_id = ids.get(t)
+        if term_id is None:  # -1, -2, ... in order of first appearance
+            term_id = unknown.setdefault(t, -1 - len(unknown))
+        out.append(term_id)
+    return np.asarray(out, dtype=np.int32)
+
+
+class _TermIds:
+    """Term -> id of a mapped vocabulary, read like the dict ``Vocabulary.ids``."""
+
+    def __init__(self, terms: StringTable) -> None:
+        self._terms = terms
+
+    def get(self, term: str, default: int | None = None) -> int | None:
+        """The id of ``term``, ``default`` when it is not in the vocabulary."""
+        row = self._terms.row_of(term)
+        return default if row is None else row
+
+    def __getitem__(self, term: str) -> int:
+        row = self._terms.row_of(term)
+        if row is None:
+            raise KeyError(term)
+        return row
+
+    def __contains__(self, term: object) -> bool:
+        return term in self._terms
+
+    def __len__(self) -> int:
+        return len(self._terms)
+
+
+class MappedVocabulary:
+    """A saved vocabulary, memory-mapped: ``terms[id]`` and ``ids[term]`` cost no memory per term."""
+
+    def __init__(self, terms: StringTable) -> None:
+        self.terms = terms
+        self.ids = _TermIds(terms)
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    def lookup(self, tokens: Iterable[str]) -> np.ndarray:
+        """Ids of ``tokens``; each distinct unknown term gets its own negative id."""
+        return _lookup(self.ids, tokens)
 
 
 def doc_terms(doc: Document, vocab: Vocabulary) -> DocTerms:
@@ -134,8 +181,8 @@ class CorpusStats:
     """Corpus-level statistics plus every document's precomputed data, in CSR arrays."""
 
     version: str
-    doc_ids: list[str]
-    vocab: Vocabulary
+    doc_ids: Sequence[str]  # a list when built in memory, a StringTable when loaded
+    vocab: Vocabulary | MappedVocabulary
     title_ptr: np.ndarray
     title_values: np.ndarray
     abstract_ptr: np.ndarray
@@ -195,20 +242,22 @@ class CorpusStats:
 
     def __contains__(self, doc_id: object) -> bool:
         """Whether the statistics (and so the index they describe) hold this document id."""
-        return doc_id in self._rows()
+        return isinstance(doc_id, str) and self._row_of_id(doc_id) is not None
 
-    def _rows(self) -> dict[str, int]:
-        if self._row_of is None:
+    def _row_of_id(self, doc_id: str) -> int | None:
+        if isinstance(self.doc_ids, StringTable):
+            return self.doc_ids.row_of(doc_id)
+        if self._row_of is None:  # built in memory: small
             self._row_of = {d: i for i, d in enumerate(self.doc_ids)}
-        return self._row_of
+        return self._row_of.get(doc_id)
 
     def row(self, doc_id: str) -> int:
         """Row index of a document id."""
-        try:
-            return self._rows()[doc_id]
-        except KeyError:
+        row = self._row_of_id(doc_id)
+        if row is None:
             raise StatsError(f"document {doc_id!r} is not in statistics version {self.version!r}; "
-                             "rebuild the index so hits and statistics come from the same load") from None
+                             "rebuild the index so hits and statistics come from the same load")
+        return row
 
     def doc_terms(self, row: int) -> DocTerms:
         """The precomputed data of one document row."""
@@ -229,9 +278,9 @@ class CorpusStats:
         }
         for name, values in arrays.items():
             np.save(directory / f"{name}.npy", values)
-        (directory / "vocab.txt").write_text("\n".join(self.vocab.terms), encoding="utf-8")
-        (directory / "doc_ids.txt").write_text("\n".join(self.doc_ids), encoding="utf-8")
-        write_manifest(directory, [f"{name}.npy" for name in arrays] + ["vocab.txt", "doc_ids.txt"])
+        write_string_table(directory, "vocab", list(self.vocab.terms))
+        write_string_table(directory, "doc_ids", list(self.doc_ids))
+        write_manifest(directory, statistics_files(directory))
         meta = {"format": STATS_FORMAT, "version": self.version, "build_id": self.build_id,
                 "n_docs": self.n_docs, "n_terms": len(self.vocab)}
         # meta.json last: its presence marks a complete directory.
@@ -322,26 +371,25 @@ class CorpusStats:
                 raise damaged(f"{field}_values.npy holds term ids outside the vocabulary of {id_limit}")
             return ptr, values
 
-        def lines(name: str, length: int) -> list[str]:
+        def table(name: str, length: int) -> StringTable:
             try:
-                data = (directory / name).read_bytes()
-                values = data.decode("utf-8").split("\n") if length else []
-            except FileNotFoundError:
-                raise missing(name) from None
-            except UnicodeDecodeError as error:
-                raise damaged(f"{name}: {error}") from None
+                strings = StringTable.open(directory, name, length)
+            except StringTableError as error:
+                if "missing" in str(error):
+                    raise missing(str(error).split(" is missing")[0]) from None
+                raise damaged(str(error)) from None
             except OSError as error:
-                raise damaged(f"{name}: {error.strerror}") from None
-            if len(values) != length:
-                raise damaged(f"{name} has {len(values)} lines, meta.json says {length}")
-            verified(name, len(data), lambda: checksum_of_bytes(data))
-            return values
+                raise damaged(f"{name}.txt: {error.strerror}") from None
+            for file in strings.files:
+                held.append(file)
+                verified(file.name, file.opened.size, lambda file=file: checksum_of_descriptor(file.descriptor))
+            return strings
 
-        terms = lines("vocab.txt", n_terms)
-        doc_ids = lines("doc_ids.txt", n_docs)
-        stats = cls(version, doc_ids, Vocabulary(terms), *ragged("title", n_terms), *ragged("abstract", n_terms),
-                    *ragged("first", n_terms), df={name: array(f"df_{name}", n_terms) for name in FIELDS},
-                    build_id=build_id)
+        terms = table("vocab", n_terms)
+        doc_ids = table("doc_ids", n_docs)
+        stats = cls(version, doc_ids, MappedVocabulary(terms), *ragged("title", n_terms),
+                    *ragged("abstract", n_terms), *ragged("first", n_terms),
+                    df={name: array(f"df_{name}", n_terms) for name in FIELDS}, build_id=build_id)
         check_manifest()
         stats._held = tuple(held)
         return stats
@@ -356,6 +404,12 @@ class CorpusStats:
                 f"checked ({'; '.join(changes)}), so searches would read other data than the build wrote, or "
                 "end the process; serve another version (`esrr index use`) or rebuild it (`esrr index build`), "
                 "then reload")
+
+
+def statistics_files(directory: Path) -> list[str]:
+    """The data files of the statistics in ``directory``: all but ``meta.json`` and the manifest, which the manifest lists."""
+    return sorted(path.name for path in directory.iterdir()
+                  if path.is_file() and path.name not in ("meta.json", "manifest.json"))
 
 
 def saved_build_id(directory: Path) -> str | None:

@@ -15,7 +15,9 @@ import tantivy
 from tqdm import tqdm
 
 from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_schema, whitespace_analyzer
-from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, Vocabulary, iter_doc_terms
+from es_rerank.stats import NO_DOCUMENTS, Document
+from es_rerank.stats_writer import StatsWriter
+from index_setup.ingest import tokenized_batches
 from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, is_locked, lock_folder,
                                 new_version, read_pointer, root_lock, version_time_ns, write_pointer)
 
@@ -33,48 +35,54 @@ class BuildResult:
 
 def build_embedded_index(documents: Iterable[Document], root: Path, version: str | None = None,
                          progress: bool = True, total: int | None = None,
-                         allow_empty: bool = False) -> BuildResult:
+                         allow_empty: bool = False, workers: int | None = None) -> BuildResult:
     """Index ``documents`` into ``root/<version>`` and point ``root/CURRENT`` at it.
 
-    The pointer moves only after the index and its statistics are complete; on any
-    failure the half-built version is removed and the served version stays. A corpus
-    that yields no document is refused unless ``allow_empty``: an empty index must
-    never replace a served one because every record of a file was malformed.
+    The corpus streams through: ``workers`` processes tokenize it in batches
+    (``index_setup.ingest``; default one per core, 0 tokenizes here), the statistics
+    go to disk batch by batch (``StatsWriter``) and tantivy indexes with its own
+    thread, so memory does not grow with the number of documents. The pointer moves
+    only after the index and its statistics are complete; on any failure the
+    half-built version is removed and the served version stays. A corpus that yields
+    no document is refused unless ``allow_empty``: an empty index must never replace
+    a served one because every record of a file was malformed.
     """
     version = check_version(version) if version else new_version()
     read_pointer(root)  # a damaged CURRENT is refused now, not after the whole build
     started = time.perf_counter()
-    writer = None
+    writer = stats = None
     with _claim(root, version) as target:
         try:
             (target / "tantivy").mkdir()
             index = tantivy.Index(index_schema(), path=str(target / "tantivy"))
             index.register_tokenizer(TOKENIZER, whitespace_analyzer())
             writer = index.writer(heap_size=256_000_000, num_threads=1)
-            vocab = Vocabulary()
-            docs = []
-            progress_bar = tqdm(documents, desc="indexing", unit="doc", total=total, disable=not progress)
-            for doc, terms in iter_doc_terms(progress_bar, vocab):
-                text = " ".join(vocab.terms[i] for i in (*terms.title_ids, *terms.abstract_ids))
-                writer.add_document(tantivy.Document(text=text, row=len(docs), doc_id=doc.doc_id, title=doc.title))
-                docs.append((doc.doc_id, terms))
+            stats = StatsWriter(target / "stats", version)
+            with tqdm(desc="indexing", unit="doc", total=total, disable=not progress, smoothing=0.1) as bar:
+                for _, batch in tokenized_batches(documents, workers):
+                    first_row = stats.add(batch).first_row
+                    for i, (doc_id, title, text) in enumerate(zip(batch.doc_ids, batch.titles, batch.texts)):
+                        writer.add_document(tantivy.Document(text=text, row=first_row + i, doc_id=doc_id, title=title))
+                    bar.update(len(batch))
             writer.commit()
             writer.wait_merging_threads()
-            if not docs and not allow_empty:
+            if not stats.n_docs and not allow_empty:
                 raise ValueError(NO_DOCUMENTS)
-            stats = CorpusStats.build(version, docs, vocab)
-            stats.save(target / "stats")
+            # The version's files are complete from here: statistics (meta.json last), then the version's meta.json.
+            stats.finish()
             seconds = time.perf_counter() - started
-            meta = {"version": version, "n_docs": stats.n_docs, "n_terms": len(vocab), "build_seconds": seconds,
+            meta = {"version": version, "n_docs": stats.n_docs, "n_terms": stats.n_terms, "build_seconds": seconds,
                     "built_ns": time.time_ns()}
             (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
         except BaseException:
             if writer is not None:
                 _stop_writer(writer)
+            if stats is not None:
+                stats.abort()
             shutil.rmtree(target, ignore_errors=True)
             raise
         switch_current(root, version)  # still locked: a prune must not take the version before it is served
-    return BuildResult(version, target, stats.n_docs, len(vocab), seconds)
+    return BuildResult(version, target, stats.n_docs, stats.n_terms, seconds)
 
 
 def _stop_writer(writer: tantivy.IndexWriter) -> None:

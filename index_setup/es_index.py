@@ -12,9 +12,10 @@ Old versions stay until ``delete_old_versions``; ``use_version`` moves the alias
 (or forward) to any version still there.
 
 Statistics are computed in the pass that feeds the bulk loader, with the same code
-as ``es_rerank.stats.build_stats`` (``iter_doc_terms`` with one growing ``Vocabulary``,
-then ``CorpusStats.build``), so the corpus is read once and never held in memory as
-text; the ids stored in ES and those in the statistics are the same arrays.
+as the embedded build (``index_setup.ingest`` tokenizes in worker processes,
+``es_rerank.stats_writer.StatsWriter`` writes the statistics batch by batch), so
+the corpus is read once and never held in memory; the ids stored in ES and those
+in the statistics are the same arrays.
 
 The analyzer
 ------------
@@ -83,8 +84,9 @@ from es_rerank.backends.elasticsearch import (
     stats_root,
     translate_errors,
 )
-from es_rerank.stats import (NO_DOCUMENTS, CorpusStats, Document, DocTerms, StatsError, Vocabulary,
-                             iter_doc_terms, saved_build_id)
+from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, StatsError, saved_build_id
+from es_rerank.stats_writer import StatsWriter
+from index_setup.ingest import tokenized_batches
 from es_rerank.versions import VersionNameError, check_version, is_locked, lock_folder, new_version
 
 if TYPE_CHECKING:
@@ -195,14 +197,12 @@ class IndexVersion:
     serving: bool
 
 
-def _actions(documents: Iterable[Document], index: str, vocab: Vocabulary,
-             loaded: list[tuple[str, DocTerms]]) -> Iterator[dict]:
-    """Bulk actions, tokenizing each document once and recording its DocTerms."""
-    for doc, terms in iter_doc_terms(documents, vocab):
-        loaded.append((doc.doc_id, terms))
-        yield {"_index": index, "_id": doc.doc_id,
-               "_source": {"doc_id": doc.doc_id, "title": doc.title, "abstract": doc.abstract,
-                           **terms.as_json()}}
+def _actions(documents: Iterable[Document], index: str, stats: StatsWriter) -> Iterator[dict]:
+    """Bulk actions, tokenizing each document once and writing its statistics."""
+    for raw, batch in tokenized_batches(documents):
+        for (doc_id, title, abstract), terms in zip(raw, stats.add(batch).doc_terms()):
+            yield {"_index": index, "_id": doc_id,
+                   "_source": {"doc_id": doc_id, "title": title, "abstract": abstract, **terms.as_json()}}
 
 
 def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "CommonSettings",
@@ -252,22 +252,21 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
         version_dir.rmdir()
         os.close(lock)
         raise
+    stats: StatsWriter | None = None
     try:
-        vocab = Vocabulary()
-        loaded: list[tuple[str, DocTerms]] = []
+        stats = StatsWriter(stats_dir(root, version), version, build_id=build_id)
         with translate_errors(client), tqdm(total=total, unit="doc", desc=f"loading {index}",
                                             disable=not progress) as bar:
             # A chunk that timed out is sent again: documents carry their _id, so a retry cannot duplicate.
             for _ok, _item in streaming_bulk(client.options(retry_on_timeout=True),
-                                             _actions(documents, index, vocab, loaded),
+                                             _actions(documents, index, stats),
                                              chunk_size=settings.es_bulk_chunk_size,
                                              max_retries=settings.es_bulk_max_retries,
                                              initial_backoff=settings.es_bulk_initial_backoff_s):
                 bar.update(1)  # failures raise BulkIndexError (raise_on_error)
-        if not loaded:  # an empty index must never replace the served one
+        if not stats.n_docs:  # an empty index must never replace the served one
             raise ValueError(NO_DOCUMENTS)
-        stats = CorpusStats.build(version, loaded, vocab, build_id=build_id)
-        stats.save(stats_dir(root, version))
+        stats.finish()  # the statistics' files are complete from here (meta.json last)
         with translate_errors(client):
             client.indices.put_settings(index=index, settings={"index": {"refresh_interval": None}})
             client.indices.refresh(index=index)
@@ -280,6 +279,7 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
                                    "DELETE); run the build again")
             previous = _move_alias(client, alias, index)
     except BulkIndexError as exc:
+        stats.abort()
         _discard(client, index, version_dir)
         first = str(exc.errors[0] if exc.errors else {})[:500]
         raise BackendError(
@@ -287,11 +287,13 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
             f"the alias {alias!r} still serves {previous or 'nothing'}. Fix the documents or the "
             "cluster (disk watermarks, write blocks) and run the build again") from exc
     except BaseException:
+        if stats is not None:
+            stats.abort()
         _discard(client, index, version_dir)
         raise
     finally:
         os.close(lock)
-    return LoadResult(alias, index, version, stats.n_docs, len(vocab), stats_dir(root, version),
+    return LoadResult(alias, index, version, stats.n_docs, stats.n_terms, stats_dir(root, version),
                       tuple(previous), time.perf_counter() - started)
 
 

@@ -33,8 +33,24 @@ raises ``CorpusFormatError`` at the first problem instead. Pass your own
 ``LoadReport`` to see the problems; without one, a summary is logged at the end.
 A path that does not exist raises ``CorpusNotFoundError``.
 
-Readers do not remove duplicate document ids: a PubMed update file legitimately
-repeats a PMID to revise it, so the consumer decides (last one wins, usually).
+A corpus load never yields one document id twice: a repeated id is a problem
+like a malformed record (skipped with its file and line, the first kept; fatal
+with ``strict``). The ids seen are kept as 8-byte keys in numpy arrays
+(``es_rerank.string_table.KeySet``), not as Python strings, so the check costs the
+same per document at any corpus size. JSON lines nested too deep for the parser
+or holding integers of more than 4,300 digits are malformed records too.
+
+PubMed baseline + updates: a directory laid out like NLM's FTP site, with
+``baseline/`` and ``updatefiles/`` folders of ``pubmed*.xml[.gz]``, loads the
+baseline files, then the update files, in name order, and ends with what PubMed
+holds after the updates: a later version of a PMID replaces the earlier one (the
+document comes where its last version is), ``DeleteCitation`` removes it. The
+update files are scanned once first for their PMIDs (a small share of the
+corpus; kept as numpy arrays) so that no document is yielded and then withdrawn.
+``LoadReport`` counts ``added``, ``replaced`` and ``removed``. A flat directory
+of ``pubmed*.xml[.gz]`` files is read as baseline files only: there a repeated
+PMID is a duplicate (the first kept) and ``DeleteCitation`` is counted, not
+applied.
 """
 
 from __future__ import annotations
@@ -43,13 +59,17 @@ import gzip
 import json
 import logging
 import re
+import unicodedata
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterable, Iterator, NamedTuple
 from xml.etree import ElementTree
 
+import numpy as np
+
 from es_rerank.stats import Document
+from es_rerank.string_table import KeySet, string_key
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +78,8 @@ _JSON_LINES_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
 PUBMED_ROOT = "PubmedArticleSet"
 _PUBMED_RECORDS = ("PubmedArticle", "PubmedBookArticle", "DeleteCitation")
 _LOGGED_PROBLEMS = 20  # problems logged one by one; the rest only counted
+MAX_ID_BYTES = 512  # Elasticsearch refuses longer _id values
+BASELINE_DIR, UPDATES_DIR = "baseline", "updatefiles"
 MAX_GRADE = 1000  # qrels grades beyond this are not relevance grades (TREC and NFCorpus use 0-4)
 _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
@@ -97,8 +119,12 @@ class LoadReport:
     """Counts of a load, and the problems met (the first ``max_problems`` of them)."""
 
     read: int = 0  # records returned
-    skipped: int = 0  # malformed records skipped
-    deleted: int = 0  # PubMed DeleteCitation PMIDs seen (and skipped)
+    skipped: int = 0  # malformed records skipped (repeated ids included)
+    deleted: int = 0  # PubMed DeleteCitation PMIDs seen
+    added: int = 0  # baseline + updates loads: documents whose PMID had no earlier version
+    replaced: int = 0  # ... documents that replace an earlier version of their PMID
+    removed: int = 0  # ... PMIDs that a DeleteCitation removed
+    updates: bool = False  # whether the load applied update files
     problems: list[LoadProblem] = field(default_factory=list)
     max_problems: int = 1000
 
@@ -114,7 +140,10 @@ class LoadReport:
     def summary(self) -> str:
         """One line: what was read and what was skipped."""
         text = f"read {self.read} records, skipped {self.skipped} malformed"
-        if self.deleted:
+        if self.updates:
+            text += (f"; baseline + updates: {self.added} added, {self.replaced} replaced, {self.removed} "
+                     f"removed by DeleteCitation")
+        elif self.deleted:
             text += f", {self.deleted} deleted citations ignored"
         if self.problems:
             first = self.problems[0]
@@ -173,6 +202,14 @@ def _json_object(path: Path, number: int, line: str, report: LoadReport, strict:
         _problem(report, strict, path, f"line {number}", f"not valid JSON ({error.msg} at column "
                  f"{error.colno}); each line must hold one JSON object")
         return None
+    except RecursionError:
+        _problem(report, strict, path, f"line {number}", "JSON nested deeper than the parser allows; a record "
+                 "holds a flat object: \"_id\", \"title\", \"text\"")
+        return None
+    except ValueError as error:  # an integer of more than 4,300 digits (sys.int_info.default_max_str_digits)
+        _problem(report, strict, path, f"line {number}", f"a number the parser refuses ({error}); "
+                 "write ids and numbers as short strings")
+        return None
     if not isinstance(record, dict):
         _problem(report, strict, path, f"line {number}",
                  f"expected a JSON object, found {type(record).__name__}")
@@ -203,8 +240,12 @@ def _id_problem(value: str) -> str | None:
     TREC runs, so a space, tab or line break in one would corrupt both; an unpaired
     surrogate (a JSON escape such as \\ud800) is not text any file can store.
     """
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+        return f"{value[:40]!r}... is longer than {MAX_ID_BYTES} bytes; use shorter ids"
     if any(character.isspace() for character in value):
         return f"{value!r} contains whitespace; use ids without spaces, tabs or line breaks"
+    if any(unicodedata.category(character) in ("Cc", "Cf") for character in value):
+        return f"{value!r} contains a control or format character (such as NUL); use printable ids"
     if _LONE_SURROGATE.search(value):
         return f"{value!r} holds an unpaired UTF-16 surrogate escape (such as \\ud800); write it as valid Unicode"
     return None
@@ -242,8 +283,19 @@ def read_beir_corpus(path: Path, strict: bool = False, report: LoadReport | None
     return _beir_corpus(path, strict, report)
 
 
-def _beir_corpus(path: Path, strict: bool, report: LoadReport | None) -> Iterator[Document]:
+def _first_time(seen: KeySet, doc_id: str, report: LoadReport, strict: bool, path: Path, location: str) -> bool:
+    """Whether ``doc_id`` is new to the load; a repeat is reported as a problem at ``path``, ``location``."""
+    if seen.add(string_key(doc_id)):
+        return True
+    _problem(report, strict, path, location, f"document id {doc_id!r} was read before in this load; ids must be "
+             "unique, so the first one is kept: remove or rename this one")
+    return False
+
+
+def _beir_corpus(path: Path, strict: bool, report: LoadReport | None,
+                 seen: KeySet | None = None) -> Iterator[Document]:
     report, own_report = _report_to_fill(report)
+    seen = KeySet() if seen is None else seen
     for number, line in _numbered_lines(path, report, strict):
         record = _json_object(path, number, line, report, strict)
         if record is None:
@@ -255,7 +307,7 @@ def _beir_corpus(path: Path, strict: bool, report: LoadReport | None) -> Iterato
         if title is None:
             continue
         abstract = _string_field(path, number, record, "text", report, strict)
-        if abstract is None:
+        if abstract is None or not _first_time(seen, doc_id, report, strict, path, f"line {number}"):
             continue
         report.read += 1
         yield Document(doc_id, title, abstract)
@@ -416,8 +468,52 @@ def read_pubmed_xml(path: Path, strict: bool = False, report: LoadReport | None 
     return _pubmed_xml(path, strict, report)
 
 
-def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None) -> Iterator[Document]:
-    report, own_report = _report_to_fill(report)
+@dataclass
+class UpdatePlan:
+    """What the update files of a load end with, per PMID: sorted keys, the file and record of each PMID's
+    last action there (a record, or the DeleteCitation block that removes it), and whether an earlier
+    version was met during the load."""
+
+    keys: np.ndarray  # uint64 [n], sorted PMID keys
+    file: np.ndarray  # int32 [n]: index of the update file of the last action
+    record: np.ndarray  # int64 [n]: its record number there
+    delete: np.ndarray  # bool [n]: the last action is a DeleteCitation
+    earlier: np.ndarray  # bool [n]: a version of it was read before the last action (set during the load)
+
+    def find(self, pmid: str) -> int | None:
+        """The plan's row of ``pmid``, None when no update file names it."""
+        key = np.uint64(string_key(pmid))
+        row = int(np.searchsorted(self.keys, key))
+        return row if row < len(self.keys) and self.keys[row] == key else None
+
+
+def scan_updates(files: list[Path]) -> UpdatePlan:
+    """The last action of every PMID in ``files`` (update files, in load order): one pass, PMIDs only."""
+    keys, file_index, records, deletes = [], [], [], []
+    for index, path in enumerate(files):
+        for record_number, pmids, is_delete in _pubmed_pmids(path):
+            file_keys = np.fromiter((string_key(p) for p in pmids), dtype=np.uint64, count=len(pmids))
+            keys.append(file_keys)
+            file_index.append(np.full(len(pmids), index, dtype=np.int32))
+            records.append(np.full(len(pmids), record_number, dtype=np.int64))
+            deletes.append(np.full(len(pmids), is_delete, dtype=bool))
+    if not keys:
+        empty = np.zeros(0, dtype=np.uint64)
+        return UpdatePlan(empty, np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, bool))
+    all_keys = np.concatenate(keys)
+    # The last action wins: unique over the reversed sequence keeps each key's last occurrence.
+    unique, last_from_end = np.unique(all_keys[::-1], return_index=True)
+    last = len(all_keys) - 1 - last_from_end
+    return UpdatePlan(unique, np.concatenate(file_index)[last], np.concatenate(records)[last],
+                      np.concatenate(deletes)[last], np.zeros(len(unique), dtype=bool))
+
+
+def _pubmed_records(path: Path, strict: bool, report: LoadReport) -> Iterator[tuple[int, ElementTree.Element]]:
+    """(record number, element) of each PubmedArticle, PubmedBookArticle and DeleteCitation of a file.
+
+    The element is cleared once the consumer moves on; a syntax error or a damaged gzip
+    stream raises ``DamagedFileError``.
+    """
     record_number = 0
     root: ElementTree.Element | None = None
     try:
@@ -434,18 +530,7 @@ def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None) -> Iterator
                 if event != "end" or element.tag not in _PUBMED_RECORDS:
                     continue
                 record_number += 1
-                if element.tag == "DeleteCitation":
-                    report.deleted += len(element.findall("PMID"))
-                else:
-                    document, missing = _pubmed_document(element)
-                    if document is None:
-                        _problem(report, strict, path, f"record {record_number}",
-                                 f"{missing}; a PubMed record needs its PMID")
-                    elif problem := _id_problem(document.doc_id):
-                        _problem(report, strict, path, f"record {record_number}", f"PMID {problem}")
-                    else:
-                        report.read += 1
-                        yield document
+                yield record_number, element
                 root.clear()  # drop the finished record (and any before it)
     except ElementTree.ParseError as error:
         line, column = error.position
@@ -460,6 +545,62 @@ def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None) -> Iterator
     finally:
         if root is not None:
             root.clear()
+
+
+def _pubmed_pmids(path: Path) -> Iterator[tuple[int, list[str], bool]]:
+    """(record number, PMIDs, is a DeleteCitation) of each record of a file; records without a PMID are left
+    to the load to report."""
+    for record_number, element in _pubmed_records(path, False, LoadReport()):
+        if element.tag == "DeleteCitation":
+            yield record_number, [_text_of(p) for p in element.findall("PMID")], True
+        else:
+            document, _ = _pubmed_document(element)
+            if document is not None:
+                yield record_number, [document.doc_id], False
+
+
+def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None, seen: KeySet | None = None,
+                updates: UpdatePlan | None = None, update_file: int | None = None) -> Iterator[Document]:
+    """The documents of one PubMed file; with ``updates``, the baseline (``update_file`` None) or update file
+    ``update_file`` of a baseline + updates load."""
+    report, own_report = _report_to_fill(report)
+    seen = KeySet() if seen is None else seen
+    records = _pubmed_records(path, strict, report)
+    for record_number, element in records:
+        location = f"record {record_number}"
+        if element.tag == "DeleteCitation":
+            pmids = [_text_of(p) for p in element.findall("PMID")]
+            report.deleted += len(pmids)
+            if updates is not None and update_file is not None:
+                for pmid in pmids:
+                    row = updates.find(pmid)
+                    if (row is not None and updates.delete[row] and updates.file[row] == update_file
+                            and updates.record[row] == record_number and updates.earlier[row]):
+                        report.removed += 1
+            continue
+        document, missing = _pubmed_document(element)
+        if document is None:
+            _problem(report, strict, path, location, f"{missing}; a PubMed record needs its PMID")
+            continue
+        if problem := _id_problem(document.doc_id):
+            _problem(report, strict, path, location, f"PMID {problem}")
+            continue
+        row = updates.find(document.doc_id) if updates is not None else None
+        if row is not None:
+            final = (not updates.delete[row] and update_file is not None and updates.file[row] == update_file
+                     and updates.record[row] == record_number)
+            if not final:  # a later update revises or deletes it
+                updates.earlier[row] = True
+                continue
+        if not _first_time(seen, document.doc_id, report, strict, path, location):
+            continue
+        if updates is not None:
+            if row is not None and updates.earlier[row]:
+                report.replaced += 1
+            else:
+                report.added += 1
+        report.read += 1
+        yield document
     _finish(report, own_report, str(path))
 
 
@@ -481,6 +622,28 @@ def _chain(readers: Iterable[Iterator[Document]], report: LoadReport, own_report
     _finish(report, own_report, what)
 
 
+def _baseline_and_updates(directory: Path, strict: bool, report: LoadReport | None) -> Iterator[Document]:
+    """A load of ``baseline/`` then ``updatefiles/`` (see the module docstring)."""
+    baseline = pubmed_files(directory / BASELINE_DIR) if (directory / BASELINE_DIR).is_dir() else []
+    updates = pubmed_files(directory / UPDATES_DIR) if (directory / UPDATES_DIR).is_dir() else []
+    if not baseline and not updates:
+        raise CorpusNotFoundError(f"{directory}: neither {BASELINE_DIR}/ nor {UPDATES_DIR}/ holds pubmed*.xml[.gz] "
+                                  "files; put the baseline files in the first and the update files in the second")
+    report, own_report = _report_to_fill(report)
+    report.updates = True
+    return _chain(_update_readers(baseline, updates, strict, report), report, own_report, str(directory))
+
+
+def _update_readers(baseline: list[Path], updates: list[Path], strict: bool,
+                    report: LoadReport) -> Iterator[Iterator[Document]]:
+    plan = scan_updates(updates)  # when the load starts, not when read_corpus is called
+    seen = KeySet()
+    for path in baseline:
+        yield _pubmed_xml(path, strict, report, seen, plan)
+    for index, path in enumerate(updates):
+        yield _pubmed_xml(path, strict, report, seen, plan, index)
+
+
 def beir_corpus_file(directory: Path) -> Path | None:
     """The one ``corpus.jsonl[.gz]`` in a BEIR ``directory``, None if it has none; two are an error."""
     found = [directory / name for name in BEIR_CORPUS_NAMES if (directory / name).is_file()]
@@ -494,26 +657,31 @@ def read_corpus(path: Path, strict: bool = False, report: LoadReport | None = No
     """Stream the documents at ``path``, whatever the format.
 
     ``path`` may be a BEIR directory (``corpus.jsonl`` or ``corpus.jsonl.gz``
-    inside), a ``.jsonl[.gz]`` file, a PubMed ``.xml[.gz]`` file, or a directory
-    of PubMed baseline files (``pubmed*.xml[.gz]``, read in name order). The path
+    inside), a ``.jsonl[.gz]`` file, a PubMed ``.xml[.gz]`` file, a directory
+    of PubMed baseline files (``pubmed*.xml[.gz]``, read in name order), or one
+    with ``baseline/`` and ``updatefiles/`` folders (updates applied). The path
     is checked now; the documents come as the iterator is consumed.
     """
     path = Path(path)
     expected = ("a BEIR directory (corpus.jsonl[.gz] inside), a corpus .jsonl[.gz] file, a PubMed "
-                ".xml[.gz] file or a directory of PubMed baseline files pubmed*.xml[.gz]")
+                ".xml[.gz] file, a directory of PubMed baseline files pubmed*.xml[.gz], or one with baseline/ "
+                "and updatefiles/ folders of them")
     if not path.exists():
         raise CorpusNotFoundError(f"{path} does not exist; expected {expected}")
     if path.is_dir():
         beir = beir_corpus_file(path)
         if beir is not None:
             return _beir_corpus(beir, strict, report)
+        if (path / BASELINE_DIR).is_dir() or (path / UPDATES_DIR).is_dir():
+            return _baseline_and_updates(path, strict, report)
         files = pubmed_files(path)
         if not files:
             raise CorpusNotFoundError(f"{path} holds neither corpus.jsonl[.gz] nor pubmed*.xml[.gz] "
                                       f"files; expected {expected}")
         report, own_report = _report_to_fill(report)
+        seen = KeySet()
         # Each file's reader shares the report; the summary is logged once, at the end.
-        return _chain((_pubmed_xml(f, strict, report) for f in files), report, own_report, str(path))
+        return _chain((_pubmed_xml(f, strict, report, seen) for f in files), report, own_report, str(path))
     name = path.name.lower()
     if name.endswith(_JSON_LINES_SUFFIXES):
         return _beir_corpus(path, strict, report)

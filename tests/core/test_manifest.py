@@ -15,7 +15,9 @@ from es_rerank.manifest import MANIFEST_FILE, checksum_of_file, read_manifest
 from es_rerank.stats import CorpusStats, StatsError
 
 STATS_FILES = {"title_ptr.npy", "title_values.npy", "abstract_ptr.npy", "abstract_values.npy", "first_ptr.npy",
-               "first_values.npy", "df_title.npy", "df_abstract.npy", "df_text.npy", "vocab.txt", "doc_ids.txt"}
+               "first_values.npy", "df_title.npy", "df_abstract.npy", "df_text.npy",
+               *(f"{table}{part}" for table in ("vocab", "doc_ids")
+                 for part in (".txt", "_offsets.npy", "_keys.npy", "_rows.npy"))}
 
 
 def test_a_build_records_every_file_it_wrote(tiny_stats: CorpusStats, tmp_path: Path) -> None:

@@ -147,7 +147,7 @@ def test_a_version_changed_after_its_build_is_refused_when_opened(home):
 
     vocab = _stats(home) / "vocab.txt"
     vocab.write_text(vocab.read_text(encoding="utf-8") + "x", encoding="utf-8")  # grown by a byte, same lines
-    with pytest.raises(StatsError, match="vocab.txt has .* bytes, the build wrote .* grown or replaced"):
+    with pytest.raises(StatsError, match=r"vocab.txt (has .* bytes, the build wrote .* grown|\(\d+ bytes\) does not match)"):
         CorpusStats.load(_stats(home))
 
 

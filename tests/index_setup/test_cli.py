@@ -133,11 +133,15 @@ def test_a_damaged_corpus_file_keeps_the_served_version(esrr, home: Path, corpus
     assert (embedded_root(home) / CURRENT_FILE).read_text(encoding="utf-8").strip() == "v1"
 
 
-def test_duplicate_ids_fail_cleanly(esrr, home: Path, tmp_path: Path) -> None:
+def test_a_duplicate_id_is_skipped_with_its_file_and_line_and_fails_a_strict_load(
+        esrr, home: Path, tmp_path: Path) -> None:
     path = write_corpus(tmp_path / "dup.jsonl", [*RECORDS, RECORDS[0]])
-    assert_clean_failure(esrr("index", "build", "--data", str(path)),
-                         "duplicate document id 'd1' (documents 1 and 4 of the load)", "remove or rename one")
+    assert_clean_failure(esrr("index", "build", "--data", str(path), "--strict"),
+                         f"{path}, line 4: document id 'd1' was read before", "remove or rename this one")
     assert not (embedded_root(home) / CURRENT_FILE).exists()
+    output = assert_ok(esrr("index", "build", "--data", str(path)))
+    assert "built embedded index" in output and f"{len(RECORDS)} documents" in output
+    assert f"skipped 1 malformed (first: {path}, line 4: document id 'd1' was read before" in output
 
 
 def test_reindex_without_an_index_fails_cleanly(esrr, home: Path, corpus: Path) -> None:

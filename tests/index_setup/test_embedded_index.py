@@ -14,6 +14,7 @@ import pytest
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.embedded import CURRENT_FILE, EmbeddedBackend
 from es_rerank.stats import CorpusStats, Document
+from es_rerank.stats_writer import StatsWriter
 from es_rerank.versions import new_version
 from index_setup.embedded_index import (
     BuildResult, PruneError, build_embedded_index, list_versions, prune_versions, switch_current, unfinished_builds,
@@ -133,10 +134,10 @@ def test_failure_after_the_tantivy_commit_is_removed(tmp_path: Path, monkeypatch
     """Saving the statistics fails after tantivy committed: the version still goes."""
     build(tmp_path, OLD_DOCS, version="v1")
 
-    def no_space(self, directory: Path) -> None:
+    def no_space(self) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(CorpusStats, "save", no_space)
+    monkeypatch.setattr(StatsWriter, "finish", no_space)
     with pytest.raises(OSError, match="No space"):
         build(tmp_path, NEW_DOCS, version="v2")
     assert not (tmp_path / "v2").exists()

@@ -122,7 +122,8 @@ def test_invalid_utf8_costs_one_line(tmp_path: Path) -> None:
 
 
 def test_a_truncated_gzip_stops_the_load_with_or_without_strict(tmp_path: Path) -> None:
-    whole = write_jsonl(tmp_path / "whole.jsonl.gz", BEIR_LINES * 200)
+    whole = write_jsonl(tmp_path / "whole.jsonl.gz", [{**r, "_id": f"{r['_id']}-{i}"} for i in range(200)
+                                                      for r in BEIR_LINES])
     cut = tmp_path / "cut.jsonl.gz"
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
     for strict in (False, True):  # skipping the rest would index part of the corpus as if it were whole
@@ -286,8 +287,11 @@ def test_pubmed_directory_reads_files_in_name_order(tmp_path: Path) -> None:
     (tmp_path / "README.txt").write_text("ignored", encoding="utf-8")
     report = LoadReport()
     ids = [d.doc_id for d in read_corpus(tmp_path, report=report)]
-    assert ids == ["201", "102", "103", "104", "101", "102", "103", "104"]
-    assert (report.read, report.skipped, report.deleted) == (8, 2, 4)
+    # A flat folder holds baseline files only: a repeated PMID is a duplicate, reported with its file and record.
+    assert ids == ["201", "102", "103", "104", "101"]
+    assert (report.read, report.skipped, report.deleted) == (5, 2 + 3, 4)
+    repeat = next(p for p in report.problems if "read before" in p.message)
+    assert repeat.path.endswith("pubmed25n0002.xml.gz") and repeat.location == "record 2"
 
 
 def test_a_pubmed_parse_error_mid_file_stops_the_load(tmp_path: Path) -> None:
@@ -320,7 +324,6 @@ def test_pubmed_streaming_releases_finished_records(tmp_path: Path) -> None:
     path = write_pubmed(tmp_path / "big.xml.gz", f"<PubmedArticleSet>{body}</PubmedArticleSet>")
     documents = read_pubmed_xml(path)
     seen = [next(documents) for _ in range(1500)]  # the parser's tree holds only the current record
-    frame = documents.gi_frame
-    root = frame.f_locals["root"]
+    root = documents.gi_frame.f_locals["records"].gi_frame.f_locals["root"]
     assert len(root) <= 1
     assert len(seen) + sum(1 for _ in documents) == 2000

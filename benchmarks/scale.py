@@ -1,0 +1,325 @@
+"""``esrr bench scale``: build and serve generated PubMed-like corpora of growing size, and project to 36M.
+
+Per size (10k and 100k documents; 1M with ``--million``), each step in a process of
+its own so that its peak memory is its own:
+
+1. generate the corpus once (``esrr generate pubmed``, seed 0; kept under ``--work``),
+2. build the embedded index from its BEIR JSONL (the corpus after the updates) and,
+   separately, from the PubMed baseline + update XML files: documents/s end to end
+   (reading included) and peak RSS of the build process and of its largest
+   tokenizing process (``getrusage``),
+3. with ``--baseline DIR`` (a checkout of an older commit, e.g. 0862e0b): the same
+   BEIR build by that code, in the same run, for the rate ratio,
+4. open the built index as a serving process does: start time, private memory (USS,
+   from ``/proc/self/smaps_rollup``), BM25 top-500 p50/p99 over NFCorpus dev queries,
+   and the in-process served pipeline p50/p99 with a random-weight Delta-32-Lex3
+   model (random word vectors for the corpus's most frequent terms): what is timed is
+   the work, not the quality,
+5. index and statistics bytes per document.
+
+Growth is fitted per figure as ``a * n^b`` over the sizes measured (log-log least
+squares) and projected to 36M documents.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+from es_rerank.cli_options import json_out_option
+
+PUBMED_DOCS = 36_000_000
+SIZES = (10_000, 100_000)
+MILLION = 1_000_000
+_CHILD = "benchmarks.scale"
+
+
+def _directory_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _uss_bytes() -> int:
+    """Private memory (clean + dirty) of this process."""
+    total = 0
+    with open("/proc/self/smaps_rollup", encoding="utf-8") as rollup:
+        for line in rollup:
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+def _peak_rss() -> dict[str, int]:
+    """Peak RSS of this process and of its largest child, in bytes (Linux reports KiB)."""
+    return {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "peak_rss_worker_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
+
+
+# --- the steps, each run as `python -m benchmarks.scale STEP JSON-ARGS` -----------------------------
+
+def child_build(data: str, root: str, workers: int | None) -> dict:
+    """Build the embedded index of ``data`` under ``root``: rate and memory."""
+    from index_setup.embedded_index import build_embedded_index
+    from index_setup.readers import LoadReport, read_corpus
+
+    report = LoadReport()
+    started = time.perf_counter()
+    result = build_embedded_index(read_corpus(Path(data), report=report), Path(root), version="v1",
+                                  progress=False, workers=workers)
+    seconds = time.perf_counter() - started
+    version = Path(root) / "v1"
+    return {"docs": result.n_docs, "terms": result.n_terms, "seconds": seconds, "docs_per_s": result.n_docs / seconds,
+            "index_bytes": _directory_bytes(version / "tantivy"), "stats_bytes": _directory_bytes(version / "stats"),
+            "load": report.summary(), **_peak_rss()}
+
+
+def child_baseline(base: str, data: str, root: str) -> dict:
+    """The same BEIR build by the code at ``base`` (an older checkout)."""
+    sys.path.insert(0, base)
+    for name in [m for m in sys.modules if m.split(".")[0] in ("es_rerank", "index_setup")]:
+        del sys.modules[name]
+    from index_setup.embedded_index import build_embedded_index  # the checkout's, first on the path
+    from index_setup.readers import read_corpus
+
+    started = time.perf_counter()
+    result = build_embedded_index(read_corpus(Path(data)), Path(root), version="v1", progress=False)
+    seconds = time.perf_counter() - started
+    return {"docs": result.n_docs, "seconds": seconds, "docs_per_s": result.n_docs / seconds,
+            "code": base, **_peak_rss()}
+
+
+def _random_model(home: Path, stats_version: str, stats, words: int) -> None:
+    """Random embeddings for the ``words`` most frequent terms and a random-weight Delta-32-Lex3 checkpoint."""
+    import torch
+
+    from es_rerank.versions import write_pointer
+    from worker.model import VARIANTS, Checkpoint, DeltaConfig, DeltaModel
+
+    frequent = np.argsort(-np.asarray(stats.df["text"]), kind="stable")[:words]
+    vocab = ["<pad>", "<unk>", *(stats.vocab.terms[int(i)] for i in frequent)]
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(0.0, 0.3, size=(len(vocab), 300)).astype(np.float32)
+    vectors[0] = 0.0
+    emb_dir = home / "embeddings" / "bench"
+    emb_dir.mkdir(parents=True, exist_ok=True)
+    np.save(emb_dir / "vectors.npy", vectors)
+    (emb_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    (emb_dir / "meta.json").write_text(json.dumps({"format": 1, "version": "bench", "dim": 300,
+                                                   "n_words": len(vocab)}), encoding="utf-8")
+    write_pointer(home / "embeddings", "bench")
+    torch.manual_seed(0)
+    config = DeltaConfig(**VARIANTS["delta-32-lex3"])
+    model = DeltaModel(config, vectors)
+    (home / "models").mkdir(parents=True, exist_ok=True)
+    Checkpoint(config, model.state_dict(), "bench", stats_version).save(home / "models" / "delta-32-lex3.pt")
+
+
+def child_serve(home: str, queries: list[str], rounds: int) -> dict:
+    """Open the index as a serving process: start time, USS, BM25 and served-pipeline latency."""
+    os.environ["ESRR_HOME"] = home
+    os.environ.setdefault("ESRR_TORCH_THREADS", "1")
+    from es_rerank.backends.embedded import EmbeddedBackend
+
+    uss_before = _uss_bytes()
+    started = time.perf_counter()
+    backend = EmbeddedBackend.open_current(Path(home) / "indexes" / "embedded")
+    start_s = time.perf_counter() - started
+    for query in queries:  # warm-up pass: the first touch of each page
+        backend.search(query, 500)
+    bm25 = []
+    for _ in range(rounds):
+        for query in queries:
+            t = time.perf_counter()
+            backend.search(query, 500)
+            bm25.append((time.perf_counter() - t) * 1000)
+    uss_index = _uss_bytes() - uss_before
+    figures = {"start_s": start_s, "uss_index_bytes": uss_index, "uss_process_bytes": _uss_bytes(),
+               "bm25_p50_ms": float(np.percentile(bm25, 50)), "bm25_p99_ms": float(np.percentile(bm25, 99))}
+
+    import torch
+
+    torch.set_num_threads(1)
+    from es_rerank.cli_options import load_settings
+    from es_rerank.ranking.assemble import served_pipeline
+    from worker.local import LocalReranker
+    from worker.settings import WorkerSettings
+
+    _random_model(Path(home), backend.version, backend.stats, words=100_000)
+    settings = load_settings(WorkerSettings)
+    uss_before_model = _uss_bytes()
+    pipeline = served_pipeline(settings, 500, rerank=True, use_neighbours=False, keep_vectors=True,
+                               local_reranker=lambda: LocalReranker(settings))
+    for query in queries:
+        ranking = pipeline.rank(query, 10)
+        if ranking.fallback:
+            raise RuntimeError(f"the model did not score {query!r}: {ranking.fallback}")
+    served = []
+    for _ in range(rounds):
+        for query in queries:
+            t = time.perf_counter()
+            pipeline.rank(query, 10)
+            served.append((time.perf_counter() - t) * 1000)
+    figures.update({"served_p50_ms": float(np.percentile(served, 50)),
+                    "served_p99_ms": float(np.percentile(served, 99)),
+                    "uss_with_model_bytes": _uss_bytes(), "uss_model_and_pipeline_bytes": _uss_bytes() - uss_before_model,
+                    "ranker": ranking.ranker})
+    pipeline.reranker.close()
+    return figures
+
+
+def _run_child(step: str, *args: object, env: dict | None = None, timeout: float = 7200) -> dict:
+    """Run one step in a fresh interpreter; its JSON result (the last line of stdout)."""
+    command = [sys.executable, "-m", _CHILD, step, json.dumps(list(args))]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    if done.returncode != 0:
+        raise click.ClickException(f"step {step} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def fit_power(sizes: list[int], values: list[float]) -> tuple[float, float]:
+    """(a, b) of value = a * size^b, least squares on log-log (b = 1 for a single size)."""
+    if len(sizes) < 2 or min(values) <= 0:
+        return (values[0] / sizes[0] if values[0] > 0 else 0.0), 1.0
+    b, log_a = np.polyfit(np.log(sizes), np.log(values), 1)
+    return float(math.exp(log_a)), float(b)
+
+
+PROJECTED = (("build_docs_per_s", "build docs/s"), ("build_peak_rss_bytes", "build peak RSS"),
+             ("index_bytes_per_doc", "index bytes/doc"), ("stats_bytes_per_doc", "statistics bytes/doc"),
+             ("start_s", "serving start s"), ("uss_index_bytes", "serving USS (index)"),
+             ("bm25_p50_ms", "BM25 top-500 p50 ms"), ("served_p50_ms", "served p50 ms"))
+
+
+@click.command(name="scale")
+@click.option("--sizes", default=",".join(str(s) for s in SIZES), show_default=True,
+              help="Corpus sizes (documents), comma-separated.")
+@click.option("--million", is_flag=True, help="Also build and serve 1,000,000 documents (CPU-heavy: about an hour "
+                                               "on 2 cores).")
+@click.option("--work", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Folder for the generated corpora (kept for the next run) and the indexes "
+                   "(default: a temporary folder).")
+@click.option("--baseline", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A checkout of older code (e.g. `git worktree add ../wt-base 0862e0b`) whose build runs "
+                   "beside this one on the same corpus.")
+@click.option("--baseline-max", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Largest size the baseline builds (its memory grows with the corpus).")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Tokenizing processes of the build (default: one per core).")
+@click.option("--queries", "n_queries", type=click.IntRange(min=1), default=100, show_default=True,
+              help="NFCorpus dev queries timed.")
+@click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True, help="Passes over them.")
+@json_out_option("Also write the figures as JSON.")
+def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | None, baseline_max: int,
+                workers: int | None, n_queries: int, rounds: int, json_out: Path | None) -> None:
+    """Build and serve generated PubMed-like corpora; per size: rate, memory, sizes, latency; projected to 36M."""
+    from es_rerank.machine import machine_description
+    from index_setup.generate import GenerationError, generate_pubmed, load_pool
+    from index_setup.nfcorpus import DEFAULT_NFCORPUS, NFCorpus
+
+    try:
+        counts = sorted({int(s) for s in sizes.split(",") if s.strip()} | ({MILLION} if million else set()))
+    except ValueError:
+        raise click.BadParameter(f"{sizes!r}: give sizes as integers, e.g. 10000,100000", param_hint="--sizes")
+    if not counts or min(counts) < 1000:
+        raise click.BadParameter("give sizes of at least 1000 documents", param_hint="--sizes")
+    queries = list(NFCorpus.locate(None).queries("dev").values())[:n_queries]
+    temporary = tempfile.TemporaryDirectory() if work is None else None
+    work = Path(temporary.name) if temporary else work
+    work.mkdir(parents=True, exist_ok=True)
+    pool = None
+    rows = []
+    try:
+        for n in counts:
+            corpus = work / f"corpus-{n}"
+            if not (corpus / "generation.json").is_file():
+                pool = pool or load_pool(DEFAULT_NFCORPUS.parent)
+                click.echo(f"generating {n:,} documents into {corpus}", err=True)
+                generate_pubmed(corpus, n, pool, progress=False)
+            generated = json.loads((corpus / "generation.json").read_text(encoding="utf-8"))
+            row: dict = {"docs": n, "final_docs": generated["final_docs"], "minted_words": generated["minted_words"]}
+            runs = work / f"runs-{n}"
+            _fresh(runs)
+            click.echo(f"{n:,}: building from BEIR JSONL", err=True)
+            beir = _run_child("build", str(corpus / "beir" / "corpus.jsonl.gz"), str(runs / "beir"), workers)
+            click.echo(f"{n:,}: building from PubMed baseline + update XML", err=True)
+            xml = _run_child("build", str(corpus), str(runs / "home" / "indexes" / "embedded"), workers)
+            row.update({"build_docs_per_s": beir["docs_per_s"], "build_seconds": beir["seconds"],
+                        "build_peak_rss_bytes": beir["peak_rss_bytes"],
+                        "build_worker_peak_rss_bytes": beir["peak_rss_worker_bytes"],
+                        "xml_build_docs_per_s": xml["docs_per_s"], "xml_build_peak_rss_bytes": xml["peak_rss_bytes"],
+                        "xml_load": xml["load"], "terms": beir["terms"],
+                        "index_bytes_per_doc": beir["index_bytes"] / beir["docs"],
+                        "stats_bytes_per_doc": beir["stats_bytes"] / beir["docs"]})
+            if baseline is not None and n <= baseline_max:
+                click.echo(f"{n:,}: baseline build ({baseline})", err=True)
+                old = _run_child("baseline", str(baseline), str(corpus / "beir" / "corpus.jsonl.gz"),
+                                 str(runs / "baseline"), env={"PYTHONPATH": str(baseline)})
+                row.update({"baseline_docs_per_s": old["docs_per_s"], "baseline_peak_rss_bytes": old["peak_rss_bytes"],
+                            "rate_ratio": beir["docs_per_s"] / old["docs_per_s"]})
+            click.echo(f"{n:,}: serving", err=True)
+            row.update(_run_child("serve", str(runs / "home"), queries, rounds))
+            rows.append(row)
+            _fresh(runs)  # the indexes are big; the corpus stays for the next run
+    finally:
+        if temporary is not None:
+            temporary.cleanup()
+    figures = {"machine": machine_description(), "queries": len(queries), "rounds": rounds, "sizes": rows,
+               "projection_docs": PUBMED_DOCS, "projection": {}}
+    sizes_measured = [r["docs"] for r in rows]
+    for key, _label in PROJECTED:
+        a, b = fit_power(sizes_measured, [float(r[key]) for r in rows])
+        figures["projection"][key] = {"a": a, "b": b, "at_36m": a * PUBMED_DOCS ** b}
+    _print(figures)
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+
+
+def _fresh(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+
+
+def _mb(value: float) -> str:
+    return f"{value / 1e6:,.0f} MB"
+
+
+def _print(figures: dict) -> None:
+    click.echo(f"machine: {figures['machine']}")
+    click.echo(f"latency over {figures['queries']} NFCorpus dev queries x {figures['rounds']} rounds")
+    header = (f"{'docs':>9} {'build/s':>8} {'old/s':>7} {'ratio':>6} {'xml/s':>7} {'peak RSS':>9} {'worker':>8} "
+              f"{'idx B/doc':>9} {'stats B/doc':>11} {'start s':>7} {'USS idx':>8} {'bm25 p50/p99':>13} "
+              f"{'served p50/p99':>15}")
+    click.echo(header)
+    for r in figures["sizes"]:
+        old = f"{r['baseline_docs_per_s']:7.0f} {r['rate_ratio']:5.2f}x" if "rate_ratio" in r else f"{'-':>7} {'-':>6}"
+        click.echo(f"{r['docs']:>9,} {r['build_docs_per_s']:8.0f} {old} {r['xml_build_docs_per_s']:7.0f} "
+                   f"{_mb(r['build_peak_rss_bytes']):>9} {_mb(r['build_worker_peak_rss_bytes']):>8} "
+                   f"{r['index_bytes_per_doc']:9.0f} {r['stats_bytes_per_doc']:11.0f} {r['start_s']:7.2f} "
+                   f"{_mb(r['uss_index_bytes']):>8} {r['bm25_p50_ms']:6.1f}/{r['bm25_p99_ms']:<6.1f} "
+                   f"{r['served_p50_ms']:7.1f}/{r['served_p99_ms']:<7.1f}")
+    if len(figures["sizes"]) < 2:
+        click.echo("no projection: it needs two sizes or more")
+        return
+    click.echo(f"projection to {figures['projection_docs']:,} documents (fit a * n^b over the sizes above):")
+    for key, label in PROJECTED:
+        p = figures["projection"][key]
+        value = _mb(p["at_36m"]) if key.endswith("rss_bytes") or key.startswith("uss") else f"{p['at_36m']:,.2f}"
+        click.echo(f"  {label:<24} b = {p['b']:5.2f}  ->  {value}")
+
+
+if __name__ == "__main__":
+    step, arguments = sys.argv[1], json.loads(sys.argv[2])
+    steps = {"build": child_build, "baseline": child_baseline, "serve": child_serve}
+    print(json.dumps(steps[step](*arguments)))

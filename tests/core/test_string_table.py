@@ -1,0 +1,49 @@
+"""Memory-mapped string tables and the key set of the streaming build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from es_rerank import string_table
+from es_rerank.string_table import KeySet, StringTable, StringTableError, string_key, write_string_table
+
+
+def test_rows_and_lookups(tmp_path: Path) -> None:
+    strings = ["7", "007", "α-synuclein", "IL-6", "", "rs1000123", "18446744073709551615"]
+    write_string_table(tmp_path, "t", strings)
+    table = StringTable.open(tmp_path, "t", len(strings))
+    assert list(table) == strings and table[-1] == strings[-1] and table[1:3] == strings[1:3]
+    assert [table.row_of(s) for s in strings] == list(range(len(strings)))
+    assert table.row_of("8") is None and "IL6" not in table and 7 not in table
+    assert string_key("7") == 7 and string_key("007") != 7  # only canonical numbers are their own key
+    with pytest.raises(IndexError):
+        table[len(strings)]
+
+
+def test_a_key_shared_by_two_strings_still_finds_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(string_table, "string_key", lambda value: 42)  # every string under one key
+    write_string_table(tmp_path, "t", ["a", "b", "c"])
+    table = StringTable.open(tmp_path, "t", 3)
+    assert np.load(tmp_path / "t_keys.npy").tolist() == [42, 42, 42]
+    assert [table.row_of(s) for s in "abc"] == [0, 1, 2] and table.row_of("d") is None
+
+
+def test_a_table_that_disagrees_with_its_offsets_is_refused(tmp_path: Path) -> None:
+    write_string_table(tmp_path, "t", ["one", "two"])
+    (tmp_path / "t.txt").write_text("one", encoding="utf-8")
+    with pytest.raises(StringTableError, match=r"t.txt \(3 bytes\) does not match t_offsets.npy"):
+        StringTable.open(tmp_path, "t", 2)
+
+
+def test_key_set_finds_repeats_in_and_across_batches() -> None:
+    seen = KeySet(buffer=4)
+    assert [seen.add(k) for k in (5, 6, 5)] == [True, True, False]
+    for k in range(100, 110):  # past the buffer: merged into the sorted array
+        assert seen.add(k)
+    assert not seen.add(105) and not seen.add(6)
+    repeated = seen.add_many(np.array([1, 105, 2, 1, 6], dtype=np.uint64))
+    assert repeated.tolist() == [False, True, False, True, True]
+    assert not seen.add(2) and len(seen) == 14
