@@ -44,7 +44,7 @@ def serve(host: str | None, port: int | None, threads: int | None) -> None:
         raise click.ClickException(f"cannot listen on {settings.gateway_host}:{settings.gateway_port} "
                                    f"({reason}); choose another --port or --host") from None
     address = f"http://{settings.gateway_host}:{settings.gateway_port}"
-    scored = f"scored by the workers on {pipeline.reranker.queue!r}" if via_worker else "not reranked"
+    scored = f"scored by the workers on {settings.queue!r}" if via_worker else "not reranked"
     click.echo(f"es-rerank gateway on {address}: index {pipeline.backend.index}, window {window}, {scored}; "
                f"try: curl '{address}/_search?q=green+tea'", err=True)
     try:

@@ -25,3 +25,8 @@ class GatewaySettings(BrokerSettings):
     # after this many seconds follows it, so a gateway needs no restart.
     gateway_index_check_s: float = Field(5.0, ge=0, description="seconds between looks for a newly served "
                                                                 "index version (0: every request)")
+    # Bounds on one request, checked before any work that grows with it (docs/operations.md).
+    gateway_max_url_bytes: int = Field(8192, ge=256, le=65536, description="longest path + query string read; "
+                                       "longer is a 414 before routing (Elasticsearch's own limit is 4 KB)")
+    gateway_max_query_words: int = Field(256, ge=1, le=4096, description="most words in a query (and 32 "
+                                         "characters a word); more is a 400 naming the limit")
