@@ -176,9 +176,11 @@ class WorkerReranker:
 
     def _send(self, payload: dict[str, Any], task_id: str, deadline: float) -> None:
         """Send the task unless ``max_queued`` tasks wait already; ``ScoringUnavailable`` then, or past ``deadline``."""
-        if not self._sending.acquire(timeout=max(deadline - time.monotonic(), 0.001)):
-            raise ScoringUnavailable(f"the broker at {self.broker} did not take a task within {self.deadline_s:g} s; "
-                                     "check that it runs and answers (ESRR_BROKER_URL)")
+        # A send waits at most one socket wait on a broker that does not answer: take a turn only while one fits.
+        if not self._sending.acquire(timeout=max(deadline - time.monotonic() - self.deadline_s / SOCKET_WAITS, 0)):
+            raise ScoringUnavailable(f"cannot reach the broker at {self.broker}: the send before this one waited "
+                                     f"on it past this search's {self.deadline_s:g} s; check ESRR_BROKER_URL and that "
+                                     "it runs")
         try:
             with self.client.producer_or_acquire() as producer:
                 queued = queued_tasks(producer.channel, self.queue) if self.max_queued is not None else None
