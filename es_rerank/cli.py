@@ -84,6 +84,10 @@ def main() -> None:
     "roundtrip": ("benchmarks.roundtrip:bench_roundtrip",
                   "rerank.score through the broker against a running worker: latency and throughput."),
     "http": ("benchmarks.http:bench_http", "A running gateway's latency and searches/s over HTTP."),
+    "slow-clients": ("benchmarks.slow_clients:bench_slow_clients",
+                     "Searches answered while many connections hang half-sent (slow clients)."),
+    "chaos": ("benchmarks.chaos:bench_chaos",
+              "Load with faults injected (worker killed, broker stopped): failed, fell back, latency."),
 })
 def bench() -> None:
     """Benchmarks that print measured figures (see the README for how they were run)."""
