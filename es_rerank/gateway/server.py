@@ -12,8 +12,9 @@ unanswered, as did waitress's defaults, whose 100 connections they filled
   ``select()``, which cannot watch a file descriptor above 1024;
 - an idle connection closed after ``ESRR_GATEWAY_CHANNEL_TIMEOUT_S`` (30 s; waitress:
   120 s), looked for every quarter of that;
-- request headers and bodies refused before they are buffered past the gateway's own
-  limits (the app's URL cap, its 1 MiB body).
+- a body over the app's 1 MiB refused before it is buffered (waitress's own limit on
+  the request line and headers, 256 KiB, stays: below it, a long URL gets the app's
+  414 in Elasticsearch's error shape; above it, waitress's plain 431).
 
 A client that keeps trickling bytes still holds a connection as long as it likes: the
 proxy in front (nginx buffers whole requests) is what stops that, and the README says so.
@@ -37,7 +38,6 @@ from typing import Any, Callable
 log = logging.getLogger(__name__)
 
 SPARE_FILES = 64  # index files, broker and result connections, logs: open besides the clients' sockets
-HEADER_BYTES = 64 * 1024  # request line and headers; the app refuses a URL over ESRR_GATEWAY_MAX_URL_BYTES itself
 QUICK_DEATH_S = 5.0  # a process that dies sooner after its start did not start: give up after QUICK_DEATHS of them
 QUICK_DEATHS = 3
 
@@ -50,7 +50,7 @@ def waitress_options(connection_limit: int, channel_timeout_s: float, threads: i
     """waitress's adjustments for the gateway (see the module's docstring)."""
     return {"threads": threads, "connection_limit": connection_limit, "channel_timeout": channel_timeout_s,
             "cleanup_interval": max(channel_timeout_s / 4, 0.5), "asyncore_use_poll": True,
-            "max_request_header_size": HEADER_BYTES, "max_request_body_size": max_body_bytes,
+            "max_request_body_size": max_body_bytes,
             "ident": "es-rerank"}
 
 

@@ -154,13 +154,14 @@ class WorkerReranker:
                 self.breaker.abandoned()
             raise
         with clock("model"):
-            result = self._reported(payload, started + self.deadline_s)
+            result = self.answer(payload, started + self.deadline_s)
         scores = result_scores(result, len(hits))
         self._answered.model = str(result.get("model") or UNANSWERED_NAME)
         return scores
 
-    def _reported(self, payload: dict[str, Any], deadline: float) -> Any:
-        """``_answer``, its outcome told to the breaker: no answer, or an answer (a worker's refusal too)."""
+    def answer(self, payload: dict[str, Any], deadline: float) -> Any:
+        """The result for an encoded ``payload`` by ``deadline`` (``time.monotonic``), its outcome told to the
+        breaker (a worker's refusal is an answer)."""
         if self.breaker is None:
             return self._answer(payload, deadline)
         try:
