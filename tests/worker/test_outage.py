@@ -212,3 +212,27 @@ def test_the_queue_cap_bounds_what_an_outage_leaves_on_redis(broker, home):
     assert len(left) == settings.queue_max_tasks and len(refused_s) == attempts - settings.queue_max_tasks
     assert sum(map(len, left)) <= 1_000_000  # the floor: at most 1 MB left, whatever the outage's length
     assert float(np.median(refused_s)) < 0.1  # a refusal costs a look at the queue, not a deadline
+
+
+@pytest.mark.broker
+def test_bench_chaos_runs_every_phase_without_a_failed_search(broker, home, tmp_path):
+    from click.testing import CliRunner
+
+    from es_rerank.cli import main
+    from tests.worker.test_local_search import _dev_queries
+
+    data = _dev_queries(tmp_path / "nfcorpus", ["breast cancer", "cancer risk and diet", "vitamin d and bone"])
+    env = {key: value for key, value in broker.settings_env("unused", home=home, torch_threads=1).items()
+           if key not in ("ESRR_BROKER_URL", "ESRR_QUEUE", "ESRR_BROKER_KEY_PREFIX")}  # the bench starts its own
+    figures = tmp_path / "chaos.json"
+    result = CliRunner().invoke(main, ["bench", "chaos", "--phase-s", "2", "--clients", "2", "--window", "20",
+                                       "--outage-sends", "30", "--data", str(data), "--log-dir", str(tmp_path / "logs"),
+                                       "--json-out", str(figures)], env=env)
+    assert result.exit_code == 0, result.output
+    report = json.loads(figures.read_text())
+    assert [row["phase"] for row in report["phases"]][0] == "steady" and len(report["phases"]) == 7
+    assert all(row["failed"] == 0 for row in report["phases"]), report["phases"]
+    assert report["phases"][-1]["unasked"] == report["phases"][-1]["searches"]
+    assert report["queue_bound"]["tasks_left"] == BrokerSettings().queue_max_tasks
+    assert {row["attack"] for row in report["attacks"]} >= {"index name a*a*... of 200 KB", "100,000-word query"}
+    assert all(row["cpu_ms"] < 100 for row in report["attacks"])
