@@ -72,7 +72,7 @@ class Search:
     phase: str
     sent: float  # time.monotonic
     ms: float
-    outcome: str  # reranked | skipped | waited | unasked (a gateway without the model) | failed
+    outcome: str  # reranked | skipped | waited | unasked (no hits to rerank, or a gateway without the model) | failed
 
 
 def free_port() -> int:
@@ -435,7 +435,7 @@ def print_report(report: Report) -> None:
                    f"{row['skipped']:>7} {row['reranked']:>8} {row['unasked']:>7} {row['p50_ms']:>8.1f} "
                    f"{row['p99_ms']:>8.1f} {row['max_ms']:>8.1f} {skipped:>11}")
     click.echo("fell back = waited (for a worker, until the deadline) + skipped (breaker open, at once); "
-               "unasked: the BM25-only gateway")
+               "unasked: no model asked (a query without hits, or the BM25-only gateway)")
     rows = {row["phase"]: row for row in report.phases}
     if rows.get("worker killed", {}).get("skipped_p99_ms") and "BM25 only" in rows:
         ratio = rows["worker killed"]["skipped_p99_ms"] / rows["BM25 only"]["p99_ms"]

@@ -54,8 +54,8 @@ class CircuitBreaker:
                 self._state = PROBING
                 log.info("model stage: cool-down over, one search probes the workers")
                 return None
-            wait = f"{left:.1f} s more" if self._state == OPEN else "until the search probing them is answered"
-            return (f"the model stage is skipped for {wait}: {self._in_a_row} searches in a row got no worker answer, "
+            wait = f"for {left:.1f} s more" if self._state == OPEN else "until the search probing them is answered"
+            return (f"the model stage is skipped {wait}: {self._in_a_row} searches in a row got no worker answer, "
                     f"the last because {self._last_failure}")
 
     def succeeded(self) -> None:
