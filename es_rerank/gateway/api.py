@@ -105,7 +105,8 @@ def reload() -> Response:
     except BackendError as error:
         log.error("still serving index %s: cannot follow the served index: %s", served.pipeline().backend.index, error)
         raise ServiceUnavailable(f"still serving index [{served.pipeline().backend.index}]: cannot follow the "
-                                 f"served index: {public_reason(str(error))} (the gateway's log names the paths)") from None
+                                 f"served index: {public_reason(str(error))} (the gateway's log names the "
+                                 "paths)") from None
     return jsonify({"index": served.pipeline().backend.index, "changed": changed})
 
 

@@ -15,7 +15,7 @@ MAX_NAME_BYTES = 255  # Elasticsearch's limit on an index name
 
 
 def wildcard_matches(pattern: str, name: str) -> bool:
-    """Whether ``name`` matches ``pattern``, where ``*`` stands for any run of characters (and nothing else is special)."""
+    """Whether ``name`` matches ``pattern``, where ``*`` is any run of characters (nothing else is special)."""
     parts = pattern.split("*")
     if len(parts) == 1:
         return pattern == name

@@ -159,7 +159,8 @@ def _check_fields(kind: str, fields: Any) -> None:
         raise BadSearchRequest(f"[{kind}] fields must be a field name or a list of them, got {excerpt(fields)}")
     names = {name.split("^")[0] for name in listed}  # a boost ("title^2") does not change what is searched
     if names not in ({SEARCHED_FIELD}, set(FIELDS_OF_TEXT), {"*"}, {"_all"}):
-        raise BadSearchRequest(f"[{kind}] on {excerpt(sorted(names))}: this gateway searches title and abstract together, "
+        raise BadSearchRequest(f"[{kind}] on {excerpt(sorted(names))}: this gateway searches title and abstract "
+                               "together, "
                                f"as the field '{SEARCHED_FIELD}'; name that field (or title and abstract both)")
 
 
