@@ -89,6 +89,10 @@ def main() -> None:
                   "What checking the statistics costs: checksums, opening a version, the check per search."),
     "scale": ("benchmarks.scale:bench_scale",
               "Build and serve generated PubMed-like corpora (10k, 100k, 1M): rate, memory, latency, 36M projection."),
+    "slow-clients": ("benchmarks.slow_clients:bench_slow_clients",
+                     "Searches answered while many connections hang half-sent (slow clients)."),
+    "chaos": ("benchmarks.chaos:bench_chaos",
+              "Load with faults injected (worker killed, broker stopped): failed, fell back, latency."),
 })
 def bench() -> None:
     """Benchmarks that print measured figures (see the README for how they were run)."""

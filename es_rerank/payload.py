@@ -236,13 +236,18 @@ def _unpack(payload: dict[str, Any], key: str, dtype: str, shape: tuple[int, int
     return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape).astype(dtype[1:], copy=True)
 
 
+def _is_version(value: Any, expected: int) -> bool:
+    """Whether ``value`` is the integer ``expected``: ``True`` and ``1.0`` equal 1 in Python, not in the format."""
+    return type(value) is int and value == expected
+
+
 def decode(payload: Any) -> ScoreRequest:
     """The request in a payload made by ``encode``; ``PayloadError`` says what is wrong."""
     if not isinstance(payload, dict):
         raise PayloadError(f"the payload is a {type(payload).__name__}, expected the object made by "
                            "es_rerank.payload.encode")
     version = payload.get("v")
-    if version != PAYLOAD_VERSION:
+    if not _is_version(version, PAYLOAD_VERSION):
         raise PayloadError(f"payload version {version!r}, this worker reads version {PAYLOAD_VERSION}; "
                            "deploy the gateway and the workers from the same release")
     n = payload.get("n")
@@ -261,7 +266,7 @@ def decode(payload: Any) -> ScoreRequest:
 
 def result_scores(result: Any, n: int) -> np.ndarray:
     """float32 [n] scores of a ``rerank.score`` result for ``n`` documents; ``PayloadError`` if malformed."""
-    if not isinstance(result, dict) or result.get("v") != RESULT_VERSION:
+    if not isinstance(result, dict) or not _is_version(result.get("v"), RESULT_VERSION):
         version = result.get("v") if isinstance(result, dict) else type(result).__name__
         raise PayloadError(f"the worker answered result version {version!r}, this gateway reads version "
                            f"{RESULT_VERSION}; deploy the gateway and the workers from the same release")

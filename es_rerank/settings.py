@@ -284,6 +284,14 @@ class BrokerSettings(CommonSettings):
                                        "scores; the task expires then, and the query keeps BM25's order. "
                                        "Celery checks for the answer once a second, so a wait past it ends "
                                        "at the next whole second")
+    # Caller side, during an outage (es_rerank/ranking/breaker.py, dispatch.py; docs/operations.md).
+    breaker_failures: int = Field(3, ge=1, le=1000, description="searches in a row without a worker answer "
+                                  "after which the gateway stops asking the workers for a cool-down")
+    breaker_cooldown_s: float = Field(5.0, gt=0, le=3600, description="how long searches then skip the "
+                                      "workers (BM25 order at once) before one search probes them again")
+    queue_max_tasks: int = Field(5, ge=1, le=100_000, description="Redis: tasks left waiting on the queue "
+                                 "above which a search sends none and falls back; bounds what an outage leaves "
+                                 "on the broker (5 x at most 190 KB for a window of 500)")
     lex_features: Annotated[tuple[str, ...], NoDecode] = Field(
         LEX3, description="caller side: the Lex features the served model reads, comma-separated (a model "
                           "trained with `esrr train --lex-features` needs its list here); default Lex3")

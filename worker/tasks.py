@@ -19,16 +19,21 @@ requests that shared its forward pass (for monitoring the micro-batching).
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from celery import Task, signals
 
-from es_rerank.payload import RESULT_VERSION, TASK_NAME, decode
+from es_rerank.payload import RESULT_VERSION, TASK_NAME, PayloadError, decode
+from worker import task_log
 from worker.batching import result_or_cancel
 from worker.celery_app import app
 from worker.runtime import Runtime, close_runtime, get_runtime
 from worker.settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+task_log.install()
 
 
 class ScoringTask(Task):
@@ -45,7 +50,8 @@ class ScoringTask(Task):
         return get_runtime(self.settings)
 
 
-@app.task(bind=True, base=ScoringTask, name=TASK_NAME, max_retries=0)
+# throws: a refused payload is logged as one line ("raised expected"), not with a traceback each time.
+@app.task(bind=True, base=ScoringTask, name=TASK_NAME, max_retries=0, throws=(PayloadError,))
 def score(self: ScoringTask, payload: dict[str, Any]) -> dict[str, Any]:
     """Scores of the payload's documents for its query."""
     start = time.perf_counter()
@@ -55,8 +61,10 @@ def score(self: ScoringTask, payload: dict[str, Any]) -> dict[str, Any]:
     runtime = self.runtime
     future = runtime.submit(request)
     scores = result_or_cancel(future, self.settings.time_limit_s)  # the threads pool has no time limit
-    return {"v": RESULT_VERSION, "scores": scores.tolist(), "model": runtime.model_name,
-            "took_ms": round((time.perf_counter() - start) * 1000, 3), "batch": future.batch_size}
+    result = {"v": RESULT_VERSION, "scores": scores.tolist(), "model": runtime.model_name,
+              "took_ms": round((time.perf_counter() - start) * 1000, 3), "batch": future.batch_size}
+    log.info(task_log.summary(self.request.id, result))
+    return result
 
 
 def _pool_name(pool_cls: Any) -> str:

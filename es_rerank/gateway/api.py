@@ -3,32 +3,39 @@
 Thin on purpose: parse (``search_request``), rank (``pipeline``), shape
 (``response``). Errors are raised as ``errors.GatewayError`` (or the backend's and
 worker's own errors) and rendered by the app's one handler.
+
+Each search has a query id, the client's ``X-Opaque-Id`` header (as Elasticsearch takes
+it) or one made here, sent back in that header; a search answered without the model
+logs one JSON line with it and the reason (``model_fallback``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
-from fnmatch import fnmatchcase
+import uuid
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from es_rerank.backends.base import BackendError
-from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, ServiceUnavailable
+from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, ServiceUnavailable, clipped, public_reason
 from es_rerank.gateway.health import ModelProbe
+from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import GatewayMetrics
-from es_rerank.gateway.redact import without_paths
+from es_rerank.ranking.dispatch import WorkerReranker
 from es_rerank.ranking.pipeline import PROBE_QUERY
 from es_rerank.ranking.response import search_response
-from es_rerank.gateway.search_request import parse_search
+from es_rerank.gateway.search_request import parse_search, url_parameters
 from es_rerank.ranking.served import ServedSearch
 
 api = Blueprint("api", __name__)
 log = logging.getLogger(__name__)
-ANY_INDEX = ("_all", "*")
+QUERY_ID_HEADER = "X-Opaque-Id"
+_QUERY_ID = re.compile(r"[\x21-\x7e]{1,64}")  # printable ASCII, no spaces: safe in a log line and a header
 
 
 def _served() -> ServedSearch:
@@ -47,7 +54,7 @@ def _metrics() -> GatewayMetrics:
 def info() -> Response:
     """What this gateway serves, in the place of Elasticsearch's cluster info."""
     pipeline = _served().pipeline()
-    serving = _serving(pipeline)
+    serving = _serving(pipeline, _reranks_now(pipeline))
     tagline = "BM25, reranked by Delta-32-Lex3" if serving["reranks"] else "BM25"
     return jsonify({"name": "es-rerank", "cluster_name": "es-rerank", "tagline": tagline,
                     "esrr": {**serving, "window": pipeline.window}})
@@ -59,7 +66,8 @@ def search(index: str | None = None) -> Response:
     """Elasticsearch's ``_search``: BM25 top-window reranked, a page of it as an ES response."""
     pipeline = _served().pipeline()
     _check_index(index, pipeline.backend.index)
-    asked = parse_search(request.args, _json_body())
+    asked = parse_search(url_parameters(request.query_string), _json_body(), current_app.config["ESRR_MAX_QUERY_WORDS"])
+    query_id = _query_id()
     metrics = _metrics()
     started = time.perf_counter()
     ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage)
@@ -67,9 +75,13 @@ def search(index: str | None = None) -> Response:
     metrics.search_seconds.observe(took)
     if ranking.fallback:
         metrics.fallbacks.inc()
+        log.warning(json.dumps({"event": "model_fallback", "query_id": query_id, "index": pipeline.backend.index,
+                                "took_ms": round(took * 1000, 1), "reason": ranking.fallback}))
     page = ranking.ranked[asked.offset:asked.offset + asked.size]
-    return jsonify(search_response(page, pipeline.backend.index, round(took * 1000), ranking.retrieved,
-                                   ranking.depth, ranking.ranker, ranking.fallback))
+    response = jsonify(search_response(page, pipeline.backend.index, round(took * 1000), ranking.retrieved,
+                                       ranking.depth, ranking.ranker, ranking.fallback))
+    response.headers[QUERY_ID_HEADER] = query_id
+    return response
 
 
 @api.get("/_esrr/health")
@@ -81,12 +93,12 @@ def health() -> Response:
     pipeline = served.pipeline()
     pipeline.backend.search(PROBE_QUERY, 1)  # a BackendError is the app's 503
     fallback = _probe().fallback(pipeline)  # a worker that refuses every request is the app's 503 too
-    body = {"status": "green", **_serving(pipeline)}
+    body = {"status": "green", **_serving(pipeline, _reranks_now(pipeline))}
     if fallback is not None:
-        body.update(status="yellow", fallback=fallback)
+        body.update(status="yellow", fallback=fallback, **_serving(pipeline, False))
     if served.problem is not None:  # logged with its paths by ServedSearch
         body.update(status="yellow", problem=f"the index version current on disk cannot be served, so "
-                                             f"[{pipeline.backend.index}] still is: {without_paths(served.problem)}")
+                                             f"[{pipeline.backend.index}] still is: {public_reason(served.problem)}")
     return jsonify(body)
 
 
@@ -97,9 +109,10 @@ def reload() -> Response:
     try:
         changed = served.follow()
     except BackendError as error:
-        log.warning("reload: still serving index %s: %s", served.pipeline().backend.index, error)
+        log.error("still serving index %s: cannot follow the served index: %s", served.pipeline().backend.index, error)
         raise ServiceUnavailable(f"still serving index [{served.pipeline().backend.index}]: cannot follow the "
-                                 f"served index: {without_paths(str(error))}") from None
+                                 f"served index: {public_reason(str(error))} (the gateway's log names the "
+                                 "paths)") from None
     return jsonify({"index": served.pipeline().backend.index, "changed": changed})
 
 
@@ -110,15 +123,27 @@ def metrics() -> Response:
 
 
 def _check_index(named: str | None, served: str) -> None:
-    """``IndexNotFound`` unless every index ``named`` (comma-separated, wildcards allowed) is the served one,
+    """``IndexNotFound`` unless every index ``named`` (comma-separated, ``*`` wildcards allowed) is the served one,
     its alias, or all."""
     if named is None:
         return
-    accepted = (served, current_app.config["ESRR_ALIAS"])
-    for name in named.split(","):
-        if name not in ANY_INDEX and not (name and any(fnmatchcase(index, name) for index in accepted)):
-            raise IndexNotFound(f"no such index [{name}]; this gateway serves [{current_app.config['ESRR_ALIAS']}] "
-                                f"(index [{served}]): search /{current_app.config['ESRR_ALIAS']}/_search or /_search")
+    alias = current_app.config["ESRR_ALIAS"]
+    unserved = unserved_name(named, (served, alias))
+    if unserved is not None:
+        raise IndexNotFound(f"no such index [{clipped(unserved)}]; "
+                            f"this gateway serves [{alias}] (index [{served}]): search /{alias}/_search or /_search")
+
+
+def _query_id() -> str:
+    """The client's ``X-Opaque-Id`` when it is a short printable token, else a new id."""
+    given = request.headers.get(QUERY_ID_HEADER, "")
+    return given if _QUERY_ID.fullmatch(given) else uuid.uuid4().hex[:16]
+
+
+def _reranks_now(pipeline: Any) -> bool:
+    """Whether searches are sent to a model now: one is set, and no breaker skips the workers."""
+    reranker = pipeline.reranker
+    return not isinstance(reranker, WorkerReranker) or reranker.available
 
 
 def _json_body() -> Any:
@@ -136,8 +161,8 @@ def _json_body() -> Any:
                                '{"query": {"match": {"text": "green tea"}}}') from None
 
 
-def _serving(pipeline: Any) -> dict[str, Any]:
-    """The served index, its documents, and whether a model scores the window (which one a worker
+def _serving(pipeline: Any, model_answers: bool) -> dict[str, Any]:
+    """The served index, its documents, and whether a model scores the window now (which one a worker
     names per search, in ``esrr.ranker``)."""
     return {"index": pipeline.backend.index, "documents": pipeline.backend.stats.n_docs,
-            "reranks": pipeline.reranker is not None and pipeline.window > 0}
+            "reranks": pipeline.reranker is not None and pipeline.window > 0 and model_answers}

@@ -19,14 +19,14 @@ from werkzeug.exceptions import HTTPException
 from es_rerank.backends.base import BackendError
 from es_rerank.gateway.api import api
 from es_rerank.gateway.config import GatewaySettings
-from es_rerank.gateway.errors import GatewayError, error_body
+from es_rerank.gateway.errors import PRODUCT_HEADER, GatewayError, error_body, public_reason
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.url_limit import UrlLengthLimit
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.payload import PayloadError, WorkerSetupError
 
 log = logging.getLogger(__name__)
-PRODUCT_HEADER = ("X-Elastic-Product", "Elasticsearch")
 MAX_BODY_BYTES = 1 << 20
 
 
@@ -35,7 +35,8 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
     settings = settings or GatewaySettings()
     app = Flask(__name__)
     # A search body is a few hundred bytes; a larger one is a 413 before it is read.
-    app.config.update(ESRR_ALIAS=settings.es_alias, MAX_CONTENT_LENGTH=MAX_BODY_BYTES)
+    app.config.update(ESRR_ALIAS=settings.es_alias, MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
+                      ESRR_MAX_QUERY_WORDS=settings.gateway_max_query_words)
     app.json.sort_keys = False  # keep Elasticsearch's key order
     metrics = GatewayMetrics()
     app.extensions["esrr.served"] = served
@@ -43,6 +44,8 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
     app.extensions["esrr.probe"] = ModelProbe()
     app.register_blueprint(api)
     _register_error_handlers(app)
+    app.wsgi_app = UrlLengthLimit(app.wsgi_app, settings.gateway_max_url_bytes,
+                                  on_refused=metrics.requests.labels("unrouted", "414").inc)
 
     @app.after_request
     def _as_elasticsearch(response: Response) -> Response:
@@ -64,17 +67,21 @@ def _register_error_handlers(app: Flask) -> None:
     def _gateway_error(error: GatewayError) -> tuple[Response, int]:
         return render(error.error_type, error.reason, error.status)
 
+    # The log has the whole message; the body, the same without the paths of this machine or a worker's.
     @app.errorhandler(BackendError)
     def _backend_down(error: BackendError) -> tuple[Response, int]:
         log.error("search backend failed: %s", error)
-        return render("search_phase_execution_exception", f"the search backend cannot answer: {error}", 503)
+        return render("search_phase_execution_exception",
+                      f"the search backend cannot answer: {public_reason(str(error))}", 503)
 
     @app.errorhandler(WorkerSetupError)
     @app.errorhandler(PayloadError)
     def _worker_refused(error: Exception) -> tuple[Response, int]:
         # Every query would meet it: a worker set up for another index or model.
         log.error("the scoring worker refused the request: %s", error)
-        return render("search_phase_execution_exception", f"the scoring worker refused the request: {error}", 503)
+        return render("search_phase_execution_exception",
+                      f"the scoring worker refused the request: {public_reason(str(error))} (the gateway's log "
+                      "names the paths)", 503)
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> tuple[Response, int]:

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import sys
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from es_rerank.gateway.config import GatewaySettings
+    from es_rerank.ranking.served import ServedSearch
 
 
 @click.command()
@@ -12,42 +20,75 @@ import click
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Port to listen on [ESRR_GATEWAY_PORT, default 8000].")
 @click.option("--threads", type=click.IntRange(1, 256), default=None,
-              help="Requests served at once [ESRR_GATEWAY_THREADS, default 8].")
-def serve(host: str | None, port: int | None, threads: int | None) -> None:
+              help="Requests served at once, per process [ESRR_GATEWAY_THREADS, default 8].")
+@click.option("--processes", type=click.IntRange(1, 64), default=None,
+              help="Gateway processes sharing the port [ESRR_GATEWAY_PROCESSES, default 1].")
+def serve(host: str | None, port: int | None, threads: int | None, processes: int | None) -> None:
     """Serve _search over HTTP: BM25 top-window, scored by running workers (`esrr worker start`).
 
     Without an answer from a worker within ESRR_SCORE_DEADLINE_S a search keeps BM25's
-    order and says why in its `esrr.fallback`; ESRR_GATEWAY_RERANK=false never asks one.
+    order and says why in its `esrr.fallback`; after ESRR_BREAKER_FAILURES such searches
+    in a row the workers are skipped for ESRR_BREAKER_COOLDOWN_S. ESRR_GATEWAY_RERANK=false
+    never asks one.
     """
-    import waitress
-
     from es_rerank.cli_options import load_settings
-    from es_rerank.gateway.app import create_app
+    from es_rerank.gateway.app import MAX_BODY_BYTES
     from es_rerank.gateway.config import GatewaySettings
-    from es_rerank.ranking.served import ServedSearch
-    from es_rerank.ranking.assemble import served_pipeline
+    from es_rerank.gateway.server import ServeError, ensure_open_files, listening_socket, supervise
 
-    settings = load_settings(GatewaySettings, gateway_host=host, gateway_port=port, gateway_threads=threads)
-    window = settings.gateway_window
-    via_worker = settings.gateway_rerank and window > 0
-    pipeline = served_pipeline(settings, window, rerank=None if via_worker else False, keep_vectors=True,
-                               via_worker=via_worker)
-    served = ServedSearch(pipeline, settings.gateway_index_check_s)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = load_settings(GatewaySettings, gateway_host=host, gateway_port=port, gateway_threads=threads,
+                             gateway_processes=processes)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s")
+    served = served_search(settings)  # a set-up that cannot serve fails here, once, with its fix
     try:
-        server = waitress.create_server(create_app(served, settings), host=settings.gateway_host,
-                                        port=settings.gateway_port, threads=settings.gateway_threads,
-                                        ident="es-rerank")
-    except (OSError, ValueError) as error:  # the port is taken, the address is not this machine's or no address
+        ensure_open_files(settings.gateway_connection_limit)
+        sock = listening_socket(settings.gateway_host, settings.gateway_port)
+    except ServeError as error:
         served.close()
-        reason = error.strerror if isinstance(error, OSError) else "not an address or a host name that resolves"
+        raise click.ClickException(str(error)) from None
+    except OSError as error:  # the port is taken, the address is not this machine's or no address
+        resolves = not isinstance(error, socket.gaierror) and error.strerror
+        reason = error.strerror if resolves else "not an address or a host name that resolves"
+        served.close()
         raise click.ClickException(f"cannot listen on {settings.gateway_host}:{settings.gateway_port} "
                                    f"({reason}); choose another --port or --host") from None
+    options = {"threads": settings.gateway_threads, "connection_limit": settings.gateway_connection_limit,
+               "channel_timeout_s": settings.gateway_channel_timeout_s, "max_body_bytes": MAX_BODY_BYTES}
+    if settings.gateway_processes == 1:
+        _serve_one(settings, served, sock, options)
+        return
+    served.close()  # each process opens its own, after the fork
+    status = supervise(settings.gateway_processes,
+                       lambda: _serve_one(settings, served_search(settings), sock, options))
+    sock.close()
+    if status:
+        raise click.ClickException("the gateway processes exited as soon as they started; their log above says why")
+
+
+def served_search(settings: GatewaySettings) -> ServedSearch:
+    """The served pipeline that ``settings`` describe (``ServedSearch``); click errors name what is missing."""
+    from es_rerank.ranking.assemble import served_pipeline
+    from es_rerank.ranking.served import ServedSearch
+
+    via_worker = settings.gateway_rerank and settings.gateway_window > 0
+    pipeline = served_pipeline(settings, settings.gateway_window, rerank=None if via_worker else False,
+                               keep_vectors=True, via_worker=via_worker)
+    return ServedSearch(pipeline, settings.gateway_index_check_s)
+
+
+def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.socket, options: dict) -> None:
+    """One gateway process: the app around ``served``, served on the (shared) listening ``sock``."""
+    from es_rerank.gateway.app import create_app
+    from es_rerank.gateway.server import serve_on, waitress_options
+
     address = f"http://{settings.gateway_host}:{settings.gateway_port}"
-    scored = f"scored by the workers on {pipeline.reranker.queue!r}" if via_worker else "not reranked"
-    click.echo(f"es-rerank gateway on {address}: index {pipeline.backend.index}, window {window}, {scored}; "
-               f"try: curl '{address}/_search?q=green+tea'", err=True)
+    pipeline = served.pipeline()
+    via_worker = settings.gateway_rerank and settings.gateway_window > 0
+    scored = f"scored by the workers on {settings.queue!r}" if via_worker else "not reranked"
+    click.echo(f"es-rerank gateway (pid {os.getpid()}) on {address}: index {pipeline.backend.index}, window "
+               f"{settings.gateway_window}, {scored}; try: curl '{address}/_search?q=green+tea'", err=True)
+    sys.stderr.flush()
     try:
-        server.run()
+        serve_on(create_app(served, settings), sock, waitress_options(**options))
     finally:
         served.close()

@@ -17,7 +17,13 @@ class GatewaySettings(BrokerSettings):
 
     gateway_host: str = Field("127.0.0.1", min_length=1, description="address to listen on; 0.0.0.0 for all")
     gateway_port: int = Field(8000, ge=1, le=65535)
-    gateway_threads: int = Field(8, ge=1, le=MAX_GATEWAY_THREADS, description="requests served at once")
+    gateway_threads: int = Field(8, ge=1, le=MAX_GATEWAY_THREADS, description="requests served at once, per process")
+    gateway_processes: int = Field(1, ge=1, le=64, description="gateway processes sharing the port (forked)")
+    # Slow clients (es_rerank/gateway/server.py): a connection waiting on its client holds no thread.
+    gateway_connection_limit: int = Field(1000, ge=1, le=100_000, description="open client connections per "
+                                          "process; the soft limit on open files is raised to fit")
+    gateway_channel_timeout_s: float = Field(30.0, gt=0, le=3600, description="an idle client connection is "
+                                             "closed after this long")
     gateway_window: int = Field(500, ge=0, le=MAX_K, description="BM25 hits reranked per query (0: BM25 order)")
     gateway_rerank: bool = Field(True, description="have the workers score the window; false serves BM25 "
                                                    "refined by the feedback and votes only")
@@ -25,3 +31,8 @@ class GatewaySettings(BrokerSettings):
     # after this many seconds follows it, so a gateway needs no restart.
     gateway_index_check_s: float = Field(5.0, ge=0, description="seconds between looks for a newly served "
                                                                 "index version (0: every request)")
+    # Bounds on one request, checked before any work that grows with it (docs/operations.md).
+    gateway_max_url_bytes: int = Field(8192, ge=256, le=65536, description="longest path + query string read; "
+                                       "longer is a 414 before routing (Elasticsearch's own limit is 4 KB)")
+    gateway_max_query_words: int = Field(256, ge=1, le=4096, description="most words in a query (and 32 "
+                                         "characters a word); more is a 400 naming the limit")

@@ -7,6 +7,12 @@ query forms that carry such words (``match``, ``multi_match``, ``query_string``,
 ``BadSearchRequest`` that says what to send instead, as Elasticsearch refuses what it
 cannot parse. Operators inside the text (AND, quotes, fields) are not parsed: the words
 are what is searched.
+
+Every request's cost is bounded before the search: a query longer than ``max_words``
+words (``ESRR_GATEWAY_MAX_QUERY_WORDS``) is a 400 naming the limit, not cut short, since
+a cut query would be answered as if it were another one; its characters are counted
+before it is tokenized, so a megabyte of text costs no tokenizing. Error messages show
+at most a short excerpt of what was sent.
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
+from urllib.parse import parse_qsl
 
 from es_rerank.backends.base import MAX_K
-from es_rerank.gateway.errors import BadSearchRequest
+from es_rerank.gateway.errors import BadSearchRequest, clipped, excerpt
 from es_rerank.text import tokenize
 
 SEARCHED_FIELD = "text"
@@ -26,6 +33,8 @@ BODY_KEYS = ("query", "size", "from", "track_total_hits")  # track_total_hits: t
 URL_PARAMETERS = ("q", "size", "from", "track_total_hits", "pretty", "human", "error_trace")
 TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
 DEFAULT_SIZE = 10
+DEFAULT_MAX_WORDS = 256
+CHARS_PER_WORD = 32  # a query of n words may hold 32 n characters (biomedical words are long, not that long)
 EXAMPLE = '{"query": {"match": {"text": "green tea and breast cancer"}}, "size": 10}'
 
 
@@ -43,19 +52,37 @@ class SearchRequest:
         return max(self.offset + self.size, 1)
 
 
-def parse_search(params: Mapping[str, str], body: Any) -> SearchRequest:
-    """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for."""
-    unknown = sorted(set(params) - set(URL_PARAMETERS))
-    if unknown:
-        raise BadSearchRequest(f"request [/_search] contains unrecognized parameter: [{unknown[0]}]; this gateway "
-                               f"reads {', '.join(URL_PARAMETERS)}")
+def url_parameters(query_string: bytes) -> dict[str, str]:
+    """The URL's parameters, each name's first value; ``BadSearchRequest`` when they are not UTF-8.
+
+    werkzeug's ``request.args`` would keep undecodable bytes as text (``q=%fe`` searched
+    for "fe"); a body that is not UTF-8 is refused, so a URL is too.
+    """
+    try:
+        pairs = parse_qsl(query_string.decode("utf-8"), keep_blank_values=True, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise BadSearchRequest("the URL's parameters are not UTF-8 (after %-decoding); percent-encode the search "
+                               "text's UTF-8 bytes, as in q=caf%C3%A9") from None
+    params: dict[str, str] = {}
+    for name, value in pairs:
+        params.setdefault(name, value)
+    return params
+
+
+def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_MAX_WORDS) -> SearchRequest:
+    """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for, of at most
+    ``max_words`` words."""
+    unknown = next((name for name in params if name not in URL_PARAMETERS), None)
+    if unknown is not None:
+        raise BadSearchRequest(f"request [/_search] contains unrecognized parameter: [{clipped(unknown)}]; this "
+                               f"gateway reads {', '.join(URL_PARAMETERS)}")
     if body is None:
         body = {}
     if not isinstance(body, dict):
         raise BadSearchRequest(f"the request body is a JSON {type(body).__name__}, not an object; send {EXAMPLE}")
-    unknown = sorted(set(body) - set(BODY_KEYS))
-    if unknown:
-        raise BadSearchRequest(f"unknown key [{unknown[0]}] in the search body; this gateway reads "
+    unknown = next((key for key in body if key not in BODY_KEYS), None)
+    if unknown is not None:
+        raise BadSearchRequest(f"unknown key [{clipped(unknown)}] in the search body; this gateway reads "
                                f"{', '.join(BODY_KEYS)}, as in {EXAMPLE}")
     size = _count("size", params.get("size", body.get("size", DEFAULT_SIZE)))
     offset = _count("from", params.get("from", body.get("from", 0)))
@@ -66,10 +93,22 @@ def parse_search(params: Mapping[str, str], body: Any) -> SearchRequest:
         raise BadSearchRequest("the search text is given twice, as q= in the URL and as query in the body; "
                                "send one of them")
     text = params["q"] if "q" in params else _query_text(body.get("query"))
-    if not tokenize(text):
-        raise BadSearchRequest(f"the query {_shown(text)} has no words to search for (only spaces or punctuation); "
-                               "give it at least one word")
+    _check_length(text, max_words)
     return SearchRequest(text, size, offset)
+
+
+def _check_length(text: str, max_words: int) -> None:
+    """``BadSearchRequest`` unless ``text`` has 1 to ``max_words`` words; long text is refused before tokenizing."""
+    max_chars = max_words * CHARS_PER_WORD
+    fix = f"this gateway searches at most {max_words} words ({max_chars} characters) per query; shorten it"
+    if len(text) > max_chars:
+        raise BadSearchRequest(f"the query is {len(text)} characters long; {fix}")
+    words = len(tokenize(text))
+    if words > max_words:
+        raise BadSearchRequest(f"the query has {words} words; {fix}")
+    if not words:
+        raise BadSearchRequest(f"the query {excerpt(text)} has no words to search for (only spaces or "
+                               "punctuation); give it at least one word")
 
 
 def _count(name: str, value: Any) -> int:
@@ -77,16 +116,10 @@ def _count(name: str, value: Any) -> int:
     if isinstance(value, str) and re.fullmatch(r"[0-9]{1,7}", value.strip()):  # ASCII digits, int() takes
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadSearchRequest(f"[{name}] must be a whole number of at least 0, got {_shown(value)}")
+        raise BadSearchRequest(f"[{name}] must be a whole number of at least 0, got {excerpt(value)}")
     if value > MAX_K:
-        raise BadSearchRequest(f"[{name}] is {_shown(value)}; this gateway ranks at most {MAX_K} hits per query")
+        raise BadSearchRequest(f"[{name}] is {excerpt(value)}; this gateway ranks at most {MAX_K} hits per query")
     return value
-
-
-def _shown(value: Any, chars: int = 40) -> str:
-    """``repr(value)``, cut short: a request may carry megabytes."""
-    text = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 30 else "a number of over 30 digits"
-    return text if len(text) <= chars else text[:chars] + "..."
 
 
 def _query_text(query: Any) -> str:
@@ -98,7 +131,7 @@ def _query_text(query: Any) -> str:
                                f"as in {EXAMPLE}")
     kind, clause = next(iter(query.items()))
     if kind not in TEXT_QUERIES:
-        raise BadSearchRequest(f"[{kind}] queries are not served: this gateway reranks keyword searches; "
+        raise BadSearchRequest(f"[{clipped(kind)}] queries are not served: this gateway reranks keyword searches; "
                                f"send one of {', '.join(TEXT_QUERIES)}, as in {EXAMPLE}")
     if not isinstance(clause, dict):
         raise BadSearchRequest(f"[{kind}] must be an object, as in {EXAMPLE}")
@@ -123,15 +156,16 @@ def _check_fields(kind: str, fields: Any) -> None:
         return
     listed = [fields] if isinstance(fields, str) else fields if isinstance(fields, list) else None
     if listed is None or not all(isinstance(name, str) for name in listed):
-        raise BadSearchRequest(f"[{kind}] fields must be a field name or a list of them, got {_shown(fields)}")
+        raise BadSearchRequest(f"[{kind}] fields must be a field name or a list of them, got {excerpt(fields)}")
     names = {name.split("^")[0] for name in listed}  # a boost ("title^2") does not change what is searched
     if names not in ({SEARCHED_FIELD}, set(FIELDS_OF_TEXT), {"*"}, {"_all"}):
-        raise BadSearchRequest(f"[{kind}] on {sorted(names)}: this gateway searches title and abstract together, "
+        raise BadSearchRequest(f"[{kind}] on {excerpt(sorted(names))}: this gateway searches title and abstract "
+                               "together, "
                                f"as the field '{SEARCHED_FIELD}'; name that field (or title and abstract both)")
 
 
 def _text(kind: str, text: Any) -> str:
     """``text`` if it is a string, else ``BadSearchRequest``."""
     if not isinstance(text, str):
-        raise BadSearchRequest(f"[{kind}] needs the search text as a string, got {_shown(text)}; send {EXAMPLE}")
+        raise BadSearchRequest(f"[{kind}] needs the search text as a string, got {excerpt(text)}; send {EXAMPLE}")
     return text

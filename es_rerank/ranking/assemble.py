@@ -85,11 +85,15 @@ def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None =
 
 
 def _worker_reranker(settings: BrokerSettings) -> WorkerReranker:
-    """Scores from the workers on ``settings``' broker and queue, within ``ESRR_SCORE_DEADLINE_S``."""
+    """Scores from the workers on ``settings``' broker and queue, within ``ESRR_SCORE_DEADLINE_S``, behind a
+    circuit breaker and the queue's cap."""
+    from es_rerank.ranking.breaker import CircuitBreaker
     from es_rerank.ranking.broker import client_app
     from es_rerank.ranking.dispatch import WorkerReranker
 
-    return WorkerReranker(client_app(settings), settings.queue, settings.score_deadline_s, settings.lex_features)
+    breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
+    return WorkerReranker(client_app(settings), settings.queue, settings.score_deadline_s, settings.lex_features,
+                          breaker=breaker, max_queued=settings.queue_max_tasks)
 
 
 def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:

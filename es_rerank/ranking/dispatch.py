@@ -11,6 +11,15 @@ No answer in time, or no broker, raises ``ScoringUnavailable``: the pipeline kee
 BM25's order for that query and says why. A worker that refuses the request
 (``PayloadError``, ``WorkerSetupError``) would refuse every query the same way, so that
 passes through with its fix.
+
+Outages: a ``breaker.CircuitBreaker`` stops sending after repeated failures (searches
+then fall back at once, before any request is built). And a task nobody waits for must
+not stay on the broker for ever: where the transport honours a message TTL (RabbitMQ)
+each task carries the deadline as one; on Redis, which does not, the queue's length is
+looked at before each send (``LLEN``) and no task is sent while ``max_queued`` wait there,
+so an outage leaves at most ``max_queued`` tasks behind (plus one per other process that
+sends to the queue, whose look and send may interleave with this one's: sends of one
+process take turns).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
 from es_rerank.backends.base import Hit
+from es_rerank.ranking.breaker import CLOSED, CircuitBreaker
 from es_rerank.ranking.pipeline import ScoringUnavailable, StageClock, no_clock
 from es_rerank.lex import LEX3
 from es_rerank.payload import TASK_NAME, build_request, encode, result_scores
@@ -80,24 +90,43 @@ def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
     }
 
 
+def queued_tasks(channel: Any, queue: str) -> int | None:
+    """Tasks waiting on ``queue`` (Redis: the length of its list); None where the transport counts none cheaply.
+
+    kombu's Redis channel client adds the key prefix (``ESRR_BROKER_KEY_PREFIX``); tasks
+    sent without a priority wait on the queue's own list.
+    """
+    if getattr(channel.connection, "driver_type", None) != "redis":
+        return None
+    return int(channel.client.llen(queue))
+
+
 class WorkerReranker:
     """Scores from whichever worker consumes ``queue``, each query within ``deadline_s`` (a ``pipeline.Reranker``).
 
     ``client`` is a Celery app with the workers' broker and result backend
     (``worker.celery_app.create_app``), not yet used: it only sends, under
     ``caller_config``. Celery's result consumer drains once a second, so a wait past
-    the deadline ends at the next whole second. Safe to share between threads.
+    the deadline ends at the next whole second. ``breaker``, when given, skips the workers
+    during an outage; ``max_queued`` (Redis) is the most tasks left waiting on the queue
+    before a send is refused. Safe to share between threads.
     """
 
-    def __init__(self, client: Any, queue: str, deadline_s: float, lex_names: Sequence[str] = LEX3) -> None:
+    def __init__(self, client: Any, queue: str, deadline_s: float, lex_names: Sequence[str] = LEX3,
+                 breaker: CircuitBreaker | None = None, max_queued: int | None = None) -> None:
         if deadline_s <= 0:
             raise ValueError(f"deadline_s must be above 0, got {deadline_s}")
+        if max_queued is not None and max_queued < 1:
+            raise ValueError(f"max_queued must be at least 1 (or None), got {max_queued}")
         client.conf.update(caller_config(client.conf, deadline_s))
         self.client = client
         self.broker = maybe_sanitize_url(client.conf.broker_url)  # for messages: no password
         self.queue = queue
         self.deadline_s = deadline_s
         self.lex_names = tuple(lex_names)
+        self.breaker = breaker
+        self.max_queued = max_queued
+        self._sending = threading.Lock()  # one look-then-send at a time, so the queue's cap holds in this process
         self._answered = threading.local()  # which model answered this thread's last query
 
     @property
@@ -105,17 +134,69 @@ class WorkerReranker:
         """The model that answered this thread's last query, as the worker named it."""
         return getattr(self._answered, "model", UNANSWERED_NAME)
 
+    @property
+    def available(self) -> bool:
+        """Whether searches are sent to the workers now (False while the breaker skips them)."""
+        return self.breaker is None or self.breaker.state == CLOSED
+
     def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
                  clock: StageClock = no_clock) -> np.ndarray:
         """float32 [len(hits)] scores from a worker; ``ScoringUnavailable`` when none answers in time."""
         started = time.monotonic()
-        with clock("features"):
-            payload = encode(build_request(query, [h.terms for h in hits], stats, self.lex_names))
+        skipped = self.breaker.admit() if self.breaker is not None else None
+        if skipped is not None:  # before the request is built: an outage costs the searches nothing
+            raise ScoringUnavailable(skipped)
+        try:
+            with clock("features"):
+                payload = encode(build_request(query, [h.terms for h in hits], stats, self.lex_names))
+        except BaseException:
+            if self.breaker is not None:
+                self.breaker.abandoned()
+            raise
         with clock("model"):
-            result = self._answer(payload, started + self.deadline_s)
+            result = self.answer(payload, started + self.deadline_s)
         scores = result_scores(result, len(hits))
         self._answered.model = str(result.get("model") or UNANSWERED_NAME)
         return scores
+
+    def answer(self, payload: dict[str, Any], deadline: float) -> Any:
+        """The result for an encoded ``payload`` by ``deadline`` (``time.monotonic``), its outcome told to the
+        breaker (a worker's refusal is an answer)."""
+        if self.breaker is None:
+            return self._answer(payload, deadline)
+        try:
+            result = self._answer(payload, deadline)
+        except ScoringUnavailable as error:
+            self.breaker.failed(str(error))
+            raise
+        except BaseException:
+            self.breaker.succeeded()  # the worker's own failure: it is there
+            raise
+        self.breaker.succeeded()
+        return result
+
+    def _send(self, payload: dict[str, Any], task_id: str, deadline: float) -> None:
+        """Send the task unless ``max_queued`` tasks wait already; ``ScoringUnavailable`` then, or past ``deadline``."""
+        # A send waits at most one socket wait on a broker that does not answer: take a turn only while one fits.
+        if not self._sending.acquire(timeout=max(deadline - time.monotonic() - self.deadline_s / SOCKET_WAITS, 0)):
+            raise ScoringUnavailable(f"cannot reach the broker at {self.broker}: the send before this one waited "
+                                     f"on it past this search's {self.deadline_s:g} s; check ESRR_BROKER_URL and that "
+                                     "it runs")
+        try:
+            with self.client.producer_or_acquire() as producer:
+                queued = queued_tasks(producer.channel, self.queue) if self.max_queued is not None else None
+                if queued is not None and queued >= self.max_queued:
+                    raise ScoringUnavailable(
+                        f"{queued} tasks wait on queue {self.queue!r} at {self.broker}, its cap "
+                        f"(ESRR_QUEUE_MAX_TASKS={self.max_queued}): no worker is taking them; start one with "
+                        "`esrr worker start`, or raise the cap if the workers are only busy")
+                left = max(deadline - time.monotonic(), 0.001)
+                # expires: a worker drops it late; expiration: a broker with message TTLs (RabbitMQ) drops it
+                # unconsumed. retry=False: a broker that is down fails now, not after retries outlast the deadline.
+                self.client.send_task(TASK_NAME, args=[payload], queue=self.queue, task_id=task_id, expires=left,
+                                      expiration=left, retry=False, producer=producer)
+        finally:
+            self._sending.release()
 
     def _answer(self, payload: dict[str, Any], deadline: float) -> Any:
         """The task's result, by ``deadline`` (a ``time.monotonic`` time)."""
@@ -124,15 +205,15 @@ class WorkerReranker:
         unreachable = (OperationalError, RuntimeError, *REDIS_ERRORS,
                        *getattr(self.client.backend, "connection_errors", ()))
         try:
-            # retry=False: a broker that is down fails now, not after the publish retries outlast the deadline
-            self.client.send_task(TASK_NAME, args=[payload], queue=self.queue, task_id=pending.id,
-                                  expires=max(deadline - time.monotonic(), 0.001), retry=False)
+            self._send(payload, pending.id, deadline)
             return pending.get(timeout=max(deadline - time.monotonic(), 0.001))
         except CeleryTimeoutError:
             self._forget(pending)
             raise ScoringUnavailable(f"no worker answered on queue {self.queue!r} at {self.broker} within "
                                      f"{self.deadline_s:g} s; start one with `esrr worker start`, or raise "
                                      "ESRR_SCORE_DEADLINE_S") from None
+        except ScoringUnavailable:  # refused before it was sent: nothing subscribed to forget
+            raise
         except TaskRevokedError:  # it expired in the queue: the workers were busy
             raise ScoringUnavailable(f"the task waited on queue {self.queue!r} past its {self.deadline_s:g} s: "
                                      "the workers are busy; add workers, or raise ESRR_SCORE_DEADLINE_S") from None

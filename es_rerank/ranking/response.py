@@ -19,13 +19,14 @@ def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retri
     all it was asked for, more may match, so the total is a lower bound ("gte"), as ES
     reports a capped count. ``took_ms`` is the time from the first-stage search to the
     final order. Each hit's ``fields`` carry its BM25 score and whether the ranker
-    reordered it; ``esrr.ranker`` names what made ``_score`` (see ``descending_scores``),
-    and ``esrr.fallback``, when present, why the model did not score the query.
+    reordered it (never in a fallback answer, where no model scored it);
+    ``esrr.ranker`` names what made ``_score`` (see ``descending_scores``), and
+    ``esrr.fallback``, when present, why the model did not score the query.
     """
     scores = descending_scores(ranked)
     hits = [{"_index": index, "_id": item.hit.doc_id, "_score": score,
              "_source": {"doc_id": item.hit.doc_id, "title": item.hit.title},
-             "fields": {"bm25_score": [float(item.hit.score)], "reranked": [item.reranked]}}
+             "fields": {"bm25_score": [float(item.hit.score)], "reranked": [item.reranked and not fallback]}}
             for item, score in zip(ranked, scores)]
     return {
         "took": took_ms,

@@ -246,6 +246,26 @@ def test_bad_payload_gets_a_clear_error_and_the_worker_stays_up(running_worker, 
 
 
 @pytest.mark.broker
+def test_the_worker_logs_a_summary_of_each_task_and_a_refusal_without_a_traceback(running_worker, artifacts):
+    client, queue = running_worker.client, running_worker.queue
+    good = encode(make_request(artifacts, QUERIES[3], rows_for(artifacts, 4, 7)))
+    scored = send(client, queue, good)
+    scores = scored.get(timeout=TIMEOUT)["scores"]
+    refused = send(client, queue, {**good, "v": True})
+    with pytest.raises(PayloadError, match="payload version True"):
+        refused.get(timeout=TIMEOUT)
+    deadline, log = time.monotonic() + 10, ""
+    while time.monotonic() < deadline and refused.id not in log:  # the worker's log is written as it goes
+        time.sleep(0.1)
+        log = running_worker.process.log_path.read_text(errors="replace")
+    mine = [line for line in log.splitlines() if scored.id in line or refused.id in line]
+    assert any(f"[{scored.id}] scored 7 documents with delta-32-lex3 in" in line for line in mine), mine
+    assert not any(repr(scores[0]) in line or "succeeded in" in line for line in mine), mine
+    refusal = log[log.index(f"[{refused.id}] raised"):]
+    assert "raised expected: PayloadError" in refusal and "Traceback" not in refusal.split("\n", 2)[1]
+
+
+@pytest.mark.broker
 def test_concurrent_requests_are_coalesced(running_worker, artifacts):
     requests = [make_request(artifacts, QUERIES[i % len(QUERIES)], rows_for(artifacts, 10 + i, 12))
                 for i in range(8)]

@@ -102,6 +102,8 @@ BAD_PAYLOADS = {
     "not a dict": (lambda p: [p], "expected the object"),
     "wrong version": (lambda p: {**p, "v": 2}, "payload version 2.*same release"),
     "no version": (lambda p: {k: v for k, v in p.items() if k != "v"}, "payload version None"),
+    "boolean version": (lambda p: {**p, "v": True}, "payload version True"),
+    "float version": (lambda p: {**p, "v": 1.0}, "payload version 1.0"),
     "n mismatch": (lambda p: {**p, "n": 4}, r"doc_tokens has shape \[3, 50\], expected \[4, 50\]"),
     "lex rows mismatch": (lambda p: {**p, "lex": _array(np.zeros((2, 3)), "<f4")},
                           r"lex has shape \[2, 3\], expected \[3, 3\]"),
@@ -172,6 +174,8 @@ def test_result_scores_read_the_task_result_and_refuse_a_malformed_one():
     assert scores.dtype == np.float32 and scores.tolist() == [0.5, -1.0, 2.0]
     with pytest.raises(PayloadError, match="result version 2.*same release"):
         result_scores({**result, "v": 2}, 3)
+    with pytest.raises(PayloadError, match="result version True"):
+        result_scores({**result, "v": True}, 3)
     with pytest.raises(PayloadError, match="result version 'list'"):
         result_scores([0.5, -1.0, 2.0], 3)
     for scores in ([0.5, -1.0], [0.5, float("nan"), 2.0], "abc", None, [[0.5], [1.0], [2.0]]):

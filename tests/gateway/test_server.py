@@ -1,0 +1,116 @@
+"""``esrr serve`` as a real server process on real sockets: slow clients, several processes on one port."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from benchmarks.slow_clients import _closed_by_server, hold_connections, time_searches
+from index_setup.embedded_index import build_embedded_index
+from tests.conftest import TINY_DOCS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("server")
+    build_embedded_index(list(TINY_DOCS), home / "indexes" / "embedded", version="v1", progress=False)
+    return home
+
+
+@contextmanager
+def serving(home: Path, port: int, *args: str, **settings: object) -> Iterator[subprocess.Popen]:
+    """``esrr serve --port PORT ARGS`` without a model, until it answers."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
+           "ESRR_GATEWAY_RERANK": "false", **{f"ESRR_{k.upper()}": str(v) for k, v in settings.items()}}
+    process = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
+                                "--port", str(port), *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time_searches(f"http://127.0.0.1:{port}", 1, 1.0) == [None]:
+            assert process.poll() is None and time.monotonic() < deadline, "esrr serve did not start"
+            time.sleep(0.1)
+        yield process
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+def test_searches_answer_while_300_clients_hang_half_sent_and_idle_ones_are_closed(home, free_port):
+    port = free_port()
+    with serving(home, port, gateway_channel_timeout_s=2):
+        held, short = hold_connections("127.0.0.1", port, 300, timeout=5)  # waitress' default limit: 100
+        try:
+            assert short is None and len(held) == 300
+            time.sleep(0.5)
+            times = time_searches(f"http://127.0.0.1:{port}", 5, timeout=5)
+            assert None not in times and max(times) < 2000, times
+            time.sleep(4)  # past the channel timeout, and a cleanup after it
+            assert sum(map(_closed_by_server, held)) == 300
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")
+def test_several_processes_share_the_port_and_one_that_dies_is_replaced(home, free_port):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with serving(home, port, "--processes", "2") as parent:
+        deadline = time.monotonic() + 30
+        while len(_children(parent.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first = _children(parent.pid)
+        assert len(first) == 2
+        os.kill(min(first), signal.SIGKILL)
+        answers = time_searches(url, 20, timeout=5)
+        assert None not in answers  # the other process answers meanwhile
+        while (len(_children(parent.pid)) < 2 or min(first) in _children(parent.pid)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        now = _children(parent.pid)
+        assert len(now) == 2 and min(first) not in now and max(first) in now
+        body = json.load(urllib.request.urlopen(f"{url}/_search?q=bone", timeout=5))
+        assert [hit["_id"] for hit in body["hits"]["hits"]] == ["b", "a"]
+        parent.terminate()
+        assert parent.wait(15) == 0
+    assert not _children(parent.pid)
+
+
+def test_bench_slow_clients_reports_held_connections_and_answered_searches(home, free_port, tmp_path):
+    from click.testing import CliRunner
+
+    from es_rerank.cli import main
+
+    port, figures = free_port(), tmp_path / "slow.json"
+    with serving(home, port):
+        result = CliRunner().invoke(main, ["bench", "slow-clients", "--url", f"http://127.0.0.1:{port}",
+                                           "--connections", "20", "--searches", "3", "--json-out", str(figures)])
+    assert result.exit_code == 0, result.output
+    assert "connections held half-sent: 20 of 20" in result.output and "searches answered: 3 of 3" in result.output
+    assert json.loads(figures.read_text())["answered"] == 3
