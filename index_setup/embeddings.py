@@ -98,7 +98,7 @@ from es_rerank import versions
 from es_rerank.cli import sigterm_as_exit
 from es_rerank.embeddings import (ARTIFACT_FORMAT, PAD, PAD_TOKEN, UNK, UNK_TOKEN, Embeddings, EmbeddingsError,
                                   current_version)
-from es_rerank.settings import DEFAULT_NFCORPUS
+from es_rerank.settings import DEFAULT_NFCORPUS, missing_from_home
 from es_rerank.text import embedding_tokens, tokenize
 from es_rerank.versions import VersionNameError, check_version, is_locked, lock_folder, root_lock, write_pointer
 from index_setup.readers import CorpusFormatError, read_queries
@@ -555,7 +555,8 @@ def info_command(out: Path | None, version: str | None, neighbours: tuple[str, .
     try:
         version = check_version(version) if version is not None else current_version(embeddings_dir)
         if version is None:
-            raise EmbeddingsError(f"no trained embeddings in {embeddings_dir}; run `esrr embeddings train`")
+            raise EmbeddingsError(missing_from_home(f"no trained embeddings in {embeddings_dir.absolute()}",
+                                                    "train them there with `esrr embeddings train`"))
         emb = Embeddings.load(embeddings_dir / version)
     except (EmbeddingsError, VersionNameError) as exc:
         raise click.ClickException(str(exc)) from exc

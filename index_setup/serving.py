@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from es_rerank.settings import CommonSettings
+from es_rerank.settings import CommonSettings, missing_from_home
 
 if TYPE_CHECKING:
     from es_rerank.gateway.dispatch import WorkerReranker
@@ -76,8 +76,9 @@ def served_pipeline(settings: CommonSettings, window: int, rerank: bool | None =
                                        "'es-rerank[model]', or pass --no-rerank") from None
         reranker = LocalReranker(worker_settings)
     elif untrained:  # asked for no model (--no-rerank, a window of 0): nothing to say
-        click.echo(f"(not reranked: no model at {checkpoint}; train the embeddings and the model with "
-                   "`bash scripts/run.sh --train`, or `esrr embeddings train` then `esrr train`)", err=True)
+        click.echo("(not reranked: " + missing_from_home(
+            f"no model at {checkpoint.absolute()}", "train the embeddings and the model with `bash scripts/run.sh "
+            "--train`, or `esrr embeddings train` then `esrr train`") + ")", err=True)
     if not use_feedback:
         return SearchPipeline(served, window, reranker, None, neighbours)
     from es_rerank.feedback import DocumentVectorCache  # scipy: loaded only when feedback runs

@@ -97,8 +97,10 @@ def test_load_current(trained: tuple[Path, Embeddings], tmp_path: Path) -> None:
     emb_dir, _ = trained
     settings = CommonSettings(home=emb_dir.parent)
     assert load_current(settings).version == "v1"
-    with pytest.raises(EmbeddingsError, match="esrr embeddings train"):
+    with pytest.raises(EmbeddingsError, match="esrr embeddings train") as missing:
         load_current(CommonSettings(home=tmp_path / "empty"))
+    assert f"no trained embeddings in {tmp_path / 'empty' / 'embeddings'} " in str(missing.value)
+    assert "cd to the es-rerank folder or set ESRR_HOME=/path/to/artifacts" in str(missing.value)
     with pytest.raises(EmbeddingsError, match="missing"):
         Embeddings.load(tmp_path / "nowhere")
 
@@ -353,6 +355,8 @@ def test_train_from_data_and_cli(tmp_path: Path) -> None:
     assert "c1" in result.output and "famotidine:" in result.output and "not in the vocabulary" in result.output
     result = runner.invoke(embeddings, ["info", "--out", str(tmp_path / "none")])
     assert result.exit_code != 0 and "esrr embeddings train" in result.output
+    assert f"no trained embeddings in {tmp_path / 'none'}." in result.output
+    assert "cd to the es-rerank folder or set ESRR_HOME=/path/to/artifacts" in result.output
     result = runner.invoke(embeddings, ["info", "--out", out, "--version", "../cli/c1"])
     assert result.exit_code == 1 and "bad version name '../cli/c1'" in result.output
     meta_path = tmp_path / "cli" / "c1" / "meta.json"
