@@ -1,21 +1,56 @@
 #!/usr/bin/env bash
-# The main job on the embedded default (no Elasticsearch, no docker): set up,
-# build the NFCorpus index if none is served and the judged-neighbour votes if missing,
-# and answer a search from the shell, reranked by Delta-32-Lex3 when a trained model
-# exists (`--train` trains one first), refined by the candidate feedback, with the votes added.
+# The main job on the embedded default (no Elasticsearch, no docker): set up, build the
+# NFCorpus index if none is served and the judged-neighbour votes if missing, train the
+# word2vec embeddings and Delta-32-Lex3 if no model is trained yet, and answer a search
+# from the shell: reranked by Delta-32-Lex3, refined by the candidate feedback, with the
+# votes added. Later runs reuse all of it and answer in seconds.
+#
+#   bash scripts/run.sh ["query"]              trains on the first run only
+#   bash scripts/run.sh --train ["query"]      retrains the embeddings and the model
+#   bash scripts/run.sh --reproduce ["query"]  retrains with the deterministic recipe (word2vec on
+#                                              one thread: the same vectors on every run, slower)
+#
+# The repository ships no weights: the word2vec table alone is tens of MB, and a reindex
+# would leave it stale; training on the first run makes them from the data that is here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 train=0
-if [[ "${1:-}" == "--train" ]]; then train=1; shift; fi
+deterministic=()
+while (( $# )); do
+    case "$1" in
+        --train) train=1 ;;
+        --reproduce) train=1; deterministic=(--deterministic) ;;
+        --) shift; break ;;
+        *) break ;;
+    esac
+    shift
+done
 query="${1:-green tea and breast cancer}"  # not a training query: its votes come from related ones
+home="${ESRR_HOME:-artifacts}"
+untrained=0  # no embeddings or no model: train both (a model is tied to the embeddings it was trained on)
+if [[ -z ${ESRR_CHECKPOINT:-} ]] && [[ ! -s $home/embeddings/CURRENT || ! -f $home/models/delta-32-lex3.pt ]]; then
+    untrained=1
+fi
+if (( train || untrained )); then
+    (( train )) && why="retraining as asked" || why="no trained model in $home/models yet (the repository ships none)"
+    (( ${#deterministic[@]} )) && recipe="on one thread, deterministic: about 7 min" \
+        || recipe="on all $(nproc) cores: about 5 min; --reproduce: one thread, the same vectors every run, slower"
+    cat <<EOF
+es-rerank: $why, so this run trains one before it searches:
+  - set up .venv and build the NFCorpus index, where not done yet (about 1 min);
+  - word2vec embeddings on all the biomedical text ($recipe);
+  - Delta-32-Lex3 on the NFCorpus training queries, early-stopped on dev NDCG@20 (about 4 min);
+  then search. About 10 min in all on a 2-core AMD EPYC (reports/first-run.md); later runs take seconds.
+EOF
+fi
 bash scripts/setup.sh model
 . .venv/bin/activate
 if ! esrr index versions 2>/dev/null | grep -q '\*'; then
     esrr index build
 fi
 esrr neighbours build --keep-existing  # votes from the NFCorpus train judgments (seconds)
-if [[ $train == 1 ]]; then
-    esrr embeddings train
+if (( train || untrained )); then
+    esrr embeddings train "${deterministic[@]}"
     esrr train --variant delta-32-lex3
 fi
 esrr search -- "$query"  # `--`: a query may start with a dash
