@@ -110,14 +110,12 @@ def _load_embeddings(directory: Path) -> Embeddings:
 def _load_checkpoint(path: Path, named: bool) -> Checkpoint:
     try:
         checkpoint = Checkpoint.load(path)
-    except FileNotFoundError as error:
-        if named:
-            raise WorkerSetupError(f"{error} (check ESRR_CHECKPOINT, which names it)") from error
-        raise WorkerSetupError(missing_from_home(
-            f"no model checkpoint at {path.absolute()}",
-            f"train one there with `{Checkpoint.TRAIN_COMMAND}` (`bash scripts/run.sh --train` trains the embeddings "
-            "too), or set ESRR_CHECKPOINT to a trained one")) from error
-    except ValueError as error:
+    except (FileNotFoundError, ValueError) as error:
+        if isinstance(error, FileNotFoundError) and not named:  # <home>/models: perhaps run from another folder
+            raise WorkerSetupError(missing_from_home(
+                f"no model checkpoint at {path.absolute()}",
+                f"train one there with `{Checkpoint.TRAIN_COMMAND}` (`bash scripts/run.sh --train` trains the "
+                "embeddings too), or set ESRR_CHECKPOINT to a trained one")) from error
         fix = "check ESRR_CHECKPOINT, which names it" if named else "or set ESRR_CHECKPOINT"
         raise WorkerSetupError(f"{error} ({fix})") from error
     if checkpoint.config.doc_len != DOC_LEN:
