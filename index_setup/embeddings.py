@@ -65,12 +65,13 @@ Why all cores by default, and one thread with ``--deterministic``
     thread, 350 s with two (415 s and 279 s of it training,
     ``reports/word2vec-threads/``). The first ``scripts/run.sh`` trains on a
     newcomer's machine, where those minutes count and the last bits of the vectors
-    do not: the Delta-32-Lex3 trained on two-thread vectors reached a dev NDCG@20
-    within the spread of the deterministic recipe's over seeds and CPUs (0.2483 to
-    0.2539; ``reports/first-run.md``). So
-    ``esrr embeddings train`` uses every core it may run on (``fast_workers``),
-    and ``--deterministic`` (``scripts/run.sh --reproduce``) one thread, for
-    reproducing a table. ``meta.json`` says which (``recipe``, ``reproducible``).
+    do not: on one AMD EPYC, Delta-32-Lex3 trained on four runs' two-thread vectors
+    reached dev NDCG@20 0.2433 to 0.2533, 0.2490 on average, against 0.2501 for the
+    one-thread vectors (``reports/first-run.md``): no loss on average, a spread from
+    run to run. So ``esrr embeddings train`` uses every core it may run on
+    (``fast_workers``), and ``--deterministic`` (``scripts/run.sh --reproduce``) one
+    thread, for reproducing a table. ``meta.json`` says which (``recipe``,
+    ``reproducible``).
 
 Streaming: the corpus is tokenized once into a temporary LineSentence file (one
 sentence a line) and read back by gensim's ``LineSentence`` every epoch; the word

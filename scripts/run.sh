@@ -33,14 +33,15 @@ if [[ -z ${ESRR_CHECKPOINT:-} ]] && [[ ! -s $home/embeddings/CURRENT || ! -f $ho
 fi
 if (( train || untrained )); then
     (( train )) && why="retraining as asked" || why="no trained model in $home/models yet (the repository ships none)"
-    (( ${#deterministic[@]} )) && recipe="on one thread, deterministic: about 7 min" \
-        || recipe="on all $(nproc) cores: about 5 min; --reproduce: one thread, the same vectors every run, slower"
+    (( ${#deterministic[@]} )) && recipe="on one thread, deterministic: 7 to 12 min" \
+        || recipe="on all $(nproc) cores: 5 to 10 min; --reproduce: one thread, the same vectors every run, 2 min more"
     cat <<EOF
-es-rerank: $why, so this run trains one before it searches:
+es-rerank: $why, so this run trains one before it searches (progress bars show each step):
   - set up .venv and build the NFCorpus index, where not done yet (about 1 min);
   - word2vec embeddings on all the biomedical text ($recipe);
-  - Delta-32-Lex3 on the NFCorpus training queries, early-stopped on dev NDCG@20 (about 4 min);
-  then search. About 10 min in all on a 2-core AMD EPYC (reports/first-run.md); later runs take seconds.
+  - Delta-32-Lex3 on the NFCorpus training queries, early-stopped on dev NDCG@20: 3 to 10 min;
+  then search. From a fresh clone on a 2-core AMD EPYC busy with other work: 15 to 16 min in all, measured;
+  about 10 on an idle one (reports/first-run.md). Later runs reuse all of it and take seconds.
 EOF
 fi
 bash scripts/setup.sh model
