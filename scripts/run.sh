@@ -27,18 +27,22 @@ while (( $# )); do
 done
 query="${1:-green tea and breast cancer}"  # not a training query: its votes come from related ones
 home="${ESRR_HOME:-artifacts}"
-untrained=0  # no embeddings or no model: train both (a model is tied to the embeddings it was trained on)
-if [[ -z ${ESRR_CHECKPOINT:-} ]] && [[ ! -s $home/embeddings/CURRENT || ! -f $home/models/delta-32-lex3.pt ]]; then
-    untrained=1
+# Train what is missing: the embeddings, and the model (on new embeddings always: a model
+# reads the embeddings it was trained on). ESRR_CHECKPOINT names a model to serve: none trained.
+embed=$train model=$train
+if [[ -z ${ESRR_CHECKPOINT:-} ]]; then
+    [[ -s $home/embeddings/CURRENT ]] || embed=1
+    [[ -f $home/models/delta-32-lex3.pt ]] || model=1
 fi
-if (( train || untrained )); then
+(( embed )) && model=1
+if (( model )); then
     (( train )) && why="retraining as asked" || why="no trained model in $home/models yet (the repository ships none)"
     (( ${#deterministic[@]} )) && recipe="on one thread, deterministic: 7 to 12 min" \
         || recipe="on all $(nproc) cores: 5 to 10 min; --reproduce: one thread, the same vectors every run, 2 min more"
+    echo "es-rerank: $why, so this run trains one before it searches (progress bars show each step):"
+    echo "  - set up .venv and build the NFCorpus index, where not done yet (about 1 min);"
+    (( embed )) && echo "  - word2vec embeddings on all the biomedical text ($recipe);"
     cat <<EOF
-es-rerank: $why, so this run trains one before it searches (progress bars show each step):
-  - set up .venv and build the NFCorpus index, where not done yet (about 1 min);
-  - word2vec embeddings on all the biomedical text ($recipe);
   - Delta-32-Lex3 on the NFCorpus training queries, early-stopped on dev NDCG@20: 3 to 10 min;
   then search. From a fresh clone on a 2-core AMD EPYC busy with other work: 15 to 16 min in all, measured;
   about 10 on an idle one (reports/first-run.md). Later runs reuse all of it and take seconds.
@@ -50,8 +54,10 @@ if ! esrr index versions 2>/dev/null | grep -q '\*'; then
     esrr index build
 fi
 esrr neighbours build --keep-existing  # votes from the NFCorpus train judgments (seconds)
-if (( train || untrained )); then
+if (( embed )); then
     esrr embeddings train "${deterministic[@]}"
+fi
+if (( model )); then
     esrr train --variant delta-32-lex3
 fi
 esrr search -- "$query"  # `--`: a query may start with a dash
