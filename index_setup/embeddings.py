@@ -429,7 +429,7 @@ def train_embeddings(
             "tokenizer": "es_rerank.text: embedding_tokens(tokenize(sentence))",
             "gensim": gensim.__version__,
             "recipe": recipe(params),
-            "reproducible": params.workers == DETERMINISTIC_WORKERS,
+            "reproducible": recipe(params) == "deterministic",
             "params": asdict(params),
             "unk_range": [-UNK_RANGE, UNK_RANGE],
             "rows": len(words) + 2,
