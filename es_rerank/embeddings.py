@@ -15,7 +15,7 @@ from typing import Iterable
 
 import numpy as np
 
-from es_rerank.settings import CommonSettings
+from es_rerank.settings import CommonSettings, missing_from_home
 from es_rerank.versions import CURRENT_FILE, VersionNameError, read_pointer
 
 ARTIFACT_FORMAT = 1
@@ -123,8 +123,7 @@ def load_current(settings: CommonSettings | None = None, mmap: bool = True) -> E
     embeddings_dir = (settings or CommonSettings()).embeddings_dir
     version = current_version(embeddings_dir)
     if version is None:
-        raise EmbeddingsError(
-            f"no trained embeddings in {embeddings_dir} (no {CURRENT_FILE} file); "
-            "run `esrr embeddings train` (or set ESRR_HOME to the artifacts directory that has them)"
-        )
+        raise EmbeddingsError(missing_from_home(
+            f"no trained embeddings in {Path(embeddings_dir).absolute()} (no {CURRENT_FILE} file)",
+            "train them there with `esrr embeddings train`"))
     return Embeddings.load(embeddings_dir / version, mmap=mmap)

@@ -114,6 +114,16 @@ def _check_redis_url(variable: str, url: str) -> None:
                          "as in rediss://HOST:6380/0?ssl_cert_reqs=required")
 
 
+def missing_from_home(missing: str, make: str) -> str:
+    """A message for something missing under ESRR_HOME: what and where (``missing``), both fixes, and ``make``.
+
+    ESRR_HOME defaults to ./artifacts of the current folder, so a command run from another
+    folder looks in the wrong place; ``missing`` should name the folder looked in, absolute.
+    """
+    return (f"{missing}. ESRR_HOME defaults to ./artifacts of the current folder: cd to the es-rerank folder "
+            f"or set ESRR_HOME=/path/to/artifacts; or {make}")
+
+
 class CommonSettings(BaseSettings):
     """Where artifacts live and which backend serves BM25."""
 

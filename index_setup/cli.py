@@ -12,7 +12,7 @@ import click
 
 from es_rerank.backends.base import MAX_K
 from es_rerank.cli_options import sigterm_as_exit
-from es_rerank.settings import CommonSettings
+from es_rerank.settings import CommonSettings, missing_from_home
 
 BACKEND_OPTION = click.option(
     "--backend", type=click.Choice(["embedded", "elasticsearch"]), default=None,
@@ -51,8 +51,8 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
 
             root = settings.indexes_dir / "embedded"
             if require_existing and not list_versions(root):
-                raise click.ClickException(f"no embedded index under {root} to replace; "
-                                           "run `esrr index build` first")
+                raise click.ClickException(missing_from_home(f"no embedded index in {root.absolute()} to replace",
+                                                             "run `esrr index build` first"))
             result = build_embedded_index(documents, root, version=version)
             click.echo(f"built embedded index {result.version}: {result.n_docs} documents, "
                        f"{result.n_terms} terms in {result.seconds:.1f} s at {result.directory}")
@@ -347,7 +347,26 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     if not ranking.ranked:
         click.echo("no hits")
         return
-    click.echo(f"{'rank':>4}  {ranking.ranker + ' score':>14}  {'BM25':>7}  {'doc id':<12} title")
+    for line in ranked_by(ranking.ranker, min(pipeline.window, ranking.retrieved), len(ranking.ranked)):
+        click.echo(line)
+    click.echo(TABLE_HEADER)
     # The same descending scores as the JSON: a BM25 tail below a short window sits under its lowest score.
     for rank, (item, score) in enumerate(zip(ranking.ranked, descending_scores(ranking.ranked)), 1):
-        click.echo(f"{rank:>4}  {score:14.3f}  {item.hit.score:7.3f}  {item.hit.doc_id:<12} {item.hit.title}")
+        click.echo(f"{rank:>4}  {score:9.3f}  {item.hit.score:8.3f}  {item.hit.doc_id:<12}  {item.hit.title}")
+
+
+TABLE_HEADER = f"{'rank':>4}  {'score':>9}  {'BM25':>8}  {'id':<12}  title"
+
+
+def ranked_by(ranker: str, window: int, shown: int) -> list[str]:
+    """The lines above ``esrr search``'s table: which ranker ordered the hits, and what its two score columns are.
+
+    ``ranker`` is the pipeline's name for the stages that scored (``Ranking.ranker``, e.g.
+    "delta-32-lex3 + candidate feedback + judged neighbours"; "BM25" when none did),
+    ``window`` how many of BM25's top hits they reordered, ``shown`` the rows below.
+    """
+    if ranker == "BM25":
+        return ["ranked by: BM25 (no stage reordered the hits)", "ordered by score: BM25's"]
+    rest = ", then the rest in BM25's order" if shown > window else ""
+    return [f"ranked by: BM25 top {window} → {ranker}{rest}",
+            "ordered by score, the last ranker's; the BM25 column is each hit's first-stage score, for comparison"]

@@ -55,16 +55,23 @@ Why ``epochs = 3`` (``DEFAULT_EPOCHS``)
     (cholesterol: hdl, triglycerides, ldl; broccoli: sprouts, spinach,
     cauliflower). ``--epochs`` raises it on a faster or idle machine.
 
-Why one worker thread (``DEFAULT_WORKERS``)
+Why all cores by default, and one thread with ``--deterministic``
     With two threads gensim's updates race, so two runs with the same seed give
     different vectors, and every model trained on them differs a little too:
     test NDCG@20 of the three Lex3 seeds moved by up to 0.007 between two
     reproductions (``reports/nfcorpus-rerun/``). One thread gives bit-identical
     vectors on every run; the model training is deterministic already. Measured
     on the idle 2-core machine, one run each, one after the other: 484 s with one
-    thread, 350 s with two (415 s and 279 s of it training). So the recipe costs
-    about 2 minutes more. ``--workers 2`` is there when speed matters more than
-    reproducing a table.
+    thread, 350 s with two (415 s and 279 s of it training,
+    ``reports/word2vec-threads/``). The first ``scripts/run.sh`` trains on a
+    newcomer's machine, where those minutes count and the last bits of the vectors
+    do not: on one AMD EPYC, Delta-32-Lex3 trained on four runs' two-thread vectors
+    reached dev NDCG@20 0.2433 to 0.2533, 0.2490 on average, against 0.2501 for the
+    one-thread vectors (``reports/first-run.md``): no loss on average, a spread from
+    run to run. So ``esrr embeddings train`` uses every core it may run on
+    (``fast_workers``), and ``--deterministic`` (``scripts/run.sh --reproduce``) one
+    thread, for reproducing a table. ``meta.json`` says which (``recipe``,
+    ``reproducible``).
 
 Streaming: the corpus is tokenized once into a temporary LineSentence file (one
 sentence a line) and read back by gensim's ``LineSentence`` every epoch; the word
@@ -98,7 +105,7 @@ from es_rerank import versions
 from es_rerank.cli_options import sigterm_as_exit
 from es_rerank.embeddings import (ARTIFACT_FORMAT, PAD, PAD_TOKEN, UNK, UNK_TOKEN, Embeddings, EmbeddingsError,
                                   current_version)
-from es_rerank.settings import DEFAULT_NFCORPUS
+from es_rerank.settings import DEFAULT_NFCORPUS, missing_from_home
 from es_rerank.text import embedding_tokens, tokenize
 from es_rerank.versions import VersionNameError, check_version, is_locked, lock_folder, root_lock, write_pointer
 from index_setup.readers import CorpusFormatError, read_queries
@@ -114,7 +121,7 @@ UNK_RANGE = 0.25
 DEFAULT_DATA = DEFAULT_NFCORPUS.parent
 DEFAULT_MIN_COUNT = 2
 DEFAULT_EPOCHS = 3
-DEFAULT_WORKERS = 1
+DETERMINISTIC_WORKERS = 1  # gensim's threads race: only one gives the same vectors every run
 PARTIAL_NAME = ".{version}.partial"  # where a version is trained, hidden from the version listing
 PARTIAL_GLOB = ".*.partial"
 
@@ -133,9 +140,22 @@ class Word2VecParams:
     sample: float = 1e-3
     alpha: float = 0.025
     min_alpha: float = 0.0001
-    workers: int = DEFAULT_WORKERS
+    workers: int = DETERMINISTIC_WORKERS
     seed: int = 1
     unk_seed: int = 0
+
+
+def fast_workers() -> int:
+    """Threads of the fast recipe: every core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def recipe(params: Word2VecParams) -> str:
+    """``deterministic`` (one thread: the same vectors on every run) or ``fast`` (several threads race)."""
+    return "deterministic" if params.workers == DETERMINISTIC_WORKERS else "fast"
 
 
 # --------------------------------------------------------------------------- coverage
@@ -408,6 +428,8 @@ def train_embeddings(
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "tokenizer": "es_rerank.text: embedding_tokens(tokenize(sentence))",
             "gensim": gensim.__version__,
+            "recipe": recipe(params),
+            "reproducible": recipe(params) == "deterministic",
             "params": asdict(params),
             "unk_range": [-UNK_RANGE, UNK_RANGE],
             "rows": len(words) + 2,
@@ -499,14 +521,25 @@ def embeddings() -> None:
               help="embeddings directory [default: $ESRR_HOME/embeddings]")
 @click.option("--min-count", type=click.IntRange(min=1), default=DEFAULT_MIN_COUNT, show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), default=DEFAULT_EPOCHS, show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=DEFAULT_WORKERS, show_default=True,
-              help="training threads; more than one is faster but not reproducible")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="training threads; more than one is faster but not reproducible [default: every core, "
+                   "1 with --deterministic]")
+@click.option("--deterministic", is_flag=True,
+              help="one thread: the same vectors on every run, for reproducing a table (slower)")
 @click.option("--version", "version", default=None, help="version name [default: w2v-<UTC time>]")
 @click.option("--limit-docs", type=click.IntRange(min=1), default=None, help="at most this many docs per source")
 @click.option("-v", "--verbose", is_flag=True, help="also show gensim's own log")
-def train_command(data_root: Path, out: Path | None, min_count: int, epochs: int, workers: int,
-                  version: str | None, limit_docs: int | None, verbose: bool) -> None:
-    """Train word2vec on all biomedical text and make it the CURRENT embeddings."""
+def train_command(data_root: Path, out: Path | None, min_count: int, epochs: int, workers: int | None,
+                  deterministic: bool, version: str | None, limit_docs: int | None, verbose: bool) -> None:
+    """Train word2vec on all biomedical text and make it the CURRENT embeddings.
+
+    By default on every core, whose threads race: each run gives slightly different
+    vectors. --deterministic trains on one thread and gives the same vectors every run.
+    """
+    if deterministic and workers not in (None, DETERMINISTIC_WORKERS):
+        raise click.UsageError(f"--deterministic trains on one thread; drop --workers {workers}, or --deterministic")
+    if workers is None:
+        workers = DETERMINISTIC_WORKERS if deterministic else fast_workers()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("gensim").setLevel(logging.INFO if verbose else logging.WARNING)
     params = Word2VecParams(min_count=min_count, epochs=epochs, workers=workers)
@@ -525,6 +558,9 @@ def _print_info(emb: Embeddings, directory: Path) -> None:
     click.echo(f"table        {len(emb):,} rows x {emb.dim} (PAD, UNK + {len(emb) - 2:,} words)")
     _print_meta("corpus", meta, lambda c: f"{c['tokens']:,} tokens, {c['sentences']:,} sentences, {c['types']:,} "
                 f"types; {c['token_coverage']:.2%} of tokens in vocabulary")
+    _print_meta("recipe", meta, lambda r: "deterministic (one thread): the same vectors on every run"
+                if r == "deterministic" else f"{r} ({meta['params']['workers']} threads): the vectors differ "
+                "from run to run; `esrr embeddings train --deterministic` gives the same ones every time")
     _print_meta("params", meta, lambda p: f"min_count={p['min_count']} epochs={p['epochs']} window={p['window']} "
                 f"sg={p['sg']} hs={p['hs']} sample={p['sample']}")
     _print_meta("seconds", meta, str)
@@ -555,7 +591,8 @@ def info_command(out: Path | None, version: str | None, neighbours: tuple[str, .
     try:
         version = check_version(version) if version is not None else current_version(embeddings_dir)
         if version is None:
-            raise EmbeddingsError(f"no trained embeddings in {embeddings_dir}; run `esrr embeddings train`")
+            raise EmbeddingsError(missing_from_home(f"no trained embeddings in {embeddings_dir.absolute()}",
+                                                    "train them there with `esrr embeddings train`"))
         emb = Embeddings.load(embeddings_dir / version)
     except (EmbeddingsError, VersionNameError) as exc:
         raise click.ClickException(str(exc)) from exc

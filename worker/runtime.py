@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from es_rerank.payload import DOC_LEN, DOC_PAD, PayloadError, ScoreRequest, WorkerSetupError
+from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
 from es_rerank.versions import VersionNameError, check_version
 from es_rerank.embeddings import UNK, Embeddings, EmbeddingsError
@@ -110,6 +111,11 @@ def _load_checkpoint(path: Path, named: bool) -> Checkpoint:
     try:
         checkpoint = Checkpoint.load(path)
     except (FileNotFoundError, ValueError) as error:
+        if isinstance(error, FileNotFoundError) and not named:  # <home>/models: perhaps run from another folder
+            raise WorkerSetupError(missing_from_home(
+                f"no model checkpoint at {path.absolute()}",
+                f"train one there with `{Checkpoint.TRAIN_COMMAND}` (`bash scripts/run.sh --train` trains the "
+                "embeddings too), or set ESRR_CHECKPOINT to a trained one")) from error
         fix = "check ESRR_CHECKPOINT, which names it" if named else "or set ESRR_CHECKPOINT"
         raise WorkerSetupError(f"{error} ({fix})") from error
     if checkpoint.config.doc_len != DOC_LEN:

@@ -15,6 +15,7 @@ from pathlib import Path
 import tantivy
 
 from es_rerank.backends.base import BackendError, Hit, check_k
+from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
 from es_rerank.text import tokenize
 from es_rerank.versions import CURRENT_FILE, VersionNameError, read_pointer
@@ -45,7 +46,8 @@ def current_version(root: Path) -> str:
     except VersionNameError as error:
         raise BackendError(f"{error} (`esrr index use VERSION`, see `esrr index versions`)") from None
     if version is None and not (root / CURRENT_FILE).is_file():
-        raise BackendError(f"no embedded index under {root}; build one with `esrr index build`")
+        raise BackendError(missing_from_home(f"no embedded index in {Path(root).absolute()}",
+                                             "build one there with `esrr index build`"))
     if version is None:
         raise BackendError(f"{root / CURRENT_FILE} is empty; serve a version with `esrr index use VERSION` "
                            "(see `esrr index versions`) or build one with `esrr index build`")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 import click
 
-from es_rerank.settings import BrokerSettings, CommonSettings
+from es_rerank.settings import BrokerSettings, CommonSettings, missing_from_home
 
 if TYPE_CHECKING:
     from es_rerank.ranking.dispatch import WorkerReranker
@@ -73,8 +73,9 @@ def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None =
                                    "`esrr search`, which can load the model itself")
         reranker = local_reranker()
     elif untrained:  # asked for no model (--no-rerank, a window of 0): nothing to say
-        click.echo(f"(not reranked: no model at {checkpoint}; train the embeddings and the model with "
-                   "`bash scripts/run.sh --train`, or `esrr embeddings train` then `esrr train`)", err=True)
+        click.echo("(not reranked: " + missing_from_home(
+            f"no model at {checkpoint.absolute()}", "train the embeddings and the model with `bash scripts/run.sh "
+            "--train`, or `esrr embeddings train` then `esrr train`") + ")", err=True)
     if not use_feedback:
         return SearchPipeline(served, window, reranker, None, neighbours)
     from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams  # scipy: only where feedback runs

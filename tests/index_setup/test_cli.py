@@ -48,6 +48,9 @@ def embedded_root(home: Path) -> Path:
     return home / "indexes" / "embedded"
 
 
+WRONG_FOLDER_FIX = "cd to the es-rerank folder or set ESRR_HOME=/path/to/artifacts"
+
+
 def assert_clean_failure(result: Result, *fragments: str) -> None:
     """Exit code 1 with an ``Error:`` message holding ``fragments``, no traceback."""
     assert result.exit_code == 1, result.output
@@ -164,8 +167,9 @@ def test_reindex_swaps_to_the_new_version(esrr, corpus: Path, tmp_path: Path) ->
 
 def test_search_prints_ranked_hits(esrr, corpus: Path) -> None:
     assert_ok(esrr("index", "build", "--data", str(corpus)))
-    header, *lines = assert_ok(esrr("search", "cancer curcumin", "--no-feedback")).splitlines()
-    assert header.split()[:3] == ["rank", "BM25", "score"]
+    ranker, order, header, *lines = assert_ok(esrr("search", "cancer curcumin", "--no-feedback")).splitlines()
+    assert ranker == "ranked by: BM25 (no stage reordered the hits)" and order == "ordered by score: BM25's"
+    assert header.split() == ["rank", "score", "BM25", "id", "title"]
     assert len(lines) == 2
     ranks, scores, bm25, doc_ids = zip(*[(int(l.split()[0]), float(l.split()[1]), float(l.split()[2]), l.split()[3])
                                          for l in lines])
@@ -173,21 +177,23 @@ def test_search_prints_ranked_hits(esrr, corpus: Path) -> None:
     assert doc_ids == ("d2", "d3")
     assert scores[0] > scores[1] > 0 and scores == bm25  # no model trained: BM25 order and scores
     assert lines[0].endswith("Curcumin and colorectal cancer")
-    assert len(assert_ok(esrr("search", "cancer", "-k", "1")).splitlines()) == 1 + 1
+    assert len(assert_ok(esrr("search", "cancer", "-k", "1")).splitlines()) == 3 + 1
     assert assert_ok(esrr("search", "xylophone")).strip() == "no hits"
 
 
-def test_search_says_how_to_train_a_model_only_when_it_would_rerank(esrr, corpus: Path) -> None:
+def test_search_says_how_to_train_a_model_only_when_it_would_rerank(esrr, home: Path, corpus: Path) -> None:
     assert_ok(esrr("index", "build", "--data", str(corpus)))
     untrained = esrr("search", "cancer")
     assert "(not reranked: no model at" in untrained.stderr and "bash scripts/run.sh --train" in untrained.stderr
+    assert f"no model at {home.absolute() / 'models' / 'delta-32-lex3.pt'}" in untrained.stderr
+    assert WRONG_FOLDER_FIX in untrained.stderr
     for asked_for_none in (["--no-rerank"], ["--window", "0"]):
         assert "not reranked" not in esrr("search", "cancer", *asked_for_none).stderr
 
 
 def test_search_json_is_the_table_as_an_elasticsearch_response(esrr, corpus: Path) -> None:
     assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
-    table = assert_ok(esrr("search", "cancer curcumin", "--no-feedback")).splitlines()[1:]
+    table = assert_ok(esrr("search", "cancer curcumin", "--no-feedback")).splitlines()[3:]
     result = esrr("search", "cancer curcumin", "--no-feedback", "--json")
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
@@ -207,6 +213,26 @@ def test_search_json_is_the_table_as_an_elasticsearch_response(esrr, corpus: Pat
 
 def test_search_without_an_index_fails_cleanly(esrr) -> None:
     assert_clean_failure(esrr("search", "cancer"), "no embedded index", "esrr index build")
+
+
+def test_search_from_another_folder_names_where_it_looked_and_both_fixes(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # ESRR_HOME unset: ./artifacts of this folder, which has none
+    result = CliRunner().invoke(main, ["search", "cancer"], env={"ESRR_HOME": None, "ESRR_BACKEND": "embedded"})
+    assert_clean_failure(result, f"no embedded index in {tmp_path / 'artifacts' / 'indexes' / 'embedded'}.",
+                         "ESRR_HOME defaults to ./artifacts of the current folder", WRONG_FOLDER_FIX,
+                         "build one there with `esrr index build`")
+
+
+def test_the_table_names_its_ranker_and_columns() -> None:
+    from index_setup.cli import TABLE_HEADER, ranked_by
+
+    assert TABLE_HEADER.split() == ["rank", "score", "BM25", "id", "title"]
+    ranker = "delta-32-lex3 + candidate feedback + judged neighbours"
+    assert ranked_by(ranker, 500, 10) == [
+        f"ranked by: BM25 top 500 → {ranker}",
+        "ordered by score, the last ranker's; the BM25 column is each hit's first-stage score, for comparison"]
+    assert ranked_by("delta-32-lex3", 3, 8)[0] == "ranked by: BM25 top 3 → delta-32-lex3, then the rest in BM25's order"
+    assert ranked_by("BM25", 500, 10) == ["ranked by: BM25 (no stage reordered the hits)", "ordered by score: BM25's"]
 
 
 def test_search_of_a_damaged_version_fails_cleanly(esrr, home: Path, corpus: Path) -> None:

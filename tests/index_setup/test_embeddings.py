@@ -17,8 +17,8 @@ from es_rerank.settings import CommonSettings
 from index_setup import text_sources as ts
 from es_rerank.embeddings import PAD, UNK, Embeddings, EmbeddingsError, current_version, load_current
 from es_rerank.versions import CURRENT_FILE
-from index_setup.embeddings import (Word2VecParams, coverage, embeddings, nfcorpus_query_tokens, train_embeddings,
-                                  train_from_data)
+from index_setup.embeddings import (Word2VecParams, coverage, embeddings, fast_workers, nfcorpus_query_tokens,
+                                    train_embeddings, train_from_data)
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 FAST = Word2VecParams(vector_size=16, min_count=1, epochs=1, workers=1)
@@ -97,8 +97,10 @@ def test_load_current(trained: tuple[Path, Embeddings], tmp_path: Path) -> None:
     emb_dir, _ = trained
     settings = CommonSettings(home=emb_dir.parent)
     assert load_current(settings).version == "v1"
-    with pytest.raises(EmbeddingsError, match="esrr embeddings train"):
+    with pytest.raises(EmbeddingsError, match="esrr embeddings train") as missing:
         load_current(CommonSettings(home=tmp_path / "empty"))
+    assert f"no trained embeddings in {tmp_path / 'empty' / 'embeddings'} " in str(missing.value)
+    assert "cd to the es-rerank folder or set ESRR_HOME=/path/to/artifacts" in str(missing.value)
     with pytest.raises(EmbeddingsError, match="missing"):
         Embeddings.load(tmp_path / "nowhere")
 
@@ -353,6 +355,8 @@ def test_train_from_data_and_cli(tmp_path: Path) -> None:
     assert "c1" in result.output and "famotidine:" in result.output and "not in the vocabulary" in result.output
     result = runner.invoke(embeddings, ["info", "--out", str(tmp_path / "none")])
     assert result.exit_code != 0 and "esrr embeddings train" in result.output
+    assert f"no trained embeddings in {tmp_path / 'none'}." in result.output
+    assert "cd to the es-rerank folder or set ESRR_HOME=/path/to/artifacts" in result.output
     result = runner.invoke(embeddings, ["info", "--out", out, "--version", "../cli/c1"])
     assert result.exit_code == 1 and "bad version name '../cli/c1'" in result.output
     meta_path = tmp_path / "cli" / "c1" / "meta.json"
@@ -362,6 +366,31 @@ def test_train_from_data_and_cli(tmp_path: Path) -> None:
     result = runner.invoke(embeddings, ["info", "--out", out])
     assert result.exit_code == 0 and result.exception is None, result.output
     assert "'corpus' entry is incomplete: KeyError 'sentences'" in result.output and "min_count=1" in result.output
+
+
+def test_the_cli_trains_on_every_core_unless_asked_to_be_deterministic(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    write_tiny_data(data)
+    runner = CliRunner()
+    out = tmp_path / "cli"
+    args = ["--data", str(data), "--out", str(out), "--min-count", "1", "--epochs", "1", "--limit-docs", "1"]
+
+    def meta(version: str) -> dict:
+        return json.loads((out / version / "meta.json").read_text(encoding="utf-8"))
+
+    result = runner.invoke(embeddings, ["train", *args, "--version", "fast"])
+    assert result.exit_code == 0, result.output
+    assert meta("fast")["params"]["workers"] == fast_workers()
+    assert (meta("fast")["recipe"], meta("fast")["reproducible"]) == (
+        ("fast", False) if fast_workers() > 1 else ("deterministic", True))
+    result = runner.invoke(embeddings, ["train", *args, "--version", "det", "--deterministic"])
+    assert result.exit_code == 0, result.output
+    assert meta("det")["params"]["workers"] == 1 and (meta("det")["recipe"], meta("det")["reproducible"]) == (
+        "deterministic", True)
+    assert "deterministic (one thread): the same vectors on every run" in result.output
+    result = runner.invoke(embeddings, ["train", *args, "--version", "both", "--deterministic", "--workers", "2"])
+    assert result.exit_code == 2 and "--deterministic trains on one thread" in result.output
+    assert not (out / "both").exists()
 
 
 def test_cli_names_bad_sources_without_a_traceback(tmp_path: Path) -> None:

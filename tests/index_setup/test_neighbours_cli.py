@@ -27,8 +27,9 @@ def nfcorpus(tmp_path: Path) -> Path:
 
 
 def search_rows(output: str) -> tuple[str, list[str]]:
-    header, *lines = output.splitlines()
-    return header, [line.split()[3] for line in lines]
+    """The line naming the ranker, and the ids of the rows (the table's header is the third line)."""
+    ranker, _, _, *lines = output.splitlines()
+    return ranker, [line.split()[3] for line in lines]
 
 
 def test_build_writes_the_train_votes_and_search_uses_them(esrr, home: Path, nfcorpus: Path) -> None:

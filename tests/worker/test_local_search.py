@@ -66,22 +66,23 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
     home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
     result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5"], env={"ESRR_HOME": str(home)})
     assert result.exit_code == 0, result.output
-    header, *rows = result.stdout.splitlines()
-    assert header.split()[:6] == ["rank", "delta-32-lex3", "+", "candidate", "feedback", "score"]
+    ranker, _, header, *rows = result.stdout.splitlines()
+    assert header.split() == ["rank", "score", "BM25", "id", "title"]
     shown = [float(row.split()[1]) for row in rows]
     hits = backend.search("cancer risk and diet", 500)
+    assert ranker == f"ranked by: BM25 top {len(hits)} → delta-32-lex3 + candidate feedback"
     model_scores, _ = rerank_scores("cancer risk and diet", hits, backend.stats, WorkerSettings(home=home))
     fed = with_feedback(model_scores, document_vectors([h.terms for h in hits], backend.stats),
                         FeedbackParams.from_settings(CommonSettings()))
     assert len(rows) == 5 and shown == pytest.approx(sorted(fed, reverse=True)[:5], abs=1e-3)  # the model's, fed
 
-    def header_of(*options: str) -> list[str]:
+    def ranker_of(*options: str) -> str:
         result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", *options],
                                     env={"ESRR_HOME": str(home)})
-        return result.stdout.splitlines()[0].split()[:3]
+        return result.stdout.splitlines()[0]
 
-    assert header_of("--no-feedback") == ["rank", "delta-32-lex3", "score"]
-    assert header_of("--no-rerank", "--no-feedback") == ["rank", "BM25", "score"]
+    assert ranker_of("--no-feedback") == f"ranked by: BM25 top {len(hits)} → delta-32-lex3"
+    assert ranker_of("--no-rerank", "--no-feedback") == "ranked by: BM25 (no stage reordered the hits)"
 
     as_json = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", "--json"],
                                  env={"ESRR_HOME": str(home)})
@@ -107,7 +108,7 @@ def test_search_json_scores_descend_past_a_short_window(artifacts, corpus_docume
     assert np.diff(scores[3:]) == pytest.approx(np.diff(bm25))  # and keeps BM25's differences
     table = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "8", "--window", "3"],
                                env={"ESRR_HOME": str(home)})
-    assert [float(row.split()[1]) for row in table.stdout.splitlines()[1:]] == pytest.approx(scores, abs=1e-3)
+    assert [float(row.split()[1]) for row in table.stdout.splitlines()[3:]] == pytest.approx(scores, abs=1e-3)
 
 
 def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_documents, tmp_path):
@@ -127,7 +128,7 @@ def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_do
     result = CliRunner().invoke(main, ["search", query, "-k", "3", "--no-neighbours"],
                                 env={"ESRR_HOME": str(home), "ESRR_CHECKPOINT": f"{first},{second}"})
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0].split()[1] == "delta-32-lex3+delta-32-lex3-seed2"
+    assert "→ delta-32-lex3+delta-32-lex3-seed2 + candidate feedback" in result.stdout.splitlines()[0]
 
 
 def test_ensemble_members_must_read_the_same_inputs(artifacts, corpus_documents, tmp_path):
@@ -140,6 +141,17 @@ def test_ensemble_members_must_read_the_same_inputs(artifacts, corpus_documents,
     missing = WorkerSettings(home=home, checkpoint=f"{home / 'models' / 'delta-32-lex3.pt'},{home / 'none.pt'}")
     with pytest.raises(WorkerSetupError, match="no model checkpoint at .*none.pt"):
         rerank_scores("cancer risk and diet", hits, backend.stats, missing)
+
+
+def test_a_missing_model_names_the_folder_looked_in_and_both_fixes(tmp_path):
+    from worker.runtime import load_checkpoints
+
+    with pytest.raises(WorkerSetupError) as missing:
+        load_checkpoints(WorkerSettings(home=tmp_path / "elsewhere"))
+    message = str(missing.value)
+    assert f"no model checkpoint at {tmp_path / 'elsewhere' / 'models' / 'delta-32-lex3.pt'}." in message
+    assert "cd to the es-rerank folder or set ESRR_HOME=/path/to/artifacts" in message
+    assert "train one there with `esrr train`" in message and "ESRR_CHECKPOINT" in message
 
 
 def _dev_queries(root: Path, texts: list[str]) -> Path:
