@@ -62,7 +62,7 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, lazy_subcommands={
     "index": ("index_setup.cli:index", "Load the corpus; build, replace and inspect indexes."),
     "generate": ("index_setup.generate:generate", "Generate synthetic PubMed-like corpora for scale tests."),
-    "search": ("index_setup.cli:search", "Search the served index from the shell (reranked when a model is trained)."),
+    "search": ("worker.search:search", "Search the served index from the shell (reranked when a model is trained)."),
     "embeddings": ("index_setup.embeddings:embeddings", "Train and inspect the word2vec embeddings."),
     "neighbours": ("index_setup.neighbours:neighbours",
                    "Build the judged-neighbours votes from NFCorpus train judgments."),

@@ -20,6 +20,10 @@ import click
 if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
 
+BACKEND_OPTION = click.option(
+    "--backend", type=click.Choice(["embedded", "elasticsearch"]), default=None,
+    help="Search backend (default: ESRR_BACKEND, else embedded).")
+
 SettingsT = TypeVar("SettingsT", bound="CommonSettings")
 
 

@@ -1,23 +1,14 @@
-"""Admin commands: ``esrr index build|reindex|versions|use|prune|stats`` and ``esrr search``."""
+"""Admin commands: ``esrr index build|reindex|versions|use|prune|stats``."""
 
 from __future__ import annotations
 
-import json
-import shlex
-import time
 from pathlib import Path
 from typing import Callable
 
 import click
 
-from es_rerank.backends.base import MAX_K
-from es_rerank.cli_options import sigterm_as_exit
+from es_rerank.cli_options import BACKEND_OPTION, sigterm_as_exit
 from es_rerank.settings import CommonSettings, missing_from_home
-
-BACKEND_OPTION = click.option(
-    "--backend", type=click.Choice(["embedded", "elasticsearch"]), default=None,
-    help="Search backend (default: ESRR_BACKEND, else embedded).")
-
 
 def _settings(backend: str | None) -> CommonSettings:
     from es_rerank.cli_options import load_settings
@@ -242,131 +233,3 @@ def show_stats(backend: str | None) -> None:
     click.echo(f"version {stats.version}: {stats.n_docs} documents, {len(stats.vocab)} terms")
     for field in ("title", "abstract", "text"):
         click.echo(f"  {field:<8} average length {stats.avg_length(field):7.1f} tokens")
-
-
-class _SearchCommand(click.Command):
-    """``esrr search``, whose option errors say how to search for a word that starts with a dash."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        given = list(args)  # the parser consumes its list
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as error:
-            word = self._dashed_word(given)
-            misspelt = isinstance(error, click.NoSuchOption) and error.possibilities
-            # "-statin" is no option; "-kinase" reads as -k with the value "inase"
-            if word is not None and "=" not in word and not misspelt:
-                example = " ".join(["esrr search", *self._options_given(given), "--", f'"{word}"'])
-                error.message = (f"{error.message.rstrip('.')}. A query that starts with a dash goes after "
-                                 f'"--", options before it, as in: {example}')
-            raise
-
-    def _dashed_word(self, args: list[str]) -> str | None:
-        """The first argument that starts with a dash and is neither an option nor an option's value."""
-        takes_value, rest = self._takes_value(), iter(args)
-        for arg in rest:
-            name = arg.split("=", 1)[0]
-            if name in takes_value:
-                if takes_value[name] and "=" not in arg:
-                    next(rest, None)
-            elif arg.startswith("-") and arg != "--":
-                return arg
-        return None
-
-    def _takes_value(self) -> dict[str, bool]:
-        """Every option name (``--feedback`` and ``--no-feedback`` alike) and whether a value follows it."""
-        return {name: not getattr(param, "is_flag", False) and not getattr(param, "count", False)
-                for param in self.params
-                for name in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))}
-
-    def _options_given(self, args: list[str]) -> list[str]:
-        """The options among ``args``, each with its value, quoted for a shell."""
-        takes_value = self._takes_value()
-        options, rest = [], iter(args)
-        for arg in rest:
-            name = arg.split("=", 1)[0]
-            if name in takes_value:
-                options.append(arg)
-                if takes_value[name] and "=" not in arg:
-                    options.append(next(rest, ""))
-        return [shlex.quote(arg) for arg in options]
-
-
-@click.command(cls=_SearchCommand)
-@click.argument("query")
-@click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits to show.")
-@click.option("--window", default=500, show_default=True, type=click.IntRange(0, MAX_K),
-              help="BM25 hits the model reranks (0: BM25 order).")
-@click.option("--rerank/--no-rerank", default=None,
-              help="Rerank with the Delta model (default: when a trained checkpoint exists).")
-@click.option("--feedback/--no-feedback", "use_feedback", default=None,
-              help="Let each hit's most similar hits in the window vote with their scores (default: "
-                   "when ESRR_FEEDBACK_WEIGHT is above 0).")
-@click.option("--neighbours/--no-neighbours", "use_neighbours", default=None,
-              help="Add the votes of similar training queries' judgments (default: when "
-                   "`esrr neighbours build` has made the file).")
-@click.option("--worker", "via_worker", is_flag=True,
-              help="Have a running worker (`esrr worker start`) score through the broker instead of loading "
-                   "the model here; past ESRR_SCORE_DEADLINE_S the hits keep BM25's order.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print an Elasticsearch-shaped _search response (JSON) instead of a table.")
-@BACKEND_OPTION
-def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: bool | None,
-           use_neighbours: bool | None, via_worker: bool, as_json: bool, backend: str | None) -> None:
-    """Search the served index from the shell: BM25, then the Delta model over the top window."""
-    from es_rerank.backends import BackendError
-    from es_rerank.ranking.response import descending_scores, search_response
-    from es_rerank.payload import PayloadError, WorkerSetupError
-    from es_rerank.text import tokenize
-    from es_rerank.cli_options import load_settings
-    from es_rerank.ranking.assemble import served_pipeline
-    from worker.local import LocalReranker
-    from worker.settings import WorkerSettings
-
-    if not tokenize(query):
-        raise click.UsageError(f"the query {query!r} has no words to search for (only spaces or punctuation); "
-                               "give it at least one word")
-    settings = load_settings(WorkerSettings, backend=backend)
-    pipeline = served_pipeline(settings, window, rerank, use_feedback, use_neighbours,
-                               via_worker=via_worker, local_reranker=lambda: LocalReranker(settings))
-    try:
-        started = time.perf_counter()
-        ranking = pipeline.rank(query, k)
-        took_ms = round((time.perf_counter() - started) * 1000)
-    except (BackendError, PayloadError, WorkerSetupError) as error:
-        raise click.ClickException(str(error)) from None
-    finally:
-        if pipeline.reranker is not None:
-            pipeline.reranker.close()
-    if ranking.fallback:
-        click.echo(f"(not reranked: {ranking.fallback})", err=True)
-    if as_json:
-        click.echo(json.dumps(search_response(ranking.ranked, pipeline.backend.index, took_ms, ranking.retrieved,
-                                              ranking.depth, ranking.ranker, ranking.fallback), indent=2))
-        return
-    if not ranking.ranked:
-        click.echo("no hits")
-        return
-    for line in ranked_by(ranking.ranker, min(pipeline.window, ranking.retrieved), len(ranking.ranked)):
-        click.echo(line)
-    click.echo(TABLE_HEADER)
-    # The same descending scores as the JSON: a BM25 tail below a short window sits under its lowest score.
-    for rank, (item, score) in enumerate(zip(ranking.ranked, descending_scores(ranking.ranked)), 1):
-        click.echo(f"{rank:>4}  {score:9.3f}  {item.hit.score:8.3f}  {item.hit.doc_id:<12}  {item.hit.title}")
-
-
-TABLE_HEADER = f"{'rank':>4}  {'score':>9}  {'BM25':>8}  {'id':<12}  title"
-
-
-def ranked_by(ranker: str, window: int, shown: int) -> list[str]:
-    """The lines above ``esrr search``'s table: which ranker ordered the hits, and what its two score columns are.
-
-    ``ranker`` is the pipeline's name for the stages that scored (``Ranking.ranker``, e.g.
-    "delta-32-lex3 + candidate feedback + judged neighbours"; "BM25" when none did),
-    ``window`` how many of BM25's top hits they reordered, ``shown`` the rows below.
-    """
-    if ranker == "BM25":
-        return ["ranked by: BM25 (no stage reordered the hits)", "ordered by score: BM25's"]
-    rest = ", then the rest in BM25's order" if shown > window else ""
-    return [f"ranked by: BM25 top {window} → {ranker}{rest}",
-            "ordered by score, the last ranker's; the BM25 column is each hit's first-stage score, for comparison"]

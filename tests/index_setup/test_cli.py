@@ -224,7 +224,7 @@ def test_search_from_another_folder_names_where_it_looked_and_both_fixes(tmp_pat
 
 
 def test_the_table_names_its_ranker_and_columns() -> None:
-    from index_setup.cli import TABLE_HEADER, ranked_by
+    from worker.search import TABLE_HEADER, ranked_by
 
     assert TABLE_HEADER.split() == ["rank", "score", "BM25", "id", "title"]
     ranker = "delta-32-lex3 + candidate feedback + judged neighbours"
