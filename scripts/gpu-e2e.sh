@@ -9,7 +9,7 @@
 #      `esrr bench http` (1 and 4 in flight) and `esrr bench roundtrip`; compare the GPU
 #      worker's scores (through Redis, alone and batched) with the CPU scorer's and the
 #      reference DeltaModel.forward's on the CPU, for the same requests;
-#   3. `pytest -m gpu` on the test files that hold GPU tests, then `python -m worker.bench`
+#   3. `pytest -m gpu` on the test files that hold GPU tests, then `python -m benchmarks.score`
 #      once per scorer layout; last, as time allows, one CPU training epoch to compare.
 # Everything goes to $OUT (default reports/gpu/run-<date>): e2e.log (all output),
 # results.json (timings and figures), worker.log, gateway.log, pytest-gpu.log, bench-scorer.log.
@@ -316,7 +316,7 @@ has_time 40 "pytest -m gpu" && step pytest_gpu timeout 150 "$PY" -m pytest -m gp
 if [[ $DEVICE == cuda* && ${E2E_BENCH:-1} == 1 ]]; then  # E2E_BENCH=0 leaves the scorer benchmark out
     for args in "sparse" "dense --no-cuda-graphs" "dense --cuda-graphs"; do
         name=bench-scorer-${args// /}
-        has_time 25 "worker.bench $args" && step "${name//-/_}" timeout 90 "$PY" -m worker.bench --device "$DEVICE" \
+        has_time 25 "benchmarks.score $args" && step "${name//-/_}" timeout 90 "$PY" -m benchmarks.score --device "$DEVICE" \
             --layout $args --reps 100 --batch-queries 8 --json-out "$WORK/$name.json" 2>&1 | tee -a "$OUT/bench-scorer.log"
     done
 fi
