@@ -6,7 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams, NeighboursError, fuse
+from es_rerank.ranking.neighbours import (CorpusIdentity, JudgedNeighbours, NeighbourParams, NeighboursError,
+                                         doc_ids_digest, fuse)
+from es_rerank.stats import Document, build_stats
 
 QUERIES = {"A": "vitamin deficiency", "B": "vitamin supplements", "C": "fish oil", "U": "unjudged query"}
 QRELS = {"A": {"d1": 2, "d2": 1}, "B": {"d2": 2, "d3": 1}, "C": {"d4": 2}, "U": {"d5": 0}}
@@ -68,6 +70,9 @@ def test_saved_neighbours_load_with_the_same_votes(tmp_path):
     assert not path.with_name(path.name + ".tmp").exists()
 
 
+CORPUS = {"n_docs": 3, "doc_ids_sha256": "0" * 64, "index_version": "v1", "build_id": "b1"}
+
+
 def saved(**changes) -> str:
     payload = {"kind": "judged-neighbours", "params": {"k": 2, "power": 1.0, "weight": 1.0},
                "queries": {"A": "vitamin", "B": "fish"}, "qrels": {"A": {"d1": 1}, "B": {"d2": 2}}}
@@ -82,6 +87,8 @@ def saved(**changes) -> str:
     saved(qrels={"A": {"d1": True}, "B": {"d2": 2}}), saved(qrels={"A": {"d1": 1.5}, "B": {"d2": 2}}),
     saved(qrels={"A": ["d1"], "B": {"d2": 2}}), saved(qrels={"A": {"d1": -1}, "B": {"d2": 2}}),
     saved().replace('"d2": 2', '"d2": Infinity'), saved().replace('"d2": 2', '"d2": NaN'),
+    saved(corpus=[]), saved(corpus={"n_docs": 3}), saved(corpus={**CORPUS, "n_docs": "3"}),
+    saved(corpus={**CORPUS, "build_id": 7}), saved(corpus={**CORPUS, "extra": ""}),
 ])
 def test_a_damaged_file_names_the_fix(tmp_path, content):
     path = tmp_path / "neighbours.json"
@@ -113,3 +120,22 @@ def test_huge_grades_give_finite_votes():
 def test_parameters_are_checked(params):
     with pytest.raises(NeighboursError):
         NeighbourParams(**params)
+
+
+def test_the_corpus_identity_is_saved_and_tells_the_same_documents_from_others(tmp_path):
+    stats = build_stats("v1", [Document(i, "t", "a") for i in ("d1", "d2", "d3")])
+    identity = CorpusIdentity.of(stats)
+    assert identity == CorpusIdentity(3, doc_ids_digest(["d3", "d1", "d2"]), "v1", stats.build_id)
+    path = tmp_path / "neighbours.json"
+    JudgedNeighbours(QUERIES, QRELS, corpus=identity).save(path)
+    loaded = JudgedNeighbours.load(path)
+    assert loaded.corpus == identity and loaded.mismatch(stats) is None
+    same_documents = build_stats("v2", [Document(i, "other title", "") for i in ("d3", "d2", "d1")])
+    assert loaded.mismatch(same_documents) is None  # a reindex, in another order: the same corpus
+    renamed = build_stats("v3", [Document(i, "t", "a") for i in ("d1", "d2", "x3")])
+    assert "3 documents, index v1); the served index v3 holds other document ids" in loaded.mismatch(renamed)
+    bigger = build_stats("v4", [Document(i, "t", "a") for i in ("d1", "d2", "d3", "d4")])
+    assert "the served index v4 holds 4 documents" in loaded.mismatch(bigger)
+    assert "esrr neighbours build --data" in loaded.mismatch(bigger)
+    unrecorded = JudgedNeighbours(QUERIES, QRELS)
+    assert "does not say which corpus" in unrecorded.mismatch(stats)

@@ -7,6 +7,7 @@ can be checked against the stage's own function.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -17,7 +18,7 @@ from es_rerank.backends.base import Hit
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
 from es_rerank.ranking.pipeline import STAGES, ScoringUnavailable, SearchPipeline, StageClock, no_clock
-from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams, fuse
+from es_rerank.ranking.neighbours import CorpusIdentity, JudgedNeighbours, NeighbourParams, fuse
 from es_rerank.stats import CorpusStats, Document
 from index_setup.embedded_index import build_embedded_index
 
@@ -77,10 +78,15 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedBackend:
     return EmbeddedBackend.open_current(root)
 
 
-@pytest.fixture(scope="module")
-def neighbours() -> JudgedNeighbours:
+def votes_for(corpus: CorpusIdentity | None) -> JudgedNeighbours:
+    """Votes of two training queries, recorded as built for ``corpus``."""
     return JudgedNeighbours({"q1": "tea catechins", "q2": "bone density"}, {"q1": {"b": 2, "f": 1}, "q2": {"d": 1}},
-                            NeighbourParams(k=1, power=1.0, weight=2.0))
+                            NeighbourParams(k=1, power=1.0, weight=2.0), corpus)
+
+
+@pytest.fixture(scope="module")
+def neighbours(backend: EmbeddedBackend) -> JudgedNeighbours:
+    return votes_for(CorpusIdentity.of(backend.stats))
 
 
 def ids(ranking) -> list[str]:
@@ -124,6 +130,26 @@ def test_feedback_and_votes_refine_the_models_scores_in_that_order(backend: Embe
     assert ranking.ranker == "bone-first + candidate feedback + judged neighbours"
     assert clock.stages == ["retrieve", "model", "feedback vectors", "feedback votes", "neighbours", "merge"]
     assert [s for s in STAGES if s in clock.stages] == clock.stages  # STAGES lists them in the order they run
+
+
+@pytest.mark.parametrize("corpus, reason", [
+    (None, "does not say which corpus it was built for"),
+    (CorpusIdentity(6, "0" * 64, "other", "b1"), "built for another corpus (6 documents, index other); the served "
+                                                 "index v1 holds other document ids"),
+    (CorpusIdentity(3633, "0" * 64, "nfcorpus", "b2"), "the served index v1 holds 6 documents"),
+])
+def test_votes_of_another_corpus_are_not_applied_and_the_ranker_says_why(backend: EmbeddedBackend,
+                                                                        corpus: CorpusIdentity | None,
+                                                                        reason: str) -> None:
+    foreign = SearchPipeline(backend, 500, BoneFirst(), neighbours=votes_for(corpus))
+    ranking, plain = foreign.rank(QUERY, 500), SearchPipeline(backend, 500, BoneFirst()).rank(QUERY, 500)
+    assert ids(ranking) == ids(plain) and [i.score for i in ranking.ranked] == [i.score for i in plain.ranked]
+    assert ranking.ranker.startswith("bone-first (judged neighbours not applied: ") and reason in ranking.ranker
+    assert reason in foreign.neighbours_problem()
+    rebuilt = replace(votes_for(CorpusIdentity.of(backend.stats)).corpus, build_id="another build")
+    reindexed = SearchPipeline(backend, 500, BoneFirst(), neighbours=votes_for(rebuilt))
+    assert reindexed.neighbours_problem() is None  # the same documents, indexed again: the votes apply
+    assert reindexed.rank(QUERY, 500).ranker == "bone-first + judged neighbours"
 
 
 def test_without_a_model_the_votes_refine_bm25(backend: EmbeddedBackend) -> None:
