@@ -37,12 +37,13 @@ if TYPE_CHECKING:
     from worker.training.metrics import Run
     from worker.training.train import TrainConfig, TrainResult
 
-VARIANT_NAMES = {
+PAPER_VARIANT_NAMES = {  # what --variant all trains: the paper's Table 2 and 6
     "delta-32": "Delta-32",
     "delta-32-lex3": "Delta-32-Lex3",
     "delta-32-no-difference": "Delta-32, no difference vectors",
     "delta-32-no-delta-features": "Delta-32, no Delta features",
 }
+VARIANT_NAMES = {**PAPER_VARIANT_NAMES, "delta-32-lex3-window": "Delta-32-Lex3, window-standardised"}
 BASELINE_ROWS = ("Uninformed (reverse doc id)", "BM25", "BM25-Title", "WMD-Title")
 DRMM_NAME = "drmm"  # the histogram baseline of Table 2 (worker.training.drmm)
 
@@ -139,7 +140,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     from worker.training.plots import plot_training_curve
     from worker.training.train import TrainConfig, train_model
 
-    names = list(dict.fromkeys(n for v in variants for n in (VARIANT_NAMES if v == "all" else [v])))
+    names = list(dict.fromkeys(n for v in variants for n in (PAPER_VARIANT_NAMES if v == "all" else [v])))
     if lex_features and not any(VARIANTS.get(name, {}).get("lex_names") for name in names):
         raise click.UsageError(f"--lex-features changes the Lex features of delta-32-lex3 only; the variant(s) "
                                f"{', '.join(names)} read none (add --variant delta-32-lex3, or drop the option)")
@@ -151,7 +152,11 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     if lex_features and not suffix:
         raise click.UsageError("--lex-features needs --suffix, so the served delta-32-lex3.pt is not replaced "
                                "by a model with other features (e.g. --suffix=-lexg)")
-    lex_names = _lex_names(lex_features) or list(LEX3)
+    asked = _lex_names(lex_features)
+    # Each Lex variant reads --lex-features if given, else its own; the candidates carry every one needed.
+    variant_lex = {name: tuple(asked) if asked else VARIANTS[name]["lex_names"]
+                   for name in names if VARIANTS.get(name, {}).get("lex_names")}
+    lex_names = list(dict.fromkeys(f for features in variant_lex.values() for f in features)) or list(LEX3)
     settings = load_settings()
     writable_dir(settings.models_dir, "make it a folder you can write to, or point ESRR_HOME elsewhere")
     work = open_workspace(data, settings)
@@ -177,7 +182,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
         else:
             options = dict(VARIANTS[variant])
             if options.get("lex_names"):
-                options["lex_names"] = tuple(lex_names)
+                options["lex_names"] = variant_lex[variant]
             config = DeltaConfig(**options, embedding_dim=work.embeddings.vectors.shape[1],
                                  **({"dropout": dropout} if dropout is not None else {}))
             with _as_cli_error(TrainingError):
@@ -486,7 +491,7 @@ def _research_runs(work: Workspace, queries: dict[str, str], qrels: dict[str, di
                    window: int, extra_models: dict[str, Path], ensemble_models: dict[str, list[Path]],
                    baselines: bool, neighbours: JudgedNeighbours | None) -> dict[str, Run]:
     """The paper's rows (baselines, trained variants) and the extra checkpoints, each with its twins."""
-    from es_rerank.lex import ALL_FEATURES
+    from es_rerank.lex import KNOWN_FEATURES
     from worker.ensemble import ensemble_scores
     from worker.model import Checkpoint
     from worker.training.data import build_candidates
@@ -511,7 +516,7 @@ def _research_runs(work: Workspace, queries: dict[str, str], qrels: dict[str, di
         _check_variant(path, checkpoints[path], variant)
     drmm = _load_drmm(work) if baselines else None
     # Only the Lex features some checkpoint reads: the 18 cost several times Lex3.
-    lex_names = [n for n in ALL_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
+    lex_names = [n for n in KNOWN_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
     candidates = _with_relevant(build_candidates(queries, qrels, work.backend, work.embeddings, lex_names,
                                                  depth=window), work, split)
     bm25 = [c.bm25 for c in candidates]
@@ -687,7 +692,8 @@ def _check_embeddings(path: Path, trained_on: str, current: str) -> None:
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder that receives one BEIR folder per condition.")
-@click.option("--condition", "conditions", multiple=True, type=click.Choice(["vid-desc", "no-titles", "topic-disjoint"]),
+@click.option("--condition", "conditions", multiple=True,
+              type=click.Choice(["vid-desc", "no-titles", "topic-disjoint"]),
               help="Conditions to write (default: all three).")
 @click.option("--seed", default=13, show_default=True, type=click.IntRange(0), help="Seed of the topic split.")
 def shift(data: Path | None, out: Path, conditions: tuple[str, ...], seed: int) -> None:
