@@ -155,6 +155,10 @@ class CommonSettings(BaseSettings):
                                    description="weight of those votes beside the ranker's score")
     feedback_cache_documents: int = Field(50_000, ge=0, description="documents whose feedback vectors a process "
                                           "serving many queries keeps (about 1 KB each); 0 keeps none")
+    # The BM25 guard (es_rerank/ranking/guard.py), chosen on the dev queries of NFCorpus and its shifted
+    # copies (docs/quality.md); 0 turns it off.
+    bm25_guard_weight: float = Field(0.0, ge=0, le=MAX_VOTE_WEIGHT,
+                                     description="weight of BM25's standardised scores blended into the model's")
 
     @field_validator("home", "nfcorpus", mode="before")
     @classmethod

@@ -78,13 +78,14 @@ def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None =
     elif untrained:  # asked for no model (--no-rerank, a window of 0): nothing to say
         click.echo(f"(not reranked: no model at {checkpoint}; train the embeddings and the model with "
                    "`bash scripts/run.sh --train`, or `esrr embeddings train` then `esrr train`)", err=True)
+    guard = settings.bm25_guard_weight if reranker is not None else 0.0
     if not use_feedback:
-        return SearchPipeline(served, window, reranker, None, neighbours)
+        return SearchPipeline(served, window, reranker, None, neighbours, guard_weight=guard)
     from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams  # scipy: only where feedback runs
 
     cache = (DocumentVectorCache(settings.feedback_cache_documents)
              if keep_vectors and settings.feedback_cache_documents else None)
-    return SearchPipeline(served, window, reranker, FeedbackParams.from_settings(settings), neighbours, cache)
+    return SearchPipeline(served, window, reranker, FeedbackParams.from_settings(settings), neighbours, cache, guard)
 
 
 def _worker_reranker(settings: BrokerSettings) -> WorkerReranker:

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 StageClock = Callable[[str], AbstractContextManager]
 PROBE_QUERY = "health"  # any word: a probe asks whether the model answers, not what it scores
-STAGES = ("retrieve", "features", "model", "feedback vectors", "feedback votes", "neighbours", "merge")
+STAGES = ("retrieve", "features", "model", "guard", "feedback vectors", "feedback votes", "neighbours", "merge")
 
 
 def no_clock(stage: str) -> AbstractContextManager:
@@ -104,7 +104,8 @@ class SearchPipeline:
     """BM25 top-``window`` reordered by each stage that is set; ``window`` 0 keeps BM25's order.
 
     ``feedback_vectors`` keeps the feedback's document vectors between queries of a
-    long-lived process (built anew for every window without it). Every stage reads the
+    long-lived process (built anew for every window without it). ``guard_weight`` above 0
+    blends the model's scores with BM25's (``es_rerank.ranking.guard``). Every stage reads the
     backend's statistics at the time of the query, so a reload after a reindex holds.
     """
 
@@ -114,6 +115,7 @@ class SearchPipeline:
     feedback: FeedbackParams | None = None
     neighbours: JudgedNeighbours | None = None
     feedback_vectors: DocumentVectorCache | None = None
+    guard_weight: float = 0.0
 
     @property
     def reorders(self) -> bool:
@@ -173,6 +175,12 @@ class SearchPipeline:
                 stages.append((self.reranker.name, self.reranker(query, window, stats, clock)))
             except ScoringUnavailable as error:
                 fallback = str(error)  # the votes refine BM25's order
+            if fallback is None and self.guard_weight > 0:
+                from es_rerank.ranking.guard import GUARD_ROW_SUFFIX, guarded
+
+                name, scores = stages[-1]
+                with clock("guard"):
+                    stages.append((name + GUARD_ROW_SUFFIX, guarded(scores, stages[0][1], self.guard_weight)))
         if self.feedback is not None:
             from es_rerank.ranking.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
 

@@ -210,3 +210,33 @@ def test_the_pipeline_does_not_import_torch_or_scipy_until_feedback_runs(tmp_pat
             "print('torch' in sys.modules, 'scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_the_guard_blends_the_models_scores_with_bm25s_before_the_feedback(backend: EmbeddedBackend) -> None:
+    from es_rerank.ranking.guard import guarded
+
+    clock = Recorder()
+    pipeline = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, guard_weight=0.5)
+    ranking = pipeline.rank(QUERY, 500, clock)
+    window = backend.search(QUERY, 500)
+    bm25 = np.array([h.score for h in window])
+    blended = guarded(BoneFirst()(QUERY, window, backend.stats), bm25, 0.5)
+    expected = with_feedback(blended, document_vectors([h.terms for h in window], backend.stats), FEEDBACK)
+    assert [item.score for item in ranking.ranked] == pytest.approx(sorted(expected, reverse=True))
+    assert ranking.ranker == "bone-first + BM25 guard + candidate feedback"
+    assert clock.stages == ["retrieve", "model", "guard", "feedback vectors", "feedback votes", "merge"]
+    stages = pipeline.score_window(QUERY, window, backend.stats).stages
+    assert [name for name, _ in stages] == ["BM25", "bone-first", "bone-first + BM25 guard",
+                                            "bone-first + BM25 guard + candidate feedback"]
+    unanswered = SearchPipeline(backend, 500, Unanswered(), guard_weight=0.5).rank(QUERY, 500)
+    assert unanswered.ranker == "BM25" and unanswered.fallback  # no model scores: nothing to guard
+
+
+def test_a_guard_weight_tends_to_bm25s_order() -> None:
+    from es_rerank.ranking.guard import guarded
+
+    model, bm25 = np.array([3.0, 2.0, 1.0]), np.array([1.0, 2.0, 3.0])
+    assert np.argsort(-guarded(model, bm25, 0.0)).tolist() == [0, 1, 2]
+    assert np.argsort(-guarded(model, bm25, 10.0)).tolist() == [2, 1, 0]
+    with pytest.raises(ValueError, match="one BM25 score per model score"):
+        guarded(model, bm25[:2], 1.0)
