@@ -16,6 +16,6 @@ fi
 esrr neighbours build --keep-existing  # votes from the NFCorpus train judgments (seconds)
 if [[ $train == 1 ]]; then
     esrr embeddings train
-    esrr train --variant delta-32-lex3
+    esrr train --variant delta-32-lex3-window  # the served default; `--variant delta-32-lex3` trains the paper's
 fi
 esrr search -- "$query"  # `--`: a query may start with a dash

@@ -172,7 +172,8 @@ class SearchPipeline:
             return WindowScores(stages)
         if self.reranker is not None:
             try:
-                stages.append((self.reranker.name, self.reranker(query, window, stats, clock)))
+                scores = self.reranker(query, window, stats, clock)
+                stages.append((self.reranker.name, scores))  # named after the call: a worker names its model
             except ScoringUnavailable as error:
                 fallback = str(error)  # the votes refine BM25's order
             if fallback is None and self.guard_weight > 0:

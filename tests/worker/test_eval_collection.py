@@ -63,10 +63,11 @@ def test_eval_data_reports_the_served_stages_and_ends_with_the_verdict(artifacts
     last = result.output.rstrip().splitlines()[-1]
     assert last.startswith(("the reranker helps this collection (my-collection test): served default: ",
                             "the reranker does not help this collection (my-collection test)")), last
-    assert "delta-32-lex3 + candidate feedback, nDCG@10 " in last and "queries better" in last
+    assert "delta-32-lex3 + BM25 guard + candidate feedback, nDCG@10 " in last and "queries better" in last
     table = (tmp_path / "report" / "table.md").read_text(encoding="utf-8")
     for row in ("| BM25 |", "| served: BM25 + candidate feedback |", "| served: delta-32-lex3 |",
-                "| served default: delta-32-lex3 + candidate feedback |"):
+                "| served: delta-32-lex3 + BM25 guard |",
+                "| served default: delta-32-lex3 + BM25 guard + candidate feedback |"):
         assert row in table
     assert "| nDCG@10 | NDCG@20 (2^rel-1) |" in table and "12 judged queries" in table
     assert table.rstrip().endswith(last)  # the report keeps the verdict
@@ -88,7 +89,7 @@ def test_eval_data_reports_the_served_stages_and_ends_with_the_verdict(artifacts
                                local_reranker=lambda: LocalReranker(settings))
     try:
         runs = _read_run(home / "runs" / index.name / "test" /
-                         "served_default_delta-32-lex3_candidate_feedback.run")
+                         "served_default_delta-32-lex3_BM25_guard_candidate_feedback.run")
         queries = JudgedCollection.locate(data).queries
         for query_id, text in queries.items():
             ranking = pipeline.rank(text, 500)

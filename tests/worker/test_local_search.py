@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
+from es_rerank.ranking.guard import guarded
 from es_rerank.ranking.pipeline import STAGES
 from es_rerank.lex import LEX3, lex_features
 from es_rerank.payload import WorkerSetupError
@@ -67,27 +68,29 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
     result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5"], env={"ESRR_HOME": str(home)})
     assert result.exit_code == 0, result.output
     header, *rows = result.stdout.splitlines()
-    assert header.split()[:6] == ["rank", "delta-32-lex3", "+", "candidate", "feedback", "score"]
+    assert header.split()[:9] == ["rank", "delta-32-lex3", "+", "BM25", "guard", "+", "candidate", "feedback", "score"]
     shown = [float(row.split()[1]) for row in rows]
     hits = backend.search("cancer risk and diet", 500)
     model_scores, _ = rerank_scores("cancer risk and diet", hits, backend.stats, WorkerSettings(home=home))
-    fed = with_feedback(model_scores, document_vectors([h.terms for h in hits], backend.stats),
-                        FeedbackParams.from_settings(CommonSettings()))
+    settings = CommonSettings()
+    blended = guarded(model_scores, np.array([h.score for h in hits]), settings.bm25_guard_weight)
+    fed = with_feedback(blended, document_vectors([h.terms for h in hits], backend.stats),
+                        FeedbackParams.from_settings(settings))
     assert len(rows) == 5 and shown == pytest.approx(sorted(fed, reverse=True)[:5], abs=1e-3)  # the model's, fed
 
     def header_of(*options: str) -> list[str]:
         result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", *options],
                                     env={"ESRR_HOME": str(home)})
-        return result.stdout.splitlines()[0].split()[:3]
+        return result.stdout.splitlines()[0].split()[:6]
 
-    assert header_of("--no-feedback") == ["rank", "delta-32-lex3", "score"]
-    assert header_of("--no-rerank", "--no-feedback") == ["rank", "BM25", "score"]
+    assert header_of("--no-feedback") == ["rank", "delta-32-lex3", "+", "BM25", "guard", "score"]
+    assert header_of("--no-rerank", "--no-feedback")[:3] == ["rank", "BM25", "score"]
 
     as_json = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", "--json"],
                                  env={"ESRR_HOME": str(home)})
     assert as_json.exit_code == 0, as_json.output
     body = json.loads(as_json.stdout)
-    assert body["esrr"]["ranker"] == "delta-32-lex3 + candidate feedback"
+    assert body["esrr"]["ranker"] == "delta-32-lex3 + BM25 guard + candidate feedback"
     assert [h["_score"] for h in body["hits"]["hits"]] == pytest.approx(shown, abs=1e-3)
     assert all(h["fields"]["reranked"] == [True] for h in body["hits"]["hits"])
     assert body["hits"]["total"] == {"value": len(hits), "relation": "gte" if len(hits) == 500 else "eq"}
@@ -165,16 +168,16 @@ def test_bench_search_times_every_stage_that_search_serves(artifacts, corpus_doc
                                        "--json-out", str(figures)], env={"ESRR_HOME": str(home)})
     assert result.exit_code == 0, result.output
     body = json.loads(figures.read_text(encoding="utf-8"))
-    assert body["ranker"] == "delta-32-lex3 + candidate feedback" and body["queries"] == 3
+    assert body["ranker"] == "delta-32-lex3 + BM25 guard + candidate feedback" and body["queries"] == 3
     stages = body["stages"]
-    assert list(stages) == ["retrieve", "features", "model", "feedback vectors", "feedback votes", "merge", "total",
-                            "feedback vectors, uncached"]
+    assert list(stages) == ["retrieve", "features", "model", "guard", "feedback vectors", "feedback votes", "merge",
+                            "total", "feedback vectors, uncached"]
     assert stages["retrieve"]["queries"] == stages["total"]["queries"] == 6  # 3 queries x 2 rounds
     assert stages["model"]["queries"] == stages["feedback vectors, uncached"]["queries"] == 4  # "zebra": no hit
     served = [row["share_of_total"] for name, row in stages.items() if name in STAGES]
     assert sum(served) <= 1.0 and stages["feedback vectors, uncached"]["share_of_total"] is None
     assert all(0 < row["p50_ms"] <= row["p99_ms"] for row in stages.values())
-    assert "feedback vectors" in result.output and "delta-32-lex3 + candidate feedback" in result.output
+    assert "feedback vectors" in result.output and "delta-32-lex3 + BM25 guard + candidate feedback" in result.output
 
 
 def test_bench_search_without_an_index_is_a_clean_error(tmp_path):

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from es_rerank.cli import main
+from es_rerank.lex import LEX3, LEX3_WINDOW
 from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
 from es_rerank.settings import CommonSettings
 from es_rerank.versions import write_pointer
@@ -111,12 +112,22 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert [c.query_id for c in dev] == [f"Q{i}" for i in range(16, 22)]  # what the experiment scripts train on
     assert all(c.lex.shape[1] == 3 and c.grades.max() == 2 for c in dev)
     esrr("train", "--data", str(data), "--variant", "all", "--variant", "drmm", "--max-epochs", "2")
-    esrr("train", "--data", str(data), "--lex-features", "text_bm25,title_jaccard", "--max-epochs", "1",
+    esrr("train", "--data", str(data), "--variant", "delta-32-lex3", "--lex-features", "text_bm25,title_jaccard",
+         "--max-epochs", "1",
          "--loss", "softmax", "--suffix=-lexg")
     assert json.loads((home / "models" / "drmm.json").read_text())["best_epoch"] >= 1
     lexg = json.loads((home / "models" / "delta-32-lex3-lexg.json").read_text())["train"]
     assert (lexg["loss"], lexg["negatives_per_positive"]) == ("softmax", 8)
     assert json.loads((home / "models" / "delta-32-lex3.json").read_text())["train"]["negatives_per_positive"] == 1
+    assert json.loads((home / "models" / "delta-32-lex3.json").read_text())["lex_features"] == list(LEX3)
+    assert json.loads((home / "models" / "delta-32-lex3-lexg.json").read_text())["lex_features"] == [
+        "text_bm25", "title_jaccard"]
+    header = esrr("search", "vitamin", "--no-feedback", "--no-neighbours").splitlines()[0]
+    assert "delta-32-lex3 + BM25 guard score" in header  # the paper's model is served while it is the only one
+    esrr("train", "--data", str(data), "--max-epochs", "1")  # the default: the window variant
+    assert json.loads((home / "models" / "delta-32-lex3-window.json").read_text())["lex_features"] == list(LEX3_WINDOW)
+    header = esrr("search", "vitamin", "--no-feedback", "--no-neighbours").splitlines()[0]
+    assert "delta-32-lex3-window + BM25 guard score" in header  # served by default once trained, guarded
     selection = esrr("select-features", "--data", str(data), "--ranker", "linear", "--max-features", "2",
                      "--max-epochs", "1", "--out", str(tmp_path / "selection"))
     assert "| 2 |" in selection and (tmp_path / "selection" / "selection-linear.json").is_file()
