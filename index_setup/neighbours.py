@@ -35,9 +35,11 @@ def neighbours() -> None:
               help="Similarity exponent of a vote.")
 @click.option("--weight", type=FiniteFloat(0, MAX_VOTE_WEIGHT, min_open=True), default=DEFAULTS.weight,
               show_default=True, help="Weight of the vote beside the ranker's standardised score.")
+@click.option("--confidence", type=FiniteFloat(0, 10), default=DEFAULTS.confidence, show_default=True,
+              help="Exponent of the nearest training query's similarity that scales a query's votes (0: none).")
 @click.option("--keep-existing", is_flag=True,
               help="Do nothing when a votes file for the served index's corpus exists (scripts/run.sh).")
-def build(data: Path | None, k: int, power: float, weight: float, keep_existing: bool) -> None:
+def build(data: Path | None, k: int, power: float, weight: float, confidence: float, keep_existing: bool) -> None:
     """Build the file from NFCorpus train queries and judgments (defaults chosen on dev), for the served index."""
     from es_rerank.cli_options import load_settings
     from es_rerank.ranking.neighbours import CorpusIdentity, NeighboursError
@@ -59,7 +61,7 @@ def build(data: Path | None, k: int, power: float, weight: float, keep_existing:
             return
         click.echo(f"rebuilding {path}: {problem}")
     built = JudgedNeighbours(nfcorpus.queries("train"), nfcorpus.qrels("train"),
-                             NeighbourParams(k=k, power=power, weight=weight))
+                             NeighbourParams(k=k, power=power, weight=weight, confidence=confidence))
     if len(built.query_ids) < 2:  # with one query every term's IDF is 0: nothing would ever vote
         raise click.ClickException(f"{len(built.query_ids)} train queries in {nfcorpus.root} have both a text "
                                    "and a relevant judgment; votes need at least 2 (check qrels/train.tsv, the "
@@ -81,7 +83,7 @@ def build(data: Path | None, k: int, power: float, weight: float, keep_existing:
     built.save(path)
     judgments = sum(len(docs) for docs in built.judged.values())
     click.echo(f"{len(built.query_ids)} train queries, {judgments} relevant judgments, k={k} power={power} "
-               f"weight={weight}, for index {stats.version} ({stats.n_docs} documents) -> {path}")
+               f"weight={weight} confidence={confidence}, for index {stats.version} ({stats.n_docs} documents) -> {path}")
 
 
 def _served_stats(settings: CommonSettings) -> CorpusStats:
