@@ -4,6 +4,8 @@
 # feedback, judged-neighbour votes where they belong), on NFCorpus and its three shifted copies.
 #
 #   bash reports/experiments/transfer/run.sh dev|test      # from the repository, with .venv active
+#   MODELS="delta-32-lex3-seed14 delta-32-lex3-window-seed14" bash reports/experiments/transfer/run.sh dev
+#                          # other checkpoints of <home>/models (topic-disjoint only where its home has them)
 #
 # Needs in ESRR_HOME (default ./artifacts): the NFCorpus index, the embeddings, both models
 # (`esrr train --variant delta-32-lex3`, `esrr train --variant delta-32-lex3-window`) and the votes
@@ -30,13 +32,14 @@ if [[ ! -f "$topic_home/models/delta-32-lex3-window.pt" ]]; then
     ESRR_HOME="$topic_home" esrr train --data "$shifted/topic-disjoint" --variant delta-32-lex3-window
 fi
 
-for model in delta-32-lex3 delta-32-lex3-window; do
+for model in ${MODELS:-delta-32-lex3 delta-32-lex3-window}; do
     for condition in standard vid-desc no-titles; do
         data="$shifted/$condition"
         [[ $condition == standard ]] && data="$nfcorpus"
         ESRR_HOME="$home" ESRR_CHECKPOINT="$home/models/$model.pt" \
             esrr eval --data "$data" --split "$split" --out "$out/$condition/$model" | tail -n 1
     done
+    [[ -f "$topic_home/models/$model.pt" ]] || continue
     ESRR_HOME="$topic_home" ESRR_CHECKPOINT="$topic_home/models/$model.pt" \
         esrr eval --data "$shifted/topic-disjoint" --split "$split" --out "$out/topic-disjoint/$model" | tail -n 1
 done
