@@ -8,10 +8,14 @@ feature scale. Three things are measured, with the figure in every warning:
 - the share of documents without a title, where the paper's two title features are 0 for
   every hit (the window variant reads an empty title as unknown instead, ``es_rerank.lex``);
 - the scale of the Lex features the model standardises with its training mean and standard
-  deviation: each request's window mean of each feature, in those training units. NFCorpus's
-  own queries sit within 0.1 of 0; a sentence-long query's BM25 sits about 2 training
-  standard deviations above. Window-relative features (``_wz``) are 0 on average by
-  construction and are not watched.
+  deviation: each request's window mean of each feature, in those training units, over windows
+  of at least ``MIN_WINDOW`` documents (a short window holds a few strong matches, whose mean
+  says nothing of the scale). On NFCorpus dev, 3% of the paper model's full windows have a
+  feature more than ``SCALE_LIMIT`` off, against 68% for the sentence-long vid-desc queries,
+  whose BM25 sits 2.1 training standard deviations above on average
+  (``reports/transfer/dev/choices.md``). A warning comes when more than ``DRIFT_SHARE`` of
+  the windows seen drift. Window-relative features (``_wz``) are 0 on average by construction
+  and are not watched.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ from es_rerank.stats import CorpusStats
 
 MIN_COVERAGE = 0.95  # NFCorpus: 99.6% of the first-50 tokens have a vector with the recipe's embeddings
 MAX_EMPTY_TITLES = 0.2  # NFCorpus: none is empty
-SCALE_LIMIT = 1.0  # training standard deviations between a window's mean feature and the training mean
-SCALE_REPORT_EVERY = 1000  # requests between two warnings of the same drift
+SCALE_LIMIT = 1.5  # training standard deviations between a window's mean feature and the training mean
+MIN_WINDOW = 100  # documents a window needs for its mean to say something of the scale
+MIN_REQUESTS = 20  # windows seen before a share of drifting ones is worth a warning
+DRIFT_SHARE = 0.25  # NFCorpus dev: 3% of the full windows drift, its vid-desc queries: 68%
+SCALE_REPORT_EVERY = 1000  # windows between two warnings
 
 
 @dataclass(frozen=True)
@@ -77,8 +84,9 @@ def index_fit(stats: CorpusStats, rows_of_terms: np.ndarray, lex_names: Sequence
 class ScaleMonitor:
     """Each request's window mean of the paper-scale Lex features, in the model's training units.
 
-    ``observe`` returns a warning the first time a feature drifts past ``SCALE_LIMIT`` and
-    every ``SCALE_REPORT_EVERY`` drifting requests after; thread-safe.
+    ``observe`` returns a warning once more than ``DRIFT_SHARE`` of the (at least ``MIN_REQUESTS``)
+    full windows seen have a feature past ``SCALE_LIMIT``, and again every ``SCALE_REPORT_EVERY``
+    windows while that lasts; thread-safe.
     """
 
     def __init__(self, names: Sequence[str], mean: np.ndarray, std: np.ndarray) -> None:
@@ -86,25 +94,26 @@ class ScaleMonitor:
         self.names = [names[j] for j in self.columns]
         self.mean = np.asarray(mean, dtype=np.float64)[self.columns]
         self.std = np.maximum(np.asarray(std, dtype=np.float64)[self.columns], 1e-12)
-        self.requests = self.drifting = 0
+        self.windows = self.drifting = 0
+        self._warned_at: int | None = None
         self._lock = threading.Lock()
 
     def observe(self, lex: np.ndarray) -> str | None:
         """Count one request's features (float32 [n, L]); a warning with the figures when it is time to say."""
-        if not self.columns or lex.shape[0] == 0:
+        if not self.columns or lex.shape[0] < MIN_WINDOW:
             return None
         units = (lex[:, self.columns].mean(axis=0) - self.mean) / self.std
         worst = int(np.argmax(np.abs(units)))
         with self._lock:
-            self.requests += 1
-            if abs(units[worst]) <= SCALE_LIMIT:
+            self.windows += 1
+            self.drifting += bool(abs(units[worst]) > SCALE_LIMIT)
+            windows, drifting = self.windows, self.drifting
+            due = self._warned_at is None or windows - self._warned_at >= SCALE_REPORT_EVERY
+            if windows < MIN_REQUESTS or drifting / windows <= DRIFT_SHARE or not due:
                 return None
-            self.drifting += 1
-            if self.drifting % SCALE_REPORT_EVERY != 1:
-                return None
-            drifting, requests = self.drifting, self.requests
-        return (f"Lex feature {self.names[worst]} averages {units[worst]:+.1f} training standard deviations from "
-                f"the model's training mean over this query's window ({drifting} of {requests} requests so far "
-                f"past {SCALE_LIMIT:g}): the model reads inputs off the scale it was trained on (long queries, "
-                "another collection); a window-standardised model (`esrr train --variant delta-32-lex3-window`) "
-                "reads them on the window's own scale")
+            self._warned_at = windows
+        return (f"{drifting} of the {windows} windows scored so far ({drifting / windows:.0%}) have a Lex feature "
+                f"more than {SCALE_LIMIT:g} training standard deviations from the model's training mean (this one: "
+                f"{self.names[worst]} at {units[worst]:+.1f}): the model reads inputs off the scale it was trained "
+                "on (long queries, another collection); a window-standardised model (`esrr train --variant "
+                "delta-32-lex3-window`) reads them on the window's own scale")

@@ -14,7 +14,7 @@ from es_rerank.stats import Document, build_stats
 from index_setup.embedded_index import build_embedded_index
 from worker.inputs import term_rows
 from worker.runtime import Runtime
-from worker.served_checks import SCALE_REPORT_EVERY, ScaleMonitor, index_fit
+from worker.served_checks import MIN_REQUESTS, MIN_WINDOW, SCALE_REPORT_EVERY, ScaleMonitor, index_fit
 from worker.settings import WorkerSettings
 
 
@@ -41,20 +41,24 @@ def test_empty_titles_are_said_for_the_papers_title_features_only() -> None:
     assert index_fit(stats, rows, LEX3_WINDOW).warnings == ()  # the window variant reads them as unknown
 
 
-def test_the_scale_monitor_warns_with_the_figure_then_every_thousandth_time() -> None:
+def test_the_scale_monitor_warns_when_many_full_windows_drift_then_every_thousandth_window() -> None:
     monitor = ScaleMonitor([*LEX3, "title_idf_jaccard_wz"], np.array([3.5, 0.02, 0.05, 0.0]),
                            np.array([2.5, 0.03, 0.13, 1.0]))
-    on_scale = np.tile([3.5, 0.02, 0.05, 0.0], (10, 1)).astype(np.float32)
-    assert monitor.observe(on_scale) is None
+    on_scale = np.tile([3.5, 0.02, 0.05, 0.0], (MIN_WINDOW, 1)).astype(np.float32)
     long_query = on_scale.copy()
     long_query[:, 0] = 8.5  # +2 training standard deviations
-    first = monitor.observe(long_query)
-    assert first is not None and "abstract_bm25 averages +2.0 training standard deviations" in first
-    assert "1 of 2 requests" in first
-    said = [monitor.observe(long_query) for _ in range(SCALE_REPORT_EVERY)]
-    assert sum(s is not None for s in said) == 1 and said[-1] is not None
+    assert monitor.observe(long_query[:MIN_WINDOW - 1]) is None and monitor.windows == 0  # too short to count
+    said = [monitor.observe(on_scale if i % 4 == 0 else long_query) for i in range(MIN_REQUESTS)]
+    assert said[:-1] == [None] * (MIN_REQUESTS - 1)  # too few windows seen to say
+    assert said[-1] is not None and "15 of the 20 windows scored so far (75%)" in said[-1]
+    assert "this one: abstract_bm25 at +2.0" in said[-1]
+    later = [monitor.observe(long_query) for _ in range(SCALE_REPORT_EVERY)]
+    assert sum(s is not None for s in later) == 1 and later[-1] is not None
+    quiet = ScaleMonitor(list(LEX3), np.array([3.5, 0.02, 0.05]), np.array([2.5, 0.03, 0.13]))
+    mostly_on_scale = [quiet.observe(long_query[:, :3] if i % 10 == 0 else on_scale[:, :3]) for i in range(200)]
+    assert mostly_on_scale == [None] * 200  # 10% drifting: below the share worth a warning
     window_only = ScaleMonitor(list(LEX3_WINDOW), np.zeros(3), np.ones(3))
-    assert window_only.observe(np.full((5, 3), 9.0, dtype=np.float32)) is None  # _wz features are not watched
+    assert window_only.observe(np.full((MIN_WINDOW, 3), 9.0, dtype=np.float32)) is None  # _wz are not watched
 
 
 def test_a_worker_checks_the_served_index_when_it_loads(artifacts, corpus_documents, tmp_path: Path,

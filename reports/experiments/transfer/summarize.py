@@ -30,8 +30,8 @@ def main(folder: Path) -> None:
     """Print the markdown table of ``folder``'s conditions and models."""
     lines = [f"nDCG@10 on the {folder.name} split; in brackets the change against BM25 and a paired t-test. "
              "The last column is the served default: the row `esrr eval` gives its verdict on.", "",
-             "| condition | queries | BM25 | model | model alone | + BM25 guard | + candidate feedback | served default "
-             "| verdict |", "|---|---|---|---|---|---|---|---|---|"]
+             "| condition | queries | BM25 | model | model alone | + BM25 guard | + candidate feedback "
+             "| served default | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     models = sorted({p.parent.name for p in folder.glob("*/*/results.json")}, key=_variant_and_seed)
     for condition in CONDITIONS:
         for model in models:
