@@ -61,17 +61,37 @@ def test_the_scale_monitor_warns_when_many_full_windows_drift_then_every_thousan
     assert window_only.observe(np.full((MIN_WINDOW, 3), 9.0, dtype=np.float32)) is None  # _wz are not watched
 
 
-def test_a_worker_checks_the_served_index_when_it_loads(artifacts, corpus_documents, tmp_path: Path,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+class Records(logging.Handler):
+    """The records a logger emits, whatever other tests did to its propagation or level (a logging set-up may
+    disable loggers that exist when it runs)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_worker_checks_the_served_index_when_it_loads(artifacts, corpus_documents, tmp_path: Path) -> None:
     home = tmp_path / "home"
     shutil.copytree(artifacts.home, home)
     build_embedded_index([Document(d.doc_id, "", d.abstract) for d in corpus_documents[:30]],
                          home / "indexes" / "embedded", version="untitled", progress=False)
-    with caplog.at_level(logging.INFO, logger="worker.runtime"):
+    logger, records = logging.getLogger("worker.runtime"), Records()
+    logger.addHandler(records)
+    level, disabled = logger.level, logger.disabled
+    logger.setLevel(logging.INFO)
+    logger.disabled = False
+    try:
         runtime = Runtime.load(WorkerSettings(home=home))
+    finally:
+        logger.removeHandler(records)
+        logger.setLevel(level)
+        logger.disabled = disabled
     try:
         described = runtime.describe()["fit to untitled"]
         assert "100.0% of its documents have no title" in described and "WARNING: " in described
-        assert any("have no title" in r.message and r.levelno == logging.WARNING for r in caplog.records)
+        assert any("have no title" in r.getMessage() and r.levelno == logging.WARNING for r in records.records)
     finally:
         runtime.close()
