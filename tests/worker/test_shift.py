@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from es_rerank.cli import main
 from es_rerank.stats import Document
 from index_setup.readers import read_beir_corpus, read_qrels, read_queries
-from worker.training.shift import (assign_topics, no_titles, relevant, shared_relevant_share, topic_disjoint,
+from worker.training.shift import (assign_topics, no_titles, pseudo_queries, relevant, shared_relevant_share,
+                                   topic_disjoint,
                                    topic_graph_communities, vid_desc)
 
 DOCS = [Document(f"d{i}", f"title {i}", f"abstract {i}") for i in range(12)]
@@ -91,3 +92,16 @@ def test_shift_writes_beir_folders_that_eval_and_train_read(tmp_path: Path):
             assert set(read_qrels(folder / "qrels" / f"{split}.tsv")) <= set(read_queries(folder / "queries.jsonl"))
     assert read_queries(out / "vid-desc" / "queries.jsonl")["t0q3"] == "a much longer description of t0q3"
     assert {d.title for d in read_beir_corpus(out / "no-titles" / "corpus.jsonl.gz")} == {""}
+
+
+def test_pseudo_queries_are_titles_of_records_whose_titles_are_then_blanked():
+    documents = [*DOCS, Document("untitled", "", "an abstract"), Document("empty", "A title", "")]
+    condition = pseudo_queries("x-pseudo", documents, n_queries=5, seed=13)
+    assert len(condition.queries) == 5 and condition.qrels["train"] == condition.qrels["dev"] == {}
+    by_id = {d.doc_id: d for d in DOCS}
+    for query_id, judged in condition.qrels["test"].items():
+        (doc_id,) = judged
+        assert judged == {doc_id: 1} and condition.queries[query_id] == by_id[doc_id].title
+    assert {d.title for d in condition.documents} == {""} and "empty" not in {d.doc_id for d in condition.documents}
+    again = pseudo_queries("x-pseudo", list(reversed(documents)), n_queries=5, seed=13)
+    assert again.queries == condition.queries  # the draw does not depend on the reading order

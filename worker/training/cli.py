@@ -696,17 +696,23 @@ def _check_embeddings(path: Path, trained_on: str, current: str) -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder that receives one BEIR folder per condition.")
 @click.option("--condition", "conditions", multiple=True,
-              type=click.Choice(["vid-desc", "no-titles", "topic-disjoint"]),
-              help="Conditions to write (default: all three).")
-@click.option("--seed", default=13, show_default=True, type=click.IntRange(0), help="Seed of the topic split.")
-def shift(data: Path | None, out: Path, conditions: tuple[str, ...], seed: int) -> None:
+              type=click.Choice(["vid-desc", "no-titles", "topic-disjoint", "ohsumed-pseudo", "bc5cdr-pseudo"]),
+              help="Conditions to write (default: the three NFCorpus ones).")
+@click.option("--text-data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="The folder of the other biomedical text (the pseudo-query conditions; default: the one "
+                   "beside NFCorpus, ../shared/data).")
+@click.option("--seed", default=13, show_default=True, type=click.IntRange(0), help="Seed of the splits and draws.")
+def shift(data: Path | None, out: Path, conditions: tuple[str, ...], text_data: Path | None, seed: int) -> None:
     """Write shifted copies of NFCorpus (long queries, blank titles, held-out topics) for `esrr eval --data`."""
+    from es_rerank.stats import Document
     from index_setup.nfcorpus import NFCorpus
     from index_setup.readers import read_queries
-    from worker.training.shift import CONDITIONS, SPLITS, no_titles, topic_disjoint, vid_desc, write_condition
+    from index_setup.text_sources import SOURCES, TextSourceError
+    from worker.training.shift import (CONDITIONS, PSEUDO_CONDITIONS, SPLITS, no_titles, pseudo_queries,
+                                       topic_disjoint, vid_desc, write_condition)
 
     writable_dir(out, "pass a folder you can write to as --out")
-    with _as_cli_error(FileNotFoundError, ValueError):
+    with _as_cli_error(FileNotFoundError, ValueError, TextSourceError):
         nfcorpus = NFCorpus.locate(data)
         documents = list(nfcorpus.documents())
         qrels = {split: nfcorpus.qrels(split) for split in SPLITS}
@@ -718,8 +724,17 @@ def shift(data: Path | None, out: Path, conditions: tuple[str, ...], seed: int) 
                                                  for s in SPLITS}, qrels)
             elif name == "no-titles":
                 condition = no_titles(documents, queries, qrels)
-            else:
+            elif name == "topic-disjoint":
                 condition = topic_disjoint(documents, queries, qrels, seed)
+            else:
+                source = next(s for s in SOURCES if s.name == PSEUDO_CONDITIONS[name])
+                files = source.files(text_data or nfcorpus.root.parent)
+                if not files:
+                    raise click.ClickException(f"no {source.name} text ({source.pattern}) under "
+                                               f"{text_data or nfcorpus.root.parent}; pass --text-data DIR")
+                texts = [t for path in files for t in source.reader(path)]
+                condition = pseudo_queries(name, [Document(t.doc_id, t.parts[0], " ".join(t.parts[1:]))
+                                                  for t in texts], seed=seed)
             target = write_condition(condition, out)
             counts = ", ".join(f"{len(condition.qrels[s])} {s}" for s in SPLITS)
             click.echo(f"{name}: {len(condition.documents)} documents, {counts} queries -> {target}")

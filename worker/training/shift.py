@@ -17,6 +17,11 @@ read it like any collection:
   the topics (networkx, a fixed seed), and whole topics go to test and dev (10% of the queries
   each), the rest to train. A model and votes for this condition are trained on its train split.
 
+And a judgment-free check on biomedical text the model never ranked (``pseudo_queries``):
+``ohsumed-pseudo`` (7,400 MEDLINE records of 1991) and ``bc5cdr-pseudo`` (1,500 PubMed
+records), each with its titles blanked and 300 of its titles, drawn with a seed, as queries
+whose one relevant document is the record they came from (a test split only).
+
 Pure functions build the records; ``write_condition`` writes them.
 """
 
@@ -36,6 +41,8 @@ from es_rerank.stats import Document
 Qrels = dict[str, dict[str, int]]
 SPLITS = ("train", "dev", "test")
 CONDITIONS = ("vid-desc", "no-titles", "topic-disjoint")
+PSEUDO_CONDITIONS = {"ohsumed-pseudo": "ohsumed", "bc5cdr-pseudo": "bc5cdr"}  # condition -> text source
+PSEUDO_QUERIES = 300
 TOPIC_RESOLUTION = 2.0  # Louvain resolution: topics of at most ~8% of the queries, so whole ones fit a 10% split
 HELD_OUT_SHARE = 0.10  # of the judged queries, for dev and for test
 
@@ -143,6 +150,21 @@ def topic_disjoint(documents: list[Document], queries: Mapping[str, str], qrels:
             "this split": round(shared_relevant_share(mine["test"], mine["train"]), 4),
             "the original split": round(shared_relevant_share(original["test"], original["train"]), 4)},
         "documents": "unchanged", "judgments": "unchanged (train: the graded original labels)"})
+
+
+def pseudo_queries(name: str, documents: list[Document], n_queries: int = PSEUDO_QUERIES,
+                   seed: int = 13) -> Condition:
+    """Titles as queries for their own abstracts, over the documents with every title blanked (test split only)."""
+    usable = sorted({d.doc_id: d for d in documents if d.title.strip() and d.abstract.strip()}.values(),
+                    key=lambda d: d.doc_id)
+    chosen = random.Random(seed).sample(usable, min(n_queries, len(usable)))
+    kept = {d.doc_id: Document(d.doc_id, "", d.abstract) for d in documents if d.abstract.strip()}
+    queries = {f"pq-{d.doc_id}": d.title for d in chosen}
+    qrels = {"train": {}, "dev": {}, "test": {f"pq-{d.doc_id}": {d.doc_id: 1} for d in chosen}}
+    return Condition(name, list(kept.values()), queries, qrels, {
+        "documents": f"{len(kept)} records with an abstract, titles blanked",
+        "queries": f"{len(chosen)} titles drawn with seed {seed}, each judged relevant to its own record only",
+        "judgments": "one relevant document a query (a known-item search); no train or dev split"})
 
 
 def write_condition(condition: Condition, directory: Path) -> Path:

@@ -23,6 +23,8 @@ out="reports/transfer/$split"
 export OMP_NUM_THREADS=1  # shared machines: one thread per process, and deterministic training
 
 [[ -d "$shifted/topic-disjoint" ]] || esrr shift --data "$nfcorpus" --out "$shifted"
+[[ -d "$shifted/bc5cdr-pseudo" ]] || esrr shift --data "$nfcorpus" --out "$shifted" \
+    --condition ohsumed-pseudo --condition bc5cdr-pseudo  # judgment-free: titles as queries, test split only
 if [[ ! -f "$topic_home/models/delta-32-lex3-window.pt" ]]; then
     mkdir -p "$topic_home"
     cp -r "$home/embeddings" "$topic_home/"
@@ -33,7 +35,9 @@ if [[ ! -f "$topic_home/models/delta-32-lex3-window.pt" ]]; then
 fi
 
 for model in ${MODELS:-delta-32-lex3 delta-32-lex3-window}; do
-    for condition in standard vid-desc no-titles; do
+    pseudo=""
+    [[ $split == test ]] && pseudo="ohsumed-pseudo bc5cdr-pseudo"
+    for condition in standard vid-desc no-titles $pseudo; do
         data="$shifted/$condition"
         [[ $condition == standard ]] && data="$nfcorpus"
         ESRR_HOME="$home" ESRR_CHECKPOINT="$home/models/$model.pt" \

@@ -6,10 +6,15 @@ import json
 import sys
 from pathlib import Path
 
-CONDITIONS = ("standard", "vid-desc", "no-titles", "topic-disjoint")
+CONDITIONS = ("standard", "vid-desc", "no-titles", "topic-disjoint", "ohsumed-pseudo", "bc5cdr-pseudo")
 LABELS = {"delta-32-lex3": "paper's Lex3", "delta-32-lex3-window": "window-standardised"}
 STAGES = (("served: {m}", "model alone"), ("served: {m} + BM25 guard", "+ BM25 guard"),
           ("served: {m} + BM25 guard + candidate feedback", "+ candidate feedback"))
+
+
+def stage_row(rows: dict[str, dict], name: str) -> dict | None:
+    """The row of a served stage, also when it is the last one (then named "served default: ...")."""
+    return rows.get(name) or rows.get(name.replace("served: ", "served default: ", 1))
 
 
 def cell(row: dict | None) -> str:
@@ -45,7 +50,7 @@ def main(folder: Path) -> None:
             base = rows["BM25"]["means"]["nDCG@10"]
             for row in rows.values():
                 row["change"] = (row["means"]["nDCG@10"] / base - 1) * 100 if base else float("nan")
-            stages = [cell(rows.get(name.format(m=model))) for name, _ in STAGES]
+            stages = [cell(stage_row(rows, name.format(m=model))) for name, _ in STAGES]
             served = rows[results["served_default"]]
             default = f"{cell(served)}: {results['served_default'].removeprefix('served default: ')}"
             queries = sum(served["wins_ties_losses"])
@@ -64,11 +69,13 @@ def seed_means(folder: Path, models: list[str]) -> list[str]:
             path = folder / condition / model / "results.json"
             if not path.is_file():
                 continue
-            rows = {r["name"]: r["means"]["nDCG@10"] for r in json.loads(path.read_text(encoding="utf-8"))["rows"]}
+            full = {r["name"]: r for r in json.loads(path.read_text(encoding="utf-8"))["rows"]}
+            rows = {name: r["means"]["nDCG@10"] for name, r in full.items()}
             variant, _ = _variant_and_seed(model)
             for name, stage in ((STAGES[0][0], "model alone"), (STAGES[2][0], "+ guard + feedback")):
-                value = rows.get(name.format(m=model))
-                if value is not None:
+                row = stage_row(full, name.format(m=model))
+                if row is not None:
+                    value = row["means"]["nDCG@10"]
                     changes.setdefault((variant, condition, stage), []).append((value / rows["BM25"] - 1) * 100)
     variants = sorted({v for v, _, _ in changes})
     out = ["Mean change against BM25 over the seeds evaluated (their number in brackets):", "",
