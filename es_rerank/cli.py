@@ -71,7 +71,8 @@ class LazyGroup(click.Group):
     "select-features": ("worker.training.cli:select_features",
                         "Greedy Lex-feature selection on NFCorpus dev (section 5.1)."),
     "eval": ("worker.training.cli:evaluate", "Evaluate BM25 and the Delta models on NFCorpus test."),
-    "shift": ("worker.training.cli:shift", "Write shifted copies of NFCorpus (long queries, blank titles, held-out topics)."),
+    "shift": ("worker.training.cli:shift",
+              "Write shifted copies of NFCorpus (long queries, blank titles, held-out topics)."),
     "worker": ("worker.cli:worker", "Run the Celery scoring worker."),
     "serve": ("es_rerank.gateway.cli:serve", "Serve an Elasticsearch-shaped _search over HTTP, reranked by the workers."),
 })

@@ -83,7 +83,8 @@ def build(data: Path | None, k: int, power: float, weight: float, confidence: fl
     built.save(path)
     judgments = sum(len(docs) for docs in built.judged.values())
     click.echo(f"{len(built.query_ids)} train queries, {judgments} relevant judgments, k={k} power={power} "
-               f"weight={weight} confidence={confidence}, for index {stats.version} ({stats.n_docs} documents) -> {path}")
+               f"weight={weight} confidence={confidence}, for index {stats.version} ({stats.n_docs} documents) "
+               f"-> {path}")
 
 
 def _served_stats(settings: CommonSettings) -> CorpusStats:
