@@ -63,6 +63,8 @@ class LazyGroup(click.Group):
     "index": ("index_setup.cli:index", "Load the corpus; build, replace and inspect indexes."),
     "generate": ("index_setup.generate:generate", "Generate synthetic PubMed-like corpora for scale tests."),
     "search": ("worker.search:search", "Search the served index from the shell (reranked when a model is trained)."),
+    "batch-search": ("worker.batch_search:batch_search",
+                     "Rank every query of a file with the served pipeline; write a TREC run."),
     "embeddings": ("index_setup.embeddings:embeddings", "Train and inspect the word2vec embeddings."),
     "neighbours": ("index_setup.neighbours:neighbours",
                    "Build the judged-neighbours votes from NFCorpus train judgments."),
@@ -70,6 +72,8 @@ class LazyGroup(click.Group):
     "select-features": ("worker.training.cli:select_features",
                         "Greedy Lex-feature selection on NFCorpus dev (section 5.1)."),
     "eval": ("worker.training.cli:evaluate", "Evaluate BM25 and the Delta models on NFCorpus test."),
+    "shift": ("worker.training.cli:shift",
+              "Write shifted copies of NFCorpus (long queries, blank titles, held-out topics)."),
     "worker": ("worker.cli:worker", "Run the Celery scoring worker."),
     "serve": ("es_rerank.gateway.cli:serve", "Serve an Elasticsearch-shaped _search over HTTP, reranked by the workers."),
 })

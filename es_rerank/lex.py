@@ -9,6 +9,17 @@ Weighting choices the paper leaves open: BM25 on a field uses that field's
 document frequencies and average length (Lucene's idf and length norm); the
 IDF-weighted overlap and Jaccard features weight each term by its idf over the
 whole text (title + abstract), one notion of term significance for all fields.
+
+Window-relative variants (not in the paper; ``WINDOW_SUFFIX``): any feature named with
+``_wz`` is that feature standardised within the documents it is computed for, the query's
+window (mean 0, standard deviation 1; all equal: 0). The paper's BM25 grows with the
+query's length and the collection's statistics (a sentence-long query scores in the tens
+where NFCorpus's short queries score a few points), so a model trained on NFCorpus reads
+another collection's BM25 off its training scale; standardised within the window it reads
+only how a document compares with the other candidates of its query. An empty title is
+unknown, not a mismatch: before standardising, a title feature of a document without a
+title takes the window's mean over the documents with one (all empty: 0 everywhere).
+``LEX3_WINDOW`` is Lex3 on that scale.
 """
 
 from __future__ import annotations
@@ -32,6 +43,10 @@ ALL_FEATURES: tuple[str, ...] = (
 # Delta-32-Lex3 (section 5.1): BM25 on the abstract, IDF-weighted Jaccard with the
 # title, IDF-weighted proportion of unique query words in the title.
 LEX3: tuple[str, ...] = ("abstract_bm25", "title_idf_jaccard", "title_idf_word_overlap")
+WINDOW_SUFFIX = "_wz"
+WINDOW_FEATURES: tuple[str, ...] = tuple(name + WINDOW_SUFFIX for name in ALL_FEATURES)
+LEX3_WINDOW: tuple[str, ...] = tuple(name + WINDOW_SUFFIX for name in LEX3)
+KNOWN_FEATURES: tuple[str, ...] = ALL_FEATURES + WINDOW_FEATURES  # every name a model may read
 
 
 class UnknownFeatureError(ValueError):
@@ -40,10 +55,11 @@ class UnknownFeatureError(ValueError):
 
 def check_feature_names(names: Sequence[str]) -> tuple[str, ...]:
     """``names`` if they are distinct Lex features, at least one; else ``ValueError`` naming the fix."""
-    unknown = [n for n in names if n not in ALL_FEATURES]
+    unknown = [n for n in names if n not in KNOWN_FEATURES]
     if not names or unknown:
         problem = f"unknown Lex feature(s) {unknown}" if unknown else "no feature given"
-        raise ValueError(f"{problem}; choose from {', '.join(ALL_FEATURES)}")
+        raise ValueError(f"{problem}; choose from {', '.join(ALL_FEATURES)}, each also with the suffix "
+                         f"{WINDOW_SUFFIX} (standardised within the query's window)")
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"{repeated} given twice; name each feature once")
@@ -126,9 +142,10 @@ def lex_features(
 
     ``query_ids`` are lexical term ids from ``stats.vocab.lookup(tokenize(query))``.
     """
-    unknown = [n for n in names if n not in ALL_FEATURES]
+    unknown = [n for n in names if n not in KNOWN_FEATURES]
     if unknown:
-        raise UnknownFeatureError(f"unknown Lex feature(s) {unknown}; choose from {list(ALL_FEATURES)}")
+        raise UnknownFeatureError(f"unknown Lex feature(s) {unknown}; choose from {list(ALL_FEATURES)}, each also "
+                                  f"with the suffix {WINDOW_SUFFIX}")
     if not names or not docs:
         return np.zeros((len(docs), len(names)), dtype=np.float32)
     query = _Query(query_ids, stats)
@@ -187,4 +204,19 @@ def lex_features(
             return matched / np.maximum(len(query.terms) + n_unique - matched, 1)
         return matched_idf / np.maximum(query_idf + unique_idf - matched_idf, 1e-12)  # idf_jaccard
 
-    return np.stack([feature(n) for n in names], axis=1).astype(np.float32)
+    def window_relative(name: str) -> np.ndarray:
+        values = feature(name[:-len(WINDOW_SUFFIX)]).astype(np.float64)
+        if name.startswith("title_"):
+            titled = field_batch("title").lengths > 0
+            values = np.where(titled, values, values[titled].mean() if titled.any() else 0.0)
+        return standardised_in_window(values)
+
+    return np.stack([window_relative(n) if n.endswith(WINDOW_SUFFIX) else feature(n) for n in names],
+                    axis=1).astype(np.float32)
+
+
+def standardised_in_window(values: np.ndarray) -> np.ndarray:
+    """``values`` minus their mean over the window, divided by their standard deviation (all equal: zeros)."""
+    centred = values - values.mean()
+    spread = centred.std()
+    return centred / spread if spread > 1e-12 else np.zeros_like(centred)

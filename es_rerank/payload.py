@@ -44,7 +44,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from es_rerank.lex import ALL_FEATURES, LEX3, lex_features
+from es_rerank.lex import KNOWN_FEATURES, LEX3, lex_features
 from es_rerank.stats import FIRST_TOKENS, CorpusStats, DocTerms
 from es_rerank.text import embedding_tokens, tokenize
 
@@ -150,9 +150,9 @@ def _check_query(tokens: Sequence[str]) -> None:
 def _check_lex_names(names: Sequence[str]) -> None:
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
         raise PayloadError("lex_names must be a list of feature names")
-    unknown = [n for n in names if n not in ALL_FEATURES]
+    unknown = [n for n in names if n not in KNOWN_FEATURES]
     if unknown:
-        raise PayloadError(f"unknown Lex feature(s) {unknown}; choose from {list(ALL_FEATURES)}")
+        raise PayloadError(f"unknown Lex feature(s) {unknown}; choose from {list(KNOWN_FEATURES)}")
     if len(set(names)) != len(names):
         raise PayloadError(f"lex_names {list(names)} repeats a feature")
 

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from es_rerank.lex import LEX3, check_feature_names
+from es_rerank.lex import LEX3, LEX3_WINDOW, check_feature_names
 from es_rerank.payload import DEFAULT_QUEUE
 
 DEFAULT_NFCORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nfcorpus"
@@ -62,7 +62,31 @@ def not_empty_path(value: Any, default: str) -> Any:
     return value
 
 
-DEFAULT_CHECKPOINT_NAME = "delta-32-lex3.pt"
+DEFAULT_CHECKPOINT_NAME = "delta-32-lex3.pt"  # the paper's Delta-32-Lex3
+# Served in its place once trained: Lex3 standardised within the window, chosen on dev under shift (docs/quality.md).
+WINDOW_CHECKPOINT_NAME = "delta-32-lex3-window.pt"
+
+
+def checkpoint_lex_features(checkpoint: Path) -> tuple[str, ...]:
+    """The Lex features a checkpoint reads, from the record `esrr train` writes beside it (torch-free).
+
+    A record without them (written before it named them): Lex3 on the window scale for the window
+    variant's file name, the paper's Lex3 otherwise.
+    """
+    import json
+
+    record = checkpoint.with_suffix(".json")
+    try:
+        names = json.loads(record.read_text(encoding="utf-8")).get("lex_features")
+    except (OSError, ValueError, AttributeError):  # no record, or not one of ours: fall back on the name
+        names = None
+    if isinstance(names, list) and names:
+        try:
+            return check_feature_names(names)
+        except ValueError as error:
+            raise ValueError(f"{record} names Lex features the model cannot read ({error}); retrain it with "
+                             "`esrr train`") from None
+    return LEX3_WINDOW if checkpoint.name == WINDOW_CHECKPOINT_NAME else LEX3
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket")
 AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
 RESULT_ONLY_SCHEMES = ("rpc",)
@@ -165,6 +189,10 @@ class CommonSettings(BaseSettings):
                                    description="weight of those votes beside the ranker's score")
     feedback_cache_documents: int = Field(50_000, ge=0, description="documents whose feedback vectors a process "
                                           "serving many queries keeps (about 1 KB each); 0 keeps none")
+    # The BM25 guard (es_rerank/ranking/guard.py): the weight whose worst dev gain over NFCorpus and its three
+    # shifted copies was the highest (docs/quality.md, "Collections it has never seen"); 0 turns it off.
+    bm25_guard_weight: float = Field(0.5, ge=0, le=MAX_VOTE_WEIGHT,
+                                     description="weight of BM25's standardised scores blended into the model's")
 
     @field_validator("home", "nfcorpus", mode="before")
     @classmethod
@@ -286,7 +314,8 @@ class BrokerSettings(CommonSettings):
     queue: str = Field(DEFAULT_QUEUE, min_length=1, description="queue the worker consumes")
 
     checkpoint: Annotated[tuple[Path, ...], NoDecode] = Field(
-        (), description=f"the served .pt file; default: <home>/models/{DEFAULT_CHECKPOINT_NAME}. Several, "
+        (), description=f"the served .pt file; default: <home>/models/{WINDOW_CHECKPOINT_NAME} when trained, else "
+                        f"<home>/models/{DEFAULT_CHECKPOINT_NAME}. Several, "
                         "comma-separated, are served as one ensemble (worker.ensemble): the mean of their "
                         "scores, each standardised within the request")
     score_deadline_s: float = Field(
@@ -303,8 +332,9 @@ class BrokerSettings(CommonSettings):
                                  "above which a search sends none and falls back; bounds what an outage leaves "
                                  "on the broker (5 x at most 190 KB for a window of 500)")
     lex_features: Annotated[tuple[str, ...], NoDecode] = Field(
-        LEX3, description="caller side: the Lex features the served model reads, comma-separated (a model "
-                          "trained with `esrr train --lex-features` needs its list here); default Lex3")
+        LEX3, description="caller side: the Lex features the served model reads, comma-separated; default: "
+                          "those the record beside the served checkpoint names (`esrr train` writes it), else "
+                          "Lex3 (on the window scale for the window variant)")
     broker_key_prefix: str = Field("", description="Redis key prefix, to share a Redis database")
 
     result_expires_s: int = Field(600, ge=1, description="results are read at once; keep Redis clean")
@@ -321,8 +351,12 @@ class BrokerSettings(CommonSettings):
 
     @property
     def checkpoint_paths(self) -> tuple[Path, ...]:
-        """The served checkpoint, or the members of the served ensemble."""
-        return self.checkpoint or (self.models_dir / DEFAULT_CHECKPOINT_NAME,)
+        """The served checkpoint (ESRR_CHECKPOINT; default the window variant once trained, else the paper's), or the
+        members of the served ensemble."""
+        if self.checkpoint:
+            return self.checkpoint
+        window = self.models_dir / WINDOW_CHECKPOINT_NAME
+        return (window if window.is_file() else self.models_dir / DEFAULT_CHECKPOINT_NAME,)
 
     @property
     def checkpoint_path(self) -> Path:
@@ -379,6 +413,8 @@ class BrokerSettings(CommonSettings):
                                  "for <home>/models")
         if self.result_backend:
             self._check_result_backend()
+        if "lex_features" not in self.model_fields_set:  # what the served model reads, not what a variable says
+            self.lex_features = checkpoint_lex_features(self.checkpoint_path)
         return self
 
 

@@ -36,6 +36,7 @@ from worker.ensemble import EnsembleScorer
 from worker.inputs import query_rows, term_rows
 from worker.model import PAD_ID, Checkpoint
 from worker.scorer import DeltaScorer, resolve_device
+from worker.served_checks import IndexFit, ScaleMonitor, index_fit
 from worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -161,11 +162,12 @@ def _check_ensemble(paths: Sequence[Path], checkpoints: Sequence[Checkpoint]) ->
 
 @dataclass(frozen=True)
 class _StatsTable:
-    """One statistics build's term -> embedding row table, and where that build lives."""
+    """One statistics build's term -> embedding row table, where that build lives, and how the model fits it."""
 
     directory: Path
     build_id: str
     table: np.ndarray
+    fit: IndexFit | None = None
 
 
 @dataclass
@@ -180,6 +182,7 @@ class Runtime:
     scorer: DeltaScorer | EnsembleScorer
     batcher: MicroBatcher
     pid: int = field(default_factory=os.getpid)
+    scale: ScaleMonitor | None = None
     _tables: "OrderedDict[str, _StatsTable]" = field(default_factory=OrderedDict)
     _tables_lock: threading.Lock = field(default_factory=threading.Lock)
     _load_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -206,9 +209,36 @@ class Runtime:
         batcher = MicroBatcher(scorer.score_many, max_wait_s=settings.batch_wait_ms / 1000,
                                max_requests=settings.batch_max_requests,
                                max_items=settings.batch_max_docs, size=lambda item: item[1].shape[0])
-        runtime = cls(settings, paths, checkpoints, directory, embeddings, scorer, batcher)
+        state = checkpoints[0].state_dict
+        scale = (ScaleMonitor(checkpoints[0].config.lex_names, state["lex_mean"].numpy(), state["lex_std"].numpy())
+                 if checkpoints[0].config.lex_names else None)
+        runtime = cls(settings, paths, checkpoints, directory, embeddings, scorer, batcher, scale=scale)
+        runtime.check_served_index()
         log.info("loaded: %s", "; ".join(f"{key}: {value}" for key, value in runtime.describe().items()))
         return runtime
+
+    def check_served_index(self) -> IndexFit | None:
+        """Load the embedded index served now, checking how the model fits it (logged); None if none is served.
+
+        Elasticsearch's statistics are checked on the first request that names them (``stats_table``),
+        as are those of every index a reindex swaps in.
+        """
+        from es_rerank.versions import VersionNameError, read_pointer
+
+        try:
+            version = read_pointer(self.settings.indexes_dir / "embedded")
+        except VersionNameError:
+            return None  # the gateway says what is wrong with the pointer, at its first search
+        if version is None or self.settings.backend != "embedded":
+            return None
+        try:
+            self.stats_table(version)
+        except (WorkerSetupError, PayloadError) as error:
+            log.warning("cannot check the served index %s now: %s", version, error)
+            return None
+        with self._tables_lock:
+            held = self._tables.get(version)
+        return held.fit if held is not None else None
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -226,10 +256,15 @@ class Runtime:
         return tuple(self.checkpoint.config.lex_names)
 
     def describe(self) -> dict[str, str]:
-        """Where the model, embeddings and statistics come from (for logs and the CLI)."""
+        """Where the model, embeddings and statistics come from, and how the model fits them (logs, the CLI)."""
         embeddings = (f"{self.embeddings.version} ({self.embeddings_path}, "
                       f"{self.embeddings.vectors.shape[0]} words)")
-        return describe_setup(self.settings, self.checkpoints, self.scorer.device, embeddings)
+        described = describe_setup(self.settings, self.checkpoints, self.scorer.device, embeddings)
+        with self._tables_lock:
+            fits = [held.fit for held in self._tables.values() if held.fit is not None]
+        for fit in fits:
+            described[f"fit to {fit.version}"] = fit.summary() + "".join(f"; WARNING: {w}" for w in fit.warnings)
+        return described
 
     def stats_table(self, version: str, build_id: str | None = None) -> np.ndarray:
         """int64 [n_terms] embedding row of each term of statistics ``version`` (LRU-cached).
@@ -273,9 +308,12 @@ class Runtime:
                 raise WorkerSetupError(f"{directory} holds statistics version {stats.version!r}, not "
                                        f"{version!r}; rebuild that index")
             table = term_rows(stats.vocab.terms, self.embeddings)
-            log.info("statistics %s (build %s): %d terms, %d without an embedding", version, stats.build_id,
-                     len(table), int((table == UNK).sum()))
-            loaded = _StatsTable(directory, stats.build_id, table)
+            fit = index_fit(stats, table, self.lex_names)
+            log.info("statistics %s (build %s): %d terms, %d without an embedding; %s", version, stats.build_id,
+                     len(table), int((table == UNK).sum()), fit.summary())
+            for warning in fit.warnings:
+                log.warning("%s", warning)
+            loaded = _StatsTable(directory, stats.build_id, table, fit)
             with self._tables_lock:
                 self._tables[version] = loaded
                 self._tables.move_to_end(version)
@@ -298,6 +336,9 @@ class Runtime:
                                "worker read different statistics for that version")
         doc_rows = np.where(docs == DOC_PAD, PAD_ID, table[np.maximum(docs, 0)])  # [n, N]
         rows = query_rows(request.query_tokens, self.embeddings, self.checkpoint.config.query_len)  # [M]
+        drift = self.scale.observe(request.lex) if self.scale is not None else None
+        if drift is not None:
+            log.warning("%s", drift)
         return rows, doc_rows.astype(np.int64, copy=False), request.lex
 
     def submit(self, request: ScoreRequest) -> Future:

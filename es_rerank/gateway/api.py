@@ -162,7 +162,11 @@ def _json_body() -> Any:
 
 
 def _serving(pipeline: Any, model_answers: bool) -> dict[str, Any]:
-    """The served index, its documents, and whether a model scores the window now (which one a worker
-    names per search, in ``esrr.ranker``)."""
-    return {"index": pipeline.backend.index, "documents": pipeline.backend.stats.n_docs,
-            "reranks": pipeline.reranker is not None and pipeline.window > 0 and model_answers}
+    """The served index, its documents, whether a model scores the window now (which one a worker
+    names per search, in ``esrr.ranker``), and whether the judged-neighbour votes apply to this index."""
+    serving = {"index": pipeline.backend.index, "documents": pipeline.backend.stats.n_docs,
+               "reranks": pipeline.reranker is not None and pipeline.window > 0 and model_answers}
+    if pipeline.neighbours is not None:
+        problem = pipeline.neighbours_problem()
+        serving["judged_neighbours"] = "applied" if problem is None else f"not applied: {problem}"
+    return serving

@@ -14,6 +14,7 @@ import click
 from es_rerank.settings import BrokerSettings, CommonSettings, missing_from_home
 
 if TYPE_CHECKING:
+    from es_rerank.backends.base import SearchBackend
     from es_rerank.ranking.dispatch import WorkerReranker
     from es_rerank.ranking.neighbours import JudgedNeighbours
     from es_rerank.ranking.pipeline import Reranker, SearchPipeline
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None = None,
                     use_feedback: bool | None = None, use_neighbours: bool | None = None,
                     keep_vectors: bool = False, via_worker: bool = False,
-                    local_reranker: Callable[[], Reranker] | None = None) -> SearchPipeline:
+                    local_reranker: Callable[[], Reranker] | None = None,
+                    backend: SearchBackend | None = None) -> SearchPipeline:
     """The stages over the top ``window`` hits, each on when asked, off when refused, else where set up.
 
     ``keep_vectors`` keeps the feedback's document vectors between queries, for a process
@@ -31,6 +33,7 @@ def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None =
     loading the model here; whether a model is served is then the worker's business.
     ``local_reranker`` makes the model that scores in this process (``worker.local.LocalReranker``),
     handed in by the caller so that this room never imports the worker's code.
+    ``backend`` searches another index than the served one (``esrr eval --data``'s own).
     """
     from es_rerank.backends import BackendError, open_backend
     from es_rerank.ranking.pipeline import SearchPipeline
@@ -61,7 +64,7 @@ def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None =
         use_neighbours = settings.neighbours_path.is_file() and window > 0
     neighbours = _load_neighbours(settings) if use_neighbours else None
     try:
-        served = open_backend(settings)
+        served = backend if backend is not None else open_backend(settings)
     except BackendError as error:
         raise click.ClickException(str(error)) from None
     reranker = None
@@ -76,13 +79,14 @@ def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None =
         click.echo("(not reranked: " + missing_from_home(
             f"no model at {checkpoint.absolute()}", "train the embeddings and the model with `bash scripts/run.sh "
             "--train`, or `esrr embeddings train` then `esrr train`") + ")", err=True)
+    guard = settings.bm25_guard_weight if reranker is not None else 0.0
     if not use_feedback:
-        return SearchPipeline(served, window, reranker, None, neighbours)
+        return SearchPipeline(served, window, reranker, None, neighbours, guard_weight=guard)
     from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams  # scipy: only where feedback runs
 
     cache = (DocumentVectorCache(settings.feedback_cache_documents)
              if keep_vectors and settings.feedback_cache_documents else None)
-    return SearchPipeline(served, window, reranker, FeedbackParams.from_settings(settings), neighbours, cache)
+    return SearchPipeline(served, window, reranker, FeedbackParams.from_settings(settings), neighbours, cache, guard)
 
 
 def _worker_reranker(settings: BrokerSettings) -> WorkerReranker:

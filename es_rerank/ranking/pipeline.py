@@ -11,6 +11,7 @@ benchmark's records how long each took (``STAGES`` lists them in order).
 
 from __future__ import annotations
 
+import logging
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
@@ -25,9 +26,11 @@ from es_rerank.stats import CorpusStats
 if TYPE_CHECKING:  # scipy loads only where feedback runs
     from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams
 
+log = logging.getLogger(__name__)
+
 StageClock = Callable[[str], AbstractContextManager]
 PROBE_QUERY = "health"  # any word: a probe asks whether the model answers, not what it scores
-STAGES = ("retrieve", "features", "model", "feedback vectors", "feedback votes", "neighbours", "merge")
+STAGES = ("retrieve", "features", "model", "guard", "feedback vectors", "feedback votes", "neighbours", "merge")
 
 
 def no_clock(stage: str) -> AbstractContextManager:
@@ -72,11 +75,37 @@ class Ranking:
 
 
 @dataclass(frozen=True)
+class WindowScores:
+    """One query's window scored by each stage that ran, in order: what ``rank`` merges and ``esrr eval`` rows.
+
+    ``stages`` pairs the ranker's name after each stage (e.g. "BM25", "delta-32-lex3",
+    "delta-32-lex3 + candidate feedback") with the window's scores then; the last pair is the
+    final order. ``skipped`` says why a stage that is set did not run (votes of another corpus).
+    """
+
+    stages: list[tuple[str, np.ndarray]]
+    fallback: str | None = None
+    skipped: str | None = None
+
+    @property
+    def ranker(self) -> str:
+        """What made the final scores, with the stage left out and why, if one was."""
+        name = self.stages[-1][0]
+        return f"{name} (judged neighbours not applied: {self.skipped})" if self.skipped else name
+
+    @property
+    def final(self) -> np.ndarray:
+        """The window's final scores."""
+        return self.stages[-1][1]
+
+
+@dataclass(frozen=True)
 class SearchPipeline:
     """BM25 top-``window`` reordered by each stage that is set; ``window`` 0 keeps BM25's order.
 
     ``feedback_vectors`` keeps the feedback's document vectors between queries of a
-    long-lived process (built anew for every window without it). Every stage reads the
+    long-lived process (built anew for every window without it). ``guard_weight`` above 0
+    blends the model's scores with BM25's (``es_rerank.ranking.guard``). Every stage reads the
     backend's statistics at the time of the query, so a reload after a reindex holds.
     """
 
@@ -86,6 +115,7 @@ class SearchPipeline:
     feedback: FeedbackParams | None = None
     neighbours: JudgedNeighbours | None = None
     feedback_vectors: DocumentVectorCache | None = None
+    guard_weight: float = 0.0
 
     @property
     def reorders(self) -> bool:
@@ -127,35 +157,57 @@ class SearchPipeline:
             hits = self.backend.search(query, depth)
         return hits, stats
 
-    def rank(self, query: str, k: int, clock: StageClock = no_clock) -> Ranking:
-        """The top ``k`` of ``query``; the backend's and the reranker's errors pass through."""
-        depth = self.depth(k)
-        with clock("retrieve"):
-            hits, stats = self._retrieve(query, depth)
-        window = hits[:self.window] if self.reorders else []
-        scores, ranker, fallback = None, "BM25", None
-        if self.reranker is not None and window:
+    def neighbours_problem(self, stats: CorpusStats | None = None) -> str | None:
+        """Why the votes are set but not applied to the served index (None: applied, or no votes set)."""
+        if self.neighbours is None:
+            return None
+        return self.neighbours.mismatch(stats if stats is not None else self.backend.stats)
+
+    def score_window(self, query: str, window: Sequence[Hit], stats: CorpusStats,
+                     clock: StageClock = no_clock) -> WindowScores:
+        """The window's scores after each stage; the backend's and the reranker's errors pass through."""
+        stages = [("BM25", np.array([h.score for h in window], dtype=np.float32))]
+        fallback = skipped = None
+        if not window:
+            return WindowScores(stages)
+        if self.reranker is not None:
             try:
-                scores, ranker = self.reranker(query, window, stats, clock), self.reranker.name
+                scores = self.reranker(query, window, stats, clock)
+                stages.append((self.reranker.name, scores))  # named after the call: a worker names its model
             except ScoringUnavailable as error:
-                fallback = str(error)
-        if scores is None and window:
-            scores = np.array([h.score for h in window], dtype=np.float32)  # the votes refine BM25's order
-        if self.feedback is not None and window:
+                fallback = str(error)  # the votes refine BM25's order
+            if fallback is None and self.guard_weight > 0:
+                from es_rerank.ranking.guard import GUARD_ROW_SUFFIX, guarded
+
+                name, scores = stages[-1]
+                with clock("guard"):
+                    stages.append((name + GUARD_ROW_SUFFIX, guarded(scores, stages[0][1], self.guard_weight)))
+        if self.feedback is not None:
             from es_rerank.ranking.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
 
             with clock("feedback vectors"):
                 terms = [h.terms for h in window]
                 vectors = (document_vectors(terms, stats) if self.feedback_vectors is None
                            else self.feedback_vectors.vectors([h.doc_id for h in window], terms, stats))
+            name, scores = stages[-1]
             with clock("feedback votes"):
-                scores = with_feedback(scores, vectors, self.feedback)
-            ranker += FEEDBACK_ROW_SUFFIX
-        if self.neighbours is not None and window:
-            with clock("neighbours"):
-                votes = self.neighbours.scores(query, [h.doc_id for h in window])
-                scores = fuse(scores, votes, self.neighbours.params.weight)
-            ranker += FUSED_ROW_SUFFIX
+                stages.append((name + FEEDBACK_ROW_SUFFIX, with_feedback(scores, vectors, self.feedback)))
+        if self.neighbours is not None:
+            skipped = self.neighbours_problem(stats)
+            if skipped is None:
+                name, scores = stages[-1]
+                with clock("neighbours"):
+                    votes = self.neighbours.scores(query, [h.doc_id for h in window])
+                    stages.append((name + FUSED_ROW_SUFFIX, fuse(scores, votes, self.neighbours.params.weight)))
+        return WindowScores(stages, fallback, skipped)
+
+    def rank(self, query: str, k: int, clock: StageClock = no_clock) -> Ranking:
+        """The top ``k`` of ``query``; the backend's and the reranker's errors pass through."""
+        depth = self.depth(k)
+        with clock("retrieve"):
+            hits, stats = self._retrieve(query, depth)
+        window = hits[:self.window] if self.reorders else []
+        scored = self.score_window(query, window, stats, clock)
         with clock("merge"):
-            ranked = merge(hits, scores, len(window))[:k]
-        return Ranking(ranked, ranker, len(hits), depth, fallback)
+            ranked = merge(hits, scored.final if window else None, len(window))[:k]
+        return Ranking(ranked, scored.ranker, len(hits), depth, scored.fallback)

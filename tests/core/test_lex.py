@@ -15,7 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.lex import ALL_FEATURES, LEX3, BM25Params, UnknownFeatureError, lex_features
+from es_rerank.lex import (ALL_FEATURES, KNOWN_FEATURES, LEX3, LEX3_WINDOW, WINDOW_FEATURES, WINDOW_SUFFIX, BM25Params,
+                           UnknownFeatureError, check_feature_names, lex_features)
 from es_rerank.stats import CorpusStats, Document, build_stats
 from es_rerank.text import tokenize
 
@@ -162,3 +163,47 @@ def test_no_feature_names_give_an_empty_width_array(tiny_stats) -> None:
     docs = [tiny_stats.doc_terms(row) for row in range(tiny_stats.n_docs)]
     features = lex_features(np.array([0]), docs, tiny_stats, ())
     assert features.shape == (tiny_stats.n_docs, 0) and features.dtype == np.float32
+
+
+def test_window_features_are_the_papers_standardised_within_the_window(tiny_stats: CorpusStats) -> None:
+    """Doc c has no abstract; every doc has a title here, so nothing is imputed."""
+    plain = features(tiny_stats, "vitamin bone health")
+    window = features(tiny_stats, "vitamin bone health", LEX3_WINDOW)
+    for name in LEX3:
+        expected = (plain[name] - plain[name].mean()) / plain[name].std()
+        assert window[name + WINDOW_SUFFIX] == pytest.approx(expected, abs=1e-6)
+    assert features(tiny_stats, "zebra", LEX3_WINDOW)["abstract_bm25_wz"] == pytest.approx([0.0] * 3)  # all equal
+
+
+def test_a_longer_query_raises_bm25_but_not_its_window_feature() -> None:
+    """Words that every candidate matches equally add to each document's BM25 alike: the paper's feature moves up,
+    the window feature does not move."""
+    docs = [Document("a", "t", "vitamin d and bone loss in the elderly cohort"), Document("b", "", "vitamin c cohort"),
+            Document("c", "t", "bone density and diet cohort")]
+    stats = build_stats("w", docs)
+    short, longer = features(stats, "vitamin bone"), features(stats, "vitamin bone cohort")
+    assert (longer["abstract_bm25"] > short["abstract_bm25"]).all()
+    names = ["abstract_bm25_wz"]
+    assert features(stats, "vitamin bone cohort", names)["abstract_bm25_wz"] == pytest.approx(
+        features(stats, "vitamin bone", names)["abstract_bm25_wz"], abs=0.3)
+    window = features(stats, "vitamin bone", names)["abstract_bm25_wz"]
+    assert window.mean() == pytest.approx(0.0, abs=1e-6) and window.std() == pytest.approx(1.0, abs=1e-5)
+    assert np.argsort(window).tolist() == np.argsort(short["abstract_bm25"]).tolist()
+
+
+def test_an_empty_title_is_unknown_not_a_mismatch() -> None:
+    docs = [Document("a", "Vitamin D", "x"), Document("b", "", "vitamin"), Document("c", "Bone", "y")]
+    stats = build_stats("t", docs)
+    window = features(stats, "vitamin", ["title_idf_word_overlap", "title_idf_word_overlap_wz"])
+    plain = window["title_idf_word_overlap"]
+    assert plain.tolist() == pytest.approx([1.0, 0.0, 0.0])  # the paper's: b, without a title, matches nothing
+    imputed = np.array([1.0, 0.5, 0.0])  # b takes the mean of the titled a and c
+    assert window["title_idf_word_overlap_wz"] == pytest.approx((imputed - imputed.mean()) / imputed.std())
+    untitled = build_stats("u", [Document("a", "", "vitamin d"), Document("b", "", "bone")])
+    assert features(untitled, "vitamin", LEX3_WINDOW)["title_idf_jaccard_wz"] == pytest.approx([0.0, 0.0])
+
+
+def test_window_names_are_known_features() -> None:
+    assert check_feature_names(list(LEX3_WINDOW)) == LEX3_WINDOW and set(WINDOW_FEATURES) <= set(KNOWN_FEATURES)
+    with pytest.raises(ValueError, match="each also with the suffix _wz"):
+        check_feature_names(["abstract_bm25_zw"])

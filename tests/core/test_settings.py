@@ -114,3 +114,32 @@ def test_a_malformed_api_key_is_refused_and_not_echoed(monkeypatch: pytest.Monke
 def test_an_api_key_is_normalised(monkeypatch: pytest.MonkeyPatch, given: str, kept: str) -> None:
     monkeypatch.setenv("ESRR_ES_API_KEY", given)
     assert CommonSettings().es_api_key.get_secret_value() == kept
+
+
+def test_the_served_model_is_the_window_variant_once_trained_and_callers_read_its_features(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import json
+
+    from es_rerank.lex import LEX3, LEX3_WINDOW
+    from es_rerank.settings import BrokerSettings
+
+    for name in ("ESRR_CHECKPOINT", "ESRR_LEX_FEATURES"):
+        monkeypatch.delenv(name, raising=False)
+    models = tmp_path / "models"
+    models.mkdir()
+    assert BrokerSettings(home=tmp_path).checkpoint_path == models / "delta-32-lex3.pt"  # nothing trained
+    assert BrokerSettings(home=tmp_path).lex_features == LEX3
+    (models / "delta-32-lex3.pt").write_bytes(b"")
+    (models / "delta-32-lex3-window.pt").write_bytes(b"")
+    served = BrokerSettings(home=tmp_path)
+    assert served.checkpoint_path == models / "delta-32-lex3-window.pt" and served.lex_features == LEX3_WINDOW
+    other = models / "mine.pt"
+    other.with_suffix(".json").write_text(json.dumps({"lex_features": ["text_bm25", "title_jaccard_wz"]}))
+    monkeypatch.setenv("ESRR_CHECKPOINT", str(other))
+    assert BrokerSettings(home=tmp_path).lex_features == ("text_bm25", "title_jaccard_wz")  # from its record
+    monkeypatch.setenv("ESRR_LEX_FEATURES", "abstract_bm25")
+    assert BrokerSettings(home=tmp_path).lex_features == ("abstract_bm25",)  # said explicitly: kept
+    monkeypatch.delenv("ESRR_LEX_FEATURES")
+    other.with_suffix(".json").write_text(json.dumps({"lex_features": ["nonsense"]}))
+    with pytest.raises(ValidationError, match="mine.json names Lex features the model cannot read"):
+        BrokerSettings(home=tmp_path)

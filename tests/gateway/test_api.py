@@ -22,6 +22,7 @@ from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import Document
 from index_setup.embedded_index import build_embedded_index
+from es_rerank.ranking.neighbours import CorpusIdentity, JudgedNeighbours
 from tests.conftest import TINY_DOCS
 
 MORE_DOCS = (
@@ -259,3 +260,19 @@ def test_serve_refuses_a_host_that_is_no_address_with_the_fix(home, host):
                                 env={"ESRR_HOME": str(home), "ESRR_GATEWAY_RERANK": "false"})
     assert result.exit_code == 1 and "not an address or a host name that resolves); choose another --port or --host" \
         in result.output, result.output
+
+
+def test_health_and_the_ranker_say_when_the_votes_belong_to_another_corpus(home):
+    backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
+    foreign = CorpusIdentity(3633, "0" * 64, "nfcorpus", "b1")  # e.g. NFCorpus votes in front of this index
+    for corpus, applied in ((foreign, False), (CorpusIdentity.of(backend.stats), True)):
+        votes = JudgedNeighbours({"q1": "vitamin", "q2": "cancer"}, {"q1": {"a": 1}, "q2": {"c": 1}}, corpus=corpus)
+        served = ServedSearch(SearchPipeline(backend, 10, neighbours=votes), 5.0)
+        client = create_app(served, GatewaySettings(home=home)).test_client()
+        health = client.get("/_esrr/health").get_json()
+        ranker = client.get("/_search?q=vitamin").get_json()["esrr"]["ranker"]
+        if applied:
+            assert health["judged_neighbours"] == "applied" and ranker == "BM25 + judged neighbours"
+        else:
+            assert health["judged_neighbours"].startswith("not applied: built for another corpus (3633 documents")
+            assert ranker.startswith("BM25 (judged neighbours not applied: built for another corpus")

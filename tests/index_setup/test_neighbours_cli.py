@@ -94,3 +94,49 @@ def test_build_with_train_queries_no_word_tells_apart_fails_cleanly(esrr, nfcorp
     (nfcorpus / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
     assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "tells them apart",
                          "queries.jsonl")
+
+
+def test_votes_belong_to_the_corpus_they_were_built_for(esrr, home: Path, nfcorpus: Path, tmp_path: Path) -> None:
+    """Built against the served index's corpus; another corpus whose ids collide does not get them."""
+    assert_ok(esrr("index", "build", "--data", str(nfcorpus / "corpus.jsonl")))
+    assert_ok(esrr("neighbours", "build", "--data", str(nfcorpus)))
+    corpus = json.loads((home / "models" / "judged-neighbours.json").read_text(encoding="utf-8"))["corpus"]
+    assert corpus["n_docs"] == 3 and len(corpus["doc_ids_sha256"]) == 64 and corpus["build_id"]
+    header, _ = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-feedback")))
+    assert "BM25 + judged neighbours" in header
+    assert_ok(esrr("index", "build", "--data", str(nfcorpus / "corpus.jsonl")))  # a reindex of the same documents
+    header, _ = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-feedback")))
+    assert "BM25 + judged neighbours" in header
+
+    # Another collection that reuses the ids d1..d3 (and adds one): the votes would reorder it by name only.
+    other = write_corpus(tmp_path / "other.jsonl", [*RECORDS, {"_id": "d4", "title": "Cancer", "text": "curcumin"}])
+    assert_ok(esrr("index", "build", "--data", str(other)))
+    header, order = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-feedback")))
+    assert "BM25 (judged neighbours not applied: built for another corpus (3 documents" in header
+    _, plain = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-feedback", "--no-neighbours")))
+    assert order == plain
+    rebuilt = assert_ok(esrr("neighbours", "build", "--data", str(nfcorpus), "--keep-existing"))
+    assert "rebuilding" in rebuilt and "built for another corpus" in rebuilt and "4 documents" in rebuilt
+    header, _ = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-feedback")))
+    assert "BM25 + judged neighbours" in header
+
+
+def test_a_votes_file_without_its_corpus_is_not_applied_and_keep_existing_rebuilds_it(esrr, home: Path,
+                                                                                      nfcorpus: Path) -> None:
+    assert_ok(esrr("index", "build", "--data", str(nfcorpus / "corpus.jsonl")))
+    assert_ok(esrr("neighbours", "build", "--data", str(nfcorpus)))
+    path = home / "models" / "judged-neighbours.json"
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    del saved["corpus"]  # as written before the votes recorded their corpus
+    path.write_text(json.dumps(saved), encoding="utf-8")
+    header, _ = search_rows(assert_ok(esrr("search", "cancer curcumin", "--no-feedback")))
+    assert "judged neighbours not applied: the votes file does not say which corpus" in header
+    assert "rebuilding" in assert_ok(esrr("neighbours", "build", "--data", str(nfcorpus), "--keep-existing"))
+    assert "corpus" in json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_votes_are_not_built_against_an_index_of_another_corpus(esrr, nfcorpus: Path, tmp_path: Path) -> None:
+    other = write_corpus(tmp_path / "other.jsonl", [{"_id": "x1", "title": "Cancer", "text": "curcumin"}])
+    assert_ok(esrr("index", "build", "--data", str(other)))
+    assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "2 of the 2 documents judged relevant",
+                         "it holds another corpus", f"esrr index build --data {nfcorpus}")

@@ -6,7 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams, NeighboursError, fuse
+from es_rerank.ranking.neighbours import (CorpusIdentity, JudgedNeighbours, NeighbourParams, NeighboursError,
+                                         doc_ids_digest, fuse)
+from es_rerank.stats import Document, build_stats
 
 QUERIES = {"A": "vitamin deficiency", "B": "vitamin supplements", "C": "fish oil", "U": "unjudged query"}
 QRELS = {"A": {"d1": 2, "d2": 1}, "B": {"d2": 2, "d3": 1}, "C": {"d4": 2}, "U": {"d5": 0}}
@@ -23,7 +25,7 @@ def test_similar_queries_are_idf_weighted_cosines_best_first():
 
 
 def test_votes_weight_grades_by_similarity_and_lie_in_0_1():
-    neighbours = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=2, power=1.0))
+    neighbours = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=2, power=1.0, confidence=0.0))
     votes = neighbours.scores("vitamin deficiency", ["d1", "d2", "d3", "d4", "unknown"])
     expected = np.array([2, 1 + 2 * SIM_B, SIM_B, 0, 0]) / 2
     np.testing.assert_allclose(votes, expected, rtol=1e-6)
@@ -31,14 +33,14 @@ def test_votes_weight_grades_by_similarity_and_lie_in_0_1():
 
 
 def test_power_sharpens_and_k_limits_the_voters():
-    squared = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=2, power=2.0))
+    squared = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=2, power=2.0, confidence=0.0))
     np.testing.assert_allclose(squared.scores("vitamin deficiency", ["d3"]), [SIM_B ** 2 / 2], rtol=1e-6)
-    nearest_only = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=1, power=1.0))
+    nearest_only = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=1, power=1.0, confidence=0.0))
     np.testing.assert_allclose(nearest_only.scores("vitamin deficiency", ["d1", "d3"]), [1.0, 0.0])
 
 
 def test_a_left_out_query_does_not_vote_for_its_own_documents():
-    neighbours = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=5, power=1.0))
+    neighbours = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=5, power=1.0, confidence=0.0))
     np.testing.assert_allclose(neighbours.scores("vitamin deficiency", ["d1", "d2", "d3"], exclude="A"),
                                [0.0, 1.0, 0.5], rtol=1e-6)
 
@@ -68,6 +70,9 @@ def test_saved_neighbours_load_with_the_same_votes(tmp_path):
     assert not path.with_name(path.name + ".tmp").exists()
 
 
+CORPUS = {"n_docs": 3, "doc_ids_sha256": "0" * 64, "index_version": "v1", "build_id": "b1"}
+
+
 def saved(**changes) -> str:
     payload = {"kind": "judged-neighbours", "params": {"k": 2, "power": 1.0, "weight": 1.0},
                "queries": {"A": "vitamin", "B": "fish"}, "qrels": {"A": {"d1": 1}, "B": {"d2": 2}}}
@@ -82,6 +87,8 @@ def saved(**changes) -> str:
     saved(qrels={"A": {"d1": True}, "B": {"d2": 2}}), saved(qrels={"A": {"d1": 1.5}, "B": {"d2": 2}}),
     saved(qrels={"A": ["d1"], "B": {"d2": 2}}), saved(qrels={"A": {"d1": -1}, "B": {"d2": 2}}),
     saved().replace('"d2": 2', '"d2": Infinity'), saved().replace('"d2": 2', '"d2": NaN'),
+    saved(corpus=[]), saved(corpus={"n_docs": 3}), saved(corpus={**CORPUS, "n_docs": "3"}),
+    saved(corpus={**CORPUS, "build_id": 7}), saved(corpus={**CORPUS, "extra": ""}),
 ])
 def test_a_damaged_file_names_the_fix(tmp_path, content):
     path = tmp_path / "neighbours.json"
@@ -109,7 +116,46 @@ def test_huge_grades_give_finite_votes():
 
 
 @pytest.mark.parametrize("params", [{"k": 0}, {"k": 2.5}, {"k": True}, {"power": 0.0}, {"power": float("nan")},
-                                    {"weight": -1.0}, {"weight": "1"}, {"weight": True}, {"weight": 101.0}])
+                                    {"weight": -1.0}, {"weight": "1"}, {"weight": True}, {"weight": 101.0},
+                                    {"confidence": -0.5}, {"confidence": float("inf")}, {"confidence": True}])
 def test_parameters_are_checked(params):
     with pytest.raises(NeighboursError):
         NeighbourParams(**params)
+
+
+def test_the_corpus_identity_is_saved_and_tells_the_same_documents_from_others(tmp_path):
+    stats = build_stats("v1", [Document(i, "t", "a") for i in ("d1", "d2", "d3")])
+    identity = CorpusIdentity.of(stats)
+    assert identity == CorpusIdentity(3, doc_ids_digest(["d3", "d1", "d2"]), "v1", stats.build_id)
+    path = tmp_path / "neighbours.json"
+    JudgedNeighbours(QUERIES, QRELS, corpus=identity).save(path)
+    loaded = JudgedNeighbours.load(path)
+    assert loaded.corpus == identity and loaded.mismatch(stats) is None
+    same_documents = build_stats("v2", [Document(i, "other title", "") for i in ("d3", "d2", "d1")])
+    assert loaded.mismatch(same_documents) is None  # a reindex, in another order: the same corpus
+    renamed = build_stats("v3", [Document(i, "t", "a") for i in ("d1", "d2", "x3")])
+    assert "3 documents, index v1); the served index v3 holds other document ids" in loaded.mismatch(renamed)
+    bigger = build_stats("v4", [Document(i, "t", "a") for i in ("d1", "d2", "d3", "d4")])
+    assert "the served index v4 holds 4 documents" in loaded.mismatch(bigger)
+    assert "esrr neighbours build --data" in loaded.mismatch(bigger)
+    unrecorded = JudgedNeighbours(QUERIES, QRELS)
+    assert "does not say which corpus" in unrecorded.mismatch(stats)
+
+
+def test_votes_are_as_strong_as_the_nearest_training_query_is_similar():
+    plain = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=2, power=1.0, confidence=0.0))
+    scaled = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=2, power=1.0, confidence=2.0))
+    docs = ["d1", "d2", "d3"]
+    # "vitamin" alone: A and B are equally near, each with cosine log(3/2)/sqrt(log(3/2)^2 + log(3)^2)
+    nearest = math.log(3 / 2) / math.sqrt(math.log(3 / 2) ** 2 + math.log(3) ** 2)
+    np.testing.assert_allclose(scaled.scores("vitamin", docs), plain.scores("vitamin", docs) * nearest ** 2,
+                               rtol=1e-6)
+    exact = scaled.scores("vitamin deficiency", docs)  # A itself is the nearest: similarity 1, full votes
+    np.testing.assert_allclose(exact, plain.scores("vitamin deficiency", docs), rtol=1e-6)
+    assert NeighbourParams().confidence == 2.0
+
+
+def test_a_file_saved_before_the_confidence_existed_votes_as_it_did(tmp_path):
+    path = tmp_path / "neighbours.json"
+    path.write_text(saved(), encoding="utf-8")  # params k, power, weight only
+    assert JudgedNeighbours.load(path).params.confidence == 0.0

@@ -7,6 +7,7 @@ can be checked against the stage's own function.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -17,7 +18,7 @@ from es_rerank.backends.base import Hit
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
 from es_rerank.ranking.pipeline import STAGES, ScoringUnavailable, SearchPipeline, StageClock, no_clock
-from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams, fuse
+from es_rerank.ranking.neighbours import CorpusIdentity, JudgedNeighbours, NeighbourParams, fuse
 from es_rerank.stats import CorpusStats, Document
 from index_setup.embedded_index import build_embedded_index
 
@@ -77,10 +78,15 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedBackend:
     return EmbeddedBackend.open_current(root)
 
 
-@pytest.fixture(scope="module")
-def neighbours() -> JudgedNeighbours:
+def votes_for(corpus: CorpusIdentity | None) -> JudgedNeighbours:
+    """Votes of two training queries, recorded as built for ``corpus``."""
     return JudgedNeighbours({"q1": "tea catechins", "q2": "bone density"}, {"q1": {"b": 2, "f": 1}, "q2": {"d": 1}},
-                            NeighbourParams(k=1, power=1.0, weight=2.0))
+                            NeighbourParams(k=1, power=1.0, weight=2.0), corpus)
+
+
+@pytest.fixture(scope="module")
+def neighbours(backend: EmbeddedBackend) -> JudgedNeighbours:
+    return votes_for(CorpusIdentity.of(backend.stats))
 
 
 def ids(ranking) -> list[str]:
@@ -124,6 +130,26 @@ def test_feedback_and_votes_refine_the_models_scores_in_that_order(backend: Embe
     assert ranking.ranker == "bone-first + candidate feedback + judged neighbours"
     assert clock.stages == ["retrieve", "model", "feedback vectors", "feedback votes", "neighbours", "merge"]
     assert [s for s in STAGES if s in clock.stages] == clock.stages  # STAGES lists them in the order they run
+
+
+@pytest.mark.parametrize("corpus, reason", [
+    (None, "does not say which corpus it was built for"),
+    (CorpusIdentity(6, "0" * 64, "other", "b1"), "built for another corpus (6 documents, index other); the served "
+                                                 "index v1 holds other document ids"),
+    (CorpusIdentity(3633, "0" * 64, "nfcorpus", "b2"), "the served index v1 holds 6 documents"),
+])
+def test_votes_of_another_corpus_are_not_applied_and_the_ranker_says_why(backend: EmbeddedBackend,
+                                                                        corpus: CorpusIdentity | None,
+                                                                        reason: str) -> None:
+    foreign = SearchPipeline(backend, 500, BoneFirst(), neighbours=votes_for(corpus))
+    ranking, plain = foreign.rank(QUERY, 500), SearchPipeline(backend, 500, BoneFirst()).rank(QUERY, 500)
+    assert ids(ranking) == ids(plain) and [i.score for i in ranking.ranked] == [i.score for i in plain.ranked]
+    assert ranking.ranker.startswith("bone-first (judged neighbours not applied: ") and reason in ranking.ranker
+    assert reason in foreign.neighbours_problem()
+    rebuilt = replace(votes_for(CorpusIdentity.of(backend.stats)).corpus, build_id="another build")
+    reindexed = SearchPipeline(backend, 500, BoneFirst(), neighbours=votes_for(rebuilt))
+    assert reindexed.neighbours_problem() is None  # the same documents, indexed again: the votes apply
+    assert reindexed.rank(QUERY, 500).ranker == "bone-first + judged neighbours"
 
 
 def test_without_a_model_the_votes_refine_bm25(backend: EmbeddedBackend) -> None:
@@ -184,3 +210,33 @@ def test_the_pipeline_does_not_import_torch_or_scipy_until_feedback_runs(tmp_pat
             "print('torch' in sys.modules, 'scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_the_guard_blends_the_models_scores_with_bm25s_before_the_feedback(backend: EmbeddedBackend) -> None:
+    from es_rerank.ranking.guard import guarded
+
+    clock = Recorder()
+    pipeline = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, guard_weight=0.5)
+    ranking = pipeline.rank(QUERY, 500, clock)
+    window = backend.search(QUERY, 500)
+    bm25 = np.array([h.score for h in window])
+    blended = guarded(BoneFirst()(QUERY, window, backend.stats), bm25, 0.5)
+    expected = with_feedback(blended, document_vectors([h.terms for h in window], backend.stats), FEEDBACK)
+    assert [item.score for item in ranking.ranked] == pytest.approx(sorted(expected, reverse=True))
+    assert ranking.ranker == "bone-first + BM25 guard + candidate feedback"
+    assert clock.stages == ["retrieve", "model", "guard", "feedback vectors", "feedback votes", "merge"]
+    stages = pipeline.score_window(QUERY, window, backend.stats).stages
+    assert [name for name, _ in stages] == ["BM25", "bone-first", "bone-first + BM25 guard",
+                                            "bone-first + BM25 guard + candidate feedback"]
+    unanswered = SearchPipeline(backend, 500, Unanswered(), guard_weight=0.5).rank(QUERY, 500)
+    assert unanswered.ranker == "BM25" and unanswered.fallback  # no model scores: nothing to guard
+
+
+def test_a_guard_weight_tends_to_bm25s_order() -> None:
+    from es_rerank.ranking.guard import guarded
+
+    model, bm25 = np.array([3.0, 2.0, 1.0]), np.array([1.0, 2.0, 3.0])
+    assert np.argsort(-guarded(model, bm25, 0.0)).tolist() == [0, 1, 2]
+    assert np.argsort(-guarded(model, bm25, 10.0)).tolist() == [2, 1, 0]
+    with pytest.raises(ValueError, match="one BM25 score per model score"):
+        guarded(model, bm25[:2], 1.0)

@@ -314,7 +314,8 @@ def test_bench_search_times_the_trip_to_the_worker_and_refuses_to_time_a_fallbac
                                        "--json-out", str(figures)], env=env)
     assert result.exit_code == 0, result.output
     body = json.loads(figures.read_text(encoding="utf-8"))
-    assert body["ranker"] == "delta-32-lex3 + candidate feedback" and body["scored_by"].startswith("a worker")
+    assert body["ranker"] == "delta-32-lex3 + BM25 guard + candidate feedback"
+    assert body["scored_by"].startswith("a worker")
     assert body["stages"]["model"]["queries"] == 2
 
     env["ESRR_QUEUE"], env["ESRR_SCORE_DEADLINE_S"] = f"nobody-{uuid.uuid4().hex[:6]}", "0.3"

@@ -97,7 +97,7 @@ def test_the_elasticsearch_client_reads_the_reranked_hits_that_esrr_search_shows
         paged = client.search(index="esrr-docs", q=QUERIES[0], from_=2, size=3).body
         health = json.load(urllib.request.urlopen(f"{url}/_esrr/health", timeout=TIMEOUT))
     assert health["reranks"] is True and health["status"] == "green"
-    assert local["esrr"]["ranker"] == remote["esrr"]["ranker"] == "delta-32-lex3 + candidate feedback"
+    assert local["esrr"]["ranker"] == remote["esrr"]["ranker"] == "delta-32-lex3 + BM25 guard + candidate feedback"
     assert "fallback" not in remote["esrr"]
     assert _ids(remote) == _ids(local)
     assert [hit["_score"] for hit in remote["hits"]["hits"]] == pytest.approx(
@@ -165,7 +165,7 @@ def test_bench_http_times_a_running_gateway_and_refuses_to_time_a_fallback(broke
                                            "--concurrency", "2", "--json-out", str(figures)])
     assert result.exit_code == 0, result.output
     written = json.loads(figures.read_text())
-    assert written["searches"] == 6 and written["rankers"] == ["delta-32-lex3 + candidate feedback"]
+    assert written["searches"] == 6 and written["rankers"] == ["delta-32-lex3 + BM25 guard + candidate feedback"]
     assert written["latency_ms"]["p50"] >= written["took_ms"]["p50"] > 0
     with _serving(_env(broker, f"nobody-{uuid.uuid4().hex[:6]}", home, score_deadline_s=0.3), free_port()) as url:
         refused = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data)])

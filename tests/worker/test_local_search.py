@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
+from es_rerank.ranking.guard import guarded
 from es_rerank.ranking.pipeline import STAGES
 from es_rerank.lex import LEX3, lex_features
 from es_rerank.payload import WorkerSetupError
@@ -70,10 +71,12 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
     assert header.split() == ["rank", "score", "BM25", "id", "title"]
     shown = [float(row.split()[1]) for row in rows]
     hits = backend.search("cancer risk and diet", 500)
-    assert ranker == f"ranked by: BM25 top {len(hits)} → delta-32-lex3 + candidate feedback"
+    assert ranker == f"ranked by: BM25 top {len(hits)} → delta-32-lex3 + BM25 guard + candidate feedback"
     model_scores, _ = rerank_scores("cancer risk and diet", hits, backend.stats, WorkerSettings(home=home))
-    fed = with_feedback(model_scores, document_vectors([h.terms for h in hits], backend.stats),
-                        FeedbackParams.from_settings(CommonSettings()))
+    settings = CommonSettings()
+    blended = guarded(model_scores, np.array([h.score for h in hits]), settings.bm25_guard_weight)
+    fed = with_feedback(blended, document_vectors([h.terms for h in hits], backend.stats),
+                        FeedbackParams.from_settings(settings))
     assert len(rows) == 5 and shown == pytest.approx(sorted(fed, reverse=True)[:5], abs=1e-3)  # the model's, fed
 
     def ranker_of(*options: str) -> str:
@@ -81,14 +84,14 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
                                     env={"ESRR_HOME": str(home)})
         return result.stdout.splitlines()[0]
 
-    assert ranker_of("--no-feedback") == f"ranked by: BM25 top {len(hits)} → delta-32-lex3"
+    assert ranker_of("--no-feedback") == f"ranked by: BM25 top {len(hits)} → delta-32-lex3 + BM25 guard"
     assert ranker_of("--no-rerank", "--no-feedback") == "ranked by: BM25 (no stage reordered the hits)"
 
     as_json = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", "--json"],
                                  env={"ESRR_HOME": str(home)})
     assert as_json.exit_code == 0, as_json.output
     body = json.loads(as_json.stdout)
-    assert body["esrr"]["ranker"] == "delta-32-lex3 + candidate feedback"
+    assert body["esrr"]["ranker"] == "delta-32-lex3 + BM25 guard + candidate feedback"
     assert [h["_score"] for h in body["hits"]["hits"]] == pytest.approx(shown, abs=1e-3)
     assert all(h["fields"]["reranked"] == [True] for h in body["hits"]["hits"])
     assert body["hits"]["total"] == {"value": len(hits), "relation": "gte" if len(hits) == 500 else "eq"}
@@ -128,7 +131,7 @@ def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_do
     result = CliRunner().invoke(main, ["search", query, "-k", "3", "--no-neighbours"],
                                 env={"ESRR_HOME": str(home), "ESRR_CHECKPOINT": f"{first},{second}"})
     assert result.exit_code == 0, result.output
-    assert "→ delta-32-lex3+delta-32-lex3-seed2 + candidate feedback" in result.stdout.splitlines()[0]
+    assert "→ delta-32-lex3+delta-32-lex3-seed2 + BM25 guard + candidate feedback" in result.stdout.splitlines()[0]
 
 
 def test_ensemble_members_must_read_the_same_inputs(artifacts, corpus_documents, tmp_path):
@@ -177,16 +180,16 @@ def test_bench_search_times_every_stage_that_search_serves(artifacts, corpus_doc
                                        "--json-out", str(figures)], env={"ESRR_HOME": str(home)})
     assert result.exit_code == 0, result.output
     body = json.loads(figures.read_text(encoding="utf-8"))
-    assert body["ranker"] == "delta-32-lex3 + candidate feedback" and body["queries"] == 3
+    assert body["ranker"] == "delta-32-lex3 + BM25 guard + candidate feedback" and body["queries"] == 3
     stages = body["stages"]
-    assert list(stages) == ["retrieve", "features", "model", "feedback vectors", "feedback votes", "merge", "total",
-                            "feedback vectors, uncached"]
+    assert list(stages) == ["retrieve", "features", "model", "guard", "feedback vectors", "feedback votes", "merge",
+                            "total", "feedback vectors, uncached"]
     assert stages["retrieve"]["queries"] == stages["total"]["queries"] == 6  # 3 queries x 2 rounds
     assert stages["model"]["queries"] == stages["feedback vectors, uncached"]["queries"] == 4  # "zebra": no hit
     served = [row["share_of_total"] for name, row in stages.items() if name in STAGES]
     assert sum(served) <= 1.0 and stages["feedback vectors, uncached"]["share_of_total"] is None
     assert all(0 < row["p50_ms"] <= row["p99_ms"] for row in stages.values())
-    assert "feedback vectors" in result.output and "delta-32-lex3 + candidate feedback" in result.output
+    assert "feedback vectors" in result.output and "delta-32-lex3 + BM25 guard + candidate feedback" in result.output
 
 
 def test_bench_search_without_an_index_is_a_clean_error(tmp_path):

@@ -71,7 +71,7 @@ def test_shapes(vectors: np.ndarray, variant: str) -> None:
     doc_ids, query_ids = torch.as_tensor(docs), torch.as_tensor(QUERY)[None].expand(3, -1)
     delta = delta_matrix(doc, query[None].expand(3, -1, -1), doc_ids != PAD_ID, query_ids != PAD_ID, config)
     assert delta.shape == (3, 50, config.delta_width)
-    expected_width = {"delta-32": 303, "delta-32-lex3": 303, "delta-32-no-difference": 3,
+    expected_width = {"delta-32": 303, "delta-32-lex3": 303, "delta-32-lex3-window": 303, "delta-32-no-difference": 3,
                       "delta-32-no-delta-features": 300}[variant]
     assert config.delta_width == expected_width
     assert [c.in_channels for c in model.convs] == [expected_width, 32, 32]

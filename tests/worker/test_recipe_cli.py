@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from es_rerank.cli import main
+from es_rerank.lex import LEX3, LEX3_WINDOW
 from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
 from es_rerank.settings import CommonSettings
 from es_rerank.versions import write_pointer
@@ -58,23 +59,37 @@ def _tiny_nfcorpus(directory: Path, documents) -> Path:
     return directory
 
 
-def test_eval_refuses_an_index_of_another_corpus(artifacts, corpus_documents, tmp_path):
+def test_eval_data_searches_an_index_of_its_own_and_refuses_judgments_of_other_documents(artifacts, corpus_documents,
+                                                                                         tmp_path):
     home = tmp_path / "home"
     shutil.copytree(artifacts.home, home)
     (version,) = [d.name for d in (home / "embeddings").iterdir()]
     write_pointer(home / "embeddings", version)
     data = _tiny_nfcorpus(tmp_path / "nfcorpus", corpus_documents[:30])  # test judges documents 22-28
     runner, env = CliRunner(), {"ESRR_HOME": str(home)}
+    served = tmp_path / "served.jsonl"  # the served index holds another corpus: eval --data does not use it
+    served.write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n"
+                              for d in corpus_documents[30:33]), encoding="utf-8")
+    assert runner.invoke(main, ["index", "build", "--data", str(served)], env=env).exit_code == 0
+    first = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "r")], env=env)
+    assert first.exit_code == 0, first.output
+    (index,) = [d for d in (home / "indexes").iterdir() if d.name.startswith("eval-nfcorpus-")]
+    assert f"built the index of {data} at {index / index.name} (30 documents)" in first.output
+    assert first.output.rstrip().splitlines()[-1].startswith("the reranker ")  # the verdict comes last
+    again = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "r")], env=env)
+    assert again.exit_code == 0 and f"reusing the index of {data}" in again.output
+    assert sorted(d.name for d in (home / "indexes").iterdir()) == ["embedded", index.name]
+
     for indexed, name in ((25, "most"), (28, "one")):
-        corpus = tmp_path / f"{name}.jsonl"
-        corpus.write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n"
-                                  for d in corpus_documents[:indexed] + corpus_documents[30:33]), encoding="utf-8")
-        assert runner.invoke(main, ["index", "build", "--data", str(corpus)], env=env).exit_code == 0
-        result = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / f"r-{name}")], env=env)
-        missing = f"of the 7 documents judged relevant in {data / 'qrels' / 'test.tsv'}"
-        if name == "most":  # 4 of 7 missing: another corpus, no report
+        other = shutil.copytree(data, tmp_path / f"{name}-missing")
+        (other / "corpus.jsonl").write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract})
+                                                    + "\n" for d in corpus_documents[:indexed]), encoding="utf-8")
+        result = runner.invoke(main, ["eval", "--data", str(other), "--out", str(tmp_path / f"r-{name}")], env=env)
+        missing = f"of the 7 documents judged relevant in {other / 'qrels' / 'test.tsv'}"
+        if name == "most":  # 4 of 7 missing: judgments of other documents, no report
             assert result.exit_code == 1 and f"4 {missing}" in result.output, result.output
-            assert "esrr index build --data" in result.output and not (tmp_path / "r-most" / "table.md").exists()
+            assert "check that the judgments are of" in result.output
+            assert not (tmp_path / "r-most" / "table.md").exists()
         else:  # 1 of 7: said, and evaluated
             assert result.exit_code == 0 and f"warning: 1 {missing}" in result.output, result.output
 
@@ -98,19 +113,29 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert [c.query_id for c in dev] == [f"Q{i}" for i in range(16, 22)]  # what the experiment scripts train on
     assert all(c.lex.shape[1] == 3 and c.grades.max() == 2 for c in dev)
     esrr("train", "--data", str(data), "--variant", "all", "--variant", "drmm", "--max-epochs", "2")
-    esrr("train", "--data", str(data), "--lex-features", "text_bm25,title_jaccard", "--max-epochs", "1",
+    esrr("train", "--data", str(data), "--variant", "delta-32-lex3", "--lex-features", "text_bm25,title_jaccard",
+         "--max-epochs", "1",
          "--loss", "softmax", "--suffix=-lexg")
     assert json.loads((home / "models" / "drmm.json").read_text())["best_epoch"] >= 1
     lexg = json.loads((home / "models" / "delta-32-lex3-lexg.json").read_text())["train"]
     assert (lexg["loss"], lexg["negatives_per_positive"]) == ("softmax", 8)
     assert json.loads((home / "models" / "delta-32-lex3.json").read_text())["train"]["negatives_per_positive"] == 1
+    assert json.loads((home / "models" / "delta-32-lex3.json").read_text())["lex_features"] == list(LEX3)
+    assert json.loads((home / "models" / "delta-32-lex3-lexg.json").read_text())["lex_features"] == [
+        "text_bm25", "title_jaccard"]
+    header = esrr("search", "vitamin", "--no-feedback", "--no-neighbours").splitlines()[0]
+    assert "delta-32-lex3 + BM25 guard score" in header  # the paper's model is served while it is the only one
+    esrr("train", "--data", str(data), "--max-epochs", "1")  # the default: the window variant
+    assert json.loads((home / "models" / "delta-32-lex3-window.json").read_text())["lex_features"] == list(LEX3_WINDOW)
+    header = esrr("search", "vitamin", "--no-feedback", "--no-neighbours").splitlines()[0]
+    assert "delta-32-lex3-window + BM25 guard score" in header  # served by default once trained, guarded
     selection = esrr("select-features", "--data", str(data), "--ranker", "linear", "--max-features", "2",
                      "--max-epochs", "1", "--out", str(tmp_path / "selection"))
     assert "| 2 |" in selection and (tmp_path / "selection" / "selection-linear.json").is_file()
 
     report = tmp_path / "report"
     models = home / "models"
-    esrr("eval", "--data", str(data), "--out", str(report), "--extra",
+    esrr("eval", "--data", str(data), "--out", str(report), "--baselines", "--extra",
          f"Delta-32-LexG={models / 'delta-32-lex3-lexg.pt'}",
          "--ensemble", f"Lex3+LexG={models / 'delta-32-lex3.pt'},{models / 'delta-32-lex3-lexg.pt'}")
     table = (report / "table.md").read_text(encoding="utf-8")
@@ -120,7 +145,7 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert {r["name"] for r in results["rows"]} >= {"BM25", "DRMM", "Delta-32-LexG", "Lex3+LexG"}
 
     esrr("neighbours", "build", "--data", str(data))
-    table = esrr("eval", "--data", str(data), "--out", str(tmp_path / "with-votes"), "--extra",
+    table = esrr("eval", "--data", str(data), "--out", str(tmp_path / "with-votes"), "--baselines", "--extra",
                  f"LexG={models / 'delta-32-lex3-lexg.pt'}", "--ensemble",
                  f"Both={models / 'delta-32-lex3.pt'},{models / 'delta-32-lex3-lexg.pt'}")
     for row in ("BM25", "Delta-32-Lex3", "LexG", "Both"):
@@ -129,8 +154,9 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert "| Delta-32 + judged neighbours |" not in table and "| DRMM + judged neighbours |" not in table
     assert "| Delta-32 + candidate feedback |" not in table
     stats = open_workspace(data, CommonSettings(home=home)).backend.stats
-    _assert_feedback_of(home / "runs" / "test", "Delta-32-Lex3", stats)
-    _assert_feedback_of(home / "runs" / "test", "Both", stats)
+    (runs,) = (home / "runs").glob("eval-nfcorpus-*/test")  # the runs of --data's own index
+    _assert_feedback_of(runs, "Delta-32-Lex3", stats)
+    _assert_feedback_of(runs, "Both", stats)
     leaky = shutil.copytree(data, tmp_path / "leaky")
     with (leaky / "qrels" / "train.tsv").open("a", encoding="utf-8") as train_qrels:  # test judgments vote too
         train_qrels.write((data / "qrels" / "test.tsv").read_text(encoding="utf-8").split("\n", 1)[1])
@@ -139,11 +165,13 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert leaking.exit_code == 1 and "votes with judgments of 6 evaluated queries" in leaking.output, leaking.output
     (models / "judged-neighbours.json").unlink()
     monkeypatch.chdir(tmp_path)  # the default --out is relative: reports/nfcorpus-SPLIT
-    served_elsewhere = runner.invoke(main, ["eval", "--data", str(data), "--split", "dev"],
+    served_elsewhere = runner.invoke(main, ["eval", "--data", str(data), "--split", "dev", "--baselines"],
                                      env={**env, "ESRR_CHECKPOINT": str(models / "delta-32-lex3-lexg.pt")})
     assert served_elsewhere.exit_code == 0 and "note: ESRR_CHECKPOINT is set" in served_elsewhere.output
-    assert json.loads((tmp_path / "reports" / "nfcorpus-dev" / "results.json").read_text())["split"] == "dev"
-    assert not (tmp_path / "reports" / "nfcorpus-test").exists()  # a dev run leaves the test report alone
+    (dev_report,) = (tmp_path / "reports").glob("eval-nfcorpus-*-dev")
+    assert json.loads((dev_report / "results.json").read_text())["split"] == "dev"
+    assert "served: delta-32-lex3-lexg" in (dev_report / "table.md").read_text()  # the model ESRR_CHECKPOINT serves
+    assert not list((tmp_path / "reports").glob("*-test"))  # a dev run leaves the test report alone
 
     for args, message in [
         (["train", "--lex-features", "title_bm25,nonsense", "--suffix=-x"], "unknown Lex feature(s) ['nonsense']"),
@@ -197,7 +225,8 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert "Traceback" not in unfit.output
     served = (models / "delta-32-lex3.pt").read_bytes()
     shutil.copy(models / "delta-32.pt", models / "delta-32-lex3.pt")  # a hand copy over the served model
-    mislabelled = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "r2")], env=env)
+    mislabelled = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "r2"), "--baselines"],
+                                env=env)
     assert mislabelled.exit_code == 1 and "is not a delta-32-lex3 model" in mislabelled.output, mislabelled.output
     (models / "delta-32-lex3.pt").write_bytes(served)
 
@@ -208,10 +237,10 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     lines = (data / "qrels" / "dev.tsv").read_text(encoding="utf-8").splitlines()
     (unjudged / "qrels" / "dev.tsv").write_text("\n".join([lines[0], *(line[:-1] + "0" for line in lines[1:])]),
                                                  encoding="utf-8")  # every grade 0: nothing relevant
-    for command in (["train", "--suffix=-x"], ["eval", "--split", "dev", "--out", str(tmp_path / "r0")]):
+    for command, said in ((["train", "--suffix=-x"], "no dev query has a relevant"),
+                          (["eval", "--split", "dev", "--out", str(tmp_path / "r0")], "judges a document relevant")):
         none_relevant = runner.invoke(main, [*command, "--data", str(unjudged)], env=env)
-        assert none_relevant.exit_code == 1 and "no dev query has a relevant" in none_relevant.output, \
-            none_relevant.output
+        assert none_relevant.exit_code == 1 and said in none_relevant.output, none_relevant.output
 
 
 @pytest.fixture

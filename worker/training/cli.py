@@ -37,12 +37,13 @@ if TYPE_CHECKING:
     from worker.training.metrics import Run
     from worker.training.train import TrainConfig, TrainResult
 
-VARIANT_NAMES = {
+PAPER_VARIANT_NAMES = {  # what --variant all trains: the paper's Table 2 and 6
     "delta-32": "Delta-32",
     "delta-32-lex3": "Delta-32-Lex3",
     "delta-32-no-difference": "Delta-32, no difference vectors",
     "delta-32-no-delta-features": "Delta-32, no Delta features",
 }
+VARIANT_NAMES = {**PAPER_VARIANT_NAMES, "delta-32-lex3-window": "Delta-32-Lex3, window-standardised"}
 BASELINE_ROWS = ("Uninformed (reverse doc id)", "BM25", "BM25-Title", "WMD-Title")
 DRMM_NAME = "drmm"  # the histogram baseline of Table 2 (worker.training.drmm)
 
@@ -52,7 +53,7 @@ class Workspace:
     """Everything the train and eval commands share: data, index, embeddings."""
 
     settings: CommonSettings
-    nfcorpus: NFCorpus
+    nfcorpus: NFCorpus | None  # None: another judged collection (esrr eval --data)
     backend: SearchBackend
     embeddings: Embeddings
     doc_rows: DocumentRows
@@ -115,9 +116,11 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
 
 
 @click.command()
-@click.option("--variant", "variants", multiple=True, default=["delta-32-lex3"], show_default=True,
+@click.option("--variant", "variants", multiple=True, default=["delta-32-lex3-window"], show_default=True,
               type=click.Choice([*VARIANT_NAMES, DRMM_NAME, "all"]),
-              help="Model(s) to train; 'all' trains the four Delta variants, 'drmm' the DRMM baseline.")
+              help="Model(s) to train: delta-32-lex3-window is served by default (chosen on dev under shift), "
+                   "delta-32-lex3 is the paper's; 'all' trains the paper's four Delta variants, 'drmm' the DRMM "
+                   "baseline.")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--max-epochs", type=click.IntRange(min=1), help="Upper bound on epochs (early stopping on dev decides).")
 @click.option("--patience", type=click.IntRange(min=1), help="Epochs without a dev improvement before stopping.")
@@ -155,7 +158,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     from worker.training.plots import plot_training_curve
     from worker.training.train import TrainConfig, train_model
 
-    names = list(dict.fromkeys(n for v in variants for n in (VARIANT_NAMES if v == "all" else [v])))
+    names = list(dict.fromkeys(n for v in variants for n in (PAPER_VARIANT_NAMES if v == "all" else [v])))
     if lex_features and not any(VARIANTS.get(name, {}).get("lex_names") for name in names):
         raise click.UsageError(f"--lex-features changes the Lex features of delta-32-lex3 only; the variant(s) "
                                f"{', '.join(names)} read none (add --variant delta-32-lex3, or drop the option)")
@@ -170,7 +173,11 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
     if lex_features and not suffix:
         raise click.UsageError("--lex-features needs --suffix, so the served delta-32-lex3.pt is not replaced "
                                "by a model with other features (e.g. --suffix=-lexg)")
-    lex_names = _lex_names(lex_features) or list(LEX3)
+    asked = _lex_names(lex_features)
+    # Each Lex variant reads --lex-features if given, else its own; the candidates carry every one needed.
+    variant_lex = {name: tuple(asked) if asked else VARIANTS[name]["lex_names"]
+                   for name in names if VARIANTS.get(name, {}).get("lex_names")}
+    lex_names = list(dict.fromkeys(f for features in variant_lex.values() for f in features)) or list(LEX3)
     settings = load_settings()
     writable_dir(settings.models_dir, "make it a folder you can write to, or point ESRR_HOME elsewhere")
     work = open_workspace(data, settings)
@@ -196,7 +203,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
         else:
             options = dict(VARIANTS[variant])
             if options.get("lex_names"):
-                options["lex_names"] = tuple(lex_names)
+                options["lex_names"] = variant_lex[variant]
             config = DeltaConfig(**options, embedding_dim=work.embeddings.vectors.shape[1],
                                  **({"dropout": dropout} if dropout is not None else {}))
             with _as_cli_error(TrainingError):
@@ -215,6 +222,7 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
         plot_training_curve(result.history, path.with_suffix(".png"), label)
         path.with_suffix(".json").write_text(json.dumps({
             "variant": variant, "command": _command(), "train": asdict(train_config), "dropout": config_dropout,
+            "lex_features": list(config.lex_names) if variant != DRMM_NAME else [],
             "judged_positives": judged_positives, "train_queries": len(train_q), "dev_queries": len(dev_q),
             "history": result.history, "best_epoch": result.best_epoch, "best_dev_ndcg20": result.best_dev,
             "seconds": result.seconds, "machine": machine_description()}, indent=2), encoding="utf-8")
@@ -278,9 +286,10 @@ def _command() -> str:
 def _with_relevant(candidates: list[QueryCandidates], work: Workspace, split: str) -> list[QueryCandidates]:
     """The candidates, or a CLI error when none is relevant: every metric would be 0 and say nothing."""
     if not any((c.grades > 0).any() for c in candidates):
+        judgments = f"{work.nfcorpus.root}/qrels/{split}.tsv" if work.nfcorpus is not None else "the judgments"
         raise click.ClickException(
             f"no {split} query has a relevant (grade > 0) document among its BM25 candidates; check that "
-            f"{work.nfcorpus.root}/qrels/{split}.tsv judges documents of the indexed corpus (`esrr index build`)")
+            f"{judgments} judge documents of the indexed corpus (`esrr index build`)")
     return candidates
 
 
@@ -299,25 +308,27 @@ def _split_queries(work: Workspace, split: str, n: int | None = None) -> dict[st
     if not queries:
         raise click.ClickException(f"no {split} query has both judgments (qrels/{split}.tsv) and text "
                                    f"(queries.jsonl) in {work.nfcorpus.root}; check those two files")
-    _check_judged_are_indexed(work, split)
+    _check_judged_are_indexed(work.backend.stats, work.nfcorpus.qrels(split), work.nfcorpus.qrels_path(split),
+                              work.nfcorpus.root)
     return {q: queries[q] for q in sorted(queries)[:n]} if n else queries
 
 
-def _check_judged_are_indexed(work: Workspace, split: str) -> None:
-    """A CLI error when the served index lacks half or more of the split's relevant documents, a warning for any.
+def _check_judged_are_indexed(stats: CorpusStats, qrels: Mapping[str, Mapping[str, int]], qrels_path: Path,
+                              corpus: Path) -> None:
+    """A CLI error when the index lacks half or more of the judged relevant documents, a warning for any.
 
     Scores against an index of another corpus would be near 0 and look like a result.
     """
-    stats = work.backend.stats
-    judged = {d for docs in work.nfcorpus.qrels(split).values() for d, grade in docs.items() if grade > 0}
+    judged = {d for docs in qrels.values() for d, grade in docs.items() if grade > 0}
     missing = sorted(d for d in judged if d not in stats)
     if not missing:
         return
-    text = (f"{len(missing)} of the {len(judged)} documents judged relevant in {work.nfcorpus.qrels_path(split)} "
-            f"(e.g. {missing[0]}) are not in the served index {stats.version!r} ({stats.n_docs} documents)")
+    text = (f"{len(missing)} of the {len(judged)} documents judged relevant in {qrels_path} "
+            f"(e.g. {missing[0]}) are not in the index {stats.version!r} ({stats.n_docs} documents)")
     if 2 * len(missing) >= len(judged):
         raise click.ClickException(f"{text}: it holds another corpus. Build the index from this data first: "
-                                   f"`esrr index build --data {work.nfcorpus.root}`")
+                                   f"`esrr index build --data {corpus}`, or check that the judgments are of "
+                                   f"{corpus}")
     click.echo(f"warning: {text}; they count as not retrieved", err=True)
 
 
@@ -378,67 +389,167 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
 
 
 @click.command(name="eval")
-@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
-@click.option("--split", default="test", show_default=True, type=click.Choice(["dev", "test"]))
+@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None,
+              help="A judged collection: a BEIR folder (corpus.jsonl[.gz], queries.jsonl, qrels/SPLIT.tsv), or a "
+                   "corpus with --queries and --qrels. It gets an index of its own under "
+                   "$ESRR_HOME/indexes/eval-*. Default: NFCorpus on the served index.")
+@click.option("--queries", "queries_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="With --data: the queries (BEIR queries.jsonl, or ID<TAB>TEXT lines).")
+@click.option("--qrels", "qrels_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="With --data: the judgments (BEIR TSV or TREC qrels) instead of qrels/SPLIT.tsv.")
+@click.option("--split", default="test", show_default=True,
+              help="The judgments evaluated: qrels/SPLIT.tsv (NFCorpus: dev or test).")
+@click.option("--window", default=500, show_default=True, type=click.IntRange(1, 1000),
+              help="BM25 hits every ranker reorders.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where table.md, results.json and chart.png go (default: reports/nfcorpus-SPLIT).")
+              help="Where table.md, results.json and the charts go (default: reports/nfcorpus-SPLIT, or "
+                   "reports/eval-NAME-SPLIT with --data).")
+@click.option("--baselines/--no-baselines", default=None,
+              help="Also the paper's baselines (uninformed, BM25 on titles, WMD, DRMM) and every trained Delta "
+                   "variant under <home>/models (default: on for NFCorpus, off with --data).")
 @click.option("--extra", "extras", multiple=True, metavar="LABEL=CHECKPOINT",
               help="Also evaluate this Delta checkpoint as a row named LABEL (repeatable).")
 @click.option("--ensemble", "ensembles", multiple=True, metavar="LABEL=CHECKPOINT,CHECKPOINT[,...]",
               help="Also evaluate the mean of these Delta checkpoints' per-query standardised scores "
                    "(e.g. one recipe trained with several seeds) as a row named LABEL (repeatable).")
-def evaluate(data: Path | None, split: str, out: Path | None, extras: tuple[str, ...],
-             ensembles: tuple[str, ...]) -> None:
-    """Evaluate the baselines and every trained model on BM25 top-500 reranking."""
-    from es_rerank.lex import ALL_FEATURES
-    from worker.ensemble import ensemble_scores
-    from worker.model import Checkpoint
-    from worker.training.data import build_candidates
-    from worker.training.evaluate import (evaluate_runs, first_stage_recall,
-                                          reverse_doc_id_scores, run_from_scores, title_bm25_scores,
-                                          wmd_title_scores, write_report)
+def evaluate(data: Path | None, queries_file: Path | None, qrels_file: Path | None, split: str, window: int,
+             out: Path | None, baselines: bool | None, extras: tuple[str, ...], ensembles: tuple[str, ...]) -> None:
+    """Evaluate BM25, every stage that search serves and (--baselines) the paper's rows on a judged collection.
 
+    The last line is the verdict: whether the served default helps this collection (nDCG@10 against
+    BM25, paired t-test at p < 0.05).
+    """
+    from worker.training.evaluate import evaluate_runs, first_stage_recall, write_report
+    from worker.training.served_eval import ServedEvaluationError
+
+    if data is None and (queries_file or qrels_file):
+        raise click.UsageError("--queries and --qrels name the parts of a collection given with --data")
+    if data is None and split not in ("dev", "test"):
+        raise click.BadParameter(f"{split!r}: NFCorpus is evaluated on dev or test (train trains the model)",
+                                 param_hint="--split")
+    baselines = data is None if baselines is None else baselines
     extra_pairs = [_labelled_checkpoints(e, ensemble=False) for e in extras]
     ensemble_pairs = [_labelled_checkpoints(e, ensemble=True) for e in ensembles]
     _check_row_labels([label for label, _ in [*extra_pairs, *ensemble_pairs]])
-    extra_models = {label: paths[0] for label, paths in extra_pairs}
-    ensemble_models = dict(ensemble_pairs)
     settings = load_settings()
-    # Read raw: WorkerSettings would also validate broker settings that eval never uses.
+    located = None if data is None else _locate_collection(data, split, queries_file, qrels_file)
+    name = "nfcorpus" if located is None else located.index_name()
+    out = out if out is not None else Path(f"reports/{name}-{split}")  # a dev run never overwrites test's
+    runs_dir = settings.home / "runs" / (split if located is None else f"{name}/{split}")
+    writable_dir(out, "pass a folder you can write to as --out")
+    writable_dir(runs_dir, "make it a folder you can write to, or point ESRR_HOME elsewhere")
+    work, queries, qrels, collection = _evaluation_collection(located, split, settings)
+    neighbours = _evaluation_votes(work, queries)
+    with _as_cli_error(ServedEvaluationError):
+        served = _served_rows(work, queries, window, neighbours is not None)
+    if served.skipped:
+        click.echo(f"judged neighbours not applied: {served.skipped}")
+    runs = dict(served.runs)
+    if baselines or extra_pairs or ensemble_pairs:
+        runs.update(_research_runs(work, queries, qrels, split, window,
+                                   {label: paths[0] for label, paths in extra_pairs}, dict(ensemble_pairs),
+                                   baselines, neighbours if served.skipped is None else None))
+    rows = evaluate_runs(runs, qrels)
+    recall = first_stage_recall(qrels, runs["BM25"], window)
+    said = write_report(rows, runs, out, recall, _command(), machine_description(), runs_dir=runs_dir, split=split,
+                        collection=collection, depth=window, served_default=served.default)
+    click.echo((out / "table.md").read_text(encoding="utf-8").rsplit("\nVerdict: ", 1)[0].rstrip("\n"))
+    click.echo(f"runs in {runs_dir}; report in {out}")
+    click.echo(said)
+
+
+def _locate_collection(data: Path, split: str, queries_file: Path | None, qrels_file: Path | None):
+    """The judged collection at ``data`` (``JudgedCollection``), or a CLI error naming what is missing."""
+    from index_setup.readers import CorpusFormatError
+    from worker.training.collection import CollectionError, JudgedCollection
+
+    with _as_cli_error(CollectionError, CorpusFormatError, FileNotFoundError):
+        return JudgedCollection.locate(data, split, queries_file, qrels_file)
+
+
+def _evaluation_collection(located, split: str, settings: CommonSettings
+                           ) -> tuple[Workspace, dict[str, str], dict[str, dict[str, int]], str]:
+    """The workspace (backend, embeddings), judged queries, judgments and name of the collection evaluated:
+    NFCorpus on the served index when ``located`` is None, else ``located`` on an index of its own."""
+    if located is None:
+        work = open_workspace(None, settings)
+        queries = _split_queries(work, split)
+        return work, queries, dict(work.nfcorpus.qrels(split)), "NFCorpus"
+    from es_rerank.embeddings import EmbeddingsError, load_current
+    from index_setup.readers import CorpusFormatError
+    from worker.training.data import DocumentRows
+
+    with _as_cli_error(CorpusFormatError, FileNotFoundError, EmbeddingsError, ValueError):
+        embeddings = load_current(settings)
+        backend, built = located.backend(settings)
+    click.echo(f"{'built' if built else 'reusing'} the index of {located.corpus} at {backend.version_dir} "
+               f"({backend.stats.n_docs} documents)")
+    _check_judged_are_indexed(backend.stats, located.qrels, located.qrels_path, located.corpus)
+    work = Workspace(settings, None, backend, embeddings, DocumentRows(backend.stats, embeddings))
+    return work, located.queries, located.qrels, located.name
+
+
+def _served_rows(work: Workspace, queries: Mapping[str, str], window: int, with_votes: bool):
+    """The served pipeline's stages over the collection's index: the model (if trained), feedback, votes."""
+    from es_rerank.ranking.assemble import served_pipeline
+    from worker.local import LocalReranker
+    from worker.settings import WorkerSettings
+    from worker.training.served_eval import served_runs
+
+    settings = load_settings(WorkerSettings)
+    pipeline = served_pipeline(settings, window, use_neighbours=with_votes, backend=work.backend,
+                               local_reranker=lambda: LocalReranker(settings))
+    if pipeline.reranker is None:
+        click.echo(f"no model at {settings.checkpoint_path}: the served rows are BM25's with feedback and votes; "
+                   "train one with `esrr train`")
+    try:
+        return served_runs(pipeline, queries)
+    finally:
+        if pipeline.reranker is not None:
+            pipeline.reranker.close()
+
+
+def _research_runs(work: Workspace, queries: dict[str, str], qrels: dict[str, dict[str, int]], split: str,
+                   window: int, extra_models: dict[str, Path], ensemble_models: dict[str, list[Path]],
+                   baselines: bool, neighbours: JudgedNeighbours | None) -> dict[str, Run]:
+    """The paper's rows (baselines, trained variants) and the extra checkpoints, each with its twins."""
+    from es_rerank.lex import KNOWN_FEATURES
+    from worker.ensemble import ensemble_scores
+    from worker.model import Checkpoint
+    from worker.training.data import build_candidates
+    from worker.training.evaluate import (reverse_doc_id_scores, run_from_scores, title_bm25_scores,
+                                          wmd_title_scores)
+
     if os.environ.get("ESRR_CHECKPOINT", "").strip():  # what search serves need not be a built-in row
         click.echo("note: ESRR_CHECKPOINT is set, but the Delta rows read <home>/models/<variant>.pt; evaluate "
                    "the served model with --extra LABEL=PATH (or --ensemble for several)", err=True)
-    runs_dir = settings.home / "runs" / split
-    out = out if out is not None else Path(f"reports/nfcorpus-{split}")  # a dev run never overwrites test's
-    writable_dir(out, "pass a folder you can write to as --out")
-    writable_dir(runs_dir, "make it a folder you can write to, or point ESRR_HOME elsewhere")
-    work = open_workspace(data, settings)
-    models = {label: checkpoint_path(work.settings, variant) for variant, label in VARIANT_NAMES.items()}
-    for label, path in list(models.items()):
-        if not path.is_file():
-            click.echo(f"skipping {label}: no checkpoint at {path} (train it with `esrr train`)")
-            del models[label]
+    models: dict[str, Path] = {}
+    if baselines:
+        models = {label: checkpoint_path(work.settings, variant) for variant, label in VARIANT_NAMES.items()}
+        for label, path in list(models.items()):
+            if not path.is_file():
+                click.echo(f"skipping {label}: no checkpoint at {path} (train it with `esrr train`)")
+                del models[label]
     variant_of = {path: variant for variant, label in VARIANT_NAMES.items() if (path := models.get(label))}
     models.update(extra_models)
     paths = {*models.values(), *(path for members in ensemble_models.values() for path in members)}
     checkpoints = {path: _load_checkpoint(work, path, Checkpoint) for path in sorted(paths)}
     for path, variant in variant_of.items():
         _check_variant(path, checkpoints[path], variant)
-    drmm = _load_drmm(work)
+    drmm = _load_drmm(work) if baselines else None
     # Only the Lex features some checkpoint reads: the 18 cost several times Lex3.
-    lex_names = [n for n in ALL_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
-    qrels, queries = work.nfcorpus.qrels(split), _split_queries(work, split)
-    neighbours = _evaluation_votes(work, queries)
-    candidates = _with_relevant(build_candidates(queries, qrels, work.backend, work.embeddings, lex_names),
-                                work, split)
+    lex_names = [n for n in KNOWN_FEATURES if any(n in c.config.lex_names for c in checkpoints.values())]
+    candidates = _with_relevant(build_candidates(queries, qrels, work.backend, work.embeddings, lex_names,
+                                                 depth=window), work, split)
     bm25 = [c.bm25 for c in candidates]
-    runs = {
-        "Uninformed (reverse doc id)": run_from_scores(candidates, reverse_doc_id_scores(candidates)),
-        "BM25": run_from_scores(candidates, bm25),
-        "BM25-Title": run_from_scores(candidates, title_bm25_scores(candidates, queries, work.backend.stats)),
-        "WMD-Title": run_from_scores(candidates, wmd_title_scores(candidates, queries, work.backend.stats,
-                                                                  work.embeddings)),
-    }
+    runs: dict[str, Run] = {}
+    if baselines:
+        runs = {
+            "Uninformed (reverse doc id)": run_from_scores(candidates, reverse_doc_id_scores(candidates)),
+            "BM25-Title": run_from_scores(candidates, title_bm25_scores(candidates, queries, work.backend.stats)),
+            "WMD-Title": run_from_scores(candidates, wmd_title_scores(candidates, queries, work.backend.stats,
+                                                                      work.embeddings)),
+        }
     if drmm is not None:
         from worker.training.drmm import HistogramBuilder, build_histograms, drmm_scores
 
@@ -454,19 +565,15 @@ def evaluate(data: Path | None, split: str, out: Path | None, extras: tuple[str,
         runs[label] = run_from_scores(candidates, model_scores[label])
     scored = {"BM25": bm25, **model_scores}
     twinned = {label: scored[label] for label in _twinned_rows([*extra_models, *ensemble_models]) if label in scored}
-    if settings.feedback_weight > 0:
+    if work.settings.feedback_weight > 0:
         from es_rerank.ranking.feedback import FeedbackParams
 
-        fed = _feedback_scores(candidates, twinned, work.backend.stats, FeedbackParams.from_settings(settings))
+        fed = _feedback_scores(candidates, twinned, work.backend.stats, FeedbackParams.from_settings(work.settings))
         runs.update({label: run_from_scores(candidates, scores) for label, scores in fed.items()})
         twinned.update(fed)
     if neighbours is not None:
         runs.update(_fused_runs(neighbours, candidates, queries, twinned))
-    rows = evaluate_runs(runs, qrels)
-    recall = first_stage_recall(qrels, runs["BM25"])
-    write_report(rows, runs, out, recall, _command(), machine_description(), runs_dir=runs_dir, split=split)
-    click.echo((out / "table.md").read_text(encoding="utf-8"))
-    click.echo(f"runs in {runs_dir}; report in {out}")
+    return runs
 
 
 def _twinned_rows(labels: Sequence[str]) -> list[str]:
@@ -515,6 +622,8 @@ def _evaluation_votes(work: Workspace, queries: Mapping[str, str]) -> JudgedNeig
         return None
     with _as_cli_error(ValueError):
         neighbours = JudgedNeighbours.load(path)
+    if neighbours.mismatch(work.backend.stats) is not None:
+        return neighbours  # of another corpus: the pipeline leaves it out and says why; no judgment of ours in it
     overlap = sorted(set(neighbours.query_ids) & set(queries))
     if overlap:
         raise click.ClickException(f"{path} votes with judgments of {len(overlap)} evaluated queries "
@@ -599,3 +708,52 @@ def _check_embeddings(path: Path, trained_on: str, current: str) -> None:
     if trained_on != current:
         raise click.ClickException(f"{path} was trained on embeddings {trained_on}, "
                                    f"the current ones are {current}; retrain it")
+
+
+@click.command(name="shift")
+@click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder that receives one BEIR folder per condition.")
+@click.option("--condition", "conditions", multiple=True,
+              type=click.Choice(["vid-desc", "no-titles", "topic-disjoint", "ohsumed-pseudo", "bc5cdr-pseudo"]),
+              help="Conditions to write (default: the three NFCorpus ones).")
+@click.option("--text-data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="The folder of the other biomedical text (the pseudo-query conditions; default: the one "
+                   "beside NFCorpus, ../shared/data).")
+@click.option("--seed", default=13, show_default=True, type=click.IntRange(0), help="Seed of the splits and draws.")
+def shift(data: Path | None, out: Path, conditions: tuple[str, ...], text_data: Path | None, seed: int) -> None:
+    """Write shifted copies of NFCorpus (long queries, blank titles, held-out topics) for `esrr eval --data`."""
+    from es_rerank.stats import Document
+    from index_setup.nfcorpus import NFCorpus
+    from index_setup.readers import read_queries
+    from index_setup.text_sources import SOURCES, TextSourceError
+    from worker.training.shift import (CONDITIONS, PSEUDO_CONDITIONS, SPLITS, no_titles, pseudo_queries,
+                                       topic_disjoint, vid_desc, write_condition)
+
+    writable_dir(out, "pass a folder you can write to as --out")
+    with _as_cli_error(FileNotFoundError, ValueError, TextSourceError):
+        nfcorpus = NFCorpus.locate(data)
+        documents = list(nfcorpus.documents())
+        qrels = {split: nfcorpus.qrels(split) for split in SPLITS}
+        queries = nfcorpus.all_queries()
+        for name in conditions or CONDITIONS:
+            if name == "vid-desc":
+                originals = nfcorpus.root / "original" / "queries"
+                condition = vid_desc(documents, {s: read_queries(originals / f"{s}.vid-desc.queries")
+                                                 for s in SPLITS}, qrels)
+            elif name == "no-titles":
+                condition = no_titles(documents, queries, qrels)
+            elif name == "topic-disjoint":
+                condition = topic_disjoint(documents, queries, qrels, seed)
+            else:
+                source = next(s for s in SOURCES if s.name == PSEUDO_CONDITIONS[name])
+                files = source.files(text_data or nfcorpus.root.parent)
+                if not files:
+                    raise click.ClickException(f"no {source.name} text ({source.pattern}) under "
+                                               f"{text_data or nfcorpus.root.parent}; pass --text-data DIR")
+                texts = [t for path in files for t in source.reader(path)]
+                condition = pseudo_queries(name, [Document(t.doc_id, t.parts[0], " ".join(t.parts[1:]))
+                                                  for t in texts], seed=seed)
+            target = write_condition(condition, out)
+            counts = ", ".join(f"{len(condition.qrels[s])} {s}" for s in SPLITS)
+            click.echo(f"{name}: {len(condition.documents)} documents, {counts} queries -> {target}")

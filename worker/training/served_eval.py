@@ -1,0 +1,82 @@
+"""The served pipeline's stages as evaluation rows: exactly what ``esrr search`` serves, query by query.
+
+Each query's BM25 window goes through ``SearchPipeline.score_window``, the code path of every
+search, and each stage that ran becomes a row ("served: delta-32-lex3", "served: delta-32-lex3 +
+candidate feedback", ...); the last stage is the served default, the row the verdict is about.
+Where a model and the feedback both run, "served: BM25 + candidate feedback" shows the feedback
+without the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+from tqdm import tqdm
+
+from es_rerank.ranking.pipeline import SearchPipeline
+from worker.training.metrics import Run
+
+SERVED_PREFIX = "served: "
+DEFAULT_PREFIX = "served default: "
+
+
+class ServedEvaluationError(RuntimeError):
+    """The served pipeline could not score a query (no model answered); the message says why."""
+
+
+@dataclass
+class ServedRuns:
+    """One run per served stage, the served default's row name, and what was left out and why."""
+
+    runs: dict[str, Run] = field(default_factory=dict)
+    default: str = ""
+    skipped: str | None = None  # why the judged-neighbour votes were not applied
+
+
+def row_names(stage_names: list[str]) -> list[str]:
+    """Row names of a query's stages: "BM25" stays, the others "served: ...", the last "served default: ..."."""
+    names = ["BM25"] + [SERVED_PREFIX + name for name in stage_names[1:]]
+    if len(names) > 1:  # BM25 alone is no stage of its own
+        names[-1] = DEFAULT_PREFIX + stage_names[-1]
+    return names
+
+
+def served_runs(pipeline: SearchPipeline, queries: Mapping[str, str], progress: bool = True) -> ServedRuns:
+    """Every stage of ``pipeline`` over each query's window (its ``window`` BM25 hits), as runs."""
+    out = ServedRuns()
+    without_model = (replace(pipeline, reranker=None, neighbours=None)
+                     if pipeline.reranker is not None and pipeline.feedback is not None else None)
+    stats = pipeline.backend.stats
+    names: list[str] | None = None
+    for query_id in tqdm(sorted(queries), desc="served stages", unit="query", disable=not progress):
+        text = queries[query_id]
+        window = pipeline.backend.search(text, pipeline.window) if pipeline.window else []
+        scored = pipeline.score_window(text, window, stats)
+        if scored.fallback is not None:
+            raise ServedEvaluationError(f"the model did not score query {query_id} ({scored.fallback}); an "
+                                        "evaluation of the served stages needs every query scored")
+        out.skipped = out.skipped or scored.skipped
+        if not window:  # no hit: the query counts 0 in every row
+            continue
+        stage_names = [name for name, _ in scored.stages]
+        if names is None:
+            names = row_names(stage_names)
+            out.default = names[-1]
+        elif row_names(stage_names) != names:  # cannot happen in one process; said rather than mislabelled
+            raise ServedEvaluationError(f"query {query_id} went through other stages ({stage_names}) than the "
+                                        f"queries before it ({names})")
+        doc_ids = [h.doc_id for h in window]
+        for name, (_, scores) in zip(names, scored.stages):
+            out.runs.setdefault(name, {})[query_id] = dict(zip(doc_ids, map(float, scores)))
+        if without_model is not None:
+            _, fed = without_model.score_window(text, window, stats).stages[-1]
+            out.runs.setdefault(SERVED_PREFIX + "BM25 + candidate feedback", {})[query_id] = dict(
+                zip(doc_ids, map(float, fed)))
+    if names is None:
+        out.default = "BM25"
+        out.runs["BM25"] = {}
+    feedback_alone = SERVED_PREFIX + "BM25 + candidate feedback"
+    if feedback_alone in out.runs:  # shown next to BM25, before the model's rows
+        out.runs = {"BM25": out.runs.pop("BM25"), feedback_alone: out.runs.pop(feedback_alone), **out.runs}
+    return out
