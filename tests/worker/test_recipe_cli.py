@@ -124,11 +124,11 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert json.loads((home / "models" / "delta-32-lex3-lexg.json").read_text())["lex_features"] == [
         "text_bm25", "title_jaccard"]
     header = esrr("search", "vitamin", "--no-feedback", "--no-neighbours").splitlines()[0]
-    assert "delta-32-lex3 + BM25 guard score" in header  # the paper's model is served while it is the only one
+    assert header.endswith("→ delta-32-lex3 + BM25 guard")  # the paper's model is served while it is the only one
     esrr("train", "--data", str(data), "--max-epochs", "1")  # the default: the window variant
     assert json.loads((home / "models" / "delta-32-lex3-window.json").read_text())["lex_features"] == list(LEX3_WINDOW)
     header = esrr("search", "vitamin", "--no-feedback", "--no-neighbours").splitlines()[0]
-    assert "delta-32-lex3-window + BM25 guard score" in header  # served by default once trained, guarded
+    assert header.endswith("→ delta-32-lex3-window + BM25 guard")  # served by default once trained, guarded
     selection = esrr("select-features", "--data", str(data), "--ranker", "linear", "--max-features", "2",
                      "--max-epochs", "1", "--out", str(tmp_path / "selection"))
     assert "| 2 |" in selection and (tmp_path / "selection" / "selection-linear.json").is_file()
