@@ -14,6 +14,7 @@ import click
 from tqdm import tqdm
 
 from es_rerank.backends.base import MAX_K
+from worker.search import stage_options
 
 RUN_TAG = "esrr"
 
@@ -23,16 +24,7 @@ RUN_TAG = "esrr"
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The TREC run file to write (qid Q0 docid rank score tag).")
 @click.option("-k", "k", default=1000, show_default=True, type=click.IntRange(1, MAX_K), help="Hits per query.")
-@click.option("--window", default=500, show_default=True, type=click.IntRange(0, MAX_K),
-              help="BM25 hits the model reranks (0: BM25 order).")
-@click.option("--rerank/--no-rerank", default=None,
-              help="Rerank with the Delta model (default: when a trained checkpoint exists).")
-@click.option("--feedback/--no-feedback", "use_feedback", default=None,
-              help="Candidate feedback (default: when ESRR_FEEDBACK_WEIGHT is above 0).")
-@click.option("--neighbours/--no-neighbours", "use_neighbours", default=None,
-              help="Judged-neighbour votes (default: when the votes file exists and belongs to the served corpus).")
-@click.option("--worker", "via_worker", is_flag=True,
-              help="Have running workers score through the broker instead of loading the model here.")
+@stage_options
 @click.option("--tag", default=RUN_TAG, show_default=True, help="The run's tag (last column).")
 def batch_search(queries_file: Path, out: Path, k: int, window: int, rerank: bool | None, use_feedback: bool | None,
                  use_neighbours: bool | None, via_worker: bool, tag: str) -> None:

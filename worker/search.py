@@ -6,11 +6,34 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from typing import Callable
 
 import click
 
 from es_rerank.backends.base import MAX_K
 from es_rerank.cli_options import BACKEND_OPTION
+
+
+def stage_options(command: Callable) -> Callable:
+    """The options that turn the served stages on or off: ``--window``, ``--rerank``, ``--feedback``,
+    ``--neighbours`` and ``--worker`` (``esrr search`` and ``esrr batch-search``)."""
+    for option in reversed([
+        click.option("--window", default=500, show_default=True, type=click.IntRange(0, MAX_K),
+                     help="BM25 hits the model reranks (0: BM25 order)."),
+        click.option("--rerank/--no-rerank", default=None,
+                     help="Rerank with the Delta model (default: when a trained checkpoint exists)."),
+        click.option("--feedback/--no-feedback", "use_feedback", default=None,
+                     help="Let each hit's most similar hits in the window vote with their scores (default: "
+                          "when ESRR_FEEDBACK_WEIGHT is above 0)."),
+        click.option("--neighbours/--no-neighbours", "use_neighbours", default=None,
+                     help="Add the votes of similar training queries' judgments (default: when the votes "
+                          "file exists and belongs to the served corpus)."),
+        click.option("--worker", "via_worker", is_flag=True,
+                     help="Have a running worker (`esrr worker start`) score through the broker instead of "
+                          "loading the model here; past ESRR_SCORE_DEADLINE_S the hits keep BM25's order."),
+    ]):
+        command = option(command)
+    return command
 
 
 class _SearchCommand(click.Command):
@@ -64,19 +87,7 @@ class _SearchCommand(click.Command):
 @click.command(cls=_SearchCommand)
 @click.argument("query")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits to show.")
-@click.option("--window", default=500, show_default=True, type=click.IntRange(0, MAX_K),
-              help="BM25 hits the model reranks (0: BM25 order).")
-@click.option("--rerank/--no-rerank", default=None,
-              help="Rerank with the Delta model (default: when a trained checkpoint exists).")
-@click.option("--feedback/--no-feedback", "use_feedback", default=None,
-              help="Let each hit's most similar hits in the window vote with their scores (default: "
-                   "when ESRR_FEEDBACK_WEIGHT is above 0).")
-@click.option("--neighbours/--no-neighbours", "use_neighbours", default=None,
-              help="Add the votes of similar training queries' judgments (default: when "
-                   "`esrr neighbours build` has made the file).")
-@click.option("--worker", "via_worker", is_flag=True,
-              help="Have a running worker (`esrr worker start`) score through the broker instead of loading "
-                   "the model here; past ESRR_SCORE_DEADLINE_S the hits keep BM25's order.")
+@stage_options
 @click.option("--json", "as_json", is_flag=True,
               help="Print an Elasticsearch-shaped _search response (JSON) instead of a table.")
 @BACKEND_OPTION

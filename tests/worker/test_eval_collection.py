@@ -6,8 +6,10 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from itertools import groupby
 from pathlib import Path
 
+import ir_measures
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -47,11 +49,8 @@ def _beir(directory: Path, documents, n_queries: int = 12) -> Path:
 
 
 def _read_run(path: Path) -> dict[str, dict[str, float]]:
-    run: dict[str, dict[str, float]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        query_id, _, doc_id, _, score, _ = line.split()
-        run.setdefault(query_id, {})[doc_id] = float(score)
-    return run
+    return {query_id: {doc.doc_id: doc.score for doc in docs} for query_id, docs in
+            groupby(ir_measures.read_trec_run(str(path)), key=lambda doc: doc.query_id)}
 
 
 def test_eval_data_reports_the_served_stages_and_ends_with_the_verdict(artifacts, corpus_documents, tmp_path):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from itertools import groupby
 from pathlib import Path
 
 import click
+import ir_measures
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -21,11 +23,8 @@ from worker.training.cli import open_workspace
 
 
 def _read_run(path: Path) -> dict[str, dict[str, float]]:
-    run: dict[str, dict[str, float]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        query_id, _, doc_id, _, score, _ = line.split()
-        run.setdefault(query_id, {})[doc_id] = float(score)
-    return run
+    return {query_id: {doc.doc_id: doc.score for doc in docs} for query_id, docs in
+            groupby(ir_measures.read_trec_run(str(path)), key=lambda doc: doc.query_id)}
 
 
 def _assert_feedback_of(runs: Path, row: str, stats) -> None:
