@@ -5,16 +5,25 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import subprocess
+import sys
+import tempfile
 import threading
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 from click.testing import CliRunner, Result
 
 from es_rerank.cli import main
 from es_rerank.stats import CorpusStats, Document, build_stats
+
+REPO = Path(__file__).resolve().parents[1]
 
 # Lexical tokens: a 3 title + 6 abstract, b 2 + 7, c 2 + 0 (no abstract).
 TINY_DOCS = (
@@ -126,3 +135,37 @@ def esrr(home: Path):
         return runner.invoke(main, list(args), env=env)
 
     return run
+
+
+@contextmanager
+def esrr_serve(env: dict[str, str], port: int, *args: str, log_path: Path | None = None,
+               ready_path: str = "/") -> Iterator[tuple[str, subprocess.Popen]]:
+    """``esrr serve --port PORT ARGS`` with exactly ``env``, until ``ready_path`` answers (any status); yields
+    its URL and process, and stops it after. Its output goes to ``log_path`` (a temporary file if None),
+    never to a pipe nobody reads, and is shown if it exits before it answers."""
+    with tempfile.TemporaryDirectory() as scratch:
+        log_path = log_path or Path(scratch) / "gateway.log"
+        url = f"http://127.0.0.1:{port}"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
+                                        "--port", str(port), *args], cwd=REPO, env=env, stdout=log,
+                                       stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                if process.poll() is not None:
+                    pytest.fail(f"esrr serve exited with {process.returncode}:\n"
+                                f"{log_path.read_text(errors='replace')}")
+                try:
+                    urllib.request.urlopen(f"{url}{ready_path}", timeout=30).close()
+                    break
+                except urllib.error.HTTPError:  # a 503 is an answer too
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        pytest.fail("esrr serve did not answer within 60 s")
+                    time.sleep(0.1)
+            yield url, process
+        finally:
+            process.terminate()
+            process.wait(15)

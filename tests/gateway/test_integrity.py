@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
@@ -29,9 +27,9 @@ from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import CorpusStats, Document, StatsError
 from index_setup.embedded_index import build_embedded_index
-from tests.conftest import TINY_DOCS
+from tests.conftest import TINY_DOCS, REPO, esrr_serve
 
-REPO = Path(__file__).resolve().parents[2]
+
 
 
 @pytest.fixture
@@ -71,26 +69,8 @@ def _serving(home: Path, port: int) -> Iterator[tuple[str, subprocess.Popen]]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("ESRR_")}
     env.update(ESRR_HOME=str(home), ESRR_GATEWAY_RERANK="false", ESRR_GATEWAY_INDEX_CHECK_S="0",
                PYTHONPATH=str(REPO))
-    process = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
-                                "--port", str(port)], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"esrr serve exited with {process.returncode}:\n{process.stdout.read()}")
-            try:
-                _get(f"{url}/_esrr/health")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("esrr serve did not answer within 60 s")
-                time.sleep(0.1)
-        yield url, process
-    finally:
-        process.terminate()
-        process.wait(10)
+    with esrr_serve(env, port, ready_path="/_esrr/health") as served:
+        yield served
 
 
 def test_a_statistics_file_cut_short_under_a_serving_gateway_is_refused_and_reported(tmp_path, free_port):

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -17,9 +16,8 @@ import pytest
 
 from benchmarks.slow_clients import _closed_by_server, hold_connections, time_searches
 from index_setup.embedded_index import build_embedded_index
-from tests.conftest import TINY_DOCS
+from tests.conftest import TINY_DOCS, esrr_serve
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -34,18 +32,8 @@ def serving(home: Path, port: int, *args: str, **settings: object) -> Iterator[s
     """``esrr serve --port PORT ARGS`` without a model, until it answers."""
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
            "ESRR_GATEWAY_RERANK": "false", **{f"ESRR_{k.upper()}": str(v) for k, v in settings.items()}}
-    process = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
-                                "--port", str(port), *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while time_searches(f"http://127.0.0.1:{port}", 1, 1.0) == [None]:
-            assert process.poll() is None and time.monotonic() < deadline, "esrr serve did not start"
-            time.sleep(0.1)
+    with esrr_serve(env, port, *args) as (_, process):
         yield process
-    finally:
-        process.terminate()
-        process.wait(15)
 
 
 def test_searches_answer_while_300_clients_hang_half_sent_and_idle_ones_are_closed(home, free_port):

@@ -8,8 +8,6 @@ order (saying why) when no worker does.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,8 +23,9 @@ from elasticsearch import Elasticsearch
 
 from es_rerank.cli import main
 from tests.worker.test_local_search import _dev_queries, _home_with_index
+from tests.conftest import REPO, esrr_serve
 
-REPO = Path(__file__).resolve().parents[2]
+
 QUERIES = ("cancer risk and diet", "vitamin d and bone", "breast cancer", "statins", "green tea")
 TIMEOUT = 30
 
@@ -53,29 +52,9 @@ def queue(broker, home) -> Iterator[str]:
 
 @contextmanager
 def _serving(env: dict[str, str], port: int) -> Iterator[str]:
-    """``esrr serve`` on ``port`` with ``env``, until it answers; yields its URL."""
-    url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
-                                "--port", str(port)], cwd=REPO, env={**env, "PATH": "/usr/bin:/bin"},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"esrr serve exited with {process.returncode}:\n{process.stdout.read()}")
-            try:
-                urllib.request.urlopen(f"{url}/_esrr/health", timeout=TIMEOUT)  # a 503 is an answer too
-                break
-            except urllib.error.HTTPError:
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("esrr serve did not answer within 60 s")
+    """``esrr serve`` on ``port`` with ``env``, until its health answers; yields its URL."""
+    with esrr_serve({**env, "PATH": "/usr/bin:/bin"}, port, ready_path="/_esrr/health") as (url, _):
         yield url
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def _env(broker, queue: str, home: Path, **overrides: object) -> dict[str, str]:

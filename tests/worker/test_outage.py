@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +26,9 @@ from es_rerank.ranking.dispatch import WorkerReranker
 from es_rerank.ranking.pipeline import ScoringUnavailable
 from es_rerank.settings import BrokerSettings
 from tests.worker.test_local_search import _home_with_index
+from tests.conftest import REPO, esrr_serve
 
-REPO = Path(__file__).resolve().parents[2]
+
 CLIENTS = 16
 # The issue's floor (p99 <= 50 ms at 16 clients with the breaker open) is a benchmark figure
 # (`esrr bench chaos`, docs/performance.md); a test on a shared machine checks what makes it
@@ -47,29 +46,8 @@ def home(artifacts, corpus_documents, tmp_path_factory) -> Path:
 @contextmanager
 def gateway(env: dict[str, str], port: int, log_path: Path) -> Iterator[str]:
     """``esrr serve`` on ``port``, its log in ``log_path``, until it answers; yields its URL."""
-    import urllib3
-
-    url = f"http://127.0.0.1:{port}"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
-                                    "--port", str(port)], cwd=REPO, env={**env, "PATH": "/usr/bin:/bin"},
-                                   stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"esrr serve exited with {process.returncode}:\n{log_path.read_text()}")
-            try:
-                urllib3.request("GET", f"{url}/", timeout=1.0, retries=False)
-                break
-            except urllib3.exceptions.HTTPError:
-                if time.monotonic() > deadline:
-                    pytest.fail("esrr serve did not answer within 60 s")
-                time.sleep(0.1)
+    with esrr_serve({**env, "PATH": "/usr/bin:/bin"}, port, log_path=log_path) as (url, _):
         yield url
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def _env(broker, queue: str, home: Path, **overrides: object) -> dict[str, str]:
