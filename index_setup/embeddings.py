@@ -105,6 +105,7 @@ from es_rerank import versions
 from es_rerank.cli_options import sigterm_as_exit
 from es_rerank.embeddings import (ARTIFACT_FORMAT, PAD, PAD_TOKEN, UNK, UNK_TOKEN, Embeddings, EmbeddingsError,
                                   current_version)
+from es_rerank.machine import usable_cores
 from es_rerank.settings import DEFAULT_NFCORPUS, missing_from_home
 from es_rerank.text import embedding_tokens, tokenize
 from es_rerank.versions import VersionNameError, check_version, is_locked, lock_folder, root_lock, write_pointer
@@ -147,10 +148,7 @@ class Word2VecParams:
 
 def fast_workers() -> int:
     """Threads of the fast recipe: every core this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return usable_cores()
 
 
 def recipe(params: Word2VecParams) -> str:

@@ -12,13 +12,13 @@ saves. Processes are spawned, not forked: the caller may already hold threads
 from __future__ import annotations
 
 import multiprocessing
-import os
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from itertools import chain, islice
 from typing import Iterable, Iterator
 
+from es_rerank.machine import usable_cores
 from es_rerank.stats import Document
 from es_rerank.stats_writer import TokenizedBatch, tokenize_batch
 
@@ -26,11 +26,6 @@ BATCH_SIZE = 1_000  # documents a worker tokenizes at a time
 
 
 Raw = list[tuple[str, str, str]]  # a batch of (doc_id, title, abstract)
-
-
-def default_workers() -> int:
-    """Tokenizing processes: one per core this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _batches(documents: Iterable[Document], size: int) -> Iterator[Raw]:
@@ -43,7 +38,7 @@ def tokenized_batches(documents: Iterable[Document], workers: int | None = None,
                       batch_size: int = BATCH_SIZE) -> Iterator[tuple[Raw, TokenizedBatch]]:
     """The corpus in order, batch by batch: the documents and their ``TokenizedBatch``, tokenized by
     ``workers`` processes (0: this one)."""
-    workers = default_workers() if workers is None else workers
+    workers = usable_cores() if workers is None else workers
     batches = _batches(documents, batch_size)
     first = next(batches, None)
     if first is None:
