@@ -118,15 +118,15 @@ class StatsWriter:
         self._key_ids = np.zeros(0, dtype=np.int32)  # aligned with _keys: the term id
         self._df = np.zeros((3, 1024), dtype=np.int32)
         self._doc_keys = KeySet()
-        self._add_terms(list(NUMBER_CLASSES))
+        self._add_terms(list(NUMBER_CLASSES), string_keys(NUMBER_CLASSES), string_checks(NUMBER_CLASSES))
 
     @property
     def n_terms(self) -> int:
         """Terms in the vocabulary so far."""
         return len(self._vocab)
 
-    def _add_terms(self, terms: list[str]) -> np.ndarray:
-        keys, checks = string_keys(terms), string_checks(terms)
+    def _add_terms(self, terms: list[str], keys: np.ndarray, checks: np.ndarray) -> np.ndarray:
+        """Give ``terms`` (new to the vocabulary; with their ``string_key``s and ``string_checks``) the next ids."""
         ids = np.arange(self.n_terms, self.n_terms + len(terms), dtype=np.int32)
         self._vocab.append(terms, keys)
         order = np.argsort(keys, kind="stable")
@@ -156,7 +156,9 @@ class StatsWriter:
             global_ids[found] = self._key_ids[position[found]]
         new = np.flatnonzero(~found)
         if len(new):
-            global_ids[new] = self._add_terms([batch.terms[i] for i in new])
+            # the keys and checks the tokenizing process computed: not hashed a second time here
+            global_ids[new] = self._add_terms([batch.terms[i] for i in new], batch.term_keys[new],
+                                              batch.term_checks[new])
         return global_ids
 
     def add(self, batch: TokenizedBatch) -> "WrittenBatch":
