@@ -53,7 +53,7 @@ def batch_search(queries_file: Path, out: Path, k: int, window: int, rerank: boo
                                    "line (or BEIR JSON object) per query")
     if report.skipped:
         click.echo(f"warning: {queries_file}: {report.summary()}; those lines are left out of the run", err=True)
-    wordless = sorted(q for q, text in queries.items() if not tokenize(text))
+    wordless = {q for q, text in queries.items() if not tokenize(text)}
     settings = load_settings(WorkerSettings)
     pipeline = served_pipeline(settings, window, rerank, use_feedback, use_neighbours, keep_vectors=True,
                                via_worker=via_worker, local_reranker=lambda: LocalReranker(settings))
@@ -85,6 +85,6 @@ def batch_search(queries_file: Path, out: Path, k: int, window: int, rerank: boo
     for ranker, count in sorted(rankers.items(), key=lambda pair: -pair[1]):
         click.echo(f"  {count} ranked by {ranker}")
     if wordless:
-        click.echo(f"  {len(wordless)} without a word to search for, left out of the run (e.g. {wordless[0]})")
+        click.echo(f"  {len(wordless)} without a word to search for, left out of the run (e.g. {min(wordless)})")
     if fallbacks:
         click.echo(f"  {fallbacks} kept BM25's order: no worker answered in time (ESRR_SCORE_DEADLINE_S)", err=True)

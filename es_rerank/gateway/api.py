@@ -93,9 +93,9 @@ def health() -> Response:
     pipeline = served.pipeline()
     pipeline.backend.search(PROBE_QUERY, 1)  # a BackendError is the app's 503
     fallback = _probe().fallback(pipeline)  # a worker that refuses every request is the app's 503 too
-    body = {"status": "green", **_serving(pipeline, _reranks_now(pipeline))}
+    body = {"status": "green", **_serving(pipeline, fallback is None and _reranks_now(pipeline))}
     if fallback is not None:
-        body.update(status="yellow", fallback=fallback, **_serving(pipeline, False))
+        body.update(status="yellow", fallback=fallback)
     if served.problem is not None:  # logged with its paths by ServedSearch
         body.update(status="yellow", problem=f"the index version current on disk cannot be served, so "
                                              f"[{pipeline.backend.index}] still is: {public_reason(served.problem)}")

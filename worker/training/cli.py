@@ -497,7 +497,8 @@ def _served_rows(work: Workspace, queries: Mapping[str, str], window: int, with_
     from worker.training.served_eval import served_runs
 
     settings = load_settings(WorkerSettings)
-    pipeline = served_pipeline(settings, window, use_neighbours=with_votes, backend=work.backend,
+    # keep_vectors: each window is scored with and without the model, and both build its feedback vectors.
+    pipeline = served_pipeline(settings, window, use_neighbours=with_votes, backend=work.backend, keep_vectors=True,
                                local_reranker=lambda: LocalReranker(settings))
     if pipeline.reranker is None:
         click.echo(f"no model at {settings.checkpoint_path}: the served rows are BM25's with feedback and votes; "
