@@ -1,7 +1,6 @@
 """The gateway's routes: Elasticsearch's ``_search`` served by the reranking pipeline, plus admin routes.
 
-Thin on purpose: parse (``search_request``), rank (``pipeline``), shape
-(``response``). Errors are raised as ``errors.GatewayError`` (or the backend's and
+Thin on purpose: a search is answered by ``searching.run_search`` (parse, rank, shape). Errors are raised as ``errors.GatewayError`` (or the backend's and
 worker's own errors) and rendered by the app's one handler.
 
 Each search has a query id, the client's ``X-Opaque-Id`` header (as Elasticsearch takes
@@ -14,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 import uuid
 from typing import Any
 
@@ -22,14 +20,13 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from es_rerank.backends.base import BackendError
-from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, ServiceUnavailable, clipped, public_reason
+from es_rerank.gateway.errors import BadSearchRequest, ServiceUnavailable, public_reason
 from es_rerank.gateway.health import ModelProbe
-from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.ranking.dispatch import WorkerReranker
 from es_rerank.ranking.pipeline import PROBE_QUERY
-from es_rerank.ranking.response import search_response
-from es_rerank.gateway.search_request import parse_search, url_parameters
+from es_rerank.gateway.search_request import url_parameters
+from es_rerank.gateway.searching import run_search
 from es_rerank.ranking.served import ServedSearch
 
 api = Blueprint("api", __name__)
@@ -64,22 +61,8 @@ def info() -> Response:
 @api.route("/<index>/_search", methods=["GET", "POST"])
 def search(index: str | None = None) -> Response:
     """Elasticsearch's ``_search``: BM25 top-window reranked, a page of it as an ES response."""
-    pipeline = _served().pipeline()
-    _check_index(index, pipeline.backend.index)
-    asked = parse_search(url_parameters(request.query_string), _json_body(), current_app.config["ESRR_MAX_QUERY_WORDS"])
     query_id = _query_id()
-    metrics = _metrics()
-    started = time.perf_counter()
-    ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage)
-    took = time.perf_counter() - started
-    metrics.search_seconds.observe(took)
-    if ranking.fallback:
-        metrics.fallbacks.inc()
-        log.warning(json.dumps({"event": "model_fallback", "query_id": query_id, "index": pipeline.backend.index,
-                                "took_ms": round(took * 1000, 1), "reason": ranking.fallback}))
-    page = ranking.ranked[asked.offset:asked.offset + asked.size]
-    response = jsonify(search_response(page, pipeline.backend.index, round(took * 1000), ranking.retrieved,
-                                       ranking.depth, ranking.ranker, ranking.fallback))
+    response = jsonify(run_search(index, url_parameters(request.query_string), _json_body(), query_id))
     response.headers[QUERY_ID_HEADER] = query_id
     return response
 
@@ -120,18 +103,6 @@ def reload() -> Response:
 def metrics() -> Response:
     """Prometheus metrics in the text exposition format."""
     return Response(generate_latest(_metrics().registry), mimetype=CONTENT_TYPE_LATEST)
-
-
-def _check_index(named: str | None, served: str) -> None:
-    """``IndexNotFound`` unless every index ``named`` (comma-separated, ``*`` wildcards allowed) is the served one,
-    its alias, or all."""
-    if named is None:
-        return
-    alias = current_app.config["ESRR_ALIAS"]
-    unserved = unserved_name(named, (served, alias))
-    if unserved is not None:
-        raise IndexNotFound(f"no such index [{clipped(unserved)}]; "
-                            f"this gateway serves [{alias}] (index [{served}]): search /{alias}/_search or /_search")
 
 
 def _query_id() -> str:

@@ -1,0 +1,59 @@
+"""One ``_search`` answered in-process: the index named, the request parsed, ranked and shaped.
+
+Shared by the ``_search`` route and every other caller inside the gateway (the site
+page, ``_msearch``), so that each asks the same pipeline the same way. Runs inside a
+Flask app context: it reads the served pipeline, the metrics and the limits from the app.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Mapping
+
+from flask import current_app
+
+from es_rerank.gateway.errors import IndexNotFound, clipped
+from es_rerank.gateway.index_names import unserved_name
+from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.search_request import parse_search
+from es_rerank.ranking.response import search_response
+from es_rerank.ranking.served import ServedSearch
+
+log = logging.getLogger(__name__)
+
+
+def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id: str) -> dict[str, Any]:
+    """The Elasticsearch ``_search`` response body for URL ``params`` and a decoded JSON ``body`` on ``index``.
+
+    Raises the gateway's errors (a bad request, an unknown index) and the backend's, which the app renders.
+    """
+    served: ServedSearch = current_app.extensions["esrr.served"]
+    metrics: GatewayMetrics = current_app.extensions["esrr.metrics"]
+    pipeline = served.pipeline()
+    check_index(index, pipeline.backend.index)
+    asked = parse_search(params, body, current_app.config["ESRR_MAX_QUERY_WORDS"])
+    started = time.perf_counter()
+    ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage)
+    took = time.perf_counter() - started
+    metrics.search_seconds.observe(took)
+    if ranking.fallback:
+        metrics.fallbacks.inc()
+        log.warning(json.dumps({"event": "model_fallback", "query_id": query_id, "index": pipeline.backend.index,
+                                "took_ms": round(took * 1000, 1), "reason": ranking.fallback}))
+    page = ranking.ranked[asked.offset:asked.offset + asked.size]
+    return search_response(page, pipeline.backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
+                           ranking.ranker, ranking.fallback)
+
+
+def check_index(named: str | None, served: str) -> None:
+    """``IndexNotFound`` unless every index ``named`` (comma-separated, ``*`` wildcards allowed) is the served one,
+    its alias, or all."""
+    if named is None:
+        return
+    alias = current_app.config["ESRR_ALIAS"]
+    unserved = unserved_name(named, (served, alias))
+    if unserved is not None:
+        raise IndexNotFound(f"no such index [{clipped(unserved)}]; "
+                            f"this gateway serves [{alias}] (index [{served}]): search /{alias}/_search or /_search")
