@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 SPARE_FILES = 64  # index files, broker and result connections, logs: open besides the clients' sockets
 QUICK_DEATH_S = 5.0  # a process that dies sooner after its start did not start: give up after QUICK_DEATHS of them
 QUICK_DEATHS = 3
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
 class ServeError(RuntimeError):
@@ -99,24 +100,21 @@ def supervise(processes: int, serve_one: Callable[[], None]) -> int:
     stopping = False
 
     def start() -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the child serves, and never returns into the parent's stack
-            status = 0
-            try:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                serve_one()
-            except SystemExit as done:
-                status = done.code if isinstance(done.code, int) else 1
-            except BaseException:  # noqa: BLE001 - the child reports and exits; the parent decides what next
-                log.exception("a gateway process stopped")
-                status = 1
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(status)
-        children[pid] = time.monotonic()
+        # The stop signals wait until the fork is done: in the parent, ``stop`` then sees the new child;
+        # in the child, they reach its own handlers, never the parent's ``stop`` it was forked with (which
+        # would signal its siblings and serve on, leaving the parent waiting for it).
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            if stopping:  # told to stop while waiting to restart one
+                return
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _serve_child(serve_one)
+            children[pid] = time.monotonic()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     def stop(*_: object) -> None:
         nonlocal stopping
@@ -147,6 +145,25 @@ def supervise(processes: int, serve_one: Callable[[], None]) -> int:
         time.sleep(min(lived, 1.0) if quick_deaths else 0)
         start()
     return 1 if quick_deaths >= QUICK_DEATHS else 0
+
+
+def _serve_child(serve_one: Callable[[], None]) -> None:
+    """The forked child: its own stop handlers, then ``serve_one``; exits, never returns into the parent's stack."""
+    status = 0
+    try:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # ``serve_on`` sets the same once it serves
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        serve_one()
+    except SystemExit as done:
+        status = done.code if isinstance(done.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the child reports and exits; the parent decides what next
+        log.exception("a gateway process stopped")
+        status = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 
 
 def _signal(pid: int, number: int) -> None:

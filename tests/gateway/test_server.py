@@ -6,6 +6,8 @@ import json
 import os
 import signal
 import subprocess
+import sys
+import textwrap
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -16,7 +18,7 @@ import pytest
 
 from benchmarks.slow_clients import _closed_by_server, hold_connections, time_searches
 from index_setup.embedded_index import build_embedded_index
-from tests.conftest import TINY_DOCS, esrr_serve
+from tests.conftest import REPO, TINY_DOCS, esrr_serve
 
 
 
@@ -102,3 +104,44 @@ def test_bench_slow_clients_reports_held_connections_and_answered_searches(home,
     assert result.exit_code == 0, result.output
     assert "connections held half-sent: 20 of 20" in result.output and "searches answered: 3 of 3" in result.output
     assert json.loads(figures.read_text())["answered"] == 3
+
+
+# Children that take a while to start (imports, opening the index) before ``serve_on`` installs their own
+# SIGTERM handler; each prints its pid once it serves.
+SLOW_STARTING_CHILDREN = textwrap.dedent("""
+    import os, signal, sys, time
+    from es_rerank.gateway.server import supervise
+
+    def serve_one():
+        time.sleep(3)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        print(os.getpid(), flush=True)
+        while True:
+            time.sleep(0.1)
+
+    sys.exit(supervise(2, serve_one))
+""")
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")
+def test_a_stop_while_processes_are_still_starting_ends_them_all():
+    # A child forked with the parent's SIGTERM handler ran it when stopped before it served: it signalled
+    # its siblings and served on, and the parent waited for it for ever (the flaky replacement test above).
+    parent = subprocess.Popen([sys.executable, "-c", SLOW_STARTING_CHILDREN], cwd=REPO,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_children(parent.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        children = _children(parent.pid)
+        assert len(children) == 2
+        parent.terminate()  # both children are still in their 3 s start
+        assert parent.wait(15) == 0
+        assert parent.stdout.read() == ""  # neither went on to serve
+        assert not any(Path(f"/proc/{pid}").exists() for pid in children)
+    finally:
+        if parent.poll() is None:
+            for pid in _children(parent.pid):
+                os.kill(pid, signal.SIGKILL)
+            parent.kill()
+            parent.wait(10)
