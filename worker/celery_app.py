@@ -26,9 +26,14 @@ Configured from ``WorkerSettings`` (``ESRR_*``); nothing here imports torch, so
   enforce time limits (only prefork does); the gateway's deadline and ``expires``
   bound the wait instead.
 - JSON for tasks and results, matching ``es_rerank.payload``.
-- ``worker_consumer``: ``worker.poison.PoisonProofConsumer``, so that a message on the
+- ``worker_consumer``: ``worker.consumer.WorkerConsumer``, so that a message on the
   queue that is not a task is logged, kept in a capped list and dropped instead of
-  ending the worker (celery/celery#7975).
+  ending the worker (celery/celery#7975, ``worker.poison``), and so that a Redis killed
+  and restarted under the worker is reconnected to instead of ending it (Celery 5.7,
+  ``worker.consumer``).
+- ``broker_connection_max_retries`` None: a worker whose broker is gone retries (every 2
+  s, growing to 30 s, kombu's steps) for as long as the outage lasts, instead of exiting
+  after Celery's 100 tries.
 """
 
 from __future__ import annotations
@@ -59,8 +64,10 @@ def celery_config(settings: WorkerSettings) -> dict[str, Any]:
         "task_track_started": False,
         "worker_send_task_events": False,
         "worker_disable_rate_limits": True,
-        # Survives messages that are not tasks (a non-JSON string pushed on the queue ends Celery's own).
-        "worker_consumer": "worker.poison:PoisonProofConsumer",
+        # Survives messages that are not tasks (a non-JSON string pushed on the queue ends Celery's own)
+        # and a Redis restarted under it (Celery 5.7's reconnect ends the worker otherwise).
+        "worker_consumer": "worker.consumer:WorkerConsumer",
+        "broker_connection_max_retries": None,
     }
     if settings.is_redis:
         config["broker_transport_options"] = {

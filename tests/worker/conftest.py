@@ -186,13 +186,41 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory, free_port: Callable[[], 
 
 
 class PrivateRedis:
-    """A ``redis-server`` of one test's own, which ``freeze`` stops (SIGSTOP): connections open, nothing answers."""
+    """A ``redis-server`` of one test's own, which ``freeze`` stops (SIGSTOP): connections open, nothing answers;
+    ``kill_and_restart`` kills it (SIGKILL) and starts a new one, empty, on the same port."""
 
-    def __init__(self, process: subprocess.Popen, port: int) -> None:
-        self.process, self.url = process, f"redis://127.0.0.1:{port}/0"
+    def __init__(self, argv: list[str], port: int) -> None:
+        self.argv, self.port, self.url = argv, port, f"redis://127.0.0.1:{port}/0"
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen:
+        process = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not _answers(self.port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"redis-server did not start on port {self.port} (exit {process.poll()})")
+            time.sleep(0.05)
+        return process
 
     def freeze(self) -> None:
         self.process.send_signal(signal.SIGSTOP)
+
+    def kill_and_restart(self, down_s: float = 0.0) -> None:
+        """SIGKILL, ``down_s`` seconds with nothing on the port, then a new, empty server there."""
+        self.process.kill()
+        self.process.wait(10)
+        time.sleep(down_s)
+        self.process = self._start()
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
 
 
 @pytest.fixture
@@ -202,23 +230,11 @@ def private_redis(free_port: Callable[[], int], tmp_path: Path) -> Iterator[Priv
     if server is None:
         pytest.fail("redis-server is not installed; install it (apt-get install -y redis-server)")
     port = free_port()
-    process = subprocess.Popen(_redis_server(server, port, tmp_path), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    redis = PrivateRedis(_redis_server(server, port, tmp_path), port)
     try:
-        deadline = time.monotonic() + 10
-        while not _answers(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"redis-server did not start on port {port} (exit {process.poll()})")
-            time.sleep(0.05)
-        yield PrivateRedis(process, port)
+        yield redis
     finally:
-        process.send_signal(signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        redis.stop()
 
 
 @pytest.fixture(scope="session")
