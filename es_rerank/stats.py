@@ -267,6 +267,23 @@ class CorpusStats:
             self.first_values[self.first_ptr[row]:self.first_ptr[row + 1]],
         )
 
+    def doc_ids_at(self, rows: Sequence[int]) -> list[str]:
+        """The document ids of ``rows``, looked up together (a search's hits)."""
+        if isinstance(self.doc_ids, StringTable):
+            return self.doc_ids.take(rows)
+        return [self.doc_ids[row] for row in rows]
+
+    def doc_terms_at(self, rows: Sequence[int]) -> list[DocTerms]:
+        """``doc_terms`` of each of ``rows``, their bounds gathered together (a search's hits)."""
+        rows = np.asarray(rows, dtype=np.int64)
+
+        def slices(values: np.ndarray, ptr: np.ndarray) -> list[np.ndarray]:
+            return [values[start:end] for start, end in zip(ptr[rows].tolist(), ptr[rows + 1].tolist())]
+
+        return [DocTerms(*parts) for parts in zip(slices(self.title_values, self.title_ptr),
+                                                  slices(self.abstract_values, self.abstract_ptr),
+                                                  slices(self.first_values, self.first_ptr))]
+
     def save(self, directory: Path) -> None:
         """Write the statistics as memory-mappable files under ``directory``."""
         directory.mkdir(parents=True, exist_ok=True)

@@ -138,8 +138,9 @@ class EmbeddedBackend:
                 break
             limit *= 2
         rows = self._searcher.fast_field_values("row", [address for _, address in scored])
-        doc_ids = self._stats.doc_ids
-        ranked = sorted(zip(scored, rows), key=lambda item: (-item[0][0], doc_ids[item[1]]))[:k]
+        doc_ids = self._stats.doc_ids_at(rows)  # together, once each: a lookup per hit was a fifth of a search
+        ranked = sorted(range(len(scored)), key=lambda i: (-scored[i][0], doc_ids[i]))[:k]
         # Stored fields and precomputed data only for the hits returned, not the tie margin.
-        return [Hit(doc_ids[row], float(score), self._searcher.doc(address)["title"][0], self._stats.doc_terms(row))
-                for (score, address), row in ranked]
+        terms = self._stats.doc_terms_at([rows[i] for i in ranked])
+        return [Hit(doc_ids[i], float(scored[i][0]), self._searcher.doc(scored[i][1])["title"][0], data)
+                for i, data in zip(ranked, terms)]

@@ -146,11 +146,12 @@ def nearest_hits(vectors: sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.nda
     n = vectors.shape[0]
     if n < 2:
         return np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0))
-    similarity = (vectors @ vectors.T).toarray()  # [n, n]
-    np.fill_diagonal(similarity, -np.inf)
+    negated = (vectors @ vectors.T).toarray()  # [n, n] similarities,
+    np.negative(negated, out=negated)  # negated in place: the k largest are argpartition's k smallest
+    np.fill_diagonal(negated, np.inf)  # never one's own neighbour
     k = min(k, n - 1)
-    nearest = np.argpartition(-similarity, k - 1, axis=1)[:, :k]  # [n, k]
-    return nearest, np.maximum(np.take_along_axis(similarity, nearest, axis=1), 0.0)
+    nearest = np.argpartition(negated, k - 1, axis=1)[:, :k]  # [n, k]
+    return nearest, np.maximum(-np.take_along_axis(negated, nearest, axis=1), 0.0)
 
 
 def neighbour_votes(vectors: sparse.csr_matrix, scores: np.ndarray, k: int) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -19,16 +20,21 @@ class RankedHit:
     reranked: bool
 
 
-def merge(hits: Sequence[Hit], scores: np.ndarray | None, window: int) -> list[RankedHit]:
-    """Reranked window (by model score, ties by doc id) above the untouched BM25 tail.
+def merge(hits: Sequence[Hit], scores: np.ndarray | None, window: int, k: int | None = None) -> list[RankedHit]:
+    """The first ``k`` hits (None: all): the reranked window by model score (ties by doc id) above the BM25 tail.
 
     ``scores`` holds one model score per hit of the first ``window`` hits; ``None``
-    (no model, or the scorer failed) keeps the BM25 order.
+    (no model, or the scorer failed) keeps the BM25 order. A search shows 10 of a window
+    of 500: only the ``k`` best are picked out of the window (the same order as sorting
+    all of it, doc ids being unique) and made ``RankedHit``s.
     """
+    k = len(hits) if k is None else k
     if scores is None:
-        return [RankedHit(h, h.score, False) for h in hits]
+        return [RankedHit(h, h.score, False) for h in hits[:k]]
     window = min(window, len(hits))
     if len(scores) != window:
         raise ValueError(f"{len(scores)} scores for a window of {window} hits")
-    head = sorted(zip(hits[:window], map(float, scores)), key=lambda pair: (-pair[1], pair[0].doc_id))
-    return [RankedHit(h, s, True) for h, s in head] + [RankedHit(h, h.score, False) for h in hits[window:]]
+    pairs = zip(hits[:window], map(float, scores))
+    order = (lambda pair: (-pair[1], pair[0].doc_id))
+    head = heapq.nsmallest(k, pairs, key=order) if k < window else sorted(pairs, key=order)
+    return [RankedHit(h, s, True) for h, s in head] + [RankedHit(h, h.score, False) for h in hits[window:k]]

@@ -209,5 +209,5 @@ class SearchPipeline:
         window = hits[:self.window] if self.reorders else []
         scored = self.score_window(query, window, stats, clock)
         with clock("merge"):
-            ranked = merge(hits, scored.final if window else None, len(window))[:k]
+            ranked = merge(hits, scored.final if window else None, len(window), k)
         return Ranking(ranked, scored.ranker, len(hits), depth, scored.fallback)

@@ -123,6 +123,12 @@ def test_save_load_roundtrip_is_memory_mapped(tiny_stats: CorpusStats, tmp_path:
         for part in ("title_ids", "abstract_ids", "first_ids"):
             assert np.array_equal(getattr(loaded.doc_terms(row), part), getattr(tiny_stats.doc_terms(row), part))
     assert loaded.row("c") == 2
+    rows = [2, 0, 2]
+    for stats in (tiny_stats, loaded):  # a list of ids when built in memory, a string table when loaded
+        assert stats.doc_ids_at(rows) == ["c", "a", "c"]
+        for batched, row in zip(stats.doc_terms_at(rows), rows, strict=True):
+            for part in ("title_ids", "abstract_ids", "first_ids"):
+                assert np.array_equal(getattr(batched, part), getattr(stats.doc_terms(row), part))
 
 
 def test_empty_corpus_roundtrip(tmp_path: Path) -> None:

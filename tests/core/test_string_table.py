@@ -21,6 +21,10 @@ def test_rows_and_lookups(tmp_path: Path) -> None:
     assert string_key("7") == 7 and string_key("007") != 7  # only canonical numbers are their own key
     with pytest.raises(IndexError):
         table[len(strings)]
+    rows = [6, 0, 4, 2, 2, 3]
+    assert table.take(rows) == [strings[row] for row in rows] and table.take([]) == []
+    with pytest.raises(IndexError, match="outside the table of 7 strings"):
+        table.take([0, 7])
 
 
 def test_a_key_shared_by_two_strings_still_finds_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -193,3 +193,21 @@ def test_mismatched_or_non_finite_scores_are_refused(stats: CorpusStats) -> None
 def test_parameters_are_checked(params: dict) -> None:
     with pytest.raises(ValueError):
         FeedbackParams(**{"k": 5, "weight": 0.5, **params})
+
+
+def test_nearest_hits_are_the_largest_similarities_but_ones_own():
+    from scipy import sparse
+
+    from es_rerank.ranking.feedback import nearest_hits
+
+    rng = np.random.default_rng(3)
+    dense = np.round(rng.random((40, 12)), 1) * (rng.random((40, 12)) < 0.3)  # sparse, with tied similarities
+    vectors = sparse.csr_matrix(dense)
+    similarity = dense @ dense.T
+    nearest, cosines = nearest_hits(vectors, 5)
+    assert nearest.shape == cosines.shape == (40, 5)
+    for row in range(40):
+        others = np.delete(similarity[row], row)
+        assert row not in nearest[row] and len(set(nearest[row])) == 5
+        np.testing.assert_allclose(np.sort(similarity[row, nearest[row]]), np.sort(others)[-5:])
+        np.testing.assert_allclose(cosines[row], np.maximum(similarity[row, nearest[row]], 0.0))
