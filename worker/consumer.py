@@ -25,6 +25,12 @@ unacknowledged set, which a worker's visibility-timeout sweep (``ESRR_VISIBILITY
 every ``ESRR_RESTORE_INTERVAL_S``) puts back on the queue as for a killed worker (a task
 may then run twice: scoring is idempotent, and ``expires`` drops one nobody waits for),
 and a Redis that restarted empty has none.
+
+What this gives up: marked acknowledged, those tasks are no longer cancelled by Celery's
+``worker_cancel_long_running_tasks_on_connection_loss``; the threads pool (the default)
+cannot cancel a running task anyway (Celery logged "Failed to cancel" with each task's
+whole payload), and under prefork they now run to their end. An acknowledgement already
+scheduled on the event loop in the instant before the connection dropped is not covered.
 """
 
 from __future__ import annotations
