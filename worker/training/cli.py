@@ -404,7 +404,9 @@ def _check_judged_are_indexed(stats: CorpusStats, qrels: Mapping[str, Mapping[st
 
     Scores against an index of another corpus would be near 0 and look like a result.
     """
-    judged = {d for docs in qrels.values() for d, grade in docs.items() if grade > 0}
+    from es_rerank.ranking.neighbours import relevant_judgments
+
+    judged = {d for docs in relevant_judgments(qrels).values() for d in docs}
     missing = sorted(d for d in judged if d not in stats)
     if not missing:
         return

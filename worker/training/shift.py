@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from es_rerank.ranking.neighbours import relevant_judgments
 from es_rerank.stats import Document
 
 Qrels = dict[str, dict[str, int]]
@@ -59,9 +60,8 @@ class Condition:
 
 
 def relevant(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, set[str]]:
-    """Query id -> the documents it judges relevant (grade > 0); queries without any are left out."""
-    out = {q: {d for d, g in docs.items() if g > 0} for q, docs in qrels.items()}
-    return {q: docs for q, docs in out.items() if docs}
+    """Query id -> the documents it judges relevant (``relevant_judgments``); queries without any are left out."""
+    return {q: set(docs) for q, docs in relevant_judgments(qrels).items()}
 
 
 def vid_desc(documents: list[Document], descriptions: Mapping[str, Mapping[str, str]],
