@@ -42,7 +42,7 @@ def _corpus(directory: Path, documents) -> Path:
 
 def test_adapt_fine_tunes_beside_the_served_model_and_reports_with_eval(artifacts, corpus_documents, tmp_path,
                                                                       monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the report goes to ./reports/adapt-NAME
+    monkeypatch.chdir(tmp_path)  # the report goes to ./reports/adapt/NAME
     home = _home(artifacts, tmp_path)
     served = home / "models" / "delta-32-lex3.pt"
     served_bytes = served.read_bytes()
@@ -67,7 +67,7 @@ def test_adapt_fine_tunes_beside_the_served_model_and_reports_with_eval(artifact
     assert not (splits["test"] & splits["train"]) and not (splits["test"] & splits["dev"])
     with gzip.open(pseudo / "corpus.jsonl.gz", "rt", encoding="utf-8") as corpus:
         assert {json.loads(line)["title"] for line in corpus} == {""}
-    text = (tmp_path / "reports" / "adapt-my-collection" / "table.md").read_text(encoding="utf-8")
+    text = (tmp_path / "reports" / "adapt" / "my-collection" / "table.md").read_text(encoding="utf-8")
     assert "| served default: delta-32-lex3 + BM25 guard + candidate feedback |" in text
     assert "| adapted: served default: delta-32-lex3-adapted-my-collection + BM25 guard + candidate feedback |" in text
     last = result.output.rstrip().splitlines()[-1]

@@ -155,10 +155,13 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
                    "held-out titles.")
 @click.option("--adapt-queries", type=click.IntRange(min=1), default=None,
               help="With --adapt: titles trained on (default 1500; 200 more choose the epoch, 300 test).")
+@click.option("--adapt-test/--no-adapt-test", default=True, show_default=True,
+              help="With --adapt: end with `esrr eval --adapted` on the held-out test titles (--no-adapt-test: "
+                   "while settings are still being chosen on dev).")
 @click.pass_context
 def train(ctx: click.Context, variants: tuple[str, ...], data: Path | None, dropout: float | None,
           judged_positives: bool, train_queries: int | None, dev_queries: int | None, lex_features: str | None,
-          suffix: str, adapt: Path | None, adapt_queries: int | None, **overrides) -> None:
+          suffix: str, adapt: Path | None, adapt_queries: int | None, adapt_test: bool, **overrides) -> None:
     """Train Delta models (or the DRMM baseline) on NFCorpus train, early-stopped on dev NDCG@20.
 
     With --adapt DIR: fine-tune the served model on DIR's own titles instead (no judgments needed).
@@ -170,10 +173,11 @@ def train(ctx: click.Context, variants: tuple[str, ...], data: Path | None, drop
         if given:
             raise click.UsageError(f"--adapt fine-tunes the served model on its own pseudo-queries; "
                                    f"{', '.join(given).replace('--variants', '--variant')} do not apply to it")
-        _adapt(ctx, adapt, suffix, adapt_queries, overrides)
+        _adapt(ctx, adapt, suffix, adapt_queries, adapt_test, overrides)
         return
-    if adapt_queries is not None:
-        raise click.UsageError("--adapt-queries sizes an adaptation; give --adapt DIR too")
+    if adapt_queries is not None or not adapt_test:
+        raise click.UsageError("--adapt-queries and --no-adapt-test size and check an adaptation; give --adapt DIR "
+                               "too")
     from es_rerank.lex import LEX3
     from worker.model import Checkpoint, DeltaConfig, VARIANTS
     from worker.training.data import TrainingError, build_candidates, select_features
@@ -252,7 +256,7 @@ def train(ctx: click.Context, variants: tuple[str, ...], data: Path | None, drop
                    f"({result.seconds:.0f} s) -> {path}")
 
 
-def _adapt(ctx: click.Context, data: Path, suffix: str, n_train: int | None, overrides: dict) -> None:
+def _adapt(ctx: click.Context, data: Path, suffix: str, n_train: int | None, test: bool, overrides: dict) -> None:
     """``esrr train --adapt``: fine-tune the served model on ``data``'s pseudo-queries, then evaluate both."""
     from es_rerank.embeddings import EmbeddingsError, load_current
     from index_setup.readers import CorpusFormatError, read_corpus
@@ -310,8 +314,12 @@ def _adapt(ctx: click.Context, data: Path, suffix: str, n_train: int | None, ove
         "seconds": result.seconds, "machine": machine_description()}, indent=2), encoding="utf-8")
     click.echo(f"adapted: best dev NDCG@20 {result.best_dev:.4f} at epoch {result.best_epoch} against the served "
                f"model's {before:.4f} ({result.seconds:.0f} s) -> {plan.checkpoint}")
-    click.echo(f"serve it with ESRR_CHECKPOINT={plan.checkpoint}; its test on {plan.test_queries} held-out titles:")
-    ctx.invoke(evaluate, data=folder, split="test", out=Path("reports") / f"adapt-{plan.name}{suffix}",
+    click.echo(f"serve it with ESRR_CHECKPOINT={plan.checkpoint}")
+    if not test:
+        click.echo(f"its test, once settings are chosen: esrr eval --data {folder} --adapted {plan.checkpoint}")
+        return
+    click.echo("its test on the held-out titles:")
+    ctx.invoke(evaluate, data=folder, split="test", out=Path("reports") / "adapt" / f"{plan.name}{suffix}",
                adapted=plan.checkpoint)
 
 

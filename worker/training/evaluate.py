@@ -275,6 +275,6 @@ def first_stage_recall(qrels: Qrels, run: Run, depth: int = 500) -> float:
     return float(np.mean(list(per_query(R@depth, qrels, run).values())))
 
 
-__all__ = ["adaptation_verdict", "evaluate_runs", "markdown_table", "plot_chart", "plot_per_query", "run_tag", "verdict",
-           "wins_ties_losses", "write_report",
+__all__ = ["adaptation_verdict", "evaluate_runs", "markdown_table", "plot_chart", "plot_per_query", "run_tag",
+           "verdict", "wins_ties_losses", "write_report",
            "reverse_doc_id_scores", "title_bm25_scores", "wmd_title_scores", "first_stage_recall", "run_from_scores"]
