@@ -570,6 +570,9 @@ def evaluate(data: Path | None, queries_file: Path | None, qrels_file: Path | No
         compared = adaptation_verdict(rows, served.default, adapted_default, f"{collection} {split}")
         with (out / "table.md").open("a", encoding="utf-8") as table:
             table.write(f"Adaptation: {compared}\n")
+        results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        results.update(adapted_default=adapted_default, adaptation=compared)
+        (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
         click.echo(compared)
 
 
