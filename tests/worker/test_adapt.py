@@ -73,6 +73,9 @@ def test_adapt_fine_tunes_beside_the_served_model_and_reports_with_eval(artifact
     last = result.output.rstrip().splitlines()[-1]
     assert last.startswith("the adapted model ") and "against the served model's" in last, last
     assert text.rstrip().endswith(last)
+    report = tmp_path / "reports" / "adapt" / "my-collection"
+    results = json.loads((report / "results.json").read_text(encoding="utf-8"))
+    assert results["adaptation"] == last and results["adapted_default"].startswith("adapted: served default: ")
 
 
 def test_adapt_refuses_a_collection_without_titles_and_names_why(artifacts, corpus_documents, tmp_path):
