@@ -24,7 +24,8 @@ out="reports/adapt/$split$suffix"
 export OMP_NUM_THREADS=1  # shared machines: one thread per process, and deterministic training
 
 [[ -d "$shifted/no-titles" ]] || esrr shift --data "$nfcorpus" --out "$shifted"
-[[ -f "$home/text/ohsumed/corpus.jsonl.gz" ]] || python reports/experiments/adapt/export_text.py ohsumed "$home/text/ohsumed"
+[[ -f "$home/text/ohsumed/corpus.jsonl.gz" ]] ||
+    python reports/experiments/adapt/export_text.py ohsumed "$home/text/ohsumed"
 
 adapt() {  # HOME COLLECTION NAME: the adapted checkpoint of HOME's served model (trained now if missing)
     local served="$1/models/delta-32-lex3-window.pt"
