@@ -209,14 +209,21 @@ def lex_features(
         if name.startswith("title_"):
             titled = field_batch("title").lengths > 0
             values = np.where(titled, values, values[titled].mean() if titled.any() else 0.0)
-        return standardised_in_window(values)
+        return standardised(values)
 
     return np.stack([window_relative(n) if n.endswith(WINDOW_SUFFIX) else feature(n) for n in names],
                     axis=1).astype(np.float32)
 
 
-def standardised_in_window(values: np.ndarray) -> np.ndarray:
-    """``values`` minus their mean over the window, divided by their standard deviation (all equal: zeros)."""
+def standardised(values: np.ndarray) -> np.ndarray:
+    """float64 values of one window (a query's hits) minus their mean, divided by their spread (all equal: zeros).
+
+    The one per-query scale of the package: the window-relative Lex features, and every score that
+    the guard, the feedback, the votes and an ensemble add up.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return values
     centred = values - values.mean()
     spread = centred.std()
     return centred / spread if spread > 1e-12 else np.zeros_like(centred)

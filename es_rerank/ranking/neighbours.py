@@ -40,6 +40,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from es_rerank.lex import standardised  # re-exported: the guard, the feedback and ensembles import it from here
 from es_rerank.settings import MAX_VOTE_WEIGHT
 from es_rerank.stats import CorpusStats
 from es_rerank.text import tokenize
@@ -86,6 +87,15 @@ class NeighbourParams:
             raise NeighboursError(f"confidence must be a number of at least 0, got {value!r}")
 
 
+def relevant_judgments(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """Query id -> its judgments of relevant documents (grade above 0); queries judging none relevant are left out.
+
+    The one relevance threshold of the package: graded judgments name non-relevant documents with 0.
+    """
+    relevant = {q: {d: g for d, g in docs.items() if g > 0} for q, docs in qrels.items()}
+    return {q: docs for q, docs in relevant.items() if docs}
+
+
 def doc_ids_digest(doc_ids: Sequence[str]) -> str:
     """sha256 of the sorted document ids, one per line: the same set of ids in any order gives the same digest."""
     digest = hashlib.sha256()
@@ -129,8 +139,8 @@ class JudgedNeighbours:
         self.corpus = corpus
         self._mismatches: dict[str, str | None] = {}  # build id -> mismatch, a few builds at most
         self._mismatch_lock = threading.Lock()
-        self.query_ids = sorted(q for q in queries if any(g > 0 for g in qrels.get(q, {}).values()))
-        self.judged = {q: {d: g for d, g in qrels[q].items() if g > 0} for q in self.query_ids}
+        self.judged = relevant_judgments({q: qrels[q] for q in queries if q in qrels})
+        self.query_ids = sorted(self.judged)
         self.texts = {q: queries[q] for q in self.query_ids}
         terms = [set(tokenize(self.texts[q])) for q in self.query_ids]
         document_frequency = Counter(t for ts in terms for t in ts)
@@ -251,16 +261,6 @@ def _saved_corpus(corpus: object) -> CorpusIdentity | None:
 def _whole_grades(docs: object) -> bool:
     # bool is no grade; below 2**53 a grade is exactly a float, so votes stay finite
     return isinstance(docs, dict) and all(type(g) is int and 0 <= g < 2 ** 53 for g in docs.values())
-
-
-def standardised(scores: np.ndarray) -> np.ndarray:
-    """float64 scores of one query minus their mean, divided by their spread (all equal: zeros)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.size == 0:
-        return scores
-    centred = scores - scores.mean()
-    spread = centred.std()
-    return centred / spread if spread > 0 else centred
 
 
 def fuse(scores: np.ndarray, votes: np.ndarray, weight: float) -> np.ndarray:

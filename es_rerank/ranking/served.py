@@ -5,7 +5,8 @@ without stopping anything: the workers load its statistics on its first request,
 ``ServedSearch`` moves the gateway's pipeline to it at most ``check_every_s`` after the
 swap. A version that cannot be opened (or a damaged ``CURRENT``) leaves the old one
 serving, and says why: in the log, and in ``problem`` until a look succeeds, for the
-gateway's health.
+gateway's health. Whether the judged-neighbour votes belong to the served index is
+checked here too, at start and when a reindex is followed, so no search pays for it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ServedSearch:
         self._checked = time.monotonic()
         self._lock = threading.Lock()
         self._problem: str | None = None
+        pipeline.neighbours_problem()  # the votes' corpus check (a digest of every id) at start, not in a search
 
     def pipeline(self) -> SearchPipeline:
         """The pipeline for the next query, after following a reindex if it is time to look.
@@ -73,7 +75,11 @@ class ServedSearch:
         if current is served:
             return False
         # A new pipeline, not a changed one: a search under way keeps one index version throughout.
-        self._pipeline = replace(self._pipeline, backend=current)
+        pipeline = replace(self._pipeline, backend=current)
+        # Whether the votes belong to this index (a digest of all its ids, cached per build): checked by the one
+        # request that follows, before the pipeline is served, so no search of the new index computes it.
+        pipeline.neighbours_problem(current.stats)
+        self._pipeline = pipeline
         if current.index == served.index and current.stats.build_id == served.stats.build_id:
             return False  # the same build, from another folder (a copied version)
         log.info("now serving index %s (build %s)", current.index, current.stats.build_id)

@@ -148,10 +148,36 @@ def checkpoint_path(settings: CommonSettings, variant: str) -> Path:
               "`esrr select-features` chose); see es_rerank.lex.ALL_FEATURES.")
 @click.option("--suffix", default="", callback=_check_suffix,
               help="Save as <variant><suffix>.pt (tuning runs that must not replace the served model).")
-def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, judged_positives: bool,
-          train_queries: int | None, dev_queries: int | None, lex_features: str | None, suffix: str,
-          **overrides) -> None:
-    """Train Delta models (or the DRMM baseline) on NFCorpus train, early-stopped on dev NDCG@20."""
+@click.option("--adapt", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Fine-tune the served model (ESRR_CHECKPOINT) on this collection without judgments: each "
+                   "titled record's title is a query for that record (BEIR folder or file, PubMed XML). Writes "
+                   "<served>-adapted-<name>.pt beside the served checkpoint, then `esrr eval` of both on "
+                   "held-out titles.")
+@click.option("--adapt-queries", type=click.IntRange(min=1), default=None,
+              help="With --adapt: titles trained on (default 1500; 200 more choose the epoch, 300 test).")
+@click.option("--adapt-test/--no-adapt-test", default=True, show_default=True,
+              help="With --adapt: end with `esrr eval --adapted` on the held-out test titles (--no-adapt-test: "
+                   "while settings are still being chosen on dev).")
+@click.pass_context
+def train(ctx: click.Context, variants: tuple[str, ...], data: Path | None, dropout: float | None,
+          judged_positives: bool, train_queries: int | None, dev_queries: int | None, lex_features: str | None,
+          suffix: str, adapt: Path | None, adapt_queries: int | None, adapt_test: bool, **overrides) -> None:
+    """Train Delta models (or the DRMM baseline) on NFCorpus train, early-stopped on dev NDCG@20.
+
+    With --adapt DIR: fine-tune the served model on DIR's own titles instead (no judgments needed).
+    """
+    if adapt is not None:
+        given = [f"--{name.replace('_', '-')}" for name in ("variants", "data", "judged_positives", "train_queries",
+                                                            "dev_queries", "lex_features", "dropout")
+                 if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError(f"--adapt fine-tunes the served model on its own pseudo-queries; "
+                                   f"{', '.join(given).replace('--variants', '--variant')} do not apply to it")
+        _adapt(ctx, adapt, suffix, adapt_queries, adapt_test, overrides)
+        return
+    if adapt_queries is not None or not adapt_test:
+        raise click.UsageError("--adapt-queries and --no-adapt-test size and check an adaptation; give --adapt DIR "
+                               "too")
     from es_rerank.lex import LEX3
     from worker.model import Checkpoint, DeltaConfig, VARIANTS
     from worker.training.data import TrainingError, build_candidates, select_features
@@ -228,6 +254,73 @@ def train(variants: tuple[str, ...], data: Path | None, dropout: float | None, j
             "seconds": result.seconds, "machine": machine_description()}, indent=2), encoding="utf-8")
         click.echo(f"{variant}: best dev NDCG@20 {result.best_dev:.4f} at epoch {result.best_epoch} "
                    f"({result.seconds:.0f} s) -> {path}")
+
+
+def _adapt(ctx: click.Context, data: Path, suffix: str, n_train: int | None, test: bool, overrides: dict) -> None:
+    """``esrr train --adapt``: fine-tune the served model on ``data``'s pseudo-queries, then evaluate both."""
+    from es_rerank.embeddings import EmbeddingsError, load_current
+    from index_setup.readers import CorpusFormatError, read_corpus
+    from worker.model import Checkpoint
+    from worker.settings import WorkerSettings
+    from worker.training.adapt import ADAPT_TRAIN_QUERIES, ADAPT_TRAINING, AdaptationError, plan_adaptation
+    from worker.training.adapt import pseudo_collection, write_pseudo_collection
+    from worker.training.collection import CollectionError, JudgedCollection
+    from worker.training.data import DocumentRows, TrainingError, build_candidates
+    from worker.training.metrics import PAPER_NDCG20, mean_metric
+    from worker.training.plots import plot_training_curve
+    from worker.training.train import fine_tune_model, model_score_fn, score_candidates
+
+    settings = load_settings(WorkerSettings)
+    if len(settings.checkpoint_paths) > 1:
+        raise click.UsageError("ESRR_CHECKPOINT names an ensemble; --adapt fine-tunes one model: name one member")
+    served = settings.checkpoint_path
+    if not served.is_file():
+        raise click.ClickException(f"no served model at {served} to adapt; train one first with `esrr train`")
+    writable_dir(served.parent, "make it a folder you can write to, or point ESRR_HOME elsewhere")
+    config = replace(ADAPT_TRAINING, **{k: v for k, v in overrides.items() if v is not None})
+    config = replace(config, negatives_per_positive=config.negatives_drawn)
+    with _as_cli_error(AdaptationError, CorpusFormatError, FileNotFoundError, CollectionError, EmbeddingsError,
+                       ValueError):
+        plan = plan_adaptation(data, served, settings.home, n_train or ADAPT_TRAIN_QUERIES, suffix=suffix)
+        condition = pseudo_collection(plan, list(read_corpus(data)), seed=config.seed)
+        folder = write_pseudo_collection(plan, condition)
+        train_split, dev_split = (JudgedCollection.locate(folder, split) for split in ("train", "dev"))
+        embeddings = load_current(settings)
+        checkpoint = Checkpoint.load(served)
+        _check_embeddings(served, checkpoint.embeddings_version, embeddings.version)
+        backend, built = train_split.backend(settings)
+    click.echo(f"adapting {served} to {data}: {len(train_split.queries)} train / {len(dev_split.queries)} dev "
+               f"pseudo-queries (titles of blank-titled records) in {folder}; "
+               f"{'built' if built else 'reusing'} its index ({backend.stats.n_docs} documents); {config}")
+    lex_names = checkpoint.config.lex_names
+    doc_rows = DocumentRows(backend.stats, embeddings)
+    train_c = build_candidates(train_split.queries, train_split.qrels, backend, embeddings, lex_names)
+    dev_c = build_candidates(dev_split.queries, dev_split.qrels, backend, embeddings, lex_names)
+    model = checkpoint.build_model(embeddings.vectors)
+    before = mean_metric(PAPER_NDCG20, dev_split.qrels, dev_c, score_candidates(model_score_fn(model), dev_c,
+                                                                                 doc_rows))
+    click.echo(f"served model on the dev pseudo-queries: NDCG@20 {before:.4f}")
+    with _as_cli_error(TrainingError):
+        result = fine_tune_model(model, train_c, dev_c, dev_split.qrels, doc_rows, config)
+    adapted = Checkpoint(checkpoint.config, result.model.state_dict(), embeddings.version, backend.stats.version,
+                         {**_metrics(result), "served_dev_ndcg20": before})
+    adapted.save(plan.checkpoint)
+    plot_training_curve(result.history, plan.checkpoint.with_suffix(".png"), f"{served.stem}, adapted to {plan.name}")
+    plan.checkpoint.with_suffix(".json").write_text(json.dumps({
+        "variant": served.stem, "adapted_from": str(served), "adapted_to": str(data), "pseudo_queries": str(folder),
+        "command": _command(), "train": asdict(config), "lex_features": list(lex_names),
+        "train_queries": len(train_c), "dev_queries": len(dev_c), "served_dev_ndcg20": before,
+        "history": result.history, "best_epoch": result.best_epoch, "best_dev_ndcg20": result.best_dev,
+        "seconds": result.seconds, "machine": machine_description()}, indent=2), encoding="utf-8")
+    click.echo(f"adapted: best dev NDCG@20 {result.best_dev:.4f} at epoch {result.best_epoch} against the served "
+               f"model's {before:.4f} ({result.seconds:.0f} s) -> {plan.checkpoint}")
+    click.echo(f"serve it with ESRR_CHECKPOINT={plan.checkpoint}")
+    if not test:
+        click.echo(f"its test, once settings are chosen: esrr eval --data {folder} --adapted {plan.checkpoint}")
+        return
+    click.echo("its test on the held-out titles:")
+    ctx.invoke(evaluate, data=folder, split="test", out=Path("reports") / "adapt" / f"{plan.name}{suffix}",
+               adapted=plan.checkpoint)
 
 
 def _lex_names(option: str | None) -> list[str]:
@@ -319,7 +412,9 @@ def _check_judged_are_indexed(stats: CorpusStats, qrels: Mapping[str, Mapping[st
 
     Scores against an index of another corpus would be near 0 and look like a result.
     """
-    judged = {d for docs in qrels.values() for d, grade in docs.items() if grade > 0}
+    from es_rerank.ranking.neighbours import relevant_judgments
+
+    judged = {d for docs in relevant_judgments(qrels).values() for d in docs}
     missing = sorted(d for d in judged if d not in stats)
     if not missing:
         return
@@ -412,8 +507,13 @@ def select_features(data: Path | None, ranker: str, max_features: int, max_epoch
 @click.option("--ensemble", "ensembles", multiple=True, metavar="LABEL=CHECKPOINT,CHECKPOINT[,...]",
               help="Also evaluate the mean of these Delta checkpoints' per-query standardised scores "
                    "(e.g. one recipe trained with several seeds) as a row named LABEL (repeatable).")
+@click.option("--adapted", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A checkpoint `esrr train --adapt` wrote: also every stage served with it instead (rows "
+                   "'adapted: ...'), and a last line on whether it ranks this collection better than the served "
+                   "model.")
 def evaluate(data: Path | None, queries_file: Path | None, qrels_file: Path | None, split: str, window: int,
-             out: Path | None, baselines: bool | None, extras: tuple[str, ...], ensembles: tuple[str, ...]) -> None:
+             out: Path | None, baselines: bool | None, extras: tuple[str, ...], ensembles: tuple[str, ...],
+             adapted: Path | None) -> None:
     """Evaluate BM25, every stage that search serves and (--baselines) the paper's rows on a judged collection.
 
     The last line is the verdict: whether the served default helps this collection (nDCG@10 against
@@ -445,6 +545,14 @@ def evaluate(data: Path | None, queries_file: Path | None, qrels_file: Path | No
     if served.skipped:
         click.echo(f"judged neighbours not applied: {served.skipped}")
     runs = dict(served.runs)
+    adapted_default = None
+    if adapted is not None:
+        from worker.training.served_eval import ADAPTED_PREFIX
+
+        with _as_cli_error(ServedEvaluationError):
+            other = _served_rows(work, queries, window, neighbours is not None, checkpoint=adapted)
+        runs.update({ADAPTED_PREFIX + name: run for name, run in other.runs.items() if name not in served.runs})
+        adapted_default = ADAPTED_PREFIX + other.default
     if baselines or extra_pairs or ensemble_pairs:
         runs.update(_research_runs(work, queries, qrels, split, window,
                                    {label: paths[0] for label, paths in extra_pairs}, dict(ensemble_pairs),
@@ -456,6 +564,16 @@ def evaluate(data: Path | None, queries_file: Path | None, qrels_file: Path | No
     click.echo((out / "table.md").read_text(encoding="utf-8").rsplit("\nVerdict: ", 1)[0].rstrip("\n"))
     click.echo(f"runs in {runs_dir}; report in {out}")
     click.echo(said)
+    if adapted_default is not None:
+        from worker.training.evaluate import adaptation_verdict
+
+        compared = adaptation_verdict(rows, served.default, adapted_default, f"{collection} {split}")
+        with (out / "table.md").open("a", encoding="utf-8") as table:
+            table.write(f"Adaptation: {compared}\n")
+        results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        results.update(adapted_default=adapted_default, adaptation=compared)
+        (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+        click.echo(compared)
 
 
 def _locate_collection(data: Path, split: str, queries_file: Path | None, qrels_file: Path | None):
@@ -489,14 +607,16 @@ def _evaluation_collection(located, split: str, settings: CommonSettings
     return work, located.queries, located.qrels, located.name
 
 
-def _served_rows(work: Workspace, queries: Mapping[str, str], window: int, with_votes: bool):
-    """The served pipeline's stages over the collection's index: the model (if trained), feedback, votes."""
+def _served_rows(work: Workspace, queries: Mapping[str, str], window: int, with_votes: bool,
+                 checkpoint: Path | None = None):
+    """The served pipeline's stages over the collection's index: the model (if trained; ``checkpoint`` instead of
+    the served one if given), feedback, votes."""
     from es_rerank.ranking.assemble import served_pipeline
     from worker.local import LocalReranker
     from worker.settings import WorkerSettings
     from worker.training.served_eval import served_runs
 
-    settings = load_settings(WorkerSettings)
+    settings = load_settings(WorkerSettings, checkpoint=None if checkpoint is None else str(checkpoint))
     # keep_vectors: each window is scored with and without the model, and both build its feedback vectors.
     pipeline = served_pipeline(settings, window, use_neighbours=with_votes, backend=work.backend, keep_vectors=True,
                                local_reranker=lambda: LocalReranker(settings))

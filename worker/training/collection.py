@@ -19,6 +19,7 @@ from pathlib import Path
 
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.ranking.neighbours import relevant_judgments
 from es_rerank.settings import CommonSettings
 from index_setup.readers import beir_corpus_file, pubmed_files, read_corpus, read_qrels, read_queries
 
@@ -48,7 +49,8 @@ class JudgedCollection:
         queries_path = queries or _queries_file(data)
         qrels_path = qrels or _qrels_file(data, split)
         every_query = read_queries(queries_path)
-        judged = {q: docs for q, docs in read_qrels(qrels_path).items() if any(g > 0 for g in docs.values())}
+        every_judgment = read_qrels(qrels_path)
+        judged = {q: every_judgment[q] for q in relevant_judgments(every_judgment)}
         if not judged:  # every metric would be 0 and say nothing
             raise CollectionError(f"no query in {qrels_path} judges a document relevant (grade > 0); name the "
                                   "judgments of this collection, with grades above 0 for relevant documents")

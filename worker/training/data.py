@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from es_rerank.backends.base import SearchBackend
 from es_rerank.lex import lex_features
+from es_rerank.ranking.neighbours import relevant_judgments
 from es_rerank.payload import QUERY_LEN
 from es_rerank.stats import FIRST_TOKENS, CorpusStats
 from es_rerank.text import embedding_tokens, tokenize
@@ -73,7 +74,7 @@ def build_candidates(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str
         bm25 = [h.score for h in hits]
         if add_judged:
             retrieved = set(doc_ids)
-            for doc_id in sorted(d for d, g in judged.items() if g > 0 and d not in retrieved):
+            for doc_id in sorted(set(relevant_judgments({query_id: judged}).get(query_id, {})) - retrieved):
                 doc_ids.append(doc_id)
                 terms.append(stats.doc_terms(stats.row(doc_id)))
                 bm25.append(0.0)

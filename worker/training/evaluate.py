@@ -134,6 +134,26 @@ def verdict(row: EvalRow, base: EvalRow, collection: str) -> str:
             f"difference is within chance (p >= {VERDICT_SIGNIFICANCE}).")
 
 
+def adaptation_verdict(rows: Sequence[EvalRow], served: str, adapted: str, collection: str) -> str:
+    """One plain line: does the adapted model's default (row ``adapted``) rank better than the served one's?"""
+    by_name = {r.name: r for r in rows}
+    measure, label = str(HEADLINE), MEASURE_LABELS[HEADLINE]
+    mine, theirs = by_name[adapted].per_query[measure], by_name[served].per_query[measure]
+    queries = sorted(theirs)
+    a, b = np.array([mine[q] for q in queries]), np.array([theirs[q] for q in queries])
+    p = float(scipy_stats.ttest_rel(a, b).pvalue) if np.any(a != b) else 1.0
+    won, tied, lost = wins_ties_losses(mine, theirs)
+    change = (a.mean() / b.mean() - 1) * 100 if b.mean() else float("nan")
+    figures = (f"{label} {a.mean():.4f} against the served model's {b.mean():.4f} ({change:+.1f}%, paired t-test "
+               f"p={p:.2g}; {won} queries better, {tied} equal, {lost} worse)")
+    if p < VERDICT_SIGNIFICANCE and a.mean() > b.mean():
+        return f"the adapted model helps this collection ({collection}): {adapted}, {figures}."
+    if p < VERDICT_SIGNIFICANCE:
+        return f"the adapted model hurts this collection ({collection}): {adapted}, {figures}; keep the served one."
+    return (f"the adapted model does not help this collection ({collection}) measurably: {adapted}, {figures}; "
+            f"the difference is within chance (p >= {VERDICT_SIGNIFICANCE}).")
+
+
 def markdown_table(rows: Sequence[EvalRow], baseline: str = BASELINE, recall: float | None = None,
                    depth: int = 500) -> str:
     """Table 2-style markdown: metric means, relative change vs BM25, significance marks, wins/ties/losses."""
@@ -255,6 +275,6 @@ def first_stage_recall(qrels: Qrels, run: Run, depth: int = 500) -> float:
     return float(np.mean(list(per_query(R@depth, qrels, run).values())))
 
 
-__all__ = ["evaluate_runs", "markdown_table", "plot_chart", "plot_per_query", "run_tag", "verdict",
-           "wins_ties_losses", "write_report",
+__all__ = ["adaptation_verdict", "evaluate_runs", "markdown_table", "plot_chart", "plot_per_query", "run_tag",
+           "verdict", "wins_ties_losses", "write_report",
            "reverse_doc_id_scores", "title_bm25_scores", "wmd_title_scores", "first_stage_recall", "run_from_scores"]

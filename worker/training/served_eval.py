@@ -19,6 +19,7 @@ from worker.training.metrics import Run
 
 SERVED_PREFIX = "served: "
 DEFAULT_PREFIX = "served default: "
+ADAPTED_PREFIX = "adapted: "  # the same stages served with an `esrr train --adapt` checkpoint (esrr eval --adapted)
 
 
 class ServedEvaluationError(RuntimeError):

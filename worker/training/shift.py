@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from es_rerank.ranking.neighbours import relevant_judgments
 from es_rerank.stats import Document
 
 Qrels = dict[str, dict[str, int]]
@@ -59,9 +60,8 @@ class Condition:
 
 
 def relevant(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, set[str]]:
-    """Query id -> the documents it judges relevant (grade > 0); queries without any are left out."""
-    out = {q: {d for d, g in docs.items() if g > 0} for q, docs in qrels.items()}
-    return {q: docs for q, docs in out.items() if docs}
+    """Query id -> the documents it judges relevant (``relevant_judgments``); queries without any are left out."""
+    return {q: set(docs) for q, docs in relevant_judgments(qrels).items()}
 
 
 def vid_desc(documents: list[Document], descriptions: Mapping[str, Mapping[str, str]],
@@ -152,28 +152,40 @@ def topic_disjoint(documents: list[Document], queries: Mapping[str, str], qrels:
         "documents": "unchanged", "judgments": "unchanged (train: the graded original labels)"})
 
 
-def pseudo_queries(name: str, documents: list[Document], n_queries: int = PSEUDO_QUERIES,
-                   seed: int = 13) -> Condition:
-    """Titles as queries for their own abstracts, over the documents with every title blanked (test split only)."""
+def pseudo_queries(name: str, documents: list[Document], n_queries: int = PSEUDO_QUERIES, seed: int = 13,
+                   n_dev: int = 0, n_train: int = 0) -> Condition:
+    """Titles as queries for their own abstracts, over the documents with every title blanked.
+
+    The test queries are the same draw whatever ``n_dev`` and ``n_train`` ask (``esrr shift``'s
+    test split is ``esrr train --adapt``'s); dev and train queries come from the other records.
+    """
     usable = sorted({d.doc_id: d for d in documents if d.title.strip() and d.abstract.strip()}.values(),
                     key=lambda d: d.doc_id)
     chosen = random.Random(seed).sample(usable, min(n_queries, len(usable)))
+    taken = {d.doc_id for d in chosen}
+    rest = [d for d in usable if d.doc_id not in taken]
+    random.Random(seed + 1).shuffle(rest)
+    drawn = {"test": chosen, "dev": rest[:n_dev], "train": rest[n_dev:n_dev + n_train]}
     kept = {d.doc_id: Document(d.doc_id, "", d.abstract) for d in documents if d.abstract.strip()}
-    queries = {f"pq-{d.doc_id}": d.title for d in chosen}
-    qrels = {"train": {}, "dev": {}, "test": {f"pq-{d.doc_id}": {d.doc_id: 1} for d in chosen}}
+    queries = {f"pq-{d.doc_id}": d.title for docs in drawn.values() for d in docs}
+    qrels = {split: {f"pq-{d.doc_id}": {d.doc_id: 1} for d in drawn[split]} for split in SPLITS}
+    counts = ", ".join(f"{len(drawn[s])} {s}" for s in SPLITS if drawn[s])
     return Condition(name, list(kept.values()), queries, qrels, {
         "documents": f"{len(kept)} records with an abstract, titles blanked",
-        "queries": f"{len(chosen)} titles drawn with seed {seed}, each judged relevant to its own record only",
-        "judgments": "one relevant document a query (a known-item search); no train or dev split"})
+        "queries": f"titles drawn with seed {seed} ({counts}), each judged relevant to its own record only; "
+                   f"test first, then dev and train from the other titled records",
+        "judgments": "one relevant document a query (a known-item search)"})
 
 
 def write_condition(condition: Condition, directory: Path) -> Path:
     """Write ``condition`` as a BEIR folder under ``directory/<name>`` (replacing one written before)."""
     target = directory / condition.name
     (target / "qrels").mkdir(parents=True, exist_ok=True)
-    with gzip.open(target / "corpus.jsonl.gz", "wt", encoding="utf-8") as out:
-        for doc in condition.documents:
-            out.write(json.dumps({"_id": doc.doc_id, "title": doc.title, "text": doc.abstract}) + "\n")
+    corpus = b"".join((json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n").encode()
+                      for d in condition.documents)
+    # mtime 0: the same documents give the same bytes, so a file already there is left alone, and the
+    # index that `esrr eval --data` keys by the corpus file's size and age is reused, not rebuilt.
+    _write_if_changed(target / "corpus.jsonl.gz", gzip.compress(corpus, mtime=0))
     _write_lines(target / "queries.jsonl", (json.dumps({"_id": q, "text": t}) for q, t in condition.queries.items()))
     for split in SPLITS:
         rows = (f"{q}\t{d}\t{g}" for q in sorted(condition.qrels[split])
@@ -182,6 +194,11 @@ def write_condition(condition: Condition, directory: Path) -> Path:
     (target / "condition.json").write_text(json.dumps({"condition": condition.name, **condition.description},
                                                       indent=2) + "\n", encoding="utf-8")
     return target
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    if not path.is_file() or path.read_bytes() != data:
+        path.write_bytes(data)
 
 
 def _write_lines(path: Path, lines: Iterable[str]) -> None:

@@ -171,6 +171,32 @@ def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[Que
     return result
 
 
+def fine_tune_model(model: DeltaModel, train: Sequence[QueryCandidates], dev: Sequence[QueryCandidates],
+                    dev_qrels: dict[str, dict[str, int]], doc_rows: DocumentRows,
+                    settings: TrainConfig, progress: bool = True) -> TrainResult:
+    """Go on training a trained Delta model (``esrr train --adapt``), early-stopped on dev NDCG@20.
+
+    The model keeps the Lex standardisation it was trained with, so the new checkpoint reads its
+    inputs on the served model's scale; only the optimiser starts afresh.
+    """
+    set_seeds(settings.seed)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    model.to(settings.device)
+    device = model.embeddings.device
+
+    def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
+        docs, query_rows, lex = (torch.from_numpy(a).to(device)
+                                 for a in batch_inputs(train, doc_rows, query_index, doc_index))
+        return model(docs, query_rows, lex)
+
+    result = fit_pairwise(model, delta_optimizer(model, settings), train, score_pairs,
+                          lambda: score_candidates(model_score_fn(model), dev, doc_rows),
+                          dev, dev_qrels, settings, progress)
+    result.model.to("cpu")
+    return result
+
+
 def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train: Sequence[QueryCandidates],
                  score_pairs: PairScoreFn, score_dev: Callable[[], list[np.ndarray]],
                  dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]],
