@@ -97,6 +97,53 @@ def child_baseline(base: str, data: str, root: str) -> dict:
             "code": base, **_peak_rss()}
 
 
+def child_es_load(data: str, es_url: str, home: str, threads: int) -> dict:
+    """Load the BEIR corpus ``data`` into the Elasticsearch at ``es_url`` (``esrr index build``'s code path with
+    ``threads`` bulk loops): rate, peak RSS, the index's store bytes and the stored JSON bytes per document."""
+    import uuid
+
+    from elasticsearch import Elasticsearch
+
+    from es_rerank.settings import CommonSettings
+    from index_setup.es_index import load_index
+    from index_setup.readers import read_corpus
+
+    settings = CommonSettings(home=Path(home), backend="elasticsearch", es_url=es_url,
+                              es_alias=f"esrr-bench-{uuid.uuid4().hex[:8]}", es_bulk_threads=threads,
+                              es_timeout_s=300)
+    client = Elasticsearch(es_url, request_timeout=300)
+    started = time.perf_counter()
+    result = load_index(client, read_corpus(Path(data)), settings, progress=False)
+    seconds = time.perf_counter() - started
+    try:
+        store = client.indices.stats(index=result.index, metric="store")["_all"]["primaries"]["store"]
+        sample = client.search(index=result.index, size=1000, query={"match_all": {}})["hits"]["hits"]
+        sources = [json.dumps(hit["_source"], separators=(",", ":")).encode() for hit in sample]
+        source_bytes = float(np.mean([len(source) for source in sources]))
+    finally:
+        client.options(ignore_status=404).indices.delete(index=result.index)
+        client.close()
+    return {"docs": result.n_docs, "threads": threads, "seconds": seconds, "docs_per_s": result.n_docs / seconds,
+            "store_bytes_per_doc": store["size_in_bytes"] / result.n_docs, "source_bytes_per_doc": source_bytes,
+            "source_deflate_ratio": _deflate_ratio(sources),
+            "stats_bytes_per_doc": _directory_bytes(result.stats_dir) / result.n_docs, **_peak_rss()}
+
+
+def _deflate_ratio(sources: list[bytes], block: int = 60_000) -> float:
+    """Compressed / raw size of ``sources`` deflated in blocks of about ``block`` bytes, the way Lucene's
+    ``best_compression`` stores documents (its default codec, LZ4, compresses less)."""
+    import zlib
+
+    raw = compressed = 0
+    chunk = b""
+    for source in sources + [b""]:
+        if len(chunk) >= block or (not source and chunk):
+            raw, compressed = raw + len(chunk), compressed + len(zlib.compress(chunk, 6))
+            chunk = b""
+        chunk += source
+    return compressed / raw if raw else 1.0
+
+
 def _random_model(home: Path, stats_version: str, stats, words: int) -> None:
     """Random embeddings for the ``words`` most frequent terms and a random-weight Delta-32-Lex3 checkpoint."""
     import torch
@@ -215,12 +262,18 @@ PROJECTED = (("build_docs_per_s", "build docs/s"), ("build_peak_rss_bytes", "bui
               help="Largest size the baseline builds (its memory grows with the corpus).")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Tokenizing processes of the build (default: one per core).")
+@click.option("--es-url", default=None, help="Also load each corpus into this Elasticsearch (e.g. a noida-db "
+                                           "started for the run): documents/s per --es-threads, bytes per document.")
+@click.option("--es-max", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Largest size loaded into --es-url.")
+@click.option("--es-threads", default="1,2", show_default=True, help="Bulk loops (ESRR_ES_BULK_THREADS) to time.")
 @click.option("--queries", "n_queries", type=click.IntRange(min=1), default=100, show_default=True,
               help="NFCorpus dev queries timed.")
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True, help="Passes over them.")
 @json_out_option("Also write the figures as JSON.")
 def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | None, baseline_max: int,
-                workers: int | None, n_queries: int, rounds: int, json_out: Path | None) -> None:
+                workers: int | None, es_url: str | None, es_max: int, es_threads: str, n_queries: int, rounds: int,
+                json_out: Path | None) -> None:
     """Build and serve generated PubMed-like corpora; per size: rate, memory, sizes, latency; projected to 36M."""
     from es_rerank.machine import machine_description
     from index_setup.generate import GenerationError, generate_pubmed, load_pool
@@ -266,6 +319,13 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
                                  str(runs / "baseline"), env={"PYTHONPATH": str(baseline)})
                 row.update({"baseline_docs_per_s": old["docs_per_s"], "baseline_peak_rss_bytes": old["peak_rss_bytes"],
                             "rate_ratio": beir["docs_per_s"] / old["docs_per_s"]})
+            if es_url is not None and n <= es_max:
+                loads = []
+                for threads in [int(t) for t in es_threads.split(",") if t.strip()]:
+                    click.echo(f"{n:,}: loading into {es_url} with {threads} bulk loop(s)", err=True)
+                    loads.append(_run_child("es_load", str(corpus / "beir" / "corpus.jsonl.gz"), es_url,
+                                            str(runs / f"es-home-{threads}"), threads))
+                row["es_loads"] = loads
             click.echo(f"{n:,}: serving", err=True)
             row.update(_run_child("serve", str(runs / "home"), queries, rounds))
             rows.append(row)
@@ -309,6 +369,18 @@ def _print(figures: dict) -> None:
                    f"{r['index_bytes_per_doc']:9.0f} {r['stats_bytes_per_doc']:11.0f} {r['start_s']:7.2f} "
                    f"{_mb(r['uss_index_bytes']):>8} {r['bm25_p50_ms']:6.1f}/{r['bm25_p99_ms']:<6.1f} "
                    f"{r['served_p50_ms']:7.1f}/{r['served_p99_ms']:<7.1f}")
+    loads = [(r["docs"], load) for r in figures["sizes"] for load in r.get("es_loads", [])]
+    if loads:
+        click.echo("Elasticsearch loads (esrr's load_index: tokenize, statistics, _bulk):")
+        click.echo(f"{'docs':>9} {'loops':>5} {'docs/s':>7} {'vs 1 loop':>9} {'store B/doc':>11} {'_source B/doc':>13} "
+                   f"{'deflated':>8} {'stats B/doc':>11} {'peak RSS':>9}")
+        for n, load in loads:
+            one = next((l for m, l in loads if m == n and l["threads"] == 1), None)
+            ratio = f"{load['docs_per_s'] / one['docs_per_s']:8.2f}x" if one else f"{'-':>9}"
+            click.echo(f"{n:>9,} {load['threads']:>5} {load['docs_per_s']:7.0f} {ratio} "
+                       f"{load['store_bytes_per_doc']:11.0f} {load['source_bytes_per_doc']:13.0f} "
+                       f"{load['source_deflate_ratio']:8.2f} "
+                       f"{load['stats_bytes_per_doc']:11.0f} {_mb(load['peak_rss_bytes']):>9}")
     if len(figures["sizes"]) < 2:
         click.echo("no projection: it needs two sizes or more")
         return
@@ -321,5 +393,5 @@ def _print(figures: dict) -> None:
 
 if __name__ == "__main__":
     step, arguments = sys.argv[1], json.loads(sys.argv[2])
-    steps = {"build": child_build, "baseline": child_baseline, "serve": child_serve}
+    steps = {"build": child_build, "baseline": child_baseline, "serve": child_serve, "es_load": child_es_load}
     print(json.dumps(steps[step](*arguments)))
