@@ -5,9 +5,9 @@ batch-local term ids, the batch's own vocabulary with its keys, and each field's
 document frequencies within the batch. ``StatsWriter`` (one, in the process that
 owns the build) takes the batches in corpus order: it maps batch-local ids to
 global ones with a sorted key table (numpy arrays, no Python object per term),
-appends the id arrays, lengths, vocabulary and document ids to files, adds the
-document frequencies, and at ``finish`` writes the row pointers, the sorted key
-indexes and ``meta.json`` last. New terms get ids in the order of their first
+appends the id arrays, their row pointers, each new term's embedding-path id, the
+vocabulary and the document ids to files, adds the document frequencies, and at
+``finish`` writes the sorted key indexes and ``meta.json`` last. New terms get ids in the order of their first
 appearance in the corpus (title, then abstract, then the first tokens of the
 embedding path, document after document), exactly as ``Vocabulary.add`` does in the
 in-memory ``build_stats``, so both builds give the same files.
@@ -32,7 +32,8 @@ from es_rerank.stats import FIELDS, FIRST_TOKENS, STATS_FORMAT, DocTerms, statis
 from es_rerank.string_table import KeySet, NpyAppender, SortedRuns, StringTableWriter, string_checks, string_keys
 from es_rerank.text import NUMBER_CLASSES, number_class, tokenize
 
-PARTS = ("title", "abstract", "first")  # the ragged arrays of every document
+PARTS = ("title", "abstract")  # the ragged arrays written (the first tokens derive from them: embedding_of)
+_CLASS_INDEX = {name: i for i, name in enumerate(NUMBER_CLASSES)}
 
 
 @dataclass
@@ -46,6 +47,7 @@ class TokenizedBatch:
     terms: list[str]  # the batch's vocabulary, in order of first appearance
     term_keys: np.ndarray  # uint64 [len(terms)]
     term_checks: np.ndarray  # uint64 [len(terms)]
+    term_classes: np.ndarray  # int8 [len(terms)]: the index in NUMBER_CLASSES of a number's class, else -1
     lengths: np.ndarray  # int32 [3, n]: title, abstract, first lengths
     ids: tuple[np.ndarray, np.ndarray, np.ndarray]  # int32 batch-local ids of title, abstract, first
     df: np.ndarray  # int32 [3, len(terms)]: title, abstract, text document frequencies within the batch
@@ -91,12 +93,15 @@ def tokenize_batch(documents: Sequence[tuple[str, str, str]]) -> TokenizedBatch:
     # The embedding path maps numbers to their class, a function of the term alone: worked out once a term. The
     # classes are in every vocabulary from the start, so appending them here changes no new term's global id.
     embedding = np.arange(len(terms), dtype=np.int32)
+    classes = np.full(len(terms), -1, dtype=np.int8)
     for term_id, term in enumerate(list(terms)):
         number = number_class(term)
         if number is not None:
+            classes[term_id] = _CLASS_INDEX[number]
             embedding[term_id] = local.setdefault(number, len(local))
             if len(local) > len(terms):
                 terms.append(number)
+    classes = np.concatenate([classes, np.full(len(terms) - len(classes), -1, dtype=np.int8)])
     first = embedding[lexical_ids[within < FIRST_TOKENS]]
     ids = (lexical_ids[in_title], lexical_ids[~in_title], first)
     n_terms = len(terms)
@@ -108,7 +113,7 @@ def tokenize_batch(documents: Sequence[tuple[str, str, str]]) -> TokenizedBatch:
     df[2] = np.bincount(_unique_pairs(rows, lexical_ids, n_terms) % max(n_terms, 1), minlength=n_terms)
     return TokenizedBatch([d[0] for d in documents], [d[1] for d in documents], texts,
                           string_keys(d[0] for d in documents), terms, string_keys(terms), string_checks(terms),
-                          lengths, ids, df)
+                          classes, lengths, ids, df)
 
 
 @dataclass(frozen=True)
@@ -141,21 +146,28 @@ class StatsWriter:
         self._vocab = StringTableWriter(directory, "vocab")
         self._doc_ids = StringTableWriter(directory, "doc_ids")
         self._values = {p: NpyAppender(directory / f"{p}_values.npy", np.int32) for p in PARTS}
-        self._lengths = {p: NpyAppender(directory / f"{p}_lengths.tmp.npy", np.int32) for p in PARTS}
+        self._ptr = {p: NpyAppender(directory / f"{p}_ptr.npy", np.int64) for p in PARTS}
+        for appender in self._ptr.values():
+            appender.append(np.zeros(1, dtype=np.int64))
+        self._embedding_of = NpyAppender(directory / "embedding_of.npy", np.int32)
         self._keys = SortedRuns(np.uint64, np.int32)  # the vocabulary's keys: each term's check and id
         self._df = np.zeros((3, 1024), dtype=np.int32)
         self._doc_keys = KeySet()
-        self._add_terms(list(NUMBER_CLASSES), string_keys(NUMBER_CLASSES), string_checks(NUMBER_CLASSES))
+        # The classes first, so that class i has id i (embedding_of maps numbers to them).
+        self._add_terms(list(NUMBER_CLASSES), string_keys(NUMBER_CLASSES), string_checks(NUMBER_CLASSES),
+                        np.full(len(NUMBER_CLASSES), -1, dtype=np.int8))
 
     @property
     def n_terms(self) -> int:
         """Terms in the vocabulary so far."""
         return len(self._vocab)
 
-    def _add_terms(self, terms: list[str], keys: np.ndarray, checks: np.ndarray) -> np.ndarray:
-        """Give ``terms`` (new to the vocabulary; with their ``string_key``s and ``string_checks``) the next ids."""
+    def _add_terms(self, terms: list[str], keys: np.ndarray, checks: np.ndarray, classes: np.ndarray) -> np.ndarray:
+        """Give ``terms`` (new to the vocabulary; with their ``string_key``s, ``string_checks`` and number classes)
+        the next ids."""
         ids = np.arange(self.n_terms, self.n_terms + len(terms), dtype=np.int32)
         self._vocab.append(terms, keys)
+        self._embedding_of.append(np.where(classes >= 0, classes.astype(np.int32), ids))
         self._keys.add(keys, checks, ids)
         if self.n_terms > self._df.shape[1]:
             grown = np.zeros((3, max(self.n_terms, 2 * self._df.shape[1])), dtype=np.int32)
@@ -175,7 +187,7 @@ class StatsWriter:
         if len(new):
             # the keys and checks the tokenizing process computed: not hashed a second time here
             global_ids[new] = self._add_terms([batch.terms[i] for i in new], batch.term_keys[new],
-                                              batch.term_checks[new])
+                                              batch.term_checks[new], batch.term_classes[new])
         return global_ids
 
     def add(self, batch: TokenizedBatch) -> "WrittenBatch":
@@ -189,9 +201,9 @@ class StatsWriter:
                 "of the load repeats an earlier one); document ids must be unique: remove or rename one of them "
                 "(PubMed update files go under updatefiles/, where a later version replaces the earlier)")
         global_ids = self._global_ids(batch)
-        for part, name in enumerate(PARTS):
+        for part, name in enumerate(PARTS):  # the first tokens (part 2) are not written: they derive from these
+            self._ptr[name].append(self._values[name].length + np.cumsum(batch.lengths[part], dtype=np.int64))
             self._values[name].append(global_ids[batch.ids[part]])
-            self._lengths[name].append(batch.lengths[part])
         self._df[:, global_ids] += batch.df
         self._doc_ids.append(batch.doc_ids, batch.doc_keys)
         first_row = self.n_docs
@@ -202,18 +214,10 @@ class StatsWriter:
         """Write the remaining files, ``meta.json`` last (its presence marks complete statistics); returns the meta."""
         for name in PARTS:
             self._values[name].finish()
-            self._lengths[name].finish()
-            lengths_path = self.directory / f"{name}_lengths.tmp.npy"
-            lengths = np.load(lengths_path, mmap_mode="r")
-            ptr = np.lib.format.open_memmap(self.directory / f"{name}_ptr.npy", mode="w+", dtype=np.int64,
-                                            shape=(self.n_docs + 1,))
-            ptr[0] = 0
-            np.cumsum(lengths, dtype=np.int64, out=ptr[1:])
-            ptr.flush()
-            del ptr, lengths
-            lengths_path.unlink()
+            self._ptr[name].finish()
         for part, name in enumerate(FIELDS):
             np.save(self.directory / f"df_{name}.npy", self._df[part, :self.n_terms])
+        self._embedding_of.finish()
         self._vocab.finish()
         self._doc_ids.finish()
         meta = {"format": STATS_FORMAT, "version": self.version, "build_id": self.build_id,
@@ -225,7 +229,7 @@ class StatsWriter:
 
     def abort(self) -> None:
         """Close every file of a failed build (the caller deletes the directory)."""
-        for appender in (*self._values.values(), *self._lengths.values()):
+        for appender in (*self._values.values(), *self._ptr.values(), self._embedding_of):
             appender.abort()
         self._vocab.abort()
         self._doc_ids.abort()
