@@ -226,11 +226,14 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
 def _run_child(step: str, *args: object, env: dict | None = None, timeout: float = 7200) -> dict:
     """Run one step in a fresh interpreter; its JSON result (the last line of stdout)."""
     command = [sys.executable, "-m", _CHILD, step, json.dumps(list(args))]
+    load_before = os.getloadavg()[0]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
     if done.returncode != 0:
         raise click.ClickException(f"step {step} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # The machine's 1-minute load average around the step: other work on the cores moves every figure.
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load_before": load_before,
+            "load_after": os.getloadavg()[0]}
 
 
 def fit_power(sizes: list[int], values: list[float]) -> tuple[float, float]:
@@ -260,6 +263,8 @@ PROJECTED = (("build_docs_per_s", "build docs/s"), ("build_peak_rss_bytes", "bui
                    "beside this one on the same corpus.")
 @click.option("--baseline-max", type=click.IntRange(min=1), default=100_000, show_default=True,
               help="Largest size the baseline builds (its memory grows with the corpus).")
+@click.option("--xml-max", type=click.IntRange(min=1), default=None,
+              help="Largest size also built from the PubMed XML files (default: every size).")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Tokenizing processes of the build (default: one per core).")
 @click.option("--es-url", default=None, help="Also load each corpus into this Elasticsearch (e.g. a noida-db "
@@ -270,10 +275,13 @@ PROJECTED = (("build_docs_per_s", "build docs/s"), ("build_peak_rss_bytes", "bui
 @click.option("--queries", "n_queries", type=click.IntRange(min=1), default=100, show_default=True,
               help="NFCorpus dev queries timed.")
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True, help="Passes over them.")
+@click.option("--previous", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The --json-out of an earlier run (same machine) whose sizes join this run's table and fit "
+                   "(e.g. 10k and 100k, then --sizes 1000000 alone).")
 @json_out_option("Also write the figures as JSON.")
 def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | None, baseline_max: int,
-                workers: int | None, es_url: str | None, es_max: int, es_threads: str, n_queries: int, rounds: int,
-                json_out: Path | None) -> None:
+                xml_max: int | None, workers: int | None, es_url: str | None, es_max: int, es_threads: str,
+                n_queries: int, rounds: int, previous: Path | None, json_out: Path | None) -> None:
     """Build and serve generated PubMed-like corpora; per size: rate, memory, sizes, latency; projected to 36M."""
     from es_rerank.machine import machine_description
     from index_setup.generate import GenerationError, generate_pubmed, load_pool
@@ -304,13 +312,19 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
             _fresh(runs)
             click.echo(f"{n:,}: building from BEIR JSONL", err=True)
             beir = _run_child("build", str(corpus / "beir" / "corpus.jsonl.gz"), str(runs / "beir"), workers)
-            click.echo(f"{n:,}: building from PubMed baseline + update XML", err=True)
-            xml = _run_child("build", str(corpus), str(runs / "home" / "indexes" / "embedded"), workers)
+            served_home = runs / "home" / "indexes" / "embedded"
+            if xml_max is None or n <= xml_max:
+                click.echo(f"{n:,}: building from PubMed baseline + update XML", err=True)
+                xml = _run_child("build", str(corpus), str(served_home), workers)
+                row.update({"xml_build_docs_per_s": xml["docs_per_s"],
+                            "xml_build_peak_rss_bytes": xml["peak_rss_bytes"], "xml_load": xml["load"]})
+            else:  # the BEIR build is served instead
+                served_home.parent.mkdir(parents=True, exist_ok=True)
+                (runs / "beir").rename(served_home)
             row.update({"build_docs_per_s": beir["docs_per_s"], "build_seconds": beir["seconds"],
                         "build_peak_rss_bytes": beir["peak_rss_bytes"],
-                        "build_worker_peak_rss_bytes": beir["peak_rss_worker_bytes"],
-                        "xml_build_docs_per_s": xml["docs_per_s"], "xml_build_peak_rss_bytes": xml["peak_rss_bytes"],
-                        "xml_load": xml["load"], "terms": beir["terms"],
+                        "build_worker_peak_rss_bytes": beir["peak_rss_worker_bytes"], "terms": beir["terms"],
+                        "build_load": [beir["load_before"], beir["load_after"]],
                         "index_bytes_per_doc": beir["index_bytes"] / beir["docs"],
                         "stats_bytes_per_doc": beir["stats_bytes"] / beir["docs"]})
             if baseline is not None and n <= baseline_max:
@@ -318,6 +332,7 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
                 old = _run_child("baseline", str(baseline), str(corpus / "beir" / "corpus.jsonl.gz"),
                                  str(runs / "baseline"), env={"PYTHONPATH": str(baseline)})
                 row.update({"baseline_docs_per_s": old["docs_per_s"], "baseline_peak_rss_bytes": old["peak_rss_bytes"],
+                            "baseline_load": [old["load_before"], old["load_after"]],
                             "rate_ratio": beir["docs_per_s"] / old["docs_per_s"]})
             if es_url is not None and n <= es_max:
                 loads = []
@@ -327,7 +342,9 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
                                             str(runs / f"es-home-{threads}"), threads))
                 row["es_loads"] = loads
             click.echo(f"{n:,}: serving", err=True)
-            row.update(_run_child("serve", str(runs / "home"), queries, rounds))
+            served = _run_child("serve", str(runs / "home"), queries, rounds)
+            serve_load = [served.pop("load_before"), served.pop("load_after")]
+            row.update({**served, "serve_load": serve_load})
             rows.append(row)
             _fresh(runs)  # the indexes are big; the corpus stays for the next run
     finally:
@@ -335,6 +352,13 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
             temporary.cleanup()
     figures = {"machine": machine_description(), "queries": len(queries), "rounds": rounds, "sizes": rows,
                "projection_docs": PUBMED_DOCS, "projection": {}}
+    if previous is not None:
+        earlier = json.loads(previous.read_text(encoding="utf-8"))
+        measured = {r["docs"] for r in rows}
+        figures["sizes"] = sorted([r for r in earlier["sizes"] if r["docs"] not in measured] + rows,
+                                  key=lambda r: r["docs"])
+        figures["previous"] = {"file": str(previous), "machine": earlier["machine"]}
+    rows = figures["sizes"]
     sizes_measured = [r["docs"] for r in rows]
     for key, _label in PROJECTED:
         a, b = fit_power(sizes_measured, [float(r[key]) for r in rows])
@@ -364,23 +388,30 @@ def _print(figures: dict) -> None:
     click.echo(header)
     for r in figures["sizes"]:
         old = f"{r['baseline_docs_per_s']:7.0f} {r['rate_ratio']:5.2f}x" if "rate_ratio" in r else f"{'-':>7} {'-':>6}"
-        click.echo(f"{r['docs']:>9,} {r['build_docs_per_s']:8.0f} {old} {r['xml_build_docs_per_s']:7.0f} "
+        xml = f"{r['xml_build_docs_per_s']:7.0f}" if "xml_build_docs_per_s" in r else f"{'-':>7}"
+        click.echo(f"{r['docs']:>9,} {r['build_docs_per_s']:8.0f} {old} {xml} "
                    f"{_mb(r['build_peak_rss_bytes']):>9} {_mb(r['build_worker_peak_rss_bytes']):>8} "
                    f"{r['index_bytes_per_doc']:9.0f} {r['stats_bytes_per_doc']:11.0f} {r['start_s']:7.2f} "
                    f"{_mb(r['uss_index_bytes']):>8} {r['bm25_p50_ms']:6.1f}/{r['bm25_p99_ms']:<6.1f} "
                    f"{r['served_p50_ms']:7.1f}/{r['served_p99_ms']:<7.1f}")
+    click.echo("1-minute load average before/after each step (2 cores: above 2, other work shared them):")
+    for r in figures["sizes"]:
+        steps = [("build", r["build_load"]), ("baseline build", r.get("baseline_load")), ("serve", r["serve_load"])]
+        click.echo(f"{r['docs']:>9,}  " + ", ".join(f"{name} {a:.1f}/{b:.1f}" for name, (a, b) in
+                                                    ((n, v) for n, v in steps if v is not None)))
     loads = [(r["docs"], load) for r in figures["sizes"] for load in r.get("es_loads", [])]
     if loads:
         click.echo("Elasticsearch loads (esrr's load_index: tokenize, statistics, _bulk):")
         click.echo(f"{'docs':>9} {'loops':>5} {'docs/s':>7} {'vs 1 loop':>9} {'store B/doc':>11} {'_source B/doc':>13} "
-                   f"{'deflated':>8} {'stats B/doc':>11} {'peak RSS':>9}")
+                   f"{'deflated':>8} {'stats B/doc':>11} {'peak RSS':>9} {'load':>9}")
         for n, load in loads:
             one = next((l for m, l in loads if m == n and l["threads"] == 1), None)
             ratio = f"{load['docs_per_s'] / one['docs_per_s']:8.2f}x" if one else f"{'-':>9}"
             click.echo(f"{n:>9,} {load['threads']:>5} {load['docs_per_s']:7.0f} {ratio} "
                        f"{load['store_bytes_per_doc']:11.0f} {load['source_bytes_per_doc']:13.0f} "
                        f"{load['source_deflate_ratio']:8.2f} "
-                       f"{load['stats_bytes_per_doc']:11.0f} {_mb(load['peak_rss_bytes']):>9}")
+                       f"{load['stats_bytes_per_doc']:11.0f} {_mb(load['peak_rss_bytes']):>9} "
+                       f"{load['load_before']:4.1f}/{load['load_after']:<4.1f}")
     if len(figures["sizes"]) < 2:
         click.echo("no projection: it needs two sizes or more")
         return

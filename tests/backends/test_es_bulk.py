@@ -37,8 +37,9 @@ def corpus() -> list[Document]:
 
 
 class BusyProxy:
-    """A proxy to ``upstream`` that answers the ``_bulk`` requests ``reject(n, body)`` picks (n counts from 1) with a 429:
-    ``"request"`` for the whole request, ``"items"`` for each document in a 200 answer (a full write queue)."""
+    """A proxy to ``upstream`` that answers the ``_bulk`` requests ``reject(n, body)`` picks (n counts from 1)
+    with a 429: ``"request"`` for the whole request, ``"items"`` for each document in a 200 answer (a full
+    write queue)."""
 
     def __init__(self, upstream: str, reject) -> None:
         self.bulk_requests = 0
