@@ -48,6 +48,16 @@ def _directory_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def _anonymous_bytes() -> int:
+    """Anonymous memory of this process: what it holds itself, not pages of mapped files (which a USS counts
+    while only this process maps them, and the kernel can drop at any time)."""
+    with open("/proc/self/smaps_rollup", encoding="utf-8") as rollup:
+        for line in rollup:
+            if line.startswith("Anonymous:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def _uss_bytes() -> int:
     """Private memory (clean + dirty) of this process."""
     total = 0
@@ -176,7 +186,7 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
     os.environ.setdefault("ESRR_TORCH_THREADS", "1")
     from es_rerank.backends.embedded import EmbeddedBackend
 
-    uss_before = _uss_bytes()
+    uss_before, anonymous_before = _uss_bytes(), _anonymous_bytes()
     started = time.perf_counter()
     backend = EmbeddedBackend.open_current(Path(home) / "indexes" / "embedded")
     start_s = time.perf_counter() - started
@@ -190,6 +200,7 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
             bm25.append((time.perf_counter() - t) * 1000)
     uss_index = _uss_bytes() - uss_before
     figures = {"start_s": start_s, "uss_index_bytes": uss_index, "uss_process_bytes": _uss_bytes(),
+               "anonymous_index_bytes": _anonymous_bytes() - anonymous_before,
                "bm25_p50_ms": float(np.percentile(bm25, 50)), "bm25_p99_ms": float(np.percentile(bm25, 99))}
 
     import torch
@@ -217,7 +228,8 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
             served.append((time.perf_counter() - t) * 1000)
     figures.update({"served_p50_ms": float(np.percentile(served, 50)),
                     "served_p99_ms": float(np.percentile(served, 99)),
-                    "uss_with_model_bytes": _uss_bytes(), "uss_model_and_pipeline_bytes": _uss_bytes() - uss_before_model,
+                    "uss_with_model_bytes": _uss_bytes(),
+                    "uss_model_and_pipeline_bytes": _uss_bytes() - uss_before_model,
                     "ranker": ranking.ranker})
     pipeline.reranker.close()
     return figures
@@ -247,6 +259,7 @@ def fit_power(sizes: list[int], values: list[float]) -> tuple[float, float]:
 PROJECTED = (("build_docs_per_s", "build docs/s"), ("build_peak_rss_bytes", "build peak RSS"),
              ("index_bytes_per_doc", "index bytes/doc"), ("stats_bytes_per_doc", "statistics bytes/doc"),
              ("start_s", "serving start s"), ("uss_index_bytes", "serving USS (index)"),
+             ("anonymous_index_bytes", "serving anonymous (index)"),
              ("bm25_p50_ms", "BM25 top-500 p50 ms"), ("served_p50_ms", "served p50 ms"))
 
 
@@ -278,11 +291,16 @@ PROJECTED = (("build_docs_per_s", "build docs/s"), ("build_peak_rss_bytes", "bui
 @click.option("--previous", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The --json-out of an earlier run (same machine) whose sizes join this run's table and fit "
                    "(e.g. 10k and 100k, then --sizes 1000000 alone).")
+@click.option("--show", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Print the table of an earlier --json-out and stop (nothing is built).")
 @json_out_option("Also write the figures as JSON.")
 def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | None, baseline_max: int,
                 xml_max: int | None, workers: int | None, es_url: str | None, es_max: int, es_threads: str,
-                n_queries: int, rounds: int, previous: Path | None, json_out: Path | None) -> None:
+                n_queries: int, rounds: int, previous: Path | None, show: Path | None, json_out: Path | None) -> None:
     """Build and serve generated PubMed-like corpora; per size: rate, memory, sizes, latency; projected to 36M."""
+    if show is not None:
+        _print(json.loads(show.read_text(encoding="utf-8")))
+        return
     from es_rerank.machine import machine_description
     from index_setup.generate import GenerationError, generate_pubmed, load_pool
     from index_setup.nfcorpus import DEFAULT_NFCORPUS, NFCorpus
@@ -361,6 +379,8 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
     rows = figures["sizes"]
     sizes_measured = [r["docs"] for r in rows]
     for key, _label in PROJECTED:
+        if any(key not in r for r in rows):  # a figure an earlier run did not measure
+            continue
         a, b = fit_power(sizes_measured, [float(r[key]) for r in rows])
         figures["projection"][key] = {"a": a, "b": b, "at_36m": a * PUBMED_DOCS ** b}
     _print(figures)
@@ -383,16 +403,18 @@ def _print(figures: dict) -> None:
     click.echo(f"machine: {figures['machine']}")
     click.echo(f"latency over {figures['queries']} NFCorpus dev queries x {figures['rounds']} rounds")
     header = (f"{'docs':>9} {'build/s':>8} {'old/s':>7} {'ratio':>6} {'xml/s':>7} {'peak RSS':>9} {'worker':>8} "
-              f"{'idx B/doc':>9} {'stats B/doc':>11} {'start s':>7} {'USS idx':>8} {'bm25 p50/p99':>13} "
+              f"{'idx B/doc':>9} {'stats B/doc':>11} {'start s':>7} {'USS idx':>8} {'anon idx':>8} "
+              f"{'bm25 p50/p99':>13} "
               f"{'served p50/p99':>15}")
     click.echo(header)
     for r in figures["sizes"]:
         old = f"{r['baseline_docs_per_s']:7.0f} {r['rate_ratio']:5.2f}x" if "rate_ratio" in r else f"{'-':>7} {'-':>6}"
         xml = f"{r['xml_build_docs_per_s']:7.0f}" if "xml_build_docs_per_s" in r else f"{'-':>7}"
+        anonymous = _mb(r["anonymous_index_bytes"]) if "anonymous_index_bytes" in r else "-"
         click.echo(f"{r['docs']:>9,} {r['build_docs_per_s']:8.0f} {old} {xml} "
                    f"{_mb(r['build_peak_rss_bytes']):>9} {_mb(r['build_worker_peak_rss_bytes']):>8} "
                    f"{r['index_bytes_per_doc']:9.0f} {r['stats_bytes_per_doc']:11.0f} {r['start_s']:7.2f} "
-                   f"{_mb(r['uss_index_bytes']):>8} {r['bm25_p50_ms']:6.1f}/{r['bm25_p99_ms']:<6.1f} "
+                   f"{_mb(r['uss_index_bytes']):>8} {anonymous:>8} {r['bm25_p50_ms']:6.1f}/{r['bm25_p99_ms']:<6.1f} "
                    f"{r['served_p50_ms']:7.1f}/{r['served_p99_ms']:<7.1f}")
     click.echo("1-minute load average before/after each step (2 cores: above 2, other work shared them):")
     for r in figures["sizes"]:
@@ -417,8 +439,11 @@ def _print(figures: dict) -> None:
         return
     click.echo(f"projection to {figures['projection_docs']:,} documents (fit a * n^b over the sizes above):")
     for key, label in PROJECTED:
+        if key not in figures["projection"]:
+            continue
         p = figures["projection"][key]
-        value = _mb(p["at_36m"]) if key.endswith("rss_bytes") or key.startswith("uss") else f"{p['at_36m']:,.2f}"
+        in_bytes = key.endswith("rss_bytes") or key.startswith(("uss", "anonymous"))
+        value = _mb(p["at_36m"]) if in_bytes else f"{p['at_36m']:,.2f}"
         click.echo(f"  {label:<24} b = {p['b']:5.2f}  ->  {value}")
 
 
