@@ -115,7 +115,7 @@ def child_es_load(data: str, es_url: str, home: str, threads: int) -> dict:
     from elasticsearch import Elasticsearch
 
     from es_rerank.settings import CommonSettings
-    from index_setup.es_index import load_index
+    from index_setup.es_index import TERM_FIELDS, load_index
     from index_setup.readers import read_corpus
 
     settings = CommonSettings(home=Path(home), backend="elasticsearch", es_url=es_url,
@@ -130,12 +130,17 @@ def child_es_load(data: str, es_url: str, home: str, threads: int) -> dict:
         sample = client.search(index=result.index, size=1000, query={"match_all": {}})["hits"]["hits"]
         sources = [json.dumps(hit["_source"], separators=(",", ":")).encode() for hit in sample]
         source_bytes = float(np.mean([len(source) for source in sources]))
+        # The same without the stored term-id arrays (the gateway reads them from its statistics).
+        texts = [json.dumps({k: v for k, v in hit["_source"].items() if k not in TERM_FIELDS},
+                            separators=(",", ":")).encode() for hit in sample]
     finally:
         client.options(ignore_status=404).indices.delete(index=result.index)
         client.close()
     return {"docs": result.n_docs, "threads": threads, "seconds": seconds, "docs_per_s": result.n_docs / seconds,
             "store_bytes_per_doc": store["size_in_bytes"] / result.n_docs, "source_bytes_per_doc": source_bytes,
             "source_deflate_ratio": _deflate_ratio(sources),
+            "text_source_bytes_per_doc": float(np.mean([len(text) for text in texts])),
+            "text_source_deflate_ratio": _deflate_ratio(texts),
             "stats_bytes_per_doc": _directory_bytes(result.stats_dir) / result.n_docs, **_peak_rss()}
 
 
@@ -425,13 +430,14 @@ def _print(figures: dict) -> None:
     if loads:
         click.echo("Elasticsearch loads (esrr's load_index: tokenize, statistics, _bulk):")
         click.echo(f"{'docs':>9} {'loops':>5} {'docs/s':>7} {'vs 1 loop':>9} {'store B/doc':>11} {'_source B/doc':>13} "
-                   f"{'deflated':>8} {'stats B/doc':>11} {'peak RSS':>9} {'load':>9}")
+                   f"{'deflated':>8} {'no ids':>6} {'deflated':>8} {'stats B/doc':>11} {'peak RSS':>9} {'load':>9}")
         for n, load in loads:
             one = next((l for m, l in loads if m == n and l["threads"] == 1), None)
             ratio = f"{load['docs_per_s'] / one['docs_per_s']:8.2f}x" if one else f"{'-':>9}"
             click.echo(f"{n:>9,} {load['threads']:>5} {load['docs_per_s']:7.0f} {ratio} "
                        f"{load['store_bytes_per_doc']:11.0f} {load['source_bytes_per_doc']:13.0f} "
-                       f"{load['source_deflate_ratio']:8.2f} "
+                       f"{load['source_deflate_ratio']:8.2f} {load.get('text_source_bytes_per_doc', 0):6.0f} "
+                       f"{load.get('text_source_deflate_ratio', 0):8.2f} "
                        f"{load['stats_bytes_per_doc']:11.0f} {_mb(load['peak_rss_bytes']):>9} "
                        f"{load['load_before']:4.1f}/{load['load_after']:<4.1f}")
     if len(figures["sizes"]) < 2:
