@@ -436,9 +436,10 @@ def _print(figures: dict) -> None:
             ratio = f"{load['docs_per_s'] / one['docs_per_s']:8.2f}x" if one else f"{'-':>9}"
             click.echo(f"{n:>9,} {load['threads']:>5} {load['docs_per_s']:7.0f} {ratio} "
                        f"{load['store_bytes_per_doc']:11.0f} {load['source_bytes_per_doc']:13.0f} "
-                       f"{load['source_deflate_ratio']:8.2f} {load.get('text_source_bytes_per_doc', 0):6.0f} "
-                       f"{load.get('text_source_deflate_ratio', 0):8.2f} "
-                       f"{load['stats_bytes_per_doc']:11.0f} {_mb(load['peak_rss_bytes']):>9} "
+                       f"{load['source_deflate_ratio']:8.2f} "
+                       + (f"{load['text_source_bytes_per_doc']:6.0f} {load['text_source_deflate_ratio']:8.2f} "
+                          if "text_source_bytes_per_doc" in load else f"{'-':>6} {'-':>8} ")
+                       + f"{load['stats_bytes_per_doc']:11.0f} {_mb(load['peak_rss_bytes']):>9} "
                        f"{load['load_before']:4.1f}/{load['load_after']:<4.1f}")
     if len(figures["sizes"]) < 2:
         click.echo("no projection: it needs two sizes or more")
