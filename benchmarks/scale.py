@@ -296,15 +296,23 @@ PROJECTED = (("build_docs_per_s", "build docs/s"), ("build_peak_rss_bytes", "bui
 @click.option("--previous", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The --json-out of an earlier run (same machine) whose sizes join this run's table and fit "
                    "(e.g. 10k and 100k, then --sizes 1000000 alone).")
-@click.option("--show", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Print the table of an earlier --json-out and stop (nothing is built).")
+@click.option("--show", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
+              help="Print the table of an earlier --json-out and stop (nothing is built); given several times, "
+                   "their sizes are joined (a later file's size replaces an earlier's) and fitted together.")
 @json_out_option("Also write the figures as JSON.")
 def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | None, baseline_max: int,
                 xml_max: int | None, workers: int | None, es_url: str | None, es_max: int, es_threads: str,
-                n_queries: int, rounds: int, previous: Path | None, show: Path | None, json_out: Path | None) -> None:
+                n_queries: int, rounds: int, previous: Path | None, show: tuple[Path, ...],
+                json_out: Path | None) -> None:
     """Build and serve generated PubMed-like corpora; per size: rate, memory, sizes, latency; projected to 36M."""
-    if show is not None:
-        _print(json.loads(show.read_text(encoding="utf-8")))
+    if show:
+        shown = json.loads(show[0].read_text(encoding="utf-8"))
+        for later in show[1:]:
+            shown = _joined(shown, json.loads(later.read_text(encoding="utf-8")), str(later))
+        _fit(shown)
+        _print(shown)
+        if json_out is not None:
+            json_out.write_text(json.dumps(shown, indent=2) + "\n", encoding="utf-8")
         return
     from es_rerank.machine import machine_description
     from index_setup.generate import GenerationError, generate_pubmed, load_pool
@@ -376,21 +384,33 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
     figures = {"machine": machine_description(), "queries": len(queries), "rounds": rounds, "sizes": rows,
                "projection_docs": PUBMED_DOCS, "projection": {}}
     if previous is not None:
-        earlier = json.loads(previous.read_text(encoding="utf-8"))
-        measured = {r["docs"] for r in rows}
-        figures["sizes"] = sorted([r for r in earlier["sizes"] if r["docs"] not in measured] + rows,
-                                  key=lambda r: r["docs"])
-        figures["previous"] = {"file": str(previous), "machine": earlier["machine"]}
-    rows = figures["sizes"]
-    sizes_measured = [r["docs"] for r in rows]
-    for key, _label in PROJECTED:
-        if any(key not in r for r in rows):  # a figure an earlier run did not measure
-            continue
-        a, b = fit_power(sizes_measured, [float(r[key]) for r in rows])
-        figures["projection"][key] = {"a": a, "b": b, "at_36m": a * PUBMED_DOCS ** b}
+        figures = _joined(json.loads(previous.read_text(encoding="utf-8")), figures, None)
+        figures["previous"] = {"file": str(previous)}
+    _fit(figures)
     _print(figures)
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+
+
+def _joined(earlier: dict, later: dict, later_file: str | None) -> dict:
+    """``later``'s figures with the sizes of ``earlier`` it did not measure."""
+    measured = {r["docs"] for r in later["sizes"]}
+    joined = {**later, "sizes": sorted([r for r in earlier["sizes"] if r["docs"] not in measured] + later["sizes"],
+                                       key=lambda r: r["docs"])}
+    if later_file is not None:
+        joined["joined"] = [*earlier.get("joined", []), later_file]
+    return joined
+
+
+def _fit(figures: dict) -> None:
+    """Fit each projected figure as a * n^b over the sizes and project it to 36M documents (in place)."""
+    rows = figures["sizes"]
+    figures["projection"] = {}
+    for key, _label in PROJECTED:
+        if any(key not in r for r in rows):  # a figure an earlier run did not measure
+            continue
+        a, b = fit_power([r["docs"] for r in rows], [float(r[key]) for r in rows])
+        figures["projection"][key] = {"a": a, "b": b, "at_36m": a * PUBMED_DOCS ** b}
 
 
 def _fresh(path: Path) -> None:
