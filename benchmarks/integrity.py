@@ -35,7 +35,7 @@ def _median_s(run: Callable[[], object], repeats: int) -> float:
 class _PreadRows:
     """Each hit's term ids read with ``pread`` from the statistics files: the read that no cut file can signal."""
 
-    FIELDS = ("title", "abstract", "first")
+    FIELDS = ("title", "abstract")  # the first tokens derive from these (statistics format 3)
 
     def __init__(self, directory: Path) -> None:
         self.files: dict[str, tuple[int, int, np.dtype]] = {}

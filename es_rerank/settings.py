@@ -180,6 +180,10 @@ class CommonSettings(BaseSettings):
     es_bulk_chunk_size: int = Field(500, ge=1, description="documents per _bulk request")
     es_bulk_max_retries: int = Field(3, ge=0, description="retries of a chunk rejected with 429")
     es_bulk_initial_backoff_s: float = Field(2.0, gt=0, description="first retry wait, doubles each retry")
+    es_bulk_max_backoff_s: float = Field(60.0, gt=0, description="longest wait between two retries of a chunk")
+    es_bulk_threads: int = Field(2, ge=1, le=32, description="_bulk requests in flight at once during a load")
+    es_replica_wait_s: float = Field(60.0, ge=0, description="how long a load waits for its restored replicas "
+                                                             "(green) before the alias swap")
     es_keep_versions: int = Field(2, ge=0, description="index versions `esrr index prune` keeps (either backend; "
                                                        "the served one always stays)")
     # Candidate feedback (es_rerank/ranking/feedback.py), chosen on NFCorpus dev

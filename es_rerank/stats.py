@@ -3,8 +3,10 @@
 Per corpus: N, document frequencies per field (title, abstract, text = title +
 abstract), average field lengths, and the term vocabulary. Per document: the
 lexical token ids of title and abstract in order (term frequencies, lengths and
-term sets all derive from these), and the first ``FIRST_TOKENS`` embedding-path
-token ids for the neural model.
+term sets all derive from these). The first ``FIRST_TOKENS`` embedding-path token
+ids the neural model reads are derived from them, not stored: they are the first
+lexical ids with each number mapped to its class, and ``embedding_of`` (one int32 a
+term) holds that map (storing them took 200 bytes a document; format 2).
 
 Everything here is pure numpy: data in, data out. ``CorpusStats.save`` writes one
 directory of ``.npy`` files that ``CorpusStats.load`` memory-maps in milliseconds;
@@ -18,6 +20,7 @@ same files from a stream of batches, for corpora of any size.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +33,12 @@ from es_rerank.manifest import (
     ManifestError, check_checksum, check_size, checksum_of_descriptor, read_manifest, write_manifest,
 )
 from es_rerank.string_table import StringTable, StringTableError, write_string_table
-from es_rerank.text import NUMBER_CLASSES, embedding_tokens, tokenize
+from es_rerank.text import NUMBER_CLASSES, embedding_tokens, number_class, tokenize
 
 FIRST_TOKENS = 50  # N of the paper: document tokens the neural model reads
-STATS_FORMAT = 2  # 2: vocabulary and document ids as string tables with key indexes
+# 2: vocabulary and document ids as string tables with key indexes; 3: the first tokens derived through
+# embedding_of.npy instead of stored (first_ptr/first_values.npy)
+STATS_FORMAT = 3
 FIELDS = ("title", "abstract", "text")
 NO_DOCUMENTS = ("no documents were read, so there is nothing to index; check the corpus path and the load "
                 "report (the served index is unchanged)")
@@ -169,6 +174,56 @@ def _ragged(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return ptr, values
 
 
+def embedding_map(terms: Iterable[str], ids: "Mapping[str, int] | _TermIds") -> np.ndarray:
+    """int32 [n_terms]: the id of each term's embedding-path form (its number class, or itself)."""
+    embedding = []
+    for term_id, term in enumerate(terms):
+        number = number_class(term)
+        # a class not in the vocabulary was never in anyone's first tokens: the term may map to itself
+        embedding.append(term_id if number is None else ids.get(number, term_id))
+    return np.asarray(embedding, dtype=np.int32)
+
+
+_SCAN_BYTES = 16 << 20  # what the id check reads at a time
+
+
+def _id_range(values: np.ndarray, descriptor: int) -> tuple[int, int]:
+    """Min and max of a memory-mapped .npy array, read with ``pread`` in chunks rather than through the map: a
+    scan of the map leaves every page of the file in the process's RSS (about 1 GB at 1M documents)."""
+    offset = os.fstat(descriptor).st_size - values.nbytes  # the data ends the file
+    low, high = None, None
+    for start in range(0, values.nbytes, _SCAN_BYTES):
+        chunk = np.frombuffer(os.pread(descriptor, min(_SCAN_BYTES, values.nbytes - start), offset + start),
+                              dtype=values.dtype)
+        low = int(chunk.min()) if low is None else min(low, int(chunk.min()))
+        high = int(chunk.max()) if high is None else max(high, int(chunk.max()))
+    return (low, high) if low is not None else (0, 0)
+
+
+def first_ptr_of(title_ptr: np.ndarray, abstract_ptr: np.ndarray) -> np.ndarray:
+    """int64 [n_docs + 1]: where each document's first tokens start in ``first_values_of``."""
+    lengths = np.minimum(np.diff(title_ptr) + np.diff(abstract_ptr), FIRST_TOKENS)
+    ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    return ptr
+
+
+def first_values_of(title_ptr: np.ndarray, title_values: np.ndarray, abstract_ptr: np.ndarray,
+                    abstract_values: np.ndarray, embedding_of: np.ndarray) -> np.ndarray:
+    """int32: every document's first tokens, concatenated (reads the whole corpus: for training and checks)."""
+    title_ptr, abstract_ptr = np.asarray(title_ptr), np.asarray(abstract_ptr)
+    from_title = np.minimum(np.diff(title_ptr), FIRST_TOKENS)
+    from_abstract = np.minimum(np.diff(abstract_ptr), FIRST_TOKENS - from_title)
+    starts = first_ptr_of(title_ptr, abstract_ptr)[:-1]
+    out = np.empty(int(from_title.sum() + from_abstract.sum()), dtype=np.int32)
+    for counts, source_ptr, values, offset in ((from_title, title_ptr, title_values, 0),
+                                               (from_abstract, abstract_ptr, abstract_values, from_title)):
+        within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        out[np.repeat(starts + offset, counts) + within] = np.asarray(values)[np.repeat(source_ptr[:-1], counts)
+                                                                               + within]
+    return np.asarray(embedding_of)[out]
+
+
 def _document_frequency(ptr: np.ndarray, values: np.ndarray, n_terms: int) -> np.ndarray:
     """Number of documents (CSR rows) containing each term."""
     rows = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
@@ -187,8 +242,7 @@ class CorpusStats:
     title_values: np.ndarray
     abstract_ptr: np.ndarray
     abstract_values: np.ndarray
-    first_ptr: np.ndarray
-    first_values: np.ndarray
+    embedding_of: np.ndarray  # int32 [n_terms]: each term's embedding-path form (``embedding_map``)
     df: dict[str, np.ndarray] = field(default_factory=dict)
     # Which build of ``version`` these are: a version name freed by a prune can be built again.
     build_id: str = ""
@@ -205,9 +259,8 @@ class CorpusStats:
         """Assemble the statistics from tokenized documents (see ``doc_terms``); ``build_id`` defaults to a new one."""
         title_ptr, title_values = _ragged([d.title_ids for _, d in docs])
         abstract_ptr, abstract_values = _ragged([d.abstract_ids for _, d in docs])
-        first_ptr, first_values = _ragged([d.first_ids for _, d in docs])
-        stats = cls(version, [i for i, _ in docs], vocab, title_ptr, title_values,
-                    abstract_ptr, abstract_values, first_ptr, first_values, build_id=build_id or uuid.uuid4().hex)
+        stats = cls(version, [i for i, _ in docs], vocab, title_ptr, title_values, abstract_ptr, abstract_values,
+                    embedding_map(vocab.terms, vocab.ids), build_id=build_id or uuid.uuid4().hex)
         n = len(vocab)
         text_ptr, text_values = _ragged([np.concatenate([d.title_ids, d.abstract_ids]) for _, d in docs])
         stats.df = {
@@ -216,6 +269,18 @@ class CorpusStats:
             "text": _document_frequency(text_ptr, text_values, n),
         }
         return stats
+
+    @property
+    def first_ptr(self) -> np.ndarray:
+        """Row pointers of ``first_values`` (computed: O(documents) memory, not for serving)."""
+        return first_ptr_of(self.title_ptr, self.abstract_ptr)
+
+    @property
+    def first_values(self) -> np.ndarray:
+        """Every document's first embedding-path ids, concatenated (computed from the whole corpus: for training
+        and checks, not for serving)."""
+        return first_values_of(self.title_ptr, self.title_values, self.abstract_ptr, self.abstract_values,
+                               self.embedding_of)
 
     @property
     def n_docs(self) -> int:
@@ -261,11 +326,11 @@ class CorpusStats:
 
     def doc_terms(self, row: int) -> DocTerms:
         """The precomputed data of one document row."""
-        return DocTerms(
-            self.title_values[self.title_ptr[row]:self.title_ptr[row + 1]],
-            self.abstract_values[self.abstract_ptr[row]:self.abstract_ptr[row + 1]],
-            self.first_values[self.first_ptr[row]:self.first_ptr[row + 1]],
-        )
+        title = self.title_values[self.title_ptr[row]:self.title_ptr[row + 1]]
+        abstract = self.abstract_values[self.abstract_ptr[row]:self.abstract_ptr[row + 1]]
+        first = title[:FIRST_TOKENS] if len(title) >= FIRST_TOKENS else np.concatenate(
+            (title, abstract[:FIRST_TOKENS - len(title)]))
+        return DocTerms(title, abstract, self.embedding_of[first])
 
     def doc_ids_at(self, rows: Sequence[int]) -> list[str]:
         """The document ids of ``rows``, looked up together (a search's hits)."""
@@ -290,7 +355,7 @@ class CorpusStats:
         arrays = {
             "title_ptr": self.title_ptr, "title_values": self.title_values,
             "abstract_ptr": self.abstract_ptr, "abstract_values": self.abstract_values,
-            "first_ptr": self.first_ptr, "first_values": self.first_values,
+            "embedding_of": np.asarray(self.embedding_of, dtype=np.int32),
             **{f"df_{name}": values for name, values in self.df.items()},
         }
         for name, values in arrays.items():
@@ -325,7 +390,8 @@ class CorpusStats:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             if meta.get("format") != STATS_FORMAT:
                 raise StatsError(f"statistics at {directory} have format {meta.get('format')}, this code "
-                                 f"reads format {STATS_FORMAT}; rebuild the index")
+                                 f"reads format {STATS_FORMAT} (3 derives each document's first tokens instead of "
+                                 "storing them); rebuild the index (`esrr index build`)")
             version, n_docs, n_terms = str(meta["version"]), int(meta["n_docs"]), int(meta["n_terms"])
             build_id = str(meta.get("build_id") or "")  # older statistics: __post_init__ names it
         except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
@@ -384,7 +450,8 @@ class CorpusStats:
             ptr, values = array(f"{field}_ptr", n_docs + 1), array(f"{field}_values")
             if ptr[0] != 0 or ptr[-1] != len(values) or (np.diff(ptr) < 0).any():
                 raise damaged(f"{field}_ptr.npy does not index {field}_values.npy")
-            if check_ids and len(values) and (values.min() < 0 or values.max() >= id_limit):
+            low, high = _id_range(values, held[-1].descriptor) if check_ids else (0, 0)
+            if len(values) and (low < 0 or high >= id_limit):
                 raise damaged(f"{field}_values.npy holds term ids outside the vocabulary of {id_limit}")
             return ptr, values
 
@@ -404,8 +471,11 @@ class CorpusStats:
 
         terms = table("vocab", n_terms)
         doc_ids = table("doc_ids", n_docs)
+        embedding_of = array("embedding_of", n_terms)
+        if check_ids and n_terms and (embedding_of.min() < 0 or embedding_of.max() >= n_terms):
+            raise damaged(f"embedding_of.npy holds term ids outside the vocabulary of {n_terms}")
         stats = cls(version, doc_ids, MappedVocabulary(terms), *ragged("title", n_terms),
-                    *ragged("abstract", n_terms), *ragged("first", n_terms),
+                    *ragged("abstract", n_terms), embedding_of,
                     df={name: array(f"df_{name}", n_terms) for name in FIELDS}, build_id=build_id)
         check_manifest()
         stats._held = tuple(held)

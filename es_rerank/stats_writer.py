@@ -5,9 +5,9 @@ batch-local term ids, the batch's own vocabulary with its keys, and each field's
 document frequencies within the batch. ``StatsWriter`` (one, in the process that
 owns the build) takes the batches in corpus order: it maps batch-local ids to
 global ones with a sorted key table (numpy arrays, no Python object per term),
-appends the id arrays, lengths, vocabulary and document ids to files, adds the
-document frequencies, and at ``finish`` writes the row pointers, the sorted key
-indexes and ``meta.json`` last. New terms get ids in the order of their first
+appends the id arrays, their row pointers, each new term's embedding-path id, the
+vocabulary and the document ids to files, adds the document frequencies, and at
+``finish`` writes the sorted key indexes and ``meta.json`` last. New terms get ids in the order of their first
 appearance in the corpus (title, then abstract, then the first tokens of the
 embedding path, document after document), exactly as ``Vocabulary.add`` does in the
 in-memory ``build_stats``, so both builds give the same files.
@@ -29,10 +29,11 @@ import numpy as np
 
 from es_rerank.manifest import write_manifest
 from es_rerank.stats import FIELDS, FIRST_TOKENS, STATS_FORMAT, DocTerms, statistics_files
-from es_rerank.string_table import KeySet, NpyAppender, StringTableWriter, string_checks, string_keys
-from es_rerank.text import NUMBER_CLASSES, embedding_tokens, tokenize
+from es_rerank.string_table import KeySet, NpyAppender, SortedRuns, StringTableWriter, string_checks, string_keys
+from es_rerank.text import NUMBER_CLASSES, number_class, tokenize
 
-PARTS = ("title", "abstract", "first")  # the ragged arrays of every document
+PARTS = ("title", "abstract")  # the ragged arrays written (the first tokens derive from them: embedding_of)
+_CLASS_INDEX = {name: i for i, name in enumerate(NUMBER_CLASSES)}
 
 
 @dataclass
@@ -46,6 +47,7 @@ class TokenizedBatch:
     terms: list[str]  # the batch's vocabulary, in order of first appearance
     term_keys: np.ndarray  # uint64 [len(terms)]
     term_checks: np.ndarray  # uint64 [len(terms)]
+    term_classes: np.ndarray  # int8 [len(terms)]: the index in NUMBER_CLASSES of a number's class, else -1
     lengths: np.ndarray  # int32 [3, n]: title, abstract, first lengths
     ids: tuple[np.ndarray, np.ndarray, np.ndarray]  # int32 batch-local ids of title, abstract, first
     df: np.ndarray  # int32 [3, len(terms)]: title, abstract, text document frequencies within the batch
@@ -54,32 +56,64 @@ class TokenizedBatch:
         return len(self.doc_ids)
 
 
+def _unique_pairs(rows: np.ndarray, ids: np.ndarray, n_terms: int) -> np.ndarray:
+    """The distinct ``row * n_terms + id`` of a field's tokens, sorted (a sort: numpy's hashed unique is slower)."""
+    pairs = np.sort(rows * max(n_terms, 1) + ids)
+    if len(pairs) < 2:
+        return pairs
+    keep = np.empty(len(pairs), dtype=bool)
+    keep[0] = True
+    np.not_equal(pairs[1:], pairs[:-1], out=keep[1:])
+    return pairs[keep]
+
+
 def tokenize_batch(documents: Sequence[tuple[str, str, str]]) -> TokenizedBatch:
     """Tokenize ``(doc_id, title, abstract)`` triples into a ``TokenizedBatch``."""
-    local: dict[str, int] = {}
-    parts: tuple[list[int], list[int], list[int]] = ([], [], [])
-    lengths = np.zeros((3, len(documents)), dtype=np.int32)
-    texts = []
-    for row, (_, title, abstract) in enumerate(documents):
+    lexical: list[str] = []  # every document's title then abstract tokens, in corpus order
+    title_lengths, abstract_lengths, texts = [], [], []
+    for _, title, abstract in documents:
         title_tokens, abstract_tokens = tokenize(title), tokenize(abstract)
-        lexical = title_tokens + abstract_tokens
-        for part, tokens in enumerate((title_tokens, abstract_tokens, embedding_tokens(lexical[:FIRST_TOKENS]))):
-            parts[part].extend([local.setdefault(t, len(local)) for t in tokens])
-            lengths[part, row] = len(tokens)
-        texts.append(" ".join(lexical))
-    terms = list(local)
-    ids = tuple(np.asarray(p, dtype=np.int32) for p in parts)
+        title_lengths.append(len(title_tokens))
+        abstract_lengths.append(len(abstract_tokens))
+        lexical += title_tokens
+        lexical += abstract_tokens
+        texts.append(" ".join(title_tokens + abstract_tokens))
+    # Batch-local ids in order of first appearance, with dict operations in C rather than a Python loop per token.
+    terms = list(dict.fromkeys(lexical))
+    local = dict(zip(terms, range(len(terms))))
+    lexical_ids = np.fromiter(map(local.__getitem__, lexical), dtype=np.int32, count=len(lexical))
+    n_docs = len(documents)
+    lengths = np.zeros((3, n_docs), dtype=np.int32)
+    lengths[0], lengths[1] = title_lengths, abstract_lengths
+    per_doc = lengths[0] + lengths[1]
+    lengths[2] = np.minimum(per_doc, FIRST_TOKENS)
+    rows = np.repeat(np.arange(n_docs, dtype=np.int64), per_doc)
+    within = np.arange(len(lexical), dtype=np.int64) - np.repeat(np.cumsum(per_doc) - per_doc, per_doc)
+    in_title = within < np.repeat(lengths[0], per_doc)
+    # The embedding path maps numbers to their class, a function of the term alone: worked out once a term. The
+    # classes are in every vocabulary from the start, so appending them here changes no new term's global id.
+    embedding = np.arange(len(terms), dtype=np.int32)
+    classes = np.full(len(terms), -1, dtype=np.int8)
+    for term_id, term in enumerate(list(terms)):
+        number = number_class(term)
+        if number is not None:
+            classes[term_id] = _CLASS_INDEX[number]
+            embedding[term_id] = local.setdefault(number, len(local))
+            if len(local) > len(terms):
+                terms.append(number)
+    classes = np.concatenate([classes, np.full(len(terms) - len(classes), -1, dtype=np.int8)])
+    first = embedding[lexical_ids[within < FIRST_TOKENS]]
+    ids = (lexical_ids[in_title], lexical_ids[~in_title], first)
     n_terms = len(terms)
-    rows = [np.repeat(np.arange(len(documents), dtype=np.int64), lengths[part]) for part in range(2)]
     df = np.zeros((3, n_terms), dtype=np.int32)
-    pairs = []
-    for part in range(2):
-        pairs.append(np.unique(rows[part] * max(n_terms, 1) + ids[part]))
-        df[part] = np.bincount(pairs[part] % max(n_terms, 1), minlength=n_terms)
-    df[2] = np.bincount(np.union1d(pairs[0], pairs[1]) % max(n_terms, 1), minlength=n_terms)
+    title_pairs = _unique_pairs(rows[in_title], ids[0], n_terms)
+    abstract_pairs = _unique_pairs(rows[~in_title], ids[1], n_terms)
+    df[0] = np.bincount(title_pairs % max(n_terms, 1), minlength=n_terms)
+    df[1] = np.bincount(abstract_pairs % max(n_terms, 1), minlength=n_terms)
+    df[2] = np.bincount(_unique_pairs(rows, lexical_ids, n_terms) % max(n_terms, 1), minlength=n_terms)
     return TokenizedBatch([d[0] for d in documents], [d[1] for d in documents], texts,
                           string_keys(d[0] for d in documents), terms, string_keys(terms), string_checks(terms),
-                          lengths, ids, df)
+                          classes, lengths, ids, df)
 
 
 @dataclass(frozen=True)
@@ -112,28 +146,29 @@ class StatsWriter:
         self._vocab = StringTableWriter(directory, "vocab")
         self._doc_ids = StringTableWriter(directory, "doc_ids")
         self._values = {p: NpyAppender(directory / f"{p}_values.npy", np.int32) for p in PARTS}
-        self._lengths = {p: NpyAppender(directory / f"{p}_lengths.tmp.npy", np.int32) for p in PARTS}
-        self._keys = np.zeros(0, dtype=np.uint64)  # sorted keys of the vocabulary so far
-        self._checks = np.zeros(0, dtype=np.uint64)  # aligned with _keys
-        self._key_ids = np.zeros(0, dtype=np.int32)  # aligned with _keys: the term id
+        self._ptr = {p: NpyAppender(directory / f"{p}_ptr.npy", np.int64) for p in PARTS}
+        for appender in self._ptr.values():
+            appender.append(np.zeros(1, dtype=np.int64))
+        self._embedding_of = NpyAppender(directory / "embedding_of.npy", np.int32)
+        self._keys = SortedRuns(np.uint64, np.int32)  # the vocabulary's keys: each term's check and id
         self._df = np.zeros((3, 1024), dtype=np.int32)
         self._doc_keys = KeySet()
-        self._add_terms(list(NUMBER_CLASSES), string_keys(NUMBER_CLASSES), string_checks(NUMBER_CLASSES))
+        # The classes first, so that class i has id i (embedding_of maps numbers to them).
+        self._add_terms(list(NUMBER_CLASSES), string_keys(NUMBER_CLASSES), string_checks(NUMBER_CLASSES),
+                        np.full(len(NUMBER_CLASSES), -1, dtype=np.int8))
 
     @property
     def n_terms(self) -> int:
         """Terms in the vocabulary so far."""
         return len(self._vocab)
 
-    def _add_terms(self, terms: list[str], keys: np.ndarray, checks: np.ndarray) -> np.ndarray:
-        """Give ``terms`` (new to the vocabulary; with their ``string_key``s and ``string_checks``) the next ids."""
+    def _add_terms(self, terms: list[str], keys: np.ndarray, checks: np.ndarray, classes: np.ndarray) -> np.ndarray:
+        """Give ``terms`` (new to the vocabulary; with their ``string_key``s, ``string_checks`` and number classes)
+        the next ids."""
         ids = np.arange(self.n_terms, self.n_terms + len(terms), dtype=np.int32)
         self._vocab.append(terms, keys)
-        order = np.argsort(keys, kind="stable")
-        at = np.searchsorted(self._keys, keys[order])
-        self._keys = np.insert(self._keys, at, keys[order])
-        self._checks = np.insert(self._checks, at, checks[order])
-        self._key_ids = np.insert(self._key_ids, at, ids[order])
+        self._embedding_of.append(np.where(classes >= 0, classes.astype(np.int32), ids))
+        self._keys.add(keys, checks, ids)
         if self.n_terms > self._df.shape[1]:
             grown = np.zeros((3, max(self.n_terms, 2 * self._df.shape[1])), dtype=np.int32)
             grown[:, :self._df.shape[1]] = self._df
@@ -142,23 +177,17 @@ class StatsWriter:
 
     def _global_ids(self, batch: TokenizedBatch) -> np.ndarray:
         """Global id of each batch-local term, adding new terms in their order of first appearance."""
-        n_local = len(batch.terms)
-        global_ids = np.empty(n_local, dtype=np.int32)
-        found = np.zeros(n_local, dtype=bool)
-        if len(self._keys):
-            position = np.minimum(np.searchsorted(self._keys, batch.term_keys), len(self._keys) - 1)
-            found = self._keys[position] == batch.term_keys
-            clash = found & (self._checks[position] != batch.term_checks)
-            if clash.any():
-                term = batch.terms[int(np.flatnonzero(clash)[0])]
-                raise ValueError(f"the term {term!r} shares its 64-bit key with another term of the vocabulary; "
-                                 "this is a hash collision es-rerank does not handle: report it with the term")
-            global_ids[found] = self._key_ids[position[found]]
+        found, (checks, global_ids) = self._keys.find(batch.term_keys)
+        clash = found & (checks != batch.term_checks)
+        if clash.any():
+            term = batch.terms[int(np.flatnonzero(clash)[0])]
+            raise ValueError(f"the term {term!r} shares its 64-bit key with another term of the vocabulary; "
+                             "this is a hash collision es-rerank does not handle: report it with the term")
         new = np.flatnonzero(~found)
         if len(new):
             # the keys and checks the tokenizing process computed: not hashed a second time here
             global_ids[new] = self._add_terms([batch.terms[i] for i in new], batch.term_keys[new],
-                                              batch.term_checks[new])
+                                              batch.term_checks[new], batch.term_classes[new])
         return global_ids
 
     def add(self, batch: TokenizedBatch) -> "WrittenBatch":
@@ -172,9 +201,9 @@ class StatsWriter:
                 "of the load repeats an earlier one); document ids must be unique: remove or rename one of them "
                 "(PubMed update files go under updatefiles/, where a later version replaces the earlier)")
         global_ids = self._global_ids(batch)
-        for part, name in enumerate(PARTS):
+        for part, name in enumerate(PARTS):  # the first tokens (part 2) are not written: they derive from these
+            self._ptr[name].append(self._values[name].length + np.cumsum(batch.lengths[part], dtype=np.int64))
             self._values[name].append(global_ids[batch.ids[part]])
-            self._lengths[name].append(batch.lengths[part])
         self._df[:, global_ids] += batch.df
         self._doc_ids.append(batch.doc_ids, batch.doc_keys)
         first_row = self.n_docs
@@ -185,18 +214,10 @@ class StatsWriter:
         """Write the remaining files, ``meta.json`` last (its presence marks complete statistics); returns the meta."""
         for name in PARTS:
             self._values[name].finish()
-            self._lengths[name].finish()
-            lengths_path = self.directory / f"{name}_lengths.tmp.npy"
-            lengths = np.load(lengths_path, mmap_mode="r")
-            ptr = np.lib.format.open_memmap(self.directory / f"{name}_ptr.npy", mode="w+", dtype=np.int64,
-                                            shape=(self.n_docs + 1,))
-            ptr[0] = 0
-            np.cumsum(lengths, dtype=np.int64, out=ptr[1:])
-            ptr.flush()
-            del ptr, lengths
-            lengths_path.unlink()
+            self._ptr[name].finish()
         for part, name in enumerate(FIELDS):
             np.save(self.directory / f"df_{name}.npy", self._df[part, :self.n_terms])
+        self._embedding_of.finish()
         self._vocab.finish()
         self._doc_ids.finish()
         meta = {"format": STATS_FORMAT, "version": self.version, "build_id": self.build_id,
@@ -208,7 +229,7 @@ class StatsWriter:
 
     def abort(self) -> None:
         """Close every file of a failed build (the caller deletes the directory)."""
-        for appender in (*self._values.values(), *self._lengths.values()):
+        for appender in (*self._values.values(), *self._ptr.values(), self._embedding_of):
             appender.abort()
         self._vocab.abort()
         self._doc_ids.abort()

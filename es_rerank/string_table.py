@@ -248,15 +248,70 @@ class StringTable(Sequence[str]):
         return isinstance(value, str) and self.row_of(value) is not None
 
 
-class KeySet:
-    """A growing set of 64-bit keys held as numpy arrays (8 bytes a key): a sorted array plus a small buffer.
+class SortedRuns:
+    """Distinct 64-bit keys, each with a value of every payload column, in sorted runs whose sizes at least halve
+    from one run to the next (a log-structured merge).
 
-    For duplicate checks over a stream of any length: ``add`` costs a binary search;
-    every ``buffer`` new keys are merged into the sorted array.
+    Adding n keys in batches costs O(n log n) in all (a new run, merged with the runs
+    no more than twice its size), where inserting into one sorted array costs a copy
+    of the whole array a batch: quadratic over a stream. A lookup is one binary search
+    a run, and there are about log2(n / batch) runs.
+    """
+
+    def __init__(self, *payload_dtypes: type) -> None:
+        self._dtypes = payload_dtypes
+        self._runs: list[tuple[np.ndarray, tuple[np.ndarray, ...]]] = []
+
+    def __len__(self) -> int:
+        return sum(len(keys) for keys, _ in self._runs)
+
+    def find(self, keys: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """Where each of ``keys`` (uint64) is: a bool array, and each payload column's value there (0 if absent)."""
+        keys = np.asarray(keys, dtype=np.uint64)
+        found = np.zeros(len(keys), dtype=bool)
+        values = tuple(np.zeros(len(keys), dtype=dtype) for dtype in self._dtypes)
+        for run_keys, run_values in self._runs:
+            position = np.minimum(np.searchsorted(run_keys, keys), len(run_keys) - 1)
+            hit = run_keys[position] == keys
+            found |= hit
+            for out, column in zip(values, run_values):
+                out[hit] = column[position[hit]]
+        return found, values
+
+    def contains(self, key: int) -> bool:
+        """Whether ``key`` is there (one scalar binary search a run)."""
+        wanted = np.uint64(key)
+        for run_keys, _ in self._runs:
+            position = int(np.searchsorted(run_keys, wanted))
+            if position < len(run_keys) and run_keys[position] == wanted:
+                return True
+        return False
+
+    def add(self, keys: np.ndarray, *values: np.ndarray) -> None:
+        """Add ``keys`` (distinct, none there yet) with their payload ``values``, one array a column."""
+        if not len(keys):
+            return
+        keys = np.asarray(keys, dtype=np.uint64)
+        order = np.argsort(keys, kind="stable")
+        self._runs.append((keys[order], tuple(np.asarray(v, dtype=d)[order] for v, d in zip(values, self._dtypes))))
+        while len(self._runs) > 1 and len(self._runs[-2][0]) <= 2 * len(self._runs[-1][0]):
+            newer_keys, newer_values = self._runs.pop()
+            older_keys, older_values = self._runs.pop()
+            merged = np.concatenate([older_keys, newer_keys])
+            order = np.argsort(merged, kind="stable")  # two sorted runs: timsort merges them in linear time
+            self._runs.append((merged[order], tuple(np.concatenate([a, b])[order]
+                                                    for a, b in zip(older_values, newer_values))))
+
+
+class KeySet:
+    """A growing set of 64-bit keys held as numpy arrays (8 bytes a key): ``SortedRuns`` plus a small buffer.
+
+    For duplicate checks over a stream of any length: ``add`` costs a binary search a
+    run; every ``buffer`` new keys become a run. ``add_many`` takes a batch at once.
     """
 
     def __init__(self, buffer: int = 65_536) -> None:
-        self._sorted = np.zeros(0, dtype=np.uint64)
+        self._sorted = SortedRuns()
         self._recent: set[int] = set()
         self._buffer = buffer
 
@@ -265,34 +320,23 @@ class KeySet:
 
     def add(self, key: int) -> bool:
         """Add ``key``; False when it was there already."""
-        if key in self._recent:
-            return False
-        position = int(np.searchsorted(self._sorted, np.uint64(key)))
-        if position < len(self._sorted) and int(self._sorted[position]) == key:
+        if key in self._recent or self._sorted.contains(key):
             return False
         self._recent.add(key)
         if len(self._recent) >= self._buffer:
-            self._merge(np.fromiter(self._recent, dtype=np.uint64, count=len(self._recent)))
+            self._sorted.add(np.fromiter(self._recent, dtype=np.uint64, count=len(self._recent)))
             self._recent.clear()
         return True
 
     def add_many(self, keys: np.ndarray) -> np.ndarray:
         """Add ``keys`` (uint64); a bool array, True where a key was there already or repeats an earlier one of ``keys``."""
         keys = np.asarray(keys, dtype=np.uint64)
-        seen = np.zeros(len(keys), dtype=bool)
-        if len(self._sorted):
-            position = np.minimum(np.searchsorted(self._sorted, keys), len(self._sorted) - 1)
-            seen |= self._sorted[position] == keys
+        seen, _ = self._sorted.find(keys)
         if self._recent:
             seen |= np.fromiter((int(k) in self._recent for k in keys), dtype=bool, count=len(keys))
         _, first = np.unique(keys, return_index=True)
         repeated = np.ones(len(keys), dtype=bool)
         repeated[first] = False
         seen |= repeated
-        self._merge(keys[~seen])
+        self._sorted.add(keys[~seen])
         return seen
-
-    def _merge(self, keys: np.ndarray) -> None:
-        if len(keys):
-            keys = np.sort(keys)
-            self._sorted = np.insert(self._sorted, np.searchsorted(self._sorted, keys), keys)

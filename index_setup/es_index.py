@@ -1,10 +1,11 @@
 """Build and replace the Elasticsearch index: versioned indices behind one alias.
 
 Each load creates a new concrete index ``<alias>-<version>`` (mapping ``_meta``
-``{"esrr_stats_version": <version>}``), bulk-loads it with ``streaming_bulk``,
-saves the term statistics of the same pass under
-``<ESRR_HOME>/indexes/elasticsearch/<version>/stats``, refreshes, checks the
-document count, and only then moves the alias with one atomic ``update_aliases``
+``{"esrr_stats_version": <version>}``) with no replicas and refresh off, bulk-loads it
+with ``es_bulk_threads`` ``streaming_bulk`` loops (429s retried with a doubling
+wait), saves the term statistics of the same pass under
+``<ESRR_HOME>/indexes/elasticsearch/<version>/stats``, restores the replicas and the
+refresh interval, refreshes, checks the document count, and only then moves the alias with one atomic ``update_aliases``
 call (remove from the old index + add to the new), in the style of
 elasticsearch-py's ``examples/dsl/alias_migration.py``. A failed load deletes the
 half-built index and its statistics; the alias and the old index keep serving.
@@ -63,11 +64,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 from elasticsearch.helpers import BulkIndexError, streaming_bulk
@@ -132,13 +134,14 @@ def analysis_settings() -> dict:
 
 
 def index_settings(settings: "CommonSettings") -> dict:
-    """Index settings: shards, replicas, per-field BM25 similarities and the analyzer.
+    """Index settings while loading: shards, no replicas, no refresh, per-field BM25 similarities, the analyzer.
 
-    Refresh is off while loading; ``load_index`` turns it back on before the swap.
+    A load writes each document once, to the primaries only, with no refresh making
+    segments meanwhile; ``load_index`` restores ``serving_settings`` before the swap.
     """
     return {
         "number_of_shards": settings.es_shards,
-        "number_of_replicas": settings.es_replicas,
+        "number_of_replicas": 0,
         "refresh_interval": "-1",
         "similarity": {
             "esrr_bm25_title": {"type": "BM25", "k1": settings.bm25_title_k1, "b": settings.bm25_title_b},
@@ -146,6 +149,11 @@ def index_settings(settings: "CommonSettings") -> dict:
         },
         "analysis": analysis_settings(),
     }
+
+
+def serving_settings(settings: "CommonSettings") -> dict:
+    """The settings a loaded index serves with: the configured replicas, the cluster's default refresh."""
+    return {"index": {"number_of_replicas": settings.es_replicas, "refresh_interval": None}}
 
 
 def index_mappings(version: str, build_id: str | None = None) -> dict:
@@ -205,6 +213,104 @@ def _actions(documents: Iterable[Document], index: str, stats: StatsWriter) -> I
                    "_source": {"doc_id": doc_id, "title": title, "abstract": abstract, **terms.as_json()}}
 
 
+class _SharedActions:
+    """One stream of bulk actions read by several threads: one ``next`` at a time (the stream tokenizes and
+    writes the statistics in corpus order); ``close`` ends it for every reader."""
+
+    def __init__(self, actions: Iterable[dict]) -> None:
+        self._actions = iter(actions)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __iter__(self) -> "_SharedActions":
+        return self
+
+    def __next__(self) -> dict:
+        with self._lock:
+            if self._closed:
+                raise StopIteration
+            return next(self._actions)
+
+    def close(self) -> None:
+        """Give every reader StopIteration from its next ``next`` on."""
+        self._closed = True
+
+    def release(self) -> None:
+        """Close the underlying stream (a generator's ``finally`` runs: tokenizing processes stop); call it
+        once no thread reads any more."""
+        with self._lock:
+            self._closed = True
+            close = getattr(self._actions, "close", None)
+            if close is not None:
+                close()
+
+
+def bulk_load(client: Elasticsearch, actions: Iterable[dict], settings: "CommonSettings",
+              on_indexed: Callable[[], None] = lambda: None) -> None:
+    """Send ``actions`` with ``settings.es_bulk_threads`` ``streaming_bulk`` loops over one shared stream.
+
+    Each loop has one ``_bulk`` request in flight; documents the cluster rejects with
+    429 (its write queue is full) are sent again after a wait that starts at
+    ``es_bulk_initial_backoff_s`` and doubles up to ``es_bulk_max_backoff_s``, at most
+    ``es_bulk_max_retries`` times, so a busy cluster slows the load instead of failing
+    it. (``helpers.parallel_bulk`` sends chunks from a thread pool too but retries
+    nothing.) The first error of any loop (``BulkIndexError``, an API error, or one
+    raised by ``actions`` itself) stops the others after their current request and is
+    raised here. ``on_indexed`` is called once a document (from any thread).
+    """
+    shared = _SharedActions(actions)
+    # A request that timed out is sent again: documents carry their _id, so a retry cannot duplicate.
+    # A 429 goes up to the helper, which waits before sending again (the transport would resend at once).
+    retrying = client.options(retry_on_timeout=True, retry_on_status=(502, 503, 504))
+    errors: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            # raise_on_error=False: with it on, the helper raises at a chunk's first 429 instead of sending
+            # the rejected documents again (elasticsearch-py 8.19); failures that stay failures come out here.
+            for ok, item in streaming_bulk(retrying, shared, chunk_size=settings.es_bulk_chunk_size,
+                                           max_retries=settings.es_bulk_max_retries,
+                                           initial_backoff=settings.es_bulk_initial_backoff_s,
+                                           max_backoff=settings.es_bulk_max_backoff_s, raise_on_error=False):
+                if not ok:
+                    raise BulkIndexError("a document failed to index", [item])
+                on_indexed()
+        except BaseException as error:  # noqa: BLE001 - handed to the calling thread below
+            errors.append(error)
+            shared.close()
+
+    threads = [threading.Thread(target=send, name=f"esrr-bulk-{i}", daemon=True)
+               for i in range(settings.es_bulk_threads - 1)]
+    try:
+        for thread in threads:
+            thread.start()
+        send()  # this thread is one of the loops
+        for thread in threads:
+            thread.join()
+    finally:  # Ctrl-C here: the other loops stop after their current request
+        shared.close()
+        for thread in threads:
+            thread.join()
+        shared.release()
+    if errors:
+        interrupt = [e for e in errors if not isinstance(e, Exception)]  # Ctrl-C wins over the errors it caused
+        raise (interrupt or [e for e in errors if isinstance(e, BulkIndexError)] or errors)[0]
+
+
+def _serve_settings(client: Elasticsearch, index: str, settings: "CommonSettings") -> None:
+    """Restore replicas and refresh on a loaded ``index``, refresh it, and wait (bounded) for its replicas."""
+    client.indices.put_settings(index=index, settings=serving_settings(settings))
+    client.indices.refresh(index=index)
+    if settings.es_replicas and settings.es_replica_wait_s:
+        # A wait that times out is answered 408 with the health in the body.
+        health = client.options(ignore_status=408).cluster.health(index=index, wait_for_status="green",
+                                                                  timeout=f"{settings.es_replica_wait_s:g}s")
+        if health.get("timed_out"):  # the primaries serve; the replicas follow when the cluster can place them
+            log.warning("the replicas of %s are not all allocated after %g s (status %s): the alias moves anyway; "
+                        "a single-node cluster needs ESRR_ES_REPLICAS=0", index, settings.es_replica_wait_s,
+                        health.get("status"))
+
+
 def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "CommonSettings",
                version: str | None = None, progress: bool = True, total: int | None = None) -> LoadResult:
     """Load ``documents`` into a new versioned index and point ``settings.es_alias`` at it.
@@ -257,19 +363,12 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
         stats = StatsWriter(stats_dir(root, version), version, build_id=build_id)
         with translate_errors(client), tqdm(total=total, unit="doc", desc=f"loading {index}",
                                             disable=not progress) as bar:
-            # A chunk that timed out is sent again: documents carry their _id, so a retry cannot duplicate.
-            for _ok, _item in streaming_bulk(client.options(retry_on_timeout=True),
-                                             _actions(documents, index, stats),
-                                             chunk_size=settings.es_bulk_chunk_size,
-                                             max_retries=settings.es_bulk_max_retries,
-                                             initial_backoff=settings.es_bulk_initial_backoff_s):
-                bar.update(1)  # failures raise BulkIndexError (raise_on_error)
+            bulk_load(client, _actions(documents, index, stats), settings, lambda: bar.update(1))
         if not stats.n_docs:  # an empty index must never replace the served one
             raise ValueError(NO_DOCUMENTS)
         stats.finish()  # the statistics' files are complete from here (meta.json last)
         with translate_errors(client):
-            client.indices.put_settings(index=index, settings={"index": {"refresh_interval": None}})
-            client.indices.refresh(index=index)
+            _serve_settings(client, index, settings)
             count = client.count(index=index)["count"]
             if count != stats.n_docs:
                 raise BackendError(f"index {index!r} holds {count} documents after the load, expected "
@@ -283,7 +382,7 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
         _discard(client, index, version_dir)
         first = str(exc.errors[0] if exc.errors else {})[:500]
         raise BackendError(
-            f"{len(exc.errors)} document(s) were rejected while loading {index!r} (first: {first}); "
+            f"documents were rejected while loading {index!r} (first: {first}); "
             f"the alias {alias!r} still serves {previous or 'nothing'}. Fix the documents or the "
             "cluster (disk watermarks, write blocks) and run the build again") from exc
     except BaseException:
@@ -426,7 +525,7 @@ def use_version(client: Elasticsearch, settings: "CommonSettings", version: str)
 
 
 __all__ = [
-    "ANALYZER", "TOKEN_PATTERN", "IndexVersion", "LoadResult", "analysis_settings",
+    "ANALYZER", "TOKEN_PATTERN", "IndexVersion", "LoadResult", "analysis_settings", "bulk_load", "serving_settings",
     "current_version", "delete_old_versions", "index_mappings", "index_name", "index_settings",
     "list_indices", "list_versions", "load_index", "unfinished_loads", "use_version",
 ]

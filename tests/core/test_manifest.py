@@ -14,8 +14,8 @@ from es_rerank.held_files import NotNumpyError, map_npy
 from es_rerank.manifest import MANIFEST_FILE, checksum_of_file, read_manifest
 from es_rerank.stats import CorpusStats, StatsError
 
-STATS_FILES = {"title_ptr.npy", "title_values.npy", "abstract_ptr.npy", "abstract_values.npy", "first_ptr.npy",
-               "first_values.npy", "df_title.npy", "df_abstract.npy", "df_text.npy",
+STATS_FILES = {"title_ptr.npy", "title_values.npy", "abstract_ptr.npy", "abstract_values.npy", "embedding_of.npy",
+               "df_title.npy", "df_abstract.npy", "df_text.npy",
                *(f"{table}{part}" for table in ("vocab", "doc_ids")
                  for part in (".txt", "_offsets.npy", "_keys.npy", "_rows.npy"))}
 
@@ -64,12 +64,12 @@ def test_changes_under_the_process_are_told_before_a_read(tiny_stats: CorpusStat
     tiny_stats.save(tmp_path)
     stats = CorpusStats.load(tmp_path)
     assert stats.changed_files() is None
-    size = (tmp_path / "first_values.npy").stat().st_size
-    os.truncate(tmp_path / "first_values.npy", 100)  # nothing reads the map here: no SIGBUS
+    size = (tmp_path / "abstract_values.npy").stat().st_size
+    os.truncate(tmp_path / "abstract_values.npy", 100)  # nothing reads the map here: no SIGBUS
     with open(tmp_path / "df_text.npy", "ab") as file:
         file.write(b"\0")
     change = stats.changed_files()
-    assert f"first_values.npy was cut short from {size} to 100 bytes" in change
+    assert f"abstract_values.npy was cut short from {size} to 100 bytes" in change
     assert "df_text.npy grew" in change and str(tmp_path) not in change and "esrr index use" in change
     assert tiny_stats.changed_files() is None  # built in memory: no files to change
 

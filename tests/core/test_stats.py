@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from es_rerank.stats import (
-    FIELDS, FIRST_TOKENS, CorpusStats, DocTerms, Document, StatsError, Vocabulary, build_stats,
+    FIELDS, FIRST_TOKENS, CorpusStats, DocTerms, Document, StatsError, Vocabulary, build_stats, iter_doc_terms,
 )
 from es_rerank.text import NUMBER_CLASSES, YEAR_19XX, embedding_tokens, tokenize
 
@@ -207,7 +207,7 @@ def _damage(directory: Path, name: str, how: str) -> None:
     ("abstract_values.npy", "2-D", "abstract_values.npy holds a int32 array of shape"),
     ("df_text.npy", "floats", "df_text.npy holds a float32 array"),
     ("abstract_values.npy", "ids past the vocabulary", "abstract_values.npy holds term ids outside"),
-    ("first_values.npy", "ids past the vocabulary", "first_values.npy holds term ids outside"),
+    ("embedding_of.npy", "ids past the vocabulary", "embedding_of.npy holds term ids outside"),
     ("title_ptr.npy", "pointer past the values", "title_ptr.npy does not index title_values.npy"),
     ("abstract_ptr.npy", "pointer going back", "abstract_ptr.npy does not index abstract_values.npy"),
     ("title_values.npy", "negative ids", "title_values.npy holds term ids outside"),
@@ -231,3 +231,32 @@ def test_build_stats_refuses_duplicate_document_ids() -> None:
     docs = [Document("d1", "a", "b"), Document("d1", "c", "d")]
     with pytest.raises(ValueError, match="duplicate document id 'd1'"):
         build_stats("v", docs)
+
+
+def test_the_first_tokens_derived_from_title_and_abstract_are_those_tokenizing_gave(tmp_path: Path) -> None:
+    """Format 3 stores no first tokens: the title and abstract ids through embedding_of give the same ids."""
+    documents = [
+        Document("long-title", " ".join(f"w{i}" for i in range(60)) + " 1999 25%", "ignored 3.5 words"),
+        Document("numbers", "In 1998, 12 of 40 (0.3) cost $20", "and 2010 rose by 4.5% to 18-65 " * 10),
+        Document("empty", "", ""),
+        Document("abstract-only", "", "Calcium 1999 and vitamin K 0.25 mg"),
+    ]
+    expected = [terms.first_ids for _, terms in iter_doc_terms(documents, Vocabulary())]
+    stats = build_stats("v", documents)
+    stats.save(tmp_path / "v")
+    loaded = CorpusStats.load(tmp_path / "v", check_ids=True)
+    for row, first in enumerate(expected):
+        for built in (stats, loaded):
+            assert built.doc_terms(row).first_ids.dtype == np.int32
+            np.testing.assert_array_equal(built.doc_terms(row).first_ids, first)
+    np.testing.assert_array_equal(loaded.first_values, np.concatenate(expected))
+    np.testing.assert_array_equal(np.diff(loaded.first_ptr), [len(f) for f in expected])
+    assert not (tmp_path / "v" / "first_values.npy").exists()
+
+
+def test_format_2_statistics_are_refused_with_the_rebuild(tiny_stats: CorpusStats, tmp_path: Path) -> None:
+    tiny_stats.save(tmp_path)
+    meta = json.loads((tmp_path / "meta.json").read_text(encoding="utf-8"))
+    (tmp_path / "meta.json").write_text(json.dumps({**meta, "format": 2}), encoding="utf-8")
+    with pytest.raises(StatsError, match=r"format 2, this code reads format 3 .*esrr index build"):
+        CorpusStats.load(tmp_path)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from es_rerank import string_table
-from es_rerank.string_table import KeySet, StringTable, StringTableError, string_key, write_string_table
+from es_rerank.string_table import KeySet, SortedRuns, StringTable, StringTableError, string_key, write_string_table
 
 
 def test_rows_and_lookups(tmp_path: Path) -> None:
@@ -51,3 +51,19 @@ def test_key_set_finds_repeats_in_and_across_batches() -> None:
     repeated = seen.add_many(np.array([1, 105, 2, 1, 6], dtype=np.uint64))
     assert repeated.tolist() == [False, True, False, True, True]
     assert not seen.add(2) and len(seen) == 14
+
+
+def test_sorted_runs_find_every_key_with_its_values_whatever_the_batches() -> None:
+    runs = SortedRuns(np.int32)
+    rng = np.random.default_rng(0)
+    keys = rng.permutation(np.arange(1, 20_001, dtype=np.uint64) * 7919)
+    start = 0
+    for size in (1, 3, 500, 40, 4000, 7, 9000, 6449):  # batches of any size, merged as they come
+        runs.add(keys[start:start + size], np.arange(start, start + size))
+        start += size
+    assert start == len(keys) == len(runs)
+    assert len(runs._runs) <= 6  # sizes at least halve from run to run
+    found, (where,) = runs.find(np.concatenate([keys, np.array([3, 5], dtype=np.uint64)]))
+    assert found.tolist() == [True] * len(keys) + [False, False]
+    np.testing.assert_array_equal(where[:len(keys)], np.arange(len(keys)))
+    assert runs.contains(int(keys[123])) and not runs.contains(3)

@@ -118,12 +118,12 @@ def test_a_change_of_mode_or_a_second_link_is_no_change_of_content(home, tmp_pat
 
 
 def test_a_version_changed_after_its_build_is_refused_when_opened(home):
-    _rewrite_in_place(_stats(home) / "first_values.npy")  # same size: only the checksum tells
+    _rewrite_in_place(_stats(home) / "abstract_values.npy")  # same size: only the checksum tells
     CorpusStats.load(_stats(home))  # an open checks sizes only
-    with pytest.raises(StatsError, match=r"first_values.npy differs from what the build wrote .*esrr index build"):
+    with pytest.raises(StatsError, match=r"abstract_values.npy differs from what the build wrote .*esrr index build"):
         CorpusStats.load(_stats(home), check_ids=True)
     refused = CliRunner().invoke(main, ["index", "use", "v1"], env={"ESRR_HOME": str(home)})
-    assert refused.exit_code == 1 and "first_values.npy differs from what the build wrote" in refused.output
+    assert refused.exit_code == 1 and "abstract_values.npy differs from what the build wrote" in refused.output
 
     vocab = _stats(home) / "vocab.txt"
     vocab.write_text(vocab.read_text(encoding="utf-8") + "x", encoding="utf-8")  # grown by a byte, same lines

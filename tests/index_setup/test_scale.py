@@ -119,7 +119,8 @@ def test_the_parallel_streaming_build_writes_what_build_stats_computes(tmp_path:
     streamed = CorpusStats.load(tmp_path / "stats", check_ids=True)
     assert list(streamed.vocab.terms) == list(in_memory.vocab.terms)
     assert list(streamed.doc_ids) == list(in_memory.doc_ids)
-    for name in ("title_ptr", "title_values", "abstract_ptr", "abstract_values", "first_ptr", "first_values"):
+    for name in ("title_ptr", "title_values", "abstract_ptr", "abstract_values", "embedding_of", "first_ptr",
+                 "first_values"):
         assert np.array_equal(getattr(streamed, name), getattr(in_memory, name)), name
     for name, values in in_memory.df.items():
         assert np.array_equal(streamed.df[name], values), name
