@@ -1,0 +1,70 @@
+"""The site page's views (``es_rerank.gateway.site``) over a real embedded index, through Flask's test client.
+
+What a browser does with the page (type, filter, page) is ``test_site_browser.py``, in Chromium.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.gateway.app import create_app
+from es_rerank.gateway.config import GatewaySettings
+from es_rerank.ranking.pipeline import SearchPipeline
+from es_rerank.ranking.served import ServedSearch
+from index_setup.embedded_index import build_embedded_index
+from tests.conftest import TINY_DOCS
+
+BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"}
+ES_CLIENT = {"Accept": "application/vnd.elasticsearch+json; compatible-with=8"}
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    build_embedded_index(list(TINY_DOCS), tmp_path / "indexes" / "embedded", version="v1", progress=False)
+    return tmp_path
+
+
+def _client(home: Path, backend=None, **settings):
+    backend = backend or EmbeddedBackend.open_current(home / "indexes" / "embedded")
+    served = ServedSearch(SearchPipeline(backend, 10), 5.0)
+    return create_app(served, GatewaySettings(home=home, **settings)).test_client()
+
+
+def _error(page: str) -> str:
+    found = re.search(r'<p class="error" role="alert">(.*?)</p>', page, re.S)
+    assert found, page
+    return found.group(1)
+
+
+def test_a_browser_gets_the_page_at_the_root(home):
+    response = _client(home).get("/", headers=BROWSER)
+    page = response.get_data(as_text=True)
+    assert response.status_code == 200 and response.mimetype == "text/html"
+    assert "Accept" in response.vary  # a cache keeps the page and the JSON apart
+    for landmark in ("<header>", "<main ", "role=\"search\"", '<label for="q">', 'aria-live="polite"'):
+        assert landmark in page
+    assert "Type words to search" in page and "<aside" not in page  # no filters before a search
+
+
+@pytest.mark.parametrize("headers", [ES_CLIENT, {"Accept": "application/json"}, {"Accept": "*/*"}, {}],
+                         ids=["es-client", "json", "curl", "none"])
+def test_every_other_client_still_gets_the_json_info(home, headers):
+    response = _client(home).get("/", headers=headers)
+    assert response.status_code == 200 and response.get_json()["name"] == "es-rerank"
+    assert "Accept" in response.vary
+
+
+def test_the_page_can_be_turned_off(home):
+    response = _client(home, gateway_site=False).get("/?q=bone", headers=BROWSER)
+    assert response.get_json()["name"] == "es-rerank"
+
+
+def test_a_field_out_of_range_is_a_message_on_the_page_with_the_search_kept(home):
+    response = _client(home).get("/?q=vitamin+bone&year_from=2020&year_to=1999", headers=BROWSER)
+    page = response.get_data(as_text=True)
+    assert response.status_code == 400 and "put the earlier year first" in _error(page)
+    assert 'value="vitamin bone"' in page
