@@ -48,6 +48,7 @@ def test_a_browser_gets_the_page_at_the_root(home):
     for landmark in ("<header>", "<main ", "role=\"search\"", '<label for="q">', 'aria-live="polite"'):
         assert landmark in page
     assert "Type words to search" in page and "<aside" not in page  # no filters before a search
+    assert "default-src 'none'" in response.headers["Content-Security-Policy"]
 
 
 @pytest.mark.parametrize("headers", [ES_CLIENT, {"Accept": "application/json"}, {"Accept": "*/*"}, {}],
