@@ -94,7 +94,7 @@ def child_baseline(base: str, data: str, root: str) -> dict:
     result = build_embedded_index(read_corpus(Path(data)), Path(root), version="v1", progress=False)
     seconds = time.perf_counter() - started
     return {"docs": result.n_docs, "seconds": seconds, "docs_per_s": result.n_docs / seconds,
-            "code": base, **_peak_rss()}
+            "index_bytes": _directory_bytes(Path(root) / "v1" / "tantivy"), "code": base, **_peak_rss()}
 
 
 def _random_model(home: Path, stats_version: str, stats, words: int) -> None:
@@ -257,6 +257,8 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
                         "build_peak_rss_bytes": beir["peak_rss_bytes"],
                         "build_worker_peak_rss_bytes": beir["peak_rss_worker_bytes"],
                         "xml_build_docs_per_s": xml["docs_per_s"], "xml_build_peak_rss_bytes": xml["peak_rss_bytes"],
+                        # The XML carries the metadata (journal, year, authors, MeSH, types, DOI), the BEIR copy not.
+                        "xml_index_bytes_per_doc": xml["index_bytes"] / xml["docs"],
                         "xml_load": xml["load"], "terms": beir["terms"],
                         "index_bytes_per_doc": beir["index_bytes"] / beir["docs"],
                         "stats_bytes_per_doc": beir["stats_bytes"] / beir["docs"]})
@@ -266,6 +268,9 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
                                  str(runs / "baseline"), env={"PYTHONPATH": str(baseline)})
                 row.update({"baseline_docs_per_s": old["docs_per_s"], "baseline_peak_rss_bytes": old["peak_rss_bytes"],
                             "rate_ratio": beir["docs_per_s"] / old["docs_per_s"]})
+                if "index_bytes" in old:  # baselines from before issue 26 measured no size
+                    row.update({"baseline_index_bytes_per_doc": old["index_bytes"] / old["docs"],
+                                "index_size_ratio": beir["index_bytes"] / old["index_bytes"]})
             click.echo(f"{n:,}: serving", err=True)
             row.update(_run_child("serve", str(runs / "home"), queries, rounds))
             rows.append(row)
@@ -309,6 +314,13 @@ def _print(figures: dict) -> None:
                    f"{r['index_bytes_per_doc']:9.0f} {r['stats_bytes_per_doc']:11.0f} {r['start_s']:7.2f} "
                    f"{_mb(r['uss_index_bytes']):>8} {r['bm25_p50_ms']:6.1f}/{r['bm25_p99_ms']:<6.1f} "
                    f"{r['served_p50_ms']:7.1f}/{r['served_p99_ms']:<7.1f}")
+    for r in figures["sizes"]:
+        extra = [f"xml (with metadata) {r['xml_index_bytes_per_doc']:.0f} B/doc, "
+                 f"{r['xml_build_docs_per_s'] / r['build_docs_per_s']:.2f}x the BEIR build's rate"]
+        if "index_size_ratio" in r:
+            extra.append(f"baseline index {r['baseline_index_bytes_per_doc']:.0f} B/doc, this one "
+                         f"{r['index_size_ratio']:.2f}x")
+        click.echo(f"{r['docs']:>9,}: " + "; ".join(extra))
     if len(figures["sizes"]) < 2:
         click.echo("no projection: it needs two sizes or more")
         return

@@ -26,6 +26,7 @@ Choices the paper leaves open, made here for biomedical text:
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 # Number classes of the embedding path (section 4.1), as vocabulary tokens.
 INTEGER = "<int>"
@@ -94,6 +95,12 @@ def tokenize(text: str) -> list[str]:
         else:
             tokens.append(value.lower())
     return tokens
+
+
+def token_spans(text: str) -> Iterator[tuple[int, int, list[str]]]:
+    """Each run of ``text`` that ``tokenize`` reads, as (start, end, its lexical tokens): where a token sits."""
+    for found in _TOKEN_RE.finditer(text):
+        yield found.start(), found.end(), tokenize(found.group())
 
 
 def number_class(token: str) -> str | None:
