@@ -28,6 +28,7 @@ MAX_TYPE_CHARS = 200
 MIN_YEAR, MAX_YEAR = 1000, 2999
 SHOWN_AUTHORS = 3
 SNIPPET_CHARS = 300  # of the abstract's start, shown when no fragment of it is highlighted
+SNIPPET_FRAGMENTS = 3  # highlighted fragments of the abstract shown (Elasticsearch sends up to 5)
 PUBMED_URL = "https://pubmed.ncbi.nlm.nih.gov/{}/"
 _PMID = re.compile(r"[0-9]{1,10}")
 _EM_TAG = re.compile(r"(</?em>)")
@@ -194,7 +195,7 @@ def result_view(hit: Mapping[str, Any]) -> ResultView:
     highlight = hit.get("highlight") or {}
     titles = highlight.get("title") or ()
     title = highlighted(titles[0]) if titles else escape(source.get("title") or doc_id)
-    fragments = highlight.get("abstract") or ()
+    fragments = (highlight.get("abstract") or ())[:SNIPPET_FRAGMENTS]
     if fragments:
         snippet = Markup(" … ").join(highlighted(fragment) for fragment in fragments)
     else:

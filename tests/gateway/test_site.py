@@ -9,7 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+from elasticsearch import Elasticsearch
 
+from es_rerank.backends.elasticsearch import ElasticsearchBackend, _Served
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
@@ -69,3 +71,16 @@ def test_a_field_out_of_range_is_a_message_on_the_page_with_the_search_kept(home
     page = response.get_data(as_text=True)
     assert response.status_code == 400 and "put the earlier year first" in _error(page)
     assert 'value="vitamin bone"' in page
+def test_a_request_the_gateway_refuses_is_a_message_on_the_page(home):
+    response = _client(home, gateway_max_query_words=3).get("/?q=vitamin+d+bone+loss+calcium", headers=BROWSER)
+    assert response.status_code == 400 and "5 words" in _error(response.get_data(as_text=True))
+
+
+def test_a_backend_that_cannot_answer_is_a_message_on_the_page_not_a_500(home, es_stub, tiny_stats):
+    refusal = {"error": {"type": "cluster_block_exception", "reason": "blocked by: [SERVICE_UNAVAILABLE]"},
+               "status": 503}
+    client = Elasticsearch(es_stub(503, refusal), max_retries=0)
+    backend = ElasticsearchBackend(client, "esrr-docs", home, served=_Served("esrr-v1", tiny_stats))
+    response = _client(home, backend=backend).get("/?q=vitamin", headers=BROWSER)
+    assert response.status_code == 503
+    assert _error(response.get_data(as_text=True)).startswith("The search engine cannot answer right now")

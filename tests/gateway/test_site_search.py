@@ -22,7 +22,8 @@ RESPONSE = {
                          "mesh": ["Tea", "Breast Neoplasms"], "publication_types": ["Journal Article", "Review"],
                          "doi": "10.3390/nu11081234"},
              "highlight": {"title": ["<em>Green</em> <em>tea</em> &amp; breast cancer"],
-                           "abstract": ["drinking <em>green</em> <em>tea</em> &lt;3 cups", "<em>tea</em> catechins"]},
+                           "abstract": ["drinking <em>green</em> <em>tea</em> &lt;3 cups", "<em>tea</em> catechins",
+                                        "<em>tea</em> 2", "<em>tea</em> 3"]},
              "fields": {"bm25_score": [11.5], "reranked": [True]}},
             {"_index": "esrr-v3", "_id": "MED-10", "_score": 3.1,
              "_source": {"doc_id": "MED-10", "title": "Statins <b>and</b> survival", "abstract": "word " * 100,
@@ -79,7 +80,8 @@ def test_the_view_shows_what_people_read():
     assert (first.journal, first.year, first.publication_types) == ("Nutrients", 2019, ("Journal Article", "Review"))
     assert second.year is None and first.reranked
     assert first.title == Markup("<em>Green</em> <em>tea</em> &amp; breast cancer")
-    assert first.snippet == Markup("drinking <em>green</em> <em>tea</em> &lt;3 cups … <em>tea</em> catechins")
+    assert first.snippet == Markup("drinking <em>green</em> <em>tea</em> &lt;3 cups … <em>tea</em> catechins … "
+                                   "<em>tea</em> 2")  # the first three fragments
     assert second.title == Markup("Statins &lt;b&gt;and&lt;/b&gt; survival")  # no highlight: the escaped title
     assert str(second.snippet).endswith(" …") and len(second.snippet) <= 302
     assert (view.total, view.total_is_lower_bound, view.page, view.last_page, view.first_shown) == (500, True, 2, 50, 11)

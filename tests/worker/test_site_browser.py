@@ -141,7 +141,7 @@ def _ids(body: dict) -> list[str]:
 
 def test_a_person_searches_filters_and_pages_in_chromium(browser, gateway, corpus, tmp_path):
     articles = _articles(corpus)
-    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    page = browser.new_page(viewport={"width": 1000, "height": 820})
     page.set_default_timeout(TIMEOUT * 1000)
 
     # Landmarks and labels as a screen reader meets them (Chromium's accessibility tree), and the keyboard.
