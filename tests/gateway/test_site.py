@@ -17,9 +17,18 @@ from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
+from es_rerank.stats import Document
 from index_setup.embedded_index import build_embedded_index
 from tests.conftest import TINY_DOCS
 
+# With the metadata people read; 1 and 2 are PMIDs, "MED-3" is not.
+ARTICLES = (
+    Document("1", "Vitamin D and bone loss", "Vitamin D <deficiency> & bone loss in older adults.", "Nutrients",
+             2004, ("Smith JA", "Lee K", "Ortiz M", "Chen W"), (), ("Journal Article", "Review")),
+    Document("2", "Bone health in children", "Calcium and vitamin K support bone health.", "Pediatrics", 2015,
+             ("Doe J",), (), ("Journal Article",)),
+    Document("MED-3", "Vitamin C and colds", "Vitamin C shortens colds.", "BMJ", 1999, (), (), ("Letter",)),
+)
 BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"}
 ES_CLIENT = {"Accept": "application/vnd.elasticsearch+json; compatible-with=8"}
 
@@ -34,6 +43,11 @@ def _client(home: Path, backend=None, **settings):
     backend = backend or EmbeddedBackend.open_current(home / "indexes" / "embedded")
     served = ServedSearch(SearchPipeline(backend, 10), 5.0)
     return create_app(served, GatewaySettings(home=home, **settings)).test_client()
+
+
+def _results(page: str) -> list[str]:
+    """The results' titles as HTML, in order."""
+    return re.findall(r'<li class="result">\s*<h3>(.*?)</h3>', page, re.S)
 
 
 def _error(page: str) -> str:
@@ -84,3 +98,26 @@ def test_a_backend_that_cannot_answer_is_a_message_on_the_page_not_a_500(home, e
     response = _client(home, backend=backend).get("/?q=vitamin", headers=BROWSER)
     assert response.status_code == 503
     assert _error(response.get_data(as_text=True)).startswith("The search engine cannot answer right now")
+
+
+def test_a_search_shows_the_results_filters_and_pages(tmp_path):
+    build_embedded_index(list(ARTICLES), tmp_path / "indexes" / "embedded", version="v1", progress=False)
+    client = _client(tmp_path)
+    response = client.get("/?q=vitamin", headers=BROWSER)
+    page = response.get_data(as_text=True)
+    assert response.status_code == 200 and len(_results(page)) == 3
+    assert '<a href="https://pubmed.ncbi.nlm.nih.gov/1/"><em>Vitamin</em> D and bone loss</a>' in page
+    assert "<em>Vitamin</em> C and colds" in page and "pubmed.ncbi.nlm.nih.gov/MED-3" not in page
+    assert "Smith JA, Lee K, Ortiz M, et al." in page and "Nutrients" in page and ">2004<" in page
+    assert "&lt;deficiency&gt; &amp; bone" in page  # the abstract's text escaped, only <em> is markup
+    assert re.search(r'value="Review"\s*>\s*Review <span class="meta">\(1\)', page)  # a type with its count
+    assert "3 results; showing 1–3, page 1 of 1." in page and 'aria-label="Result pages"' not in page
+
+    filtered = client.get("/?q=vitamin&year_from=2000&type=Review", headers=BROWSER).get_data(as_text=True)
+    assert [title for title in _results(filtered)] == [
+        '<a href="https://pubmed.ncbi.nlm.nih.gov/1/"><em>Vitamin</em> D and bone loss</a>']
+    assert re.search(r'value="Review"\s*checked>', filtered) and 'value="2000"' in filtered
+
+    past = client.get("/?q=vitamin&page=2", headers=BROWSER).get_data(as_text=True)
+    assert "No results on page 2; there are 3 results." in past
+    assert '<a href="/?q=vitamin" rel="prev">Previous</a>' in past and 'rel="next"' not in past  # back to page 1
