@@ -44,9 +44,9 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
     app.extensions["esrr.metrics"] = metrics
     app.extensions["esrr.probe"] = ModelProbe()
     app.register_blueprint(api)
+    _register_error_handlers(app)
     if settings.gateway_site:  # the search page for browsers at / (site.py)
         app.register_blueprint(site)
-    _register_error_handlers(app)
     app.wsgi_app = UrlLengthLimit(app.wsgi_app, settings.gateway_max_url_bytes,
                                   on_refused=metrics.requests.labels("unrouted", "414").inc)
 
