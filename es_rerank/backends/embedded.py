@@ -27,9 +27,10 @@ import tantivy
 
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
 from es_rerank.backends.highlight import FieldHighlight, filter_source, highlight, read_highlight, read_source_filter
-from es_rerank.backends.query_dsl import (
-    AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Keyword, MatchAll, MatchNone, Node, Phrase, Range,
-    UnsupportedQuery, Words, read_query,
+from es_rerank.backends.query_dsl import read_query
+from es_rerank.backends.query_tree import (
+    AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Keyword, MatchAll, MatchNone, Node, Pattern, Phrase,
+    Range, UnsupportedQuery, Words,
 )
 from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
@@ -287,6 +288,8 @@ class EmbeddedBackend:
         if isinstance(node, Phrase):
             query = Query.phrase_query(schema, "text", list(node.tokens), node.slop)
             return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
+        if isinstance(node, Pattern):
+            return Query.const_score_query(Query.regex_query(schema, "text", node.regex), 1.0)
         if isinstance(node, Keyword):
             if node.field == "year":
                 query = Query.boolean_query([(Occur.Should, Query.range_query(

@@ -8,16 +8,21 @@ backend serves, as Elasticsearch would read it:
   ``NOT``/``!``, ``+word`` (required), ``-word`` (excluded), parentheses, ``"phrases"``
   and ``"phrases"~slop``, ``word^2`` boosts, ``field:value`` on the whole text
   (``text:``) or a keyword field (``year:2010``, ``year:[2000 TO 2010]``,
-  ``publication_types:Review``). A query of exclusions only matches every other
+  ``publication_types:Review``); a field the index does not have matches nothing, as in
+  Elasticsearch (``Pork: Yersinia`` in a pasted title searches a field "Pork"). A query of exclusions only matches every other
   document, as Elasticsearch's parser makes it. A syntax error is refused with the
   parser's reason, as Elasticsearch answers a 400.
+- Wildcards in a word (``gree*``, ``tumo?r``) match the tokens of ``text`` they fit,
+  lower-cased, each match scoring 1 (Elasticsearch's constant-score rewrite); a question
+  mark ends many natural questions ("Greens?") and is a wildcard there too, as in
+  Elasticsearch.
 - ``simple_query_string``: ``+`` AND, ``|`` OR, ``-`` NOT (with the OR default,
   ``a -b`` is *a* or *not b*, as Elasticsearch documents), quotes and parentheses;
   ``AND``/``OR``/``NOT`` and ``field:`` are plain words there. It never fails: text
   the parser cannot read is searched as its words, as Elasticsearch's lenient parser does.
 
-Wildcards, fuzziness (``~`` on a word), regular expressions and ranges of text are
-refused: the embedded index holds no such structures (Elasticsearch serves them).
+Fuzziness (``~`` on a word), regular expressions (``/.../``) and ranges of text are
+refused (Elasticsearch serves them).
 """
 
 from __future__ import annotations
@@ -30,11 +35,12 @@ from luqum.exceptions import ParseError
 from luqum.parser import parser
 
 from es_rerank.backends.query_tree import (
-    KEYWORD_FIELDS, NUMBER_FIELDS, ON_ELASTICSEARCH, WHOLE_TEXT, Bool, MatchAll, MatchNone, Node, Range,
-    UnsupportedQuery, Words, keyword_node, phrase_node, whole_number,
+    KEYWORD_FIELDS, NUMBER_FIELDS, ON_ELASTICSEARCH, TEXT_FIELDS, WHOLE_TEXT, Bool, MatchAll, MatchNone, Node, Pattern,
+    Range, UnsupportedQuery, Words, keyword_node, phrase_node, whole_number,
 )
 from es_rerank.text import tokenize
 
+_TEXT_NAMES = ("text", "title", "abstract", "*", "_all")  # fields whose words the model reads
 _SIMPLE_SPECIAL = re.compile(r"\b(AND|OR|NOT)\b|[:!^\[\]{}/\\]|&&|\|\|")
 
 
@@ -52,6 +58,13 @@ def read_lucene(text: str, all_required: bool, simple: bool, budget: Any, depth:
         raise UnsupportedQuery(f"[{kind}] cannot parse {text[:40]!r}: {error}; check its quotes, parentheses and "
                                "operators (AND, OR, NOT, +, -)") from None
     return _Reader(all_required, simple, budget, kind).node(parsed, depth, "text")
+
+
+def wildcard_regex(value: str) -> str:
+    """A wildcard word as the regular expression tantivy matches against whole tokens (``*`` any run, ``?`` one
+    character), lower-cased as the index's tokens are."""
+    return "".join(".*" if char == "*" else "." if char == "?" else re.escape(char)
+                   for char in value.replace("\\", "").lower())
 
 
 def _simple_to_lucene(text: str) -> str:
@@ -74,7 +87,10 @@ class _Reader:
         if isinstance(item, (tree.Group, tree.FieldGroup)):
             return self.node(item.expr, depth + 1, field)
         if isinstance(item, tree.SearchField):
-            return self.node(item.expr, depth + 1, self.field(item.name))
+            named = self.field(item.name)
+            if named is None:  # a field the index does not have: Elasticsearch matches nothing there, as here
+                return MatchNone()
+            return self.node(item.expr, depth + 1, named)
         if isinstance(item, tree.Boost):
             inner = self.node(item.expr, depth + 1, field)
             return Bool(must=(inner,), boost=float(item.force))
@@ -102,9 +118,12 @@ class _Reader:
             return self.group([item], depth, field, all_required=self.all_required)
         raise self.refuse(f"the syntax {str(item)[:40]!r}")
 
-    def field(self, name: str) -> str:
+    def field(self, name: str) -> str | None:
+        """The field searched for ``name:``; None for one the index does not have (``Pork: Yersinia`` in a title)."""
         if name in KEYWORD_FIELDS or name in NUMBER_FIELDS or {name} in WHOLE_TEXT:
             return "text" if {name} in WHOLE_TEXT else name
+        if name not in TEXT_FIELDS:
+            return None
         raise UnsupportedQuery(f"[{self.kind}] field [{name[:40]}]: the embedded backend searches the whole text "
                                f"(text:) and filters on {', '.join(KEYWORD_FIELDS + NUMBER_FIELDS)}; a search of "
                                f"[{name[:40]}] is {ON_ELASTICSEARCH}")
@@ -113,7 +132,9 @@ class _Reader:
         if "*" in value or "?" in value:
             if value == "*" and field == "text":
                 return MatchAll()
-            raise self.refuse(f"the wildcard {value[:40]!r}")
+            if field != "text" or self.simple and "?" in value:  # simple_query_string has `*` at the end only
+                raise self.refuse(f"the wildcard {value[:40]!r} on [{field}]")
+            return Pattern(wildcard_regex(value))
         if field != "text":
             return keyword_node(self.kind, field, [value.replace("\\", "")])
         tokens = tuple(dict.fromkeys(tokenize(value)))
@@ -153,3 +174,30 @@ class _Reader:
         if not must and not should:  # exclusions only: everything else, as Elasticsearch's parser makes it
             must.append(MatchAll())
         return Bool(tuple(must), tuple(should), (), tuple(must_not), 0 if must else min(1, len(should)))
+
+
+def lucene_words(text: str, simple: bool = False) -> str:
+    """The words a query-string searches for in the text: its words and phrases, not those it excludes (NOT, -)
+    nor the values of field filters (``year:2010``); its words as written where it does not parse."""
+    source = _simple_to_lucene(text) if simple else text
+    try:
+        parsed = parser.parse(source) if source.strip() else None
+    except (ParseError, ValueError, TypeError, AttributeError, IndexError):
+        return text
+    words: list[str] = []
+
+    def walk(item: Any, field: str) -> None:
+        if isinstance(item, (tree.Not, tree.Prohibit)):
+            return
+        if isinstance(item, tree.SearchField):
+            field = item.name
+        if isinstance(item, tree.Phrase) and field in _TEXT_NAMES:
+            words.append(item.value[1:-1])
+        elif isinstance(item, tree.Word) and field in _TEXT_NAMES:
+            words.append(item.value)
+        for child in item.children:
+            walk(child, field)
+
+    if parsed is not None:
+        walk(parsed, "text")
+    return " ".join(words)

@@ -29,7 +29,7 @@ import math
 import re
 from typing import Any, Iterator
 
-from es_rerank.backends.lucene_syntax import read_lucene  # at import: luqum builds its parser tables then
+from es_rerank.backends.lucene_syntax import lucene_words, read_lucene  # luqum builds its parser tables at import
 from es_rerank.backends.query_tree import (  # noqa: F401  (the tree's names, read here, used by the backends)
     AGGREGATABLE, KEYWORD_FIELDS, MAX_CLAUSES, MAX_DEPTH, MAX_SHOULD_EXPANSION, NUMBER_FIELDS, ON_ELASTICSEARCH,
     TEXT_FIELDS, WHOLE_TEXT, Bool, Keyword, MatchAll, MatchNone, Node, Phrase, Range, UnsupportedQuery, Words,
@@ -312,7 +312,7 @@ def _texts(query: Any, depth: int) -> Iterator[str]:
         elif kind in ("multi_match", "query_string", "simple_query_string"):
             text = clause.get("query")
             if isinstance(text, str):
-                yield _lucene_words(text) if kind != "multi_match" else text
+                yield lucene_words(text, kind == "simple_query_string") if kind != "multi_match" else text
         elif kind in ("constant_score", "boosting", "function_score", "dis_max", "nested"):
             for key in ("filter", "positive", "query", "queries"):  # a wrapped query's text (not a filter's)
                 if kind == "constant_score":
@@ -320,11 +320,3 @@ def _texts(query: Any, depth: int) -> Iterator[str]:
                 value = clause.get(key)
                 for item in value if isinstance(value, list) else [value]:
                     yield from _texts(item, depth + 1)
-
-
-_SYNTAX = re.compile(r"\b(?:AND|OR|NOT)\b|[a-zA-Z_.]+:|[+\-!()\"~^*|\\]")
-
-
-def _lucene_words(text: str) -> str:
-    """A query-string's words without its operators and field names (``title:tea AND "green tea"`` -> the words)."""
-    return " ".join(_SYNTAX.sub(" ", text).split())

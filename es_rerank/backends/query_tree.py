@@ -44,6 +44,14 @@ class Phrase:
 
 
 @dataclass(frozen=True)
+class Pattern:
+    """Documents holding a ``text`` token that the regular expression ``regex`` matches whole (a wildcard); scored
+    1, as Elasticsearch's constant-score rewrite of a wildcard."""
+
+    regex: str
+
+
+@dataclass(frozen=True)
 class Keyword:
     """Documents whose keyword (or year) ``field`` holds one of ``values``; scores nothing."""
 
@@ -82,7 +90,7 @@ class MatchNone:
     """No document (e.g. a match whose text has no words)."""
 
 
-Node = Union[Words, Phrase, Keyword, Range, Bool, MatchAll, MatchNone]
+Node = Union[Words, Phrase, Pattern, Keyword, Range, Bool, MatchAll, MatchNone]
 
 
 def shortened(value: Any) -> str:

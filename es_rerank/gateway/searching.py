@@ -43,7 +43,8 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     try:
         prepared = backend.prepare(asked.body)
         ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage, prepared=prepared,
-                                window=0 if asked.skipped else asked.window, combination=asked.combination)
+                                window=0 if asked.skipped or not asked.size else asked.window,  # size 0: counts
+                                combination=asked.combination)
         page = ranking.ranked[asked.offset:asked.offset + asked.size]
         shown = backend.page(prepared, [item.hit for item in page])
     except QueryRefused as error:

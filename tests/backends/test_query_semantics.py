@@ -79,6 +79,8 @@ CASES = {
                              lambda d: "vitamin" in tokens(d) and "bone" not in tokens(d)),
     "query_string groups": ({"query_string": {"query": "breast OR (coffee AND diet)", "default_field": "text"}},
                             lambda d: "breast" in tokens(d) or at_least(d, ["coffee", "diet"], 2)),
+    "query_string wildcards": ({"query_string": {"query": "gree* OR bla?k", "default_field": "text"}},
+                               lambda d: "green" in tokens(d) or "black" in tokens(d)),
     "query_string default_operator AND": (
         {"query_string": {"query": "risk diet", "default_field": "text", "default_operator": "AND"}},
         lambda d: at_least(d, ["risk", "diet"], 2)),
@@ -155,7 +157,8 @@ def test_the_cases_tell_and_from_or():
 @pytest.mark.parametrize("query, refused", [
     ({"match": {"title": "tea"}}, "title and abstract together"),
     ({"match": {"text": {"query": "tea", "fuzziness": "AUTO"}}}, "[fuzziness] is not served"),
-    ({"query_string": {"query": "te*", "default_field": "text"}}, "wildcard"),
+    ({"query_string": {"query": "/te.*/", "default_field": "text"}}, "regular expression"),
+    ({"query_string": {"query": "journal:Nutr*"}}, "wildcard"),
     ({"query_string": {"query": "tea~1", "default_field": "text"}}, "fuzziness"),
     ({"query_string": {"query": "title:tea"}}, "field [title]"),
     ({"wildcard": {"text": "te*"}}, "[wildcard] queries are not served"),
