@@ -30,13 +30,15 @@ from click.testing import CliRunner
 
 from es_rerank.cli import main
 from es_rerank.gateway.site_search import search_body, site_query
+from es_rerank.settings import DEFAULT_NFCORPUS
 from tests.conftest import REPO, esrr_serve
+from tests.worker.conftest import FALLBACK_DOCS
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium keeps calling hosts a closed network refuses (ARCHITECTURE.md).
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-QUERY = "patients"  # in most generated abstracts: several pages of results
+QUERY = "cancer patients"  # several pages of results, from the shared data's text or the fallback documents
 YEARS = (1990, 2009)
 TIMEOUT = 30
 pytestmark = [pytest.mark.browser, pytest.mark.broker]
@@ -70,12 +72,25 @@ def browser() -> Iterator[object]:
             chromium.close()
 
 
+def _text_pool(folder: Path) -> list[str]:
+    """The generator's ``--data``: none (../shared/data) when there, else the worker tests' fallback documents
+    written as an NFCorpus under ``folder`` (CI without the data)."""
+    if (DEFAULT_NFCORPUS / "corpus.jsonl.gz").is_file():
+        return []
+    (folder / "nfcorpus").mkdir(parents=True)
+    with gzip.open(folder / "nfcorpus" / "corpus.jsonl.gz", "wt", encoding="utf-8") as corpus:
+        for doc_id, title, abstract in FALLBACK_DOCS:
+            corpus.write(json.dumps({"_id": doc_id, "title": title, "text": abstract}) + "\n")
+    return ["--data", str(folder)]
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     """A generated PubMed baseline of 150 articles."""
     out = tmp_path_factory.mktemp("pubmed") / "generated"
+    pool = _text_pool(tmp_path_factory.mktemp("pool"))
     result = CliRunner().invoke(main, ["generate", "pubmed", "--docs", "150", "--out", str(out), "--update-files",
-                                       "0", "--no-beir"])
+                                       "0", "--no-beir", *pool])
     assert result.exit_code == 0, result.output
     return out / "baseline"
 
@@ -154,7 +169,7 @@ def test_a_person_searches_filters_and_pages_in_chromium(browser, gateway, corpu
     # Type a query: reranked results, in the gateway's order.
     page.get_by_label("Search titles and abstracts").fill(QUERY)
     page.keyboard.press("Enter")
-    page.wait_for_url(re.compile(r"\?q=patients"))
+    page.wait_for_url(re.compile(r"\?q=cancer"))
     expected = _search(gateway, search_body(site_query(QUERY, None, None, None, [])))
     assert len(_ids(expected)) == 10, "the corpus must have a page of results for the query"
     assert _shown(page) == _ids(expected)  # the page shows results, and the ones the gateway ranked
