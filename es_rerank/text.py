@@ -100,7 +100,11 @@ def tokenize(text: str) -> list[str]:
 def token_spans(text: str) -> Iterator[tuple[int, int, list[str]]]:
     """Each run of ``text`` that ``tokenize`` reads, as (start, end, its lexical tokens): where a token sits."""
     for found in _TOKEN_RE.finditer(text):
-        yield found.start(), found.end(), tokenize(found.group())
+        value = found.group()
+        if "-" in value or "'" in value or "’" in value or value[0] == "$" or value[-1] == "%":
+            yield found.start(), found.end(), _special_tokens(value)  # as tokenize reads it
+        else:
+            yield found.start(), found.end(), [value.lower()]
 
 
 def number_class(token: str) -> str | None:

@@ -205,7 +205,8 @@ class Article:
                 f"<PMID Version=\"1\">{self.pmid}</PMID><Article PubModel=\"Print\"><Journal><JournalIssue "
                 f"CitedMedium=\"Print\"><PubDate><Year>{self.year}</Year></PubDate></JournalIssue>"
                 f"<Title>{escape(self.journal)}</Title></Journal><ArticleTitle>{escape(self.title)}</ArticleTitle>"
-                f"<ELocationID EIdType=\"doi\" ValidYN=\"Y\">{self.doi}</ELocationID>{abstract}<AuthorList CompleteYN=\"Y\">{authors}</AuthorList><Language>eng</Language>"
+                f"<ELocationID EIdType=\"doi\" ValidYN=\"Y\">{self.doi}</ELocationID>{abstract}"
+                f"<AuthorList CompleteYN=\"Y\">{authors}</AuthorList><Language>eng</Language>"
                 f"<PublicationTypeList>{types}</PublicationTypeList></Article>"
                 f"<MeshHeadingList>{mesh}</MeshHeadingList></MedlineCitation></PubmedArticle>\n")
 

@@ -112,7 +112,7 @@ def _encoder(options: Mapping) -> bool:
 
 def highlight(text: str, words: frozenset[str], field: FieldHighlight) -> list[str]:
     """The fragments of ``text`` with each run holding a query word wrapped in the field's tags (none: no match)."""
-    spans = [(start, end) for start, end, tokens in token_spans(text) if words.intersection(tokens)]
+    spans = _word_spans(text, words)
     if not spans:
         if field.no_match_size:
             return [_render(text, 0, _word_end(text, field.no_match_size), [], field)]
@@ -131,6 +131,29 @@ def highlight(text: str, words: frozenset[str], field: FieldHighlight) -> list[s
         if len(fragments) == field.number_of_fragments:
             break
     return fragments
+
+
+def _word_spans(text: str, words: frozenset[str]) -> list[tuple[int, int]]:
+    """Where ``text`` holds a token among ``words``: (start, end) of each run of the text that token came from.
+
+    Only the space-delimited chunks around a word's occurrences as a substring are tokenized
+    (a whole abstract tokenized for every hit cost 0.4 ms); ``text`` is tokenized whole where
+    lower-casing changes its length (offsets would shift). A token written with a space inside
+    ("95 %", "$ 20") may be left unmarked (13 of NFCorpus's 3,633 documents, with such words asked).
+    """
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        return [(start, end) for start, end, tokens in token_spans(text) if not words.isdisjoint(tokens)]
+    chunks = set()
+    for word in words:
+        needle = word.strip("$%") or word  # a range gives "10%" from "10-58%"
+        at = lowered.find(needle)
+        while at >= 0:
+            end = lowered.find(" ", at + len(needle))
+            chunks.add((lowered.rfind(" ", 0, at) + 1, len(text) if end < 0 else end))
+            at = lowered.find(needle, at + len(needle))
+    return [(begin + start, begin + end) for begin, stop in sorted(chunks)
+            for start, end, tokens in token_spans(text[begin:stop]) if not words.isdisjoint(tokens)]
 
 
 def _word_start(text: str, at: int) -> int:

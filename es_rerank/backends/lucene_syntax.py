@@ -9,9 +9,9 @@ backend serves, as Elasticsearch would read it:
   and ``"phrases"~slop``, ``word^2`` boosts, ``field:value`` on the whole text
   (``text:``) or a keyword field (``year:2010``, ``year:[2000 TO 2010]``,
   ``publication_types:Review``); a field the index does not have matches nothing, as in
-  Elasticsearch (``Pork: Yersinia`` in a pasted title searches a field "Pork"). A query of exclusions only matches every other
-  document, as Elasticsearch's parser makes it. A syntax error is refused with the
-  parser's reason, as Elasticsearch answers a 400.
+  Elasticsearch (``Pork: Yersinia`` in a pasted title searches a field "Pork"). A query
+  of exclusions only matches every other document, as Elasticsearch's parser makes it.
+  A syntax error is refused with the parser's reason, as Elasticsearch answers a 400.
 - Wildcards in a word (``gree*``, ``tumo?r``) match the tokens of ``text`` they fit,
   lower-cased, each match scoring 1 (Elasticsearch's constant-score rewrite); a question
   mark ends many natural questions ("Greens?") and is a wildcard there too, as in

@@ -126,6 +126,9 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
         raise BadSearchRequest(f"[query] must be an object with one clause, as in {EXAMPLE}")
     if "track_total_hits" in params:
         first_stage["track_total_hits"] = _boolean_or_count("track_total_hits", params["track_total_hits"])
+    if "sort" in params:  # "year:desc,_score" as the body's [{"year": "desc"}, "_score"]
+        first_stage["sort"] = [{name: order} if order else name for name, _, order in
+                               (part.strip().partition(":") for part in params["sort"].split(",") if part.strip())]
     source = _url_source(params)
     if source is not None:
         first_stage["_source"] = source

@@ -97,6 +97,9 @@ def test_a_sort_skips_reranking_and_says_why(gateway):
     assert "sorts by" in response["esrr"]["skipped"] and response["esrr"]["ranker"] == "Elasticsearch"
     assert not any(hit["fields"]["reranked"][0] for hit in response["hits"]["hits"])
     assert all("title_ids" not in hit["_source"] for hit in response["hits"]["hits"])
+    by_url = client.search(index=alias, q="green", df="text", sort="year:asc").body
+    assert [hit["_id"] for hit in by_url["hits"]["hits"]] == ["4", "1", "5", "2"]
+    assert "sorts by" in by_url["esrr"]["skipped"]
 
 
 def test_ext_esrr_options_reach_the_ranking(gateway):

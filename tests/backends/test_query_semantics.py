@@ -91,7 +91,8 @@ CASES = {
         lambda d: has_phrase(tokens(d), ["black", "coffee"]) or "vitamin" in tokens(d)),
     "bool must with filters": (
         {"bool": {"must": [{"match": {"text": "tea"}}],
-                  "filter": [{"range": {"year": {"gte": 2000, "lte": 2010}}}, {"terms": {"publication_types": ["Review"]}}]}},
+                  "filter": [{"range": {"year": {"gte": 2000, "lte": 2010}}},
+                             {"terms": {"publication_types": ["Review"]}}]}},
         lambda d: "tea" in tokens(d) and 2000 <= d.year <= 2010 and "Review" in d.publication_types),
     "bool should minimum_should_match": (
         {"bool": {"should": [{"match": {"text": "green"}}, {"match": {"text": "coffee"}}, {"match": {"text": "bone"}}],

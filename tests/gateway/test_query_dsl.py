@@ -89,7 +89,8 @@ def test_source_filtering_and_metadata_pass_through(client):
     body = _search(client, {"query": {"match": {"text": "leafy"}}, "_source": ["title", "meta*"]})
     assert body["hits"]["hits"][0]["_source"] == {"title": "Green vegetables",
                                                   "metadata": {"source": "beir", "tags": ["x", {"y": 1}]}}
-    assert "_source" not in _search(client, {"query": {"match": {"text": "leafy"}}, "_source": False})["hits"]["hits"][0]
+    hidden = _search(client, {"query": {"match": {"text": "leafy"}}, "_source": False})
+    assert "_source" not in hidden["hits"]["hits"][0]
     url = client.get("/_search?q=leafy&_source_includes=year,journal").get_json()
     assert url["hits"]["hits"][0]["_source"] == {"year": 1999, "journal": "Nutrients"}
 
