@@ -46,7 +46,7 @@ _SIMPLE_SPECIAL = re.compile(r"\b(AND|OR|NOT)\b|[:!^\[\]{}/\\]|&&|\|\|")
 
 def read_lucene(text: str, all_required: bool, simple: bool, budget: Any, depth: int, kind: str) -> Node:
     """The nodes of a ``query_string`` (``simple`` False) or ``simple_query_string`` text."""
-    source = _simple_to_lucene(text) if simple else text
+    source = _simple_to_lucene(text) if simple else _bang_as_not(text)
     if not source.strip():
         return MatchNone()
     try:
@@ -65,6 +65,11 @@ def wildcard_regex(value: str) -> str:
     character), lower-cased as the index's tokens are."""
     return "".join(".*" if char == "*" else "." if char == "?" else re.escape(char)
                    for char in value.replace("\\", "").lower())
+
+
+def _bang_as_not(text: str) -> str:
+    """Lucene's ``!`` before a word or group as ``NOT``, which luqum reads (it takes ``!coffee`` for a word)."""
+    return re.sub(r"(?<![\w\\])!(?!=)", " NOT ", text)
 
 
 def _simple_to_lucene(text: str) -> str:
@@ -129,6 +134,9 @@ class _Reader:
                                f"[{name[:40]}] is {ON_ELASTICSEARCH}")
 
     def word(self, value: str, field: str) -> Node:
+        if re.search(r"(?<!\\)!", value):  # Lucene's parser (and so Elasticsearch's) reads `!` as NOT, not in a word
+            raise UnsupportedQuery(f"[{self.kind}] cannot parse {value[:40]!r}: '!' is the NOT operator; put it "
+                                   "before a word (!coffee) or escape it (\\!)")
         if "*" in value or "?" in value:
             if value == "*" and field == "text":
                 return MatchAll()
@@ -179,7 +187,7 @@ class _Reader:
 def lucene_words(text: str, simple: bool = False) -> str:
     """The words a query-string searches for in the text: its words and phrases, not those it excludes (NOT, -)
     nor the values of field filters (``year:2010``); its words as written where it does not parse."""
-    source = _simple_to_lucene(text) if simple else text
+    source = _simple_to_lucene(text) if simple else _bang_as_not(text)
     try:
         parsed = parser.parse(source) if source.strip() else None
     except (ParseError, ValueError, TypeError, AttributeError, IndexError):
