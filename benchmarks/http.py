@@ -7,6 +7,13 @@ response's ``took`` is the gateway's own time from retrieval to the final order,
 adds, measured in the same run; ``took`` is in whole milliseconds, as Elasticsearch
 gives it, so that difference is exact only on average (p50 within 0.5 ms). A search that fell back to BM25 order, or failed,
 stops the benchmark: its time would not be the served model's.
+
+``--forms`` sends each query in other request forms too, alternated form by form within
+every round, so their latencies compare in the same run: ``q`` (``GET ?q=``, the keyword
+search), ``match`` (``POST {"query": {"match": {"text": ...}}}``) and ``site`` (the site
+page's Query DSL request: a ``bool`` with the text clause, ``highlight`` of title and
+abstract and ``terms`` aggregations on year and publication type, without the year and type
+filters, which NFCorpus's documents have no values for).
 """
 
 from __future__ import annotations
@@ -32,10 +39,26 @@ class GatewayFailed(RuntimeError):
     """A search through the gateway did not return reranked hits."""
 
 
-def search_once(pool: Any, url: str, query: str, k: int) -> tuple[float, float, str]:
-    """One search: client-side ms, the gateway's ``took`` ms, and the ranker that answered."""
+FORMS = ("q", "match", "site")
+
+
+def site_request(query: str, k: int) -> dict[str, Any]:
+    """The site page's request for ``query`` (issue 26's contract) without its filters."""
+    return {"query": {"bool": {"must": [{"match": {"text": {"query": query}}}]}}, "from": 0, "size": k,
+            "highlight": {"encoder": "html", "fields": {"title": {}, "abstract": {}}},
+            "aggs": {"year": {"terms": {"field": "year", "size": 50}},
+                     "publication_types": {"terms": {"field": "publication_types", "size": 20}}}}
+
+
+def search_once(pool: Any, url: str, query: str, k: int, form: str = "q") -> tuple[float, float, str]:
+    """One search in one request ``form``: client-side ms, the gateway's ``took`` ms, and the ranker that answered."""
     started = time.perf_counter()
-    response = pool.request("GET", f"{url}/_search?{urlencode({'q': query, 'size': k})}")
+    if form == "q":
+        response = pool.request("GET", f"{url}/_search?{urlencode({'q': query, 'size': k})}")
+    else:
+        body = {"query": {"match": {"text": query}}, "size": k} if form == "match" else site_request(query, k)
+        response = pool.request("POST", f"{url}/_search", body=json.dumps(body).encode("utf-8"),
+                                headers={"Content-Type": "application/json"})
     elapsed_ms = (time.perf_counter() - started) * 1000
     try:
         body = json.loads(response.data)
@@ -48,24 +71,34 @@ def search_once(pool: Any, url: str, query: str, k: int) -> tuple[float, float, 
     return elapsed_ms, float(body["took"]), body["esrr"]["ranker"]
 
 
-def run_rounds(url: str, queries: list[str], k: int, rounds: int, concurrency: int) -> dict[str, Any]:
-    """Every query once untimed, then ``rounds`` timed passes at ``concurrency``; the figures."""
+def run_rounds(url: str, queries: list[str], k: int, rounds: int, concurrency: int,
+               forms: tuple[str, ...] = ("q",)) -> dict[str, Any]:
+    """Every query once untimed in each form, then ``rounds`` timed passes at ``concurrency``, the forms taking
+    turns within each round; the figures of the first form, and of every form under ``forms``."""
     import urllib3
 
     pool = urllib3.PoolManager(maxsize=concurrency, retries=False, timeout=urllib3.Timeout(30))
+    timed: dict[str, dict[str, list]] = {form: {"latency": [], "took": [], "per_second": []} for form in forms}
     with ThreadPoolExecutor(concurrency) as threads:
-        rankers = {ranker for _, _, ranker in threads.map(lambda q: search_once(pool, url, q, k), queries)}
-        latency, took, per_second = [], [], []
+        rankers = {ranker for form in forms
+                   for _, _, ranker in threads.map(lambda q: search_once(pool, url, q, k, form), queries)}
         for _ in range(rounds):
-            started = time.perf_counter()
-            results = list(threads.map(lambda q: search_once(pool, url, q, k), queries))
-            per_second.append(len(queries) / (time.perf_counter() - started))
-            latency += [ms for ms, _, _ in results]
-            took += [ms for _, ms, _ in results]
-    overhead = np.array(latency) - np.array(took)
-    return {"rankers": sorted(rankers), "searches": len(latency), "concurrency": concurrency,
-            "latency_ms": _spread(latency), "took_ms": _spread(took), "http_and_json_ms": _spread(overhead),
-            "searches_per_s": {"per_round": per_second, "median": statistics.median(per_second)}}
+            for form in forms:
+                started = time.perf_counter()
+                results = list(threads.map(lambda q: search_once(pool, url, q, k, form), queries))
+                timed[form]["per_second"].append(len(queries) / (time.perf_counter() - started))
+                timed[form]["latency"] += [ms for ms, _, _ in results]
+                timed[form]["took"] += [ms for _, ms, _ in results]
+    figures = {form: _figures(values) for form, values in timed.items()}
+    return {"rankers": sorted(rankers), "concurrency": concurrency, **figures[forms[0]],
+            **({"forms": figures} if len(forms) > 1 else {})}
+
+
+def _figures(timed: dict[str, list]) -> dict[str, Any]:
+    overhead = np.array(timed["latency"]) - np.array(timed["took"])
+    return {"searches": len(timed["latency"]), "latency_ms": _spread(timed["latency"]),
+            "took_ms": _spread(timed["took"]), "http_and_json_ms": _spread(overhead),
+            "searches_per_s": {"per_round": timed["per_second"], "median": statistics.median(timed["per_second"])}}
 
 
 def _spread(ms: Any) -> dict[str, float]:
@@ -78,9 +111,11 @@ def _spread(ms: Any) -> dict[str, float]:
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits per search.")
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1, 256),
               help="Searches in flight at once.")
+@click.option("--forms", default="q", show_default=True,
+              help=f"Request forms, comma-separated, timed in turns in the same run: {', '.join(FORMS)}.")
 @dev_query_options
 @json_out_option("Also write the figures as JSON.")
-def bench_http(url: str, k: int, concurrency: int, rounds: int, queries: int, data: Path | None,
+def bench_http(url: str, k: int, concurrency: int, forms: str, rounds: int, queries: int, data: Path | None,
                json_out: Path | None) -> None:
     """Latency and searches/s of a running gateway (`esrr serve`) over the NFCorpus dev queries."""
     import urllib3
@@ -89,10 +124,13 @@ def bench_http(url: str, k: int, concurrency: int, rounds: int, queries: int, da
     from es_rerank.cli_options import load_settings
     from es_rerank.settings import CommonSettings
 
+    chosen = tuple(dict.fromkeys(form.strip() for form in forms.split(",") if form.strip()))
+    if not chosen or set(chosen) - set(FORMS):
+        raise click.BadParameter(f"{forms!r}: choose among {', '.join(FORMS)}", param_hint="--forms")
     texts = dev_query_texts(data, load_settings(CommonSettings), queries)
     url = url.rstrip("/")
     try:
-        figures = run_rounds(url, texts, k, rounds, concurrency)
+        figures = run_rounds(url, texts, k, rounds, concurrency, chosen)
     except GatewayFailed as error:
         raise click.ClickException(f"{error}; the figures would not be the served model's") from None
     except urllib3.exceptions.HTTPError as error:
@@ -108,5 +146,12 @@ def bench_http(url: str, k: int, concurrency: int, rounds: int, queries: int, da
         row = figures[key]
         click.echo(f"{name:<24} {row['p50']:>8.2f} {row['p99']:>8.2f} {row['mean']:>8.2f}")
     click.echo(f"searches/s: {figures['searches_per_s']['median']:.1f} (median of {rounds} rounds)")
+    if "forms" in figures:
+        first = figures["forms"][chosen[0]]["latency_ms"]["p50"]
+        click.echo(f"{'form':<8} {'latency p50':>12} {'took p50':>9} {'p50 - ' + chosen[0]:>12} {'ratio':>6}")
+        for form, row in figures["forms"].items():
+            p50 = row["latency_ms"]["p50"]
+            click.echo(f"{form:<8} {p50:>10.2f}ms {row['took_ms']['p50']:>7.1f}ms {p50 - first:>+10.2f}ms "
+                       f"{p50 / first:>6.3f}")
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

@@ -50,11 +50,31 @@ class StatsError(Exception):
 
 @dataclass(frozen=True)
 class Document:
-    """One corpus record: an id, a title and an abstract."""
+    """One corpus record: an id, a title and an abstract, and the metadata people read (empty when unknown)."""
 
     doc_id: str
     title: str
     abstract: str
+    journal: str = ""
+    year: int | None = None
+    authors: tuple[str, ...] = ()  # display names as PubMed gives them, "LastName Initials"
+    mesh: tuple[str, ...] = ()  # MeSH descriptor names
+    publication_types: tuple[str, ...] = ()
+    doi: str | None = None
+    metadata: Mapping | None = field(default=None, compare=False)  # a BEIR record's own `metadata`, as given
+
+    def source(self) -> dict:
+        """The document as both backends return it in ``_source`` (the names of the issue-26 contract)."""
+        source: dict = {"doc_id": self.doc_id, "title": self.title, "abstract": self.abstract,
+                        "journal": self.journal, "authors": list(self.authors), "mesh": list(self.mesh),
+                        "publication_types": list(self.publication_types)}
+        if self.year is not None:
+            source["year"] = self.year
+        if self.doi:
+            source["doi"] = self.doi
+        if self.metadata:
+            source["metadata"] = dict(self.metadata)
+        return source
 
 
 @dataclass(frozen=True)

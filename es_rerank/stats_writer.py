@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -51,6 +51,9 @@ class TokenizedBatch:
     lengths: np.ndarray  # int32 [3, n]: title, abstract, first lengths
     ids: tuple[np.ndarray, np.ndarray, np.ndarray]  # int32 batch-local ids of title, abstract, first
     df: np.ndarray  # int32 [3, len(terms)]: title, abstract, text document frequencies within the batch
+    # Each document's ``_source`` (``Document.source``: the text and the metadata people read), attached by
+    # ``index_setup.ingest`` in the building process: the tokenizing processes need not carry it.
+    sources: list[dict] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.doc_ids)

@@ -26,6 +26,7 @@ Choices the paper leaves open, made here for biomedical text:
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 # Number classes of the embedding path (section 4.1), as vocabulary tokens.
 INTEGER = "<int>"
@@ -94,6 +95,16 @@ def tokenize(text: str) -> list[str]:
         else:
             tokens.append(value.lower())
     return tokens
+
+
+def token_spans(text: str) -> Iterator[tuple[int, int, list[str]]]:
+    """Each run of ``text`` that ``tokenize`` reads, as (start, end, its lexical tokens): where a token sits."""
+    for found in _TOKEN_RE.finditer(text):
+        value = found.group()
+        if "-" in value or "'" in value or "’" in value or value[0] == "$" or value[-1] == "%":
+            yield found.start(), found.end(), _special_tokens(value)  # as tokenize reads it
+        else:
+            yield found.start(), found.end(), [value.lower()]
 
 
 def number_class(token: str) -> str | None:

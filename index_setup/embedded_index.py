@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Iterator
 import tantivy
 from tqdm import tqdm
 
-from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_schema, whitespace_analyzer
+from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_document, index_schema, whitespace_analyzer
 from es_rerank.stats import NO_DOCUMENTS, Document
 from es_rerank.stats_writer import StatsWriter
 from index_setup.ingest import tokenized_batches
@@ -61,8 +61,8 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
             with tqdm(desc="indexing", unit="doc", total=total, disable=not progress, smoothing=0.1) as bar:
                 for _, batch in tokenized_batches(documents, workers):
                     first_row = stats.add(batch).first_row
-                    for i, (doc_id, title, text) in enumerate(zip(batch.doc_ids, batch.titles, batch.texts)):
-                        writer.add_document(tantivy.Document(text=text, row=first_row + i, doc_id=doc_id, title=title))
+                    for i, (text, source) in enumerate(zip(batch.texts, batch.sources)):
+                        writer.add_document(index_document(first_row + i, text, source))
                     bar.update(len(batch))
             writer.commit()
             writer.wait_merging_threads()

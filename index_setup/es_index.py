@@ -79,6 +79,8 @@ from es_rerank.backends.base import BackendError
 from es_rerank.backends.elasticsearch import (
     BUILD_META_KEY,
     META_KEY,
+    TERM_FIELDS,
+    TEXT_FIELD,
     alias_targets,
     index_meta,
     served_index,
@@ -97,7 +99,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ANALYZER = "esrr_text"
-TERM_FIELDS = ("title_ids", "abstract_ids", "first_ids")  # each document's precomputed ids, stored, not indexed
 
 # --- the token pattern: es_rerank.text._TOKEN_RE rewritten for Java / noida-db regexes ---
 _W = r"[\p{L}\p{N}_]"  # Python's \w
@@ -157,15 +158,31 @@ def serving_settings(settings: "CommonSettings") -> dict:
 
 
 def index_mappings(version: str, build_id: str | None = None) -> dict:
-    """Strict mapping: two BM25 text fields, the id keyword, stored-only term ids; _meta names version and build."""
+    """Strict mapping: BM25 text fields, the metadata, stored-only term ids; _meta names version and build.
+
+    ``text`` is title and abstract as one field (what the embedded index searches), so that a
+    query on ``text`` with AND, minimum_should_match or a phrase means the same on both
+    backends; it is indexed only (left out of ``_source``). The metadata fields are those of
+    the issue-26 contract: keywords to filter and aggregate, ``year`` an integer, the BEIR
+    ``metadata`` object kept as given, not indexed.
+    """
     stored_ids = {"type": "integer", "index": False, "doc_values": False}
     return {
         "dynamic": "strict",
         "_meta": {META_KEY: version, **({BUILD_META_KEY: build_id} if build_id else {})},
+        "_source": {"excludes": [TEXT_FIELD]},
         "properties": {
             "doc_id": {"type": "keyword"},
             "title": {"type": "text", "analyzer": ANALYZER, "similarity": "esrr_bm25_title"},
             "abstract": {"type": "text", "analyzer": ANALYZER, "similarity": "esrr_bm25_abstract"},
+            TEXT_FIELD: {"type": "text", "analyzer": ANALYZER, "similarity": "esrr_bm25_abstract"},
+            "journal": {"type": "keyword"},
+            "year": {"type": "integer"},
+            "authors": {"type": "keyword"},
+            "mesh": {"type": "keyword"},
+            "publication_types": {"type": "keyword"},
+            "doi": {"type": "keyword"},
+            "metadata": {"type": "object", "enabled": False},
             **{name: stored_ids for name in TERM_FIELDS},
         },
     }
@@ -208,9 +225,9 @@ class IndexVersion:
 def _actions(documents: Iterable[Document], index: str, stats: StatsWriter) -> Iterator[dict]:
     """Bulk actions, tokenizing each document once and writing its statistics."""
     for raw, batch in tokenized_batches(documents):
-        for (doc_id, title, abstract), terms in zip(raw, stats.add(batch).doc_terms()):
+        for (doc_id, title, abstract), terms, source in zip(raw, stats.add(batch).doc_terms(), batch.sources):
             yield {"_index": index, "_id": doc_id,
-                   "_source": {"doc_id": doc_id, "title": title, "abstract": abstract, **terms.as_json()}}
+                   "_source": {**source, TEXT_FIELD: f"{title}\n{abstract}", **terms.as_json()}}
 
 
 class _SharedActions:

@@ -182,6 +182,11 @@ class Article:
     publication_types: list[str]
 
     @property
+    def doi(self) -> str:
+        """A DOI under 10.5555, the prefix DOI's handbook sets aside for examples (derived from the PMID)."""
+        return f"10.5555/esrr.{self.pmid}"
+
+    @property
     def abstract(self) -> str:
         """The abstract as the PubMed reader writes it (``LABEL: text`` sections joined by a space)."""
         return " ".join(f"{label}: {text}" if label else text for label, text in self.sections)
@@ -200,7 +205,8 @@ class Article:
                 f"<PMID Version=\"1\">{self.pmid}</PMID><Article PubModel=\"Print\"><Journal><JournalIssue "
                 f"CitedMedium=\"Print\"><PubDate><Year>{self.year}</Year></PubDate></JournalIssue>"
                 f"<Title>{escape(self.journal)}</Title></Journal><ArticleTitle>{escape(self.title)}</ArticleTitle>"
-                f"{abstract}<AuthorList CompleteYN=\"Y\">{authors}</AuthorList><Language>eng</Language>"
+                f"<ELocationID EIdType=\"doi\" ValidYN=\"Y\">{self.doi}</ELocationID>{abstract}"
+                f"<AuthorList CompleteYN=\"Y\">{authors}</AuthorList><Language>eng</Language>"
                 f"<PublicationTypeList>{types}</PublicationTypeList></Article>"
                 f"<MeshHeadingList>{mesh}</MeshHeadingList></MedlineCitation></PubmedArticle>\n")
 

@@ -28,10 +28,16 @@ BATCH_SIZE = 1_000  # documents a worker tokenizes at a time
 Raw = list[tuple[str, str, str]]  # a batch of (doc_id, title, abstract)
 
 
-def _batches(documents: Iterable[Document], size: int) -> Iterator[Raw]:
+def _batches(documents: Iterable[Document], size: int) -> Iterator[tuple[Raw, list[dict]]]:
+    """The corpus cut into batches: what the tokenizers read, and each document's ``_source``."""
     iterator = iter(documents)
-    while batch := [(d.doc_id, d.title, d.abstract) for d in islice(iterator, size)]:
-        yield batch
+    while chunk := list(islice(iterator, size)):
+        yield [(d.doc_id, d.title, d.abstract) for d in chunk], [d.source() for d in chunk]
+
+
+def _with_sources(batch: TokenizedBatch, sources: list[dict]) -> TokenizedBatch:
+    batch.sources = sources
+    return batch
 
 
 def tokenized_batches(documents: Iterable[Document], workers: int | None = None,
@@ -43,25 +49,25 @@ def tokenized_batches(documents: Iterable[Document], workers: int | None = None,
     first = next(batches, None)
     if first is None:
         return
-    if workers == 0 or len(first) < batch_size:
-        for batch in chain([first], batches):
-            yield batch, tokenize_batch(batch)
+    if workers == 0 or len(first[0]) < batch_size:
+        for batch, sources in chain([first], batches):
+            yield batch, _with_sources(tokenize_batch(batch), sources)
         return
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-    pending: deque[tuple[Raw, Future]] = deque()
+    pending: deque[tuple[Raw, list[dict], Future]] = deque()
     try:
-        for batch in chain([first], batches):
-            pending.append((batch, pool.submit(tokenize_batch, batch)))
+        for batch, sources in chain([first], batches):
+            pending.append((batch, sources, pool.submit(tokenize_batch, batch)))
             if len(pending) >= 2 * workers:
-                raw, future = pending.popleft()
-                yield raw, future.result()
+                raw, sources, future = pending.popleft()
+                yield raw, _with_sources(future.result(), sources)
         while pending:
-            raw, future = pending.popleft()
-            yield raw, future.result()
+            raw, sources, future = pending.popleft()
+            yield raw, _with_sources(future.result(), sources)
     except BrokenProcessPool as error:
         raise RuntimeError(f"a tokenizing process died ({error}); if memory ran out, build with fewer workers "
                            "(--workers), or with --workers 0 to tokenize in one process") from None
     finally:
-        for _, future in pending:
+        for _, _, future in pending:
             future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)

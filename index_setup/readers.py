@@ -17,7 +17,11 @@ text; abstract = every ``Abstract/AbstractText`` section joined with a space, a
 labelled section written ``LABEL: text`` -- the form PubMed's own text export and
 the NFCorpus/BEIR abstracts use (``BACKGROUND: ... METHODS: ...``), so training
 data and production data look alike. ``OtherAbstract`` (translations, plain
-language summaries) is not used. An article without an abstract is still a
+language summaries) is not used. Metadata: journal = ``Journal/Title``; year =
+``PubDate/Year`` (else the first year of ``MedlineDate``); authors "LastName
+Initials" (or a ``CollectiveName``); MeSH = each heading's ``DescriptorName``;
+publication types; DOI = ``ELocationID`` or ``PubmedData``'s ``ArticleId`` of
+type doi. A BEIR record's ``metadata`` object passes through. An article without an abstract is still a
 document (empty abstract). ``PubmedBookArticle`` records are read the same way
 from ``BookDocument``. ``DeleteCitation`` blocks (update files) are skipped and
 counted in ``LoadReport.deleted``. Whitespace runs in titles and abstracts are
@@ -318,7 +322,8 @@ def _beir_corpus(path: Path, strict: bool, report: LoadReport | None,
         if abstract is None or not _first_time(seen, doc_id, report, strict, path, f"line {number}"):
             continue
         report.read += 1
-        yield Document(doc_id, title, abstract)
+        metadata = record.get("metadata")
+        yield Document(doc_id, title, abstract, metadata=metadata if isinstance(metadata, dict) and metadata else None)
     _finish(report, own_report, str(path))
 
 
@@ -448,6 +453,49 @@ def _abstract_of(abstract: ElementTree.Element | None) -> str:
     return " ".join(sections)
 
 
+_YEAR = re.compile(r"\b(1[5-9][0-9]{2}|20[0-9]{2})\b")
+
+
+def _year_of(pub_date: ElementTree.Element | None) -> int | None:
+    """The publication year of a ``PubDate``: its ``Year``, else the first year in its ``MedlineDate`` (e.g. "1998
+    Dec-1999 Jan")."""
+    if pub_date is None:
+        return None
+    found = _YEAR.search(_text_of(pub_date.find("Year")) or _text_of(pub_date.find("MedlineDate")))
+    return int(found.group(1)) if found else None
+
+
+def _author_name(author: ElementTree.Element) -> str:
+    """An author as PubMed displays one: "LastName Initials", or a group's collective name."""
+    last = _text_of(author.find("LastName"))
+    if not last:
+        return _text_of(author.find("CollectiveName"))
+    return " ".join(part for part in (last, _text_of(author.find("Initials"))) if part)
+
+
+def _doi_of(record: ElementTree.Element, article: ElementTree.Element) -> str | None:
+    """The article's DOI: its ``ELocationID`` of type doi, else ``PubmedData``'s ``ArticleId`` of type doi."""
+    for element in (*article.iterfind("ELocationID"), *record.iterfind("PubmedData/ArticleIdList/ArticleId")):
+        if (element.get("EIdType") or element.get("IdType")) == "doi" and (doi := _text_of(element)):
+            return doi
+    return None
+
+
+def _article_metadata(record: ElementTree.Element, article: ElementTree.Element) -> dict:
+    """Journal, year, authors, MeSH descriptors, publication types and DOI of a ``PubmedArticle``."""
+    authors = (_author_name(author) for author in article.iterfind("AuthorList/Author"))
+    return {
+        "journal": _text_of(article.find("Journal/Title")) or _text_of(article.find("Journal/ISOAbbreviation")),
+        "year": _year_of(article.find("Journal/JournalIssue/PubDate")),
+        "authors": tuple(name for name in authors if name),
+        "mesh": tuple(name for heading in record.iterfind("MedlineCitation/MeshHeadingList/MeshHeading")
+                      if (name := _text_of(heading.find("DescriptorName")))),
+        "publication_types": tuple(name for element in article.iterfind("PublicationTypeList/PublicationType")
+                                   if (name := _text_of(element))),
+        "doi": _doi_of(record, article),
+    }
+
+
 def _pubmed_document(record: ElementTree.Element) -> tuple[Document | None, str]:
     """The document of a PubmedArticle / PubmedBookArticle, or (None, what is missing)."""
     if record.tag == "PubmedArticle":
@@ -461,7 +509,7 @@ def _pubmed_document(record: ElementTree.Element) -> tuple[Document | None, str]
         if article is None:
             return Document(pmid, "", ""), ""
         title = _text_of(article.find("ArticleTitle")) or _text_of(article.find("VernacularTitle"))
-        return Document(pmid, title, _abstract_of(article.find("Abstract"))), ""
+        return Document(pmid, title, _abstract_of(article.find("Abstract")), **_article_metadata(record, article)), ""
     book = record.find("BookDocument")
     pmid = _text_of(book.find("PMID")) if book is not None else ""
     if not pmid:

@@ -113,6 +113,8 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
         started = time.perf_counter()
         ranking = pipeline.rank(query, k)
         took_ms = round((time.perf_counter() - started) * 1000)
+        # Stored fields (the title, the metadata) are read for the hits shown only, as the gateway reads them.
+        shown = pipeline.backend.page(None, [item.hit for item in ranking.ranked])
     except (BackendError, PayloadError, WorkerSetupError) as error:
         raise click.ClickException(str(error)) from None
     finally:
@@ -122,7 +124,7 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
         click.echo(f"(not reranked: {ranking.fallback})", err=True)
     if as_json:
         click.echo(json.dumps(search_response(ranking.ranked, pipeline.backend.index, took_ms, ranking.retrieved,
-                                              ranking.depth, ranking.ranker, ranking.fallback), indent=2))
+                                              ranking.depth, ranking.ranker, ranking.fallback, shown), indent=2))
         return
     if not ranking.ranked:
         click.echo("no hits")
@@ -131,8 +133,9 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
         click.echo(line)
     click.echo(TABLE_HEADER)
     # The same descending scores as the JSON: a BM25 tail below a short window sits under its lowest score.
-    for rank, (item, score) in enumerate(zip(ranking.ranked, descending_scores(ranking.ranked)), 1):
-        click.echo(f"{rank:>4}  {score:9.3f}  {item.hit.score:8.3f}  {item.hit.doc_id:<12}  {item.hit.title}")
+    for rank, (item, score, entry) in enumerate(zip(ranking.ranked, descending_scores(ranking.ranked), shown), 1):
+        title = entry.get("_source", {}).get("title", item.hit.title)
+        click.echo(f"{rank:>4}  {score:9.3f}  {item.hit.score:8.3f}  {item.hit.doc_id:<12}  {title}")
 
 
 TABLE_HEADER = f"{'rank':>4}  {'score':>9}  {'BM25':>8}  {'id':<12}  title"

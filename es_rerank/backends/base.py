@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence
 
 from es_rerank.stats import CorpusStats, DocTerms
 
@@ -14,14 +14,31 @@ class BackendError(Exception):
     """A search backend cannot answer; the message says how to fix it."""
 
 
+class QueryRefused(ValueError):
+    """A search body this backend will not answer as asked (a clause it cannot serve, a malformed one);
+    the message names what and which backend serves it. The gateway answers it with a 400."""
+
+
 @dataclass(frozen=True)
 class Hit:
     """One BM25 hit: document id, BM25 score, title and its precomputed data."""
 
     doc_id: str
     score: float
-    title: str
+    title: str  # "" where the backend reads stored fields for the page only (``SearchBackend.page``)
     terms: DocTerms
+    address: Any = field(default=None, compare=False, repr=False)  # where the backend finds the document again
+
+
+@dataclass(frozen=True)
+class FirstStage:
+    """A first stage's answer to a search body: its hits, and what Elasticsearch's response carries beside them."""
+
+    hits: Sequence[Hit]
+    total: Mapping[str, Any] | None  # {"value": n, "relation": "eq" | "gte"}; None where not tracked
+    aggregations: Mapping[str, Any] | None = None
+    shards: Mapping[str, Any] | None = None
+    timed_out: bool = False
 
 
 class SearchBackend(Protocol):
@@ -43,6 +60,19 @@ class SearchBackend(Protocol):
 
     def current(self) -> "SearchBackend":
         """This backend, or one serving the version now current if a reindex swapped it in."""
+        ...
+
+    def prepare(self, body: Mapping[str, Any]) -> Any:
+        """What a search body's first-stage parts (query, post_filter, aggs, track_total_hits, _source,
+        highlight) ask of this backend, checked; ``QueryRefused`` names what it cannot serve."""
+        ...
+
+    def first_stage(self, prepared: Any, k: int) -> FirstStage:
+        """The top-``k`` hits of a prepared body by its query's scores, best first, ties by ascending doc id."""
+        ...
+
+    def page(self, prepared: Any, hits: Sequence[Hit]) -> list[dict[str, Any]]:
+        """Each hit's ``_source`` (filtered as the body asks) and ``highlight``, read for the page shown only."""
         ...
 
 

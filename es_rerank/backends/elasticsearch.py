@@ -19,6 +19,18 @@ similarities, so it would throw away the title parameters. The query text goes t
 ES as is and is analysed by the index's analyzer (an emulation of
 ``es_rerank.text.tokenize``, see ``index_setup/es_index.py`` for what differs).
 Sort: ``_score`` desc, then ``doc_id`` (keyword) asc, so ties are deterministic.
+
+Search bodies (``prepare`` / ``first_stage`` / ``page``) pass through: the application's
+query, ``post_filter``, ``aggs``, ``track_total_hits`` and the rest go to Elasticsearch as
+the first stage (size = the window, from 0, the same tie order, only ``doc_id`` and
+``title`` fetched), and a second request fetches the page's ``_source``, ``highlight``
+and ``fields`` for the hits shown only (the query again, restricted to their ids), as
+Elasticsearch's own fetch phase reads them for the page only. One rewrite keeps today's
+scores: a ``match`` on ``text`` without operator or minimum_should_match (any word, the
+keyword search) is today's ``bool.should`` of ``title`` and ``abstract``, which matches
+the same documents as the ``text`` field; every other clause on ``text`` searches that
+field (title and abstract as one, as in the embedded index), so AND, minimum_should_match
+and phrases mean the same on both backends.
 """
 
 from __future__ import annotations
@@ -27,13 +39,15 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Sequence
 
-from elasticsearch import ApiError, Elasticsearch, NotFoundError, SSLError, TransportError, UnsupportedProductError
+from elasticsearch import (
+    ApiError, BadRequestError, Elasticsearch, NotFoundError, SSLError, TransportError, UnsupportedProductError,
+)
 from elasticsearch import ConnectionError as ESConnectionError
 from elasticsearch import ConnectionTimeout
 
-from es_rerank.backends.base import BackendError, Hit, check_k
+from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
 from es_rerank.stats import CorpusStats, StatsError
 
 if TYPE_CHECKING:
@@ -44,6 +58,11 @@ BUILD_META_KEY = "esrr_stats_build"  # which build of the version: a pruned name
 # A hit's precomputed data comes from the served statistics, the same ids the load stored in each
 # document (one load writes both): fetching those made a top-500 response 5.7 times larger.
 HIT_FIELDS = ["doc_id", "title"]
+TERM_FIELDS = ("title_ids", "abstract_ids", "first_ids")  # each document's precomputed ids, stored, not indexed
+TEXT_FIELD = "text"  # title and abstract as one field, indexed only
+INTERNAL_FIELDS = [TEXT_FIELD, *TERM_FIELDS]  # never shown in a hit's _source
+PAGE_KEYS = ("highlight", "_source", "fields", "docvalue_fields", "stored_fields", "script_fields", "explain",
+             "version", "seq_no_primary_term")  # what the fetch of the page reads
 BUILD_HINT = "build the index first: esrr index build --backend elasticsearch"
 
 
@@ -337,6 +356,74 @@ class ElasticsearchBackend:
     def _search(self, index: str, query: str, k: int) -> dict:
         return self.client.search(index=index, source=HIT_FIELDS, **bm25_request(query, k)).body
 
+    def _on_served(self, call: Any) -> tuple[dict, _Served]:
+        """``call(index)`` on the served index, following the alias once if that index was deleted meanwhile;
+        an Elasticsearch refusal of the request itself (400) is a ``QueryRefused`` with its reason."""
+        served = self._served
+        if (change := served.stats.changed_files()) is not None:
+            raise BackendError(change)
+        try:
+            with translate_errors(self.client, passing=(NotFoundError, BadRequestError)):
+                return call(served.index), served
+        except NotFoundError:
+            self.reload()
+            served = self._served
+        except BadRequestError as error:
+            raise QueryRefused(f"Elasticsearch refused the search: {_api_problem(error)}") from None
+        try:
+            with translate_errors(self.client, passing=(BadRequestError,)):
+                return call(served.index), served
+        except BadRequestError as error:
+            raise QueryRefused(f"Elasticsearch refused the search: {_api_problem(error)}") from None
+
+    def prepare(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The body with its text clauses on ``text`` rewritten (see the module docstring); Elasticsearch checks
+        the rest."""
+        return {key: (_on_text(value) if key in ("query", "post_filter") else value) for key, value in body.items()}
+
+    def first_stage(self, prepared: Mapping[str, Any], k: int) -> FirstStage:
+        """The top-``k`` hits of the body's query (ties by doc id), with its total, aggregations and shards."""
+        check_k(k)
+        request = {key: value for key, value in prepared.items() if key not in PAGE_KEYS}
+        request.update(size=k, sort=[{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}], track_scores=True,
+                       _source=HIT_FIELDS)
+        request["from"] = 0
+        response, served = self._on_served(lambda index: self.client.search(index=index, body=request).body)
+        hits = response.get("hits", {})
+        return FirstStage([self._hit(hit, served) for hit in hits.get("hits", [])], hits.get("total"),
+                          response.get("aggregations"), response.get("_shards"), bool(response.get("timed_out")))
+
+    def page(self, prepared: Mapping[str, Any] | None, hits: Sequence[Hit]) -> list[dict[str, Any]]:
+        """Each hit's ``_source``, ``highlight`` and ``fields`` as the body asks, fetched for these hits only."""
+        prepared = prepared or {}
+        if not hits:
+            return []
+        ids = [hit.doc_id for hit in hits]
+        request: dict[str, Any] = {key: prepared[key] for key in PAGE_KEYS if key in prepared}
+        request["_source"] = _without_internal(prepared.get("_source", True))
+        query = prepared.get("query") or {"match_all": {}}
+        request.update(query={"bool": {"must": [query], "filter": [{"ids": {"values": ids}}]}}, size=len(ids),
+                       track_total_hits=False)
+        request["from"] = 0
+        response, _ = self._on_served(lambda index: self.client.search(index=index, body=request).body)
+        found = {hit["_id"]: hit for hit in response["hits"]["hits"]}
+        return [{key: found[doc_id][key] for key in ("_source", "highlight", "fields", "_explanation", "_version")
+                 if key in found.get(doc_id, {})} for doc_id in ids]
+
+    def passthrough(self, body: Mapping[str, Any], params: Mapping[str, str]) -> dict[str, Any]:
+        """Elasticsearch's own answer to a search that is not reranked (a sort, a scroll, a point in time)."""
+        body = self.prepare(body)
+        if "pit" in body:  # a point in time names its index itself
+            response, _ = self._on_served(lambda index: self.client.search(body=dict(body), **params).body)
+        else:
+            response, _ = self._on_served(lambda index: self.client.search(index=index, body=dict(body),
+                                                                            **params).body)
+        for hit in response.get("hits", {}).get("hits", []):
+            if isinstance(hit.get("_source"), dict):
+                for name in INTERNAL_FIELDS:
+                    hit["_source"].pop(name, None)
+        return response
+
     @staticmethod
     def _hit(hit: dict, served: _Served) -> Hit:
         source = hit["_source"]
@@ -349,3 +436,45 @@ class ElasticsearchBackend:
         except StatsError as error:  # a document written to the index behind esrr's back
             raise BackendError(f"index {served.index!r} returned a hit its statistics lack: {error}") from None
         return Hit(doc_id, float(score), source.get("title") or "", terms)
+
+
+def _without_internal(source: Any) -> Any:
+    """A ``_source`` request that leaves out the fields esrr keeps for itself (``text``, the term ids)."""
+    if source is False or source is None:
+        return source
+    if source is True:
+        return {"excludes": INTERNAL_FIELDS}
+    if isinstance(source, (str, list)):
+        return {"includes": [source] if isinstance(source, str) else source, "excludes": INTERNAL_FIELDS}
+    if isinstance(source, dict):
+        excludes = source.get("excludes", source.get("exclude", []))
+        excludes = [excludes] if isinstance(excludes, str) else list(excludes) if isinstance(excludes, list) else []
+        rest = {key: value for key, value in source.items() if key not in ("excludes", "exclude")}
+        return {**rest, "excludes": excludes + INTERNAL_FIELDS}
+    return source  # Elasticsearch names what is wrong with it
+
+
+_DEPTH = 32
+
+
+def _on_text(query: Any, depth: int = 0) -> Any:
+    """``query`` with each ``match`` on ``text`` that asks for any word made today's title-or-abstract query
+    (the same documents, today's per-field scores); everything else as it was."""
+    if depth > _DEPTH or not isinstance(query, dict):
+        return query
+    rewritten = {}
+    for kind, clause in query.items():
+        if kind == "match" and isinstance(clause, dict) and len(clause) == 1 and TEXT_FIELD in clause:
+            value = clause[TEXT_FIELD]
+            options = value if isinstance(value, dict) else {"query": value}
+            if set(options) <= {"query", "boost"} or (set(options) <= {"query", "boost", "operator"}
+                                                     and str(options.get("operator", "or")).lower() == "or"):
+                should = [{"match": {field: {"query": options.get("query")}}} for field in ("title", "abstract")]
+                rewritten["bool"] = {"should": should, **({"boost": options["boost"]} if "boost" in options else {})}
+                continue
+        if kind == "bool" and isinstance(clause, dict):
+            clause = {occur: ([_on_text(item, depth + 1) for item in value] if isinstance(value, list)
+                              else _on_text(value, depth + 1)) if occur in ("must", "should", "filter", "must_not")
+                      else value for occur, value in clause.items()}
+        rewritten[kind] = clause
+    return rewritten

@@ -5,16 +5,33 @@ are indexed pre-tokenized by ``es_rerank.text.tokenize`` (joined by spaces and
 split again by tantivy's whitespace tokenizer), so BM25 sees exactly our tokens;
 tantivy's BM25 is Lucene's (k1 1.2, b 0.75). Each version lives in its own
 directory and ``CURRENT`` names the one being served, swapped atomically.
+
+Search bodies (``prepare`` / ``first_stage`` / ``page``) are read by
+``es_rerank.backends.query_dsl`` and translated to tantivy queries here: ``text`` is
+indexed with positions (phrases), the metadata filters are raw-tokenized keyword
+fields and an integer ``year`` (indexed and fast: ranges and terms aggregations), and
+each document's whole ``_source`` is one stored JSON field, read only for the page
+shown (a search of the top 500 reads no stored field).
 """
 
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
+from itertools import combinations
 from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import tantivy
 
-from es_rerank.backends.base import BackendError, Hit, check_k
+from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
+from es_rerank.backends.highlight import FieldHighlight, filter_source, highlight, read_highlight, read_source_filter
+from es_rerank.backends.query_dsl import read_query
+from es_rerank.backends.query_tree import (
+    AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Keyword, MatchAll, MatchNone, Node, Pattern, Phrase,
+    Range, UnsupportedQuery, Words,
+)
 from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
 from es_rerank.text import tokenize
@@ -29,14 +46,53 @@ def whitespace_analyzer() -> tantivy.TextAnalyzer:
     return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
 
 
+KEYWORD_FIELDS = ("journal", "mesh", "publication_types", "doi")  # filters, beside doc_id
+BODY_KEYS = ("query", "post_filter", "aggs", "aggregations", "track_total_hits", "_source", "highlight")
+DEFAULT_TOTAL_LIMIT = 10_000  # Elasticsearch counts hits exactly up to 10,000 unless track_total_hits says otherwise
+
+
 def index_schema() -> tantivy.Schema:
-    """One BM25 field (title + abstract tokens), the stats row, and stored display fields."""
+    """One BM25 field (title + abstract tokens, with positions), the stats row, the metadata filters, and the
+    stored ``_source``."""
     builder = tantivy.SchemaBuilder()
-    builder.add_text_field("text", stored=False, tokenizer_name=TOKENIZER, index_option="freq")
+    builder.add_text_field("text", stored=False, tokenizer_name=TOKENIZER, index_option="position")
     builder.add_integer_field("row", stored=False, indexed=False, fast=True)
-    builder.add_text_field("doc_id", stored=True, tokenizer_name="raw", index_option="basic")
-    builder.add_text_field("title", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("doc_id", stored=False, tokenizer_name="raw", index_option="basic")
+    for name in KEYWORD_FIELDS:
+        builder.add_text_field(name, stored=False, fast=name in AGGREGATABLE, tokenizer_name="raw",
+                               index_option="basic")
+    builder.add_integer_field("year", stored=False, indexed=True, fast=True)
+    builder.add_bytes_field("source", stored=True, indexed=False, fast=False)
     return builder.build()
+
+
+def index_document(row: int, text: str, source: Mapping[str, Any]) -> tantivy.Document:
+    """The tantivy document of one corpus record: its tokens, statistics row, filters and ``_source``."""
+    document = tantivy.Document(text=text, row=row, doc_id=source["doc_id"],
+                                source=json.dumps(source, ensure_ascii=False).encode("utf-8"))
+    if source.get("journal"):
+        document.add_text("journal", source["journal"])
+    for name in ("mesh", "publication_types"):
+        for value in source.get(name, ()):
+            document.add_text(name, value)
+    if source.get("doi"):
+        document.add_text("doi", source["doi"])
+    if source.get("year") is not None:
+        document.add_integer("year", int(source["year"]))
+    return document
+
+
+@dataclass(frozen=True)
+class EmbeddedSearch:
+    """A search body checked and translated for tantivy (``EmbeddedBackend.prepare``)."""
+
+    query: tantivy.Query  # the query with the post_filter: what the hits match
+    aggs_query: tantivy.Query  # without the post_filter: what the aggregations count, as in Elasticsearch
+    aggs: Mapping[str, Any] | None
+    total_limit: int | None  # hits counted exactly up to this; None: not counted (track_total_hits false)
+    source: tuple[tuple[str, ...], tuple[str, ...]] | None  # _source includes, excludes; None: no _source
+    highlight: tuple[FieldHighlight, ...]
+    words: frozenset[str]  # the text clauses' words, which the highlight marks
 
 
 def current_version(root: Path) -> str:
@@ -130,17 +186,234 @@ class EmbeddedBackend:
         bm25 = tantivy.Query.boolean_query(
             [(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t)) for t in terms]
         )
+        scored, _ = self._top(bm25, k)
+        return self._ranked(scored, k)
+
+    def _top(self, query: tantivy.Query, k: int, count: bool = False) -> tuple[list, int | None]:
+        """tantivy's top hits of ``query``, enough that a tie at the ``k``-th score is fetched whole, and the count."""
         limit = min(k + _TIE_MARGIN, self._stats.n_docs)
         while True:
-            scored = self._searcher.search(bm25, limit, count=False).hits
+            result = self._searcher.search(query, limit, count=count)
+            scored = result.hits
             # Fetch more while a tie at the cut-off could continue past what was fetched.
             if len(scored) < limit or limit >= self._stats.n_docs or scored[min(k, len(scored)) - 1][0] > scored[-1][0]:
-                break
+                return scored, result.count
             limit *= 2
+
+    def _ranked(self, scored: list, k: int) -> list[Hit]:
+        """The top ``k`` of tantivy's hits, equal scores by ascending doc id, with their precomputed data.
+
+        No stored field is read (``page`` reads them for the hits shown): the title is left empty.
+        """
         rows = self._searcher.fast_field_values("row", [address for _, address in scored])
-        doc_ids = self._stats.doc_ids_at(rows)  # together, once each: a lookup per hit was a fifth of a search
-        ranked = sorted(range(len(scored)), key=lambda i: (-scored[i][0], doc_ids[i]))[:k]
-        # Stored fields and precomputed data only for the hits returned, not the tie margin.
-        terms = self._stats.doc_terms_at([rows[i] for i in ranked])
-        return [Hit(doc_ids[i], float(scored[i][0]), self._searcher.doc(scored[i][1])["title"][0], data)
-                for i, data in zip(ranked, terms)]
+        doc_ids = self._stats.doc_ids
+        ranked = sorted(zip(scored, rows), key=lambda item: (-item[0][0], doc_ids[item[1]]))[:k]
+        return [Hit(doc_ids[row], float(score), "", self._stats.doc_terms(row), address)
+                for (score, address), row in ranked]
+
+    def prepare(self, body: Mapping[str, Any]) -> EmbeddedSearch:
+        """A search body checked and translated; ``QueryRefused`` names what the embedded backend cannot serve."""
+        unknown = next((key for key in body if key not in BODY_KEYS), None)
+        if unknown is not None:
+            raise QueryRefused(f"[{str(unknown)[:40]}] in the search body is not served by the embedded backend, "
+                               f"which reads {', '.join(BODY_KEYS)} (and size, from, ext); it is {ON_ELASTICSEARCH}")
+        try:
+            tree = read_query(body["query"]) if body.get("query") is not None else MatchAll()
+            post_filter = read_query(body["post_filter"]) if body.get("post_filter") is not None else None
+        except UnsupportedQuery as error:
+            raise QueryRefused(str(error)) from None
+        query = self._tantivy(tree)
+        filtered = query if post_filter is None else tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, query), (tantivy.Occur.Must, tantivy.Query.const_score_query(
+                self._tantivy(post_filter), 0.0))])
+        aggs = body.get("aggs", body.get("aggregations"))
+        return EmbeddedSearch(filtered, query, _read_aggs(aggs) if aggs is not None else None,
+                              _total_limit(body.get("track_total_hits")), read_source_filter(body.get("_source")),
+                              read_highlight(body["highlight"]) if body.get("highlight") is not None else (),
+                              frozenset(_words(tree)))
+
+    def first_stage(self, prepared: EmbeddedSearch, k: int) -> FirstStage:
+        """The top-``k`` hits of a prepared search, its hit count and aggregations."""
+        check_k(k)
+        if (change := self._stats.changed_files()) is not None:  # before a read that a cut file would end in SIGBUS
+            raise BackendError(change)
+        if self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
+            return FirstStage([], {"value": 0, "relation": "eq"} if prepared.total_limit is not None else None,
+                              _empty_aggs(prepared.aggs), _SHARDS)
+        scored, count = self._top(prepared.query, k, count=prepared.total_limit is not None)
+        total = None
+        if prepared.total_limit is not None and count is not None:
+            total = {"value": min(count, prepared.total_limit),
+                     "relation": "gte" if count > prepared.total_limit else "eq"}
+        aggregations = None
+        if prepared.aggs:
+            aggregations = _es_aggregations(self._searcher.aggregate(prepared.aggs_query, _tantivy_aggs(prepared.aggs)),
+                                            prepared.aggs)
+        return FirstStage(self._ranked(scored, k), total, aggregations, _SHARDS)
+
+    def page(self, prepared: EmbeddedSearch | None, hits: Sequence[Hit]) -> list[dict[str, Any]]:
+        """Each hit's ``_source`` (filtered) and ``highlight``, read from the stored documents of these hits only."""
+        shown = []
+        for hit in hits:
+            source = self.source(hit)
+            entry: dict[str, Any] = {}
+            patterns = prepared.source if prepared is not None else ((), ())
+            if patterns is not None:
+                entry["_source"] = filter_source(source, patterns)
+            if prepared is not None and prepared.highlight:
+                marked = {field.name: fragments for field in prepared.highlight
+                          if (fragments := highlight(str(source.get(field.name, "")), prepared.words, field))}
+                if marked:
+                    entry["highlight"] = marked
+            shown.append(entry)
+        return shown
+
+    def source(self, hit: Hit) -> dict[str, Any]:
+        """The stored ``_source`` of one hit (found by its address, else by its id)."""
+        address = hit.address
+        if address is None:
+            found = self._searcher.search(tantivy.Query.term_query(self._schema, "doc_id", hit.doc_id), 1).hits
+            if not found:
+                raise BackendError(f"document {hit.doc_id!r} is not in index version {self.version}")
+            address = found[0][1]
+        return json.loads(self._searcher.doc(address)["source"][0])
+
+    def _tantivy(self, node: Node, scored: bool = True) -> tantivy.Query:
+        """The tantivy query of one node, scored as Elasticsearch scores it (BM25 sums; filters score nothing)."""
+        schema, Query, Occur = self._schema, tantivy.Query, tantivy.Occur
+        if isinstance(node, Words):
+            terms = [Query.term_query(schema, "text", token) for token in node.tokens]
+            query = _at_least(terms, node.required)
+            return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
+        if isinstance(node, Phrase):
+            query = Query.phrase_query(schema, "text", list(node.tokens), node.slop)
+            return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
+        if isinstance(node, Pattern):
+            return Query.const_score_query(Query.regex_query(schema, "text", node.regex), 1.0)
+        if isinstance(node, Keyword):
+            if node.field == "year":
+                query = Query.boolean_query([(Occur.Should, Query.range_query(
+                    schema, "year", tantivy.FieldType.Integer, value, value)) for value in node.values])
+            else:
+                query = Query.term_set_query(schema, node.field, list(node.values))
+            return Query.const_score_query(query, 1.0)
+        if isinstance(node, Range):
+            return Query.const_score_query(Query.range_query(schema, node.field, tantivy.FieldType.Integer,
+                                                             node.lower, node.upper), 1.0)
+        if isinstance(node, MatchAll):
+            return Query.all_query()
+        if isinstance(node, MatchNone):
+            return Query.empty_query()
+        return self._bool(node)
+
+    def _bool(self, node: Bool) -> tantivy.Query:
+        Query, Occur = tantivy.Query, tantivy.Occur
+        clauses = [(Occur.Must, self._tantivy(child)) for child in node.must]
+        clauses += [(Occur.Must, Query.const_score_query(self._tantivy(child), 0.0)) for child in node.filter]
+        clauses += [(Occur.MustNot, self._tantivy(child)) for child in node.must_not]
+        should = [self._tantivy(child) for child in node.should]
+        positive = bool(node.must or node.filter)
+        if should and (node.required_should == 0 or (node.required_should == 1 and not positive)):
+            clauses += [(Occur.Should, query) for query in should]  # optional beside must/filter, else one needed
+        elif should:
+            clauses.append((Occur.Must, _at_least(should, node.required_should)))
+        if not any(occur != Occur.MustNot for occur, _ in clauses):
+            # Only exclusions (or nothing): every other document, as Elasticsearch's bool makes it.
+            clauses.append((Occur.Must, Query.all_query() if not clauses else Query.const_score_query(
+                Query.all_query(), 0.0)))
+        query = Query.boolean_query(clauses)
+        return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
+
+
+_SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
+
+
+def _at_least(queries: list[tantivy.Query], required: int) -> tantivy.Query:
+    """Documents matching at least ``required`` of ``queries``, scored by the sum of those they match.
+
+    tantivy's boolean query has no minimum-should-match, so a count between one and all
+    is the disjunction of every ``required``-sized conjunction (scoring nothing) beside the
+    optional clauses that score; refused above ``MAX_SHOULD_EXPANSION`` conjunctions.
+    """
+    Query, Occur = tantivy.Query, tantivy.Occur
+    if required <= 1:
+        return Query.boolean_query([(Occur.Should, query) for query in queries])
+    if required >= len(queries):
+        return Query.boolean_query([(Occur.Must, query) for query in queries])
+    if math.comb(len(queries), required) > MAX_SHOULD_EXPANSION:
+        raise QueryRefused(f"minimum_should_match of {required} out of {len(queries)} clauses is more than the "
+                           f"embedded backend expands ({MAX_SHOULD_EXPANSION} combinations); it is {ON_ELASTICSEARCH}")
+    enough = Query.boolean_query([(Occur.Should, Query.boolean_query([(Occur.Must, queries[i]) for i in chosen]))
+                                  for chosen in combinations(range(len(queries)), required)])
+    return Query.boolean_query([(Occur.Must, Query.const_score_query(enough, 0.0))]
+                               + [(Occur.Should, query) for query in queries])
+
+
+def _words(node: Node) -> set[str]:
+    """The words of the text clauses a highlight marks (not those of must_not)."""
+    if isinstance(node, (Words, Phrase)):
+        return set(node.tokens)
+    if isinstance(node, Bool):
+        return set().union(*(_words(child) for child in (*node.must, *node.should)))
+    return set()
+
+
+def _total_limit(track: Any) -> int | None:
+    """Up to how many hits the total is exact: ``track_total_hits`` true (all), false (none: None), or a number."""
+    if track is None:
+        return DEFAULT_TOTAL_LIMIT
+    if track is True:
+        return 2**62
+    if track is False:
+        return None
+    if isinstance(track, int) and track >= 0:
+        return track
+    raise QueryRefused(f"[track_total_hits] must be true, false or a whole number, got {str(track)[:40]}")
+
+
+def _read_aggs(aggs: Any) -> dict[str, dict[str, Any]]:
+    """``aggs`` as name -> {field, size} of terms aggregations, or ``QueryRefused`` naming what is not served."""
+    if not isinstance(aggs, dict) or len(aggs) > 20:
+        raise QueryRefused("[aggs] must be an object of at most 20 named aggregations")
+    read = {}
+    for name, spec in aggs.items():
+        if not isinstance(spec, dict) or set(spec) != {"terms"} or not isinstance(spec["terms"], dict):
+            kinds = sorted(spec) if isinstance(spec, dict) else spec
+            raise QueryRefused(f"aggregation [{str(name)[:40]}] ({str(kinds)[:40]}): the embedded backend serves "
+                               f"terms aggregations on {', '.join(AGGREGATABLE)} without sub-aggregations; "
+                               f"others are {ON_ELASTICSEARCH}")
+        terms = spec["terms"]
+        unknown = next((key for key in terms if key not in ("field", "size")), None)
+        if unknown is not None or terms.get("field") not in AGGREGATABLE:
+            raise QueryRefused(f"terms aggregation [{str(name)[:40]}]: the embedded backend reads field (one of "
+                               f"{', '.join(AGGREGATABLE)}) and size; {str(unknown or terms.get('field'))[:40]} is "
+                               f"{ON_ELASTICSEARCH}")
+        size = terms.get("size", 10)
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1000:
+            raise QueryRefused(f"terms aggregation [{str(name)[:40]}] size must be 1 to 1000, got {str(size)[:40]}")
+        read[str(name)] = {"field": terms["field"], "size": size}
+    return read
+
+
+def _tantivy_aggs(aggs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    # Every term's count, ordered below: tantivy's own cut may keep another of two equal counts than Elasticsearch.
+    return {name: {"terms": {"field": spec["field"], "size": 65_000}} for name, spec in aggs.items()}
+
+
+def _es_aggregations(result: Mapping[str, Any], aggs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """tantivy's terms aggregations as Elasticsearch answers them: buckets by count, then by key, cut to size."""
+    shaped = {}
+    for name, spec in aggs.items():
+        buckets = sorted(({"key": int(b["key"]) if spec["field"] == "year" else b["key"], "doc_count": b["doc_count"]}
+                          for b in result.get(name, {}).get("buckets", [])),
+                         key=lambda bucket: (-bucket["doc_count"], bucket["key"]))
+        shown = buckets[:spec["size"]]
+        shaped[name] = {"doc_count_error_upper_bound": 0,
+                        "sum_other_doc_count": sum(b["doc_count"] for b in buckets[spec["size"]:]), "buckets": shown}
+    return shaped
+
+
+def _empty_aggs(aggs: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not aggs:
+        return None
+    return {name: {"doc_count_error_upper_bound": 0, "sum_other_doc_count": 0, "buckets": []} for name in aggs}

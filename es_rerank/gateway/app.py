@@ -22,6 +22,7 @@ from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import PRODUCT_HEADER, GatewayError, error_body, public_reason
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.site import site
 from es_rerank.gateway.url_limit import UrlLengthLimit
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.payload import PayloadError, WorkerSetupError
@@ -44,6 +45,8 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
     app.extensions["esrr.probe"] = ModelProbe()
     app.register_blueprint(api)
     _register_error_handlers(app)
+    if settings.gateway_site:  # the search page for browsers at / (site.py)
+        app.register_blueprint(site)
     app.wsgi_app = UrlLengthLimit(app.wsgi_app, settings.gateway_max_url_bytes,
                                   on_refused=metrics.requests.labels("unrouted", "414").inc)
 

@@ -25,6 +25,8 @@ class GatewaySettings(BrokerSettings):
     gateway_channel_timeout_s: float = Field(30.0, gt=0, le=3600, description="an idle client connection is "
                                              "closed after this long")
     gateway_window: int = Field(500, ge=0, le=MAX_K, description="BM25 hits reranked per query (0: BM25 order)")
+    gateway_site: bool = Field(True, description="serve the search page to browsers at / (es_rerank/gateway/site.py); "
+                                                 "false: / answers JSON to everyone")
     gateway_rerank: bool = Field(True, description="have the workers score the window; false serves BM25 "
                                                    "refined by the feedback and votes only")
     # An admin's reindex swaps the served version (`esrr index build`/`use`); every request

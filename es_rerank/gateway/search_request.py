@@ -1,55 +1,85 @@
 """What one ``_search`` request asks for, read from its URL parameters and JSON body (pure).
 
-The gateway answers keyword searches over title + abstract, the field it calls ``text``:
-the query's words are searched with BM25 and the top window is reranked. So it reads the
-query forms that carry such words (``match``, ``multi_match``, ``query_string``,
-``simple_query_string``, or ``q=`` in the URL) and refuses the rest with a
-``BadSearchRequest`` that says what to send instead, as Elasticsearch refuses what it
-cannot parse. Operators inside the text (AND, quotes, fields) are not parsed: the words
-are what is searched.
+The body is Elasticsearch's: its ``query`` (any Query DSL), ``post_filter``, ``aggs``,
+``highlight``, ``_source`` and the rest form the first stage, which the backend checks
+and answers (``SearchBackend.prepare``: the Elasticsearch backend passes it through, the
+embedded one serves the subset in ``es_rerank.backends.query_dsl`` and refuses the rest);
+``size`` and ``from`` page through the reranked window, and the ``ext.esrr`` section
+holds the reranking options, as Elasticsearch's ``rescore`` would:
+``{"window_size": 500, "query_text": "...", "score_mode": "replace|total|multiply",
+"query_weight": 1, "rerank_weight": 1, "explain": false}``, the defaults being the
+gateway's window and the model's score alone. ``q=`` in the URL is Lucene's query
+syntax, as in Elasticsearch (plain words are a ``match`` on ``text``).
 
-Every request's cost is bounded before the search: a query longer than ``max_words``
-words (``ESRR_GATEWAY_MAX_QUERY_WORDS``) is a 400 naming the limit, not cut short, since
-a cut query would be answered as if it were another one; its characters are counted
-before it is tokenized, so a megabyte of text costs no tokenizing. Error messages show
-at most a short excerpt of what was sent.
+The model reads ``ext.esrr.query_text``, else the text of the query's text clauses
+(``query_dsl.query_text``: never filter values). Reranking is skipped on purpose, with
+the reason in ``esrr.skipped``, when the request sorts by something other than
+``_score``, scrolls or pages a point in time (as Elasticsearch refuses ``rescore`` with
+a sort), or has no words for the model (filters only).
+
+Every request's cost is bounded before the search: the model's text is at most
+``max_words`` words (``ESRR_GATEWAY_MAX_QUERY_WORDS``), a 400 naming the limit, not cut
+short, since a cut query would be answered as if it were another one; the strings of
+``query`` and ``post_filter`` together hold at most ``max_words x CHARS_PER_WORD``
+characters, counted before anything is tokenized or parsed. Error messages show at most
+a short excerpt of what was sent.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import parse_qsl
 
 from es_rerank.backends.base import MAX_K
+from es_rerank.backends.query_dsl import MAX_DEPTH, query_text
 from es_rerank.gateway.errors import BadSearchRequest, clipped, excerpt
+from es_rerank.ranking.merge import REPLACE, SCORE_MODES, Combination
 from es_rerank.text import tokenize
 
 SEARCHED_FIELD = "text"
-FIELDS_OF_TEXT = frozenset({"title", "abstract"})  # `text` is these two together
-BODY_KEYS = ("query", "size", "from", "track_total_hits")  # track_total_hits: the total is always a lower bound
-# URL parameters; the last three change only how Elasticsearch formats a response, which this one keeps as is.
-URL_PARAMETERS = ("q", "size", "from", "track_total_hits", "pretty", "human", "error_trace")
-TEXT_QUERIES = ("match", "multi_match", "query_string", "simple_query_string")
+# URL parameters; pretty, human and error_trace change only how Elasticsearch formats a response, which this one
+# keeps as is.
+URL_PARAMETERS = ("q", "df", "default_operator", "size", "from", "track_total_hits", "sort", "scroll", "_source",
+                  "_source_includes", "_source_excludes", "pretty", "human", "error_trace")
+PAGING_KEYS = ("size", "from", "ext")  # read here; the rest of the body is the first stage's
+EXT_OPTIONS = ("window_size", "query_text", "score_mode", "query_weight", "rerank_weight", "explain")
 DEFAULT_SIZE = 10
 DEFAULT_MAX_WORDS = 256
 CHARS_PER_WORD = 32  # a query of n words may hold 32 n characters (biomedical words are long, not that long)
 EXAMPLE = '{"query": {"match": {"text": "green tea and breast cancer"}}, "size": 10}'
+# Lucene's operators: a sign at the start of a word, quotes, groups, field names, wildcards, AND / OR / NOT.
+_LUCENE_SYNTAX = re.compile(r'(?:^|\s)[-+!]|["()\[\]{}~^*?\\/]|\w:|&&|\|\||\b(?:AND|OR|NOT)\b')
 
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """A keyword search: the text, and which of its ranked hits to return."""
+    """A search: the first-stage body, the words the model reads, which hits to return and how to rerank."""
 
-    text: str
+    text: str  # what the model scores ("" when the request has no words for it)
     size: int = DEFAULT_SIZE
     offset: int = 0  # Elasticsearch's `from`
+    body: Mapping[str, Any] = field(default_factory=dict)  # query, post_filter, aggs, highlight, _source, ...
+    window: int | None = None  # ext.esrr.window_size; None: the gateway's
+    combination: Combination = REPLACE
+    explain: bool = False
+    skipped: str | None = None  # why reranking is skipped on purpose
+    passthrough: Mapping[str, str] = field(default_factory=dict)  # URL parameters for Elasticsearch (scroll)
 
     @property
     def depth(self) -> int:
         """Hits to rank for this page (at least one, so that a size-0 request still counts)."""
         return max(self.offset + self.size, 1)
+
+    @property
+    def sorted_elsewhere(self) -> bool:
+        """Whether the request's order is not by score (a sort, a scroll, a point in time): Elasticsearch's own."""
+        return self.skipped is not None and not self.skipped.startswith(NO_WORDS)
+
+
+NO_WORDS = "the query has no words for the model"
 
 
 def url_parameters(query_string: bytes) -> dict[str, str]:
@@ -69,9 +99,10 @@ def url_parameters(query_string: bytes) -> dict[str, str]:
     return params
 
 
-def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_MAX_WORDS) -> SearchRequest:
-    """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for, of at most
-    ``max_words`` words."""
+def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_MAX_WORDS,
+                 max_window: int = MAX_K) -> SearchRequest:
+    """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for; the model's text of at
+    most ``max_words`` words, a window of at most ``max_window`` hits."""
     unknown = next((name for name in params if name not in URL_PARAMETERS), None)
     if unknown is not None:
         raise BadSearchRequest(f"request [/_search] contains unrecognized parameter: [{clipped(unknown)}]; this "
@@ -80,10 +111,6 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
         body = {}
     if not isinstance(body, dict):
         raise BadSearchRequest(f"the request body is a JSON {type(body).__name__}, not an object; send {EXAMPLE}")
-    unknown = next((key for key in body if key not in BODY_KEYS), None)
-    if unknown is not None:
-        raise BadSearchRequest(f"unknown key [{clipped(unknown)}] in the search body; this gateway reads "
-                               f"{', '.join(BODY_KEYS)}, as in {EXAMPLE}")
     size = _count("size", params.get("size", body.get("size", DEFAULT_SIZE)))
     offset = _count("from", params.get("from", body.get("from", 0)))
     if offset + size > MAX_K:
@@ -92,13 +119,166 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
     if "q" in params and "query" in body:
         raise BadSearchRequest("the search text is given twice, as q= in the URL and as query in the body; "
                                "send one of them")
-    text = params["q"] if "q" in params else _query_text(body.get("query"))
+    first_stage = {key: value for key, value in body.items() if key not in PAGING_KEYS}
+    if "q" in params:
+        first_stage["query"] = _url_query(params)
+    if "query" in first_stage and not isinstance(first_stage["query"], dict):
+        raise BadSearchRequest(f"[query] must be an object with one clause, as in {EXAMPLE}")
+    if "track_total_hits" in params:
+        first_stage["track_total_hits"] = _boolean_or_count("track_total_hits", params["track_total_hits"])
+    if "sort" in params:  # "year:desc,_score" as the body's [{"year": "desc"}, "_score"]
+        first_stage["sort"] = [{name: order} if order else name for name, _, order in
+                               (part.strip().partition(":") for part in params["sort"].split(",") if part.strip())]
+    source = _url_source(params)
+    if source is not None:
+        first_stage["_source"] = source
+    options = _esrr_options(body.get("ext"), max_window)
+    text = options.get("query_text")
+    if text is None:
+        text = query_text(first_stage.get("query"))  # bounded: the body is (MAX_BODY_BYTES), and its depth
     _check_length(text, max_words)
-    return SearchRequest(text, size, offset)
+    _check_text_size(first_stage, max_words)
+    skipped = _skipped(params, first_stage)
+    if skipped is None and not tokenize(text):
+        skipped = (f"{NO_WORDS} to score (only filters, or no text clause); send ext.esrr.query_text to rerank "
+                   "by its words")
+    combination = Combination(options.get("score_mode", "replace"), options.get("query_weight", 1.0),
+                              options.get("rerank_weight", 1.0))
+    passthrough = {"scroll": params["scroll"]} if "scroll" in params else {}
+    return SearchRequest(text, size, offset, first_stage, options.get("window_size"), combination,
+                         bool(options.get("explain", False)), skipped, passthrough)
+
+
+def _url_query(params: Mapping[str, str]) -> dict[str, Any]:
+    """``q=`` as Elasticsearch reads it: Lucene's syntax on ``df`` (default ``text``); plain words a ``match``."""
+    text, field_name = params["q"], params.get("df", SEARCHED_FIELD)
+    operator = params.get("default_operator", "OR").upper()
+    if operator not in ("OR", "AND"):
+        raise BadSearchRequest(f"[default_operator] must be OR or AND, got {excerpt(params['default_operator'])}")
+    if len(text) > MAX_K * CHARS_PER_WORD:
+        raise BadSearchRequest(f"the query is {len(text)} characters long; shorten it")
+    if _LUCENE_SYNTAX.search(text) is None:  # plain words: the keyword search
+        match: dict[str, Any] = {"query": text}
+        if operator == "AND":
+            match["operator"] = "and"
+        return {"match": {field_name: match}}
+    return {"query_string": {"query": text, "default_field": field_name, "default_operator": operator}}
+
+
+def _url_source(params: Mapping[str, str]) -> Any:
+    """``_source``, ``_source_includes`` and ``_source_excludes`` URL parameters as a body's ``_source``."""
+    if "_source" in params and params["_source"].lower() in ("false", "true"):
+        return params["_source"].lower() == "true"
+    includes = [name for name in params.get("_source_includes", params.get("_source", "")).split(",") if name]
+    excludes = [name for name in params.get("_source_excludes", "").split(",") if name]
+    if not includes and not excludes:
+        return None
+    return {"includes": includes, "excludes": excludes}
+
+
+def _boolean_or_count(name: str, value: str) -> bool | int:
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return _count(name, value, limit=2**31 - 1)
+
+
+def _skipped(params: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+    """Why the request is answered in Elasticsearch's order rather than reranked (None: it is reranked)."""
+    sort = params.get("sort", body.get("sort"))
+    if sort is not None and not _by_score(sort):
+        return (f"the request sorts by {excerpt(sort)}, not by _score; like Elasticsearch's rescore, reranking "
+                "applies to a score order only, so the hits are in the order the sort gives")
+    if "scroll" in params:
+        return "the request scrolls; scrolled pages are Elasticsearch's order, not reranked"
+    if "pit" in body:
+        return "the request pages a point in time; such pages are Elasticsearch's order, not reranked"
+    if "search_after" in body:
+        return "the request pages with search_after; such pages are Elasticsearch's order, not reranked"
+    return None
+
+
+def _by_score(sort: Any) -> bool:
+    """Whether a ``sort`` orders by descending ``_score`` alone."""
+    items = sort if isinstance(sort, list) else [sort]
+    if isinstance(sort, str):
+        items = [part.strip() for part in sort.split(",")]
+    if len(items) != 1:
+        return False
+    item = items[0]
+    if isinstance(item, str):
+        return item in ("_score", "_score:desc")
+    if isinstance(item, dict) and list(item) == ["_score"]:
+        order = item["_score"]
+        return order == "desc" or (isinstance(order, dict) and order.get("order", "desc") == "desc")
+    return False
+
+
+def _esrr_options(ext: Any, max_window: int) -> dict[str, Any]:
+    """``ext.esrr`` read and checked (``ext`` holds no other section: no other plugin answers here)."""
+    if ext is None:
+        return {}
+    if not isinstance(ext, dict) or set(ext) - {"esrr"}:
+        raise BadSearchRequest(f"[ext] holds only the section [esrr] here, got {excerpt(ext)}; send "
+                               '{"ext": {"esrr": {"window_size": 100, "score_mode": "total"}}}')
+    options = ext.get("esrr") or {}
+    if not isinstance(options, dict):
+        raise BadSearchRequest(f"[ext.esrr] must be an object, got {excerpt(options)}")
+    unknown = next((key for key in options if key not in EXT_OPTIONS), None)
+    if unknown is not None:
+        raise BadSearchRequest(f"unknown option [{clipped(str(unknown))}] in [ext.esrr]; it reads "
+                               f"{', '.join(EXT_OPTIONS)}")
+    read: dict[str, Any] = {}
+    if "window_size" in options:
+        window = options["window_size"]
+        if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= max_window:
+            raise BadSearchRequest(f"[ext.esrr.window_size] must be a whole number from 0 to {max_window} (the "
+                                   f"gateway's window, ESRR_GATEWAY_WINDOW), got {excerpt(window)}")
+        read["window_size"] = window
+    if "query_text" in options:
+        if not isinstance(options["query_text"], str):
+            raise BadSearchRequest(f"[ext.esrr.query_text] must be a string, got {excerpt(options['query_text'])}")
+        read["query_text"] = options["query_text"]
+    if "score_mode" in options:
+        if options["score_mode"] not in SCORE_MODES:
+            raise BadSearchRequest(f"[ext.esrr.score_mode] must be one of {', '.join(SCORE_MODES)}, got "
+                                   f"{excerpt(options['score_mode'])}")
+        read["score_mode"] = options["score_mode"]
+    for name in ("query_weight", "rerank_weight"):
+        if name in options:
+            value = options[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise BadSearchRequest(f"[ext.esrr.{name}] must be a number, got {excerpt(value)}")
+            read[name] = float(value)
+    if "explain" in options:
+        if not isinstance(options["explain"], bool):
+            raise BadSearchRequest(f"[ext.esrr.explain] must be true or false, got {excerpt(options['explain'])}")
+        read["explain"] = options["explain"]
+    return read
+
+
+def _check_text_size(body: Mapping[str, Any], max_words: int) -> None:
+    """``BadSearchRequest`` when the strings of ``query`` and ``post_filter`` hold more than the characters of
+    ``max_words`` words, or nest deeper than Elasticsearch reads; counted before anything parses them."""
+    max_chars = max_words * CHARS_PER_WORD
+    total = 0
+    stack = [(body.get("query"), 0), (body.get("post_filter"), 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > 4 * MAX_DEPTH:
+            raise BadSearchRequest(f"the query nests more than {4 * MAX_DEPTH} levels deep; flatten it")
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, dict):
+            stack.extend((item, depth + 1) for pair in value.items() for item in pair)
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
+        if total > max_chars:
+            raise BadSearchRequest(f"the query's text is over {max_chars} characters long; this gateway searches at "
+                                   f"most {max_words} words ({max_chars} characters) per query; shorten it")
 
 
 def _check_length(text: str, max_words: int) -> None:
-    """``BadSearchRequest`` unless ``text`` has 1 to ``max_words`` words; long text is refused before tokenizing."""
+    """``BadSearchRequest`` unless ``text`` has at most ``max_words`` words; long text is refused before tokenizing."""
     max_chars = max_words * CHARS_PER_WORD
     fix = f"this gateway searches at most {max_words} words ({max_chars} characters) per query; shorten it"
     if len(text) > max_chars:
@@ -106,66 +286,14 @@ def _check_length(text: str, max_words: int) -> None:
     words = len(tokenize(text))
     if words > max_words:
         raise BadSearchRequest(f"the query has {words} words; {fix}")
-    if not words:
-        raise BadSearchRequest(f"the query {excerpt(text)} has no words to search for (only spaces or "
-                               "punctuation); give it at least one word")
 
 
-def _count(name: str, value: Any) -> int:
+def _count(name: str, value: Any, limit: int = MAX_K) -> int:
     """``size`` or ``from`` as a whole number in [0, MAX_K] (URL parameters arrive as strings)."""
-    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,7}", value.strip()):  # ASCII digits, int() takes
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,10}", value.strip()):  # ASCII digits, int() takes
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise BadSearchRequest(f"[{name}] must be a whole number of at least 0, got {excerpt(value)}")
-    if value > MAX_K:
+    if value > limit:
         raise BadSearchRequest(f"[{name}] is {excerpt(value)}; this gateway ranks at most {MAX_K} hits per query")
     return value
-
-
-def _query_text(query: Any) -> str:
-    """The words of a body's ``query`` clause, or ``BadSearchRequest`` naming what to send."""
-    if query is None:
-        raise BadSearchRequest(f"no search text: send q= in the URL or a query in the body, as in {EXAMPLE}")
-    if not isinstance(query, dict) or len(query) != 1:
-        raise BadSearchRequest(f"[query] must be an object with one clause ({', '.join(TEXT_QUERIES)}), "
-                               f"as in {EXAMPLE}")
-    kind, clause = next(iter(query.items()))
-    if kind not in TEXT_QUERIES:
-        raise BadSearchRequest(f"[{clipped(kind)}] queries are not served: this gateway reranks keyword searches; "
-                               f"send one of {', '.join(TEXT_QUERIES)}, as in {EXAMPLE}")
-    if not isinstance(clause, dict):
-        raise BadSearchRequest(f"[{kind}] must be an object, as in {EXAMPLE}")
-    if kind == "match":
-        return _match_text(clause)
-    _check_fields(kind, clause.get("fields", clause.get("default_field")))
-    return _text(kind, clause.get("query"))
-
-
-def _match_text(clause: dict) -> str:
-    """The text of ``{"match": {field: text | {"query": text}}}``."""
-    if len(clause) != 1:
-        raise BadSearchRequest(f"[match] takes one field, got {len(clause)}; send {EXAMPLE}")
-    field, value = next(iter(clause.items()))
-    _check_fields("match", field)
-    return _text("match", value.get("query") if isinstance(value, dict) else value)
-
-
-def _check_fields(kind: str, fields: Any) -> None:
-    """Refuse a field list other than ``text`` or title and abstract together: only their union is indexed."""
-    if fields is None:
-        return
-    listed = [fields] if isinstance(fields, str) else fields if isinstance(fields, list) else None
-    if listed is None or not all(isinstance(name, str) for name in listed):
-        raise BadSearchRequest(f"[{kind}] fields must be a field name or a list of them, got {excerpt(fields)}")
-    names = {name.split("^")[0] for name in listed}  # a boost ("title^2") does not change what is searched
-    if names not in ({SEARCHED_FIELD}, set(FIELDS_OF_TEXT), {"*"}, {"_all"}):
-        raise BadSearchRequest(f"[{kind}] on {excerpt(sorted(names))}: this gateway searches title and abstract "
-                               "together, "
-                               f"as the field '{SEARCHED_FIELD}'; name that field (or title and abstract both)")
-
-
-def _text(kind: str, text: Any) -> str:
-    """``text`` if it is a string, else ``BadSearchRequest``."""
-    if not isinstance(text, str):
-        raise BadSearchRequest(f"[{kind}] needs the search text as a string, got {excerpt(text)}; send {EXAMPLE}")
-    return text

@@ -14,10 +14,11 @@ from typing import Any, Mapping
 
 from flask import current_app
 
-from es_rerank.gateway.errors import IndexNotFound, clipped
+from es_rerank.backends.base import QueryRefused
+from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import GatewayMetrics
-from es_rerank.gateway.search_request import parse_search
+from es_rerank.gateway.search_request import SearchRequest, parse_search
 from es_rerank.ranking.response import search_response
 from es_rerank.ranking.served import ServedSearch
 
@@ -32,19 +33,45 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     served: ServedSearch = current_app.extensions["esrr.served"]
     metrics: GatewayMetrics = current_app.extensions["esrr.metrics"]
     pipeline = served.pipeline()
-    check_index(index, pipeline.backend.index)
-    asked = parse_search(params, body, current_app.config["ESRR_MAX_QUERY_WORDS"])
+    backend = pipeline.backend
+    check_index(index, backend.index)
+    asked = parse_search(params, body, current_app.config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
     started = time.perf_counter()
-    ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage)
+    passthrough = getattr(backend, "passthrough", None)  # a backend that can answer in its own order
+    if asked.sorted_elsewhere and passthrough is not None:
+        return _in_backend_order(passthrough, asked, started)
+    try:
+        prepared = backend.prepare(asked.body)
+        ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage, prepared=prepared,
+                                window=0 if asked.skipped or not asked.size else asked.window,  # size 0: counts
+                                combination=asked.combination)
+        page = ranking.ranked[asked.offset:asked.offset + asked.size]
+        shown = backend.page(prepared, [item.hit for item in page])
+    except QueryRefused as error:
+        raise BadSearchRequest(str(error)) from None
     took = time.perf_counter() - started
     metrics.search_seconds.observe(took)
     if ranking.fallback:
         metrics.fallbacks.inc()
         log.warning(json.dumps({"event": "model_fallback", "query_id": query_id, "index": pipeline.backend.index,
                                 "took_ms": round(took * 1000, 1), "reason": ranking.fallback}))
-    page = ranking.ranked[asked.offset:asked.offset + asked.size]
-    return search_response(page, pipeline.backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
-                           ranking.ranker, ranking.fallback)
+    return search_response(page, backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
+                           ranking.ranker, ranking.fallback, shown, ranking.first_stage, asked.skipped, asked.explain)
+
+
+def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) -> dict[str, Any]:
+    """Elasticsearch's own answer to a request it orders itself (a sort, a scroll), with why it is not reranked."""
+    try:
+        response = passthrough({**asked.body, "from": asked.offset, "size": asked.size}, asked.passthrough)
+    except QueryRefused as error:
+        raise BadSearchRequest(str(error)) from None
+    for hit in response.get("hits", {}).get("hits", []):
+        score = hit.get("_score")
+        hit["fields"] = {**hit.get("fields", {}), "bm25_score": [score] if score is not None else [],
+                         "reranked": [False]}
+    response["took"] = round((time.perf_counter() - started) * 1000)
+    response["esrr"] = {"ranker": "Elasticsearch", "skipped": asked.skipped}
+    return response
 
 
 def check_index(named: str | None, served: str) -> None:

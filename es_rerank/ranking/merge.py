@@ -1,10 +1,15 @@
-"""Pure merge of first-stage hits and reranker scores into the final ranking."""
+"""Pure merge of first-stage hits and reranker scores into the final ranking.
+
+How the model's score and the first stage's combine inside the window follows
+Elasticsearch's ``rescore``: ``replace`` (the model's score alone, the default),
+``total`` (query_weight x first-stage + rerank_weight x model) and ``multiply``
+(their product), each side weighted as the request's ``ext.esrr`` says.
+"""
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 
@@ -16,25 +21,48 @@ class RankedHit:
     """A hit in its final position, with both the model's and BM25's score."""
 
     hit: Hit
-    score: float  # the model's score inside the reranked window; BM25 below it
+    score: float  # the combined score inside the reranked window (the model's, in replace mode); BM25 below it
     reranked: bool
+    model_score: float | None = None  # the ranker's own score, inside the window
 
 
-def merge(hits: Sequence[Hit], scores: np.ndarray | None, window: int, k: int | None = None) -> list[RankedHit]:
-    """The first ``k`` hits (None: all): the reranked window by model score (ties by doc id) above the BM25 tail.
+ScoreMode = Literal["replace", "total", "multiply"]
+SCORE_MODES: tuple[str, ...] = ("replace", "total", "multiply")
+
+
+@dataclass(frozen=True)
+class Combination:
+    """How the window's scores combine: Elasticsearch rescore's score_mode and weights."""
+
+    mode: ScoreMode = "replace"
+    query_weight: float = 1.0
+    rerank_weight: float = 1.0
+
+    def __call__(self, first_stage: float, model: float) -> float:
+        """The final score of a hit in the window."""
+        if self.mode == "replace":
+            return model * self.rerank_weight if self.rerank_weight != 1.0 else model
+        if self.mode == "total":
+            return self.query_weight * first_stage + self.rerank_weight * model
+        return (self.query_weight * first_stage) * (self.rerank_weight * model)
+
+
+REPLACE = Combination()
+
+
+def merge(hits: Sequence[Hit], scores: np.ndarray | None, window: int,
+          combination: Combination = REPLACE) -> list[RankedHit]:
+    """Reranked window (by combined score, ties by doc id) above the untouched BM25 tail.
 
     ``scores`` holds one model score per hit of the first ``window`` hits; ``None``
-    (no model, or the scorer failed) keeps the BM25 order. A search shows 10 of a window
-    of 500: only the ``k`` best are picked out of the window (the same order as sorting
-    all of it, doc ids being unique) and made ``RankedHit``s.
+    (no model, or the scorer failed) keeps the BM25 order.
     """
-    k = len(hits) if k is None else k
     if scores is None:
-        return [RankedHit(h, h.score, False) for h in hits[:k]]
+        return [RankedHit(h, h.score, False) for h in hits]
     window = min(window, len(hits))
     if len(scores) != window:
         raise ValueError(f"{len(scores)} scores for a window of {window} hits")
-    pairs = zip(hits[:window], map(float, scores))
-    order = (lambda pair: (-pair[1], pair[0].doc_id))
-    head = heapq.nsmallest(k, pairs, key=order) if k < window else sorted(pairs, key=order)
-    return [RankedHit(h, s, True) for h, s in head] + [RankedHit(h, h.score, False) for h in hits[window:k]]
+    combined = [(h, combination(h.score, s), s) for h, s in zip(hits[:window], map(float, scores))]
+    head = sorted(combined, key=lambda item: (-item[1], item[0].doc_id))
+    return ([RankedHit(h, c, True, s) for h, c, s in head]
+            + [RankedHit(h, h.score, False) for h in hits[window:]])

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
 
-from es_rerank.backends.base import Hit, SearchBackend
-from es_rerank.ranking.merge import RankedHit, merge
+from es_rerank.backends.base import FirstStage, Hit, SearchBackend
+from es_rerank.ranking.merge import REPLACE, Combination, RankedHit, merge
 from es_rerank.ranking.neighbours import FUSED_ROW_SUFFIX, JudgedNeighbours, fuse
 from es_rerank.stats import CorpusStats
 
@@ -72,6 +72,7 @@ class Ranking:
     retrieved: int  # hits the first stage returned
     depth: int  # hits the first stage was asked for
     fallback: str | None = None  # why the model did not score this query (``ScoringUnavailable``)
+    first_stage: FirstStage | None = None  # the backend's whole answer, when a search body was ranked
 
 
 @dataclass(frozen=True)
@@ -201,13 +202,35 @@ class SearchPipeline:
                     stages.append((name + FUSED_ROW_SUFFIX, fuse(scores, votes, self.neighbours.params.weight)))
         return WindowScores(stages, fallback, skipped)
 
-    def rank(self, query: str, k: int, clock: StageClock = no_clock) -> Ranking:
-        """The top ``k`` of ``query``; the backend's and the reranker's errors pass through."""
-        depth = self.depth(k)
+    def rank(self, query: str, k: int, clock: StageClock = no_clock, prepared: object | None = None,
+             window: int | None = None, combination: Combination = REPLACE) -> Ranking:
+        """The top ``k`` of ``query``; the backend's and the reranker's errors pass through.
+
+        With ``prepared`` (a search body the backend prepared), the first stage is that body's
+        and ``query`` is only what the model reads. ``window`` (at most this pipeline's) reorders
+        fewer hits, 0 none; ``combination`` says how the window's scores combine.
+        """
+        window = self.window if window is None else min(window, self.window)
+        reorders = window > 0 and self.reorders
+        depth = max(k, window) if reorders else k
+        first_stage = None
         with clock("retrieve"):
-            hits, stats = self._retrieve(query, depth)
-        window = hits[:self.window] if self.reorders else []
-        scored = self.score_window(query, window, stats, clock)
+            if prepared is None:
+                hits, stats = self._retrieve(query, depth)
+            else:
+                first_stage, stats = self._first_stage(prepared, depth)
+                hits = first_stage.hits
+        scored_hits = hits[:window] if reorders else []
+        scored = self.score_window(query, scored_hits, stats, clock)
         with clock("merge"):
-            ranked = merge(hits, scored.final if window else None, len(window), k)
-        return Ranking(ranked, scored.ranker, len(hits), depth, scored.fallback)
+            ranked = merge(hits, scored.final if scored_hits else None, len(scored_hits), combination)[:k]
+        return Ranking(ranked, scored.ranker, len(hits), depth, scored.fallback, first_stage)
+
+    def _first_stage(self, prepared: object, depth: int) -> tuple[FirstStage, CorpusStats]:
+        """A prepared body's first stage with the statistics of the index it came from (see ``_retrieve``)."""
+        stats = self.backend.stats
+        answer = self.backend.first_stage(prepared, depth)
+        if self.backend.stats is not stats:
+            stats = self.backend.stats
+            answer = self.backend.first_stage(prepared, depth)
+        return answer, stats

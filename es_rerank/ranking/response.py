@@ -6,13 +6,16 @@ It lives with the ranking, not the gateway, because two rooms render it: the gat
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
+from es_rerank.backends.base import FirstStage
 from es_rerank.ranking.merge import RankedHit
 
 
 def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retrieved: int, depth: int,
-                    ranker: str, fallback: str | None = None) -> dict[str, Any]:
+                    ranker: str, fallback: str | None = None, shown: Sequence[Mapping[str, Any]] | None = None,
+                    first_stage: FirstStage | None = None, skipped: str | None = None,
+                    explain: bool = False) -> dict[str, Any]:
     """An ES 8 ``_search`` body for ``ranked`` (already cut to the hits shown).
 
     ``retrieved`` hits came back from a first stage asked for ``depth``; when it returned
@@ -21,21 +24,55 @@ def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retri
     final order. Each hit's ``fields`` carry its BM25 score and whether the ranker
     reordered it (never in a fallback answer, where no model scored it);
     ``esrr.ranker`` names what made ``_score`` (see ``descending_scores``), and
-    ``esrr.fallback``, when present, why the model did not score the query.
+    ``esrr.fallback``, when present, why the model did not score the query, and
+    ``esrr.skipped`` why reranking was skipped on purpose.
+
+    ``shown`` (one entry per hit, from ``SearchBackend.page``) gives each hit's
+    ``_source``, ``highlight`` and ``fields`` as the request asked; without it a hit's
+    ``_source`` is its id and title. ``first_stage``, the backend's answer to a search
+    body, gives the total, aggregations and shards as the backend reported them;
+    ``explain`` adds each hit's ``_explanation`` (first-stage and model scores).
     """
     scores = descending_scores(ranked)
-    hits = [{"_index": index, "_id": item.hit.doc_id, "_score": score,
-             "_source": {"doc_id": item.hit.doc_id, "title": item.hit.title},
-             "fields": {"bm25_score": [float(item.hit.score)], "reranked": [item.reranked and not fallback]}}
-            for item, score in zip(ranked, scores)]
-    return {
+    shown = shown if shown is not None else [{"_source": {"doc_id": item.hit.doc_id, "title": item.hit.title}}
+                                             for item in ranked]
+    hits = []
+    for item, score, extra in zip(ranked, scores, shown):
+        hit: dict[str, Any] = {"_index": index, "_id": item.hit.doc_id, "_score": score}
+        hit.update((key, value) for key, value in extra.items() if key != "fields")
+        hit["fields"] = {**extra.get("fields", {}), "bm25_score": [float(item.hit.score)],
+                         "reranked": [item.reranked and not fallback]}
+        if explain:
+            hit["_explanation"] = _explanation(item, score)
+        hits.append(hit)
+    if first_stage is None:
+        total: Mapping[str, Any] | None = {"value": retrieved, "relation": "gte" if retrieved >= depth else "eq"}
+    else:
+        total = first_stage.total
+    esrr: dict[str, Any] = {"ranker": ranker, **({"fallback": fallback} if fallback else {}),
+                            **({"skipped": skipped} if skipped else {})}
+    response: dict[str, Any] = {
         "took": took_ms,
-        "timed_out": False,
-        "hits": {"total": {"value": retrieved, "relation": "gte" if retrieved >= depth else "eq"},
-                 "max_score": max((hit["_score"] for hit in hits), default=None),
-                 "hits": hits},
-        "esrr": {"ranker": ranker, **({"fallback": fallback} if fallback else {})},
+        "timed_out": bool(first_stage.timed_out) if first_stage is not None else False,
     }
+    if first_stage is not None and first_stage.shards is not None:
+        response["_shards"] = first_stage.shards
+    response["hits"] = {**({"total": total} if total is not None else {}),
+                        "max_score": max((hit["_score"] for hit in hits), default=None), "hits": hits}
+    if first_stage is not None and first_stage.aggregations is not None:
+        response["aggregations"] = first_stage.aggregations
+    response["esrr"] = esrr
+    return response
+
+
+def _explanation(item: RankedHit, score: float) -> dict[str, Any]:
+    """Elasticsearch's ``_explanation`` shape: the final score from the first stage's and the model's."""
+    details = [{"value": float(item.hit.score), "description": "first-stage score (BM25)", "details": []}]
+    if item.model_score is not None:
+        details.append({"value": float(item.model_score), "description": "model score", "details": []})
+    description = ("reranked: the window's combined score" if item.reranked
+                   else "not reranked: below the window, first-stage order, shifted under its lowest score")
+    return {"value": float(score), "description": description, "details": details}
 
 
 def descending_scores(ranked: Sequence[RankedHit]) -> list[float]:

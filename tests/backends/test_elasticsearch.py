@@ -517,7 +517,7 @@ def test_a_search_refused_after_the_backend_opened_names_the_fix(served, es_stub
 
 
 def test_both_backends_return_the_same_precomputed_data(served, corpus, tmp_path):
-    """The embedded index built from the same documents hands out identical DocTerms and titles."""
+    """The embedded index built from the same documents hands out identical DocTerms and _source."""
     from es_rerank.backends.embedded import EmbeddedBackend
     from index_setup.embedded_index import build_embedded_index
 
@@ -527,11 +527,13 @@ def test_both_backends_return_the_same_precomputed_data(served, corpus, tmp_path
     compared = 0
     for query in ("xylophagous beetles", "quokka census", "cancer", "vitamin d", "cholesterol", "diet risk"):
         es_hits = {h.doc_id: h for h in es_backend.search(query, 50)}
-        for hit in embedded.search(query, 50):
+        embedded_hits = embedded.search(query, 50)
+        for hit, entry in zip(embedded_hits, embedded.page(None, embedded_hits)):
             if hit.doc_id not in es_hits:
                 continue
             other = es_hits[hit.doc_id]
-            assert other.title == hit.title
+            assert other.title == entry["_source"]["title"]
+            assert es_backend.page(None, [other])[0]["_source"] == entry["_source"]
             for field in ("title_ids", "abstract_ids", "first_ids"):
                 assert np.array_equal(getattr(other.terms, field), getattr(hit.terms, field)), (hit.doc_id, field)
             compared += 1

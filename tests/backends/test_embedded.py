@@ -164,13 +164,15 @@ def test_tie_group_larger_than_the_fetch_margin(tmp_path: Path) -> None:
 
 # --- hit data --------------------------------------------------------------------------
 
-def test_hits_carry_their_title_and_precomputed_terms(backend: EmbeddedBackend) -> None:
+def test_hits_carry_their_precomputed_terms_and_the_page_their_source(backend: EmbeddedBackend) -> None:
     stats = backend.stats
     hits = backend.search("breast cancer vitamin il-6 curcumin", 10)
     assert {h.doc_id for h in hits} == {"statin", "curcumin", "screening", "vitd", "il6"}
-    for hit in hits:
+    assert all(hit.title == "" for hit in hits)  # no stored field is read for the window
+    shown = backend.page(None, hits)
+    for hit, entry in zip(hits, shown):
         doc = DOC_BY_ID[hit.doc_id]
-        assert hit.title == doc.title
+        assert entry["_source"] == doc.source()
         expected = stats.doc_terms(stats.row(hit.doc_id))
         np.testing.assert_array_equal(hit.terms.title_ids, expected.title_ids)
         np.testing.assert_array_equal(hit.terms.abstract_ids, expected.abstract_ids)

@@ -123,6 +123,12 @@ class _BackendWithPaths:
     def search(self, query: str, k: int):
         raise BackendError(f"cannot open the tantivy index of {self.backend.version_dir} (No such file); rebuild it")
 
+    def prepare(self, body):
+        return body
+
+    def first_stage(self, prepared, k: int):
+        return self.search("", k)
+
     def current(self):
         raise BackendError(f"{self.backend.version_dir.parent / 'CURRENT'} is damaged; `esrr index use VERSION`")
 

@@ -327,3 +327,66 @@ def test_pubmed_streaming_releases_finished_records(tmp_path: Path) -> None:
     root = documents.gi_frame.f_locals["records"].gi_frame.f_locals["root"]
     assert len(root) <= 1
     assert len(seen) + sum(1 for _ in documents) == 2000
+
+
+PUBMED_METADATA = """<PubmedArticleSet>
+  <PubmedArticle>
+    <MedlineCitation Status="MEDLINE" Owner="NLM"><PMID Version="1">201</PMID>
+      <Article PubModel="Print">
+        <Journal><JournalIssue CitedMedium="Print"><PubDate><MedlineDate>1998 Dec-1999 Jan</MedlineDate></PubDate>
+          </JournalIssue><Title>The American journal of clinical nutrition</Title>
+          <ISOAbbreviation>Am J Clin Nutr</ISOAbbreviation></Journal>
+        <ArticleTitle>Green tea.</ArticleTitle>
+        <AuthorList CompleteYN="Y">
+          <Author ValidYN="Y"><LastName>Smith</LastName><ForeName>John A</ForeName><Initials>JA</Initials></Author>
+          <Author ValidYN="Y"><LastName>van der Berg</LastName><Initials>P</Initials></Author>
+          <Author ValidYN="Y"><CollectiveName>EPIC Study Group</CollectiveName></Author>
+        </AuthorList>
+        <PublicationTypeList><PublicationType UI="D016428">Journal Article</PublicationType>
+          <PublicationType UI="D016454">Review</PublicationType></PublicationTypeList>
+      </Article>
+      <MeshHeadingList>
+        <MeshHeading><DescriptorName UI="D013662" MajorTopicYN="Y">Tea</DescriptorName>
+          <QualifierName UI="Q000032">analysis</QualifierName></MeshHeading>
+        <MeshHeading><DescriptorName UI="D006801">Humans</DescriptorName></MeshHeading>
+      </MeshHeadingList>
+    </MedlineCitation>
+    <PubmedData><ArticleIdList><ArticleId IdType="pubmed">201</ArticleId>
+      <ArticleId IdType="doi">10.1093/ajcn/68.6.1</ArticleId></ArticleIdList></PubmedData>
+  </PubmedArticle>
+  <PubmedArticle>
+    <MedlineCitation><PMID Version="1">202</PMID>
+      <Article><Journal><JournalIssue><PubDate><Year>2021</Year><Month>Mar</Month></PubDate></JournalIssue>
+        <Title>Nutrients</Title></Journal><ArticleTitle>Coffee.</ArticleTitle>
+        <ELocationID EIdType="pii" ValidYN="Y">nu13030001</ELocationID>
+        <ELocationID EIdType="doi" ValidYN="Y">10.3390/nu13030001</ELocationID></Article></MedlineCitation>
+  </PubmedArticle>
+  <PubmedArticle>
+    <MedlineCitation><PMID Version="1">203</PMID><Article><ArticleTitle>Bare.</ArticleTitle></Article>
+    </MedlineCitation>
+  </PubmedArticle>
+</PubmedArticleSet>
+"""
+
+
+def test_pubmed_metadata_people_read(tmp_path: Path) -> None:
+    documents = list(read_corpus(write_pubmed(tmp_path / "meta.xml", PUBMED_METADATA)))
+    first, second, bare = documents
+    assert first.source() == {
+        "doc_id": "201", "title": "Green tea.", "abstract": "", "journal": "The American journal of clinical nutrition",
+        "year": 1998, "authors": ["Smith JA", "van der Berg P", "EPIC Study Group"], "mesh": ["Tea", "Humans"],
+        "publication_types": ["Journal Article", "Review"], "doi": "10.1093/ajcn/68.6.1"}
+    assert (second.journal, second.year, second.doi) == ("Nutrients", 2021, "10.3390/nu13030001")
+    assert bare.source() == {"doc_id": "203", "title": "Bare.", "abstract": "", "journal": "", "authors": [],
+                             "mesh": [], "publication_types": []}  # no year, DOI or metadata: absent
+
+
+def test_beir_metadata_passes_through(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(json.dumps(record) for record in [
+        {"_id": "m1", "title": "t", "text": "a", "metadata": {"url": "https://x.org/1", "pubmed_id": 7, "k": [1, 2]}},
+        {"_id": "m2", "title": "t", "text": "a", "metadata": {}},
+        {"_id": "m3", "title": "t", "text": "a"}]) + "\n", encoding="utf-8")
+    documents = list(read_beir_corpus(path))
+    assert documents[0].source()["metadata"] == {"url": "https://x.org/1", "pubmed_id": 7, "k": [1, 2]}
+    assert "metadata" not in documents[1].source() and "metadata" not in documents[2].source()

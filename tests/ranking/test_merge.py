@@ -1,4 +1,4 @@
-"""The merge of a window's scores with the BM25 tail, whole or cut to the hits a search shows."""
+"""The merge's score modes: Elasticsearch rescore's replace, total and multiply, each side weighted."""
 
 from __future__ import annotations
 
@@ -6,28 +6,26 @@ import numpy as np
 import pytest
 
 from es_rerank.backends.base import Hit
-from es_rerank.ranking.merge import merge
+from es_rerank.ranking.merge import Combination, merge
 from es_rerank.stats import DocTerms
 
 EMPTY = DocTerms(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))
+HITS = [Hit("a", 9.0, "", EMPTY), Hit("b", 5.0, "", EMPTY), Hit("c", 1.0, "", EMPTY), Hit("d", 0.5, "", EMPTY)]
+MODEL = np.array([0.1, 0.2, 3.0], dtype=np.float32)  # the model's scores of the first three
 
 
-def hits(n: int) -> list[Hit]:
-    return [Hit(f"d{i:03d}", float(n - i), "", EMPTY) for i in range(n)]
-
-
-def test_the_window_by_score_ties_by_doc_id_above_the_bm25_tail():
-    found = hits(6)
-    ranked = merge(found, np.array([1.0, 3.0, 3.0, 0.5]), 4)
-    assert [(r.hit.doc_id, r.score, r.reranked) for r in ranked] == [
-        ("d001", 3.0, True), ("d002", 3.0, True), ("d000", 1.0, True), ("d003", 0.5, True),
-        ("d004", 2.0, False), ("d005", 1.0, False)]
-    assert [r.reranked for r in merge(found, None, 0)] == [False] * 6
-
-
-@pytest.mark.parametrize("k", [1, 10, 49, 50, 51, 80, 200])
-def test_the_first_k_are_the_first_k_of_the_whole_merge(k):
-    found = hits(80)
-    scores = np.round(np.random.default_rng(k).normal(size=50), 1)  # many ties, broken by doc id
-    assert merge(found, scores, 50, k) == merge(found, scores, 50)[:k]
-    assert merge(found, None, 0, k) == merge(found, None, 0)[:k]
+@pytest.mark.parametrize("combination, order, first_score", [
+    (Combination(), ["c", "b", "a", "d"], 3.0),  # replace: the model's score alone
+    (Combination("replace", rerank_weight=2.0), ["c", "b", "a", "d"], 6.0),
+    (Combination("total"), ["a", "b", "c", "d"], 9.1),  # 9 + 0.1, 5 + 0.2, 1 + 3
+    (Combination("total", query_weight=0.1), ["c", "a", "b", "d"], 0.1 * 1 + 3.0),
+    (Combination("multiply"), ["c", "b", "a", "d"], 3.0),  # 0.9, 1.0, 3.0
+    (Combination("total", rerank_weight=0.0), ["a", "b", "c", "d"], 9.0),  # the first stage's order
+])
+def test_each_mode_combines_as_elasticsearch_rescore(combination, order, first_score):
+    ranked = merge(HITS, MODEL, 3, combination)
+    assert [item.hit.doc_id for item in ranked] == order
+    assert ranked[0].score == pytest.approx(first_score)
+    assert [item.reranked for item in ranked] == [True, True, True, False]  # the tail keeps BM25's order below
+    assert {item.hit.doc_id: item.model_score for item in ranked if item.reranked} == pytest.approx(
+        {"a": 0.1, "b": 0.2, "c": 3.0})

@@ -46,7 +46,9 @@ class BoneFirst:
                  clock: StageClock = no_clock) -> np.ndarray:
         self.windows.append([h.doc_id for h in hits])
         with clock("model"):
-            return np.array([h.title.count("bone") - rank / 100 for rank, h in enumerate(hits)], dtype=np.float32)
+            # The title from the corpus: hits carry none where stored fields are read for the page only.
+            return np.array([DOCS[h.doc_id][0].count("bone") - rank / 100 for rank, h in enumerate(hits)],
+                            dtype=np.float32)
 
     def close(self) -> None:
         pass

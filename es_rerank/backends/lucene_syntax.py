@@ -1,0 +1,211 @@
+"""``query_string`` and ``simple_query_string`` text read into ``query_dsl`` nodes, with luqum's Lucene parser (pure).
+
+luqum (PyPI, maintained, used by the Jurismarchés/Elasticsearch tool chains) parses
+Lucene's syntax into a tree; this module maps that tree onto the nodes the embedded
+backend serves, as Elasticsearch would read it:
+
+- ``query_string``: words joined by ``default_operator``; ``AND``/``&&``, ``OR``/``||``,
+  ``NOT``/``!``, ``+word`` (required), ``-word`` (excluded), parentheses, ``"phrases"``
+  and ``"phrases"~slop``, ``word^2`` boosts, ``field:value`` on the whole text
+  (``text:``) or a keyword field (``year:2010``, ``year:[2000 TO 2010]``,
+  ``publication_types:Review``); a field the index does not have matches nothing, as in
+  Elasticsearch (``Pork: Yersinia`` in a pasted title searches a field "Pork"). A query
+  of exclusions only matches every other document, as Elasticsearch's parser makes it.
+  A syntax error is refused with the parser's reason, as Elasticsearch answers a 400.
+- Wildcards in a word (``gree*``, ``tumo?r``) match the tokens of ``text`` they fit,
+  lower-cased, each match scoring 1 (Elasticsearch's constant-score rewrite); a question
+  mark ends many natural questions ("Greens?") and is a wildcard there too, as in
+  Elasticsearch.
+- ``simple_query_string``: ``+`` AND, ``|`` OR, ``-`` NOT (with the OR default,
+  ``a -b`` is *a* or *not b*, as Elasticsearch documents), quotes and parentheses;
+  ``AND``/``OR``/``NOT`` and ``field:`` are plain words there. It never fails: text
+  the parser cannot read is searched as its words, as Elasticsearch's lenient parser does.
+
+Fuzziness (``~`` on a word), regular expressions (``/.../``) and ranges of text are
+refused (Elasticsearch serves them).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from luqum import tree
+from luqum.exceptions import ParseError
+from luqum.parser import parser
+
+from es_rerank.backends.query_tree import (
+    KEYWORD_FIELDS, NUMBER_FIELDS, ON_ELASTICSEARCH, TEXT_FIELDS, WHOLE_TEXT, Bool, MatchAll, MatchNone, Node, Pattern,
+    Range, UnsupportedQuery, Words, keyword_node, phrase_node, whole_number,
+)
+from es_rerank.text import tokenize
+
+_TEXT_NAMES = ("text", "title", "abstract", "*", "_all")  # fields whose words the model reads
+_SIMPLE_SPECIAL = re.compile(r"\b(AND|OR|NOT)\b|[:!^\[\]{}/\\]|&&|\|\|")
+
+
+def read_lucene(text: str, all_required: bool, simple: bool, budget: Any, depth: int, kind: str) -> Node:
+    """The nodes of a ``query_string`` (``simple`` False) or ``simple_query_string`` text."""
+    source = _simple_to_lucene(text) if simple else _bang_as_not(text)
+    if not source.strip():
+        return MatchNone()
+    try:
+        parsed = parser.parse(source)
+    except (ParseError, ValueError, TypeError, AttributeError, IndexError) as error:
+        if simple:  # lenient, as Elasticsearch: the words are searched
+            tokens = tuple(dict.fromkeys(tokenize(text)))
+            return Words(tokens, len(tokens) if all_required else 1) if tokens else MatchNone()
+        raise UnsupportedQuery(f"[{kind}] cannot parse {text[:40]!r}: {error}; check its quotes, parentheses and "
+                               "operators (AND, OR, NOT, +, -)") from None
+    return _Reader(all_required, simple, budget, kind).node(parsed, depth, "text")
+
+
+def wildcard_regex(value: str) -> str:
+    """A wildcard word as the regular expression tantivy matches against whole tokens (``*`` any run, ``?`` one
+    character), lower-cased as the index's tokens are."""
+    return "".join(".*" if char == "*" else "." if char == "?" else re.escape(char)
+                   for char in value.replace("\\", "").lower())
+
+
+def _bang_as_not(text: str) -> str:
+    """Lucene's ``!`` before a word or group as ``NOT``, which luqum reads (it takes ``!coffee`` for a word)."""
+    return re.sub(r"(?<![\w\\])!(?!=)", " NOT ", text)
+
+
+def _simple_to_lucene(text: str) -> str:
+    """simple_query_string's syntax as Lucene's: ``|`` -> OR, ``+`` -> AND; Lucene's own operators made words."""
+    text = _SIMPLE_SPECIAL.sub(lambda found: f" {found.group(1).lower()} " if found.group(1) else " ", text)
+    text = re.sub(r"\s*\|\s*", " OR ", text)
+    text = re.sub(r"(?:^|\s)\+\s*", " AND ", text).strip()
+    return re.sub(r"^(?:AND|OR)\s+|\s+(?:AND|OR)$", "", text)
+
+
+class _Reader:
+    def __init__(self, all_required: bool, simple: bool, budget: Any, kind: str) -> None:
+        self.all_required, self.simple, self.budget, self.kind = all_required, simple, budget, kind
+
+    def refuse(self, what: str) -> UnsupportedQuery:
+        return UnsupportedQuery(f"[{self.kind}] {what} is not served by the embedded backend; it is {ON_ELASTICSEARCH}")
+
+    def node(self, item: tree.Item, depth: int, field: str) -> Node:
+        self.budget.spend(depth)
+        if isinstance(item, (tree.Group, tree.FieldGroup)):
+            return self.node(item.expr, depth + 1, field)
+        if isinstance(item, tree.SearchField):
+            named = self.field(item.name)
+            if named is None:  # a field the index does not have: Elasticsearch matches nothing there, as here
+                return MatchNone()
+            return self.node(item.expr, depth + 1, named)
+        if isinstance(item, tree.Boost):
+            inner = self.node(item.expr, depth + 1, field)
+            return Bool(must=(inner,), boost=float(item.force))
+        if isinstance(item, tree.Proximity):
+            if not isinstance(item.term, tree.Phrase):
+                raise self.refuse("fuzziness (word~N)")
+            return self.phrase(item.term, int(item.degree or 0), field)
+        if isinstance(item, tree.Fuzzy):
+            raise self.refuse("fuzziness (word~N)")
+        if isinstance(item, tree.Phrase):
+            return self.phrase(item, 0, field)
+        if isinstance(item, tree.Range):
+            return self.range(item, field)
+        if isinstance(item, tree.Regex):
+            raise self.refuse("a regular expression (/.../)")
+        if isinstance(item, tree.Word):
+            return self.word(item.value, field)
+        if isinstance(item, tree.AndOperation):
+            return self.group(item.children, depth, field, all_required=True)
+        if isinstance(item, tree.OrOperation):
+            return self.group(item.children, depth, field, all_required=False)
+        if isinstance(item, tree.UnknownOperation):
+            return self.group(item.children, depth, field, all_required=self.all_required)
+        if isinstance(item, (tree.Plus, tree.Not, tree.Prohibit)):
+            return self.group([item], depth, field, all_required=self.all_required)
+        raise self.refuse(f"the syntax {str(item)[:40]!r}")
+
+    def field(self, name: str) -> str | None:
+        """The field searched for ``name:``; None for one the index does not have (``Pork: Yersinia`` in a title)."""
+        if name in KEYWORD_FIELDS or name in NUMBER_FIELDS or {name} in WHOLE_TEXT:
+            return "text" if {name} in WHOLE_TEXT else name
+        if name not in TEXT_FIELDS:
+            return None
+        raise UnsupportedQuery(f"[{self.kind}] field [{name[:40]}]: the embedded backend searches the whole text "
+                               f"(text:) and filters on {', '.join(KEYWORD_FIELDS + NUMBER_FIELDS)}; a search of "
+                               f"[{name[:40]}] is {ON_ELASTICSEARCH}")
+
+    def word(self, value: str, field: str) -> Node:
+        if re.search(r"(?<!\\)!", value):  # Lucene's parser (and so Elasticsearch's) reads `!` as NOT, not in a word
+            raise UnsupportedQuery(f"[{self.kind}] cannot parse {value[:40]!r}: '!' is the NOT operator; put it "
+                                   "before a word (!coffee) or escape it (\\!)")
+        if "*" in value or "?" in value:
+            if value == "*" and field == "text":
+                return MatchAll()
+            if field != "text" or self.simple and "?" in value:  # simple_query_string has `*` at the end only
+                raise self.refuse(f"the wildcard {value[:40]!r} on [{field}]")
+            return Pattern(wildcard_regex(value))
+        if field != "text":
+            return keyword_node(self.kind, field, [value.replace("\\", "")])
+        tokens = tuple(dict.fromkeys(tokenize(value)))
+        if not tokens:
+            return MatchNone()
+        return Words(tokens, len(tokens) if self.all_required else 1)
+
+    def phrase(self, item: tree.Phrase, slop: int, field: str) -> Node:
+        text = item.value[1:-1]
+        if field != "text":
+            return keyword_node(self.kind, field, [text])
+        return phrase_node(tokenize(text), slop, 1.0)
+
+    def range(self, item: tree.Range, field: str) -> Node:
+        if field not in NUMBER_FIELDS:
+            raise self.refuse(f"a range of [{field}] (ranges are read on {', '.join(NUMBER_FIELDS)})")
+        low, high = str(item.low), str(item.high)
+        lower = None if low == "*" else whole_number(self.kind, field, low) + (0 if item.include_low else 1)
+        upper = None if high == "*" else whole_number(self.kind, field, high) - (0 if item.include_high else 1)
+        return MatchAll() if lower is None and upper is None else Range(field, lower, upper)
+
+    def group(self, children: Any, depth: int, field: str, all_required: bool) -> Node:
+        must: list[Node] = []
+        should: list[Node] = []
+        must_not: list[Node] = []
+        for child in children:
+            if isinstance(child, tree.Plus):
+                must.append(self.node(child.a, depth + 1, field))
+            elif isinstance(child, (tree.Not, tree.Prohibit)):
+                excluded = self.node(child.a, depth + 1, field)
+                if self.simple and not all_required:  # simple_query_string: `a -b` is a OR (NOT b)
+                    should.append(Bool(must=(MatchAll(),), must_not=(excluded,)))
+                else:
+                    must_not.append(excluded)
+            else:
+                (must if all_required else should).append(self.node(child, depth + 1, field))
+        if not must and not should:  # exclusions only: everything else, as Elasticsearch's parser makes it
+            must.append(MatchAll())
+        return Bool(tuple(must), tuple(should), (), tuple(must_not), 0 if must else min(1, len(should)))
+
+
+def lucene_words(text: str, simple: bool = False) -> str:
+    """The words a query-string searches for in the text: its words and phrases, not those it excludes (NOT, -)
+    nor the values of field filters (``year:2010``); its words as written where it does not parse."""
+    source = _simple_to_lucene(text) if simple else _bang_as_not(text)
+    try:
+        parsed = parser.parse(source) if source.strip() else None
+    except (ParseError, ValueError, TypeError, AttributeError, IndexError):
+        return text
+    words: list[str] = []
+
+    def walk(item: Any, field: str) -> None:
+        if isinstance(item, (tree.Not, tree.Prohibit)):
+            return
+        if isinstance(item, tree.SearchField):
+            field = item.name
+        if isinstance(item, tree.Phrase) and field in _TEXT_NAMES:
+            words.append(item.value[1:-1])
+        elif isinstance(item, tree.Word) and field in _TEXT_NAMES:
+            words.append(item.value)
+        for child in item.children:
+            walk(child, field)
+
+    if parsed is not None:
+        walk(parsed, "text")
+    return " ".join(words)

@@ -1,0 +1,172 @@
+"""Query semantics on both backends: AND, minimum_should_match, phrases, query_string syntax, bool and filters.
+
+Each case's expected hit set is computed here, independently of either backend, by
+scanning a small seeded corpus in Python (its words are plain lower-case ASCII, which
+``es_rerank.text.tokenize`` and the Elasticsearch analyzer read alike): a backend that
+answered AND as OR, dropped a phrase's order or a filter, fails. The same cases run on
+the embedded index and on Elasticsearch (noida-db, or ``ESRR_TEST_ES_URL``).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from es_rerank.backends.base import MAX_K, QueryRefused
+from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.settings import CommonSettings
+from es_rerank.stats import Document
+from index_setup.embedded_index import build_embedded_index
+from index_setup.es_index import load_index
+
+WORDS = ("green", "tea", "cancer", "black", "coffee", "risk", "breast", "vitamin", "bone", "diet")
+TYPES = ("Journal Article", "Review", "Randomized Controlled Trial")
+JOURNALS = ("Nutrients", "Circulation", "The Lancet")
+
+
+def _corpus() -> list[Document]:
+    rng = random.Random(26)
+    docs = []
+    for i in range(80):
+        title = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 5)))
+        abstract = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 14)))
+        types = ("Journal Article",) + ((rng.choice(TYPES[1:]),) if rng.random() < 0.4 else ())
+        docs.append(Document(f"d{i:02d}", title, abstract, journal=rng.choice(JOURNALS), year=rng.randint(1990, 2020),
+                             authors=(f"Author{i} A",), publication_types=types, doi=f"10.5555/t.{i}"))
+    return docs
+
+
+CORPUS = _corpus()
+
+
+def tokens(doc: Document) -> list[str]:
+    """The `text` field: title then abstract, as both backends index it."""
+    return doc.title.split() + doc.abstract.split()
+
+
+def has_phrase(words: list[str], phrase: list[str]) -> bool:
+    return any(words[i:i + len(phrase)] == phrase for i in range(len(words) - len(phrase) + 1))
+
+
+def at_least(doc: Document, words: list[str], n: int) -> bool:
+    return sum(word in tokens(doc) for word in words) >= n
+
+
+CASES = {
+    "match any word": ({"match": {"text": "green tea"}}, lambda d: at_least(d, ["green", "tea"], 1)),
+    "match operator and": ({"match": {"text": {"query": "green tea", "operator": "and"}}},
+                           lambda d: at_least(d, ["green", "tea"], 2)),
+    "minimum_should_match 2": ({"match": {"text": {"query": "green tea cancer", "minimum_should_match": 2}}},
+                               lambda d: at_least(d, ["green", "tea", "cancer"], 2)),
+    "minimum_should_match -1": ({"match": {"text": {"query": "green tea cancer", "minimum_should_match": "-1"}}},
+                                lambda d: at_least(d, ["green", "tea", "cancer"], 2)),
+    "minimum_should_match 100%": ({"match": {"text": {"query": "black coffee", "minimum_should_match": "100%"}}},
+                                  lambda d: at_least(d, ["black", "coffee"], 2)),
+    "match_phrase": ({"match_phrase": {"text": "green tea"}}, lambda d: has_phrase(tokens(d), ["green", "tea"])),
+    "match_phrase of three": ({"match_phrase": {"text": {"query": "tea cancer risk"}}},
+                              lambda d: has_phrase(tokens(d), ["tea", "cancer", "risk"])),
+    "multi_match cross_fields and": (
+        {"multi_match": {"query": "bone diet", "fields": ["text"], "operator": "and"}},
+        lambda d: at_least(d, ["bone", "diet"], 2)),
+    "query_string phrase AND word": ({"query_string": {"query": '"green tea" AND cancer', "default_field": "text"}},
+                                     lambda d: has_phrase(tokens(d), ["green", "tea"]) and "cancer" in tokens(d)),
+    "query_string exclusion": ({"query_string": {"query": "tea -black", "default_field": "text"}},
+                               lambda d: "tea" in tokens(d) and "black" not in tokens(d)),
+    "query_string AND NOT": ({"query_string": {"query": "vitamin AND NOT bone", "default_field": "text"}},
+                             lambda d: "vitamin" in tokens(d) and "bone" not in tokens(d)),
+    "query_string groups": ({"query_string": {"query": "breast OR (coffee AND diet)", "default_field": "text"}},
+                            lambda d: "breast" in tokens(d) or at_least(d, ["coffee", "diet"], 2)),
+    "query_string wildcards": ({"query_string": {"query": "gree* OR bla?k", "default_field": "text"}},
+                               lambda d: "green" in tokens(d) or "black" in tokens(d)),
+    "query_string default_operator AND": (
+        {"query_string": {"query": "risk diet", "default_field": "text", "default_operator": "AND"}},
+        lambda d: at_least(d, ["risk", "diet"], 2)),
+    "simple_query_string +": ({"simple_query_string": {"query": "green + tea", "fields": ["text"]}},
+                              lambda d: at_least(d, ["green", "tea"], 2)),
+    "simple_query_string | and phrase": (
+        {"simple_query_string": {"query": '"black coffee" | vitamin', "fields": ["text"]}},
+        lambda d: has_phrase(tokens(d), ["black", "coffee"]) or "vitamin" in tokens(d)),
+    "bool must with filters": (
+        {"bool": {"must": [{"match": {"text": "tea"}}],
+                  "filter": [{"range": {"year": {"gte": 2000, "lte": 2010}}},
+                             {"terms": {"publication_types": ["Review"]}}]}},
+        lambda d: "tea" in tokens(d) and 2000 <= d.year <= 2010 and "Review" in d.publication_types),
+    "bool should minimum_should_match": (
+        {"bool": {"should": [{"match": {"text": "green"}}, {"match": {"text": "coffee"}}, {"match": {"text": "bone"}}],
+                  "minimum_should_match": 2}},
+        lambda d: at_least(d, ["green", "coffee", "bone"], 2)),
+    "bool must_not": ({"bool": {"must": [{"match": {"text": "cancer"}}], "must_not": [{"match": {"text": "risk"}}]}},
+                      lambda d: "cancer" in tokens(d) and "risk" not in tokens(d)),
+    "bool filter only": ({"bool": {"filter": [{"term": {"journal": "Nutrients"}}, {"range": {"year": {"lt": 2000}}}]}},
+                         lambda d: d.journal == "Nutrients" and d.year < 2000),
+    "bool should beside filter is optional": (
+        {"bool": {"filter": [{"term": {"year": 2005}}], "should": [{"match": {"text": "green"}}]}},
+        lambda d: d.year == 2005),
+}
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedBackend:
+    root = tmp_path_factory.mktemp("semantics")
+    build_embedded_index(CORPUS, root, progress=False)
+    return EmbeddedBackend.open_current(root)
+
+
+@pytest.fixture(scope="module")
+def elasticsearch(es_url, es_client, tmp_path_factory: pytest.TempPathFactory):
+    alias = f"esrr-test-dsl-{uuid.uuid4().hex[:10]}"
+    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), es_url=es_url, es_alias=alias)
+    load_index(es_client, CORPUS, settings, progress=False)
+    yield ElasticsearchBackend(es_client, alias, stats_root(settings))
+    for name in es_client.indices.get(index=f"{alias}*").body:
+        es_client.options(ignore_status=404).indices.delete(index=name)
+
+
+def matched(backend, query: dict) -> set[str]:
+    """Every document the backend's first stage returns for ``query``."""
+    stage = backend.first_stage(backend.prepare({"query": query}), MAX_K)
+    return {hit.doc_id for hit in stage.hits}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_embedded_hits_are_those_the_query_asks_for(embedded, case):
+    query, wanted = CASES[case]
+    expected = {d.doc_id for d in CORPUS if wanted(d)}
+    assert expected, "a case that matches nothing tests nothing"
+    assert matched(embedded, query) == expected
+
+
+@pytest.mark.es
+@pytest.mark.parametrize("case", list(CASES))
+def test_elasticsearch_hits_are_those_the_query_asks_for(elasticsearch, case):
+    query, wanted = CASES[case]
+    assert matched(elasticsearch, query) == {d.doc_id for d in CORPUS if wanted(d)}
+
+
+def test_the_cases_tell_and_from_or():
+    """The corpus is such that AND, phrases and minimum_should_match each leave out documents OR would find."""
+    def expected(case: str) -> set[str]:
+        return {d.doc_id for d in CORPUS if CASES[case][1](d)}
+
+    assert expected("match_phrase") < expected("match operator and") < expected("match any word")
+    assert expected("minimum_should_match 2") < {d.doc_id for d in CORPUS if at_least(d, ["green", "tea", "cancer"], 1)}
+
+
+@pytest.mark.parametrize("query, refused", [
+    ({"match": {"title": "tea"}}, "title and abstract together"),
+    ({"match": {"text": {"query": "tea", "fuzziness": "AUTO"}}}, "[fuzziness] is not served"),
+    ({"query_string": {"query": "/te.*/", "default_field": "text"}}, "regular expression"),
+    ({"query_string": {"query": "journal:Nutr*"}}, "wildcard"),
+    ({"query_string": {"query": "tea~1", "default_field": "text"}}, "fuzziness"),
+    ({"query_string": {"query": "title:tea"}}, "field [title]"),
+    ({"wildcard": {"text": "te*"}}, "[wildcard] queries are not served"),
+    ({"range": {"journal": {"gte": "A"}}}, "[range] on [journal]"),
+    ({"match": {"text": {"query": "a b c d e f g h i j k l", "minimum_should_match": 6}}}, "combinations"),
+])
+def test_the_embedded_backend_refuses_what_it_would_answer_otherwise(embedded, query, refused):
+    with pytest.raises(QueryRefused, match="Elasticsearch backend") as caught:
+        embedded.first_stage(embedded.prepare({"query": query}), 10)
+    assert refused in str(caught.value)
