@@ -30,6 +30,7 @@ import pytest
 from es_rerank.lex import LEX3
 from es_rerank.settings import DEFAULT_NFCORPUS
 from es_rerank.stats import CorpusStats, Document, build_stats
+from es_rerank.versions import write_pointer
 from index_setup.readers import read_beir_corpus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,6 +141,16 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory, corpus_documents: list[D
 
 
 # -- Redis ----------------------------------------------------------------------------------
+
+
+def home_without_index(artifacts: Artifacts, tmp_path: Path) -> Path:
+    """A copy of the artifacts' home whose embeddings are current, without any served index or votes."""
+    home = tmp_path / "home"
+    shutil.copytree(artifacts.home, home)
+    shutil.rmtree(home / "indexes")
+    (version,) = [d.name for d in (home / "embeddings").iterdir()]
+    write_pointer(home / "embeddings", version)
+    return home
 
 
 def _redis_server(server: str, port: int, directory: Path) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,20 +14,11 @@ from click.testing import CliRunner
 from es_rerank.cli import main
 from es_rerank.lex import LEX3
 from es_rerank.stats import Document
-from es_rerank.versions import write_pointer
+from tests.worker.conftest import home_without_index
 from worker.model import Checkpoint
 from worker.training.adapt import AdaptationError, adapted_checkpoint_path, plan_adaptation, pseudo_collection
 from worker.training.shift import pseudo_queries
 
-
-def _home(artifacts, tmp_path: Path) -> Path:
-    """A copy of the artifacts' home whose embeddings are current, without any served index."""
-    home = tmp_path / "home"
-    shutil.copytree(artifacts.home, home)
-    shutil.rmtree(home / "indexes")
-    (version,) = [d.name for d in (home / "embeddings").iterdir()]
-    write_pointer(home / "embeddings", version)
-    return home
 
 
 def _corpus(directory: Path, documents) -> Path:
@@ -43,7 +33,7 @@ def _corpus(directory: Path, documents) -> Path:
 def test_adapt_fine_tunes_beside_the_served_model_and_reports_with_eval(artifacts, corpus_documents, tmp_path,
                                                                       monkeypatch):
     monkeypatch.chdir(tmp_path)  # the report goes to ./reports/adapt/NAME
-    home = _home(artifacts, tmp_path)
+    home = home_without_index(artifacts, tmp_path)
     served = home / "models" / "delta-32-lex3.pt"
     served_bytes = served.read_bytes()
     data = _corpus(tmp_path / "My Collection", corpus_documents[:100])
@@ -79,7 +69,7 @@ def test_adapt_fine_tunes_beside_the_served_model_and_reports_with_eval(artifact
 
 
 def test_adapt_refuses_a_collection_without_titles_and_names_why(artifacts, corpus_documents, tmp_path):
-    home = _home(artifacts, tmp_path)
+    home = home_without_index(artifacts, tmp_path)
     data = _corpus(tmp_path / "untitled", [Document(d.doc_id, "", d.abstract) for d in corpus_documents[:100]])
     result = CliRunner().invoke(main, ["train", "--adapt", str(data)], env={"ESRR_HOME": str(home)})
     assert result.exit_code != 0

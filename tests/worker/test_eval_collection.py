@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from itertools import groupby
 from pathlib import Path
 
@@ -16,21 +15,12 @@ from click.testing import CliRunner
 
 from es_rerank.cli import main
 from es_rerank.ranking.assemble import served_pipeline
-from es_rerank.versions import write_pointer
+from tests.worker.conftest import home_without_index
 from worker.local import LocalReranker
 from worker.settings import WorkerSettings
 from worker.training.collection import CollectionError, JudgedCollection
 from worker.training.evaluate import EvalRow, verdict, wins_ties_losses
 
-
-def _home(artifacts, tmp_path: Path) -> Path:
-    """A copy of the artifacts' home whose embeddings are current, without any served index or votes."""
-    home = tmp_path / "home"
-    shutil.copytree(artifacts.home, home)
-    shutil.rmtree(home / "indexes")
-    (version,) = [d.name for d in (home / "embeddings").iterdir()]
-    write_pointer(home / "embeddings", version)
-    return home
 
 
 def _beir(directory: Path, documents, n_queries: int = 12) -> Path:
@@ -54,7 +44,7 @@ def _read_run(path: Path) -> dict[str, dict[str, float]]:
 
 
 def test_eval_data_reports_the_served_stages_and_ends_with_the_verdict(artifacts, corpus_documents, tmp_path):
-    home = _home(artifacts, tmp_path)
+    home = home_without_index(artifacts, tmp_path)
     data = _beir(tmp_path / "my-collection", corpus_documents[:40])
     env = {"ESRR_HOME": str(home)}
     result = CliRunner().invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "report")], env=env)
@@ -100,7 +90,7 @@ def test_eval_data_reports_the_served_stages_and_ends_with_the_verdict(artifacts
 
 
 def test_eval_reads_a_corpus_file_with_tsv_queries_and_trec_qrels(artifacts, corpus_documents, tmp_path):
-    home = _home(artifacts, tmp_path)
+    home = home_without_index(artifacts, tmp_path)
     beir = _beir(tmp_path / "beir", corpus_documents[:40], n_queries=8)
     queries = tmp_path / "topics.tsv"
     queries.write_text("".join(f"q{i}\t{corpus_documents[2 * i].title}\n" for i in range(8)), encoding="utf-8")
