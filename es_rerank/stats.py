@@ -359,15 +359,9 @@ class CorpusStats:
         return [self.doc_ids[row] for row in rows]
 
     def doc_terms_at(self, rows: Sequence[int]) -> list[DocTerms]:
-        """``doc_terms`` of each of ``rows``, their bounds gathered together (a search's hits)."""
-        rows = np.asarray(rows, dtype=np.int64)
-
-        def slices(values: np.ndarray, ptr: np.ndarray) -> list[np.ndarray]:
-            return [values[start:end] for start, end in zip(ptr[rows].tolist(), ptr[rows + 1].tolist())]
-
-        return [DocTerms(*parts) for parts in zip(slices(self.title_values, self.title_ptr),
-                                                  slices(self.abstract_values, self.abstract_ptr),
-                                                  slices(self.first_values, self.first_ptr))]
+        """``doc_terms`` of each of ``rows`` (a search's hits); each row's first tokens derived as ``doc_terms``
+        derives them, never the whole corpus's ``first_values``."""
+        return [self.doc_terms(int(row)) for row in rows]
 
     def save(self, directory: Path) -> None:
         """Write the statistics as memory-mappable files under ``directory``."""

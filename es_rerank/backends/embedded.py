@@ -206,10 +206,11 @@ class EmbeddedBackend:
         No stored field is read (``page`` reads them for the hits shown): the title is left empty.
         """
         rows = self._searcher.fast_field_values("row", [address for _, address in scored])
-        doc_ids = self._stats.doc_ids
-        ranked = sorted(zip(scored, rows), key=lambda item: (-item[0][0], doc_ids[item[1]]))[:k]
-        return [Hit(doc_ids[row], float(score), "", self._stats.doc_terms(row), address)
-                for (score, address), row in ranked]
+        ids = self._stats.doc_ids_at(rows)  # one lookup for all, not one per hit
+        ranked = sorted(zip(scored, rows, ids), key=lambda item: (-item[0][0], item[2]))[:k]
+        terms = self._stats.doc_terms_at([row for _, row, _ in ranked])
+        return [Hit(doc_id, float(score), "", data, address)
+                for ((score, address), _, doc_id), data in zip(ranked, terms, strict=True)]
 
     def prepare(self, body: Mapping[str, Any]) -> EmbeddedSearch:
         """A search body checked and translated; ``QueryRefused`` names what the embedded backend cannot serve."""
