@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, ClassVar, Mapping, Protocol, Sequence
 
 from es_rerank.stats import CorpusStats, DocTerms
 
@@ -44,6 +44,8 @@ class FirstStage:
 class SearchBackend(Protocol):
     """BM25 over title+abstract, returning hits with their precomputed data."""
 
+    engine: ClassVar[str]  # what answers the first stage ("elasticsearch", "embedded"), as info() names it
+
     @property
     def index(self) -> str:
         """The name of the index being searched (Elasticsearch: the concrete index behind the alias)."""
@@ -73,6 +75,18 @@ class SearchBackend(Protocol):
 
     def page(self, prepared: Any, hits: Sequence[Hit]) -> list[dict[str, Any]]:
         """Each hit's ``_source`` (filtered as the body asks) and ``highlight``, read for the page shown only."""
+        ...
+
+    def count(self, prepared: Any) -> int:
+        """How many documents a prepared body's query matches (``_count``)."""
+        ...
+
+    def sources(self, doc_ids: Sequence[str]) -> list[dict[str, Any] | None]:
+        """Each document's whole ``_source`` in the order asked, None for an id the index lacks (``_doc``, ``_mget``)."""
+        ...
+
+    def description(self) -> dict[str, Any]:
+        """The served index's ``mappings`` and ``settings`` as ``GET /<index>`` shows them, without esrr's own fields."""
         ...
 
 

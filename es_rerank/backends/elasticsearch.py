@@ -269,6 +269,8 @@ def bm25_request(query: str, k: int) -> dict[str, Any]:
 class ElasticsearchBackend:
     """BM25 over title+abstract from Elasticsearch, with each hit's precomputed data."""
 
+    engine = "elasticsearch"
+
     def __init__(self, client: Elasticsearch, alias: str, stats_root: Path, served: _Served | None = None) -> None:
         self.client = client
         self.alias = alias
@@ -409,6 +411,29 @@ class ElasticsearchBackend:
         found = {hit["_id"]: hit for hit in response["hits"]["hits"]}
         return [{key: found[doc_id][key] for key in ("_source", "highlight", "fields", "_explanation", "_version")
                  if key in found.get(doc_id, {})} for doc_id in ids]
+
+    def count(self, prepared: Mapping[str, Any]) -> int:
+        """Elasticsearch's count of the documents the prepared body's query matches."""
+        request = {"query": prepared["query"]} if prepared.get("query") is not None else {}
+        response, _ = self._on_served(lambda index: self.client.count(index=index, body=request).body)
+        return int(response["count"])
+
+    def sources(self, doc_ids: Sequence[str]) -> list[dict[str, Any] | None]:
+        """Each document's ``_source`` without esrr's own fields, in the order asked (None where not found): one mget."""
+        if not doc_ids:
+            return []
+        response, _ = self._on_served(lambda index: self.client.mget(index=index, ids=list(doc_ids),
+                                                                      source_excludes=INTERNAL_FIELDS).body)
+        return [doc.get("_source") if doc.get("found") else None for doc in response["docs"]]
+
+    def description(self) -> dict[str, Any]:
+        """The served index's mappings (without the stored term ids) and settings, as Elasticsearch has them."""
+        response, served = self._on_served(lambda index: self.client.indices.get(index=index).body)
+        info = response.get(served.index) or next(iter(response.values()), {})
+        mappings = dict(info.get("mappings") or {})
+        mappings["properties"] = {name: spec for name, spec in (mappings.get("properties") or {}).items()
+                                  if name not in TERM_FIELDS}
+        return {"mappings": mappings, "settings": info.get("settings") or {}}
 
     def passthrough(self, body: Mapping[str, Any], params: Mapping[str, str]) -> dict[str, Any]:
         """Elasticsearch's own answer to a search that is not reranked (a sort, a scroll, a point in time)."""

@@ -47,6 +47,18 @@ def whitespace_analyzer() -> tantivy.TextAnalyzer:
 
 
 KEYWORD_FIELDS = ("journal", "mesh", "publication_types", "doi")  # filters, beside doc_id
+# What index_schema serves, in Elasticsearch's terms: `text` (title and abstract) is searched, the keywords and
+# `year` filter, and every field of a document's `_source` is returned whether or not it is indexed.
+MAPPING_PROPERTIES = {
+    "doc_id": {"type": "keyword"},
+    "text": {"type": "text", "index_options": "positions"},
+    "title": {"type": "text", "index": False, "copy_to": "text"},
+    "abstract": {"type": "text", "index": False, "copy_to": "text"},
+    **{name: {"type": "keyword"} for name in KEYWORD_FIELDS},
+    "year": {"type": "integer"},
+    "authors": {"type": "keyword", "index": False},
+    "metadata": {"type": "object", "enabled": False},
+}
 BODY_KEYS = ("query", "post_filter", "aggs", "aggregations", "track_total_hits", "_source", "highlight")
 DEFAULT_TOTAL_LIMIT = 10_000  # Elasticsearch counts hits exactly up to 10,000 unless track_total_hits says otherwise
 
@@ -112,6 +124,8 @@ def current_version(root: Path) -> str:
 
 class EmbeddedBackend:
     """BM25 top-k over an embedded tantivy index, with each hit's precomputed data."""
+
+    engine = "embedded"
 
     def __init__(self, version_dir: Path, check_ids: bool = False) -> None:
         self.version_dir = version_dir
@@ -271,13 +285,41 @@ class EmbeddedBackend:
 
     def source(self, hit: Hit) -> dict[str, Any]:
         """The stored ``_source`` of one hit (found by its address, else by its id)."""
-        address = hit.address
-        if address is None:
-            found = self._searcher.search(tantivy.Query.term_query(self._schema, "doc_id", hit.doc_id), 1).hits
-            if not found:
-                raise BackendError(f"document {hit.doc_id!r} is not in index version {self.version}")
-            address = found[0][1]
+        if hit.address is not None:
+            return self._stored_source(hit.address)
+        source = self.sources([hit.doc_id])[0]
+        if source is None:
+            raise BackendError(f"document {hit.doc_id!r} is not in index version {self.version}")
+        return source
+
+    def count(self, prepared: EmbeddedSearch) -> int:
+        """How many documents a prepared search's query matches."""
+        if (change := self._stats.changed_files()) is not None:
+            raise BackendError(change)
+        if self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
+            return 0
+        return self._searcher.search(prepared.query, 1, count=True).count
+
+    def sources(self, doc_ids: Sequence[str]) -> list[dict[str, Any] | None]:
+        """Each document's stored ``_source`` in the order asked (None for an id not in this version): one search."""
+        if (change := self._stats.changed_files()) is not None:
+            raise BackendError(change)
+        wanted = sorted(set(doc_ids))
+        if not wanted or self._stats.n_docs == 0:
+            return [None] * len(doc_ids)
+        found = self._searcher.search(tantivy.Query.term_set_query(self._schema, "doc_id", wanted), len(wanted)).hits
+        by_id = {source["doc_id"]: source for source in (self._stored_source(address) for _, address in found)}
+        return [by_id.get(doc_id) for doc_id in doc_ids]
+
+    def _stored_source(self, address: Any) -> dict[str, Any]:
         return json.loads(self._searcher.doc(address)["source"][0])
+
+    def description(self) -> dict[str, Any]:
+        """The mappings of what this index searches, filters and stores, and its settings, as Elasticsearch shows
+        an index."""
+        return {"mappings": {"_meta": {"esrr_stats_version": self.version}, "properties": MAPPING_PROPERTIES},
+                "settings": {"index": {"number_of_shards": "1", "number_of_replicas": "0",
+                                       "provided_name": self.index}}}
 
     def _tantivy(self, node: Node, scored: bool = True) -> tantivy.Query:
         """The tantivy query of one node, scored as Elasticsearch scores it (BM25 sums; filters score nothing)."""
