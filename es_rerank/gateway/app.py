@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from es_rerank.backends.base import BackendError
+from es_rerank.backends.base import BackendError, QueryRefused
 from es_rerank.gateway.api import api
+from es_rerank.gateway.client_api import client_api
 from es_rerank.gateway.config import GatewaySettings
-from es_rerank.gateway.errors import PRODUCT_HEADER, GatewayError, error_body, public_reason
+from es_rerank.gateway.errors import (PRODUCT_HEADER, SERVED_APIS, GatewayError, ReadOnlyGateway, clipped, error_body,
+                                      public_reason)
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.site import site
@@ -29,6 +31,7 @@ from es_rerank.payload import PayloadError, WorkerSetupError
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20
+WRITE_METHODS = ("PUT", "POST", "DELETE", "PATCH")
 
 
 def create_app(served: ServedSearch, settings: GatewaySettings | None = None) -> Flask:
@@ -37,13 +40,16 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
     app = Flask(__name__)
     # A search body is a few hundred bytes; a larger one is a 413 before it is read.
     app.config.update(ESRR_ALIAS=settings.es_alias, MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
-                      ESRR_MAX_QUERY_WORDS=settings.gateway_max_query_words)
+                      ESRR_MAX_QUERY_WORDS=settings.gateway_max_query_words,
+                      ESRR_MAX_MGET_DOCS=settings.gateway_max_mget_docs,
+                      ESRR_MAX_MSEARCH_SEARCHES=settings.gateway_max_msearch_searches)
     app.json.sort_keys = False  # keep Elasticsearch's key order
     metrics = GatewayMetrics()
     app.extensions["esrr.served"] = served
     app.extensions["esrr.metrics"] = metrics
     app.extensions["esrr.probe"] = ModelProbe()
     app.register_blueprint(api)
+    app.register_blueprint(client_api)
     _register_error_handlers(app)
     if settings.gateway_site:  # the search page for browsers at / (site.py)
         app.register_blueprint(site)
@@ -70,6 +76,10 @@ def _register_error_handlers(app: Flask) -> None:
     def _gateway_error(error: GatewayError) -> tuple[Response, int]:
         return render(error.error_type, error.reason, error.status)
 
+    @app.errorhandler(QueryRefused)
+    def _refused(error: QueryRefused) -> tuple[Response, int]:
+        return render("parsing_exception", str(error), 400)
+
     # The log has the whole message; the body, the same without the paths of this machine or a worker's.
     @app.errorhandler(BackendError)
     def _backend_down(error: BackendError) -> tuple[Response, int]:
@@ -89,8 +99,15 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> tuple[Response, int]:
         status = error.code or 500
+        if _refused_write(status):
+            refusal = ReadOnlyGateway(request.method, request.path)
+            return render(refusal.error_type, refusal.reason, refusal.status)
         kind = {404: "no_handler_found_exception", 405: "method_not_allowed_exception"}.get(status, "exception")
-        response, status = render(kind, f"{error.name}: {error.description}", status)
+        reason = f"{error.name}: {error.description}"
+        if status == 404:  # Elasticsearch's words, then what is served here
+            reason = (f"no handler found for uri [{clipped(request.path)}] and method [{request.method}]; "
+                      f"the gateway serves {SERVED_APIS}")
+        response, status = render(kind, reason, status)
         allowed = getattr(error, "valid_methods", None)
         if allowed:  # a 405 must name the methods the route takes (RFC 9110)
             response.headers["Allow"] = ", ".join(allowed)
@@ -101,3 +118,18 @@ def _register_error_handlers(app: Flask) -> None:
         log.exception("unexpected error in a request")
         return render("exception", f"internal error ({type(error).__name__}); the gateway's log has the "
                                    "traceback, please report it", 500)
+
+
+def _refused_write(status: int) -> bool:
+    """Whether a 404 or 405 answers a write the gateway refuses as read-only: a write to a path no route takes
+    (``POST /_bulk``, ``POST /docs/_update/1``) or to an index's path (``PUT /docs/_mapping``, ``DELETE /docs``);
+    a wrong method on one of the gateway's own APIs (``PUT /_search``) stays a 405."""
+    if request.method not in WRITE_METHODS or status not in (404, 405):
+        return False
+    if status == 404:
+        return True
+    try:
+        rule, _ = current_app.url_map.bind_to_environ(request.environ).match(method="GET", return_rule=True)
+    except HTTPException:
+        return True
+    return "index" in rule.arguments

@@ -38,3 +38,7 @@ class GatewaySettings(BrokerSettings):
                                        "longer is a 414 before routing (Elasticsearch's own limit is 4 KB)")
     gateway_max_query_words: int = Field(256, ge=1, le=4096, description="most words in a query (and 32 "
                                          "characters a word); more is a 400 naming the limit")
+    gateway_max_mget_docs: int = Field(1000, ge=1, le=10_000, description="most documents one _mget reads; more "
+                                       "is a 400 naming the limit")
+    gateway_max_msearch_searches: int = Field(20, ge=1, le=1000, description="most searches one _msearch runs "
+                                              "(one after another); more is a 400 naming the limit")

@@ -25,6 +25,8 @@ _URL_OR_PATH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*|(?:~|\.{1,2})?(?
 HIDDEN_PATH = "<path>"
 # On every answer, errors included: the header by which Elasticsearch's 8.x clients recognise a server.
 PRODUCT_HEADER = ("X-Elastic-Product", "Elasticsearch")
+SERVED_APIS = ("GET / (info), _search, _msearch, _count, GET /<index>, <index>/_mapping, "
+               "<index>/_doc/<id>, <index>/_source/<id>, _mget and _cluster/health (docs/elasticsearch-api.md)")
 
 
 class GatewayError(Exception):
@@ -50,6 +52,25 @@ class IndexNotFound(GatewayError):
 
     status = 404
     error_type = "index_not_found_exception"
+
+
+class DocumentNotFound(GatewayError):
+    """``_source`` of a document the served index lacks."""
+
+    status = 404
+    error_type = "resource_not_found_exception"
+
+
+class ReadOnlyGateway(GatewayError):
+    """A write or an administration of the index sent to the gateway, which serves reads only."""
+
+    status = 403
+    error_type = "cluster_block_exception"
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(f"[{method} {clipped(path)}] writes to or administers the index, and the gateway is "
+                         f"read-only: it serves {SERVED_APIS}. Admins load and reindex the corpus with `esrr index build` "
+                         "(docs/operations.md)")
 
 
 class RequestTooLong(GatewayError):

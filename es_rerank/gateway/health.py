@@ -1,4 +1,5 @@
-"""The gateway's readiness probe of the model: one probe at a time, its answer shared for a moment.
+"""The gateway's health: what it serves, and the readiness probe of the model, one probe at a time, its answer
+shared for a moment.
 
 A probe costs what a search's model stage costs, and a whole scoring deadline when no
 worker answers. Health checks come from load balancers, orchestrators and people, often
@@ -13,8 +14,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from es_rerank.ranking.pipeline import SearchPipeline
+from es_rerank.gateway.errors import public_reason
+from es_rerank.ranking.dispatch import WorkerReranker
+from es_rerank.ranking.pipeline import PROBE_QUERY, SearchPipeline
+from es_rerank.ranking.served import ServedSearch
 
 FRESH_S = 1.0  # short beside any health-check interval, long beside a burst of checks
 
@@ -48,3 +53,36 @@ class ModelProbe:
             return fallback
         finally:
             self._lock.release()
+
+
+def health_body(served: ServedSearch, probe: ModelProbe) -> dict[str, Any]:
+    """Green when the index and the model answer; yellow (with the reasons) when searches keep BM25's order or
+    the version current on disk cannot be served; a ``BackendError`` (or a worker's refusal) when searches cannot
+    be answered at all."""
+    pipeline = served.pipeline()
+    pipeline.backend.search(PROBE_QUERY, 1)
+    fallback = probe.fallback(pipeline)
+    body = {"status": "green", **serving_state(pipeline, fallback is None and reranks_now(pipeline))}
+    if fallback is not None:
+        body.update(status="yellow", fallback=fallback)
+    if served.problem is not None:  # logged with its paths by ServedSearch
+        body.update(status="yellow", problem=f"the index version current on disk cannot be served, so "
+                                             f"[{pipeline.backend.index}] still is: {public_reason(served.problem)}")
+    return body
+
+
+def reranks_now(pipeline: SearchPipeline) -> bool:
+    """Whether searches are sent to a model now: one is set, and no breaker skips the workers."""
+    reranker = pipeline.reranker
+    return not isinstance(reranker, WorkerReranker) or reranker.available
+
+
+def serving_state(pipeline: SearchPipeline, model_answers: bool) -> dict[str, Any]:
+    """The served index, its documents, whether a model scores the window now (which one a worker
+    names per search, in ``esrr.ranker``), and whether the judged-neighbour votes apply to this index."""
+    serving: dict[str, Any] = {"index": pipeline.backend.index, "documents": pipeline.backend.stats.n_docs,
+                               "reranks": pipeline.reranker is not None and pipeline.window > 0 and model_answers}
+    if pipeline.neighbours is not None:
+        problem = pipeline.neighbours_problem()
+        serving["judged_neighbours"] = "applied" if problem is None else f"not applied: {problem}"
+    return serving

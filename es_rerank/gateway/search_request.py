@@ -42,6 +42,7 @@ from es_rerank.text import tokenize
 SEARCHED_FIELD = "text"
 # URL parameters; pretty, human and error_trace change only how Elasticsearch formats a response, which this one
 # keeps as is.
+COUNT_PARAMETERS = ("q", "df", "default_operator", "pretty", "human", "error_trace")
 URL_PARAMETERS = ("q", "df", "default_operator", "size", "from", "track_total_hits", "sort", "scroll", "_source",
                   "_source_includes", "_source_excludes", "pretty", "human", "error_trace")
 PAGING_KEYS = ("size", "from", "ext")  # read here; the rest of the body is the first stage's
@@ -103,14 +104,7 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
                  max_window: int = MAX_K) -> SearchRequest:
     """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for; the model's text of at
     most ``max_words`` words, a window of at most ``max_window`` hits."""
-    unknown = next((name for name in params if name not in URL_PARAMETERS), None)
-    if unknown is not None:
-        raise BadSearchRequest(f"request [/_search] contains unrecognized parameter: [{clipped(unknown)}]; this "
-                               f"gateway reads {', '.join(URL_PARAMETERS)}")
-    if body is None:
-        body = {}
-    if not isinstance(body, dict):
-        raise BadSearchRequest(f"the request body is a JSON {type(body).__name__}, not an object; send {EXAMPLE}")
+    body = _body_object("_search", params, URL_PARAMETERS, body, EXAMPLE)
     size = _count("size", params.get("size", body.get("size", DEFAULT_SIZE)))
     offset = _count("from", params.get("from", body.get("from", 0)))
     if offset + size > MAX_K:
@@ -121,7 +115,7 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
                                "send one of them")
     first_stage = {key: value for key, value in body.items() if key not in PAGING_KEYS}
     if "q" in params:
-        first_stage["query"] = _url_query(params)
+        first_stage["query"] = url_query(params)
     if "query" in first_stage and not isinstance(first_stage["query"], dict):
         raise BadSearchRequest(f"[query] must be an object with one clause, as in {EXAMPLE}")
     if "track_total_hits" in params:
@@ -129,7 +123,7 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
     if "sort" in params:  # "year:desc,_score" as the body's [{"year": "desc"}, "_score"]
         first_stage["sort"] = [{name: order} if order else name for name, _, order in
                                (part.strip().partition(":") for part in params["sort"].split(",") if part.strip())]
-    source = _url_source(params)
+    source = url_source(params)
     if source is not None:
         first_stage["_source"] = source
     options = _esrr_options(body.get("ext"), max_window)
@@ -149,7 +143,39 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
                          bool(options.get("explain", False)), skipped, passthrough)
 
 
-def _url_query(params: Mapping[str, str]) -> dict[str, Any]:
+def parse_count(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_MAX_WORDS) -> dict[str, Any]:
+    """The first-stage body of a ``_count``: its ``query`` (the body's, or ``q=``'s), checked and bounded as a
+    search's is; ``{}`` counts every document."""
+    body = _body_object("_count", params, COUNT_PARAMETERS, body, '{"query": {"match": {"text": "green tea"}}}')
+    extra = next((key for key in body if key != "query"), None)
+    if extra is not None:
+        raise BadSearchRequest(f"request does not support [{clipped(str(extra))}]: a _count body holds a query only")
+    if "q" in params and "query" in body:
+        raise BadSearchRequest("the query is given twice, as q= in the URL and as query in the body; send one of them")
+    query = url_query(params) if "q" in params else body.get("query")
+    if query is None:
+        return {}
+    if not isinstance(query, dict):
+        raise BadSearchRequest('[query] must be an object with one clause, as in {"match": {"text": "green tea"}}')
+    _check_text_size({"query": query}, max_words)
+    return {"query": query}
+
+
+def _body_object(route: str, params: Mapping[str, str], read: tuple[str, ...], body: Any,
+                 example: str) -> dict[str, Any]:
+    """``body`` as an object (``{}`` when there is none), once ``params`` are known to hold only names ``read``."""
+    unknown = next((name for name in params if name not in read), None)
+    if unknown is not None:
+        raise BadSearchRequest(f"request [/{route}] contains unrecognized parameter: [{clipped(unknown)}]; this "
+                               f"gateway reads {', '.join(read)}")
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise BadSearchRequest(f"the request body is a JSON {type(body).__name__}, not an object; send {example}")
+    return body
+
+
+def url_query(params: Mapping[str, str]) -> dict[str, Any]:
     """``q=`` as Elasticsearch reads it: Lucene's syntax on ``df`` (default ``text``); plain words a ``match``."""
     text, field_name = params["q"], params.get("df", SEARCHED_FIELD)
     operator = params.get("default_operator", "OR").upper()
@@ -165,7 +191,7 @@ def _url_query(params: Mapping[str, str]) -> dict[str, Any]:
     return {"query_string": {"query": text, "default_field": field_name, "default_operator": operator}}
 
 
-def _url_source(params: Mapping[str, str]) -> Any:
+def url_source(params: Mapping[str, str]) -> Any:
     """``_source``, ``_source_includes`` and ``_source_excludes`` URL parameters as a body's ``_source``."""
     if "_source" in params and params["_source"].lower() in ("false", "true"):
         return params["_source"].lower() == "true"

@@ -5,6 +5,7 @@ noida-db server started here on a free loopback port with a fresh data directory
 and stopped at the end of the session. A server that cannot start fails the tests
 loudly (with its output); it never skips them, in CI or elsewhere.
 
+``gateway`` is the gateway in front of such an index, for the tests that drive it through the official client.
 (``es_stub``, for the errors noida-db cannot produce, is in ``tests/conftest.py``.)
 """
 
@@ -15,15 +16,28 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 from importlib import resources
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import pytest
+from elasticsearch import Elasticsearch
+from werkzeug.serving import make_server
+
+from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.gateway.app import create_app
+from es_rerank.gateway.config import GatewaySettings
+from es_rerank.ranking.feedback import FeedbackParams
+from es_rerank.ranking.pipeline import SearchPipeline
+from es_rerank.ranking.served import ServedSearch
+from es_rerank.settings import CommonSettings
+from index_setup.es_index import load_index
+from tests.gateway.test_query_dsl import DOCS
 
 START_TIMEOUT_S = 20.0
 
@@ -114,8 +128,6 @@ def es_url(tmp_path_factory: pytest.TempPathFactory, free_port: Callable[[], int
 @pytest.fixture(scope="session")
 def es_client(es_url: str):
     """An elasticsearch-py 8 client for ``es_url``."""
-    from elasticsearch import Elasticsearch
-
     client = Elasticsearch(es_url, request_timeout=30)
     yield client
     client.close()
@@ -142,3 +154,33 @@ def es_settings(es_url: str, es_alias: str, tmp_path: Path):
 
     return CommonSettings(home=tmp_path / "home", backend="elasticsearch", es_url=es_url,
                           es_alias=es_alias, es_bulk_chunk_size=20, es_bulk_initial_backoff_s=0.1)
+
+
+class DocsGateway(NamedTuple):
+    """The gateway over an Elasticsearch index of ``DOCS``, and the names it serves."""
+
+    client: Elasticsearch  # the official client of the gateway
+    alias: str
+    index: str  # the concrete index behind the alias
+
+
+@pytest.fixture(scope="module")
+def gateway(es_url, es_client, tmp_path_factory: pytest.TempPathFactory, free_port):
+    """The gateway (the real app, served by werkzeug on a free loopback port) in front of an index of
+    ``tests.gateway.test_query_dsl.DOCS``, the window reordered by the candidate feedback (a stage without a model);
+    one per test module."""
+    alias = f"esrr-test-app-{uuid.uuid4().hex[:10]}"
+    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), es_url=es_url, es_alias=alias)
+    load_index(es_client, DOCS, settings, progress=False)
+    backend = ElasticsearchBackend(es_client, alias, stats_root(settings))
+    served = ServedSearch(SearchPipeline(backend, 10, feedback=FeedbackParams(2, 1.0)), 3600)
+    server = make_server("127.0.0.1", free_port(), create_app(served, GatewaySettings(**settings.model_dump())),
+                         threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    client = Elasticsearch(f"http://127.0.0.1:{server.server_port}", request_timeout=30)
+    yield DocsGateway(client, alias, backend.index)
+    client.close()
+    server.shutdown()
+    thread.join(10)
+    _delete_alias_indices(es_client, alias)

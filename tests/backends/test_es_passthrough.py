@@ -13,50 +13,16 @@ its own BM25 (custom k1/b ignored) and ``index.query.default_field`` is ignored,
 
 from __future__ import annotations
 
-import threading
-import uuid
-
 import pytest
-from elasticsearch import BadRequestError, Elasticsearch
-from werkzeug.serving import make_server
+from elasticsearch import BadRequestError
 
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
-from es_rerank.gateway.app import create_app
-from es_rerank.gateway.config import GatewaySettings
-from es_rerank.ranking.feedback import FeedbackParams
-from es_rerank.ranking.pipeline import SearchPipeline
-from es_rerank.ranking.served import ServedSearch
-from es_rerank.settings import CommonSettings
 from tests.gateway.test_query_dsl import DOCS
 
 pytestmark = pytest.mark.es
 
 
-@pytest.fixture(scope="module")
-def gateway(es_url, es_client, tmp_path_factory: pytest.TempPathFactory, free_port):
-    """(official client of the gateway, alias): the gateway over an index of ``DOCS``."""
-    from index_setup.es_index import load_index
-
-    alias = f"esrr-test-app-{uuid.uuid4().hex[:10]}"
-    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), es_url=es_url, es_alias=alias)
-    load_index(es_client, DOCS, settings, progress=False)
-    backend = ElasticsearchBackend(es_client, alias, stats_root(settings))
-    served = ServedSearch(SearchPipeline(backend, 10, feedback=FeedbackParams(2, 1.0)), 3600)
-    app = create_app(served, GatewaySettings(**settings.model_dump()))
-    server = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    client = Elasticsearch(f"http://127.0.0.1:{server.server_port}", request_timeout=30)
-    yield client, alias
-    client.close()
-    server.shutdown()
-    thread.join(10)
-    for name in es_client.indices.get(index=f"{alias}*").body:
-        es_client.options(ignore_status=404).indices.delete(index=name)
-
-
 def test_an_applications_request_is_reranked_with_its_aggregations_and_highlights(gateway):
-    client, alias = gateway
+    client, alias, _ = gateway
     response = client.search(
         index=alias,
         query={"bool": {"must": [{"match": {"text": {"query": "green tea cancer"}}}],
@@ -77,7 +43,7 @@ def test_an_applications_request_is_reranked_with_its_aggregations_and_highlight
 
 
 def test_and_phrases_and_query_string_are_elasticsearchs(gateway):
-    client, alias = gateway
+    client, alias, _ = gateway
 
     def ids(**request) -> set[str]:
         return {hit["_id"] for hit in client.search(index=alias, **request).body["hits"]["hits"]}
@@ -91,7 +57,7 @@ def test_and_phrases_and_query_string_are_elasticsearchs(gateway):
 
 
 def test_a_sort_skips_reranking_and_says_why(gateway):
-    client, alias = gateway
+    client, alias, _ = gateway
     response = client.search(index=alias, query={"match": {"text": "green"}}, sort=[{"year": "desc"}]).body
     assert [hit["_id"] for hit in response["hits"]["hits"]] == ["2", "5", "1", "4"]
     assert "sorts by" in response["esrr"]["skipped"] and response["esrr"]["ranker"] == "Elasticsearch"
@@ -103,7 +69,7 @@ def test_a_sort_skips_reranking_and_says_why(gateway):
 
 
 def test_ext_esrr_options_reach_the_ranking(gateway):
-    client, alias = gateway
+    client, alias, _ = gateway
     response = client.search(index=alias, query={"match": {"text": "green tea"}},
                              ext={"esrr": {"window_size": 1, "explain": True}}).body
     flags = [hit["fields"]["reranked"][0] for hit in response["hits"]["hits"]]
@@ -112,7 +78,7 @@ def test_ext_esrr_options_reach_the_ranking(gateway):
 
 
 def test_elasticsearchs_own_refusal_is_a_400_with_its_reason(gateway):
-    client, alias = gateway
+    client, alias, _ = gateway
     with pytest.raises(BadRequestError) as refused:
         client.search(index=alias, query={"no_such_query": {}})
     assert "Elasticsearch refused the search" in str(refused.value)

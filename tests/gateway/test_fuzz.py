@@ -28,7 +28,7 @@ from tests.conftest import TINY_DOCS
 FUZZ = settings(max_examples=200, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 CPU_BUDGET_S = 0.1
-ANSWERS = {200, 400, 404, 405, 413, 414}
+ANSWERS = {200, 400, 403, 404, 405, 413, 414}  # 403: a write, refused as read-only
 
 KNOWN_KEYS = ["query", "size", "from", "track_total_hits", "match", "multi_match", "query_string",
               "simple_query_string", "text", "fields", "title", "abstract", "default_field", "q", "sort", "aggs"]
@@ -98,8 +98,29 @@ def test_any_url_gets_an_answer_or_a_short_4xx(client, params, index):
 
 @FUZZ
 @given(data=st.binary(max_size=2000), path=st.sampled_from(["/_search", "/esrr-docs/_search", "/", "/_esrr/health",
-                                                             "/_count", "/_esrr/reload"]),
+                                                             "/_count", "/_esrr/reload", "/_msearch", "/_mget",
+                                                             "/esrr-docs/_mget", "/esrr-docs/_doc/a", "/esrr-docs",
+                                                             "/_cluster/health", "/esrr-docs/_source/b"]),
        method=st.sampled_from(["GET", "POST", "PUT", "DELETE"]))
 def test_any_bytes_on_any_route_get_an_answer_or_a_short_4xx(client, data, path, method):
     _check(*_timed(client, path=path, method=method, data=data, content_type="application/json"))
 
+
+
+@FUZZ
+@given(lines=st.lists(st.one_of(json_values.map(json.dumps), st.text(max_size=40)), max_size=8),
+       index=st.one_of(st.none(), index_names))
+def test_any_msearch_lines_get_answers_or_a_short_4xx(client, lines, index):
+    path = "/_msearch" if index is None else "/" + quote(",".join(index), safe=",*") + "/_msearch"
+    data = "\n".join(lines).encode("utf-8", "surrogatepass") + b"\n"
+    response, cpu_s = _timed(client, path=path, method="POST", data=data, content_type="application/x-ndjson")
+    _check(response, cpu_s / max(len(lines) // 2, 1))  # each search has the budget of one request
+    if response.status_code == 200:
+        assert all(answer["status"] in ANSWERS for answer in response.get_json()["responses"])
+
+
+@FUZZ
+@given(body=json_values, index=st.one_of(st.none(), index_names))
+def test_any_mget_body_gets_an_answer_or_a_short_4xx(client, body, index):
+    path = "/_mget" if index is None else "/" + quote(",".join(index), safe=",*") + "/_mget"
+    _check(*_timed(client, path=path, method="POST", data=json.dumps(body), content_type="application/json"))

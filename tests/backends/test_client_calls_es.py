@@ -1,0 +1,83 @@
+"""The client calls beside ``_search`` on the Elasticsearch backend, through the official client over HTTP.
+
+The gateway fronts an index of ``DOCS`` loaded into the Elasticsearch stand-in (noida-db,
+or ``ESRR_TEST_ES_URL``); each answer is compared with what the documents hold (computed
+here) and, where Elasticsearch answers the same call, with Elasticsearch's own answer.
+The embedded backend's answers are in ``tests/gateway/test_client_calls.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from elasticsearch import AuthorizationException, NotFoundError
+
+from es_rerank.backends.elasticsearch import TERM_FIELDS
+from tests.gateway.test_client_calls import _ids_with
+from tests.gateway.test_query_dsl import DOCS
+
+pytestmark = pytest.mark.es
+
+
+def test_info_says_es_rerank_in_front_of_elasticsearch(gateway):
+    client, _, index = gateway
+    info = client.info().body
+    assert (info["version"]["distribution"], info["version"]["backend"]) == ("es-rerank", "elasticsearch")
+    assert "in front of Elasticsearch" in info["tagline"] and info["esrr"]["index"] == index
+
+
+def test_the_index_exists_and_shows_its_mapping_without_esrrs_term_ids(gateway, es_client):
+    client, alias, index = gateway
+    assert client.indices.exists(index=alias) and not client.indices.exists(index=f"{alias}-other")
+    described = client.indices.get(index=alias).body
+    assert list(described) == [index] and described[index]["aliases"] == {alias: {}}
+    properties = described[index]["mappings"]["properties"]
+    assert not set(TERM_FIELDS) & set(properties)
+    behind = es_client.indices.get(index=index).body[index]["mappings"]["properties"]
+    assert {name: spec for name, spec in behind.items() if name not in TERM_FIELDS} == properties
+
+
+def test_count_is_elasticsearchs_for_the_same_query(gateway, es_client):
+    client, alias, index = gateway
+    anded = {"match": {"text": {"query": "green tea", "operator": "and"}}}
+    filtered = {"bool": {"must": [{"match": {"text": "tea"}}], "filter": [{"range": {"year": {"gte": 2005}}}]}}
+    assert client.count(index=alias).body["count"] == len(DOCS)
+    assert client.count(index=alias, query=anded).body["count"] == len(_ids_with("green", "tea"))
+    for query in (anded, filtered):
+        assert client.count(index=alias, query=query).body["count"] == es_client.count(index=index,
+                                                                                       query=query).body["count"]
+
+
+def test_documents_come_back_with_their_metadata_and_without_esrrs_fields(gateway):
+    client, alias, index = gateway
+    found = client.get(index=alias, id="1").body
+    assert (found["_index"], found["found"], found["_source"]) == (index, True, DOCS[0].source())
+    assert client.get(index=alias, id="1", source_includes=["journal"]).body["_source"] == {"journal": "Nutrients"}
+    assert client.get_source(index=alias, id="4").body == DOCS[3].source()  # BEIR metadata passes through
+    with pytest.raises(NotFoundError):
+        client.get(index=alias, id="nope")
+    docs = client.mget(index=alias, ids=["2", "nope", "5"]).body["docs"]
+    assert [doc["found"] for doc in docs] == [True, False, True]
+    assert [doc["_source"] for doc in docs if doc["found"]] == [DOCS[1].source(), DOCS[4].source()]
+
+
+def test_msearch_reranks_each_search_as_search_does(gateway):
+    client, alias, _ = gateway
+    query = {"bool": {"must": [{"match": {"text": "green tea cancer"}}],
+                      "filter": [{"range": {"year": {"gte": 2000, "lte": 2012}}}]}}
+    responses = client.msearch(searches=[{"index": alias}, {"query": query, "aggs": {"year": {"terms": {
+        "field": "year"}}}}, {"index": alias}, {"query": {"no_such_query": {}}}]).body["responses"]
+    assert [response["status"] for response in responses] == [200, 400]
+    alone = client.search(index=alias, query=query, aggs={"year": {"terms": {"field": "year"}}}).body
+    assert [hit["_id"] for hit in responses[0]["hits"]["hits"]] == [hit["_id"] for hit in alone["hits"]["hits"]]
+    assert responses[0]["aggregations"] == alone["aggregations"]
+    assert all(hit["fields"]["reranked"] == [True] for hit in responses[0]["hits"]["hits"])
+
+
+def test_cluster_health_is_green_and_writes_are_refused(gateway, es_client):
+    client, alias, index = gateway
+    assert client.cluster.health(wait_for_status="yellow").body["status"] == "green"
+    with pytest.raises(AuthorizationException):
+        client.index(index=alias, id="1", document={"title": "overwritten"})
+    with pytest.raises(AuthorizationException):
+        client.indices.delete(index=alias)
+    assert es_client.get(index=index, id="1").body["_source"]["title"] == DOCS[0].title
