@@ -223,7 +223,7 @@ class SearchPipeline:
         scored_hits = hits[:window] if reorders else []
         scored = self.score_window(query, scored_hits, stats, clock)
         with clock("merge"):
-            ranked = merge(hits, scored.final if scored_hits else None, len(scored_hits), combination)[:k]
+            ranked = merge(hits, scored.final if scored_hits else None, len(scored_hits), combination, k)
         return Ranking(ranked, scored.ranker, len(hits), depth, scored.fallback, first_stage)
 
     def _first_stage(self, prepared: object, depth: int) -> tuple[FirstStage, CorpusStats]:

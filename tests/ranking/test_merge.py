@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from es_rerank.backends.base import Hit
 from es_rerank.ranking.merge import Combination, merge
@@ -29,3 +31,19 @@ def test_each_mode_combines_as_elasticsearch_rescore(combination, order, first_s
     assert [item.reranked for item in ranked] == [True, True, True, False]  # the tail keeps BM25's order below
     assert {item.hit.doc_id: item.model_score for item in ranked if item.reranked} == pytest.approx(
         {"a": 0.1, "b": 0.2, "c": 3.0})
+
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(data=st.data(), n=st.integers(0, 40), window=st.integers(0, 40), k=st.integers(0, 50),
+       mode=st.sampled_from(["replace", "total", "multiply"]))
+def test_the_first_k_are_the_whole_rankings_first_k(data, n, window, k, mode):
+    # Few distinct scores and ids out of order, so that ties (broken by doc id) are common.
+    hits = [Hit(f"d{data.draw(st.integers(0, 99)):02d}-{i}", data.draw(st.sampled_from([0.5, 1.0, 2.0])), "", EMPTY)
+            for i in range(n)]
+    window = min(window, n)
+    model = np.array(data.draw(st.lists(st.sampled_from([0.0, 1.0, -1.0, 2.5]), min_size=window,
+                                        max_size=window)), dtype=np.float32)
+    for scored in (model, None):
+        whole = merge(hits, scored, window, Combination(mode))
+        assert merge(hits, scored, window, Combination(mode), k) == whole[:k]
