@@ -332,6 +332,9 @@ class BrokerSettings(CommonSettings):
                                   "after which the gateway stops asking the workers for a cool-down")
     breaker_cooldown_s: float = Field(5.0, gt=0, le=3600, description="how long searches then skip the "
                                       "workers (BM25 order at once) before one search probes them again")
+    breaker_refine: bool = Field(True, description="while the breaker skips the workers, refine BM25's window "
+                                 "with the candidate feedback and votes (true), or answer BM25's page alone "
+                                 "(false: the cheapest fallback, in BM25's order)")
     queue_max_tasks: int = Field(5, ge=1, le=100_000, description="Redis: tasks left waiting on the queue "
                                  "above which a search sends none and falls back; bounds what an outage leaves "
                                  "on the broker (5 x at most 190 KB for a window of 500)")

@@ -81,12 +81,14 @@ def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None =
             "--train`, or `esrr embeddings train` then `esrr train`") + ")", err=True)
     guard = settings.bm25_guard_weight if reranker is not None else 0.0
     if not use_feedback:
-        return SearchPipeline(served, window, reranker, None, neighbours, guard_weight=guard)
+        return SearchPipeline(served, window, reranker, None, neighbours, guard_weight=guard,
+                              refine_while_skipped=settings.breaker_refine)
     from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams  # scipy: only where feedback runs
 
     cache = (DocumentVectorCache(settings.feedback_cache_documents)
              if keep_vectors and settings.feedback_cache_documents else None)
-    return SearchPipeline(served, window, reranker, FeedbackParams.from_settings(settings), neighbours, cache, guard)
+    return SearchPipeline(served, window, reranker, FeedbackParams.from_settings(settings), neighbours, cache, guard,
+                          settings.breaker_refine)
 
 
 def _worker_reranker(settings: BrokerSettings) -> WorkerReranker:

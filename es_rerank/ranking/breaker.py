@@ -54,9 +54,21 @@ class CircuitBreaker:
                 self._state = PROBING
                 log.info("model stage: cool-down over, one search probes the workers")
                 return None
-            wait = f"for {left:.1f} s more" if self._state == OPEN else "until the search probing them is answered"
-            return (f"the model stage is skipped {wait}: {self._in_a_row} searches in a row got no worker answer, "
-                    f"the last because {self._last_failure}")
+            return self._skip_reason(left)
+
+    def skipping(self) -> str | None:
+        """Why a call would skip the workers now, as ``admit`` would say it, without admitting one (None: it
+        would go through, or probe them)."""
+        with self._lock:
+            if self._state == CLOSED:
+                return None
+            left = self._opened_at + self.cooldown_s - self._clock()
+            return None if self._state == OPEN and left <= 0 else self._skip_reason(left)
+
+    def _skip_reason(self, left: float) -> str:
+        wait = f"for {left:.1f} s more" if self._state == OPEN else "until the search probing them is answered"
+        return (f"the model stage is skipped {wait}: {self._in_a_row} searches in a row got no worker answer, "
+                f"the last because {self._last_failure}")
 
     def succeeded(self) -> None:
         """A worker answered (scores, or a refusal): close."""

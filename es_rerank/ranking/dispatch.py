@@ -139,6 +139,10 @@ class WorkerReranker:
         """Whether searches are sent to the workers now (False while the breaker skips them)."""
         return self.breaker is None or self.breaker.state == CLOSED
 
+    def skipping(self) -> str | None:
+        """Why a query would skip the workers now (the breaker is open), without admitting one; None: it would not."""
+        return self.breaker.skipping() if self.breaker is not None else None
+
     def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
                  clock: StageClock = no_clock) -> np.ndarray:
         """float32 [len(hits)] scores from a worker; ``ScoringUnavailable`` when none answers in time."""

@@ -106,7 +106,9 @@ class SearchPipeline:
 
     ``feedback_vectors`` keeps the feedback's document vectors between queries of a
     long-lived process (built anew for every window without it). ``guard_weight`` above 0
-    blends the model's scores with BM25's (``es_rerank.ranking.guard``). Every stage reads the
+    blends the model's scores with BM25's (``es_rerank.ranking.guard``). ``refine_while_skipped``
+    False answers BM25's page alone, without the feedback and votes, while the reranker skips its
+    workers (``ESRR_BREAKER_REFINE``): the cheapest fallback, in another order than the refined one. Every stage reads the
     backend's statistics at the time of the query, so a reload after a reindex holds.
     """
 
@@ -117,6 +119,7 @@ class SearchPipeline:
     neighbours: JudgedNeighbours | None = None
     feedback_vectors: DocumentVectorCache | None = None
     guard_weight: float = 0.0
+    refine_while_skipped: bool = True  # False: while the reranker skips its workers, BM25's page alone
 
     @property
     def reorders(self) -> bool:
@@ -211,6 +214,9 @@ class SearchPipeline:
         fewer hits, 0 none; ``combination`` says how the window's scores combine.
         """
         window = self.window if window is None else min(window, self.window)
+        skipped_model = None if self.refine_while_skipped else self._skipping_model()
+        if skipped_model is not None:  # the cheapest answer during an outage: no window to retrieve or refine
+            window = 0
         reorders = window > 0 and self.reorders
         depth = max(k, window) if reorders else k
         first_stage = None
@@ -224,7 +230,12 @@ class SearchPipeline:
         scored = self.score_window(query, scored_hits, stats, clock)
         with clock("merge"):
             ranked = merge(hits, scored.final if scored_hits else None, len(scored_hits), combination, k)
-        return Ranking(ranked, scored.ranker, len(hits), depth, scored.fallback, first_stage)
+        return Ranking(ranked, scored.ranker, len(hits), depth, skipped_model or scored.fallback, first_stage)
+
+    def _skipping_model(self) -> str | None:
+        """Why the reranker would skip its workers for this query (a breaker open); None: it would ask them."""
+        skipping = getattr(self.reranker, "skipping", None)  # only a reranker behind a breaker ever skips
+        return skipping() if skipping is not None else None
 
     def _first_stage(self, prepared: object, depth: int) -> tuple[FirstStage, CorpusStats]:
         """A prepared body's first stage with the statistics of the index it came from (see ``_retrieve``)."""

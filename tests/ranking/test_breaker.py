@@ -85,3 +85,15 @@ def test_only_one_of_many_threads_probes():
 def test_settings_out_of_range_are_refused(failures, cooldown_s):
     with pytest.raises(ValueError, match="failures must be at least 1"):
         CircuitBreaker(failures, cooldown_s)
+
+
+def test_skipping_says_what_admit_would_without_admitting_a_probe():
+    clock = Clock()
+    breaker = CircuitBreaker(1, 5.0, clock)
+    assert breaker.skipping() is None
+    breaker.failed("broker down")
+    assert breaker.skipping() == breaker.admit() and "5.0 s more" in breaker.skipping()
+    clock.now += 5.0
+    assert breaker.skipping() is None and breaker.state == OPEN  # the next call may probe; none was admitted
+    assert breaker.admit() is None and breaker.state == PROBING
+    assert "until the search probing them is answered" in breaker.skipping()

@@ -242,3 +242,29 @@ def test_a_guard_weight_tends_to_bm25s_order() -> None:
     assert np.argsort(-guarded(model, bm25, 10.0)).tolist() == [2, 1, 0]
     with pytest.raises(ValueError, match="one BM25 score per model score"):
         guarded(model, bm25[:2], 1.0)
+
+
+class Skipping(BoneFirst):
+    """A reranker behind an open breaker: it skips its workers and says why."""
+
+    reason = "the model stage is skipped for 4.0 s more: 3 searches in a row got no worker answer"
+
+    def skipping(self) -> str | None:
+        return self.reason
+
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
+                 clock: StageClock = no_clock) -> np.ndarray:
+        self.windows.append([h.doc_id for h in hits])
+        raise ScoringUnavailable(self.reason)
+
+
+def test_while_the_workers_are_skipped_the_window_is_refined_unless_told_otherwise(backend):
+    refined = SearchPipeline(backend, 6, Skipping(), FEEDBACK).rank(QUERY, 2)
+    assert refined.fallback == Skipping.reason and "candidate feedback" in refined.ranker and refined.depth == 6
+    reranker = Skipping()
+    cheapest = SearchPipeline(backend, 6, reranker, FEEDBACK, refine_while_skipped=False).rank(QUERY, 2)
+    assert (cheapest.fallback, cheapest.ranker, cheapest.depth) == (Skipping.reason, "BM25", 2)
+    assert [item.hit.doc_id for item in cheapest.ranked] == [hit.doc_id for hit in backend.search(QUERY, 2)]
+    assert reranker.windows == []  # not even asked
+    answered = SearchPipeline(backend, 6, BoneFirst(), FEEDBACK, refine_while_skipped=False).rank(QUERY, 2)
+    assert answered.fallback is None and answered.depth == 6  # a reranker that does not skip: reranked as ever

@@ -147,15 +147,20 @@ def test_a_stopped_broker_falls_back_within_the_deadline_then_at_once(broker, ho
     pool = urllib3.PoolManager(maxsize=CLIENTS, retries=False, timeout=urllib3.Timeout(30))
     try:
         worker.wait_ready(client)
-        with gateway(_env(broker, queue, home, **on_private), free_port(), tmp_path / "gateway.log") as url:
+        # ESRR_BREAKER_REFINE=false: the searches the breaker skips answer BM25's page alone.
+        env = _env(broker, queue, home, breaker_refine=False, **on_private)
+        with gateway(env, free_port(), tmp_path / "gateway.log") as url:
             assert "fallback" not in search(pool, url)[1]["esrr"]
             private_redis.freeze()
             stopped, bodies = burst(pool, url, CLIENTS)
             assert all("fallback" in b["esrr"] for b in bodies)
+            waited = [b for b in bodies if "the model stage is skipped" not in b["esrr"]["fallback"]]
+            assert waited and all("candidate feedback" in b["esrr"]["ranker"] for b in waited)  # refined as ever
             assert stopped.max() < (DEADLINE_S + 1.5) * 1000
             latencies, bodies = burst(pool, url, 10 * CLIENTS)
             assert float(np.percentile(latencies, 99)) <= OPEN_BREAKER_P99_MS
             assert all("the model stage is skipped" in b["esrr"]["fallback"] for b in bodies)
+            assert all(b["esrr"]["ranker"] == "BM25" for b in bodies)
             private_redis.process.send_signal(signal.SIGCONT)
             resumed = wait_for_reranking(pool, url, timeout=30)
     finally:
