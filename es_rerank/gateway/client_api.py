@@ -25,7 +25,8 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import NotFound
 
 from es_rerank.backends.base import BackendError, SearchBackend
-from es_rerank.gateway.client_requests import check_id, document, document_source, read_mget, read_msearch
+from es_rerank.gateway.client_requests import (MSEARCH_PARAMETERS, check_id, check_parameters, document,
+                                               document_source, read_mget, read_msearch)
 from es_rerank.gateway.errors import (BadSearchRequest, DocumentNotFound, GatewayError, clipped, error_body,
                                       public_reason)
 from es_rerank.gateway.health import health_body
@@ -133,10 +134,7 @@ def msearch(index: str | None = None) -> Response:
     """``_msearch``: several searches in one request, each answered (reranked) or failed as ``_search`` would be."""
     if index is not None:
         _served_backend(index)
-    unknown = next((name for name in url_parameters(request.query_string) if name not in ("pretty", "human",
-                                                                                            "error_trace")), None)
-    if unknown is not None:
-        raise BadSearchRequest(f"request [/_msearch] contains unrecognized parameter: [{clipped(unknown)}]")
+    check_parameters("/_msearch", url_parameters(request.query_string), MSEARCH_PARAMETERS)
     searches = read_msearch(request.get_data(cache=False), index, current_app.config["ESRR_MAX_MSEARCH_SEARCHES"])
     started, asked_id = time.perf_counter(), query_id()
     responses = [_one_search(search.index, search.body, f"{asked_id}-{n}") for n, search in enumerate(searches)]
@@ -166,9 +164,7 @@ def cluster_health(index: str | None = None) -> tuple[Response, int]:
     if index is not None:
         _served_backend(index)
     params = url_parameters(request.query_string)
-    unknown = next((name for name in params if name not in HEALTH_PARAMETERS), None)
-    if unknown is not None:
-        raise BadSearchRequest(f"request [/_cluster/health] contains unrecognized parameter: [{clipped(unknown)}]")
+    check_parameters("/_cluster/health", params, HEALTH_PARAMETERS)
     wanted = params.get("wait_for_status")
     if wanted is not None and wanted not in HEALTH_ORDER:
         raise BadSearchRequest(f"[wait_for_status] must be green, yellow or red, got {clipped(wanted)}")

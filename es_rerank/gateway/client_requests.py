@@ -48,12 +48,17 @@ class OneSearch:
     body: Mapping[str, Any]
 
 
+def check_parameters(route: str, params: Mapping[str, str], read: tuple[str, ...]) -> None:
+    """A 400 naming the first of the URL's ``params`` that ``route`` does not read, and those it does."""
+    unknown = next((name for name in params if name not in read), None)
+    if unknown is not None:
+        raise BadSearchRequest(f"request [{route}] contains unrecognized parameter: [{clipped(unknown)}]; it reads "
+                               f"{', '.join(read)}")
+
+
 def document_source(params: Mapping[str, str]) -> SourceFilter:
     """The ``_source`` a ``_doc``/``_source``/``_mget`` URL asks for; unknown parameters are a 400 naming those read."""
-    unknown = next((name for name in params if name not in DOCUMENT_PARAMETERS), None)
-    if unknown is not None:
-        raise BadSearchRequest(f"the request contains unrecognized parameter: [{clipped(unknown)}]; a document "
-                               f"read takes {', '.join(DOCUMENT_PARAMETERS)}")
+    check_parameters("a document read", params, DOCUMENT_PARAMETERS)
     return _source_filter(url_source(params))
 
 

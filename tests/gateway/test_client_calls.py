@@ -242,10 +242,12 @@ def test_a_malformed_document_read_or_count_is_a_400_naming_the_problem(app, pat
 def test_unknown_parameters_are_400s_naming_those_read(app):
     client = app.test_client()
     for path in ("/esrr-docs/_doc/1?version=3", "/_count?size=3", "/_msearch?typed_keys=true",
-                 "/_cluster/health?wait=1", "/_cluster/health?wait_for_status=blue"):
+                 "/_cluster/health?wait=1"):
         response = client.get(path)
         assert response.status_code == 400, path
-        assert response.get_json()["error"]["type"] == "parsing_exception"
+        error = response.get_json()["error"]
+        assert error["type"] == "parsing_exception" and "reads" in error["reason"] and "pretty" in error["reason"]
+    assert "green, yellow or red" in client.get("/_cluster/health?wait_for_status=blue").get_json()["error"]["reason"]
 
 
 class _BackendThatFails:
