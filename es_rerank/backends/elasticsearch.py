@@ -422,9 +422,22 @@ class ElasticsearchBackend:
         """Each document's ``_source`` without esrr's own fields, in the order asked (None where not found): one mget."""
         if not doc_ids:
             return []
-        response, _ = self._on_served(lambda index: self.client.mget(index=index, ids=list(doc_ids),
-                                                                      source_excludes=INTERNAL_FIELDS).body)
-        return [doc.get("_source") if doc.get("found") else None for doc in response["docs"]]
+
+        def read(index: str) -> dict:
+            return self.client.mget(index=index, ids=list(doc_ids), source_excludes=INTERNAL_FIELDS).body
+
+        docs = self._on_served(read)[0]["docs"]
+        # An mget of a deleted index is a 200 with the error in each document's place, not a 404: follow the
+        # alias once, as _on_served does for a 404, rather than call the documents missing.
+        if any("error" in doc for doc in docs):
+            self.reload()
+            docs = self._on_served(read)[0]["docs"]
+        failed = next((doc["error"] for doc in docs if "error" in doc), None)
+        if failed is not None:
+            reason = failed.get("reason", failed) if isinstance(failed, dict) else failed
+            raise BackendError(f"Elasticsearch at {cluster_url(self.client)} could not read documents of index "
+                               f"{self.index!r}: {str(reason)[:300]}; check GET _cluster/health and its logs")
+        return [doc.get("_source") if doc.get("found") else None for doc in docs]
 
     def description(self) -> dict[str, Any]:
         """The served index's mappings (without the stored term ids) and settings, as Elasticsearch has them."""

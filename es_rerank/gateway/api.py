@@ -53,10 +53,13 @@ def info() -> Response:
     serving = serving_state(pipeline, reranks_now(pipeline))
     engine = pipeline.backend.engine
     ranked = "BM25, reranked by Delta-32-Lex3" if serving["reranks"] else "BM25"
-    version = {"number": API_VERSION, "build_flavor": "default", "distribution": "es-rerank",
-               "distribution_version": _package_version(), "backend": engine,
-               "minimum_wire_compatibility_version": "7.17.0", "minimum_index_compatibility_version": "7.0.0"}
-    return jsonify({"name": "es-rerank", "cluster_name": "es-rerank", "version": version,
+    # Every field Elasticsearch's own has (typed clients require them), and ours: the distribution (as OpenSearch
+    # names itself there) and the backend behind it. No Lucene: "none" rather than a version it does not run.
+    version = {"number": API_VERSION, "build_flavor": "default", "build_type": "es-rerank", "build_hash": "unknown",
+               "build_date": "unknown", "build_snapshot": False, "lucene_version": "none",
+               "minimum_wire_compatibility_version": "7.17.0", "minimum_index_compatibility_version": "7.0.0",
+               "distribution": "es-rerank", "distribution_version": _package_version(), "backend": engine}
+    return jsonify({"name": "es-rerank", "cluster_name": "es-rerank", "cluster_uuid": "_na_", "version": version,
                     "tagline": f"es-rerank in front of {ENGINE_NAMES.get(engine, engine)}: {ranked}",
                     "esrr": {**serving, "backend": engine, "window": pipeline.window}})
 

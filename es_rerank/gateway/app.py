@@ -13,25 +13,25 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, current_app, jsonify, request
+from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from es_rerank.backends.base import BackendError, QueryRefused
 from es_rerank.gateway.api import api
 from es_rerank.gateway.client_api import client_api
 from es_rerank.gateway.config import GatewaySettings
-from es_rerank.gateway.errors import (PRODUCT_HEADER, SERVED_APIS, GatewayError, ReadOnlyGateway, clipped, error_body,
+from es_rerank.gateway.errors import (PRODUCT_HEADER, SERVED_APIS, GatewayError, WriteRefused, clipped, error_body,
                                       public_reason)
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.site import site
 from es_rerank.gateway.url_limit import UrlLengthLimit
+from es_rerank.gateway.writes import is_write
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.payload import PayloadError, WorkerSetupError
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20
-WRITE_METHODS = ("PUT", "POST", "DELETE", "PATCH")
 
 
 def create_app(served: ServedSearch, settings: GatewaySettings | None = None) -> Flask:
@@ -99,8 +99,8 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> tuple[Response, int]:
         status = error.code or 500
-        if _refused_write(status):
-            refusal = ReadOnlyGateway(request.method, request.path)
+        if status in (404, 405) and is_write(request.method, request.path, routed=status == 405):
+            refusal = WriteRefused(request.method, request.path)
             return render(refusal.error_type, refusal.reason, refusal.status)
         kind = {404: "no_handler_found_exception", 405: "method_not_allowed_exception"}.get(status, "exception")
         reason = f"{error.name}: {error.description}"
@@ -118,18 +118,3 @@ def _register_error_handlers(app: Flask) -> None:
         log.exception("unexpected error in a request")
         return render("exception", f"internal error ({type(error).__name__}); the gateway's log has the "
                                    "traceback, please report it", 500)
-
-
-def _refused_write(status: int) -> bool:
-    """Whether a 404 or 405 answers a write the gateway refuses as read-only: a write to a path no route takes
-    (``POST /_bulk``, ``POST /docs/_update/1``) or to an index's path (``PUT /docs/_mapping``, ``DELETE /docs``);
-    a wrong method on one of the gateway's own APIs (``PUT /_search``) stays a 405."""
-    if request.method not in WRITE_METHODS or status not in (404, 405):
-        return False
-    if status == 404:
-        return True
-    try:
-        rule, _ = current_app.url_map.bind_to_environ(request.environ).match(method="GET", return_rule=True)
-    except HTTPException:
-        return True
-    return "index" in rule.arguments

@@ -10,8 +10,8 @@ so reranked the same way) and waits for ``_cluster/health``. Index names are che
 The gateway is read-only: a write or an administration of the index (``PUT``/``DELETE``
 an index or a document, ``_bulk``, ``_update``, ``_delete_by_query``, mappings,
 settings) is a 403 ``cluster_block_exception`` saying where admins reindex: no route here
-takes a write, and the app's error handler answers one to an index's path or to a path
-it does not route with that refusal. The views are thin: the requests are
+takes a write, and the app's error handler answers the requests ``writes.is_write`` tells
+with that refusal. The views are thin: the requests are
 read by ``client_requests``, the documents by the backend.
 """
 
@@ -25,14 +25,14 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import NotFound
 
 from es_rerank.backends.base import BackendError, SearchBackend
-from es_rerank.gateway.client_requests import (MSEARCH_PARAMETERS, check_id, check_parameters, document,
-                                               document_source, read_mget, read_msearch)
-from es_rerank.gateway.errors import (BadSearchRequest, DocumentNotFound, GatewayError, clipped, error_body,
-                                      public_reason)
+from es_rerank.gateway.client_requests import (MSEARCH_PARAMETERS, check_id, document, document_source, read_mget,
+                                               read_msearch)
+from es_rerank.gateway.errors import (AliasNotFound, BadSearchRequest, DocumentNotFound, GatewayError, clipped,
+                                      error_body, public_reason)
 from es_rerank.gateway.health import health_body
 from es_rerank.gateway.index_names import ANY_INDEX, unserved_name
 from es_rerank.gateway.request_parts import QUERY_ID_HEADER, json_body, query_id
-from es_rerank.gateway.search_request import parse_count, url_parameters
+from es_rerank.gateway.search_request import check_parameters, parse_count, url_parameters
 from es_rerank.gateway.searching import check_index, run_search
 from es_rerank.payload import PayloadError, WorkerSetupError
 
@@ -72,6 +72,16 @@ def index_description(index: str) -> Response:
     return jsonify({backend.index: {"aliases": {_alias(): {}}, **backend.description()}})
 
 
+@client_api.get("/_alias/<name>")
+@client_api.get("/<index>/_alias/<name>")
+def alias(name: str, index: str | None = None) -> Response:
+    """``GET /_alias/<name>`` (``indices.exists_alias``, ``get_alias``): the served index under its alias."""
+    backend = _backend() if index is None else _served_backend(index)
+    if unserved_name(name, (_alias(),)) is not None:
+        raise AliasNotFound(f"alias [{clipped(name)}] missing; this gateway serves the alias [{_alias()}]")
+    return jsonify({backend.index: {"aliases": {_alias(): {}}}})
+
+
 @client_api.get("/<index>/_mapping")
 def mapping(index: str) -> Response:
     """``GET /<index>/_mapping``: the served index's mappings."""
@@ -101,7 +111,10 @@ def get_document(index: str, doc_id: str) -> tuple[Response, int]:
 def get_source(index: str, doc_id: str) -> Response:
     """``GET /<index>/_source/<id>``: the document's ``_source`` alone."""
     backend = _served_backend(index)
-    wanted = document_source(url_parameters(request.query_string)) or ((), ())
+    wanted = document_source(url_parameters(request.query_string))
+    if wanted is None:
+        raise BadSearchRequest("_source=false asks the _source endpoint for nothing; drop it, or read the document "
+                               "without its source at /<index>/_doc/<id>?_source=false")
     source = backend.sources([check_id(doc_id)])[0]
     if source is None:
         raise DocumentNotFound(f"Document not found [{backend.index}]/[{clipped(doc_id)}]")
@@ -116,12 +129,14 @@ def mget(index: str | None = None) -> Response:
     reads = read_mget(json_body(), url_parameters(request.query_string), index,
                       current_app.config["ESRR_MAX_MGET_DOCS"])
     served = (backend.index, _alias())
-    readable = [read for read in reads if read.index is None or unserved_name(read.index, served) is None]
-    sources = dict(zip((read.doc_id for read in readable), backend.sources([read.doc_id for read in readable])))
+    elsewhere = [read.index is not None and unserved_name(read.index, served) is not None for read in reads]
+    readable = [read.doc_id for read, other in zip(reads, elsewhere) if not other]
+    sources = dict(zip(readable, backend.sources(readable)))
     docs = []
-    for read in reads:
-        if read.index is not None and unserved_name(read.index, served) is not None:
-            problem = error_body("index_not_found_exception", f"no such index [{clipped(read.index)}]", 404)["error"]
+    for read, other in zip(reads, elsewhere):
+        if other:
+            problem = error_body("index_not_found_exception", f"no such index [{clipped(str(read.index))}]",
+                                 404)["error"]
             docs.append({"_index": read.index, "_id": read.doc_id, "error": problem})
         else:
             docs.append(document(backend.index, read.doc_id, sources[read.doc_id], read.source))
@@ -153,6 +168,11 @@ def _one_search(index: str | None, body: Any, search_id: str) -> dict[str, Any]:
         log.error("search backend failed in an _msearch: %s", error)
         return error_body("search_phase_execution_exception",
                           f"the search backend cannot answer: {public_reason(str(error))}", 503)
+    except (WorkerSetupError, PayloadError) as error:  # this search's window refused; one without a window is not
+        log.error("the scoring worker refused a search of an _msearch: %s", error)
+        return error_body("search_phase_execution_exception",
+                          f"the scoring worker refused the request: {public_reason(str(error))} (the gateway's log "
+                          "names the paths)", 503)
 
 
 @client_api.get("/_cluster/health")

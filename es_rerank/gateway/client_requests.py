@@ -15,7 +15,7 @@ from es_rerank.backends.base import QueryRefused
 from es_rerank.backends.highlight import filter_source, read_source_filter
 from es_rerank.gateway.errors import BadSearchRequest, clipped, excerpt
 from es_rerank.gateway.request_parts import read_json
-from es_rerank.gateway.search_request import url_source
+from es_rerank.gateway.search_request import check_parameters, url_source
 
 SourceFilter = tuple[tuple[str, ...], tuple[str, ...]] | None  # (includes, excludes); None: no _source
 # preference, routing, realtime and refresh choose a shard or a freshness; the gateway's index is one shard of
@@ -23,7 +23,7 @@ SourceFilter = tuple[tuple[str, ...], tuple[str, ...]] | None  # (includes, excl
 DOCUMENT_PARAMETERS = ("_source", "_source_includes", "_source_excludes", "preference", "routing", "realtime",
                        "refresh", "pretty", "human", "error_trace")
 MGET_DOC_KEYS = ("_index", "_id", "_source", "routing")
-MSEARCH_PARAMETERS = ("pretty", "human", "error_trace")
+MSEARCH_PARAMETERS = ("max_concurrent_searches", "pretty", "human", "error_trace")  # searches run one by one
 # Header keys that choose shards, caches or how a missing index is taken; none changes an answer here.
 MSEARCH_HEADER_KEYS = ("index", "preference", "routing", "request_cache", "search_type", "ignore_unavailable",
                        "allow_no_indices", "expand_wildcards", "allow_partial_search_results")
@@ -46,14 +46,6 @@ class OneSearch:
 
     index: str | None
     body: Mapping[str, Any]
-
-
-def check_parameters(route: str, params: Mapping[str, str], read: tuple[str, ...]) -> None:
-    """A 400 naming the first of the URL's ``params`` that ``route`` does not read, and those it does."""
-    unknown = next((name for name in params if name not in read), None)
-    if unknown is not None:
-        raise BadSearchRequest(f"request [{route}] contains unrecognized parameter: [{clipped(unknown)}]; it reads "
-                               f"{', '.join(read)}")
 
 
 def document_source(params: Mapping[str, str]) -> SourceFilter:

@@ -25,7 +25,7 @@ _URL_OR_PATH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*|(?:~|\.{1,2})?(?
 HIDDEN_PATH = "<path>"
 # On every answer, errors included: the header by which Elasticsearch's 8.x clients recognise a server.
 PRODUCT_HEADER = ("X-Elastic-Product", "Elasticsearch")
-SERVED_APIS = ("GET / (info), _search, _msearch, _count, GET /<index>, <index>/_mapping, "
+SERVED_APIS = ("GET / (info), _search, _msearch, _count, GET /<index>, <index>/_mapping, _alias/<name>, "
                "<index>/_doc/<id>, <index>/_source/<id>, _mget and _cluster/health (docs/elasticsearch-api.md)")
 
 
@@ -61,8 +61,16 @@ class DocumentNotFound(GatewayError):
     error_type = "resource_not_found_exception"
 
 
-class ReadOnlyGateway(GatewayError):
-    """A write or an administration of the index sent to the gateway, which serves reads only."""
+class AliasNotFound(GatewayError):
+    """``_alias/<name>`` of an alias the gateway does not serve."""
+
+    status = 404
+    error_type = "aliases_not_found_exception"
+
+
+class WriteRefused(GatewayError):
+    """A write or an administration of the index sent to the gateway, which serves reads only
+    (``writes.is_write`` tells them)."""
 
     status = 403
     error_type = "cluster_block_exception"

@@ -42,7 +42,9 @@ from es_rerank.text import tokenize
 SEARCHED_FIELD = "text"
 # URL parameters; pretty, human and error_trace change only how Elasticsearch formats a response, which this one
 # keeps as is.
-COUNT_PARAMETERS = ("q", "df", "default_operator", "pretty", "human", "error_trace")
+# ignore_unavailable, allow_no_indices and expand_wildcards say how index names resolve: one index here.
+COUNT_PARAMETERS = ("q", "df", "default_operator", "ignore_unavailable", "allow_no_indices", "expand_wildcards",
+                    "pretty", "human", "error_trace")
 URL_PARAMETERS = ("q", "df", "default_operator", "size", "from", "track_total_hits", "sort", "scroll", "_source",
                   "_source_includes", "_source_excludes", "pretty", "human", "error_trace")
 PAGING_KEYS = ("size", "from", "ext")  # read here; the rest of the body is the first stage's
@@ -104,7 +106,7 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
                  max_window: int = MAX_K) -> SearchRequest:
     """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for; the model's text of at
     most ``max_words`` words, a window of at most ``max_window`` hits."""
-    body = _body_object("_search", params, URL_PARAMETERS, body, EXAMPLE)
+    body = _body_object("/_search", params, URL_PARAMETERS, body, EXAMPLE)
     size = _count("size", params.get("size", body.get("size", DEFAULT_SIZE)))
     offset = _count("from", params.get("from", body.get("from", 0)))
     if offset + size > MAX_K:
@@ -146,7 +148,7 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
 def parse_count(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_MAX_WORDS) -> dict[str, Any]:
     """The first-stage body of a ``_count``: its ``query`` (the body's, or ``q=``'s), checked and bounded as a
     search's is; ``{}`` counts every document."""
-    body = _body_object("_count", params, COUNT_PARAMETERS, body, '{"query": {"match": {"text": "green tea"}}}')
+    body = _body_object("/_count", params, COUNT_PARAMETERS, body, '{"query": {"match": {"text": "green tea"}}}')
     extra = next((key for key in body if key != "query"), None)
     if extra is not None:
         raise BadSearchRequest(f"request does not support [{clipped(str(extra))}]: a _count body holds a query only")
@@ -161,13 +163,18 @@ def parse_count(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_M
     return {"query": query}
 
 
+def check_parameters(route: str, params: Mapping[str, str], read: tuple[str, ...]) -> None:
+    """A 400 naming the first of the URL's ``params`` that ``route`` does not read, and those it does."""
+    unknown = next((name for name in params if name not in read), None)
+    if unknown is not None:
+        raise BadSearchRequest(f"request [{route}] contains unrecognized parameter: [{clipped(unknown)}]; it reads "
+                               f"{', '.join(read)}")
+
+
 def _body_object(route: str, params: Mapping[str, str], read: tuple[str, ...], body: Any,
                  example: str) -> dict[str, Any]:
     """``body`` as an object (``{}`` when there is none), once ``params`` are known to hold only names ``read``."""
-    unknown = next((name for name in params if name not in read), None)
-    if unknown is not None:
-        raise BadSearchRequest(f"request [/{route}] contains unrecognized parameter: [{clipped(unknown)}]; this "
-                               f"gateway reads {', '.join(read)}")
+    check_parameters(route, params, read)
     if body is None:
         return {}
     if not isinstance(body, dict):

@@ -214,9 +214,11 @@ class SearchPipeline:
         fewer hits, 0 none; ``combination`` says how the window's scores combine.
         """
         window = self.window if window is None else min(window, self.window)
-        skipped_model = None if self.refine_while_skipped else self._skipping_model()
-        if skipped_model is not None:  # the cheapest answer during an outage: no window to retrieve or refine
-            window = 0
+        skipped_model = None
+        if window > 0 and self.reorders and not self.refine_while_skipped:
+            skipped_model = self._skipping_model()
+            if skipped_model is not None:  # the cheapest answer during an outage: no window to retrieve or refine
+                window = 0
         reorders = window > 0 and self.reorders
         depth = max(k, window) if reorders else k
         first_stage = None

@@ -81,3 +81,25 @@ def test_cluster_health_is_green_and_writes_are_refused(gateway, es_client):
     with pytest.raises(AuthorizationException):
         client.indices.delete(index=alias)
     assert es_client.get(index=index, id="1").body["_source"]["title"] == DOCS[0].title
+
+
+def test_documents_are_read_from_the_index_the_alias_names_after_a_prune(es_client, es_settings):
+    from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+    from es_rerank.gateway.app import create_app
+    from es_rerank.gateway.config import GatewaySettings
+    from es_rerank.ranking.pipeline import SearchPipeline
+    from es_rerank.ranking.served import ServedSearch
+    from index_setup.es_index import delete_old_versions, load_index
+
+    load_index(es_client, DOCS, es_settings, version="v1", progress=False)
+    backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    client = create_app(ServedSearch(SearchPipeline(backend, 0), check_every_s=3600),
+                        GatewaySettings(**es_settings.model_dump())).test_client()
+    load_index(es_client, DOCS, es_settings, version="v2", progress=False)
+    assert delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)  # v1, still served
+    alias = es_settings.es_alias
+    found = client.get(f"/{alias}/_doc/1")
+    assert found.status_code == 200 and found.get_json()["_source"] == DOCS[0].source()
+    assert found.get_json()["_index"].endswith("v2")  # the index the alias names now
+    docs = client.post(f"/{alias}/_mget", json={"ids": ["1", "nope"]}).get_json()["docs"]
+    assert [doc["found"] for doc in docs] == [True, False]

@@ -25,6 +25,7 @@ from es_rerank.gateway.config import GatewaySettings
 from es_rerank.ranking.feedback import FeedbackParams
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
+from es_rerank.payload import WorkerSetupError
 from index_setup.embedded_index import build_embedded_index
 from tests.gateway.test_query_dsl import DOCS
 
@@ -183,11 +184,25 @@ def test_writes_and_admin_calls_are_refused_as_read_only_and_change_nothing(es, 
     assert es.get(index=ALIAS, id="1").body["_source"] == DOCS[0].source()
 
 
-def test_an_api_the_gateway_does_not_serve_is_a_404_that_lists_those_it_does(es):
-    with pytest.raises(NotFoundError) as missing:
-        es.cat.indices()
+@pytest.mark.parametrize("call", [
+    lambda es: es.cat.indices(),
+    lambda es: es.scroll(scroll_id="abc", scroll="1m"),
+    lambda es: es.clear_scroll(scroll_id="abc"),
+    lambda es: es.open_point_in_time(index=ALIAS, keep_alive="1m"),
+    lambda es: es.field_caps(index=ALIAS, fields="*"),
+    lambda es: es.explain(index=ALIAS, id="1", query={"match_all": {}}),
+], ids=["cat.indices", "scroll", "clear_scroll", "open_point_in_time", "field_caps", "explain"])
+def test_a_read_the_gateway_does_not_serve_is_a_404_that_lists_those_it_does(es, call):
+    with pytest.raises(NotFoundError) as missing:  # not a 403: these read, they do not write
+        call(es)
     assert missing.value.body["error"]["type"] == "no_handler_found_exception"
     assert "_msearch" in missing.value.body["error"]["reason"]
+
+
+def test_the_alias_exists_and_names_the_served_index(es):
+    assert es.indices.exists_alias(name=ALIAS) and not es.indices.exists_alias(name="other")
+    assert es.indices.get_alias(name=ALIAS).body == {"v1": {"aliases": {ALIAS: {}}}}
+    assert es.indices.exists_alias(index=ALIAS, name=ALIAS)
 
 
 def test_the_limits_on_mget_and_msearch_are_400s_that_name_them(es):
@@ -248,6 +263,29 @@ def test_unknown_parameters_are_400s_naming_those_read(app):
         error = response.get_json()["error"]
         assert error["type"] == "parsing_exception" and "reads" in error["reason"] and "pretty" in error["reason"]
     assert "green, yellow or red" in client.get("/_cluster/health?wait_for_status=blue").get_json()["error"]["reason"]
+
+
+class _RefusingWorker:
+    """A reranker whose worker refuses every request (set up for another index)."""
+
+    name = "delta-32-lex3"
+
+    def __call__(self, *args):
+        raise WorkerSetupError("the worker serves index v0, not v1: start it with this ESRR_HOME")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_worker_refusal_fails_only_the_searches_of_an_msearch_that_ask_it(app, tmp_path):
+    backend = app.extensions["esrr.served"].pipeline().backend
+    refusing = create_app(ServedSearch(SearchPipeline(backend, 10, _RefusingWorker()), 3600),
+                          GatewaySettings(home=tmp_path)).test_client()
+    data = (b'{}\n{"query": {"match": {"text": "green tea"}}}\n'
+            b'{}\n{"query": {"bool": {"filter": [{"range": {"year": {"gte": 2005}}}]}}}\n')
+    first, second = refusing.post("/_msearch", data=data, content_type=NDJSON).get_json()["responses"]
+    assert first["status"] == 503 and "refused" in first["error"]["reason"]
+    assert second["status"] == 200 and second["hits"]["total"]["value"] == sum(1 for d in DOCS if (d.year or 0) >= 2005)
 
 
 class _BackendThatFails:

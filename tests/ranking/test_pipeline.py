@@ -268,3 +268,5 @@ def test_while_the_workers_are_skipped_the_window_is_refined_unless_told_otherwi
     assert reranker.windows == []  # not even asked
     answered = SearchPipeline(backend, 6, BoneFirst(), FEEDBACK, refine_while_skipped=False).rank(QUERY, 2)
     assert answered.fallback is None and answered.depth == 6  # a reranker that does not skip: reranked as ever
+    unranked = SearchPipeline(backend, 6, Skipping(), FEEDBACK, refine_while_skipped=False).rank(QUERY, 2, window=0)
+    assert unranked.fallback is None  # no window asked for: no model would have scored it, so no fallback
