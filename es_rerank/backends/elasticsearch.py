@@ -64,6 +64,7 @@ INTERNAL_FIELDS = [TEXT_FIELD, *TERM_FIELDS]  # never shown in a hit's _source
 PAGE_KEYS = ("highlight", "_source", "fields", "docvalue_fields", "stored_fields", "script_fields", "explain",
              "version", "seq_no_primary_term")  # what the fetch of the page reads
 BUILD_HINT = "build the index first: esrr index build --backend elasticsearch"
+SEARCH_CONTEXT_CALLS = ("scroll", "clear_scroll", "open_point_in_time", "close_point_in_time")
 
 
 def stats_root(settings: "CommonSettings") -> Path:
@@ -456,11 +457,22 @@ class ElasticsearchBackend:
         else:
             response, _ = self._on_served(lambda index: self.client.search(index=index, body=dict(body),
                                                                             **params).body)
-        for hit in response.get("hits", {}).get("hits", []):
-            if isinstance(hit.get("_source"), dict):
-                for name in INTERNAL_FIELDS:
-                    hit["_source"].pop(name, None)
-        return response
+        return _without_internal_fields(response)
+
+    def search_context(self, action: str, body: Mapping[str, Any], keep_alive: str | None = None) -> tuple[int, dict]:
+        """Elasticsearch's own status and answer to a scroll's or a point in time's call (``SEARCH_CONTEXT_CALLS``):
+        the next page of a scroll a passed-through search started, clearing it, opening a point in time on the
+        served index, closing one. An answer Elasticsearch refuses (an expired scroll: 404) comes back as it is."""
+        if action not in SEARCH_CONTEXT_CALLS:
+            raise ValueError(f"{action!r} is none of {SEARCH_CONTEXT_CALLS}")
+        client = self.client.options(ignore_status=(400, 404))
+        if action == "open_point_in_time":
+            answer, _ = self._on_served(lambda index: client.open_point_in_time(index=index, keep_alive=keep_alive))
+        else:
+            with translate_errors(self.client):
+                answer = getattr(client, action)(body=dict(body))
+        body_out = answer.body if isinstance(answer.body, dict) else {"error": str(answer.body)[:300]}
+        return answer.meta.status, _without_internal_fields(body_out)
 
     @staticmethod
     def _hit(hit: dict, served: _Served) -> Hit:
@@ -474,6 +486,15 @@ class ElasticsearchBackend:
         except StatsError as error:  # a document written to the index behind esrr's back
             raise BackendError(f"index {served.index!r} returned a hit its statistics lack: {error}") from None
         return Hit(doc_id, float(score), source.get("title") or "", terms)
+
+
+def _without_internal_fields(response: dict) -> dict:
+    """A search response with the fields esrr keeps for itself (``text``, the term ids) left out of each hit."""
+    for hit in response.get("hits", {}).get("hits", []):
+        if isinstance(hit.get("_source"), dict):
+            for name in INTERNAL_FIELDS:
+                hit["_source"].pop(name, None)
+    return response
 
 
 def _without_internal(source: Any) -> Any:

@@ -1,5 +1,6 @@
 """The calls an Elasticsearch client makes besides ``_search``: the index, ``_count``, documents, ``_mget``,
-``_msearch`` and ``_cluster/health``, answered as Elasticsearch 8 answers them; writes refused.
+``_msearch``, scrolls and points in time (Elasticsearch backend) and ``_cluster/health``, answered as
+Elasticsearch 8 answers them; writes refused.
 
 An application pointed at the gateway checks that its index exists (``HEAD /<index>``),
 reads its mapping, counts, fetches the documents a page links to (``_doc``, ``_mget``),
@@ -25,6 +26,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import NotFound
 
 from es_rerank.backends.base import BackendError, SearchBackend
+from es_rerank.backends.query_tree import ON_ELASTICSEARCH
 from es_rerank.gateway.client_requests import (MSEARCH_PARAMETERS, check_id, document, document_source, read_mget,
                                                read_msearch)
 from es_rerank.gateway.errors import (AliasNotFound, BadSearchRequest, DocumentNotFound, GatewayError, clipped,
@@ -33,13 +35,15 @@ from es_rerank.gateway.health import health_body
 from es_rerank.gateway.index_names import ANY_INDEX, unserved_name
 from es_rerank.gateway.request_parts import QUERY_ID_HEADER, json_body, query_id
 from es_rerank.gateway.search_request import check_parameters, parse_count, url_parameters
-from es_rerank.gateway.searching import check_index, run_search
+from es_rerank.gateway.searching import check_index, in_elasticsearchs_order, run_search
 from es_rerank.payload import PayloadError, WorkerSetupError
 
 client_api = Blueprint("client_api", __name__)
 log = logging.getLogger(__name__)
 SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
 HEALTH_ORDER = ("red", "yellow", "green")
+SCROLL_PARAMETERS = ("scroll", "scroll_id", "pretty", "human", "error_trace")
+PIT_PARAMETERS = ("keep_alive", "pretty", "human", "error_trace")
 HEALTH_PARAMETERS = ("wait_for_status", "timeout", "master_timeout", "level", "local", "wait_for_active_shards",
                      "wait_for_nodes", "wait_for_events", "wait_for_no_relocating_shards",
                      "wait_for_no_initializing_shards", "pretty", "human", "error_trace")
@@ -173,6 +177,65 @@ def _one_search(index: str | None, body: Any, search_id: str) -> dict[str, Any]:
         return error_body("search_phase_execution_exception",
                           f"the scoring worker refused the request: {public_reason(str(error))} (the gateway's log "
                           "names the paths)", 503)
+
+
+@client_api.route("/_search/scroll", methods=["GET", "POST", "DELETE"])
+@client_api.route("/_search/scroll/<scroll_id>", methods=["GET", "POST", "DELETE"])
+def scroll(scroll_id: str | None = None) -> tuple[Response, int]:
+    """``_search/scroll``: the next page of a scroll that a search on the Elasticsearch backend started (in
+    Elasticsearch's order, not reranked), or with ``DELETE`` its clearing; Elasticsearch's answer as it is."""
+    params = url_parameters(request.query_string)
+    check_parameters("/_search/scroll", params, SCROLL_PARAMETERS)
+    body = _context_body({**({"scroll_id": scroll_id} if scroll_id else {}),
+                          **{name: params[name] for name in ("scroll", "scroll_id") if name in params}})
+    if request.method == "DELETE":
+        status, answer = _search_contexts()("clear_scroll", body)
+        return jsonify(answer), status
+    status, answer = _search_contexts()("scroll", body)
+    if status == 200:
+        answer = in_elasticsearchs_order(answer, "a scroll's pages are Elasticsearch's order, not reranked")
+    return jsonify(answer), status
+
+
+@client_api.post("/<index>/_pit")
+def open_point_in_time(index: str) -> tuple[Response, int]:
+    """``POST /<index>/_pit``: a point in time on the served index of the Elasticsearch backend, for searches
+    that page it with ``pit`` (in Elasticsearch's order, not reranked)."""
+    _served_backend(index)
+    params = url_parameters(request.query_string)
+    check_parameters(f"/{clipped(index)}/_pit", params, PIT_PARAMETERS)
+    if not params.get("keep_alive"):
+        raise BadSearchRequest("[keep_alive] is required to open a point in time, as in /esrr-docs/_pit?keep_alive=1m")
+    status, answer = _search_contexts()("open_point_in_time", {}, params["keep_alive"])
+    return jsonify(answer), status
+
+
+@client_api.delete("/_pit")
+def close_point_in_time() -> tuple[Response, int]:
+    """``DELETE /_pit``: close a point in time opened here; Elasticsearch's answer as it is."""
+    check_parameters("/_pit", url_parameters(request.query_string), ("pretty", "human", "error_trace"))
+    status, answer = _search_contexts()("close_point_in_time", _context_body({}))
+    return jsonify(answer), status
+
+
+def _search_contexts() -> Any:
+    """The backend's calls on scrolls and points in time; a 400 naming the backend that serves them elsewhere."""
+    calls = getattr(_backend(), "search_context", None)  # only Elasticsearch keeps search contexts
+    if calls is None:
+        raise BadSearchRequest(f"scrolls and points in time are {ON_ELASTICSEARCH}; the embedded backend pages "
+                               "with from and size (the first 1,000 hits)")
+    return calls
+
+
+def _context_body(from_url: dict[str, str]) -> dict[str, Any]:
+    """A scroll's or a point in time's JSON body (an object), with what the URL gave added."""
+    body = json_body()
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise BadSearchRequest(f"the request body is a JSON {type(body).__name__}, not an object; send "
+                               '{"scroll_id": "...", "scroll": "1m"} or {"id": "..."}')
+    return {**body, **from_url}
 
 
 @client_api.get("/_cluster/health")

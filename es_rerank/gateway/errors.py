@@ -26,7 +26,8 @@ HIDDEN_PATH = "<path>"
 # On every answer, errors included: the header by which Elasticsearch's 8.x clients recognise a server.
 PRODUCT_HEADER = ("X-Elastic-Product", "Elasticsearch")
 SERVED_APIS = ("GET / (info), _search, _msearch, _count, GET /<index>, <index>/_mapping, _alias/<name>, "
-               "<index>/_doc/<id>, <index>/_source/<id>, _mget and _cluster/health (docs/elasticsearch-api.md)")
+               "<index>/_doc/<id>, <index>/_source/<id>, _mget, _search/scroll, <index>/_pit and _cluster/health "
+               "(docs/elasticsearch-api.md)")
 
 
 class GatewayError(Exception):

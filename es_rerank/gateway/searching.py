@@ -65,12 +65,17 @@ def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) ->
         response = passthrough({**asked.body, "from": asked.offset, "size": asked.size}, asked.passthrough)
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
+    response["took"] = round((time.perf_counter() - started) * 1000)
+    return in_elasticsearchs_order(response, asked.skipped or "")
+
+
+def in_elasticsearchs_order(response: dict[str, Any], why: str) -> dict[str, Any]:
+    """Elasticsearch's answer with each hit marked as not reranked and ``esrr`` saying why (a sort, a scroll)."""
     for hit in response.get("hits", {}).get("hits", []):
         score = hit.get("_score")
         hit["fields"] = {**hit.get("fields", {}), "bm25_score": [score] if score is not None else [],
                          "reranked": [False]}
-    response["took"] = round((time.perf_counter() - started) * 1000)
-    response["esrr"] = {"ranker": "Elasticsearch", "skipped": asked.skipped}
+    response["esrr"] = {"ranker": "Elasticsearch", "skipped": why}
     return response
 
 

@@ -9,7 +9,7 @@ The embedded backend's answers are in ``tests/gateway/test_client_calls.py``.
 from __future__ import annotations
 
 import pytest
-from elasticsearch import AuthorizationException, NotFoundError
+from elasticsearch import AuthorizationException, NotFoundError, helpers
 
 from es_rerank.backends.elasticsearch import TERM_FIELDS
 from tests.gateway.test_client_calls import _ids_with
@@ -71,6 +71,23 @@ def test_msearch_reranks_each_search_as_search_does(gateway):
     assert [hit["_id"] for hit in responses[0]["hits"]["hits"]] == [hit["_id"] for hit in alone["hits"]["hits"]]
     assert responses[0]["aggregations"] == alone["aggregations"]
     assert all(hit["fields"]["reranked"] == [True] for hit in responses[0]["hits"]["hits"])
+
+
+def test_a_scroll_and_a_point_in_time_page_through_elasticsearch_in_its_order(gateway):
+    client, alias, _ = gateway
+    first = client.search(index=alias, scroll="1m", size=2, query={"match": {"text": "tea"}}).body
+    assert "sorts by" not in str(first["esrr"]) and "scroll" in first["esrr"]["skipped"]
+    second = client.scroll(scroll_id=first["_scroll_id"], scroll="1m").body
+    assert second["hits"]["hits"] and second["esrr"]["ranker"] == "Elasticsearch"
+    assert all(hit["fields"]["reranked"] == [False] and "text" not in hit["_source"] for hit in second["hits"]["hits"])
+    assert client.clear_scroll(scroll_id=first["_scroll_id"]).body["succeeded"]
+    with_tea = {doc.doc_id for doc in DOCS if "tea" in f"{doc.title} {doc.abstract}".lower().split()}
+    scanned = helpers.scan(client, index=alias, query={"query": {"match": {"text": "tea"}}}, size=2)
+    assert {hit["_id"] for hit in scanned} == with_tea  # helpers.scan: every page of the scroll
+    pit = client.open_point_in_time(index=alias, keep_alive="1m").body["id"]
+    paged = client.search(pit={"id": pit, "keep_alive": "1m"}, sort=[{"doc_id": "asc"}], size=2).body
+    assert [hit["_id"] for hit in paged["hits"]["hits"]] == sorted(doc.doc_id for doc in DOCS)[:2]
+    assert client.close_point_in_time(id=pit).body["succeeded"]
 
 
 def test_cluster_health_is_green_and_writes_are_refused(gateway, es_client):

@@ -185,13 +185,22 @@ def test_writes_and_admin_calls_are_refused_as_read_only_and_change_nothing(es, 
 
 
 @pytest.mark.parametrize("call", [
-    lambda es: es.cat.indices(),
     lambda es: es.scroll(scroll_id="abc", scroll="1m"),
     lambda es: es.clear_scroll(scroll_id="abc"),
     lambda es: es.open_point_in_time(index=ALIAS, keep_alive="1m"),
+    lambda es: es.close_point_in_time(id="abc"),
+], ids=["scroll", "clear_scroll", "open_point_in_time", "close_point_in_time"])
+def test_scrolls_and_points_in_time_are_400s_naming_the_backend_that_serves_them(es, call):
+    with pytest.raises(BadRequestError) as refused:
+        call(es)
+    assert "Elasticsearch backend" in refused.value.body["error"]["reason"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda es: es.cat.indices(),
     lambda es: es.field_caps(index=ALIAS, fields="*"),
     lambda es: es.explain(index=ALIAS, id="1", query={"match_all": {}}),
-], ids=["cat.indices", "scroll", "clear_scroll", "open_point_in_time", "field_caps", "explain"])
+], ids=["cat.indices", "field_caps", "explain"])
 def test_a_read_the_gateway_does_not_serve_is_a_404_that_lists_those_it_does(es, call):
     with pytest.raises(NotFoundError) as missing:  # not a 403: these read, they do not write
         call(es)

@@ -102,7 +102,8 @@ def test_any_url_gets_an_answer_or_a_short_4xx(client, params, index):
 @given(data=st.binary(max_size=2000), path=st.sampled_from(["/_search", "/esrr-docs/_search", "/", "/_esrr/health",
                                                              "/_count", "/_esrr/reload", "/_msearch", "/_mget",
                                                              "/esrr-docs/_mget", "/esrr-docs/_doc/a", "/esrr-docs",
-                                                             "/_cluster/health", "/esrr-docs/_source/b"]),
+                                                             "/_cluster/health", "/esrr-docs/_source/b",
+                                                             "/_search/scroll", "/esrr-docs/_pit", "/_pit"]),
        method=st.sampled_from(["GET", "POST", "PUT", "DELETE"]))
 def test_any_bytes_on_any_route_get_an_answer_or_a_short_4xx(client, data, path, method):
     _check(*_timed(client, path=path, method=method, data=data, content_type="application/json"),
