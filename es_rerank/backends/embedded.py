@@ -189,11 +189,16 @@ class EmbeddedBackend:
         """The served index's term statistics."""
         return self._stats
 
+    def _check_unchanged(self) -> None:
+        """``BackendError`` when the statistics' files changed on disk: checked before a read that a cut file would
+        end in SIGBUS."""
+        if (change := self._stats.changed_files()) is not None:
+            raise BackendError(change)
+
     def search(self, query: str, k: int) -> list[Hit]:
         """Top-``k`` hits by BM25, best first; equal scores ordered by ascending doc id."""
         check_k(k)
-        if (change := self._stats.changed_files()) is not None:  # before a read that a cut file would end in SIGBUS
-            raise BackendError(change)
+        self._check_unchanged()
         terms = sorted(set(tokenize(query)))
         if not terms or self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
             return []
@@ -250,8 +255,7 @@ class EmbeddedBackend:
     def first_stage(self, prepared: EmbeddedSearch, k: int) -> FirstStage:
         """The top-``k`` hits of a prepared search, its hit count and aggregations."""
         check_k(k)
-        if (change := self._stats.changed_files()) is not None:  # before a read that a cut file would end in SIGBUS
-            raise BackendError(change)
+        self._check_unchanged()
         if self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
             return FirstStage([], {"value": 0, "relation": "eq"} if prepared.total_limit is not None else None,
                               _empty_aggs(prepared.aggs), _SHARDS)
@@ -294,16 +298,14 @@ class EmbeddedBackend:
 
     def count(self, prepared: EmbeddedSearch) -> int:
         """How many documents a prepared search's query matches."""
-        if (change := self._stats.changed_files()) is not None:
-            raise BackendError(change)
+        self._check_unchanged()
         if self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
             return 0
         return self._searcher.search(prepared.query, 1, count=True).count
 
     def sources(self, doc_ids: Sequence[str]) -> list[dict[str, Any] | None]:
         """Each document's stored ``_source`` in the order asked (None for an id not in this version): one search."""
-        if (change := self._stats.changed_files()) is not None:
-            raise BackendError(change)
+        self._check_unchanged()
         wanted = sorted(set(doc_ids))
         if not wanted or self._stats.n_docs == 0:
             return [None] * len(doc_ids)

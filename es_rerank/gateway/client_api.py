@@ -34,7 +34,7 @@ from es_rerank.gateway.errors import (AliasNotFound, BadSearchRequest, DocumentN
 from es_rerank.gateway.health import health_body
 from es_rerank.gateway.index_names import ANY_INDEX, unserved_name
 from es_rerank.gateway.request_parts import QUERY_ID_HEADER, json_body, query_id
-from es_rerank.gateway.search_request import check_parameters, parse_count, url_parameters
+from es_rerank.gateway.search_request import body_object, check_parameters, parse_count, url_parameters
 from es_rerank.gateway.searching import check_index, in_elasticsearchs_order, run_search
 from es_rerank.payload import PayloadError, WorkerSetupError
 
@@ -229,12 +229,7 @@ def _search_contexts() -> Any:
 
 def _context_body(from_url: dict[str, str]) -> dict[str, Any]:
     """A scroll's or a point in time's JSON body (an object), with what the URL gave added."""
-    body = json_body()
-    if body is None:
-        body = {}
-    if not isinstance(body, dict):
-        raise BadSearchRequest(f"the request body is a JSON {type(body).__name__}, not an object; send "
-                               '{"scroll_id": "...", "scroll": "1m"} or {"id": "..."}')
+    body = body_object(json_body(), '{"scroll_id": "...", "scroll": "1m"} or {"id": "..."}')
     return {**body, **from_url}
 
 

@@ -83,10 +83,7 @@ def read_mget(body: Any, params: Mapping[str, str], path_index: str | None, max_
 def _mget_doc(item: Any, n: int, path_index: str | None, default: SourceFilter) -> DocumentRead:
     if not isinstance(item, dict):
         raise BadSearchRequest(f"docs[{n}] must be an object such as {{\"_id\": \"1\"}}, got {excerpt(item)}")
-    unknown = next((key for key in item if key not in MGET_DOC_KEYS), None)
-    if unknown is not None:
-        raise BadSearchRequest(f"docs[{n}] has unknown key [{clipped(str(unknown))}]; it reads "
-                               f"{', '.join(MGET_DOC_KEYS)}")
+    _check_keys(f"docs[{n}]", item, MGET_DOC_KEYS)
     index = item.get("_index")
     if index is not None and not isinstance(index, str):
         raise BadSearchRequest(f"docs[{n}]._index must be an index name, got {excerpt(index)}")
@@ -134,10 +131,7 @@ def _header_index(header: Any, line: int, path_index: str | None) -> str | None:
     if not isinstance(header, dict):
         raise BadSearchRequest(f"line {line} of the _msearch body must be a header object such as "
                                f'{{"index": "esrr-docs"}} or {{}}, got {excerpt(header)}')
-    unknown = next((key for key in header if key not in MSEARCH_HEADER_KEYS), None)
-    if unknown is not None:
-        raise BadSearchRequest(f"the header on line {line} has unknown key [{clipped(str(unknown))}]; it reads "
-                               f"{', '.join(MSEARCH_HEADER_KEYS)}")
+    _check_keys(f"the header on line {line}", header, MSEARCH_HEADER_KEYS)
     index = header.get("index", path_index)
     if isinstance(index, list) and index and all(isinstance(name, str) for name in index):
         return ",".join(index)
@@ -158,6 +152,13 @@ def document(index: str, doc_id: str, source: Mapping[str, Any] | None, wanted: 
     if wanted is not None:
         shown["_source"] = filter_source(source, wanted)
     return shown
+
+
+def _check_keys(where: str, item: Mapping[str, Any], read: tuple[str, ...]) -> None:
+    """A 400 naming the first key of ``item`` that is none of ``read``, and those that are."""
+    unknown = next((key for key in item if key not in read), None)
+    if unknown is not None:
+        raise BadSearchRequest(f"{where} has unknown key [{clipped(str(unknown))}]; it reads {', '.join(read)}")
 
 
 def _source_filter(spec: Any) -> SourceFilter:

@@ -175,6 +175,11 @@ def _body_object(route: str, params: Mapping[str, str], read: tuple[str, ...], b
                  example: str) -> dict[str, Any]:
     """``body`` as an object (``{}`` when there is none), once ``params`` are known to hold only names ``read``."""
     check_parameters(route, params, read)
+    return body_object(body, example)
+
+
+def body_object(body: Any, example: str) -> dict[str, Any]:
+    """A decoded JSON body as an object, ``{}`` when there is none; a 400 showing ``example`` when it is no object."""
     if body is None:
         return {}
     if not isinstance(body, dict):
