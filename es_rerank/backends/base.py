@@ -73,8 +73,9 @@ class SearchBackend(Protocol):
         """The top-``k`` hits of a prepared body by its query's scores, best first, ties by ascending doc id."""
         ...
 
-    def page(self, prepared: Any, hits: Sequence[Hit]) -> list[dict[str, Any]]:
-        """Each hit's ``_source`` (filtered as the body asks) and ``highlight``, read for the page shown only."""
+    def page(self, prepared: Any, hits: Sequence[Hit], max_bytes: int | None = None) -> list[dict[str, Any]]:
+        """Each hit's ``_source`` (filtered as the body asks) and ``highlight``, read for the page shown only;
+        ``answer_budget.AnswerTooLarge`` once they weigh over ``max_bytes``."""
         ...
 
     def count(self, prepared: Any) -> int:

@@ -35,6 +35,7 @@ and phrases mean the same on both backends.
 
 from __future__ import annotations
 
+import json
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from elasticsearch import (
 from elasticsearch import ConnectionError as ESConnectionError
 from elasticsearch import ConnectionTimeout
 
+from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
 from es_rerank.stats import CorpusStats, StatsError
 
@@ -396,8 +398,12 @@ class ElasticsearchBackend:
         return FirstStage([self._hit(hit, served) for hit in hits.get("hits", [])], hits.get("total"),
                           response.get("aggregations"), response.get("_shards"), bool(response.get("timed_out")))
 
-    def page(self, prepared: Mapping[str, Any] | None, hits: Sequence[Hit]) -> list[dict[str, Any]]:
-        """Each hit's ``_source``, ``highlight`` and ``fields`` as the body asks, fetched for these hits only."""
+    def page(self, prepared: Mapping[str, Any] | None, hits: Sequence[Hit],
+             max_bytes: int | None = None) -> list[dict[str, Any]]:
+        """Each hit's ``_source``, ``highlight`` and ``fields`` as the body asks, fetched for these hits only.
+
+        Elasticsearch filters and highlights; ``max_bytes`` bounds what the gateway passes on (``AnswerTooLarge``).
+        """
         prepared = prepared or {}
         if not hits:
             return []
@@ -410,8 +416,12 @@ class ElasticsearchBackend:
         request["from"] = 0
         response, _ = self._on_served(lambda index: self.client.search(index=index, body=request).body)
         found = {hit["_id"]: hit for hit in response["hits"]["hits"]}
-        return [{key: found[doc_id][key] for key in ("_source", "highlight", "fields", "_explanation", "_version")
-                 if key in found.get(doc_id, {})} for doc_id in ids]
+        shown = [{key: found[doc_id][key] for key in ("_source", "highlight", "fields", "_explanation", "_version")
+                  if key in found.get(doc_id, {})} for doc_id in ids]
+        if max_bytes is not None:
+            AnswerBudget(max_bytes, len(ids)).spend(len(ids) * HIT_ENVELOPE_BYTES
+                                                    + len(json.dumps(shown, ensure_ascii=False)))
+        return shown
 
     def count(self, prepared: Mapping[str, Any]) -> int:
         """Elasticsearch's count of the documents the prepared body's query matches."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import combinations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -26,7 +27,9 @@ from typing import Any, Mapping, Sequence
 import tantivy
 
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
-from es_rerank.backends.highlight import FieldHighlight, filter_source, highlight, read_highlight, read_source_filter
+from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, check_estimate
+from es_rerank.backends.highlight import (FieldHighlight, SourceFilter, filter_source, highlight, read_highlight,
+                                         read_source_filter)
 from es_rerank.backends.query_dsl import read_query
 from es_rerank.backends.query_tree import (
     AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Keyword, MatchAll, MatchNone, Node, Pattern, Phrase,
@@ -60,6 +63,7 @@ MAPPING_PROPERTIES = {
     "metadata": {"type": "object", "enabled": False},
 }
 BODY_KEYS = ("query", "post_filter", "aggs", "aggregations", "track_total_hits", "_source", "highlight")
+SOURCE_SAMPLE = 1000  # stored documents read to estimate an answer's weight (ESRR_GATEWAY_MAX_ANSWER_BYTES)
 DEFAULT_TOTAL_LIMIT = 10_000  # Elasticsearch counts hits exactly up to 10,000 unless track_total_hits says otherwise
 
 
@@ -102,7 +106,7 @@ class EmbeddedSearch:
     aggs_query: tantivy.Query  # without the post_filter: what the aggregations count, as in Elasticsearch
     aggs: Mapping[str, Any] | None
     total_limit: int | None  # hits counted exactly up to this; None: not counted (track_total_hits false)
-    source: tuple[tuple[str, ...], tuple[str, ...]] | None  # _source includes, excludes; None: no _source
+    source: SourceFilter | None  # _source includes, excludes; None: no _source
     highlight: tuple[FieldHighlight, ...]
     words: frozenset[str]  # the text clauses' words, which the highlight marks
 
@@ -270,22 +274,47 @@ class EmbeddedBackend:
                                             prepared.aggs)
         return FirstStage(self._ranked(scored, k), total, aggregations, _SHARDS)
 
-    def page(self, prepared: EmbeddedSearch | None, hits: Sequence[Hit]) -> list[dict[str, Any]]:
-        """Each hit's ``_source`` (filtered) and ``highlight``, read from the stored documents of these hits only."""
+    def page(self, prepared: EmbeddedSearch | None, hits: Sequence[Hit],
+             max_bytes: int | None = None) -> list[dict[str, Any]]:
+        """Each hit's ``_source`` (filtered) and ``highlight``, read from the stored documents of these hits only.
+
+        ``max_bytes`` bounds what is rendered: ``AnswerTooLarge`` as soon as the page passes it.
+        """
+        patterns = prepared.source if prepared is not None else SourceFilter((), ())
+        marks = prepared.highlight if prepared is not None else ()
+        budget = AnswerBudget(max_bytes, len(hits)) if max_bytes is not None else None
         shown = []
         for hit in hits:
-            source = self.source(hit)
+            stored = self._stored_bytes(hit)
+            source = json.loads(stored)
             entry: dict[str, Any] = {}
-            patterns = prepared.source if prepared is not None else ((), ())
             if patterns is not None:
                 entry["_source"] = filter_source(source, patterns)
-            if prepared is not None and prepared.highlight:
-                marked = {field.name: fragments for field in prepared.highlight
-                          if (fragments := highlight(str(source.get(field.name, "")), prepared.words, field))}
-                if marked:
-                    entry["highlight"] = marked
+            if budget is not None:  # before the highlight's work, which the budget left may not cover
+                budget.spend(HIT_ENVELOPE_BYTES + (len(stored) if patterns == ((), ()) else
+                                                   len(json.dumps(entry.get("_source", {}), ensure_ascii=False))))
+            marked = {field.name: fragments for field in marks
+                      if (fragments := highlight(str(source.get(field.name, "")), prepared.words, field))}
+            if marked:
+                entry["highlight"] = marked
+                if budget is not None:
+                    budget.spend(sum(len(name) + 8 + sum(len(fragment) + 3 for fragment in fragments)
+                                     for name, fragments in marked.items()))
             shown.append(entry)
         return shown
+
+    def check_answer(self, prepared: EmbeddedSearch, hits: int, max_bytes: int) -> None:
+        """``AnswerTooLarge`` before any work when ``hits`` hits of ``prepared`` would weigh over ``max_bytes``."""
+        check_estimate(hits, self.mean_source_bytes, prepared.source is not None, prepared.highlight, max_bytes)
+
+    @cached_property
+    def mean_source_bytes(self) -> float:
+        """The mean weight of a stored ``_source``, from up to ``SOURCE_SAMPLE`` documents (read once per version)."""
+        if self._stats.n_docs == 0:
+            return 0.0
+        self._check_unchanged()
+        sample = self._searcher.search(tantivy.Query.all_query(), min(SOURCE_SAMPLE, self._stats.n_docs)).hits
+        return sum(len(self._searcher.doc(address)["source"][0]) for _, address in sample) / max(len(sample), 1)
 
     def source(self, hit: Hit) -> dict[str, Any]:
         """The stored ``_source`` of one hit (found by its address, else by its id)."""
@@ -315,6 +344,12 @@ class EmbeddedBackend:
 
     def _stored_source(self, address: Any) -> dict[str, Any]:
         return json.loads(self._searcher.doc(address)["source"][0])
+
+    def _stored_bytes(self, hit: Hit) -> bytes:
+        """The stored ``_source`` JSON of one hit, as written (found by its address, else by its id)."""
+        if hit.address is not None:
+            return self._searcher.doc(hit.address)["source"][0]
+        return json.dumps(self.source(hit), ensure_ascii=False).encode("utf-8")
 
     def description(self) -> dict[str, Any]:
         """The mappings of what this index searches, filters and stores, and its settings, as Elasticsearch shows

@@ -42,7 +42,9 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
     app.config.update(ESRR_ALIAS=settings.es_alias, MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
                       ESRR_MAX_QUERY_WORDS=settings.gateway_max_query_words,
                       ESRR_MAX_MGET_DOCS=settings.gateway_max_mget_docs,
-                      ESRR_MAX_MSEARCH_SEARCHES=settings.gateway_max_msearch_searches)
+                      ESRR_MAX_MSEARCH_SEARCHES=settings.gateway_max_msearch_searches,
+                      ESRR_MAX_ANSWER_BYTES=settings.gateway_max_answer_bytes,
+                      ESRR_MAX_SOURCE_PATTERNS=settings.gateway_max_source_patterns)
     app.json.sort_keys = False  # keep Elasticsearch's key order
     metrics = GatewayMetrics()
     app.extensions["esrr.served"] = served

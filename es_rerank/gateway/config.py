@@ -42,3 +42,9 @@ class GatewaySettings(BrokerSettings):
                                        "is a 400 naming the limit")
     gateway_max_msearch_searches: int = Field(20, ge=1, le=1000, description="most searches one _msearch runs "
                                               "(one after another); more is a 400 naming the limit")
+    # What one search's answer may cost (es_rerank/backends/answer_budget.py); docs/operations.md has the figures.
+    gateway_max_answer_bytes: int = Field(8 << 20, ge=64 << 10, le=1 << 30, description="heaviest answer one "
+                                          "search may render: over it (estimated before the search, or counted "
+                                          "while the page is rendered) is a 400 naming the limit")
+    gateway_max_source_patterns: int = Field(256, ge=1, le=10_000, description="most _source include and "
+                                             "exclude patterns one search may list; more is a 400 naming the limit")

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from flask import current_app
 
 from es_rerank.backends.base import QueryRefused
+from es_rerank.backends.highlight import source_patterns
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import GatewayMetrics
@@ -35,18 +36,23 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     pipeline = served.pipeline()
     backend = pipeline.backend
     check_index(index, backend.index)
+    check_source_patterns(params, body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
     asked = parse_search(params, body, current_app.config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
+    max_bytes = current_app.config["ESRR_MAX_ANSWER_BYTES"]
     started = time.perf_counter()
     passthrough = getattr(backend, "passthrough", None)  # a backend that can answer in its own order
     if asked.sorted_elsewhere and passthrough is not None:
         return _in_backend_order(passthrough, asked, started)
     try:
         prepared = backend.prepare(asked.body)
+        check_answer = getattr(backend, "check_answer", None)  # a backend that can weigh its answer beforehand
+        if check_answer is not None:
+            check_answer(prepared, asked.size, max_bytes)
         ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage, prepared=prepared,
                                 window=0 if asked.skipped or not asked.size else asked.window,  # size 0: counts
                                 combination=asked.combination)
         page = ranking.ranked[asked.offset:asked.offset + asked.size]
-        shown = backend.page(prepared, [item.hit for item in page])
+        shown = backend.page(prepared, [item.hit for item in page], max_bytes)
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     took = time.perf_counter() - started
@@ -67,6 +73,19 @@ def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) ->
         raise BadSearchRequest(str(error)) from None
     response["took"] = round((time.perf_counter() - started) * 1000)
     return in_elasticsearchs_order(response, asked.skipped or "")
+
+
+def check_source_patterns(params: Mapping[str, str], body: Any, limit: int) -> None:
+    """``BadSearchRequest`` when the ``_source`` of the URL and the body list more than ``limit`` patterns (before
+    the request is parsed)."""
+    listed = sum(len([name for name in params.get(key, "").split(",") if name])
+                 for key in ("_source", "_source_includes", "_source_excludes"))
+    if isinstance(body, dict):
+        listed += source_patterns(body.get("_source"))
+    if listed > limit:
+        raise BadSearchRequest(f"_source lists {listed} patterns, over the gateway's limit of {limit} "
+                               f"(ESRR_GATEWAY_MAX_SOURCE_PATTERNS={limit}); name the fields wanted, or use a "
+                               "wildcard such as \"meta*\" for many")
 
 
 def in_elasticsearchs_order(response: dict[str, Any], why: str) -> dict[str, Any]:
