@@ -10,7 +10,10 @@ late drops it instead of scoring for nobody, and the caller stops waiting then.
 No answer in time, or no broker, raises ``ScoringUnavailable``: the pipeline keeps
 BM25's order for that query and says why. A worker that refuses the request
 (``PayloadError``, ``WorkerSetupError``) would refuse every query the same way, so that
-passes through with its fix.
+passes through with its fix. A result once read (or given up on) is deleted from the result
+backend (``AsyncResult.forget``): nobody reads it again, and each kept 6.5 KB in Redis for
+``ESRR_RESULT_EXPIRES_S``; only a worker's answer that comes after its caller gave up stays
+that long.
 
 Outages: a ``breaker.CircuitBreaker`` stops sending after repeated failures (searches
 then fall back at once, before any request is built). And a task nobody waits for must
@@ -203,37 +206,45 @@ class WorkerReranker:
             self._sending.release()
 
     def _answer(self, payload: dict[str, Any], deadline: float) -> Any:
-        """The task's result, by ``deadline`` (a ``time.monotonic`` time)."""
+        """The task's result, by ``deadline`` (a ``time.monotonic`` time); its stored result is deleted once read."""
         # Our own id: a send that fails half-way has subscribed to it, and must unsubscribe.
         pending = self.client.AsyncResult(str(uuid.uuid4()))
         unreachable = (OperationalError, RuntimeError, *REDIS_ERRORS,
                        *getattr(self.client.backend, "connection_errors", ()))
         try:
             self._send(payload, pending.id, deadline)
-            return pending.get(timeout=max(deadline - time.monotonic(), 0.001))
+            result = pending.get(timeout=max(deadline - time.monotonic(), 0.001))
         except CeleryTimeoutError:
-            self._forget(pending)
+            self._forget(pending, unreachable, stored=True)  # a result the worker stores later lives result_expires_s
             raise ScoringUnavailable(f"no worker answered on queue {self.queue!r} at {self.broker} within "
                                      f"{self.deadline_s:g} s; start one with `esrr worker start`, or raise "
                                      "ESRR_SCORE_DEADLINE_S") from None
         except ScoringUnavailable:  # refused before it was sent: nothing subscribed to forget
             raise
         except TaskRevokedError:  # it expired in the queue: the workers were busy
+            self._forget(pending, unreachable, stored=True)
             raise ScoringUnavailable(f"the task waited on queue {self.queue!r} past its {self.deadline_s:g} s: "
                                      "the workers are busy; add workers, or raise ESRR_SCORE_DEADLINE_S") from None
         except unreachable as error:
             if isinstance(error, RuntimeError) and str(error) != E_RETRY_LIMIT_EXCEEDED:
+                self._forget(pending, unreachable, stored=True)
                 raise  # the worker's own failure (e.g. WorkerSetupError): every query would meet it
             self._forget(pending, unreachable)
             cause = "" if isinstance(error, RuntimeError) else f" ({error})"
             raise ScoringUnavailable(f"cannot reach the broker or its result backend at {self.broker}{cause}; check "
                                      "ESRR_BROKER_URL (and ESRR_RESULT_BACKEND) and that they run") from None
+        self._forget(pending, unreachable, stored=True)
+        return result
 
-    def _forget(self, pending: Any, failing: tuple[type[BaseException], ...] = ()) -> None:
-        """Stop tracking an unanswered task (left to ``AsyncResult.__del__``, exit prints a traceback)."""
+    def _forget(self, pending: Any, failing: tuple[type[BaseException], ...] = (), stored: bool = False) -> None:
+        """Stop tracking a task (left to ``AsyncResult.__del__``, exit prints a traceback); ``stored``: delete its
+        stored result too, which nobody reads again (a search each kept 6.5 KB in Redis for result_expires_s)."""
         try:
-            self.client.backend.remove_pending_result(pending)
-        except failing:  # unsubscribing meets the same broken result backend; the caller reports it
+            if stored:
+                pending.forget()
+            else:
+                self.client.backend.remove_pending_result(pending)
+        except failing:  # the result backend broke since: the result expires by itself; the caller reports the rest
             pass
 
     def close(self) -> None:
