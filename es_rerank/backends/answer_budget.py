@@ -7,6 +7,10 @@ bounds it twice: ``estimate_answer_bytes`` refuses a request whose expected answ
 it before the backend runs, and ``AnswerBudget`` stops a page's assembly as soon as what
 it has rendered passes it (the estimate cannot know how many words a highlight marks),
 so the work a refused answer costs is bounded by the limit, not by the request.
+
+Highlighting costs CPU in proportion to the stored text it reads (each hit's fields, as far
+as its fragments reach), whatever the answer weighs: ``ESRR_GATEWAY_MAX_HIGHLIGHT_CHARS``
+bounds ``highlight_chars``, the hits times the text each highlighted field covers.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from es_rerank.backends.base import QueryRefused
 from es_rerank.backends.highlight import FieldHighlight
 
 SETTING = "ESRR_GATEWAY_MAX_ANSWER_BYTES"
+HIGHLIGHT_SETTING = "ESRR_GATEWAY_MAX_HIGHLIGHT_CHARS"
 # A hit's envelope beside its _source and highlight: _index, _id, _score and esrr's fields.
 HIT_ENVELOPE_BYTES = 160
 
@@ -50,12 +55,36 @@ def estimate_answer_bytes(hits: int, source_bytes: float, with_source: bool,
     return round(hits * per_hit)
 
 
+@dataclass(frozen=True)
+class AnswerLimits:
+    """What one search's answer may weigh (bytes) and how much stored text its highlight may read (characters)."""
+
+    max_bytes: int
+    max_highlight_chars: int
+
+
+def highlight_chars(hits: int, source_bytes: float, highlight: Sequence[FieldHighlight]) -> int:
+    """The stored text a highlight reads for ``hits`` hits: each distinct field's fragments (``number_of_fragments``
+    x ``fragment_size``), no more than a whole field, which is counted as a whole ``_source`` of ``source_bytes``."""
+    return round(hits * sum(source_bytes if asked.number_of_fragments == 0 else
+                            min(asked.number_of_fragments * asked.fragment_size, source_bytes) for asked in highlight))
+
+
 def check_estimate(hits: int, source_bytes: float, with_source: bool, highlight: Sequence[FieldHighlight],
-                   limit: int) -> None:
-    """``AnswerTooLarge`` when the expected answer (``estimate_answer_bytes``) is over ``limit``, before any work."""
+                   limits: AnswerLimits) -> None:
+    """``AnswerTooLarge`` when the highlight would read over ``limits.max_highlight_chars`` or the expected answer
+    (``estimate_answer_bytes``) weigh over ``limits.max_bytes``, before any work."""
+    chars = highlight_chars(hits, source_bytes, highlight)
+    if chars > limits.max_highlight_chars:
+        shown = ", ".join(f"{asked.name}: {asked.number_of_fragments} x {asked.fragment_size}" for asked in highlight)
+        raise AnswerTooLarge(f"the highlight of this search would read about {chars:,} characters of stored text "
+                             f"({hits} hits x fields {shown}; number_of_fragments 0 reads the whole field, about "
+                             f"{round(source_bytes):,}), over the gateway's limit of {limits.max_highlight_chars:,} "
+                             f"({HIGHLIGHT_SETTING}={limits.max_highlight_chars}); highlight fewer hits (size) or "
+                             "fewer, shorter fragments")
     expected = estimate_answer_bytes(hits, source_bytes, with_source, highlight)
-    if expected > limit:
-        raise too_large(expected, limit, hits, "would weigh about")
+    if expected > limits.max_bytes:
+        raise too_large(expected, limits.max_bytes, hits, "would weigh about")
 
 
 @dataclass
@@ -66,8 +95,11 @@ class AnswerBudget:
     hits: int
     spent: int = field(default=0)
 
-    def spend(self, bytes_: int) -> None:
-        """Count ``bytes_`` more of the answer; ``AnswerTooLarge`` past the limit (the rest is not rendered)."""
+    def spend(self, bytes_: int, how: str = "passed") -> None:
+        """Count ``bytes_`` more of the answer; ``AnswerTooLarge`` past the limit (the rest is not rendered).
+
+        ``how`` says what the count is in the refusal: rendered ("passed") or foreseen ("would weigh at least").
+        """
         self.spent += bytes_
         if self.spent > self.limit:
-            raise too_large(self.spent, self.limit, self.hits, "passed")
+            raise too_large(self.spent, self.limit, self.hits, how)

@@ -24,10 +24,11 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import tantivy
 
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
-from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, check_estimate
+from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits, check_estimate
 from es_rerank.backends.highlight import (FieldHighlight, SourceFilter, filter_source, highlight, read_highlight,
                                          read_source_filter)
 from es_rerank.backends.query_dsl import read_query
@@ -278,34 +279,53 @@ class EmbeddedBackend:
              max_bytes: int | None = None) -> list[dict[str, Any]]:
         """Each hit's ``_source`` (filtered) and ``highlight``, read from the stored documents of these hits only.
 
-        ``max_bytes`` bounds what is rendered: ``AnswerTooLarge`` as soon as the page passes it.
+        ``max_bytes`` bounds what is rendered: ``AnswerTooLarge`` before any highlighting when
+        the sources and the tags the highlight must add (each hit's query words, counted in its
+        term ids) pass it, else as soon as the page rendered passes it.
         """
         patterns = prepared.source if prepared is not None else SourceFilter((), ())
         marks = prepared.highlight if prepared is not None else ()
-        budget = AnswerBudget(max_bytes, len(hits)) if max_bytes is not None else None
-        shown = []
-        for hit in hits:
-            stored = self._stored_bytes(hit)
-            source = json.loads(stored)
+        stored = [self._stored_bytes(hit) for hit in hits]
+        sources = [json.loads(raw) for raw in stored]
+        shown: list[dict[str, Any]] = []
+        for raw, source in zip(stored, sources):
             entry: dict[str, Any] = {}
             if patterns is not None:
                 entry["_source"] = filter_source(source, patterns)
-            if budget is not None:  # before the highlight's work, which the budget left may not cover
-                budget.spend(HIT_ENVELOPE_BYTES + (len(stored) if patterns == ((), ()) else
-                                                   len(json.dumps(entry.get("_source", {}), ensure_ascii=False))))
+            shown.append(entry)
+        budget = AnswerBudget(max_bytes, len(hits)) if max_bytes is not None else None
+        if budget is not None:
+            budget.spend(sum(HIT_ENVELOPE_BYTES + _shown_bytes(raw, source, entry.get("_source"))
+                             for raw, source, entry in zip(stored, sources, shown)), "would weigh at least")
+            if marks:  # the tags alone, before the work of placing them
+                budget.spend(self._fewest_tag_bytes(prepared, hits), "would weigh at least")
+        for hit_source, entry in zip(sources, shown):
             marked = {field.name: fragments for field in marks
-                      if (fragments := highlight(str(source.get(field.name, "")), prepared.words, field))}
+                      if (fragments := highlight(str(hit_source.get(field.name, "")), prepared.words, field))}
             if marked:
                 entry["highlight"] = marked
                 if budget is not None:
                     budget.spend(sum(len(name) + 8 + sum(len(fragment) + 3 for fragment in fragments)
                                      for name, fragments in marked.items()))
-            shown.append(entry)
         return shown
 
-    def check_answer(self, prepared: EmbeddedSearch, hits: int, max_bytes: int) -> None:
-        """``AnswerTooLarge`` before any work when ``hits`` hits of ``prepared`` would weigh over ``max_bytes``."""
-        check_estimate(hits, self.mean_source_bytes, prepared.source is not None, prepared.highlight, max_bytes)
+    def _fewest_tag_bytes(self, prepared: EmbeddedSearch, hits: Sequence[Hit]) -> int:
+        """The bytes of the tags a page's highlight adds at least: each hit's query words in each highlighted field
+        (from its term ids), as many as its fragments can hold (all for ``number_of_fragments`` 0)."""
+        ids = self._stats.vocab.lookup(sorted(prepared.words))
+        total = 0
+        for field in prepared.highlight:
+            tags = len(field.pre_tag) + len(field.post_tag)
+            for hit in hits:
+                found = int(np.isin(hit.terms.title_ids if field.name == "title" else hit.terms.abstract_ids,
+                                    ids).sum())
+                total += tags * (found if field.number_of_fragments == 0 else min(found, field.number_of_fragments))
+        return total
+
+    def check_answer(self, prepared: EmbeddedSearch, hits: int, limits: AnswerLimits) -> None:
+        """``AnswerTooLarge`` before any work when ``hits`` hits of ``prepared`` would pass ``limits``."""
+        if hits:
+            check_estimate(hits, self.mean_source_bytes, prepared.source is not None, prepared.highlight, limits)
 
     @cached_property
     def mean_source_bytes(self) -> float:
@@ -406,6 +426,15 @@ class EmbeddedBackend:
 
 
 _SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
+
+
+def _shown_bytes(stored: bytes, source: Mapping[str, Any], shown: Mapping[str, Any] | None) -> int:
+    """About what a hit's ``_source`` adds to the answer: as stored when shown whole, else its fields written."""
+    if shown is None:
+        return 0
+    if len(shown) == len(source):
+        return len(stored)
+    return len(json.dumps(shown, ensure_ascii=False))
 
 
 def _at_least(queries: list[tantivy.Query], required: int) -> tantivy.Query:

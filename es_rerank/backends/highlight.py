@@ -25,10 +25,11 @@ per hit: 2,000 patterns at size 1,000 cost 8 s of CPU when every hit matched eve
 from __future__ import annotations
 
 import fnmatch
+import heapq
 import html
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Iterator, Mapping, NamedTuple
 
 from es_rerank.backends.base import QueryRefused
 from es_rerank.text import token_spans
@@ -122,47 +123,63 @@ def _encoder(options: Mapping) -> bool:
 def highlight(text: str, words: frozenset[str], field: FieldHighlight) -> list[str]:
     """The fragments of ``text`` with each run holding a query word wrapped in the field's tags (none: no match)."""
     spans = _word_spans(text, words)
-    if not spans:
+    pending = next(spans, None)
+    if pending is None:
         if field.no_match_size:
             return [_render(text, 0, _word_end(text, field.no_match_size), [], field)]
         return []
     if field.number_of_fragments == 0:
-        return [_render(text, 0, len(text), spans, field)]
+        return [_render(text, 0, len(text), [pending, *spans], field)]
     fragments: list[str] = []
     covered = 0
-    for start, _ in spans:
-        if start < covered:
-            continue
-        begin = max(_word_start(text, start - field.fragment_size // 4), covered)
+    # The spans come in text order and are read only as far as the last fragment shown needs.
+    while pending is not None and len(fragments) < field.number_of_fragments:
+        begin = max(_word_start(text, pending[0] - field.fragment_size // 4), covered)
         end = _word_end(text, begin + field.fragment_size)
-        fragments.append(_render(text, begin, end, [s for s in spans if begin <= s[0] and s[1] <= end], field))
+        inside = [pending] if pending[1] <= end else []  # the span that opened the fragment is read either way
+        pending = next(spans, None)
+        while pending is not None and pending[0] < end:  # a span across the fragment's end is left out
+            if pending[1] <= end:
+                inside.append(pending)
+            pending = next(spans, None)
+        fragments.append(_render(text, begin, end, inside, field))
         covered = end
-        if len(fragments) == field.number_of_fragments:
-            break
     return fragments
 
 
-def _word_spans(text: str, words: frozenset[str]) -> list[tuple[int, int]]:
-    """Where ``text`` holds a token among ``words``: (start, end) of each run of the text that token came from.
+def _word_spans(text: str, words: frozenset[str]) -> Iterator[tuple[int, int]]:
+    """Where ``text`` holds a token among ``words``, in text order: (start, end) of each run of the text that token
+    came from.
 
     Only the space-delimited chunks around a word's occurrences as a substring are tokenized
-    (a whole abstract tokenized for every hit cost 0.4 ms); ``text`` is tokenized whole where
-    lower-casing changes its length (offsets would shift). A token written with a space inside
-    ("95 %", "$ 20") may be left unmarked (13 of NFCorpus's 3,633 documents, with such words asked).
+    (a whole abstract tokenized for every hit cost 0.4 ms), as far as the caller reads; ``text``
+    is tokenized whole where lower-casing changes its length (offsets would shift). A token
+    written with a space inside ("95 %", "$ 20") may be left unmarked (13 of NFCorpus's 3,633
+    documents, with such words asked).
     """
     lowered = text.lower()
     if len(lowered) != len(text):
-        return [(start, end) for start, end, tokens in token_spans(text) if not words.isdisjoint(tokens)]
-    chunks = set()
-    for word in words:
-        needle = word.strip("$%") or word  # a range gives "10%" from "10-58%"
-        at = lowered.find(needle)
-        while at >= 0:
-            end = lowered.find(" ", at + len(needle))
-            chunks.add((lowered.rfind(" ", 0, at) + 1, len(text) if end < 0 else end))
-            at = lowered.find(needle, at + len(needle))
-    return [(begin + start, begin + end) for begin, stop in sorted(chunks)
-            for start, end, tokens in token_spans(text[begin:stop]) if not words.isdisjoint(tokens)]
+        yield from ((start, end) for start, end, tokens in token_spans(text) if not words.isdisjoint(tokens))
+        return
+    # Each word's next occurrence, nearest first: a chunk is tokenized once, and each word's search goes on
+    # from the end of the chunk last read.
+    needles = {word.strip("$%") or word for word in words}  # a range gives "10%" from "10-58%"
+    upcoming = [(at, needle) for needle in needles if (at := lowered.find(needle)) >= 0]
+    heapq.heapify(upcoming)
+    read_to = 0
+    while upcoming:
+        at, needle = upcoming[0]
+        if at < read_to:
+            at = lowered.find(needle, read_to)
+            if at < 0:
+                heapq.heappop(upcoming)
+            else:
+                heapq.heapreplace(upcoming, (at, needle))
+            continue
+        stop = lowered.find(" ", at + len(needle))
+        begin, read_to = lowered.rfind(" ", 0, at) + 1, len(text) if stop < 0 else stop
+        yield from ((begin + start, begin + end) for start, end, tokens in token_spans(text[begin:read_to])
+                    if not words.isdisjoint(tokens))
 
 
 def _word_start(text: str, at: int) -> int:

@@ -44,6 +44,7 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
                       ESRR_MAX_MGET_DOCS=settings.gateway_max_mget_docs,
                       ESRR_MAX_MSEARCH_SEARCHES=settings.gateway_max_msearch_searches,
                       ESRR_MAX_ANSWER_BYTES=settings.gateway_max_answer_bytes,
+                      ESRR_MAX_HIGHLIGHT_CHARS=settings.gateway_max_highlight_chars,
                       ESRR_MAX_SOURCE_PATTERNS=settings.gateway_max_source_patterns)
     app.json.sort_keys = False  # keep Elasticsearch's key order
     metrics = GatewayMetrics()

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from flask import current_app
 
+from es_rerank.backends.answer_budget import AnswerLimits
 from es_rerank.backends.base import QueryRefused
 from es_rerank.backends.highlight import source_patterns
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
@@ -38,7 +39,7 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     check_index(index, backend.index)
     check_source_patterns(params, body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
     asked = parse_search(params, body, current_app.config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
-    max_bytes = current_app.config["ESRR_MAX_ANSWER_BYTES"]
+    limits = AnswerLimits(current_app.config["ESRR_MAX_ANSWER_BYTES"], current_app.config["ESRR_MAX_HIGHLIGHT_CHARS"])
     started = time.perf_counter()
     passthrough = getattr(backend, "passthrough", None)  # a backend that can answer in its own order
     if asked.sorted_elsewhere and passthrough is not None:
@@ -47,12 +48,12 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
         prepared = backend.prepare(asked.body)
         check_answer = getattr(backend, "check_answer", None)  # a backend that can weigh its answer beforehand
         if check_answer is not None:
-            check_answer(prepared, asked.size, max_bytes)
+            check_answer(prepared, asked.size, limits)
         ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage, prepared=prepared,
                                 window=0 if asked.skipped or not asked.size else asked.window,  # size 0: counts
                                 combination=asked.combination)
         page = ranking.ranked[asked.offset:asked.offset + asked.size]
-        shown = backend.page(prepared, [item.hit for item in page], max_bytes)
+        shown = backend.page(prepared, [item.hit for item in page], limits.max_bytes)
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     took = time.perf_counter() - started
