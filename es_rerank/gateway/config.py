@@ -46,7 +46,7 @@ class GatewaySettings(BrokerSettings):
     gateway_max_answer_bytes: int = Field(8 << 20, ge=64 << 10, le=1 << 30, description="heaviest answer one "
                                           "search may render: over it (estimated before the search, or counted "
                                           "while the page is rendered) is a 400 naming the limit")
-    gateway_max_highlight_chars: int = Field(4_000_000, ge=10_000, le=1_000_000_000, description="most stored "
+    gateway_max_highlight_chars: int = Field(200_000, ge=1_000, le=1_000_000_000, description="most stored "
                                              "text one search's highlight may read: hits x each field's fragments "
                                              "(number_of_fragments x fragment_size, a whole field for 0); more is a "
                                              "400 naming the limit")
