@@ -1,33 +1,34 @@
-"""What the heaviest answers cost, in-process: the figures behind the answer limits (docs/operations.md).
+"""What the heaviest answers cost a running gateway: the figures behind the answer limits (docs/operations.md).
 
-Runs issue 32's output rows (a highlight field listed 1,000 times, thousands of ``_source``
+Sends issue 32's output rows (a highlight field listed 1,000 times, thousands of ``_source``
 patterns, 100-character tags on whole fields) and the largest legitimate requests (size 1,000
-with the whole ``_source``, with highlight) through the real gateway app over the embedded
-index served under ``ESRR_HOME``, with BM25 order (no workers), and prints each one's status,
-answer bytes and the thread CPU milliseconds of the request (median of ``--repeat``).
+with the whole ``_source``, with highlight) to a gateway, one at a time, and prints each one's
+status, answer bytes and the gateway process's CPU milliseconds for it (the run time of all
+its threads, from ``/proc/<pid>/task/*/schedstat``; median of ``--repeat``):
 
-    python -m benchmarks.answer_limits            # ESRR_HOME's embedded index (build one first)
-    python -m benchmarks.answer_limits --max-highlight-chars 10000000   # what the budget refuses, timed
+    ESRR_HOME=<home> ESRR_GATEWAY_WINDOW=0 esrr serve --port 8000 & \
+        python -m benchmarks.answer_limits --url http://127.0.0.1:8000 --pid $!
 
-Also prints the weight of the 1,000 largest stored ``_source`` documents: the heaviest
-page of size 1,000 an index can answer.
+``--home`` (default ``ESRR_HOME``) names the embedded index the gateway serves, whose mean
+stored ``_source`` and the weight of its 1,000 largest documents (the heaviest page of size
+1,000 it can answer) are printed first.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
-import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import click
 import tantivy
 
 from es_rerank.backends.embedded import EmbeddedBackend
-from es_rerank.gateway.app import create_app
-from es_rerank.gateway.config import GatewaySettings
 from es_rerank.machine import machine_description
-from es_rerank.ranking.pipeline import SearchPipeline
-from es_rerank.ranking.served import ServedSearch
+from es_rerank.settings import CommonSettings
 
 COMMON = {"match": {"text": "the of and in"}}
 TAG = "x" * 100
@@ -63,30 +64,47 @@ def heaviest_page(backend: EmbeddedBackend, size: int = 1000) -> int:
     return sum(sorted((len(searcher.doc(address)["source"][0]) for _, address in hits), reverse=True)[:size])
 
 
+def process_cpu_ns(pid: int) -> int:
+    """The CPU nanoseconds all threads of process ``pid`` have run (Linux ``schedstat``)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            continue
+    return total
+
+
+def send(url: str, path: str, body: dict[str, Any] | None) -> tuple[int, int]:
+    """The status and answer bytes of one request."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url + path, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, len(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, len(error.read())
+
+
 @click.command()
-@click.option("--repeat", default=3, show_default=True, help="Runs of each request; the median is shown.")
-@click.option("--max-highlight-chars", type=int, default=None,
-              help="ESRR_GATEWAY_MAX_HIGHLIGHT_CHARS for this run (default: the setting's), e.g. to time what a "
-                   "larger budget lets through.")
-def bench_answer_limits(repeat: int, max_highlight_chars: int | None) -> None:
-    """Status, answer bytes and thread CPU ms of the heaviest answers, in-process on ESRR_HOME's embedded index."""
-    settings = GatewaySettings()
-    if max_highlight_chars is not None:
-        settings = settings.model_copy(update={"gateway_max_highlight_chars": max_highlight_chars})
-    backend = EmbeddedBackend.open_current(settings.home / "indexes" / "embedded")
-    client = create_app(ServedSearch(SearchPipeline(backend, 0), 3600), settings).test_client()
+@click.option("--url", default="http://127.0.0.1:8000", show_default=True, help="The running gateway.")
+@click.option("--pid", type=int, required=True, help="The gateway's process id (its CPU is read from /proc).")
+@click.option("--home", type=click.Path(path_type=Path), default=None,
+              help="ESRR_HOME of the index it serves (default: ESRR_HOME).")
+@click.option("--repeat", default=5, show_default=True, help="Runs of each request; the median is shown.")
+def bench_answer_limits(url: str, pid: int, home: Path | None, repeat: int) -> None:
+    """Status, answer bytes and gateway CPU ms of the heaviest answers."""
+    backend = EmbeddedBackend.open_current((home or CommonSettings().home) / "indexes" / "embedded")
     click.echo(f"{machine_description()}; index {backend.index}, {backend.stats.n_docs:,} documents, mean stored "
-               f"_source {backend.mean_source_bytes:,.0f} bytes, 1,000 largest {heaviest_page(backend):,} bytes; "
-               f"ESRR_GATEWAY_MAX_HIGHLIGHT_CHARS={settings.gateway_max_highlight_chars}")
+               f"_source {backend.mean_source_bytes:,.0f} bytes, 1,000 largest {heaviest_page(backend):,} bytes")
     click.echo(f"{'request':52} {'status':>6} {'bytes':>12} {'CPU ms':>8}")
     for name, path, body in ROWS:
         cpu = []
         for _ in range(repeat):
-            started = time.thread_time()
-            response = client.post(path, json=body) if body is not None else client.get(path)
-            answer = response.get_data()
-            cpu.append(time.thread_time() - started)
-        click.echo(f"{name:52} {response.status_code:>6} {len(answer):>12,} {statistics.median(cpu) * 1000:>8.0f}")
+            before = process_cpu_ns(pid)
+            status, size = send(url.rstrip("/"), path, body)
+            cpu.append((process_cpu_ns(pid) - before) / 1e6)
+        click.echo(f"{name:52} {status:>6} {size:>12,} {statistics.median(cpu):>8.0f}")
 
 
 if __name__ == "__main__":
