@@ -28,7 +28,8 @@ HIT_ENVELOPE_BYTES = 160
 
 
 class AnswerTooLarge(QueryRefused):
-    """A search whose answer would pass ``ESRR_GATEWAY_MAX_ANSWER_BYTES`` (a 400 naming the limit)."""
+    """A search whose answer would pass ``ESRR_GATEWAY_MAX_ANSWER_BYTES`` or whose highlight would read more than
+    ``ESRR_GATEWAY_MAX_HIGHLIGHT_CHARS`` (a 400 naming the limit, its setting and the request's value)."""
 
 
 def too_large(bytes_: int, limit: int, hits: int, how: str) -> AnswerTooLarge:
