@@ -61,12 +61,28 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
 
     @app.after_request
     def _as_elasticsearch(response: Response) -> Response:
+        response = _capped(response, settings.gateway_max_answer_bytes)
         response.headers[PRODUCT_HEADER[0]] = PRODUCT_HEADER[1]
         route = request.url_rule.rule if request.url_rule is not None else "unrouted"
         metrics.requests.labels(route, str(response.status_code)).inc()
         return response
 
     return app
+
+
+def _capped(response: Response, limit: int) -> Response:
+    """``response``, or a 400 in its place when it weighs over ``limit`` bytes: the safety net behind the estimates
+    of ``answer_budget`` (an ``_msearch`` of many searches, an ``_mget`` of large documents)."""
+    weight = response.content_length
+    if response.is_streamed or weight is None or weight <= limit:
+        return response
+    log.warning("answer of %d bytes to %s %s refused (ESRR_GATEWAY_MAX_ANSWER_BYTES=%d)", weight, request.method,
+                clipped(request.path), limit)
+    refused = jsonify(error_body("illegal_argument_exception", f"the answer to this request weighs {weight:,} bytes, "
+                                 f"over the gateway's limit of {limit:,} bytes (ESRR_GATEWAY_MAX_ANSWER_BYTES={limit});"
+                                 " ask for fewer hits, documents or searches at once, or less _source", 400))
+    refused.status_code = 400
+    return refused
 
 
 def _register_error_handlers(app: Flask) -> None:

@@ -190,3 +190,17 @@ def test_the_highlight_budget_names_its_setting(home):
     assert "ESRR_GATEWAY_MAX_HIGHLIGHT_CHARS=100000" in reason and "1000 hits" in reason
     body["size"] = 10
     assert client.post("/_search", json=body).status_code == 200
+
+
+def test_a_rendered_answer_over_the_cap_is_refused_whatever_route_made_it(home):
+    client = _client(home, gateway_max_answer_bytes=64 << 10)
+    mget = client.post("/v1/_mget", json={"ids": [f"D{n}" for n in range(1000)]})
+    assert mget.status_code == 400, mget.get_data()[:200]
+    error = mget.get_json()["error"]
+    assert error["type"] == "illegal_argument_exception" and "ESRR_GATEWAY_MAX_ANSWER_BYTES=65536" in error["reason"]
+    search = '{"query": {"match": {"text": "the of and in"}}, "size": 20}'
+    msearch = client.post("/_msearch", data="\n".join(["{}", search] * 5) + "\n",
+                          headers={"Content-Type": "application/x-ndjson"})
+    assert msearch.status_code == 400 and "weighs" in msearch.get_json()["error"]["reason"]
+    one = client.post("/_msearch", data="{}\n" + search + "\n", headers={"Content-Type": "application/x-ndjson"})
+    assert one.status_code == 200 and one.get_json()["responses"][0]["status"] == 200
