@@ -31,6 +31,8 @@ class ProxyError(RuntimeError):
 def render_nginx_conf(listen: str, upstream: str, template: str | None = None) -> str:
     """``deploy/nginx.conf`` with ``ESRR_PROXY_LISTEN`` and ``ESRR_PROXY_UPSTREAM`` filled in (nginx's own
     ``$variables`` are left as they are)."""
+    if template is None and not NGINX_CONF.is_file():
+        raise ProxyError(f"{NGINX_CONF} is not there: run from a checkout of es-rerank, which holds deploy/")
     text = NGINX_CONF.read_text(encoding="utf-8") if template is None else template
     rendered = Template(text).safe_substitute(ESRR_PROXY_LISTEN=listen, ESRR_PROXY_UPSTREAM=upstream)
     if any("${" in line.split("#")[0] for line in rendered.splitlines()):

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from benchmarks.nginx_proxy import ProxyError, nginx_in_front
 from es_rerank.cli_options import json_out_option
 from es_rerank.machine import machine_description
 
@@ -302,8 +303,6 @@ def bench_slow_clients(url: str, connections: int, pattern: str, searches: int, 
                        baseline: float, probe_pause: float, timeout: float, through_nginx: bool,
                        json_out: Path | None) -> None:
     """Searches answered while many connections hang half-sent or trickle (slow clients)."""
-    from benchmarks.nginx_proxy import ProxyError, nginx_in_front
-
     raise_open_files(connections + SPARE_FILES)
     gateway = url.rstrip("/")
     gateway_address = urlsplit(gateway)
