@@ -1,4 +1,4 @@
-"""Debian's nginx with ``deploy/nginx.conf`` in front of a real ``esrr serve``: slow clients hold nginx, not the gateway.
+"""Debian's nginx with ``deploy/nginx.conf`` before a real ``esrr serve``: slow clients hold nginx, not the gateway.
 
 The gateway here allows only 20 connections (``ESRR_GATEWAY_CONNECTION_LIMIT``), so that a
 few dozen trickling clients, scaled down from the 1,000 of ``esrr bench slow-clients``,
