@@ -7,6 +7,7 @@ command line is parsed by the ``esrr`` command it would run, up to ``--help``.
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from benchmarks.nginx_proxy import NGINX_CONF, TEMPLATE_NAMES
 from es_rerank.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,8 +43,9 @@ def test_compose_file_is_valid_and_runs_the_whole_stack():
     result = _compose("config")
     assert result.returncode == 0, result.stderr
     services = yaml.safe_load(result.stdout)["services"]
-    assert set(services) == {"elasticsearch", "redis", "index", "worker", "worker-gpu", "gateway"}
-    assert services["gateway"]["command"][0] == "serve" and services["gateway"]["ports"]
+    assert set(services) == {"elasticsearch", "redis", "index", "worker", "worker-gpu", "gateway", "proxy"}
+    assert services["gateway"]["command"][0] == "serve" and "ports" not in services["gateway"]  # behind the proxy
+    assert services["proxy"]["ports"] and services["proxy"]["depends_on"]["gateway"]["condition"] == "service_healthy"
     assert services["worker-gpu"]["environment"]["ESRR_DEVICE"] == "cuda"
     for name in ("index", "worker", "worker-gpu", "gateway"):
         assert services[name]["environment"]["ESRR_BACKEND"] == "elasticsearch"
@@ -51,6 +54,19 @@ def test_compose_file_is_valid_and_runs_the_whole_stack():
         for args in _esrr_command_lines(services[name]):
             parsed = CliRunner().invoke(main, [*args, "--help"])
             assert parsed.exit_code == 0, f"{name}: esrr {' '.join(args)}: {parsed.output}"
+
+
+def test_the_proxy_runs_deploy_nginx_conf_with_its_names_filled_in():
+    proxy = yaml.safe_load(_compose("config").stdout)["services"]["proxy"]
+    mounted = {volume.split(":")[1]: Path(volume.split(":")[0]) for volume in proxy["volumes"]}
+    assert mounted["/etc/esrr/nginx.conf"] == NGINX_CONF
+    template_names = set(re.findall(r"\$\{(\w+)\}", NGINX_CONF.read_text()))
+    assert template_names == set(TEMPLATE_NAMES)
+    # envsubst fills in only the names it is given (nginx's own $variables stay); compose shows $$ for $
+    substituted = re.search(r"envsubst '([^']*)'", proxy["command"][0]).group(1)
+    assert set(re.findall(r"\$+(\w+)", substituted)) == template_names
+    assert template_names <= set(proxy["environment"])
+    assert proxy["environment"]["ESRR_PROXY_UPSTREAM"] == "gateway:8000"
 
 
 def test_a_broken_compose_file_is_refused(tmp_path):
