@@ -35,11 +35,20 @@ def children(pid: int) -> set[int]:
     return found
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` exists and has not exited (a zombie, not yet waited for, has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
 def process_tree(pid: int) -> set[int]:
-    """``pid`` and its children, those alive now (empty when ``pid`` is gone)."""
-    if not Path(f"/proc/{pid}").exists():
+    """``pid`` and its running children (empty when ``pid`` has exited)."""
+    if not running(pid):
         return set()
-    return {pid} | children(pid)
+    return {pid} | {child for child in children(pid) if running(child)}
 
 
 def cpu_s(pids: set[int]) -> float:
@@ -100,9 +109,10 @@ class Snapshot:
 
 
 def snapshot(pid: int) -> Snapshot:
-    """The process tree of ``pid`` now: its pids, CPU seconds so far and summed RSS."""
-    pids = process_tree(pid)
-    return Snapshot(frozenset(pids), cpu_s(pids), rss_bytes(pids))
+    """The process tree of ``pid`` now: its running pids, CPU seconds so far and summed RSS. A process that has
+    exited but not been waited for still shows its CPU; one already waited for shows none."""
+    every = ({pid} | children(pid)) if Path(f"/proc/{pid}").exists() else set()
+    return Snapshot(frozenset(p for p in every if running(p)), cpu_s(every), rss_bytes(every))
 
 
 def _cap_memory(limit: int):
