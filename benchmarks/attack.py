@@ -137,7 +137,7 @@ def new_rows() -> list[Row]:
     msearch = (b'{"index": "\\ud800"}\n{"query": {"match": {"text": "bone"}}}\n'
                b'{}\n{"query": {"match": {"text": "bone"}}}\n')
     return [
-        Row(f"q=\"20 words\"~100 ({len(slop_path)} bytes)", (Request("GET", slop_path),)),
+        Row(f"GET /_search?q=\"the of and in x5\"~100 ({len(slop_path)} bytes)", (Request("GET", slop_path),)),
         Row("match_phrase of 20 words, slop 100", (_search({"query": {"match_phrase": {
             "text": {"query": phrase, "slop": 100}}}}),)),
         Row("match_phrase of 16 words, slop 50", (_search({"query": {"match_phrase": {
@@ -180,12 +180,15 @@ class Client:
         self.pool = urllib3.PoolManager(maxsize=maxsize, retries=False,
                                         timeout=urllib3.Timeout(connect=5.0, read=timeout_s))
 
-    def send(self, request: Request, keep_body: bool = False) -> Outcome:
-        """Send ``request``; its status, milliseconds and response size."""
+    def send(self, request: Request, keep_body: bool = False, new_connection: bool = False) -> Outcome:
+        """Send ``request`` (on a connection of its own when ``new_connection``); its status, milliseconds and
+        response size."""
         import urllib3
 
         started = time.perf_counter()
-        headers = {"Content-Type": request.content_type} if request.body else None
+        headers = {"Content-Type": request.content_type} if request.body else {}
+        if new_connection:
+            headers["Connection"] = "close"
         try:
             response = self.pool.request(request.method, self.url + request.path, body=request.body or None,
                                          headers=headers)
@@ -200,7 +203,8 @@ class Client:
 
 
 class Probe:
-    """A light search every 0.1 s from its own thread: (sent at, milliseconds or None, status)."""
+    """A light search every 0.1 s from its own thread, each on a new connection as a new visitor's would be (one
+    kept open would not see a server that stopped accepting): (sent at, milliseconds, status)."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
@@ -219,7 +223,7 @@ class Probe:
     def _run(self) -> None:
         while not self._stop.is_set():
             sent = time.monotonic()
-            outcome = self.client.send(Request("GET", PROBE_PATH))
+            outcome = self.client.send(Request("GET", PROBE_PATH), new_connection=True)
             self.samples.append((sent, outcome.ms, outcome.status))
             self._stop.wait(PROBE_INTERVAL_S)
 
@@ -280,14 +284,15 @@ class Bench:
     def close(self) -> None:
         self.probe.stop()
 
-    def measure(self, name: str, issue: int, concurrency: int,
-                work: Callable[[], tuple[list[Outcome], str]]) -> Result:
-        """Run ``work`` (its outcomes and a note) as one row, with the probe before and during."""
+    def measure(self, name: str, issue: int, concurrency: int, work: Callable[[], tuple[list[Outcome], str]],
+                before_s: float | None = None) -> Result:
+        """Run ``work`` (its outcomes and a note) as one row, with the probe for ``before_s`` before (default
+        the bench's) and during."""
         if not self.gateway.alive():
             self.gateway.restart()
         pid = self.gateway.pid
         window_start, first = time.monotonic(), snapshot(pid)
-        time.sleep(self.before_s)
+        time.sleep(self.before_s if before_s is None else before_s)
         started, before = time.monotonic(), snapshot(pid)
         probes_before = self.probe.between(window_start, started)
         probe_cpu_ms = (before.cpu_s - first.cpu_s) * 1000 / max(len(probes_before), 1)
@@ -414,7 +419,8 @@ def heavy_beside_probe(bench: Bench, request: Request, label: str, clients: int,
             outcomes = [o for batch in pool.map(loop, range(clients)) for o in batch]
         return outcomes, ""
 
-    result = bench.measure(f"{clients} concurrent {label} for {seconds:g} s", 32, clients, work)
+    result = bench.measure(f"{clients} concurrent {label} for {seconds:g} s", 32, clients, work,
+                           before_s=min(seconds, 10.0))  # a p99 of ~100 probes, not ~15
     before, during = result.probe_before["p99_ms"], result.probe_during["p99_ms"]
     ratio = during / before if before and during else None
     result.extra = {"probe_p99_ratio": ratio}
@@ -488,6 +494,8 @@ def root_vs_health(bench: Bench, label: str, client: Client | None = None) -> Re
                           f"reranks={seen['health_reranks']}: {'agree' if seen['agree'] else 'DISAGREE'}")
 
     result = bench.measure(f"GET / vs /_esrr/health ({label})", 32, 1, work)
+    if client is not None:
+        result.note += " (CPU, memory and probe: the measured gateway's, not this one's)"
     result.extra = seen
     return result
 
@@ -543,7 +551,8 @@ def print_table(results: list[Result]) -> None:
         probe_b = f"{_fmt(before['p50_ms'])}/{_fmt(before['p99_ms'])}"
         probe_d = f"{_fmt(during['p50_ms'])}/{_fmt(during['p99_ms'])}" + (
             f" ({during['failed']} of {during['n']} failed)" if during["failed"] else "")
-        note = r.note + (f"; answer {r.max_response_bytes / MIB:.1f} MB" if r.max_response_bytes > MIB else "")
+        size = f"answer {r.max_response_bytes / MIB:.1f} MB" if r.max_response_bytes > MIB else ""
+        note = "; ".join(part for part in (r.note, size) if part)
         click.echo(f"| {r.row} | {statuses} | {_fmt(r.cpu_ms)} ({_fmt(r.cpu_ms_per_request)}) | {r.wall_ms:.0f} | "
                    f"{_signed(r.rss_change_mb)} ({r.rss_peak_change_mb:+.0f}) | {died} | {probe_b} | {probe_d} | "
                    f"{note} |")
