@@ -334,21 +334,19 @@ class Bench:
     def run_row(self, row: Row) -> Result:
         """Send the row's requests, ``concurrency`` at once."""
         jobs = list(row.requests) * row.repeat
-        kept: list[Outcome] = []
 
         def work() -> tuple[list[Outcome], str]:
             with ThreadPoolExecutor(max_workers=row.concurrency) as pool:
                 outcomes = list(pool.map(lambda r: self.client.send(r, keep_body=True), jobs))
-            kept.extend(outcomes)
-            return outcomes, _note(row, outcomes)
+            note = _note(outcomes)
+            for outcome in outcomes:
+                outcome.body = b""  # an answer may be megabytes
+            return outcomes, note
 
-        result = self.measure(row.name, row.issue, row.concurrency, work)
-        for outcome in kept:
-            outcome.body = b""
-        return result
+        return self.measure(row.name, row.issue, row.concurrency, work)
 
 
-def _note(row: Row, outcomes: list[Outcome]) -> str:
+def _note(outcomes: list[Outcome]) -> str:
     """What a status alone does not say: an _msearch's slots, an error's type."""
     notes = set()
     for outcome in outcomes:
