@@ -10,14 +10,24 @@ warms it with one search, then runs the case through ``EmbeddedBackend.prepare``
 reports its thread CPU time and how much its resident memory grew.
 
     python -m benchmarks.query_cost --index <home>/indexes/embedded [--cap-mb 3000] [--only phrase]
+
+With ``--gateway URL --pid PID`` it sends a running gateway (``esrr serve`` on that index, its
+process PID) the costliest searches the default limits allow, one after another and then
+from 4 threads at once, and prints the gateway's resident memory and CPU before and after.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
@@ -73,6 +83,9 @@ def cases(words: list[str]) -> Iterator[tuple[str, str, dict[str, Any]]]:
                 text = " ".join((words[:cycle] * length)[:length])
                 yield "phrase", f"{length} words cycling {cycle} slop {slop}", {
                     "query": {"match_phrase": {"text": {"query": text, "slop": slop}}}}
+    for pattern in ("gree*", "tumo?r", "g*", "a?????", "?", "??????", "*a", "*a*", "*?*?", "*?*?*?*?",
+                    "a* c* p* s*", "a*?*?*?* c*?*?*?* p*?*?*?* s*?*?*?*", "a* c* p* s* t* m* d* r*"):
+        yield "wildcard", pattern, {"query": {"query_string": {"query": pattern}}}
     for marks in (6, 10, 20, 40, 64, 100):
         yield "wildcard", f"1 pattern of {marks} '?'", {"query": {"query_string": {"query": "?" * marks}}}
     for count in (8, 16, 32, 64, 128, 255):
@@ -81,11 +94,80 @@ def cases(words: list[str]) -> Iterator[tuple[str, str, dict[str, Any]]]:
     for count in (8, 16, 32, 64):
         yield "wildcard", f"{count} patterns *a*e*i*", {"query": {"query_string": {"query": " ".join(
             f"*{chr(97 + n % 26)}*e*i*" for n in range(count))}}}
+    for name, body in allowed_worst(words).items():
+        yield "allowed", name, body
     for count in (256, 1024, 2048, 4096):
         yield "terms", f"{count} distinct frequent words (OR)", {"query": {"match": {"text": " ".join(
             words[:count])}}}
         yield "terms", f"{count} distinct frequent words (AND)", {"query": {"match": {"text": {
             "query": " ".join(words[:count]), "operator": "and"}}}}
+
+
+def allowed_worst(words: list[str]) -> dict[str, dict[str, Any]]:
+    """The costliest search of each kind the default ``QueryLimits`` let through (issue 32's rows, at the limits)."""
+    from es_rerank.backends.query_tree import DEFAULT_LIMITS
+
+    cycled = " ".join((words[:2] * 10)[:10])
+    allowed = DEFAULT_LIMITS.max_wildcard_terms
+    wildcards = f"{allowed} one-letter wildcards of {min(8, DEFAULT_LIMITS.max_wildcard_marks)} marks"
+    worst = {
+        "phrase: 10 frequent words x slop 40 (cost 400)": {"query": {"query_string": {"query": f'"{cycled}"~40'}}},
+        wildcards: {"query": {"query_string": {"query": " ".join(
+            letter + "*?*?*?*?"[:DEFAULT_LIMITS.max_wildcard_marks] for letter in "acpstmdr"[:allowed])}}},
+        "256 distinct frequent words": {"query": {"match": {"text": " ".join(words[:256])}}},
+        "256 words in 128 groups": {"query": {"query_string": {"query": " AND ".join(
+            f"({a} OR {b})" for a, b in zip(words[:256:2], words[1:256:2]))}}},
+    }
+    # The three kinds together, within the 256 words of ESRR_GATEWAY_MAX_QUERY_WORDS (10 + 3 + 240).
+    worst["phrase, wildcards and 240 words at once"] = {"query": {"bool": {"should": [
+        worst["phrase: 10 frequent words x slop 40 (cost 400)"]["query"],
+        worst[wildcards]["query"], {"match": {"text": " ".join(words[:240])}}]}}}
+    return worst
+
+
+def _process(pid: int) -> tuple[float, float]:
+    """Resident MB and CPU seconds (user + system) of process ``pid``."""
+    with open(f"/proc/{pid}/status") as status:
+        rss_kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return rss_kb / 1024, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _post(url: str, body: dict[str, Any]) -> int:
+    request = urllib.request.Request(f"{url}/_search", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            answer.read()
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def gateway_memory(url: str, pid: int, index: str, repeats: int) -> None:
+    """Print the gateway's RSS and CPU per request around ``repeats`` of each allowed worst case, then 4 threads."""
+    cases = allowed_worst(frequent_words(index, 300))
+    for body in cases.values():  # warm: first requests set up caches that are no request's growth
+        _post(url, body)
+    start_rss, _ = _process(pid)
+    print(json.dumps({"phase": "warm", "rss_mb": round(start_rss, 1)}), flush=True)
+    for name, body in cases.items():
+        rss, cpu = _process(pid)
+        statuses = {_post(url, body) for _ in range(repeats)}
+        after_rss, after_cpu = _process(pid)
+        print(json.dumps({"case": name, "statuses": sorted(statuses), "cpu_ms_per_request":
+                          round((after_cpu - cpu) * 1000 / repeats, 1), "rss_mb": round(after_rss, 1),
+                          "rss_growth_mb": round(after_rss - rss, 1)}), flush=True)
+    threads = [threading.Thread(target=lambda: [_post(url, body) for _ in range(repeats // 2)
+                                                for body in cases.values()]) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    time.sleep(1)
+    end_rss, _ = _process(pid)
+    print(json.dumps({"phase": "after 4 threads", "rss_mb": round(end_rss, 1),
+                      "growth_since_warm_mb": round(end_rss - start_rss, 1)}), flush=True)
 
 
 def _child(index: str, body: dict[str, Any], cap_mb: int, timeout_s: float) -> dict[str, Any]:
@@ -107,9 +189,18 @@ def _child(index: str, body: dict[str, Any], cap_mb: int, timeout_s: float) -> d
 @click.option("--cap-mb", default=3000, show_default=True, help="address-space cap of each child")
 @click.option("--timeout-s", default=10.0, show_default=True)
 @click.option("--only", default=None, help="one family: phrase, wildcard or terms")
+@click.option("--gateway", default=None, help="a running gateway's URL: measure its memory instead")
+@click.option("--pid", default=None, type=int, help="the gateway's process id (with --gateway)")
+@click.option("--repeats", default=20, show_default=True, help="requests of each case (with --gateway)")
 @click.option("--case", "case_body", default=None, hidden=True, help="run one body here (the child's side)")
-def main(index: str, cap_mb: int, timeout_s: float, only: str | None, case_body: str | None) -> None:
+def main(index: str, cap_mb: int, timeout_s: float, only: str | None, gateway: str | None, pid: int | None,
+         repeats: int, case_body: str | None) -> None:
     """Print one JSON line per case: family, name, outcome, CPU ms, RSS growth and peak."""
+    if gateway is not None:
+        if pid is None:
+            raise click.UsageError("--gateway needs --pid, the gateway process's id")
+        gateway_memory(gateway.rstrip("/"), pid, index, repeats)
+        return
     if case_body is not None:
         print(json.dumps(run_case(index, json.loads(case_body))))
         return

@@ -151,7 +151,7 @@ class QueryLimits:
 
     max_query_terms: int = 1024  # words and phrase words searched, over the whole query
     max_phrase_cost: int = 400  # each sloppy phrase's words times its slop, summed over the query
-    max_wildcard_terms: int = 4  # wildcard words (gree*, tumo?r)
+    max_wildcard_terms: int = 3  # wildcard words (gree*, tumo?r)
     max_wildcard_marks: int = 8  # `?` and `*` in one wildcard word
     max_leading_wildcards: int = 0  # wildcard words starting with `?` or `*` (each tries every term of the index)
 

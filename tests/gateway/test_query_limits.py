@@ -128,7 +128,7 @@ def test_a_surrogate_in_an_msearch_header_fails_its_own_slot_only(client):
 def test_the_limits_allow_what_they_name_and_follow_their_settings(home, client):
     at_limit = '"' + " ".join(COMMON[:4]) + '"~100'  # 4 words x slop 100 = 400, the default
     assert client.get("/_search?q=" + at_limit).status_code == 200
-    assert client.get("/_search?q=" + " ".join(["vit*", "bon?", "calc*", "can*"])).status_code == 200
+    assert client.get("/_search?q=" + " ".join(["vit*", "bon?", "calc*"])).status_code == 200
     assert client.get("/_search?q=b?n*").status_code == 200
     tight = _app(home, gateway_max_phrase_cost=10, gateway_max_wildcard_terms=1, gateway_max_query_terms=3,
                  gateway_max_leading_wildcards=1).test_client()
