@@ -24,10 +24,11 @@ backend serves, as Elasticsearch would read it:
 Fuzziness (``~`` on a word), regular expressions (``/.../``) and ranges of text are
 refused (Elasticsearch serves them).
 
-Parsing is bounded before luqum runs: the text's parentheses nest at most ``MAX_DEPTH``
-deep and it holds at most ``max_wildcard_terms`` wildcard words (``QueryLimits``), read
-from the raw text, so neither a deep nest (a RecursionError) nor thousands of wildcards
-cost a parse. luqum's module-level ``parser.parse`` shares one lexer between threads
+Parsing is bounded before luqum runs (``raw_shape``): the text's parentheses nest at most
+``MAX_DEPTH`` deep, it holds at most ``MAX_CLAUSES`` words and ``max_wildcard_terms``
+wildcard words (``QueryLimits``), read from the raw text, so neither a deep nest (a
+RecursionError) nor thousands of words or wildcards cost a parse (luqum takes 40-90 ms
+for 8 KB of fields or groups). luqum's module-level ``parser.parse`` shares one lexer between threads
 (two searches at once read each other's words); ``luqum.thread.parse`` clones it per
 thread. A text's tree is kept for the next reader of the same text (``query_text`` and
 ``read_query`` both read a request's query string).
@@ -36,6 +37,7 @@ thread. A text's tree is kept for the next reader of the same text (``query_text
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -44,7 +46,7 @@ from luqum.exceptions import ParseError
 from luqum.thread import parse as thread_safe_parse
 
 from es_rerank.backends.query_tree import (
-    KEYWORD_FIELDS, MAX_DEPTH, NUMBER_FIELDS, ON_ELASTICSEARCH, TEXT_FIELDS, WHOLE_TEXT, Bool, MatchAll, MatchNone,
+    KEYWORD_FIELDS, MAX_CLAUSES, MAX_DEPTH, NUMBER_FIELDS, ON_ELASTICSEARCH, TEXT_FIELDS, WHOLE_TEXT, Bool, MatchAll, MatchNone,
     Node, Pattern, Range, UnsupportedQuery, Words, active_limits, keyword_node, phrase_node, whole_number,
 )
 from es_rerank.text import tokenize
@@ -54,14 +56,26 @@ _SIMPLE_SPECIAL = re.compile(r"\b(AND|OR|NOT)\b|[:!^\[\]{}/\\]|&&|\|\|")
 # What luqum raises on text it cannot read (its own errors, and a few from inside PLY on odd input).
 _PARSE_FAILURES = (ParseError, ValueError, TypeError, AttributeError, IndexError, RecursionError)
 _QUOTED_OR_ESCAPED = re.compile(r'"(?:[^"\\]|\\.)*"?|\\.', re.DOTALL)
+_RANGE = re.compile(r"[\[{][^\]}]*[\]}]")
 _UNESCAPED_WILDCARD = re.compile(r"(?<!\\)[?*]")
 _WILDCARD_WORD = re.compile(r"[^\s()\[\]{}\"]*[?*][^\s()\[\]{}\"]*")
+_BARE_WORD = re.compile(r"[^\s()]+")
+_OPERATORS = frozenset(("AND", "OR", "NOT", "&&", "||", "+", "-", "!", "|"))
 
 
-def raw_shape(text: str) -> tuple[int, int]:
-    """How deep the parentheses of a query string nest and how many of its words hold a wildcard, read from the
-    raw text (quoted phrases and escaped characters aside) before any parse."""
-    bare = _QUOTED_OR_ESCAPED.sub(" ", text)
+@dataclass(frozen=True)
+class RawShape:
+    """What a query string's raw text says of its cost, read before any parse (quoted phrases, ranges and escaped
+    characters aside)."""
+
+    depth: int  # how deep its parentheses nest
+    wildcard_words: int  # words holding ? or * (a lone * is every document, not a wildcard)
+    words: int  # words that are no operator: each is at least one clause once parsed
+
+
+def raw_shape(text: str) -> RawShape:
+    """The ``RawShape`` of a query string, in one pass of regular expressions over its text."""
+    bare = _RANGE.sub(" r ", _QUOTED_OR_ESCAPED.sub(" q ", text))
     depth = deepest = 0
     for char in bare:
         if char == "(":
@@ -69,19 +83,24 @@ def raw_shape(text: str) -> tuple[int, int]:
             deepest = max(deepest, depth)
         elif char == ")":
             depth = max(0, depth - 1)
-    return deepest, sum(1 for word in _WILDCARD_WORD.findall(bare) if word != "*")
+    wildcards = sum(1 for word in _WILDCARD_WORD.findall(bare) if word != "*")
+    words = sum(1 for word in _BARE_WORD.findall(bare) if word not in _OPERATORS)
+    return RawShape(deepest, wildcards, words)
 
 
 def _check_raw(text: str, kind: str) -> None:
-    depth, wildcards = raw_shape(text)
-    if depth > MAX_DEPTH:
-        raise UnsupportedQuery(f"[{kind}] parentheses nest {depth} deep; this gateway reads at most {MAX_DEPTH} "
+    shape = raw_shape(text)
+    if shape.depth > MAX_DEPTH:
+        raise UnsupportedQuery(f"[{kind}] parentheses nest {shape.depth} deep; this gateway reads at most {MAX_DEPTH} "
                                "levels: flatten the query")
+    if shape.words > MAX_CLAUSES:  # refused once parsed anyway (query_dsl's clause budget): not worth parsing
+        raise UnsupportedQuery(f"[{kind}] the query has {shape.words} words and groups, more than {MAX_CLAUSES} "
+                               f"clauses; this gateway reads at most {MAX_CLAUSES} per request: split it")
     limit = active_limits().max_wildcard_terms
-    if wildcards > limit:
-        raise UnsupportedQuery(f"[{kind}] the query has {wildcards} wildcard words; this gateway reads at most {limit} "
-                               "per search (ESRR_GATEWAY_MAX_WILDCARD_TERMS): search fewer wildcard words, or escape "
-                               "a literal ? or * as \\? or \\*")
+    if shape.wildcard_words > limit:
+        raise UnsupportedQuery(f"[{kind}] the query has {shape.wildcard_words} wildcard words; this gateway reads at "
+                               f"most {limit} per search (ESRR_GATEWAY_MAX_WILDCARD_TERMS): search fewer wildcard "
+                               "words, or escape a literal ? or * as \\? or \\*")
 
 
 @lru_cache(maxsize=32)
@@ -200,8 +219,13 @@ class _Reader:
     def slop(self, item: tree.Proximity) -> int:
         """A phrase's ``~N`` as a whole number (luqum takes ``~1.5`` and ``~`` alone too)."""
         degree = str(item.degree if item.degree is not None else 0)
-        if not re.fullmatch(r"[0-9]{1,9}", degree):
+        if not re.fullmatch(r"[0-9]+", degree):
             raise UnsupportedQuery(f"[{self.kind}] a phrase's slop (~N) must be a whole number, got ~{degree[:40]}")
+        if len(degree) > 9:  # over any budget (QueryLimits.max_phrase_cost), and over what tantivy takes
+            limit = active_limits().max_phrase_cost
+            raise UnsupportedQuery(f"[{self.kind}] the query has a phrase of slop ~{degree[:40]}; this gateway reads "
+                                   f"at most {limit} phrase words times slop per search "
+                                   "(ESRR_GATEWAY_MAX_PHRASE_COST): lower the slop")
         return int(degree)
 
     def phrase(self, item: tree.Phrase, slop: int, field: str) -> Node:
@@ -241,8 +265,9 @@ class _Reader:
 def lucene_words(text: str, simple: bool = False) -> str:
     """The words a query-string searches for in the text: its words and phrases, not those it excludes (NOT, -)
     nor the values of field filters (``year:2010``); its words as written where it does not parse."""
-    depth, wildcards = raw_shape(text)
-    if depth > MAX_DEPTH or wildcards > active_limits().max_wildcard_terms:
+    try:
+        _check_raw(text, "query_string")
+    except UnsupportedQuery:
         return text  # refused when the query is read (read_lucene), unparsed here
     source = _simple_to_lucene(text) if simple else _bang_as_not(text)
     try:

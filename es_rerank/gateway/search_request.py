@@ -321,7 +321,8 @@ def _check_text_size(body: Mapping[str, Any], max_words: int) -> None:
 def _check_length(text: str, max_words: int) -> None:
     """``BadSearchRequest`` unless ``text`` has at most ``max_words`` words; long text is refused before tokenizing."""
     max_chars = max_words * CHARS_PER_WORD
-    fix = f"this gateway searches at most {max_words} words ({max_chars} characters) per query; shorten it"
+    fix = (f"this gateway searches at most {max_words} words ({max_chars} characters) per query "
+           "(ESRR_GATEWAY_MAX_QUERY_WORDS); shorten it")
     if len(text) > max_chars:
         raise BadSearchRequest(f"the query is {len(text)} characters long; {fix}")
     words = len(tokenize(text))

@@ -103,6 +103,14 @@ ATTACKS = {
     "lone surrogate in _mget": ({"path": "/esrr-docs/_mget", "method": "POST", "data": '{"ids": ["\\ud800"]}',
                                  "content_type": "application/json"}, ("surrogate",)),
     "a phrase slop that is no whole number": ({"path": "/_search?q=%22vitamin+bone%22~1.5"}, ("cannot parse", "1.5")),
+    "a phrase slop of 30 digits": ({"path": "/_search?q=%22vitamin+bone%22~" + "9" * 30},
+                                   ("ESRR_GATEWAY_MAX_PHRASE_COST", "~999")),
+    # luqum spent 40-90 ms on 8 KB of fields or groups before the clause budget refused them
+    # (with the model's text given apart, so that the query string is read by the backend alone)
+    "8 KB of field searches": ({"path": "/_search", "method": "POST", "json": {"query": {"query_string": {
+        "query": "x:y " * 2030}}, "ext": {"esrr": {"query_text": "bone"}}}}, ("2030 words and groups", "at most 1024")),
+    "6 KB of groups": ({"path": "/_search", "method": "POST", "json": {"query": {"query_string": {
+        "query": "((a)) " * 1100}}}}, ("has 1100 words", "ESRR_GATEWAY_MAX_QUERY_WORDS")),
 }
 
 
