@@ -232,7 +232,8 @@ class EmbeddedBackend:
                 for ((score, address), _, doc_id), data in zip(ranked, terms, strict=True)]
 
     def prepare(self, body: Mapping[str, Any]) -> EmbeddedSearch:
-        """A search body checked and translated; ``QueryRefused`` names what the embedded backend cannot serve."""
+        """A search body checked and translated; ``QueryRefused`` names what the embedded backend cannot serve, or the
+        limit of ``active_limits()`` (the request's ``QueryLimits``) that its query passes, before tantivy runs."""
         unknown = next((key for key in body if key not in BODY_KEYS), None)
         if unknown is not None:
             raise QueryRefused(f"[{str(unknown)[:40]}] in the search body is not served by the embedded backend, "

@@ -1,5 +1,5 @@
 """Hypothesis over the served query grammar (issue 32): query strings with ``~N``, wildcards and nested groups,
-match_phrase with slop, highlight, ``_source``, aggregations and ``_msearch`` bodies; never a 5xx, and no
+match_phrase with slop, highlight, ``_source``, aggregations, ``_count`` and ``_msearch`` bodies; never a 5xx, and no
 request costs more than its CPU budget in this thread (``time.thread_time``), whatever it asks.
 
 Bounded for CI (150 examples a test, no example database written).
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.test_query_limits import VOCABULARY, _app
+from tests.gateway.test_query_limits import COMMON, VOCABULARY, _app
 
 GRAMMAR = settings(max_examples=150, deadline=None, database=None,
                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -24,13 +24,17 @@ CPU_BUDGET_S = 0.3
 
 words = st.sampled_from(VOCABULARY + ["Vitamin", "d", "2010", "x"])
 wildcards = st.builds(lambda word, cut, mark, lead: ("?" if lead else "") + word[:cut] + mark,
-                      words, st.integers(1, 6), st.sampled_from(["*", "?", "??", "*?*", "?" * 12]), st.booleans())
+                      words, st.integers(1, 6), st.sampled_from(["*", "?", "??", "*?*", "?" * 12, "?" * 70]),
+                      st.booleans())
+# Phrases of the most frequent words, repeated, are the sloppy phrase scorer's worst case (issue 32).
+phrase_words = st.one_of(st.lists(words, min_size=1, max_size=25), st.lists(st.sampled_from(COMMON[:4]), max_size=24))
 phrases = st.builds(lambda items, slop: '"' + " ".join(items) + '"' + (f"~{slop}" if slop is not None else ""),
-                    st.lists(words, min_size=1, max_size=25), st.one_of(st.none(), st.integers(0, 10**6)))
+                    phrase_words, st.one_of(st.none(), st.integers(0, 150), st.integers(0, 10**40)))
 fields = st.sampled_from(["", "text:", "year:", "journal:", "title:", "Pork: "])
 atoms = st.one_of(words, wildcards, phrases, st.builds(lambda f, w: f + w, fields, words),
                   st.builds(lambda w, b: f"{w}^{b}", words, st.sampled_from(["2", "0.5", "", "x"])),
-                  st.sampled_from(["year:[2000 TO 2010]", "*", "?", "\\?", "!", "AND", "~", "/re/", "\ud800"]))
+                  st.sampled_from(["year:[2000 TO 2010]", "*", "?", "\\?", "!", "AND", "~", "/re/", "\ud800",
+                                   "(" * 1000 + "bone" + ")" * 1000]))
 
 
 def _grouped(inner):
@@ -45,7 +49,9 @@ queries = st.one_of(
               st.sampled_from(["or", "and", "AND"])),
     st.builds(lambda text: {"simple_query_string": {"query": text}}, query_strings),
     st.builds(lambda items, slop: {"match_phrase": {"text": {"query": " ".join(items), "slop": slop}}},
-              st.lists(words, max_size=30), st.integers(-1, 150)),
+              phrase_words, st.integers(-1, 150)),
+    st.builds(lambda field, value: {"term": {field: value}}, st.sampled_from(["journal", "doc_id", "year", "text"]),
+              st.one_of(st.text(max_size=20), st.just("\ud800"), st.integers())),
     st.builds(lambda text: {"match": {"text": text}}, query_strings),
 )
 bodies = st.fixed_dictionaries({"query": queries}, optional={
@@ -103,6 +109,13 @@ def _check(response, cpu_s: float, searches: int = 1) -> None:
 @given(body=bodies)
 def test_any_served_search_body_is_answered_or_refused_within_its_cpu(client, body):
     _check(*_timed(client, path="/_search", method="POST", data=json.dumps(body), content_type="application/json"))
+
+
+@GRAMMAR
+@given(query=queries)
+def test_any_served_count_is_answered_or_refused_within_its_cpu(client, query):
+    _check(*_timed(client, path="/_count", method="POST", data=json.dumps({"query": query}),
+                   content_type="application/json"))
 
 
 @GRAMMAR
