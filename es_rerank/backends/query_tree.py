@@ -1,7 +1,9 @@
 """The tree a search body's query is read into for the embedded backend, and the checks its readers share (pure).
 
 ``query_dsl`` reads the Query DSL into it, ``lucene_syntax`` the text of ``query_string``
-queries; ``EmbeddedBackend`` translates it to tantivy.
+queries; ``EmbeddedBackend`` translates it to tantivy, once ``check_cost`` has found it
+within the ``QueryLimits`` in force: the gateway binds its settings' limits to each
+request (``bind_limits``), the defaults hold elsewhere.
 """
 
 from __future__ import annotations
