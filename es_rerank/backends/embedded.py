@@ -34,7 +34,7 @@ from es_rerank.backends.highlight import (FieldHighlight, SourceFilter, filter_s
 from es_rerank.backends.query_dsl import read_query
 from es_rerank.backends.query_tree import (
     AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Keyword, MatchAll, MatchNone, Node, Pattern, Phrase,
-    Range, UnsupportedQuery, Words,
+    Range, UnsupportedQuery, Words, active_limits, check_cost, shortened,
 )
 from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
@@ -237,7 +237,8 @@ class EmbeddedBackend:
                 for ((score, address), _, doc_id), data in zip(ranked, terms, strict=True)]
 
     def prepare(self, body: Mapping[str, Any]) -> EmbeddedSearch:
-        """A search body checked and translated; ``QueryRefused`` names what the embedded backend cannot serve."""
+        """A search body checked and translated; ``QueryRefused`` names what the embedded backend cannot serve, or the
+        limit of ``active_limits()`` (the request's ``QueryLimits``) that its query passes, before tantivy runs."""
         unknown = next((key for key in body if key not in BODY_KEYS), None)
         if unknown is not None:
             raise QueryRefused(f"[{str(unknown)[:40]}] in the search body is not served by the embedded backend, "
@@ -245,6 +246,8 @@ class EmbeddedBackend:
         try:
             tree = read_query(body["query"]) if body.get("query") is not None else MatchAll()
             post_filter = read_query(body["post_filter"]) if body.get("post_filter") is not None else None
+            # The query and its post_filter run together: one budget (QueryLimits) for both, before tantivy runs.
+            check_cost(Bool(must=(tree,) if post_filter is None else (tree, post_filter)), active_limits())
         except UnsupportedQuery as error:
             raise QueryRefused(str(error)) from None
         query = self._tantivy(tree)
@@ -389,7 +392,12 @@ class EmbeddedBackend:
             query = Query.phrase_query(schema, "text", list(node.tokens), node.slop)
             return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
         if isinstance(node, Pattern):
-            return Query.const_score_query(Query.regex_query(schema, "text", node.regex), 1.0)
+            try:
+                pattern = Query.regex_query(schema, "text", node.regex)
+            except ValueError as error:  # tantivy's automaton over its size limit, or a regex it cannot read
+                raise QueryRefused(f"the wildcard {shortened(node.wildcard)!r} cannot be searched here "
+                                   f"({str(error)[:120]}); use fewer ? and * in it") from None
+            return Query.const_score_query(pattern, 1.0)
         if isinstance(node, Keyword):
             if node.field == "year":
                 query = Query.boolean_query([(Occur.Should, Query.range_query(

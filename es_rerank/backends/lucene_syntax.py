@@ -23,35 +23,101 @@ backend serves, as Elasticsearch would read it:
 
 Fuzziness (``~`` on a word), regular expressions (``/.../``) and ranges of text are
 refused (Elasticsearch serves them).
+
+Parsing is bounded before luqum runs (``raw_shape``): the text's parentheses nest at most
+``MAX_DEPTH`` deep, it holds at most ``MAX_CLAUSES`` words and ``max_wildcard_terms``
+wildcard words (``QueryLimits``), read from the raw text, so neither a deep nest (a
+RecursionError) nor thousands of words or wildcards cost a parse (luqum takes 40-90 ms
+for 8 KB of fields or groups). luqum's module-level ``parser.parse`` shares one lexer between threads
+(two searches at once read each other's words); ``luqum.thread.parse`` clones it per
+thread. A text's tree is kept for the next reader of the same text (``query_text`` and
+``read_query`` both read a request's query string).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from luqum import tree
 from luqum.exceptions import ParseError
-from luqum.parser import parser
+from luqum.thread import parse as thread_safe_parse
 
 from es_rerank.backends.query_tree import (
-    KEYWORD_FIELDS, NUMBER_FIELDS, ON_ELASTICSEARCH, TEXT_FIELDS, WHOLE_TEXT, Bool, MatchAll, MatchNone, Node, Pattern,
-    Range, UnsupportedQuery, Words, keyword_node, phrase_node, whole_number,
+    KEYWORD_FIELDS, MAX_CLAUSES, MAX_DEPTH, NUMBER_FIELDS, ON_ELASTICSEARCH, TEXT_FIELDS, WHOLE_TEXT, Bool, MatchAll, MatchNone,
+    Node, Pattern, Range, UnsupportedQuery, Words, active_limits, keyword_node, phrase_node, whole_number,
 )
 from es_rerank.text import tokenize
 
 _TEXT_NAMES = ("text", "title", "abstract", "*", "_all")  # fields whose words the model reads
 _SIMPLE_SPECIAL = re.compile(r"\b(AND|OR|NOT)\b|[:!^\[\]{}/\\]|&&|\|\|")
+# What luqum raises on text it cannot read (its own errors, and a few from inside PLY on odd input).
+_PARSE_FAILURES = (ParseError, ValueError, TypeError, AttributeError, IndexError, RecursionError)
+_QUOTED_OR_ESCAPED = re.compile(r'"(?:[^"\\]|\\.)*"?|\\.', re.DOTALL)
+_RANGE = re.compile(r"[\[{][^\]}]*[\]}]")
+_UNESCAPED_WILDCARD = re.compile(r"(?<!\\)[?*]")
+_WILDCARD_WORD = re.compile(r"[^\s()\[\]{}\"]*[?*][^\s()\[\]{}\"]*")
+_BARE_WORD = re.compile(r"[^\s()]+")
+_OPERATORS = frozenset(("AND", "OR", "NOT", "&&", "||", "+", "-", "!", "|"))
+
+
+@dataclass(frozen=True)
+class RawShape:
+    """What a query string's raw text says of its cost, read before any parse (quoted phrases, ranges and escaped
+    characters aside)."""
+
+    depth: int  # how deep its parentheses nest
+    wildcard_words: int  # words holding ? or * (a lone * is every document, not a wildcard)
+    words: int  # words that are no operator: each is at least one clause once parsed
+
+
+def raw_shape(text: str) -> RawShape:
+    """The ``RawShape`` of a query string, in one pass of regular expressions over its text."""
+    bare = _RANGE.sub(" r ", _QUOTED_OR_ESCAPED.sub(" q ", text))
+    depth = deepest = 0
+    for char in bare:
+        if char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth = max(0, depth - 1)
+    wildcards = sum(1 for word in _WILDCARD_WORD.findall(bare) if word != "*")
+    words = sum(1 for word in _BARE_WORD.findall(bare) if word not in _OPERATORS)
+    return RawShape(deepest, wildcards, words)
+
+
+def _check_raw(text: str, kind: str) -> None:
+    shape = raw_shape(text)
+    if shape.depth > MAX_DEPTH:
+        raise UnsupportedQuery(f"[{kind}] parentheses nest {shape.depth} deep; this gateway reads at most {MAX_DEPTH} "
+                               "levels: flatten the query")
+    if shape.words > MAX_CLAUSES:  # refused once parsed anyway (query_dsl's clause budget): not worth parsing
+        raise UnsupportedQuery(f"[{kind}] the query has {shape.words} words and groups, more than {MAX_CLAUSES} "
+                               f"clauses; this gateway reads at most {MAX_CLAUSES} per request: split it")
+    limit = active_limits().max_wildcard_terms
+    if shape.wildcard_words > limit:
+        raise UnsupportedQuery(f"[{kind}] the query has {shape.wildcard_words} wildcard words; this gateway reads at "
+                               f"most {limit} per search (ESRR_GATEWAY_MAX_WILDCARD_TERMS): search fewer wildcard "
+                               "words, or escape a literal ? or * as \\? or \\*")
+
+
+@lru_cache(maxsize=32)
+def _parsed(source: str) -> tree.Item:
+    """luqum's tree of ``source``, parsed with a lexer of this thread's own; read only by its callers."""
+    return thread_safe_parse(source)
 
 
 def read_lucene(text: str, all_required: bool, simple: bool, budget: Any, depth: int, kind: str) -> Node:
     """The nodes of a ``query_string`` (``simple`` False) or ``simple_query_string`` text."""
+    _check_raw(text, kind)
     source = _simple_to_lucene(text) if simple else _bang_as_not(text)
     if not source.strip():
         return MatchNone()
     try:
-        parsed = parser.parse(source)
-    except (ParseError, ValueError, TypeError, AttributeError, IndexError) as error:
+        parsed = _parsed(source)
+    except _PARSE_FAILURES as error:
         if simple:  # lenient, as Elasticsearch: the words are searched
             tokens = tuple(dict.fromkeys(tokenize(text)))
             return Words(tokens, len(tokens) if all_required else 1) if tokens else MatchNone()
@@ -63,8 +129,8 @@ def read_lucene(text: str, all_required: bool, simple: bool, budget: Any, depth:
 def wildcard_regex(value: str) -> str:
     """A wildcard word as the regular expression tantivy matches against whole tokens (``*`` any run, ``?`` one
     character), lower-cased as the index's tokens are."""
-    return "".join(".*" if char == "*" else "." if char == "?" else re.escape(char)
-                   for char in value.replace("\\", "").lower())
+    parts = re.findall(r"\\.|.", value.lower(), re.DOTALL)  # an escaped ? or * is the character itself
+    return "".join(".*" if part == "*" else "." if part == "?" else re.escape(part[-1]) for part in parts)
 
 
 def _bang_as_not(text: str) -> str:
@@ -102,7 +168,7 @@ class _Reader:
         if isinstance(item, tree.Proximity):
             if not isinstance(item.term, tree.Phrase):
                 raise self.refuse("fuzziness (word~N)")
-            return self.phrase(item.term, int(item.degree or 0), field)
+            return self.phrase(item.term, self.slop(item), field)
         if isinstance(item, tree.Fuzzy):
             raise self.refuse("fuzziness (word~N)")
         if isinstance(item, tree.Phrase):
@@ -137,18 +203,30 @@ class _Reader:
         if re.search(r"(?<!\\)!", value):  # Lucene's parser (and so Elasticsearch's) reads `!` as NOT, not in a word
             raise UnsupportedQuery(f"[{self.kind}] cannot parse {value[:40]!r}: '!' is the NOT operator; put it "
                                    "before a word (!coffee) or escape it (\\!)")
-        if "*" in value or "?" in value:
+        if _UNESCAPED_WILDCARD.search(value):
             if value == "*" and field == "text":
                 return MatchAll()
             if field != "text" or self.simple and "?" in value:  # simple_query_string has `*` at the end only
                 raise self.refuse(f"the wildcard {value[:40]!r} on [{field}]")
-            return Pattern(wildcard_regex(value))
+            return Pattern(wildcard_regex(value), value.lower())
         if field != "text":
             return keyword_node(self.kind, field, [value.replace("\\", "")])
         tokens = tuple(dict.fromkeys(tokenize(value)))
         if not tokens:
             return MatchNone()
         return Words(tokens, len(tokens) if self.all_required else 1)
+
+    def slop(self, item: tree.Proximity) -> int:
+        """A phrase's ``~N`` as a whole number (luqum takes ``~1.5`` and ``~`` alone too)."""
+        degree = str(item.degree if item.degree is not None else 0)
+        if not re.fullmatch(r"[0-9]+", degree):
+            raise UnsupportedQuery(f"[{self.kind}] a phrase's slop (~N) must be a whole number, got ~{degree[:40]}")
+        if len(degree) > 9:  # over any budget (QueryLimits.max_phrase_cost), and over what tantivy takes
+            limit = active_limits().max_phrase_cost
+            raise UnsupportedQuery(f"[{self.kind}] the query has a phrase of slop ~{degree[:40]}; this gateway reads "
+                                   f"at most {limit} phrase words times slop per search "
+                                   "(ESRR_GATEWAY_MAX_PHRASE_COST): lower the slop")
+        return int(degree)
 
     def phrase(self, item: tree.Phrase, slop: int, field: str) -> Node:
         text = item.value[1:-1]
@@ -187,10 +265,14 @@ class _Reader:
 def lucene_words(text: str, simple: bool = False) -> str:
     """The words a query-string searches for in the text: its words and phrases, not those it excludes (NOT, -)
     nor the values of field filters (``year:2010``); its words as written where it does not parse."""
+    try:
+        _check_raw(text, "query_string")
+    except UnsupportedQuery:
+        return text  # refused when the query is read (read_lucene), unparsed here
     source = _simple_to_lucene(text) if simple else _bang_as_not(text)
     try:
-        parsed = parser.parse(source) if source.strip() else None
-    except (ParseError, ValueError, TypeError, AttributeError, IndexError):
+        parsed = _parsed(source) if source.strip() else None
+    except _PARSE_FAILURES:
         return text
     words: list[str] = []
 

@@ -20,7 +20,9 @@ Lucene's syntax, rather than by hand. Keyword filters (``term``, ``terms``, ``ra
 work on the metadata fields of the issue-26 contract.
 
 Cost is bounded before anything runs: at most ``MAX_CLAUSES`` clauses and
-``MAX_DEPTH`` levels of nesting per request.
+``MAX_DEPTH`` levels of nesting per request; the tree read is then checked against the
+request's ``QueryLimits`` (terms, sloppy phrases, wildcards: ``query_tree.check_cost``)
+by the embedded backend before tantivy runs.
 """
 
 from __future__ import annotations

@@ -1,14 +1,18 @@
 """The tree a search body's query is read into for the embedded backend, and the checks its readers share (pure).
 
 ``query_dsl`` reads the Query DSL into it, ``lucene_syntax`` the text of ``query_string``
-queries; ``EmbeddedBackend`` translates it to tantivy.
+queries; ``EmbeddedBackend`` translates it to tantivy, once ``check_cost`` has found it
+within the ``QueryLimits`` in force: the gateway binds its settings' limits to each
+request (``bind_limits``), the defaults hold elsewhere.
 """
 
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Iterator, Union
 
 TEXT_FIELDS = ("text", "title", "abstract")  # `text` is title and abstract together
 WHOLE_TEXT = ({"text"}, {"title", "abstract"}, {"text", "title", "abstract"}, {"*"}, {"_all"})
@@ -46,9 +50,20 @@ class Phrase:
 @dataclass(frozen=True)
 class Pattern:
     """Documents holding a ``text`` token that the regular expression ``regex`` matches whole (a wildcard); scored
-    1, as Elasticsearch's constant-score rewrite of a wildcard."""
+    1, as Elasticsearch's constant-score rewrite of a wildcard. ``wildcard`` is the word as written."""
 
     regex: str
+    wildcard: str = ""
+
+    @property
+    def marks(self) -> int:
+        """How many ``?`` and ``*`` the wildcard holds (each widens the automaton tantivy compiles)."""
+        return len(re.findall(r"(?<!\\)[?*]", self.wildcard))
+
+    @property
+    def leading(self) -> bool:
+        """Whether the wildcard starts with ``?`` or ``*``: every term of the index is then tried and may match."""
+        return self.wildcard[:1] in ("?", "*")
 
 
 @dataclass(frozen=True)
@@ -129,3 +144,84 @@ def whole_number(kind: str, field: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise UnsupportedQuery(f"[{kind}] on [{field}] takes whole numbers (years), got {shortened(value)}")
     return value
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """What one search may cost, checked on its tree before tantivy runs (``check_cost``); each is the gateway's
+    setting ``ESRR_GATEWAY_<NAME>`` (docs/operations.md has the measurements behind the defaults)."""
+
+    max_query_terms: int = 1024  # words and phrase words searched, over the whole query
+    max_phrase_cost: int = 400  # each sloppy phrase's words times its slop, summed over the query
+    max_wildcard_terms: int = 3  # wildcard words (gree*, tumo?r)
+    max_wildcard_marks: int = 8  # `?` and `*` in one wildcard word
+    max_leading_wildcards: int = 0  # wildcard words starting with `?` or `*` (each tries every term of the index)
+
+
+DEFAULT_LIMITS = QueryLimits()
+UNLIMITED = QueryLimits(2**62, 2**62, 2**62, 2**62, 2**62)  # for measuring what a search costs without them
+_ACTIVE_LIMITS: ContextVar[QueryLimits] = ContextVar("esrr_query_limits", default=DEFAULT_LIMITS)
+
+
+def bind_limits(limits: QueryLimits) -> Token[QueryLimits]:
+    """Check the searches prepared from now on in this context (a request's thread) against ``limits``, until
+    ``unbind_limits`` with the token returned."""
+    return _ACTIVE_LIMITS.set(limits)
+
+
+def unbind_limits(token: Token[QueryLimits]) -> None:
+    """The limits in force before the ``bind_limits`` that returned ``token``."""
+    _ACTIVE_LIMITS.reset(token)
+
+
+@contextmanager
+def using_limits(limits: QueryLimits) -> Iterator[None]:
+    """The searches prepared in this block are checked against ``limits``."""
+    token = bind_limits(limits)
+    try:
+        yield
+    finally:
+        unbind_limits(token)
+
+
+def active_limits() -> QueryLimits:
+    """The limits searches prepared here are checked against (``using_limits``, else the defaults)."""
+    return _ACTIVE_LIMITS.get()
+
+
+def check_cost(node: Node, limits: QueryLimits) -> None:
+    """``UnsupportedQuery`` naming the first of ``limits`` that the query of ``node`` passes, its setting and the
+    query's value; checked before any search, so a refused query costs nothing."""
+    terms = phrase_cost = leading = 0
+    patterns: list[Pattern] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Words):
+            terms += len(item.tokens)
+        elif isinstance(item, Phrase):
+            terms += len(item.tokens)
+            phrase_cost += len(item.tokens) * item.slop
+        elif isinstance(item, Pattern):
+            patterns.append(item)
+            leading += item.leading
+        elif isinstance(item, Bool):
+            stack.extend((*item.must, *item.should, *item.filter, *item.must_not))
+    widest = max(patterns, key=lambda pattern: pattern.marks, default=None)
+    _within("words searched", terms, limits.max_query_terms, "MAX_QUERY_TERMS", "search fewer words")
+    _within("phrase words times slop (summed over its phrases)", phrase_cost, limits.max_phrase_cost,
+            "MAX_PHRASE_COST", "lower the slop (~N) or shorten the phrase")
+    _within("wildcard words", len(patterns), limits.max_wildcard_terms, "MAX_WILDCARD_TERMS",
+            "search fewer wildcard words, or escape a literal ? or * as \\? or \\*")
+    if widest is not None:
+        _within(f"'?' and '*' in the wildcard {shortened(widest.wildcard)!r}", widest.marks, limits.max_wildcard_marks,
+                "MAX_WILDCARD_MARKS", "use fewer wildcards in one word", per="per wildcard word")
+    _within("wildcard words starting with ? or * (each tries every word of the index)", leading,
+            limits.max_leading_wildcards, "MAX_LEADING_WILDCARDS", "start each wildcard word with a letter "
+            "(gree*, not *ree*), or escape a lone ? as \\?")
+
+
+def _within(what: str, value: int, limit: int, setting: str, fix: str, per: str = "per search") -> None:
+    if value > limit:
+        raise UnsupportedQuery(f"the query has {value} {what}; this gateway reads at most {limit} {per} "
+                               f"(ESRR_GATEWAY_{setting}): {fix}")

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from es_rerank.backends.base import BackendError, QueryRefused
+from es_rerank.backends.query_tree import bind_limits, unbind_limits
 from es_rerank.gateway.api import api
 from es_rerank.gateway.client_api import client_api
 from es_rerank.gateway.config import GatewaySettings
@@ -45,7 +46,8 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
                       ESRR_MAX_MSEARCH_SEARCHES=settings.gateway_max_msearch_searches,
                       ESRR_MAX_ANSWER_BYTES=settings.gateway_max_answer_bytes,
                       ESRR_MAX_HIGHLIGHT_CHARS=settings.gateway_max_highlight_chars,
-                      ESRR_MAX_SOURCE_PATTERNS=settings.gateway_max_source_patterns)
+                      ESRR_MAX_SOURCE_PATTERNS=settings.gateway_max_source_patterns,
+                      ESRR_QUERY_LIMITS=settings.query_limits)
     app.json.sort_keys = False  # keep Elasticsearch's key order
     metrics = GatewayMetrics()
     app.extensions["esrr.served"] = served
@@ -58,6 +60,16 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
         app.register_blueprint(site)
     app.wsgi_app = UrlLengthLimit(app.wsgi_app, settings.gateway_max_url_bytes,
                                   on_refused=metrics.requests.labels("unrouted", "414").inc)
+
+    @app.before_request
+    def _bound_the_searches() -> None:  # every search this request prepares, in this thread, has these limits
+        g.esrr_limits_token = bind_limits(app.config["ESRR_QUERY_LIMITS"])
+
+    @app.teardown_request
+    def _unbind(_error: BaseException | None) -> None:
+        token = g.pop("esrr_limits_token", None)
+        if token is not None:
+            unbind_limits(token)
 
     @app.after_request
     def _as_elasticsearch(response: Response) -> Response:

@@ -156,7 +156,9 @@ def msearch(index: str | None = None) -> Response:
     check_parameters("/_msearch", url_parameters(request.query_string), MSEARCH_PARAMETERS)
     searches = read_msearch(request.get_data(cache=False), index, current_app.config["ESRR_MAX_MSEARCH_SEARCHES"])
     started, asked_id = time.perf_counter(), query_id()
-    responses = [_one_search(search.index, search.body, f"{asked_id}-{n}") for n, search in enumerate(searches)]
+    responses = [_one_search(search.index, search.body, f"{asked_id}-{n}") if search.error is None else
+                 error_body(search.error.error_type, search.error.reason, search.error.status)
+                 for n, search in enumerate(searches)]
     response = jsonify({"took": round((time.perf_counter() - started) * 1000), "responses": responses})
     response.headers[QUERY_ID_HEADER] = asked_id
     return response

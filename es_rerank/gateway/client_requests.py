@@ -3,7 +3,10 @@
 
 Every list is counted against its limit (``ESRR_GATEWAY_MAX_MGET_DOCS``,
 ``ESRR_GATEWAY_MAX_MSEARCH_SEARCHES``) before one of its items is read, so a request's
-cost is known before the backend is asked; an error names the limit or what to send.
+cost is known before the backend is asked; an error names the limit or what to send. In
+an ``_msearch``, a body or header that is not JSON fails the request, as in Elasticsearch;
+a search refused for what it holds (invalid Unicode text here, a query the backend
+refuses in ``client_api``) fails in its own slot and the others are answered.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, Mapping
 from es_rerank.backends.base import QueryRefused
 from es_rerank.backends.highlight import filter_source, read_source_filter
 from es_rerank.gateway.errors import BadSearchRequest, clipped, excerpt
-from es_rerank.gateway.request_parts import read_json
+from es_rerank.gateway.request_parts import InvalidText, read_json
 from es_rerank.gateway.search_request import check_parameters, url_source
 
 SourceFilter = tuple[tuple[str, ...], tuple[str, ...]] | None  # (includes, excludes); None: no _source
@@ -42,10 +45,12 @@ class DocumentRead:
 
 @dataclass(frozen=True)
 class OneSearch:
-    """One search of an ``_msearch``: the index its header names (None: the path's) and its body."""
+    """One search of an ``_msearch``: the index its header names (None: the path's) and its body, or why its
+    lines' text is refused (that search alone fails, as a search refused by the backend does)."""
 
     index: str | None
     body: Mapping[str, Any]
+    error: InvalidText | None = None
 
 
 def document_source(params: Mapping[str, str]) -> SourceFilter:
@@ -119,10 +124,13 @@ def read_msearch(data: bytes, path_index: str | None, max_searches: int) -> list
                                "each search is a header line then a body line")
     searches = []
     for n in range(0, len(lines), 2):
-        header = read_json(lines[n], f"line {n + 1} of the _msearch body (a header)")
-        body = read_json(lines[n + 1], f"line {n + 2} of the _msearch body (a search)")
-        searches.append(OneSearch(_header_index({} if header is None else header, n + 1, path_index),
-                                  {} if body is None else body))
+        try:
+            header = read_json(lines[n], f"line {n + 1} of the _msearch body (a header)")
+            body = read_json(lines[n + 1], f"line {n + 2} of the _msearch body (a search)")
+            searches.append(OneSearch(_header_index({} if header is None else header, n + 1, path_index),
+                                      {} if body is None else body))
+        except InvalidText as error:  # lines that are not JSON fail the whole request, as in Elasticsearch
+            searches.append(OneSearch(None, {}, error))
     return searches
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from es_rerank.backends.base import MAX_K
+from es_rerank.backends.query_tree import DEFAULT_LIMITS, QueryLimits
 from es_rerank.settings import MAX_GATEWAY_THREADS, BrokerSettings
 
 
@@ -52,3 +53,23 @@ class GatewaySettings(BrokerSettings):
                                              "400 naming the limit")
     gateway_max_source_patterns: int = Field(256, ge=1, le=10_000, description="most _source include and "
                                              "exclude patterns one search may list; more is a 400 naming the limit")
+    # What one search may cost on the embedded index (QueryLimits); measured with `python -m benchmarks.query_cost`.
+    gateway_max_query_terms: int = Field(DEFAULT_LIMITS.max_query_terms, ge=1, le=65_536, description="most words "
+                                         "(and phrase words) one search looks up; more is a 400 naming the limit")
+    gateway_max_phrase_cost: int = Field(DEFAULT_LIMITS.max_phrase_cost, ge=0, le=100_000, description="most "
+                                         "phrase words times slop (~N), summed over a search's phrases; a sloppy "
+                                         "phrase costs CPU that grows faster than both")
+    gateway_max_wildcard_terms: int = Field(DEFAULT_LIMITS.max_wildcard_terms, ge=0, le=1024, description="most "
+                                            "wildcard words (gree*, tumo?r) in one search")
+    gateway_max_wildcard_marks: int = Field(DEFAULT_LIMITS.max_wildcard_marks, ge=1, le=64, description="most ? "
+                                            "and * in one wildcard word")
+    gateway_max_leading_wildcards: int = Field(DEFAULT_LIMITS.max_leading_wildcards, ge=0, le=1024,
+                                               description="most wildcard words starting with ? or * in one search "
+                                               "(each tries every word of the index; 0 refuses them)")
+
+    @property
+    def query_limits(self) -> QueryLimits:
+        """The limits on one search's cost, as the embedded backend checks them."""
+        return QueryLimits(self.gateway_max_query_terms, self.gateway_max_phrase_cost,
+                           self.gateway_max_wildcard_terms, self.gateway_max_wildcard_marks,
+                           self.gateway_max_leading_wildcards)

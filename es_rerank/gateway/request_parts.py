@@ -13,6 +13,13 @@ from es_rerank.gateway.errors import BadSearchRequest
 
 QUERY_ID_HEADER = "X-Opaque-Id"
 _QUERY_ID = re.compile(r"[\x21-\x7e]{1,64}")  # printable ASCII, no spaces: safe in a log line and a header
+# json.loads reads a surrogate from a \uD800-style escape, or from its UTF-8-like bytes (it decodes with surrogatepass).
+_MAY_HOLD_A_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class InvalidText(BadSearchRequest):
+    """JSON that decodes to a string which is not Unicode text (a lone surrogate)."""
 
 
 def query_id() -> str:
@@ -27,14 +34,36 @@ def json_body() -> Any:
 
 
 def read_json(data: bytes, what: str) -> Any:
-    """``data`` decoded as JSON (None when blank); ``BadSearchRequest`` naming ``what`` when it is not JSON."""
+    """``data`` decoded as JSON (None when blank); ``BadSearchRequest`` naming ``what`` when it is not JSON, or holds
+    a string that is not Unicode text (a lone surrogate, which no index, UTF-8 encoder or tantivy takes)."""
     if not data.strip():
         return None
     try:
-        return json.loads(data)
+        value = json.loads(data)
+        if _MAY_HOLD_A_SURROGATE.search(data) and _holds_a_lone_surrogate(value):
+            raise InvalidText(f"{what} holds a lone UTF-16 surrogate (such as \\ud800), which is no "
+                                   "character; send valid Unicode text (a pair such as \\ud83d\\ude00 is one "
+                                   "character)")
+        return value
     except (ValueError, UnicodeDecodeError) as error:
         raise BadSearchRequest(f"{what} is not JSON ({error}); send a JSON object such as "
                                '{"query": {"match": {"text": "green tea"}}}') from None
     except RecursionError:
         raise BadSearchRequest(f"{what} nests too deeply to read; send a search body such as "
                                '{"query": {"match": {"text": "green tea"}}}') from None
+
+
+def _holds_a_lone_surrogate(value: Any) -> bool:
+    """Whether a decoded JSON value has a string (key or value) holding a surrogate code point."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
