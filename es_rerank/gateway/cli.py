@@ -35,10 +35,13 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
     from es_rerank.gateway.app import MAX_BODY_BYTES
     from es_rerank.gateway.config import GatewaySettings
     from es_rerank.gateway.server import ServeError, ensure_open_files, listening_socket, supervise
+    from es_rerank.held_files import watch_leases
 
     settings = load_settings(GatewaySettings, gateway_host=host, gateway_port=port, gateway_threads=threads,
                              gateway_processes=processes)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s")
+    if settings.gateway_processes == 1:
+        watch_leases()  # before any file is opened; forked processes watch their own (_leased_served_search)
     served = served_search(settings)  # a set-up that cannot serve fails here, once, with its fix
     try:
         ensure_open_files(settings.gateway_connection_limit)
@@ -59,7 +62,7 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
         return
     served.close()  # each process opens its own, after the fork
     status = supervise(settings.gateway_processes,
-                       lambda: _serve_one(settings, served_search(settings), sock, options))
+                       lambda: _serve_one(settings, _leased_served_search(settings), sock, options))
     sock.close()
     if status:
         raise click.ClickException("the gateway processes exited as soon as they started; their log above says why")
@@ -74,6 +77,14 @@ def served_search(settings: GatewaySettings) -> ServedSearch:
     pipeline = served_pipeline(settings, settings.gateway_window, rerank=None if via_worker else False,
                                keep_vectors=True, via_worker=via_worker)
     return ServedSearch(pipeline, settings.gateway_index_check_s)
+
+
+def _leased_served_search(settings: GatewaySettings) -> ServedSearch:
+    """``served_search`` in a forked gateway process, its index files leased (``es_rerank.held_files``)."""
+    from es_rerank.held_files import watch_leases
+
+    watch_leases()
+    return served_search(settings)
 
 
 def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.socket, options: dict) -> None:
