@@ -1,8 +1,12 @@
-"""``esrr bench integrity``: what checking the statistics costs, at open and per search, on NFCorpus.
+"""``esrr bench integrity``: what checking the served files costs, at open and per search, on NFCorpus.
 
 The figures behind the choices of ``es_rerank.manifest`` (sizes at every open, checksums
 where the whole version is read anyway) and ``es_rerank.held_files`` (mapped from held
-descriptors, checked before a search reads them, rather than read with ``pread``).
+descriptors, leased or checked around a search's reads, rather than read with ``pread``):
+a search of the embedded index (its top 500 with their statistics, then a page of 10
+``_source``) timed in the same run without any check, with the files' fingerprints checked
+before and after (what a process without leases does), and with the files leased (what
+``esrr serve`` does).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import statistics
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
@@ -89,6 +94,49 @@ def _screen_ms(stats, rows: list[int], repeats: int) -> tuple[float, int]:
     return _median_s(lambda: envelope_problem(envelope, Channel.codecs), repeats) * 1000, len(envelope)
 
 
+def _search_costs(documents: list, queries: list[str], root: Path, repeats: int) -> dict[str, object]:
+    """Per-search medians (ms) of the embedded index's searches unchecked, fingerprinted and leased, interleaved
+    in each run so that the machine's load weighs on each alike; the guard's own costs (us)."""
+    from es_rerank.backends.embedded import EmbeddedBackend
+    from es_rerank.held_files import watch_leases
+    from index_setup.embedded_index import build_embedded_index
+
+    build_embedded_index(documents, root, version="bench", progress=False, workers=0)
+    backends = {"unchecked": EmbeddedBackend.open_current(root), "fingerprinted": EmbeddedBackend.open_current(root)}
+    backends["unchecked"].reading = nullcontext  # the same reads with no check at all
+    if watch_leases():  # this process's main thread: the SIGIO handler, as in esrr serve
+        backends["leased"] = EmbeddedBackend.open_current(root)
+    files = backends["fingerprinted"]._files
+    leased_files = len(backends["leased"]._files.leased) if "leased" in backends else 0
+    bodies = [{"query": {"match": {"text": text}}} for text in queries]
+
+    def run(backend: EmbeddedBackend) -> None:
+        for body in bodies:
+            prepared = backend.prepare(body)
+            hits = backend.first_stage(prepared, 500).hits
+            backend.page(prepared, hits[:10])
+
+    times: dict[str, list[float]] = {name: [] for name in backends}
+    for _ in range(repeats):
+        for name, backend in backends.items():
+            times[name].append(_median_s(lambda backend=backend: run(backend), 1) / len(bodies))
+    per_search_ms = {name: statistics.median(values) * 1000 for name, values in times.items()}
+    figures: dict[str, object] = {
+        "files_held": len(files.files), "files_leased": leased_files, "search_ms": per_search_ms,
+        "over_unchecked": {name: ms / per_search_ms["unchecked"] for name, ms in per_search_ms.items()},
+        "fingerprint_check_us": _median_s(files.change, repeats * 10) * 1e6,
+    }
+    if "leased" in backends:
+        guard = backends["leased"]._files
+
+        def leased_read() -> None:
+            with guard.reading():
+                pass
+
+        figures["leased_read_us"] = _median_s(leased_read, repeats * 10) * 1e6
+    return figures
+
+
 @click.command(name="integrity")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--repeats", default=30, show_default=True, type=click.IntRange(min=3), help="Runs per timing.")
@@ -133,6 +181,8 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path |
             read = _median_s(lambda: [pread.doc_terms(row) for row in rows], repeats)
         finally:
             pread.close()
+        queries = list(NFCorpus.locate(data).all_queries().values())[:50]
+        searches = _search_costs(documents, queries, Path(tmp) / "embedded", repeats)
 
     figures = {
         "machine": machine_description(),
@@ -149,6 +199,7 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path |
         "pread_over_mapped": read / mapped,
         "task_envelope_bytes": envelope_bytes,
         "poison_screen_of_a_task_ms": screen_ms,
+        "searches": searches,
     }
     click.echo(f"machine: {figures['machine']}")
     click.echo("checksums (GiB/s, 256 MiB in memory, median of 3): "
@@ -164,5 +215,15 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path |
                f"{figures['read_hits_pread_ms']:.2f} ms ({figures['pread_over_mapped']:.1f}x)")
     click.echo(f"worker's poison screen of a task envelope for those hits ({envelope_bytes:,} bytes): "
                f"{screen_ms:.3f} ms")
+    ms, over = searches["search_ms"], searches["over_unchecked"]
+    click.echo(f"a search (top 500 with their statistics, a page of 10 _source; {len(queries)} NFCorpus queries, "
+               f"medians of {repeats}), its {searches['files_held']} files: unchecked {ms['unchecked']:.3f} ms, "
+               f"fingerprints checked before and after {ms['fingerprinted']:.3f} ms "
+               f"({over['fingerprinted']:.3f}x), one check {searches['fingerprint_check_us']:.1f} us")
+    if "leased" in ms:
+        click.echo(f"  leased ({searches['files_leased']} leases): {ms['leased']:.3f} ms ({over['leased']:.3f}x), "
+                   f"a read's guard {searches['leased_read_us']:.2f} us")
+    else:
+        click.echo("  leased: not measured (not this process's main thread)")
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

@@ -48,10 +48,8 @@ import queue
 import signal
 import threading
 import weakref
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -75,8 +73,7 @@ class FilesChanged(Exception):
     """Files of a served version changed on disk after they were verified (names the files, not their paths)."""
 
 
-@dataclass(frozen=True)
-class Fingerprint:
+class Fingerprint(NamedTuple):
     """What ``fstat`` says of a file: a change of size or mtime is a change of content; of ctime, maybe one."""
 
     size: int
@@ -85,7 +82,7 @@ class Fingerprint:
 
     @classmethod
     def of(cls, descriptor: int) -> "Fingerprint":
-        """The fingerprint of an open file."""
+        """The fingerprint of an open file (a tuple: made and compared at every read, cheaper than a dataclass)."""
         st = os.fstat(descriptor)
         return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
@@ -156,14 +153,19 @@ class HeldFile:
 
 
 class FileGuard:
-    """The held files of one served version: every read inside ``reading``, refused once a file changed. Thread-safe."""
+    """The held files of one served version; every read of them inside ``reading``, refused once a file changed.
 
-    def __init__(self, files: Sequence[HeldFile], label: str = "") -> None:
+    Thread-safe; ``reading`` nests within a thread (the outermost read checks).
+    """
+
+    def __init__(self, files: Sequence[HeldFile], label: str = "",
+                 refusal: Callable[[str], Exception] = FilesChanged) -> None:
         self.files = tuple(files)
         self.label = label  # where the files are, for the log
+        self._refusal = refusal  # the error a refused read raises, from how the files changed
         self.leased = tuple(file for file in self.files if file.leased)
         self._fingerprinted = tuple(file for file in self.files if not file.leased)
-        self._state = threading.Condition()
+        self._state = threading.Condition(threading.Lock())
         self._reads = 0  # reads under way: a lease is given up only when none is
         self._broken: str | None = None  # set when a lease breaks, for good
         self._local = threading.local()
@@ -172,6 +174,8 @@ class FileGuard:
 
     def change(self) -> str | None:
         """How the files changed since they were verified (file names, no paths), None when none did."""
+        if self._broken is None and not self._fingerprinted:  # all leased, none broken: nothing to ask
+            return None
         changes = [self._broken] if self._broken is not None else []
         changes += [change for file in self._fingerprinted if (change := file.change()) is not None]
         return "; ".join(changes) or None
@@ -180,36 +184,40 @@ class FileGuard:
         """The names of the held files that were unlinked since they were opened."""
         return [file.name for file in self.files if file.deleted()]
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        """Read the files inside this: ``FilesChanged`` before a read if a file changed, and after it if one changed
-        meanwhile (in place of what the read raised, an ``IndexError`` from a rewritten file among them)."""
+    def reading(self) -> "FileGuard":
+        """Read the files inside ``with guard.reading():``: refused before a read if a file changed, and after it if
+        one changed meanwhile (in place of what the read raised, an ``IndexError`` from a rewritten file among them)."""
+        return self
+
+    def __enter__(self) -> None:
         local = self._local
-        if getattr(local, "depth", 0):  # within a read of this thread: the outermost one checks
-            local.depth += 1
-            try:
-                yield
-            finally:
-                local.depth -= 1
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
+        if depth:  # within a read of this thread: the outermost one checks
             return
-        self._begin()
-        local.depth = 1
         try:
-            yield
-        finally:
+            self._begin()
+        except BaseException:
             local.depth = 0
-            self._end()
-            if (change := self.change()) is not None:
-                raise FilesChanged(change) from None
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        local = self._local
+        local.depth -= 1
+        if local.depth:
+            return
+        self._end()
+        if (change := self.change()) is not None:
+            raise self._refusal(change) from None
 
     def _begin(self) -> None:
         with self._state:
             if self._broken is not None:
-                raise FilesChanged(self._broken)
+                raise self._refusal(self._broken)
             self._reads += 1
         if (change := self.change()) is not None:
             self._end()
-            raise FilesChanged(change)
+            raise self._refusal(change)
 
     def _end(self) -> None:
         with self._state:

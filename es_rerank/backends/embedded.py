@@ -20,11 +20,11 @@ import functools
 import json
 import math
 import os
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import tantivy
 
@@ -36,7 +36,7 @@ from es_rerank.backends.query_tree import (
     Range, UnsupportedQuery, Words,
 )
 from es_rerank.backends.tantivy_files import TantivyFileError, hold_tantivy_files
-from es_rerank.held_files import FileBeingWritten, FileGuard, FilesChanged
+from es_rerank.held_files import FileBeingWritten, FileGuard
 from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
 from es_rerank.text import tokenize
@@ -198,7 +198,9 @@ class EmbeddedBackend:
             raise BackendError(f"cannot read the tantivy index of {version_dir} ({error.strerror}); rebuild it "
                                "with `esrr index build` or serve another version with `esrr index use VERSION`") from None
         # The segment files are held (and leased) before tantivy maps them: a change from then on is seen.
-        self._files = FileGuard(self._stats.held_files + tuple(segments), label=str(version_dir))
+        version = self._stats.version
+        self._files = FileGuard(self._stats.held_files + tuple(segments), label=str(version_dir),
+                                refusal=lambda change: BackendError(changed_reason(version, change)))
         self._refused: tuple[tuple, str] | None = None  # the last failed verification of a changed folder
         self._schema = index_schema()
         try:
@@ -265,15 +267,10 @@ class EmbeddedBackend:
         """The served index's term statistics."""
         return self._stats
 
-    @contextmanager
-    def reading(self) -> Iterator[None]:
+    def reading(self) -> AbstractContextManager:
         """Read this version's files inside this: a ``BackendError`` when one changed on disk before or during it
         (``es_rerank.held_files``); a search's whole ranking reads inside one."""
-        try:
-            with self._files.reading():
-                yield
-        except FilesChanged as error:
-            raise BackendError(changed_reason(self.version, str(error))) from None
+        return self._files.reading()
 
     @_reads_files
     def search(self, query: str, k: int) -> list[Hit]:

@@ -56,14 +56,18 @@ os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 DELETE = "import os, sys; os.unlink(sys.argv[1])"
 
 
+def _documents() -> list[Document]:
+    """3,000 documents: the statistics span many pages, so a cut leaves rows past the end."""
+    rng = random.Random(7)
+    return [Document(f"d{i}", " ".join(rng.choices(WORDS, k=5)), " ".join(rng.choices(WORDS, k=40)))
+            for i in range(3000)]
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A home with a 3,000-document index: the statistics span many pages, so a cut leaves rows past the end."""
-    rng = random.Random(7)
-    docs = [Document(f"d{i}", " ".join(rng.choices(WORDS, k=5)), " ".join(rng.choices(WORDS, k=40)))
-            for i in range(3000)]
+    """A home with the documents' index as version v1."""
     home = tmp_path_factory.mktemp("served-files")
-    build_embedded_index(docs, home / "indexes" / "embedded", version="v1", progress=False)
+    build_embedded_index(_documents(), home / "indexes" / "embedded", version="v1", progress=False)
     return home
 
 
@@ -206,7 +210,7 @@ def test_files_unlinked_under_a_serving_gateway_keep_being_served_and_health_say
         assert "title_values.npy" in body["problem"] and "unlinked" in body["problem"]
 
 
-def test_a_version_put_back_whole_is_served_again_and_a_new_one_through_index_use(home, free_port):
+def test_a_version_put_back_whole_is_served_again_and_a_new_one_after_a_reindex(home, free_port):
     path = _version(home) / "stats" / "doc_ids.txt"
     original = path.read_bytes()
     with _serving(home, free_port()) as (url, process):
@@ -215,8 +219,19 @@ def test_a_version_put_back_whole_is_served_again_and_a_new_one_through_index_us
         _write(REWRITE_MTIME_RESTORED, path)
         assert search(QUERIES[0])[0] == 503
         path.write_bytes(original)  # put back: it verifies again, and the gateway serves it at its next look
-        assert search(QUERIES[0]) [0] == 200 and _answer(search(QUERIES[0])[1]) == before
+        status, body = search(QUERIES[0])
+        assert status == 200 and _answer(body) == before
         assert _http(f"{url}/_esrr/health")[1]["status"] == "green"
+
+        _write(TRUNCATE, _segment_file(home, ".term"))
+        status, body = search(QUERIES[0])
+        assert status == 503 and ".term" in body["error"]["reason"]
+        # The admin's fix: a new version (`esrr index build` builds one and makes it current, as here).
+        build_embedded_index(_documents(), home / "indexes" / "embedded", version="v2", progress=False, workers=0)
+        status, body = search(QUERIES[0])
+        assert status == 200 and _answer(body) == before and body["hits"]["hits"][0]["_index"] == "v2"
+        assert _http(f"{url}/_esrr/health")[1]["status"] == "green"
+        assert process.poll() is None
 
 
 def _app_search(home: Path) -> Callable[[str], tuple[int, dict]]:
