@@ -94,6 +94,8 @@ class HeldFile:
         self.name = path.name
         self.descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         weakref.finalize(self, os.close, self.descriptor)  # closing it gives the lease up too
+        self.guarded = False  # whether a FileGuard answers this file's lease breaks (else the watch gives it up)
+        self.leased = False
         self.leased = _WATCH.lease(self)  # before the fingerprint: from here on no writer goes unnoticed
         self.opened = Fingerprint.of(self.descriptor)
         self.verify = verify  # set by the owner once it knows the checksum to compare with
@@ -164,6 +166,8 @@ class FileGuard:
         self.label = label  # where the files are, for the log
         self._refusal = refusal  # the error a refused read raises, from how the files changed
         self.leased = tuple(file for file in self.files if file.leased)
+        for file in self.files:
+            file.guarded = True
         self._fingerprinted = tuple(file for file in self.files if not file.leased)
         self._state = threading.Condition(threading.Lock())
         self._reads = 0  # reads under way: a lease is given up only when none is
@@ -259,6 +263,7 @@ class _LeaseWatch:
         self.watching = False
         self._signals: queue.SimpleQueue[int] = queue.SimpleQueue()  # put() is safe in a signal handler
         self._guards: weakref.WeakSet[FileGuard] = weakref.WeakSet()
+        self._files: weakref.WeakSet[HeldFile] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._refusal_logged = False
 
@@ -277,9 +282,12 @@ class _LeaseWatch:
         while True:
             self._signals.get()
             with self._lock:
-                guards = list(self._guards)
+                guards, files = list(self._guards), list(self._files)
             for guard in guards:  # SIGIO says no more than that a lease breaks: each guard looks at its own
                 guard.lease_broken()
+            for file in files:  # leased by a version that failed to open, not yet collected: nothing reads it
+                if file.leased and not file.guarded and not file.lease_intact():
+                    file.release_lease()
 
     def guard(self, guard: FileGuard) -> None:
         """Tell ``guard`` when one of its leases breaks."""
@@ -292,17 +300,22 @@ class _LeaseWatch:
             return False
         try:
             fcntl.fcntl(file.descriptor, F_SETLEASE, fcntl.F_RDLCK)
-            return True
         except OSError as error:
-            if error.errno == errno.EAGAIN:
-                raise FileBeingWritten(errno.EAGAIN, f"{file.name} is open for writing by another process") from None
-            if not self._refusal_logged:
-                self._refusal_logged = True
-                log.warning("no read lease on the served index files (%s: %s): they are checked by their fstat "
-                            "before and after each read instead, and a file cut short during a read can end the "
-                            "process; run the gateway as the owner of the index files, on a local file system",
-                            file.name, error.strerror)
+            self._refused(file, error)
             return False
+        with self._lock:
+            self._files.add(file)
+        return True
+
+    def _refused(self, file: HeldFile, error: OSError) -> None:
+        if error.errno == errno.EAGAIN:
+            raise FileBeingWritten(errno.EAGAIN, f"{file.name} is open for writing by another process") from None
+        if not self._refusal_logged:
+            self._refusal_logged = True
+            log.warning("no read lease on the served index files (%s: %s): they are checked by their fstat "
+                        "before and after each read instead, and a file cut short during a read can end the "
+                        "process; run the gateway as the owner of the index files, on a local file system",
+                        file.name, error.strerror)
 
 
 _WATCH = _LeaseWatch()

@@ -35,13 +35,10 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
     from es_rerank.gateway.app import MAX_BODY_BYTES
     from es_rerank.gateway.config import GatewaySettings
     from es_rerank.gateway.server import ServeError, ensure_open_files, listening_socket, supervise
-    from es_rerank.held_files import watch_leases
 
     settings = load_settings(GatewaySettings, gateway_host=host, gateway_port=port, gateway_threads=threads,
                              gateway_processes=processes)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s")
-    if settings.gateway_processes == 1:
-        watch_leases()  # before any file is opened; forked processes watch their own (_leased_served_search)
     served = served_search(settings)  # a set-up that cannot serve fails here, once, with its fix
     try:
         ensure_open_files(settings.gateway_connection_limit)
@@ -58,7 +55,9 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
     options = {"threads": settings.gateway_threads, "connection_limit": settings.gateway_connection_limit,
                "channel_timeout_s": settings.gateway_channel_timeout_s, "max_body_bytes": MAX_BODY_BYTES}
     if settings.gateway_processes == 1:
-        _serve_one(settings, served, sock, options)
+        # Opened again with its files leased, once it is sure to serve: a start that fails takes no SIGIO handler.
+        served.close()
+        _serve_one(settings, _leased_served_search(settings), sock, options)
         return
     served.close()  # each process opens its own, after the fork
     status = supervise(settings.gateway_processes,
