@@ -20,6 +20,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
+from urllib.parse import urlencode
 
 import click
 import numpy as np
@@ -147,13 +148,127 @@ def _search_costs(documents: list, queries: list[str], root: Path, repeats: int)
     return figures
 
 
+# What another process does to a served file, and which file: (path under the version, writer's code on argv[1]).
+_WRITERS = {
+    "cut short": "import os, sys; os.truncate(sys.argv[1], os.path.getsize(sys.argv[1]) // 3)",
+    "rewritten, mtime restored": (
+        "import os, sys\npath = sys.argv[1]\nst = os.stat(path)\nwith open(path, 'r+b') as f:\n"
+        "    data = f.read(); third = len(data) // 3; f.seek(third); f.write(data[third:2 * third][::-1])\n"
+        "os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))"),
+    "unlinked": "import os, sys; os.unlink(sys.argv[1])",
+}
+_CHANGES = (("stats/title_ptr.npy", "cut short"), ("stats/title_ptr.npy", "rewritten, mtime restored"),
+            ("stats/doc_ids.txt", "rewritten, mtime restored"), ("stats/title_values.npy", "unlinked"),
+            ("tantivy/*.idx", "cut short"), ("tantivy/*.term", "rewritten, mtime restored"))
+
+
+def _http(url: str) -> tuple[int, dict | None]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error) if error.headers.get_content_type() == "application/json" else None
+
+
+def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: list[str], port: int) -> dict:
+    """One ``esrr serve`` over a copy of ``built``, two clients searching, another process changing one file."""
+    import shutil
+    import subprocess
+    import sys
+    import threading
+
+    home = scratch / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(built, home)
+    version = home / "indexes" / "embedded" / "bench"
+    (path,) = version.glob(target)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ESRR_")}
+    env.update(ESRR_HOME=str(home), ESRR_GATEWAY_RERANK="false", ESRR_GATEWAY_INDEX_CHECK_S="0")
+    url = f"http://127.0.0.1:{port}"
+    with open(scratch / "gateway.log", "wb") as log:
+        gateway = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
+                                    "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(600):
+            try:
+                _http(f"{url}/_esrr/health")
+                break
+            except OSError:
+                time.sleep(0.1)
+        def search(query: str) -> tuple[int, dict | None]:
+            return _http(f"{url}/_search?{urlencode({'q': query, 'size': 10})}")
+
+        before = {query: search(query)[1]["hits"]["hits"] for query in queries}
+        answers: list[tuple[str, int, dict | None]] = []
+        stop = threading.Event()
+
+        def client(offset: int) -> None:
+            number = offset
+            while not stop.is_set():
+                query = queries[number % len(queries)]
+                number += 2
+                try:
+                    answers.append((query, *search(query)))
+                except OSError:
+                    answers.append((query, 0, None))  # no answer: the gateway is gone
+                    return
+
+        clients = [threading.Thread(target=client, args=(offset,)) for offset in (0, 1)]
+        for thread in clients:
+            thread.start()
+        time.sleep(0.5)
+        subprocess.run([sys.executable, "-c", _WRITERS[kind], str(path)], check=True, timeout=120)
+        time.sleep(1.0)
+        stop.set()
+        for thread in clients:
+            thread.join(60)
+        died = gateway.poll() is not None
+        health = None if died else _http(f"{url}/_esrr/health")[1]
+    finally:
+        gateway.terminate()
+        gateway.wait(30)
+    statuses = [status for _, status, _ in answers]
+    mixed = sum(status == 200 and body["hits"]["hits"] != before[query] for query, status, body in answers)
+    return {"died": died, "answers": len(answers), "200": statuses.count(200), "503": statuses.count(503),
+            "500": statuses.count(500), "other": sum(s not in (200, 500, 503) for s in statuses), "mixed": mixed,
+            "health": None if health is None else health.get("status")}
+
+
+def _changes_under_load(documents: list, queries: list[str], scratch: Path, runs: int) -> list[dict]:
+    """Each of ``_CHANGES`` ``runs`` times against a real ``esrr serve`` (its files leased) under two clients."""
+    import socket
+
+    from index_setup.embedded_index import build_embedded_index
+
+    built = scratch / "built"
+    build_embedded_index(documents, built / "indexes" / "embedded", version="bench", progress=False, workers=0)
+    rows = []
+    for target, kind in _CHANGES:
+        results = []
+        for _ in range(runs):
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            results.append(_one_change(built, scratch, target, kind, queries, port))
+        rows.append({"file": target, "change": kind, "runs": runs, **{
+            key: sum(result[key] for result in results) for key in ("died", "answers", "200", "503", "500", "other",
+                                                                     "mixed")},
+            "health": sorted({str(result["health"]) for result in results})})
+    return rows
+
+
 @click.command(name="integrity")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--repeats", default=30, show_default=True, type=click.IntRange(min=3), help="Runs per timing.")
 @click.option("--hits", default=500, show_default=True, type=click.IntRange(1, 10_000),
               help="Hits whose term ids one search reads.")
+@click.option("--changes-under-load", "change_runs", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Also change served files under a real `esrr serve` and two clients, this many runs a change.")
 @json_out_option("Also write the figures as JSON.")
-def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path | None) -> None:
+def bench_integrity(data: Path | None, repeats: int, hits: int, change_runs: int, json_out: Path | None) -> None:
     """Print medians: checksum speed, opening a statistics version with and without checksums, the check a
     search makes, and a search's reads mapped against ``pread``."""
     from es_rerank.machine import machine_description
@@ -193,6 +308,7 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path |
             pread.close()
         queries = list(NFCorpus.locate(data).all_queries().values())[:50]
         searches = _search_costs(documents, queries, Path(tmp) / "embedded", repeats)
+        changes = _changes_under_load(documents, queries, Path(tmp), change_runs) if change_runs else []
 
     figures = {
         "machine": machine_description(),
@@ -210,6 +326,7 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path |
         "task_envelope_bytes": envelope_bytes,
         "poison_screen_of_a_task_ms": screen_ms,
         "searches": searches,
+        "changes_under_load": changes,
     }
     click.echo(f"machine: {figures['machine']}")
     click.echo("checksums (GiB/s, 256 MiB in memory, median of 3): "
@@ -235,5 +352,13 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, json_out: Path |
                    f"a read's guard {searches['leased_read_us']:.2f} us")
     else:
         click.echo("  leased: not measured (not this process's main thread)")
+    if changes:
+        click.echo(f"served files changed by another process under esrr serve and 2 clients ({change_runs} runs each; "
+                   "mixed: a 200 whose hits differ from the unchanged index's):")
+        click.echo(f"  {'file':<24}{'change':<27}{'died':>5}{'answers':>9}{'200':>6}{'503':>6}{'500':>5}"
+                   f"{'mixed':>7}  health after")
+        for row in changes:
+            click.echo(f"  {row['file']:<24}{row['change']:<27}{row['died']:>5}{row['answers']:>9}{row['200']:>6}"
+                       f"{row['503']:>6}{row['500']:>5}{row['mixed']:>7}  {', '.join(row['health'])}")
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

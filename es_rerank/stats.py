@@ -418,11 +418,10 @@ class CorpusStats:
         except ManifestError as error:
             raise damaged(str(error)) from None
         held: list[HeldFile] = []
-        # Compared with the manifest after the checks of shape and content, which name the damage better.
-        read: list[HeldFile] = []
 
         def check_manifest() -> None:
-            for file in read:
+            # After the checks of shape and content, which name the damage better.
+            for file in held:
                 entry = manifest.get(file.name) if manifest is not None else None
                 if entry is None:  # statistics saved before manifests: nothing to compare with
                     continue
@@ -457,7 +456,6 @@ class CorpusStats:
                               "not a row of integers")
             if length is not None and values.shape != (length,):
                 raise damaged(f"{name}.npy has shape {values.shape}, meta.json implies ({length},)")
-            read.append(file)
             return values
 
         def ragged(field: str, id_limit: int) -> tuple[np.ndarray, np.ndarray]:
@@ -482,7 +480,6 @@ class CorpusStats:
             except OSError as error:
                 raise damaged(f"{name}.txt: {error.strerror}") from None
             held.extend(strings.files)
-            read.extend(strings.files)
             return strings
 
         terms = table("vocab", n_terms)
