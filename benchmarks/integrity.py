@@ -190,7 +190,8 @@ def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: lis
     url = f"http://127.0.0.1:{port}"
     with open(scratch / "gateway.log", "wb") as log:
         gateway = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
-                                    "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+                                    "--port", str(port)], cwd=scratch, env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
     try:
         for _ in range(600):
             try:
