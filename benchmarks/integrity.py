@@ -173,8 +173,11 @@ def _http(url: str) -> tuple[int, dict | None]:
         return error.code, json.load(error) if error.headers.get_content_type() == "application/json" else None
 
 
-def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: list[str], port: int) -> dict:
-    """One ``esrr serve`` over a copy of ``built``, two clients searching, another process changing one file."""
+def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: list[str], port: int,
+                source: Path | None) -> dict:
+    """One ``esrr serve`` over a copy of ``built`` (the es_rerank of ``source`` when given), two clients searching,
+    another process changing one file."""
+    import http.client
     import shutil
     import subprocess
     import sys
@@ -187,6 +190,8 @@ def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: lis
     (path,) = version.glob(target)
     env = {key: value for key, value in os.environ.items() if not key.startswith("ESRR_")}
     env.update(ESRR_HOME=str(home), ESRR_GATEWAY_RERANK="false", ESRR_GATEWAY_INDEX_CHECK_S="0")
+    if source is not None:
+        env["PYTHONPATH"] = str(source.absolute())
     url = f"http://127.0.0.1:{port}"
     with open(scratch / "gateway.log", "wb") as log:
         gateway = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
@@ -213,7 +218,7 @@ def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: lis
                 number += 2
                 try:
                     answers.append((query, *search(query)))
-                except OSError:
+                except (OSError, http.client.HTTPException):
                     answers.append((query, 0, None))  # no answer: the gateway is gone
                     return
 
@@ -238,7 +243,8 @@ def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: lis
             "health": None if health is None else health.get("status")}
 
 
-def _changes_under_load(documents: list, queries: list[str], scratch: Path, runs: int) -> list[dict]:
+def _changes_under_load(documents: list, queries: list[str], scratch: Path, runs: int,
+                        source: Path | None = None) -> list[dict]:
     """Each of ``_CHANGES`` ``runs`` times against a real ``esrr serve`` (its files leased) under two clients."""
     import socket
 
@@ -253,7 +259,7 @@ def _changes_under_load(documents: list, queries: list[str], scratch: Path, runs
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
                 port = sock.getsockname()[1]
-            results.append(_one_change(built, scratch, target, kind, queries, port))
+            results.append(_one_change(built, scratch, target, kind, queries, port, source))
         rows.append({"file": target, "change": kind, "runs": runs, **{
             key: sum(result[key] for result in results) for key in ("died", "answers", "200", "503", "500", "other",
                                                                      "mixed")},
@@ -268,8 +274,11 @@ def _changes_under_load(documents: list, queries: list[str], scratch: Path, runs
               help="Hits whose term ids one search reads.")
 @click.option("--changes-under-load", "change_runs", default=0, show_default=True, type=click.IntRange(min=0),
               help="Also change served files under a real `esrr serve` and two clients, this many runs a change.")
+@click.option("--gateway-source", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A source checkout whose es_rerank the changed-under-load gateway runs (e.g. an older commit's).")
 @json_out_option("Also write the figures as JSON.")
-def bench_integrity(data: Path | None, repeats: int, hits: int, change_runs: int, json_out: Path | None) -> None:
+def bench_integrity(data: Path | None, repeats: int, hits: int, change_runs: int, gateway_source: Path | None,
+                    json_out: Path | None) -> None:
     """Print medians: checksum speed, opening a statistics version with and without checksums, the check a
     search makes, and a search's reads mapped against ``pread``."""
     from es_rerank.machine import machine_description
@@ -309,7 +318,8 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, change_runs: int
             pread.close()
         queries = list(NFCorpus.locate(data).all_queries().values())[:50]
         searches = _search_costs(documents, queries, Path(tmp) / "embedded", repeats)
-        changes = _changes_under_load(documents, queries, Path(tmp), change_runs) if change_runs else []
+        changes = (_changes_under_load(documents, queries, Path(tmp), change_runs, gateway_source)
+                   if change_runs else [])
 
     figures = {
         "machine": machine_description(),
@@ -355,11 +365,11 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, change_runs: int
         click.echo("  leased: not measured (not this process's main thread)")
     if changes:
         click.echo(f"served files changed by another process under esrr serve and 2 clients ({change_runs} runs each; "
-                   "mixed: a 200 whose hits differ from the unchanged index's):")
+                   "none: no answer or another status; mixed: a 200 whose hits differ from the unchanged index's):")
         click.echo(f"  {'file':<24}{'change':<27}{'died':>5}{'answers':>9}{'200':>6}{'503':>6}{'500':>5}"
-                   f"{'mixed':>7}  health after")
+                   f"{'none':>6}{'mixed':>7}  health after")
         for row in changes:
             click.echo(f"  {row['file']:<24}{row['change']:<27}{row['died']:>5}{row['answers']:>9}{row['200']:>6}"
-                       f"{row['503']:>6}{row['500']:>5}{row['mixed']:>7}  {', '.join(row['health'])}")
+                       f"{row['503']:>6}{row['500']:>5}{row['other']:>6}{row['mixed']:>7}  {', '.join(row['health'])}")
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")
