@@ -151,11 +151,11 @@ def _http(url: str) -> tuple[int, dict]:
 
 
 @contextmanager
-def _serving(home: Path, port: int) -> Iterator[tuple[str, subprocess.Popen]]:
+def _serving(home: Path, port: int, *args: str) -> Iterator[tuple[str, subprocess.Popen]]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("ESRR_")}
     env.update(ESRR_HOME=str(home), ESRR_GATEWAY_RERANK="false", ESRR_GATEWAY_INDEX_CHECK_S="0",
                PYTHONPATH=str(REPO))
-    with esrr_serve(env, port, ready_path="/_esrr/health") as served:
+    with esrr_serve(env, port, *args, ready_path="/_esrr/health") as served:
         yield served
 
 
@@ -173,10 +173,11 @@ CHANGES = {
 }
 
 
-@pytest.mark.parametrize("change", list(CHANGES))
-def test_a_serving_gateway_answers_from_the_verified_files_or_503_while_one_changes(home, free_port, change):
+@pytest.mark.parametrize("change, processes", [(change, "1") for change in CHANGES] + [("statistics cut short", "2")])
+def test_a_serving_gateway_answers_from_the_verified_files_or_503_while_one_changes(home, free_port, change,
+                                                                                    processes):
     code, target, name = CHANGES[change]
-    with _serving(home, free_port()) as (url, process):
+    with _serving(home, free_port(), "--processes", processes) as (url, process):
         search = _search_url(url)
         baseline = {query: _answer(search(query)[1]) for query in QUERIES}
         with Load(search) as load:
