@@ -357,7 +357,8 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, change_runs: int
     click.echo(f"a search (top 500 with their statistics, a page of 10 _source; {len(queries)} NFCorpus queries, "
                f"medians of {repeats}), its {searches['files_held']} files: unchecked {ms['unchecked']:.3f} ms, "
                f"fingerprints checked before and after {ms['fingerprinted']:.3f} ms "
-               f"({over['fingerprinted']:.3f}x, median of the runs' ratios), one check {searches['fingerprint_check_us']:.1f} us")
+               f"({over['fingerprinted']:.3f}x, median of the runs' ratios), one check "
+               f"{searches['fingerprint_check_us']:.1f} us")
     if "leased" in ms:
         click.echo(f"  leased ({searches['files_leased']} leases): {ms['leased']:.3f} ms ({over['leased']:.3f}x), "
                    f"a read's guard {searches['leased_read_us']:.2f} us")

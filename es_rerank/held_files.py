@@ -243,7 +243,8 @@ class FileGuard:
             drained = self._state.wait_for(lambda: self._reads == 0, timeout=_break_wait_s())
         for file in self.leased:
             file.release_lease()
-        log.warning("%s: %s; reads of these files are refused from now on, and the leases given up %s", self.label, reason,
+        log.warning("%s: %s; reads of these files are refused from now on, and the leases given up %s",
+                    self.label, reason,
                     "once the reads under way ended" if drained else "before the reads under way ended (they "
                     "are answered 503): a read took longer than the kernel's lease-break-time")
 

@@ -195,8 +195,9 @@ class EmbeddedBackend:
             raise BackendError(f"the tantivy index of {version_dir} is damaged ({error}); rebuild it with "
                                "`esrr index build` or serve another version with `esrr index use VERSION`") from None
         except OSError as error:
-            raise BackendError(f"cannot read the tantivy index of {version_dir} ({error.strerror}); rebuild it "
-                               "with `esrr index build` or serve another version with `esrr index use VERSION`") from None
+            raise BackendError(f"cannot read the tantivy index of {version_dir} ({error.strerror}); rebuild "
+                               "it with `esrr index build` or serve another version with `esrr index use VERSION`"
+                               ) from None
         # The segment files are held (and leased) before tantivy maps them: a change from then on is seen.
         version = self._stats.version
         self._files = FileGuard(self._stats.held_files + tuple(segments), label=str(version_dir),
