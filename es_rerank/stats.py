@@ -24,11 +24,11 @@ import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from es_rerank.held_files import HeldFile, NotNumpyError, map_npy
+from es_rerank.held_files import FileBeingWritten, HeldFile, NotNumpyError, map_npy
 from es_rerank.manifest import (
     ManifestError, check_checksum, check_size, checksum_of_descriptor, read_manifest, write_manifest,
 )
@@ -418,23 +418,21 @@ class CorpusStats:
         except ManifestError as error:
             raise damaged(str(error)) from None
         held: list[HeldFile] = []
-        # Compared with the manifest after the checks of shape and content, which name the damage better.
-        read: list[tuple[str, int, Callable[[], str]]] = []
-
-        def verified(name: str, size: int, checksum: Callable[[], str]) -> None:
-            read.append((name, size, checksum))
 
         def check_manifest() -> None:
-            for name, size, checksum in read:
-                entry = manifest.get(name) if manifest is not None else None
+            # After the checks of shape and content, which name the damage better.
+            for file in held:
+                entry = manifest.get(file.name) if manifest is not None else None
                 if entry is None:  # statistics saved before manifests: nothing to compare with
                     continue
                 try:
-                    check_size(name, entry, size)
+                    check_size(file.name, entry, file.opened.size)
                     if check_ids:
-                        check_checksum(name, entry, checksum())
+                        check_checksum(file.name, entry, checksum_of_descriptor(file.descriptor))
                 except ManifestError as error:
                     raise damaged(str(error)) from None
+                # What a change of ctime alone is checked against (``HeldFile.change``).
+                file.verify = lambda descriptor, expected=entry.checksum: checksum_of_descriptor(descriptor) == expected
 
         def missing(name: str) -> StatsError:
             return StatsError(f"statistics at {directory} lack {name} although meta.json is "
@@ -448,6 +446,8 @@ class CorpusStats:
                 raise missing(f"{name}.npy") from None
             except NotNumpyError as error:
                 raise damaged(f"{name}.npy is {error}") from None
+            except FileBeingWritten:  # not damage: the caller may try again once the writer is done
+                raise
             except OSError as error:
                 raise damaged(f"{name}.npy: {error.strerror}") from None
             held.append(file)
@@ -456,7 +456,6 @@ class CorpusStats:
                               "not a row of integers")
             if length is not None and values.shape != (length,):
                 raise damaged(f"{name}.npy has shape {values.shape}, meta.json implies ({length},)")
-            verified(f"{name}.npy", file.opened.size, lambda: checksum_of_descriptor(file.descriptor))
             return values
 
         def ragged(field: str, id_limit: int) -> tuple[np.ndarray, np.ndarray]:
@@ -476,11 +475,11 @@ class CorpusStats:
                 if "missing" in str(error):
                     raise missing(str(error).split(" is missing")[0]) from None
                 raise damaged(str(error)) from None
+            except FileBeingWritten:  # not damage: the caller may try again once the writer is done
+                raise
             except OSError as error:
                 raise damaged(f"{name}.txt: {error.strerror}") from None
-            for file in strings.files:
-                held.append(file)
-                verified(file.name, file.opened.size, lambda file=file: checksum_of_descriptor(file.descriptor))
+            held.extend(strings.files)
             return strings
 
         terms = table("vocab", n_terms)
@@ -494,6 +493,11 @@ class CorpusStats:
         check_manifest()
         stats._held = tuple(held)
         return stats
+
+    @property
+    def held_files(self) -> tuple[HeldFile, ...]:
+        """The files the arrays are mapped from (``load``); none when built in memory."""
+        return self._held
 
     def changed_files(self) -> str | None:
         """How the files of these statistics changed since ``load`` opened and checked them (file names, no

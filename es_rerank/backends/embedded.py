@@ -16,13 +16,16 @@ shown (a search of the top 500 reads no stored field).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import tantivy
@@ -36,6 +39,8 @@ from es_rerank.backends.query_tree import (
     AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Keyword, MatchAll, MatchNone, Node, Pattern, Phrase,
     Range, UnsupportedQuery, Words, active_limits, check_cost, shortened,
 )
+from es_rerank.backends.tantivy_files import TantivyFileError, hold_tantivy_files
+from es_rerank.held_files import FileBeingWritten, FileGuard
 from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
 from es_rerank.text import tokenize
@@ -127,6 +132,42 @@ def current_version(root: Path) -> str:
     return version
 
 
+class IndexBeingWritten(BackendError):
+    """A file of the version is open for writing by another process: not served until it is closed and verifies."""
+
+
+def changed_reason(version: str, change: str) -> str:
+    """Why a version's searches are refused: its files changed on disk (names, no paths), and the admin's fix."""
+    return (f"the files of index version {version!r} changed on disk after they were opened and verified ({change}); "
+            "its searches are refused rather than read other data than the build wrote: serve another version "
+            "(`esrr index use VERSION`) or rebuild it (`esrr index build`); the gateway serves this version again "
+            "once its files verify (checksums), at its next look at the index (ESRR_GATEWAY_INDEX_CHECK_S)")
+
+
+def _folder_state(version_dir: Path) -> tuple:
+    """What ``stat`` says of every file of a version folder: a failed verification is tried again when it changes."""
+    state = []
+    for folder in (version_dir / "stats", version_dir / "tantivy"):
+        try:
+            for entry in sorted(os.scandir(folder), key=lambda entry: entry.name):
+                st = entry.stat()
+                state.append((folder.name, entry.name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        except OSError:
+            state.append((folder.name, None))
+    return tuple(state)
+
+
+def _reads_files(method: Callable) -> Callable:
+    """The method reads the version's files inside ``EmbeddedBackend.reading``."""
+
+    @functools.wraps(method)
+    def checked(self: "EmbeddedBackend", *args: Any, **kwargs: Any) -> Any:
+        with self.reading():
+            return method(self, *args, **kwargs)
+
+    return checked
+
+
 class EmbeddedBackend:
     """BM25 top-k over an embedded tantivy index, with each hit's precomputed data."""
 
@@ -148,8 +189,25 @@ class EmbeddedBackend:
         # a missing meta.json, so callers that handle one handle all.
         try:
             self._stats = CorpusStats.load(version_dir / "stats", check_ids=check_ids)
+            segments = hold_tantivy_files(version_dir / "tantivy", verify=check_ids)
         except StatsError as error:
             raise BackendError(f"{error} (index version {version_dir.name})") from None
+        except FileBeingWritten as error:
+            raise IndexBeingWritten(f"index version {version_dir.name} is being written ({error.strerror}); it is "
+                                    "served once it is done and verifies, or serve another version "
+                                    "(`esrr index use VERSION`)") from None
+        except TantivyFileError as error:
+            raise BackendError(f"the tantivy index of {version_dir} is damaged ({error}); rebuild it with "
+                               "`esrr index build` or serve another version with `esrr index use VERSION`") from None
+        except OSError as error:
+            raise BackendError(f"cannot read the tantivy index of {version_dir} ({error.strerror}); rebuild "
+                               "it with `esrr index build` or serve another version with `esrr index use VERSION`"
+                               ) from None
+        # The segment files are held (and leased) before tantivy maps them: a change from then on is seen.
+        version = self._stats.version
+        self._files = FileGuard(self._stats.held_files + tuple(segments), label=str(version_dir),
+                                refusal=lambda change: BackendError(changed_reason(version, change)))
+        self._refused: tuple[tuple, str] | None = None  # the last failed verification of a changed folder
         self._schema = index_schema()
         try:
             self._index = tantivy.Index.open(str(version_dir / "tantivy"))
@@ -174,15 +232,36 @@ class EmbeddedBackend:
         return self._stats.version
 
     def current(self) -> "EmbeddedBackend":
-        """This backend while ``CURRENT`` still names its folder and build, else the version it names now, opened.
+        """This backend while ``CURRENT`` still names its folder and build and its files are as verified, else the
+        version it names now, opened.
 
-        The build id tells a folder rebuilt under the same name (after a prune freed it) from this one.
+        The build id tells a folder rebuilt under the same name (after a prune freed it) from
+        this one. A served file that changed, or was unlinked (a rename over it), is opened
+        again only if the folder verifies whole now (checksums); a ``BackendError`` says why
+        not, and this backend stays: it refuses searches if its files changed, and serves
+        what it holds if they were only unlinked.
         """
         root = self.version_dir.parent
         version = current_version(root)
-        if version == self.version_dir.name and saved_build_id(self.version_dir / "stats") == self._stats.build_id:
+        if version != self.version_dir.name or saved_build_id(self.version_dir / "stats") != self._stats.build_id:
+            return EmbeddedBackend(root / version)
+        change = self._files.change()
+        deleted = self._files.deleted()
+        if change is None and not deleted:
             return self
-        return EmbeddedBackend(root / version)
+        why = changed_reason(self.version, change) if change else (
+            f"{', '.join(deleted)} of index version {self.version!r} {'was' if len(deleted) == 1 else 'were'} "
+            "unlinked while served (this gateway serves the copy it holds)")
+        state = _folder_state(self.version_dir)
+        if self._refused is not None and self._refused[0] == state:  # not read again until the folder changes
+            raise BackendError(self._refused[1])
+        try:
+            return EmbeddedBackend(self.version_dir, check_ids=True)
+        except IndexBeingWritten:  # tried again at the next look: the writer's close changes no stat
+            raise
+        except BackendError as error:
+            self._refused = (state, f"{why}; opened again, it does not verify: {error}")
+            raise BackendError(self._refused[1]) from None
 
     @property
     def index(self) -> str:
@@ -194,16 +273,15 @@ class EmbeddedBackend:
         """The served index's term statistics."""
         return self._stats
 
-    def _check_unchanged(self) -> None:
-        """``BackendError`` when the statistics' files changed on disk: checked before a read that a cut file would
-        end in SIGBUS."""
-        if (change := self._stats.changed_files()) is not None:
-            raise BackendError(change)
+    def reading(self) -> AbstractContextManager:
+        """Read this version's files inside this: a ``BackendError`` when one changed on disk before or during it
+        (``es_rerank.held_files``); a search's whole ranking reads inside one."""
+        return self._files.reading()
 
+    @_reads_files
     def search(self, query: str, k: int) -> list[Hit]:
         """Top-``k`` hits by BM25, best first; equal scores ordered by ascending doc id."""
         check_k(k)
-        self._check_unchanged()
         terms = sorted(set(tokenize(query)))
         if not terms or self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
             return []
@@ -260,10 +338,10 @@ class EmbeddedBackend:
                               read_highlight(body["highlight"]) if body.get("highlight") is not None else (),
                               frozenset(_words(tree)))
 
+    @_reads_files
     def first_stage(self, prepared: EmbeddedSearch, k: int) -> FirstStage:
         """The top-``k`` hits of a prepared search, its hit count and aggregations."""
         check_k(k)
-        self._check_unchanged()
         if self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
             return FirstStage([], {"value": 0, "relation": "eq"} if prepared.total_limit is not None else None,
                               _empty_aggs(prepared.aggs), _SHARDS)
@@ -278,6 +356,7 @@ class EmbeddedBackend:
                                             prepared.aggs)
         return FirstStage(self._ranked(scored, k), total, aggregations, _SHARDS)
 
+    @_reads_files
     def page(self, prepared: EmbeddedSearch | None, hits: Sequence[Hit],
              max_bytes: int | None = None) -> list[dict[str, Any]]:
         """Each hit's ``_source`` (filtered) and ``highlight``, read from the stored documents of these hits only.
@@ -325,6 +404,7 @@ class EmbeddedBackend:
                 total += tags * (found if field.number_of_fragments == 0 else min(found, field.number_of_fragments))
         return total
 
+    @_reads_files
     def check_answer(self, prepared: EmbeddedSearch, hits: int, limits: AnswerLimits) -> None:
         """``AnswerTooLarge`` before any work when ``hits`` hits of ``prepared`` would pass ``limits``."""
         if hits:
@@ -335,10 +415,10 @@ class EmbeddedBackend:
         """The mean weight of a stored ``_source``, from up to ``SOURCE_SAMPLE`` documents (read once per version)."""
         if self._stats.n_docs == 0:
             return 0.0
-        self._check_unchanged()
         sample = self._searcher.search(tantivy.Query.all_query(), min(SOURCE_SAMPLE, self._stats.n_docs)).hits
         return sum(len(self._searcher.doc(address)["source"][0]) for _, address in sample) / max(len(sample), 1)
 
+    @_reads_files
     def source(self, hit: Hit) -> dict[str, Any]:
         """The stored ``_source`` of one hit (found by its address, else by its id)."""
         if hit.address is not None:
@@ -348,16 +428,16 @@ class EmbeddedBackend:
             raise BackendError(f"document {hit.doc_id!r} is not in index version {self.version}")
         return source
 
+    @_reads_files
     def count(self, prepared: EmbeddedSearch) -> int:
         """How many documents a prepared search's query matches."""
-        self._check_unchanged()
         if self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
             return 0
         return self._searcher.search(prepared.query, 1, count=True).count
 
+    @_reads_files
     def sources(self, doc_ids: Sequence[str]) -> list[dict[str, Any] | None]:
         """Each document's stored ``_source`` in the order asked (None for an id not in this version): one search."""
-        self._check_unchanged()
         wanted = sorted(set(doc_ids))
         if not wanted or self._stats.n_docs == 0:
             return [None] * len(doc_ids)

@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from es_rerank.backends.base import BackendError
 from es_rerank.gateway.errors import ServiceUnavailable, public_reason
-from es_rerank.gateway.health import ModelProbe, health_body, reranks_now, serving_state
+from es_rerank.gateway.health import ModelProbe, health_body, model_answers, red_body, serving_state
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.request_parts import QUERY_ID_HEADER, json_body, query_id
 from es_rerank.gateway.search_request import url_parameters
@@ -50,7 +50,7 @@ def _metrics() -> GatewayMetrics:
 def info() -> Response:
     """Elasticsearch's cluster info, its version block saying that this is es-rerank in front of which backend."""
     pipeline = _served().pipeline()
-    serving = serving_state(pipeline, reranks_now(pipeline))
+    serving = serving_state(pipeline, model_answers(pipeline, _probe()))  # what health says, from the same probe
     engine = pipeline.backend.engine
     ranked = "BM25, reranked by Delta-32-Lex3" if serving["reranks"] else "BM25"
     # Every field Elasticsearch's own has (typed clients require them), and ours: the distribution (as OpenSearch
@@ -78,8 +78,16 @@ def search(index: str | None = None) -> Response:
 def health() -> Response:
     """Green when the index and the model answer; yellow when searches keep BM25's order, or the version
     current on disk cannot be served (the reasons say why); a 503 naming the problem when searches cannot be
-    answered (statistics changed on disk after they were checked among them)."""
-    return jsonify(health_body(_served(), _probe()))
+    answered: status red and the reason (files of the index changed on disk after they were verified among
+    them)."""
+    served = _served()
+    try:
+        return jsonify(health_body(served, _probe()))
+    except BackendError as error:
+        log.error("health: the search backend cannot answer: %s", error)
+        body = red_body(served.pipeline().backend.index,
+                        f"the search backend cannot answer: {public_reason(str(error))}")
+        return jsonify(body), 503
 
 
 @api.post("/_esrr/reload")

@@ -55,11 +55,13 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
     options = {"threads": settings.gateway_threads, "connection_limit": settings.gateway_connection_limit,
                "channel_timeout_s": settings.gateway_channel_timeout_s, "max_body_bytes": MAX_BODY_BYTES}
     if settings.gateway_processes == 1:
-        _serve_one(settings, served, sock, options)
+        # Opened again with its files leased, once it is sure to serve: a start that fails takes no SIGIO handler.
+        served.close()
+        _serve_one(settings, _leased_served_search(settings), sock, options)
         return
     served.close()  # each process opens its own, after the fork
     status = supervise(settings.gateway_processes,
-                       lambda: _serve_one(settings, served_search(settings), sock, options))
+                       lambda: _serve_one(settings, _leased_served_search(settings), sock, options))
     sock.close()
     if status:
         raise click.ClickException("the gateway processes exited as soon as they started; their log above says why")
@@ -74,6 +76,14 @@ def served_search(settings: GatewaySettings) -> ServedSearch:
     pipeline = served_pipeline(settings, settings.gateway_window, rerank=None if via_worker else False,
                                keep_vectors=True, via_worker=via_worker)
     return ServedSearch(pipeline, settings.gateway_index_check_s)
+
+
+def _leased_served_search(settings: GatewaySettings) -> ServedSearch:
+    """``served_search`` in a forked gateway process, its index files leased (``es_rerank.held_files``)."""
+    from es_rerank.held_files import watch_leases
+
+    watch_leases()
+    return served_search(settings)
 
 
 def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.socket, options: dict) -> None:

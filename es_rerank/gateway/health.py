@@ -16,7 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from es_rerank.gateway.errors import public_reason
+from es_rerank.backends.base import BackendError
+from es_rerank.gateway.errors import error_body, public_reason
+from es_rerank.payload import PayloadError, WorkerSetupError
 from es_rerank.ranking.dispatch import WorkerReranker
 from es_rerank.ranking.pipeline import PROBE_QUERY, SearchPipeline
 from es_rerank.ranking.served import ServedSearch
@@ -58,7 +60,7 @@ class ModelProbe:
 def health_body(served: ServedSearch, probe: ModelProbe) -> dict[str, Any]:
     """Green when the index and the model answer; yellow (with the reasons) when searches keep BM25's order or
     the version current on disk cannot be served; a ``BackendError`` (or a worker's refusal) when searches cannot
-    be answered at all."""
+    be answered at all (``red_body``). ``model_answers`` says ``reranks`` the same way for ``GET /``."""
     pipeline = served.pipeline()
     pipeline.backend.search(PROBE_QUERY, 1)
     fallback = probe.fallback(pipeline)
@@ -69,6 +71,24 @@ def health_body(served: ServedSearch, probe: ModelProbe) -> dict[str, Any]:
         body.update(status="yellow", problem=f"the index version current on disk cannot be served, so "
                                              f"[{pipeline.backend.index}] still is: {public_reason(served.problem)}")
     return body
+
+
+def model_answers(pipeline: SearchPipeline, probe: ModelProbe) -> bool:
+    """Whether searches are reranked now, as the health route says it: the same shared probe, and the breaker;
+    False where the probe cannot ask (the index's files changed, a worker refuses: health is a 503 then)."""
+    if pipeline.reranker is None or pipeline.window == 0:
+        return False
+    try:
+        fallback = probe.fallback(pipeline)
+    except (BackendError, WorkerSetupError, PayloadError):
+        return False
+    return fallback is None and reranks_now(pipeline)
+
+
+def red_body(index: str, reason: str) -> dict[str, Any]:
+    """The health route's 503: status red, the served index, and why searches cannot be answered (an
+    Elasticsearch error body, ``status`` naming the colour as ``_cluster/health`` does)."""
+    return {**error_body("search_phase_execution_exception", reason, 503), "status": "red", "index": index}
 
 
 def reranks_now(pipeline: SearchPipeline) -> bool:

@@ -142,13 +142,20 @@ class SearchPipeline:
         stats = self.backend.stats
         if self.reranker is None or self.window == 0 or stats.n_docs == 0:
             return None
-        probe = [Hit(stats.doc_ids[row], 0.0, "", stats.doc_terms(row))
-                 for row in range(min(self.window, stats.n_docs))]
-        try:
-            self.reranker(PROBE_QUERY, probe, stats)
-        except ScoringUnavailable as error:
-            return str(error)
+        with self.reading():
+            probe = [Hit(stats.doc_ids[row], 0.0, "", stats.doc_terms(row))
+                     for row in range(min(self.window, stats.n_docs))]
+            try:
+                self.reranker(PROBE_QUERY, probe, stats)
+            except ScoringUnavailable as error:
+                return str(error)
         return None
+
+    def reading(self) -> AbstractContextManager:
+        """The backend's reads of its files, checked before and after (``EmbeddedBackend.reading``): a ranking
+        reads its hits' statistics in every stage, so it reads inside one."""
+        reading = getattr(self.backend, "reading", None)  # the Elasticsearch backend reads no file of its own
+        return reading() if reading is not None else nullcontext()
 
     def _retrieve(self, query: str, depth: int) -> tuple[Sequence[Hit], CorpusStats]:
         """The top ``depth`` hits with the statistics of the index they came from."""
@@ -213,6 +220,11 @@ class SearchPipeline:
         and ``query`` is only what the model reads. ``window`` (at most this pipeline's) reorders
         fewer hits, 0 none; ``combination`` says how the window's scores combine.
         """
+        with self.reading():  # a file changed during the ranking: a BackendError, never its answer
+            return self._rank(query, k, clock, prepared, window, combination)
+
+    def _rank(self, query: str, k: int, clock: StageClock, prepared: object | None, window: int | None,
+              combination: Combination) -> Ranking:
         window = self.window if window is None else min(window, self.window)
         skipped_model = None
         if window > 0 and self.reorders and not self.refine_while_skipped:

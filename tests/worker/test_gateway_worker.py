@@ -75,7 +75,9 @@ def test_the_elasticsearch_client_reads_the_reranked_hits_that_esrr_search_shows
         remote = client.search(index="esrr-docs", query={"match": {"text": QUERIES[0]}}, size=5).body
         paged = client.search(index="esrr-docs", q=QUERIES[0], from_=2, size=3).body
         health = json.load(urllib.request.urlopen(f"{url}/_esrr/health", timeout=TIMEOUT))
+        info = json.load(urllib.request.urlopen(f"{url}/", timeout=TIMEOUT))
     assert health["reranks"] is True and health["status"] == "green"
+    assert info["esrr"]["reranks"] is True  # GET / says what health says
     assert local["esrr"]["ranker"] == remote["esrr"]["ranker"] == "delta-32-lex3 + BM25 guard + candidate feedback"
     assert "fallback" not in remote["esrr"]
     assert _ids(remote) == _ids(local)

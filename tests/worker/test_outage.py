@@ -222,3 +222,16 @@ def test_bench_chaos_runs_every_phase_without_a_failed_search(broker, home, tmp_
     assert report["queue_bound"]["tasks_left"] == BrokerSettings().queue_max_tasks
     assert {row["attack"] for row in report["attacks"]} >= {"index name a*a*... of 200 KB", "100,000-word query"}
     assert all(row["cpu_ms"] < 100 for row in report["attacks"])
+
+
+@pytest.mark.broker
+def test_get_root_and_health_agree_that_nothing_is_reranked_while_no_worker_answers(broker, home, free_port, tmp_path):
+    import urllib3
+
+    pool = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(30))
+    with gateway(_env(broker, f"absent-{uuid.uuid4().hex[:6]}", home), free_port(), tmp_path / "gateway.log") as url:
+        info = json.loads(pool.request("GET", f"{url}/").data)  # b2f3ea0 said reranks: true here
+        health = json.loads(pool.request("GET", f"{url}/_esrr/health").data)
+    assert health["status"] == "yellow" and "no worker" in health["fallback"]
+    assert info["esrr"]["reranks"] is health["reranks"] is False
+    assert info["tagline"].endswith(": BM25")
