@@ -189,9 +189,18 @@ def active_limits() -> QueryLimits:
     return _ACTIVE_LIMITS.get()
 
 
-def check_cost(node: Node, limits: QueryLimits) -> None:
-    """``UnsupportedQuery`` naming the first of ``limits`` that the query of ``node`` passes, its setting and the
-    query's value; checked before any search, so a refused query costs nothing."""
+@dataclass(frozen=True)
+class QueryCost:
+    """What a query asks of the index: words looked up, sloppy phrase work (words x slop) and wildcard words."""
+
+    terms: int = 0
+    phrase_cost: int = 0
+    wildcards: int = 0
+
+
+def check_cost(node: Node, limits: QueryLimits) -> QueryCost:
+    """The cost of the query of ``node``, or ``UnsupportedQuery`` naming the first of ``limits`` that it passes, its
+    setting and the query's value; checked before any search, so a refused query costs nothing."""
     terms = phrase_cost = leading = 0
     patterns: list[Pattern] = []
     stack = [node]
@@ -219,6 +228,7 @@ def check_cost(node: Node, limits: QueryLimits) -> None:
     _within("wildcard words starting with ? or * (each tries every word of the index)", leading,
             limits.max_leading_wildcards, "MAX_LEADING_WILDCARDS", "start each wildcard word with a letter "
             "(gree*, not *ree*), or escape a lone ? as \\?")
+    return QueryCost(terms, phrase_cost, len(patterns))
 
 
 def _within(what: str, value: int, limit: int, setting: str, fix: str, per: str = "per search") -> None:

@@ -24,6 +24,7 @@ from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import (PRODUCT_HEADER, SERVED_APIS, GatewayError, WriteRefused, clipped, error_body,
                                       public_reason)
 from es_rerank.gateway.health import ModelProbe
+from es_rerank.gateway.heavy_lane import HeavyLane
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.site import site
 from es_rerank.gateway.url_limit import UrlLengthLimit
@@ -53,6 +54,8 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
     app.extensions["esrr.served"] = served
     app.extensions["esrr.metrics"] = metrics
     app.extensions["esrr.probe"] = ModelProbe()
+    app.extensions["esrr.heavy_lane"] = HeavyLane(settings.gateway_heavy_slots, settings.gateway_heavy_queue,
+                                                      settings.gateway_heavy_wait_s)
     app.register_blueprint(api)
     app.register_blueprint(client_api)
     _register_error_handlers(app)

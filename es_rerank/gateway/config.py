@@ -53,6 +53,13 @@ class GatewaySettings(BrokerSettings):
                                              "400 naming the limit")
     gateway_max_source_patterns: int = Field(256, ge=1, le=10_000, description="most _source include and "
                                              "exclude patterns one search may list; more is a 400 naming the limit")
+    # Heavy searches run few at a time (es_rerank/gateway/heavy_lane.py), so that light ones never wait behind them.
+    gateway_heavy_slots: int = Field(1, ge=1, le=MAX_GATEWAY_THREADS, description="heavy searches (many hits, long "
+                                     "highlights, sloppy phrases, wildcards) run at once per process")
+    gateway_heavy_queue: int = Field(2, ge=0, le=MAX_GATEWAY_THREADS, description="heavy searches that may wait "
+                                     "for a slot per process (each holds a thread); more are a 429 at once")
+    gateway_heavy_wait_s: float = Field(10.0, gt=0, le=600, description="longest a heavy search waits for a slot "
+                                        "before its 429")
     # What one search may cost on the embedded index (QueryLimits); measured with `python -m benchmarks.query_cost`.
     gateway_max_query_terms: int = Field(DEFAULT_LIMITS.max_query_terms, ge=1, le=65_536, description="most words "
                                          "(and phrase words) one search looks up; more is a 400 naming the limit")

@@ -89,6 +89,13 @@ class RequestTooLong(GatewayError):
     error_type = "too_long_http_line_exception"
 
 
+class TooManyHeavySearches(GatewayError):
+    """A heavy search that found no free slot of the heavy lane in time (``es_rerank.gateway.heavy_lane``)."""
+
+    status = 429
+    error_type = "es_rejected_execution_exception"
+
+
 class ServiceUnavailable(GatewayError):
     """The search backend or the scoring workers cannot answer; the reason names the fix."""
 

@@ -16,8 +16,11 @@ from flask import current_app
 
 from es_rerank.backends.answer_budget import AnswerLimits
 from es_rerank.backends.base import QueryRefused
-from es_rerank.backends.highlight import source_patterns
+from es_rerank.backends.highlight import read_highlight, source_patterns
+from es_rerank.backends.query_dsl import read_query
+from es_rerank.backends.query_tree import UNLIMITED, QueryCost, UnsupportedQuery, check_cost
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
+from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
 from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.search_request import SearchRequest, parse_search
@@ -34,6 +37,7 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     """
     served: ServedSearch = current_app.extensions["esrr.served"]
     metrics: GatewayMetrics = current_app.extensions["esrr.metrics"]
+    lane: HeavyLane = current_app.extensions["esrr.heavy_lane"]
     pipeline = served.pipeline()
     backend = pipeline.backend
     check_index(index, backend.index)
@@ -45,15 +49,16 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     if asked.sorted_elsewhere and passthrough is not None:
         return _in_backend_order(passthrough, asked, started)
     try:
-        prepared = backend.prepare(asked.body)
-        check_answer = getattr(backend, "check_answer", None)  # a backend that can weigh its answer beforehand
-        if check_answer is not None:
-            check_answer(prepared, asked.size, limits)
-        ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage, prepared=prepared,
-                                window=0 if asked.skipped or not asked.size else asked.window,  # size 0: counts
-                                combination=asked.combination)
-        page = ranking.ranked[asked.offset:asked.offset + asked.size]
-        shown = backend.page(prepared, [item.hit for item in page], limits.max_bytes)
+        with lane.taken(_heavy(asked, backend.engine == "embedded")):  # weighed before the backend's own work
+            prepared = backend.prepare(asked.body)
+            check_answer = getattr(backend, "check_answer", None)  # a backend that can weigh its answer beforehand
+            if check_answer is not None:
+                check_answer(prepared, asked.size, limits)
+            ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage, prepared=prepared,
+                                    window=0 if asked.skipped or not asked.size else asked.window,  # size 0: counts
+                                    combination=asked.combination)
+            page = ranking.ranked[asked.offset:asked.offset + asked.size]
+            shown = backend.page(prepared, [item.hit for item in page], limits.max_bytes)
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     took = time.perf_counter() - started
@@ -64,6 +69,21 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
                                 "took_ms": round(took * 1000, 1), "reason": ranking.fallback}))
     return search_response(page, backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
                            ranking.ranker, ranking.fallback, shown, ranking.first_stage, asked.skipped, asked.explain)
+
+
+def _heavy(asked: SearchRequest, runs_query: bool) -> bool:
+    """Whether the search takes the heavy lane, read from the request before any backend work: the hits it renders
+    and, where the gateway ``runs_query`` itself (the embedded index), its highlight and its query's cost. A query
+    or highlight that cannot be read is weighed light: the backend refuses it with the reason."""
+    if not runs_query:  # Elasticsearch searches and highlights; the gateway renders the page
+        return is_heavy(asked.size, (), QueryCost())
+    try:
+        highlight = read_highlight(asked.body["highlight"]) if asked.body.get("highlight") is not None else ()
+        query = asked.body.get("query")
+        cost = check_cost(read_query(query), UNLIMITED) if query is not None else QueryCost()
+    except UnsupportedQuery:
+        return False
+    return is_heavy(asked.size, highlight, cost)
 
 
 def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) -> dict[str, Any]:

@@ -155,6 +155,8 @@ def test_unknown_routes_and_methods_answer_in_elasticsearch_shape(home):
 class _BackendThatFails:
     """The served index, whose searches fail as an unreachable Elasticsearch's do."""
 
+    engine = "elasticsearch"
+
     def __init__(self, backend: EmbeddedBackend) -> None:
         self.backend = backend
         self.index, self.stats = backend.index, backend.stats

@@ -117,6 +117,8 @@ def test_error_bodies_show_a_short_excerpt_of_the_input(home):
 class _BackendWithPaths:
     """The served index, whose searches fail with a message that names files, as the embedded backend's do."""
 
+    engine = "embedded"
+
     def __init__(self, backend: EmbeddedBackend) -> None:
         self.backend, self.index, self.stats = backend, backend.index, backend.stats
 
