@@ -63,7 +63,8 @@ MAPPING_PROPERTIES = {
     "authors": {"type": "keyword", "index": False},
     "metadata": {"type": "object", "enabled": False},
 }
-BODY_KEYS = ("query", "post_filter", "aggs", "aggregations", "track_total_hits", "_source", "highlight")
+# timeout: a search here is answered whole, never cut short, so it changes nothing (the gateway checks its value).
+BODY_KEYS = ("query", "post_filter", "aggs", "aggregations", "track_total_hits", "_source", "highlight", "timeout")
 SOURCE_SAMPLE = 1000  # stored documents read to estimate an answer's weight (ESRR_GATEWAY_MAX_ANSWER_BYTES)
 DEFAULT_TOTAL_LIMIT = 10_000  # Elasticsearch counts hits exactly up to 10,000 unless track_total_hits says otherwise
 

@@ -21,6 +21,7 @@ from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.search_request import SearchRequest, parse_search
+from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
 from es_rerank.ranking.response import search_response
 from es_rerank.ranking.served import ServedSearch
 
@@ -43,7 +44,7 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     started = time.perf_counter()
     passthrough = getattr(backend, "passthrough", None)  # a backend that can answer in its own order
     if asked.sorted_elsewhere and passthrough is not None:
-        return _in_backend_order(passthrough, asked, started)
+        return shaped(_in_backend_order(passthrough, asked, started), params, asked.body, backend)
     try:
         prepared = backend.prepare(asked.body)
         check_answer = getattr(backend, "check_answer", None)  # a backend that can weigh its answer beforehand
@@ -62,8 +63,22 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
         metrics.fallbacks.inc()
         log.warning(json.dumps({"event": "model_fallback", "query_id": query_id, "index": pipeline.backend.index,
                                 "took_ms": round(took * 1000, 1), "reason": ranking.fallback}))
-    return search_response(page, backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
-                           ranking.ranker, ranking.fallback, shown, ranking.first_stage, asked.skipped, asked.explain)
+    response = search_response(page, backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
+                               ranking.ranker, ranking.fallback, shown, ranking.first_stage, asked.skipped,
+                               asked.explain)
+    return shaped(response, params, asked.body, backend)
+
+
+def shaped(response: dict[str, Any], params: Mapping[str, str], body: Mapping[str, Any],
+           backend: Any) -> dict[str, Any]:
+    """A search's answer as ``rest_total_hits_as_int`` and ``typed_keys`` in the URL ``params`` ask for it."""
+    if flag(params, "rest_total_hits_as_int"):
+        total_as_number(response)
+    if flag(params, "typed_keys") and isinstance(response.get("aggregations"), dict):
+        types = field_types(backend.description()["mappings"].get("properties", {}))
+        response["aggregations"] = typed_aggregations(response["aggregations"],
+                                                      body.get("aggs", body.get("aggregations")), types)
+    return response
 
 
 def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) -> dict[str, Any]:
