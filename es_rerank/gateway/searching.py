@@ -65,8 +65,14 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
                                 "took_ms": round(took * 1000, 1), "reason": ranking.fallback}))
     response = search_response(page, backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
                                ranking.ranker, ranking.fallback, shown, ranking.first_stage, asked.skipped,
-                               asked.explain)
+                               asked.explain, _max_score(ranking.ranked, asked.size))
     return shaped(response, params, asked.body, backend)
+
+
+def _max_score(ranked: Any, size: int) -> float | None:
+    """The whole result's highest ``_score`` (its first hit's, whatever the page); none for ``size`` 0, as in
+    Elasticsearch, which does not score a search that shows no hit."""
+    return float(ranked[0].score) if ranked and size else None
 
 
 def shaped(response: dict[str, Any], params: Mapping[str, str], body: Mapping[str, Any],
