@@ -81,6 +81,11 @@ class SearchRequest:
         return max(self.offset + self.size, 1)
 
     @property
+    def sorts_by_field(self) -> bool:
+        """Whether the request's ``sort`` is not descending ``_score`` alone (hits show no ``max_score`` then)."""
+        return "sort" in self.body and not _by_score(self.body["sort"])
+
+    @property
     def sorted_elsewhere(self) -> bool:
         """Whether the request's order is not by score (a sort, a scroll, a point in time): Elasticsearch's own."""
         return self.skipped is not None and not self.skipped.startswith(NO_WORDS)
@@ -123,6 +128,9 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
         raise BadSearchRequest("the search text is given twice, as q= in the URL and as query in the body; "
                                "send one of them")
     first_stage = {key: value for key, value in body.items() if key not in PAGING_KEYS}
+    if "search_after" in first_stage and offset:
+        raise BadSearchRequest(f"[from] parameter must be set to 0 when [search_after] is used, got {offset}; the "
+                               "next page starts after the last hit's sort values")
     if "q" in params:
         first_stage["query"] = url_query(params)
     if "query" in first_stage and not isinstance(first_stage["query"], dict):
@@ -244,7 +252,8 @@ def _skipped(params: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
     if "pit" in body:
         return "the request pages a point in time; such pages are Elasticsearch's order, not reranked"
     if "search_after" in body:
-        return "the request pages with search_after; such pages are Elasticsearch's order, not reranked"
+        return ("the request pages with search_after; such pages are in the sort's order (by _score: the first "
+                "stage's), not reranked")
     return None
 
 

@@ -66,6 +66,8 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     response = search_response(page, backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
                                ranking.ranker, ranking.fallback, shown, ranking.first_stage, asked.skipped,
                                asked.explain, _max_score(ranking.ranked, asked.size))
+    if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
+        response["hits"]["max_score"] = None
     return shaped(response, params, asked.body, backend)
 
 
