@@ -231,7 +231,8 @@ def _search_contexts() -> Any:
     calls = getattr(_backend(), "search_context", None)  # only Elasticsearch keeps search contexts
     if calls is None:
         raise BadSearchRequest(f"scrolls and points in time are {ON_ELASTICSEARCH}; the embedded backend pages "
-                               "with from and size (the first 1,000 hits)")
+                               "with from and size (the first 1,000 hits), or a sort with search_after (the last "
+                               "hit's sort values)")
     return calls
 
 

@@ -16,6 +16,7 @@ from flask import current_app
 
 from es_rerank.backends.answer_budget import AnswerLimits
 from es_rerank.backends.base import QueryRefused
+from es_rerank.backends.query_tree import ON_ELASTICSEARCH
 from es_rerank.backends.highlight import source_patterns
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.index_names import unserved_name
@@ -45,6 +46,10 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     passthrough = getattr(backend, "passthrough", None)  # a backend that can answer in its own order
     if asked.sorted_elsewhere and passthrough is not None:
         return shaped(_in_backend_order(passthrough, asked, started), params, asked.body, backend)
+    if "scroll" in asked.passthrough:  # a first page without a scroll id would end a client's scan silently
+        raise BadSearchRequest(f"scrolls are {ON_ELASTICSEARCH}; the embedded backend pages with from and size "
+                               "(the first 1,000 hits), or a sort with search_after (the last hit's sort values): "
+                               "drop ?scroll=, or use search_after where helpers.scan was used")
     try:
         prepared = backend.prepare(asked.body)
         check_answer = getattr(backend, "check_answer", None)  # a backend that can weigh its answer beforehand

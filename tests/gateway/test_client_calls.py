@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from elasticsearch import AuthorizationException, BadRequestError, Elasticsearch, NotFoundError
+from elasticsearch import AuthorizationException, BadRequestError, Elasticsearch, NotFoundError, helpers
 from werkzeug.serving import make_server
 
 from es_rerank.backends.base import BackendError
@@ -189,7 +189,12 @@ def test_writes_and_admin_calls_are_refused_as_read_only_and_change_nothing(es, 
     lambda es: es.clear_scroll(scroll_id="abc"),
     lambda es: es.open_point_in_time(index=ALIAS, keep_alive="1m"),
     lambda es: es.close_point_in_time(id="abc"),
-], ids=["scroll", "clear_scroll", "open_point_in_time", "close_point_in_time"])
+    lambda es: es.search(index=ALIAS, q="tea", scroll="1m"),
+    lambda es: es.search(index=ALIAS, query={"match_all": {}}, pit={"id": "abc", "keep_alive": "1m"}),
+    lambda es: list(helpers.scan(es, index=ALIAS, query={"query": {"match": {"text": "tea"}}})),
+    lambda es: list(helpers.scan(es, index=ALIAS, query={"query": {"match": {"text": "tea"}}}, preserve_order=True)),
+], ids=["scroll", "clear_scroll", "open_point_in_time", "close_point_in_time", "search_scroll", "search_pit",
+        "scan", "scan_in_order"])
 def test_scrolls_and_points_in_time_are_400s_naming_the_backend_that_serves_them(es, call):
     with pytest.raises(BadRequestError) as refused:
         call(es)
