@@ -331,3 +331,17 @@ def test_health_is_red_not_an_error_while_searches_cannot_be_answered(app, tmp_p
     assert failing.get("/esrr-docs/_doc/1").status_code == 503
     batch = failing.post("/_msearch", data=b'{}\n{"query": {"match_all": {}}}\n', content_type=NDJSON).get_json()
     assert batch["responses"][0]["status"] == 503
+
+
+def test_source_exclude_vectors_is_accepted_as_elasticsearch_dsl_9_sends_it(es):
+    # The index holds no vector field: either value leaves the _source as it is.
+    query = {"match": {"text": "leafy"}}
+    whole = es.search(index=ALIAS, query=query, source={"exclude_vectors": False}).body["hits"]["hits"]
+    assert [hit["_source"] for hit in whole] == [DOCS[3].source()]
+    some = es.search(index=ALIAS, query=query, source={"includes": ["year"], "exclude_vectors": True}).body
+    assert some["hits"]["hits"][0]["_source"] == {"year": DOCS[3].year}
+    docs = es.mget(index=ALIAS, docs=[{"_id": "4", "_source": {"exclude_vectors": False}}]).body["docs"]
+    assert docs[0]["_source"] == DOCS[3].source()
+    with pytest.raises(BadRequestError) as refused:
+        es.search(index=ALIAS, query=query, source={"exclude_vectors": "no"})
+    assert "exclude_vectors" in refused.value.body["error"]["reason"]
