@@ -35,7 +35,8 @@ from es_rerank.gateway.health import health_body
 from es_rerank.gateway.index_names import ANY_INDEX, unserved_name
 from es_rerank.gateway.request_parts import QUERY_ID_HEADER, json_body, query_id
 from es_rerank.gateway.search_request import body_object, check_parameters, parse_count, url_parameters
-from es_rerank.gateway.searching import check_index, in_elasticsearchs_order, run_search
+from es_rerank.gateway.searching import (check_index, cleared_scrolls, continue_scroll, in_elasticsearchs_order,
+                                         run_search)
 from es_rerank.gateway.url_options import FORMAT_PARAMETERS, SHAPING_PARAMETERS, check_url_options, flag, total_as_number
 from es_rerank.payload import PayloadError, WorkerSetupError
 
@@ -188,12 +189,15 @@ def _one_search(index: str | None, body: Any, params: dict[str, str], search_id:
 @client_api.route("/_search/scroll", methods=["GET", "POST", "DELETE"])
 @client_api.route("/_search/scroll/<scroll_id>", methods=["GET", "POST", "DELETE"])
 def scroll(scroll_id: str | None = None) -> tuple[Response, int]:
-    """``_search/scroll``: the next page of a scroll that a search on the Elasticsearch backend started (in
-    Elasticsearch's order, not reranked), or with ``DELETE`` its clearing; Elasticsearch's answer as it is."""
+    """``_search/scroll``: the next page of a scroll that a search started (not reranked), or with ``DELETE`` its
+    clearing: on Elasticsearch, its answer as it is; on the embedded backend, the page the scroll id carries on to
+    (``searching.continue_scroll``)."""
     params = url_parameters(request.query_string)
     check_parameters("/_search/scroll", params, SCROLL_PARAMETERS)
     body = _context_body({**({"scroll_id": scroll_id} if scroll_id else {}),
                           **{name: params[name] for name in ("scroll", "scroll_id") if name in params}})
+    if getattr(_backend(), "search_context", None) is None:  # the embedded backend: the id carries the scroll
+        return _embedded_scroll(body, params)
     if request.method == "DELETE":
         status, answer = _search_contexts()("clear_scroll", body)
         return jsonify(answer), status
@@ -203,6 +207,29 @@ def scroll(scroll_id: str | None = None) -> tuple[Response, int]:
         if flag(params, "rest_total_hits_as_int"):
             answer = total_as_number(answer)
     return jsonify(answer), status
+
+
+def _embedded_scroll(body: dict[str, Any], params: dict[str, str]) -> tuple[Response, int]:
+    """A scroll's next page on the embedded backend, or with ``DELETE`` its clearing (nothing is held for it)."""
+    if request.method == "DELETE":
+        ids = body.get("scroll_id", [])
+        ids = [ids] if isinstance(ids, str) else ids
+        if not isinstance(ids, list):
+            raise BadSearchRequest(f"[scroll_id] must be an id or a list of ids, got {clipped(str(ids))}")
+        if not ids:
+            raise BadSearchRequest('no scroll ids specified; send {"scroll_id": ["..."]} or {"scroll_id": "_all"}')
+        # 200 even when none was live (Elasticsearch: a 404 with this body): nothing is held, nothing fails.
+        return jsonify({"succeeded": True, "num_freed": cleared_scrolls([name for name in ids if name != "_all"])}), 200
+    if "scroll_id" not in body:
+        raise BadSearchRequest("[scroll_id] is missing; send the _scroll_id of the last page, as in "
+                               '{"scroll_id": "...", "scroll": "1m"}')
+    scroll = body.get("scroll")
+    if scroll is not None and not isinstance(scroll, str):
+        raise BadSearchRequest(f"[scroll] must be a keep-alive such as 1m, got {clipped(str(scroll))}")
+    answer = continue_scroll(body["scroll_id"], scroll, query_id())
+    if flag(params, "rest_total_hits_as_int"):
+        answer = total_as_number(answer)
+    return jsonify(answer), 200
 
 
 @client_api.post("/<index>/_pit")
@@ -230,9 +257,9 @@ def _search_contexts() -> Any:
     """The backend's calls on scrolls and points in time; a 400 naming the backend that serves them elsewhere."""
     calls = getattr(_backend(), "search_context", None)  # only Elasticsearch keeps search contexts
     if calls is None:
-        raise BadSearchRequest(f"scrolls and points in time are {ON_ELASTICSEARCH}; the embedded backend pages "
-                               "with from and size (the first 1,000 hits), or a sort with search_after (the last "
-                               "hit's sort values)")
+        raise BadSearchRequest(f"points in time are {ON_ELASTICSEARCH}; the embedded backend pages with from and "
+                               "size (the first 1,000 hits), a sort with search_after (the last hit's sort values), "
+                               "or a scroll (?scroll=1m)")
     return calls
 
 

@@ -10,19 +10,21 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Mapping
 
 from flask import current_app
 
 from es_rerank.backends.answer_budget import AnswerLimits
 from es_rerank.backends.base import QueryRefused
-from es_rerank.backends.query_tree import ON_ELASTICSEARCH
 from es_rerank.backends.highlight import source_patterns
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.scroll_ids import ScrollMissing, ScrollState, decode, encode, keep_alive_seconds
 from es_rerank.gateway.search_request import SearchRequest, parse_search
 from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
+from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.response import search_response
 from es_rerank.ranking.served import ServedSearch
 
@@ -35,21 +37,26 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     Raises the gateway's errors (a bad request, an unknown index) and the backend's, which the app renders.
     """
     served: ServedSearch = current_app.extensions["esrr.served"]
-    metrics: GatewayMetrics = current_app.extensions["esrr.metrics"]
     pipeline = served.pipeline()
     backend = pipeline.backend
     check_index(index, backend.index)
     check_source_patterns(params, body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
     asked = parse_search(params, body, current_app.config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
-    limits = AnswerLimits(current_app.config["ESRR_MAX_ANSWER_BYTES"], current_app.config["ESRR_MAX_HIGHLIGHT_CHARS"])
     started = time.perf_counter()
     passthrough = getattr(backend, "passthrough", None)  # a backend that can answer in its own order
     if asked.sorted_elsewhere and passthrough is not None:
         return shaped(_in_backend_order(passthrough, asked, started), params, asked.body, backend)
-    if "scroll" in asked.passthrough:  # a first page without a scroll id would end a client's scan silently
-        raise BadSearchRequest(f"scrolls are {ON_ELASTICSEARCH}; the embedded backend pages with from and size "
-                               "(the first 1,000 hits), or a sort with search_after (the last hit's sort values): "
-                               "drop ?scroll=, or use search_after where helpers.scan was used")
+    if "scroll" in asked.passthrough:  # the embedded backend: a scroll that the id carries (scroll_ids)
+        return shaped(scroll_page(pipeline, asked, None, query_id), params, asked.body, backend)
+    return shaped(_ranked(pipeline, asked, query_id), params, asked.body, backend)
+
+
+def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> dict[str, Any]:
+    """The answer to a search the pipeline ranks (reranked, or in the first stage's or the sort's order)."""
+    metrics: GatewayMetrics = current_app.extensions["esrr.metrics"]
+    backend = pipeline.backend
+    limits = AnswerLimits(current_app.config["ESRR_MAX_ANSWER_BYTES"], current_app.config["ESRR_MAX_HIGHLIGHT_CHARS"])
+    started = time.perf_counter()
     try:
         prepared = backend.prepare(asked.body)
         check_answer = getattr(backend, "check_answer", None)  # a backend that can weigh its answer beforehand
@@ -73,7 +80,72 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
                                asked.explain, _max_score(ranking.ranked, asked.size))
     if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
         response["hits"]["max_score"] = None
-    return shaped(response, params, asked.body, backend)
+    return response
+
+
+def scroll_page(pipeline: SearchPipeline, asked: SearchRequest, after: list[Any] | None, query_id: str) -> dict[str, Any]:
+    """One page of a scroll on the embedded backend, after the sort values ``after`` (None: the first page), with
+    the ``_scroll_id`` that continues it: the request's sort with index order as the last key, ``search_after``."""
+    keep_alive = asked.passthrough["scroll"]
+    seconds = keep_alive_seconds(keep_alive)
+    if asked.offset:
+        raise BadSearchRequest("using [from] is not allowed in a scroll context; page with the _scroll_id each "
+                               "page returns")
+    if "search_after" in asked.body:
+        raise BadSearchRequest("[search_after] cannot be used in a scroll context; page with the _scroll_id each "
+                               "page returns")
+    asked_sort = asked.body.get("sort")
+    body = {**asked.body, "sort": _then_index_order(asked_sort)}
+    if after is not None:
+        body["search_after"] = after
+    response = _ranked(pipeline, replace(asked, body=body), query_id)
+    hits = response["hits"]["hits"]
+    last = hits[-1]["sort"] if hits else after
+    for hit in hits:  # the index order key is the scroll's own, not the request's
+        if asked_sort is None:
+            del hit["sort"]
+        else:
+            hit["sort"] = hit["sort"][:-1]
+    # Aggregations are the first page's alone, as in Elasticsearch: the next pages do not count them again.
+    kept = {key: value for key, value in asked.body.items() if key not in ("aggs", "aggregations")}
+    state = ScrollState(pipeline.backend.version, kept, asked.size, last, keep_alive, time.time() + seconds)
+    return {"_scroll_id": encode(state), **response}
+
+
+def continue_scroll(scroll_id: Any, keep_alive: str | None, query_id: str) -> dict[str, Any]:
+    """The next page of a scroll this gateway began on the embedded backend (``_search/scroll``)."""
+    state = decode(scroll_id)
+    if time.time() > state.expires_s:
+        raise ScrollMissing(f"No search context found for id [{clipped(str(scroll_id))}]: the scroll's keep-alive "
+                            f"({state.keep_alive}) passed; start it again, with a longer ?scroll=")
+    pipeline = current_app.extensions["esrr.served"].pipeline()
+    if pipeline.backend.version != state.version:
+        raise ScrollMissing(f"No search context found for id [{clipped(str(scroll_id))}]: the scroll began on index "
+                            f"version [{clipped(state.version)}], and [{pipeline.backend.version}] is served now (a "
+                            "reindex); start the scroll again")
+    check_source_patterns({}, state.body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
+    asked = parse_search({"scroll": keep_alive or state.keep_alive}, {**state.body, "size": state.size},
+                         current_app.config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
+    return scroll_page(pipeline, asked, state.after, query_id)
+
+
+def cleared_scrolls(scroll_ids: list[Any]) -> int:
+    """How many of ``scroll_ids`` were live scrolls of this gateway (nothing is held for them: clearing frees none)."""
+    live = 0
+    for scroll_id in scroll_ids:
+        try:
+            live += time.time() <= decode(scroll_id).expires_s
+        except BadSearchRequest:
+            continue
+    return live
+
+
+def _then_index_order(sort: Any) -> list[Any]:
+    """A request's sort (by score when none) with index order as the last key: a scroll's cursor is then unique."""
+    keys = ["_score"] if sort is None else (list(sort) if isinstance(sort, list) else [sort])
+    return [*keys, "_doc"]
+
+
 
 
 def _max_score(ranked: Any, size: int) -> float | None:

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from elasticsearch import AuthorizationException, BadRequestError, Elasticsearch, NotFoundError, helpers
+from elasticsearch import AuthorizationException, BadRequestError, Elasticsearch, NotFoundError
 from werkzeug.serving import make_server
 
 from es_rerank.backends.base import BackendError
@@ -185,17 +185,11 @@ def test_writes_and_admin_calls_are_refused_as_read_only_and_change_nothing(es, 
 
 
 @pytest.mark.parametrize("call", [
-    lambda es: es.scroll(scroll_id="abc", scroll="1m"),
-    lambda es: es.clear_scroll(scroll_id="abc"),
     lambda es: es.open_point_in_time(index=ALIAS, keep_alive="1m"),
     lambda es: es.close_point_in_time(id="abc"),
-    lambda es: es.search(index=ALIAS, q="tea", scroll="1m"),
     lambda es: es.search(index=ALIAS, query={"match_all": {}}, pit={"id": "abc", "keep_alive": "1m"}),
-    lambda es: list(helpers.scan(es, index=ALIAS, query={"query": {"match": {"text": "tea"}}})),
-    lambda es: list(helpers.scan(es, index=ALIAS, query={"query": {"match": {"text": "tea"}}}, preserve_order=True)),
-], ids=["scroll", "clear_scroll", "open_point_in_time", "close_point_in_time", "search_scroll", "search_pit",
-        "scan", "scan_in_order"])
-def test_scrolls_and_points_in_time_are_400s_naming_the_backend_that_serves_them(es, call):
+], ids=["open_point_in_time", "close_point_in_time", "search_pit"])
+def test_points_in_time_are_400s_naming_the_backend_that_serves_them(es, call):  # scrolls: test_scroll.py
     with pytest.raises(BadRequestError) as refused:
         call(es)
     assert "Elasticsearch backend" in refused.value.body["error"]["reason"]
