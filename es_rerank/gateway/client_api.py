@@ -37,7 +37,8 @@ from es_rerank.gateway.request_parts import QUERY_ID_HEADER, json_body, query_id
 from es_rerank.gateway.search_request import body_object, check_parameters, parse_count, url_parameters
 from es_rerank.gateway.searching import (check_index, cleared_scrolls, continue_scroll, in_elasticsearchs_order,
                                          run_search)
-from es_rerank.gateway.url_options import FORMAT_PARAMETERS, SHAPING_PARAMETERS, check_url_options, flag, total_as_number
+from es_rerank.gateway.url_options import (FORMAT_PARAMETERS, SHAPING_PARAMETERS, check_url_options, flag,
+                                            total_as_number)
 from es_rerank.payload import PayloadError, WorkerSetupError
 
 client_api = Blueprint("client_api", __name__)

@@ -83,7 +83,8 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     return response
 
 
-def scroll_page(pipeline: SearchPipeline, asked: SearchRequest, after: list[Any] | None, query_id: str) -> dict[str, Any]:
+def scroll_page(pipeline: SearchPipeline, asked: SearchRequest, after: list[Any] | None,
+                query_id: str) -> dict[str, Any]:
     """One page of a scroll on the embedded backend, after the sort values ``after`` (None: the first page), with
     the ``_scroll_id`` that continues it: the request's sort with index order as the last key, ``search_after``."""
     keep_alive = asked.passthrough["scroll"]
@@ -94,6 +95,9 @@ def scroll_page(pipeline: SearchPipeline, asked: SearchRequest, after: list[Any]
     if "search_after" in asked.body:
         raise BadSearchRequest("[search_after] cannot be used in a scroll context; page with the _scroll_id each "
                                "page returns")
+    if not asked.size:
+        raise BadSearchRequest("[size] cannot be [0] in a scroll context; ask for the hits of each page (helpers.scan "
+                               "asks for 1,000)")
     asked_sort = asked.body.get("sort")
     body = {**asked.body, "sort": _then_index_order(asked_sort)}
     if after is not None:

@@ -62,6 +62,7 @@ def test_an_expired_or_reindexed_scroll_is_a_404_saying_to_start_again(es):
     (lambda es: es.scroll(scroll_id="abc", scroll="1m"), "Cannot parse scroll id"),
     (lambda es: es.search(index=ALIAS, scroll="1m", from_=5), "[from] is not allowed in a scroll context"),
     (lambda es: es.search(index=ALIAS, scroll="2d"), "Keep alive for request (2d) is too large"),
+    (lambda es: es.search(index=ALIAS, scroll="1m", size=0), "[size] cannot be [0]"),
     (lambda es: es.search(index=ALIAS, scroll="soon"), "keep-alive such as 1m"),
     (lambda es: es.search(index=ALIAS, scroll="1m", sort=["_doc"], search_after=[3]), "[search_after] cannot"),
 ])
