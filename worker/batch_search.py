@@ -33,7 +33,6 @@ def batch_search(queries_file: Path, out: Path, k: int, window: int, rerank: boo
     from es_rerank.cli_options import load_settings, writable_file
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.ranking.assemble import served_pipeline
-    from es_rerank.ranking.response import descending_scores
     from es_rerank.text import tokenize
     from index_setup.readers import CorpusFormatError, LoadReport, read_queries
     from worker.local import LocalReranker
@@ -69,8 +68,8 @@ def batch_search(queries_file: Path, out: Path, k: int, window: int, rerank: boo
                 ranking = pipeline.rank(queries[query_id], k)
                 rankers[ranking.ranker] = rankers.get(ranking.ranker, 0) + 1
                 fallbacks += ranking.fallback is not None
-                for rank, (item, score) in enumerate(zip(ranking.ranked, descending_scores(ranking.ranked)), 1):
-                    run.write(f"{query_id} Q0 {item.hit.doc_id} {rank} {score:.6f} {tag}\n")
+                for rank, item in enumerate(ranking.ranked, 1):  # _score, as the gateway answers it
+                    run.write(f"{query_id} Q0 {item.hit.doc_id} {rank} {item.score:.6f} {tag}\n")
         partial.replace(out)
     except (BackendError, PayloadError, WorkerSetupError) as error:
         raise click.ClickException(str(error)) from None

@@ -95,7 +95,7 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
            use_neighbours: bool | None, via_worker: bool, as_json: bool, backend: str | None) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.backends import BackendError
-    from es_rerank.ranking.response import descending_scores, search_response
+    from es_rerank.ranking.response import search_response
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.text import tokenize
     from es_rerank.cli_options import load_settings
@@ -132,10 +132,10 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     for line in ranked_by(ranking.ranker, min(pipeline.window, ranking.retrieved), len(ranking.ranked)):
         click.echo(line)
     click.echo(TABLE_HEADER)
-    # The same descending scores as the JSON: a BM25 tail below a short window sits under its lowest score.
-    for rank, (item, score, entry) in enumerate(zip(ranking.ranked, descending_scores(ranking.ranked), shown), 1):
+    # The same scores as the JSON's _score: the window lifted above the BM25 tail (merge).
+    for rank, (item, entry) in enumerate(zip(ranking.ranked, shown), 1):
         title = entry.get("_source", {}).get("title", item.hit.title)
-        click.echo(f"{rank:>4}  {score:9.3f}  {item.hit.score:8.3f}  {item.hit.doc_id:<12}  {title}")
+        click.echo(f"{rank:>4}  {item.score:9.3f}  {item.hit.score:8.3f}  {item.hit.doc_id:<12}  {title}")
 
 
 TABLE_HEADER = f"{'rank':>4}  {'score':>9}  {'BM25':>8}  {'id':<12}  title"

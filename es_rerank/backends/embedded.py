@@ -35,6 +35,8 @@ from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, A
 from es_rerank.backends.highlight import (FieldHighlight, SourceFilter, filter_source, highlight, read_highlight,
                                          read_source_filter)
 from es_rerank.backends.query_dsl import read_query
+from es_rerank.backends.sorting import (BY_SCORE, SortKey, after, by_score_alone, in_order, read_search_after,
+                                        read_sort, sort_values)
 from es_rerank.backends.query_tree import (
     AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Keyword, MatchAll, MatchNone, Node, Pattern, Phrase,
     Range, UnsupportedQuery, Words, active_limits, check_cost, shortened,
@@ -68,7 +70,9 @@ MAPPING_PROPERTIES = {
     "authors": {"type": "keyword", "index": False},
     "metadata": {"type": "object", "enabled": False},
 }
-BODY_KEYS = ("query", "post_filter", "aggs", "aggregations", "track_total_hits", "_source", "highlight")
+# timeout: a search here is answered whole, never cut short, so it changes nothing (the gateway checks its value).
+BODY_KEYS = ("query", "post_filter", "aggs", "aggregations", "track_total_hits", "_source", "highlight", "timeout",
+             "sort", "search_after", "track_scores")
 SOURCE_SAMPLE = 1000  # stored documents read to estimate an answer's weight (ESRR_GATEWAY_MAX_ANSWER_BYTES)
 DEFAULT_TOTAL_LIMIT = 10_000  # Elasticsearch counts hits exactly up to 10,000 unless track_total_hits says otherwise
 
@@ -115,6 +119,9 @@ class EmbeddedSearch:
     source: SourceFilter | None  # _source includes, excludes; None: no _source
     highlight: tuple[FieldHighlight, ...]
     words: frozenset[str]  # the text clauses' words, which the highlight marks
+    sort: tuple[SortKey, ...] | None = None  # None: by descending score (sorting.py)
+    search_after: tuple[Any, ...] | None = None  # the sort values the hits come strictly after
+    track_scores: bool = False  # show _score on a sort that does not include it
 
 
 def current_version(root: Path) -> str:
@@ -333,10 +340,19 @@ class EmbeddedBackend:
             [(tantivy.Occur.Must, query), (tantivy.Occur.Must, tantivy.Query.const_score_query(
                 self._tantivy(post_filter), 0.0))])
         aggs = body.get("aggs", body.get("aggregations"))
+        sort = read_sort(body["sort"]) if body.get("sort") is not None else None
+        search_after = None
+        if body.get("search_after") is not None:
+            search_after = read_search_after(body["search_after"], sort or BY_SCORE)
+            sort = sort or BY_SCORE
+        if sort is not None and by_score_alone(sort) and search_after is None:
+            sort = None  # the default order
+        if not isinstance(body.get("track_scores", False), bool):
+            raise QueryRefused(f"[track_scores] must be true or false, got {str(body['track_scores'])[:40]}")
         return EmbeddedSearch(filtered, query, _read_aggs(aggs) if aggs is not None else None,
                               _total_limit(body.get("track_total_hits")), read_source_filter(body.get("_source")),
                               read_highlight(body["highlight"]) if body.get("highlight") is not None else (),
-                              frozenset(_words(tree)))
+                              frozenset(_words(tree)), sort, search_after, bool(body.get("track_scores", False)))
 
     @_reads_files
     def first_stage(self, prepared: EmbeddedSearch, k: int) -> FirstStage:
@@ -345,7 +361,10 @@ class EmbeddedBackend:
         if self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
             return FirstStage([], {"value": 0, "relation": "eq"} if prepared.total_limit is not None else None,
                               _empty_aggs(prepared.aggs), _SHARDS)
-        scored, count = self._top(prepared.query, k, count=prepared.total_limit is not None)
+        if prepared.sort is not None:
+            scored, count = self._sorted(prepared, k)
+        else:
+            scored, count = self._top(prepared.query, k, count=prepared.total_limit is not None)
         total = None
         if prepared.total_limit is not None and count is not None:
             total = {"value": min(count, prepared.total_limit),
@@ -354,7 +373,33 @@ class EmbeddedBackend:
         if prepared.aggs:
             aggregations = _es_aggregations(self._searcher.aggregate(prepared.aggs_query, _tantivy_aggs(prepared.aggs)),
                                             prepared.aggs)
-        return FirstStage(self._ranked(scored, k), total, aggregations, _SHARDS)
+        hits = self._ranked(scored, k) if prepared.sort is None else self._in_place(scored)
+        return FirstStage(hits, total, aggregations, _SHARDS)
+
+    def _sorted(self, prepared: EmbeddedSearch, k: int) -> tuple[list, int]:
+        """The first ``k`` matches of a sorted search after its ``search_after``, in the sort's order, and the count.
+
+        Every match is read (its score, row, id and year from the fast fields) and ordered here: the cost grows with
+        the matches, not with ``k``."""
+        assert prepared.sort is not None
+        matched = self._searcher.search(prepared.query, self._stats.n_docs, count=True)
+        addresses = [address for _, address in matched.hits]
+        rows = self._searcher.fast_field_values("row", addresses)
+        years = self._searcher.fast_field_values("year", addresses)
+        ids = self._stats.doc_ids_at(rows)
+        items = [(sort_values(prepared.sort, float(score), int(row), doc_id, year), int(row), (score, address))
+                 for (score, address), row, doc_id, year in zip(matched.hits, rows, ids, years, strict=True)]
+        if prepared.search_after is not None:
+            items = [item for item in items if after(item[0], prepared.search_after, prepared.sort)]
+        return [payload for _, _, payload in in_order(items, prepared.sort)[:k]], matched.count
+
+    def _in_place(self, scored: list) -> list[Hit]:
+        """tantivy's hits in the order given (a sort's), with their precomputed data."""
+        rows = self._searcher.fast_field_values("row", [address for _, address in scored])
+        ids = self._stats.doc_ids_at(rows)
+        terms = self._stats.doc_terms_at(list(rows))
+        return [Hit(doc_id, float(score), "", data, address)
+                for (score, address), doc_id, data in zip(scored, ids, terms, strict=True)]
 
     @_reads_files
     def page(self, prepared: EmbeddedSearch | None, hits: Sequence[Hit],
@@ -375,6 +420,8 @@ class EmbeddedBackend:
             if patterns is not None:
                 entry["_source"] = filter_source(source, patterns)
             shown.append(entry)
+        if prepared is not None and prepared.sort is not None:
+            self._add_sort_values(prepared, hits, shown)
         budget = AnswerBudget(max_bytes, len(hits)) if max_bytes is not None else None
         if budget is not None:
             budget.spend(sum(HIT_ENVELOPE_BYTES + _shown_bytes(raw, source, entry.get("_source"))
@@ -390,6 +437,19 @@ class EmbeddedBackend:
                     budget.spend(sum(len(name) + 8 + sum(len(fragment) + 3 for fragment in fragments)
                                      for name, fragments in marked.items()))
         return shown
+
+    def _add_sort_values(self, prepared: EmbeddedSearch, hits: Sequence[Hit], shown: list[dict[str, Any]]) -> None:
+        """Each sorted hit's ``sort`` values, and its ``_score`` null unless the sort or ``track_scores`` asks for it,
+        as Elasticsearch shows them."""
+        assert prepared.sort is not None
+        addresses = [hit.address for hit in hits]
+        rows = self._searcher.fast_field_values("row", addresses) if hits else []
+        years = self._searcher.fast_field_values("year", addresses) if hits else []
+        scored = prepared.track_scores or any(key.field == "_score" for key in prepared.sort)
+        for hit, row, year, entry in zip(hits, rows, years, shown, strict=True):
+            entry["sort"] = sort_values(prepared.sort, hit.score, int(row), hit.doc_id, year)
+            if not scored:
+                entry["_score"] = None
 
     def _fewest_tag_bytes(self, prepared: EmbeddedSearch, hits: Sequence[Hit]) -> int:
         """The bytes of the tags a page's highlight adds at least: each hit's query words in each highlighted field

@@ -250,7 +250,10 @@ def read_source_filter(spec: Any) -> SourceFilter | None:
         return SourceFilter((spec,), ())
     if isinstance(spec, list) and all(isinstance(item, str) for item in spec):
         return SourceFilter(tuple(spec), ())
-    if isinstance(spec, dict) and set(spec) <= {"includes", "excludes", "include", "exclude"}:
+    # exclude_vectors (Elasticsearch 9; elasticsearch-dsl 9 sends false): the index holds no vector field, so
+    # either value leaves the _source as it is.
+    if isinstance(spec, dict) and isinstance(spec.get("exclude_vectors", False), bool) and set(spec) <= {
+            "includes", "excludes", "include", "exclude", "exclude_vectors"}:
         includes = spec.get("includes", spec.get("include", []))
         excludes = spec.get("excludes", spec.get("exclude", []))
         includes, excludes = ([value] if isinstance(value, str) else value for value in (includes, excludes))
@@ -258,7 +261,7 @@ def read_source_filter(spec: Any) -> SourceFilter | None:
                for value in (includes, excludes)):
             return SourceFilter(tuple(includes), tuple(excludes))
     raise QueryRefused("[_source] must be true, false, a field name or pattern, a list of them, or "
-                       "{\"includes\": [...], \"excludes\": [...]}")
+                       "{\"includes\": [...], \"excludes\": [...], \"exclude_vectors\": true|false}")
 
 
 def source_patterns(spec: Any) -> int:

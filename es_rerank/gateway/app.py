@@ -26,6 +26,8 @@ from es_rerank.gateway.errors import (PRODUCT_HEADER, SERVED_APIS, GatewayError,
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.heavy_lane import HeavyLane
 from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.response_filter import FilterPath, filtered, read_filter_path
+from es_rerank.gateway.search_request import url_parameters
 from es_rerank.gateway.site import site
 from es_rerank.gateway.url_limit import UrlLengthLimit
 from es_rerank.gateway.writes import is_write
@@ -74,8 +76,17 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
         if token is not None:
             unbind_limits(token)
 
+    @app.before_request
+    def _read_filter_path() -> None:  # a bad filter_path is a 400 before any work
+        if b"filter_path" in request.query_string:
+            wanted = url_parameters(request.query_string).get("filter_path")
+            g.esrr_filter_path = read_filter_path(wanted) if wanted is not None else None
+
     @app.after_request
     def _as_elasticsearch(response: Response) -> Response:
+        spec = g.pop("esrr_filter_path", None)
+        if spec is not None:
+            response = _filtered(app, response, spec)
         response = _capped(response, settings.gateway_max_answer_bytes)
         response.headers[PRODUCT_HEADER[0]] = PRODUCT_HEADER[1]
         route = request.url_rule.rule if request.url_rule is not None else "unrouted"
@@ -83,6 +94,17 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
         return response
 
     return app
+
+
+def _filtered(app: Flask, response: Response, spec: FilterPath) -> Response:
+    """``response`` with only what ``filter_path`` names; an error's body is kept whole, as in Elasticsearch."""
+    if response.is_streamed or not response.is_json:
+        return response
+    body = response.get_json(silent=True)
+    if body is None or (response.status_code >= 400 and isinstance(body, dict) and "error" in body):
+        return response
+    response.set_data(app.json.dumps(filtered(body, spec)))
+    return response
 
 
 def _capped(response: Response, limit: int) -> Response:

@@ -35,18 +35,21 @@ from es_rerank.gateway.health import health_body
 from es_rerank.gateway.index_names import ANY_INDEX, unserved_name
 from es_rerank.gateway.request_parts import QUERY_ID_HEADER, json_body, query_id
 from es_rerank.gateway.search_request import body_object, check_parameters, parse_count, url_parameters
-from es_rerank.gateway.searching import check_index, in_elasticsearchs_order, run_search
+from es_rerank.gateway.searching import (check_index, cleared_scrolls, continue_scroll, in_elasticsearchs_order,
+                                         run_search)
+from es_rerank.gateway.url_options import (FORMAT_PARAMETERS, SHAPING_PARAMETERS, check_url_options, flag,
+                                            total_as_number)
 from es_rerank.payload import PayloadError, WorkerSetupError
 
 client_api = Blueprint("client_api", __name__)
 log = logging.getLogger(__name__)
 SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
 HEALTH_ORDER = ("red", "yellow", "green")
-SCROLL_PARAMETERS = ("scroll", "scroll_id", "pretty", "human", "error_trace")
-PIT_PARAMETERS = ("keep_alive", "pretty", "human", "error_trace")
+SCROLL_PARAMETERS = ("scroll", "scroll_id", "rest_total_hits_as_int") + FORMAT_PARAMETERS
+PIT_PARAMETERS = ("keep_alive",) + FORMAT_PARAMETERS
 HEALTH_PARAMETERS = ("wait_for_status", "timeout", "master_timeout", "level", "local", "wait_for_active_shards",
                      "wait_for_nodes", "wait_for_events", "wait_for_no_relocating_shards",
-                     "wait_for_no_initializing_shards", "pretty", "human", "error_trace")
+                     "wait_for_no_initializing_shards") + FORMAT_PARAMETERS
 
 
 def _backend() -> SearchBackend:
@@ -153,10 +156,13 @@ def msearch(index: str | None = None) -> Response:
     """``_msearch``: several searches in one request, each answered (reranked) or failed as ``_search`` would be."""
     if index is not None:
         _served_backend(index)
-    check_parameters("/_msearch", url_parameters(request.query_string), MSEARCH_PARAMETERS)
+    params = url_parameters(request.query_string)
+    check_parameters("/_msearch", params, MSEARCH_PARAMETERS)
+    check_url_options(params)
+    shaping = {name: params[name] for name in SHAPING_PARAMETERS if name in params}  # each search's answer
     searches = read_msearch(request.get_data(cache=False), index, current_app.config["ESRR_MAX_MSEARCH_SEARCHES"])
     started, asked_id = time.perf_counter(), query_id()
-    responses = [_one_search(search.index, search.body, f"{asked_id}-{n}") if search.error is None else
+    responses = [_one_search(search.index, search.body, shaping, f"{asked_id}-{n}") if search.error is None else
                  error_body(search.error.error_type, search.error.reason, search.error.status)
                  for n, search in enumerate(searches)]
     response = jsonify({"took": round((time.perf_counter() - started) * 1000), "responses": responses})
@@ -164,10 +170,10 @@ def msearch(index: str | None = None) -> Response:
     return response
 
 
-def _one_search(index: str | None, body: Any, search_id: str) -> dict[str, Any]:
+def _one_search(index: str | None, body: Any, params: dict[str, str], search_id: str) -> dict[str, Any]:
     """One search of an ``_msearch``: its response with ``status`` 200, or its error as Elasticsearch nests one."""
     try:
-        return {**run_search(index, {}, body, search_id), "status": 200}
+        return {**run_search(index, params, body, search_id), "status": 200}
     except GatewayError as error:
         return error_body(error.error_type, error.reason, error.status)
     except BackendError as error:
@@ -184,19 +190,47 @@ def _one_search(index: str | None, body: Any, search_id: str) -> dict[str, Any]:
 @client_api.route("/_search/scroll", methods=["GET", "POST", "DELETE"])
 @client_api.route("/_search/scroll/<scroll_id>", methods=["GET", "POST", "DELETE"])
 def scroll(scroll_id: str | None = None) -> tuple[Response, int]:
-    """``_search/scroll``: the next page of a scroll that a search on the Elasticsearch backend started (in
-    Elasticsearch's order, not reranked), or with ``DELETE`` its clearing; Elasticsearch's answer as it is."""
+    """``_search/scroll``: the next page of a scroll that a search started (not reranked), or with ``DELETE`` its
+    clearing: on Elasticsearch, its answer as it is; on the embedded backend, the page the scroll id carries on to
+    (``searching.continue_scroll``)."""
     params = url_parameters(request.query_string)
     check_parameters("/_search/scroll", params, SCROLL_PARAMETERS)
     body = _context_body({**({"scroll_id": scroll_id} if scroll_id else {}),
                           **{name: params[name] for name in ("scroll", "scroll_id") if name in params}})
+    if getattr(_backend(), "search_context", None) is None:  # the embedded backend: the id carries the scroll
+        return _embedded_scroll(body, params)
     if request.method == "DELETE":
         status, answer = _search_contexts()("clear_scroll", body)
         return jsonify(answer), status
     status, answer = _search_contexts()("scroll", body)
     if status == 200:
         answer = in_elasticsearchs_order(answer, "a scroll's pages are Elasticsearch's order, not reranked")
+        if flag(params, "rest_total_hits_as_int"):
+            answer = total_as_number(answer)
     return jsonify(answer), status
+
+
+def _embedded_scroll(body: dict[str, Any], params: dict[str, str]) -> tuple[Response, int]:
+    """A scroll's next page on the embedded backend, or with ``DELETE`` its clearing (nothing is held for it)."""
+    if request.method == "DELETE":
+        ids = body.get("scroll_id", [])
+        ids = [ids] if isinstance(ids, str) else ids
+        if not isinstance(ids, list):
+            raise BadSearchRequest(f"[scroll_id] must be an id or a list of ids, got {clipped(str(ids))}")
+        if not ids:
+            raise BadSearchRequest('no scroll ids specified; send {"scroll_id": ["..."]} or {"scroll_id": "_all"}')
+        # 200 even when none was live (Elasticsearch: a 404 with this body): nothing is held, nothing fails.
+        return jsonify({"succeeded": True, "num_freed": cleared_scrolls([name for name in ids if name != "_all"])}), 200
+    if "scroll_id" not in body:
+        raise BadSearchRequest("[scroll_id] is missing; send the _scroll_id of the last page, as in "
+                               '{"scroll_id": "...", "scroll": "1m"}')
+    scroll = body.get("scroll")
+    if scroll is not None and not isinstance(scroll, str):
+        raise BadSearchRequest(f"[scroll] must be a keep-alive such as 1m, got {clipped(str(scroll))}")
+    answer = continue_scroll(body["scroll_id"], scroll, query_id())
+    if flag(params, "rest_total_hits_as_int"):
+        answer = total_as_number(answer)
+    return jsonify(answer), 200
 
 
 @client_api.post("/<index>/_pit")
@@ -215,7 +249,7 @@ def open_point_in_time(index: str) -> tuple[Response, int]:
 @client_api.delete("/_pit")
 def close_point_in_time() -> tuple[Response, int]:
     """``DELETE /_pit``: close a point in time opened here; Elasticsearch's answer as it is."""
-    check_parameters("/_pit", url_parameters(request.query_string), ("pretty", "human", "error_trace"))
+    check_parameters("/_pit", url_parameters(request.query_string), FORMAT_PARAMETERS)
     status, answer = _search_contexts()("close_point_in_time", _context_body({}))
     return jsonify(answer), status
 
@@ -224,8 +258,9 @@ def _search_contexts() -> Any:
     """The backend's calls on scrolls and points in time; a 400 naming the backend that serves them elsewhere."""
     calls = getattr(_backend(), "search_context", None)  # only Elasticsearch keeps search contexts
     if calls is None:
-        raise BadSearchRequest(f"scrolls and points in time are {ON_ELASTICSEARCH}; the embedded backend pages "
-                               "with from and size (the first 1,000 hits)")
+        raise BadSearchRequest(f"points in time are {ON_ELASTICSEARCH}; the embedded backend pages with from and "
+                               "size (the first 1,000 hits), a sort with search_after (the last hit's sort values), "
+                               "or a scroll (?scroll=1m)")
     return calls
 
 

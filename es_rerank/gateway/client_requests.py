@@ -19,14 +19,17 @@ from es_rerank.backends.highlight import filter_source, read_source_filter
 from es_rerank.gateway.errors import BadSearchRequest, clipped, excerpt
 from es_rerank.gateway.request_parts import InvalidText, read_json
 from es_rerank.gateway.search_request import check_parameters, url_source
+from es_rerank.gateway.url_options import FORMAT_PARAMETERS, SHAPING_PARAMETERS
 
 SourceFilter = tuple[tuple[str, ...], tuple[str, ...]] | None  # (includes, excludes); None: no _source
 # preference, routing, realtime and refresh choose a shard or a freshness; the gateway's index is one shard of
 # documents written once per build, so each reads the same documents.
 DOCUMENT_PARAMETERS = ("_source", "_source_includes", "_source_excludes", "preference", "routing", "realtime",
-                       "refresh", "pretty", "human", "error_trace")
+                       "refresh") + FORMAT_PARAMETERS
 MGET_DOC_KEYS = ("_index", "_id", "_source", "routing")
-MSEARCH_PARAMETERS = ("max_concurrent_searches", "pretty", "human", "error_trace")  # searches run one by one
+# Searches run one by one; typed_keys and rest_total_hits_as_int shape each search's answer, the others change none.
+MSEARCH_PARAMETERS = ("max_concurrent_searches", "search_type", "ccs_minimize_roundtrips",
+                      "max_concurrent_shard_requests", "pre_filter_shard_size") + SHAPING_PARAMETERS + FORMAT_PARAMETERS
 # Header keys that choose shards, caches or how a missing index is taken; none changes an answer here.
 MSEARCH_HEADER_KEYS = ("index", "preference", "routing", "request_cache", "search_type", "ignore_unavailable",
                        "allow_no_indices", "expand_wildcards", "allow_partial_search_results")

@@ -37,17 +37,20 @@ from urllib.parse import parse_qsl
 from es_rerank.backends.base import MAX_K
 from es_rerank.backends.query_dsl import MAX_DEPTH, query_text
 from es_rerank.gateway.errors import BadSearchRequest, clipped, excerpt
+from es_rerank.gateway.url_options import (FORMAT_PARAMETERS, SHAPING_PARAMETERS, UNCHANGING_PARAMETERS,
+                                            check_time_value, check_url_options, flag)
 from es_rerank.ranking.merge import REPLACE, SCORE_MODES, Combination
 from es_rerank.text import tokenize
 
 SEARCHED_FIELD = "text"
 # URL parameters; pretty, human and error_trace change only how Elasticsearch formats a response, which this one
-# keeps as is.
-# ignore_unavailable, allow_no_indices and expand_wildcards say how index names resolve: one index here.
+# keeps as is; filter_path is applied to every answer by the app (response_filter). The others of url_options are
+# checked there: they shape the answer (typed_keys, rest_total_hits_as_int) or change nothing on one index.
 COUNT_PARAMETERS = ("q", "df", "default_operator", "ignore_unavailable", "allow_no_indices", "expand_wildcards",
-                    "pretty", "human", "error_trace")
-URL_PARAMETERS = ("q", "df", "default_operator", "size", "from", "track_total_hits", "sort", "scroll", "_source",
-                  "_source_includes", "_source_excludes", "pretty", "human", "error_trace")
+                    "preference", "routing") + FORMAT_PARAMETERS
+URL_PARAMETERS = (("q", "df", "default_operator", "size", "from", "track_total_hits", "sort", "scroll", "_source",
+                   "_source_includes", "_source_excludes") + UNCHANGING_PARAMETERS + SHAPING_PARAMETERS
+                  + FORMAT_PARAMETERS)
 PAGING_KEYS = ("size", "from", "ext")  # read here; the rest of the body is the first stage's
 EXT_OPTIONS = ("window_size", "query_text", "score_mode", "query_weight", "rerank_weight", "explain")
 DEFAULT_SIZE = 10
@@ -76,6 +79,11 @@ class SearchRequest:
     def depth(self) -> int:
         """Hits to rank for this page (at least one, so that a size-0 request still counts)."""
         return max(self.offset + self.size, 1)
+
+    @property
+    def sorts_by_field(self) -> bool:
+        """Whether the request's ``sort`` is not descending ``_score`` alone (hits show no ``max_score`` then)."""
+        return "sort" in self.body and not _by_score(self.body["sort"])
 
     @property
     def sorted_elsewhere(self) -> bool:
@@ -108,6 +116,9 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
     """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for; the model's text of at
     most ``max_words`` words, a window of at most ``max_window`` hits."""
     body = _body_object("/_search", params, URL_PARAMETERS, body, EXAMPLE)
+    check_url_options(params)
+    if "timeout" in body:
+        check_time_value("timeout", body["timeout"])
     size = _count("size", params.get("size", body.get("size", DEFAULT_SIZE)))
     offset = _count("from", params.get("from", body.get("from", 0)))
     if offset + size > MAX_K:
@@ -117,12 +128,20 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
         raise BadSearchRequest("the search text is given twice, as q= in the URL and as query in the body; "
                                "send one of them")
     first_stage = {key: value for key, value in body.items() if key not in PAGING_KEYS}
+    if "search_after" in first_stage and offset:
+        raise BadSearchRequest(f"[from] parameter must be set to 0 when [search_after] is used, got {offset}; the "
+                               "next page starts after the last hit's sort values")
     if "q" in params:
         first_stage["query"] = url_query(params)
     if "query" in first_stage and not isinstance(first_stage["query"], dict):
         raise BadSearchRequest(f"[query] must be an object with one clause, as in {EXAMPLE}")
     if "track_total_hits" in params:
         first_stage["track_total_hits"] = _boolean_or_count("track_total_hits", params["track_total_hits"])
+    if flag(params, "rest_total_hits_as_int"):  # a number answers an exact count only, as in Elasticsearch
+        tracked = first_stage.setdefault("track_total_hits", True)
+        if not isinstance(tracked, bool):
+            raise BadSearchRequest(f"[rest_total_hits_as_int] cannot be used if the tracking of total hits is not "
+                                   f"accurate, got {excerpt(tracked)}; send track_total_hits true or false")
     if "sort" in params:  # "year:desc,_score" as the body's [{"year": "desc"}, "_score"]
         first_stage["sort"] = [{name: order} if order else name for name, _, order in
                                (part.strip().partition(":") for part in params["sort"].split(",") if part.strip())]
@@ -150,6 +169,7 @@ def parse_count(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_M
     """The first-stage body of a ``_count``: its ``query`` (the body's, or ``q=``'s), checked and bounded as a
     search's is; ``{}`` counts every document."""
     body = _body_object("/_count", params, COUNT_PARAMETERS, body, '{"query": {"match": {"text": "green tea"}}}')
+    check_url_options(params)
     extra = next((key for key in body if key != "query"), None)
     if extra is not None:
         raise BadSearchRequest(f"request does not support [{clipped(str(extra))}]: a _count body holds a query only")
@@ -232,7 +252,8 @@ def _skipped(params: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
     if "pit" in body:
         return "the request pages a point in time; such pages are Elasticsearch's order, not reranked"
     if "search_after" in body:
-        return "the request pages with search_after; such pages are Elasticsearch's order, not reranked"
+        return ("the request pages with search_after; such pages are in the sort's order (by _score: the first "
+                "stage's), not reranked")
     return None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Mapping
 
 from flask import current_app
@@ -23,7 +24,10 @@ from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
 from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.scroll_ids import ScrollMissing, ScrollState, decode, encode, keep_alive_seconds
 from es_rerank.gateway.search_request import SearchRequest, parse_search
+from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
+from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.response import search_response
 from es_rerank.ranking.served import ServedSearch
 
@@ -36,18 +40,27 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     Raises the gateway's errors (a bad request, an unknown index) and the backend's, which the app renders.
     """
     served: ServedSearch = current_app.extensions["esrr.served"]
-    metrics: GatewayMetrics = current_app.extensions["esrr.metrics"]
-    lane: HeavyLane = current_app.extensions["esrr.heavy_lane"]
     pipeline = served.pipeline()
     backend = pipeline.backend
     check_index(index, backend.index)
     check_source_patterns(params, body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
     asked = parse_search(params, body, current_app.config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
-    limits = AnswerLimits(current_app.config["ESRR_MAX_ANSWER_BYTES"], current_app.config["ESRR_MAX_HIGHLIGHT_CHARS"])
     started = time.perf_counter()
     passthrough = getattr(backend, "passthrough", None)  # a backend that can answer in its own order
     if asked.sorted_elsewhere and passthrough is not None:
-        return _in_backend_order(passthrough, asked, started)
+        return shaped(_in_backend_order(passthrough, asked, started), params, asked.body, backend)
+    if "scroll" in asked.passthrough:  # the embedded backend: a scroll that the id carries (scroll_ids)
+        return shaped(scroll_page(pipeline, asked, None, query_id), params, asked.body, backend)
+    return shaped(_ranked(pipeline, asked, query_id), params, asked.body, backend)
+
+
+def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> dict[str, Any]:
+    """The answer to a search the pipeline ranks (reranked, or in the first stage's or the sort's order)."""
+    metrics: GatewayMetrics = current_app.extensions["esrr.metrics"]
+    lane: HeavyLane = current_app.extensions["esrr.heavy_lane"]
+    backend = pipeline.backend
+    limits = AnswerLimits(current_app.config["ESRR_MAX_ANSWER_BYTES"], current_app.config["ESRR_MAX_HIGHLIGHT_CHARS"])
+    started = time.perf_counter()
     try:
         with lane.taken(_heavy(asked, backend.engine == "embedded")):  # weighed before the backend's own work
             prepared = backend.prepare(asked.body)
@@ -67,8 +80,99 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
         metrics.fallbacks.inc()
         log.warning(json.dumps({"event": "model_fallback", "query_id": query_id, "index": pipeline.backend.index,
                                 "took_ms": round(took * 1000, 1), "reason": ranking.fallback}))
-    return search_response(page, backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
-                           ranking.ranker, ranking.fallback, shown, ranking.first_stage, asked.skipped, asked.explain)
+    response = search_response(page, backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
+                               ranking.ranker, ranking.fallback, shown, ranking.first_stage, asked.skipped,
+                               asked.explain, _max_score(ranking.ranked, asked.size))
+    if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
+        response["hits"]["max_score"] = None
+    return response
+
+
+def scroll_page(pipeline: SearchPipeline, asked: SearchRequest, after: list[Any] | None,
+                query_id: str) -> dict[str, Any]:
+    """One page of a scroll on the embedded backend, after the sort values ``after`` (None: the first page), with
+    the ``_scroll_id`` that continues it: the request's sort with index order as the last key, ``search_after``."""
+    keep_alive = asked.passthrough["scroll"]
+    seconds = keep_alive_seconds(keep_alive)
+    if asked.offset:
+        raise BadSearchRequest("using [from] is not allowed in a scroll context; page with the _scroll_id each "
+                               "page returns")
+    if "search_after" in asked.body:
+        raise BadSearchRequest("[search_after] cannot be used in a scroll context; page with the _scroll_id each "
+                               "page returns")
+    if not asked.size:
+        raise BadSearchRequest("[size] cannot be [0] in a scroll context; ask for the hits of each page (helpers.scan "
+                               "asks for 1,000)")
+    asked_sort = asked.body.get("sort")
+    body = {**asked.body, "sort": _then_index_order(asked_sort)}
+    if after is not None:
+        body["search_after"] = after
+    response = _ranked(pipeline, replace(asked, body=body), query_id)
+    hits = response["hits"]["hits"]
+    last = hits[-1]["sort"] if hits else after
+    for hit in hits:  # the index order key is the scroll's own, not the request's
+        if asked_sort is None:
+            del hit["sort"]
+        else:
+            hit["sort"] = hit["sort"][:-1]
+    # Aggregations are the first page's alone, as in Elasticsearch: the next pages do not count them again.
+    kept = {key: value for key, value in asked.body.items() if key not in ("aggs", "aggregations")}
+    state = ScrollState(pipeline.backend.version, kept, asked.size, last, keep_alive, time.time() + seconds)
+    return {"_scroll_id": encode(state), **response}
+
+
+def continue_scroll(scroll_id: Any, keep_alive: str | None, query_id: str) -> dict[str, Any]:
+    """The next page of a scroll this gateway began on the embedded backend (``_search/scroll``)."""
+    state = decode(scroll_id)
+    if time.time() > state.expires_s:
+        raise ScrollMissing(f"No search context found for id [{clipped(str(scroll_id))}]: the scroll's keep-alive "
+                            f"({state.keep_alive}) passed; start it again, with a longer ?scroll=")
+    pipeline = current_app.extensions["esrr.served"].pipeline()
+    if pipeline.backend.version != state.version:
+        raise ScrollMissing(f"No search context found for id [{clipped(str(scroll_id))}]: the scroll began on index "
+                            f"version [{clipped(state.version)}], and [{pipeline.backend.version}] is served now (a "
+                            "reindex); start the scroll again")
+    check_source_patterns({}, state.body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
+    asked = parse_search({"scroll": keep_alive or state.keep_alive}, {**state.body, "size": state.size},
+                         current_app.config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
+    return scroll_page(pipeline, asked, state.after, query_id)
+
+
+def cleared_scrolls(scroll_ids: list[Any]) -> int:
+    """How many of ``scroll_ids`` were live scrolls of this gateway (nothing is held for them: clearing frees none)."""
+    live = 0
+    for scroll_id in scroll_ids:
+        try:
+            live += time.time() <= decode(scroll_id).expires_s
+        except BadSearchRequest:
+            continue
+    return live
+
+
+def _then_index_order(sort: Any) -> list[Any]:
+    """A request's sort (by score when none) with index order as the last key: a scroll's cursor is then unique."""
+    keys = ["_score"] if sort is None else (list(sort) if isinstance(sort, list) else [sort])
+    return [*keys, "_doc"]
+
+
+
+
+def _max_score(ranked: Any, size: int) -> float | None:
+    """The whole result's highest ``_score`` (its first hit's, whatever the page); none for ``size`` 0, as in
+    Elasticsearch, which does not score a search that shows no hit."""
+    return float(ranked[0].score) if ranked and size else None
+
+
+def shaped(response: dict[str, Any], params: Mapping[str, str], body: Mapping[str, Any],
+           backend: Any) -> dict[str, Any]:
+    """A search's answer as ``rest_total_hits_as_int`` and ``typed_keys`` in the URL ``params`` ask for it."""
+    if flag(params, "rest_total_hits_as_int"):
+        total_as_number(response)
+    if flag(params, "typed_keys") and isinstance(response.get("aggregations"), dict):
+        types = field_types(backend.description()["mappings"].get("properties", {}))
+        response["aggregations"] = typed_aggregations(response["aggregations"],
+                                                      body.get("aggs", body.get("aggregations")), types)
+    return response
 
 
 def _heavy(asked: SearchRequest, runs_query: bool) -> bool:
@@ -77,6 +181,8 @@ def _heavy(asked: SearchRequest, runs_query: bool) -> bool:
     or highlight that cannot be read is weighed light: the backend refuses it with the reason."""
     if not runs_query:  # Elasticsearch searches and highlights; the gateway renders the page
         return is_heavy(asked.size, (), QueryCost())
+    if asked.sorts_by_field:  # the embedded index reads every match to sort by a field
+        return True
     try:
         highlight = read_highlight(asked.body["highlight"]) if asked.body.get("highlight") is not None else ()
         query = asked.body.get("query")

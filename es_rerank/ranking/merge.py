@@ -4,6 +4,13 @@ How the model's score and the first stage's combine inside the window follows
 Elasticsearch's ``rescore``: ``replace`` (the model's score alone, the default),
 ``total`` (query_weight x first-stage + rerank_weight x model) and ``multiply``
 (their product), each side weighted as the request's ``ext.esrr`` says.
+
+Each hit's ``score`` is the ``_score`` a client sees: a function of the query and the
+document alone (the same on every page), never negative, descending down the ranking.
+Below the window it is the hit's BM25 score; the window's combined scores keep their
+differences but are lifted so that the lowest sits one point above the window's lowest
+BM25 score, which no hit of the tail exceeds (the tail is BM25's order after the window).
+The lift is computed over the whole window, which every page of a query scores.
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ class RankedHit:
     """A hit in its final position, with both the model's and BM25's score."""
 
     hit: Hit
-    score: float  # the combined score inside the reranked window (the model's, in replace mode); BM25 below it
+    score: float  # the hit's _score: BM25 below the window, the combined score lifted above the tail inside it
     reranked: bool
     model_score: float | None = None  # the ranker's own score, inside the window
+    combined: float | None = None  # the window's combined score (the model's, in replace mode), before the lift
 
 
 ScoreMode = Literal["replace", "total", "multiply"]
@@ -54,19 +62,28 @@ REPLACE = Combination()
 def merge(hits: Sequence[Hit], scores: np.ndarray | None, window: int,
           combination: Combination = REPLACE, k: int | None = None) -> list[RankedHit]:
     """The first ``k`` (all when None) of the reranked window (by combined score, ties by doc id) above the
-    untouched BM25 tail.
+    untouched BM25 tail, each with its ``_score`` (see the module's docstring).
 
-    ``scores`` holds one model score per hit of the first ``window`` hits; ``None``
-    (no model, or the scorer failed) keeps the BM25 order.
+    ``hits`` are in the first stage's order (BM25, descending); ``scores`` holds one model
+    score per hit of the first ``window`` hits; ``None`` (no model, or the scorer failed)
+    keeps the BM25 order.
     """
     k = len(hits) if k is None else k
     if scores is None:
-        return [RankedHit(h, h.score, False) for h in hits[:k]]
+        return [RankedHit(h, _bm25(h), False) for h in hits[:k]]
     window = min(window, len(hits))
     if len(scores) != window:
         raise ValueError(f"{len(scores)} scores for a window of {window} hits")
+    if window == 0:
+        return [RankedHit(h, _bm25(h), False) for h in hits[:k]]
     combined = [(h, combination(h.score, s), s) for h, s in zip(hits[:window], map(float, scores))]
+    lift = min(_bm25(h) for h in hits[:window]) + 1.0 - min(c for _, c, _ in combined)
     # A page of 10 from a window of 500: the k best in O(n log k), the same as the whole sort's first k.
     head = heapq.nsmallest(min(k, window), combined, key=lambda item: (-item[1], item[0].doc_id))
-    return ([RankedHit(h, c, True, s) for h, c, s in head]
-            + [RankedHit(h, h.score, False) for h in hits[window:k]])
+    return ([RankedHit(h, c + lift, True, s, c) for h, c, s in head]
+            + [RankedHit(h, _bm25(h), False) for h in hits[window:k]])
+
+
+def _bm25(hit: Hit) -> float:
+    """A first-stage score as a ``_score``: never negative (a backend's own scores are not, in Lucene or tantivy)."""
+    return max(float(hit.score), 0.0)

@@ -15,15 +15,17 @@ from es_rerank.ranking.merge import RankedHit
 def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retrieved: int, depth: int,
                     ranker: str, fallback: str | None = None, shown: Sequence[Mapping[str, Any]] | None = None,
                     first_stage: FirstStage | None = None, skipped: str | None = None,
-                    explain: bool = False) -> dict[str, Any]:
+                    explain: bool = False, max_score: float | None = None) -> dict[str, Any]:
     """An ES 8 ``_search`` body for ``ranked`` (already cut to the hits shown).
 
     ``retrieved`` hits came back from a first stage asked for ``depth``; when it returned
     all it was asked for, more may match, so the total is a lower bound ("gte"), as ES
     reports a capped count. ``took_ms`` is the time from the first-stage search to the
-    final order. Each hit's ``fields`` carry its BM25 score and whether the ranker
+    final order. Each hit's ``_score`` is ``RankedHit.score`` (the same on every page,
+    never negative: ``merge``), its ``fields`` carry its BM25 score and whether the ranker
     reordered it (never in a fallback answer, where no model scored it);
-    ``esrr.ranker`` names what made ``_score`` (see ``descending_scores``), and
+    ``max_score`` is the whole result's (its first hit's, from the ranking), not the
+    page's: the page's own when not given (a whole ranking); ``esrr.ranker`` names what made ``_score``, and
     ``esrr.fallback``, when present, why the model did not score the query, and
     ``esrr.skipped`` why reranking was skipped on purpose.
 
@@ -33,7 +35,7 @@ def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retri
     body, gives the total, aggregations and shards as the backend reported them;
     ``explain`` adds each hit's ``_explanation`` (first-stage and model scores).
     """
-    scores = descending_scores(ranked)
+    scores = [float(item.score) for item in ranked]
     shown = shown if shown is not None else [{"_source": {"doc_id": item.hit.doc_id, "title": item.hit.title}}
                                              for item in ranked]
     hits = []
@@ -58,7 +60,8 @@ def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retri
     if first_stage is not None and first_stage.shards is not None:
         response["_shards"] = first_stage.shards
     response["hits"] = {**({"total": total} if total is not None else {}),
-                        "max_score": max((hit["_score"] for hit in hits), default=None), "hits": hits}
+                        "max_score": max_score if max_score is not None else max(scores, default=None),
+                        "hits": hits}
     if first_stage is not None and first_stage.aggregations is not None:
         response["aggregations"] = first_stage.aggregations
     response["esrr"] = esrr
@@ -70,21 +73,8 @@ def _explanation(item: RankedHit, score: float) -> dict[str, Any]:
     details = [{"value": float(item.hit.score), "description": "first-stage score (BM25)", "details": []}]
     if item.model_score is not None:
         details.append({"value": float(item.model_score), "description": "model score", "details": []})
-    description = ("reranked: the window's combined score" if item.reranked
-                   else "not reranked: below the window, first-stage order, shifted under its lowest score")
+    if item.combined is not None:
+        details.append({"value": float(item.combined), "description": "the window's combined score", "details": []})
+    description = ("reranked: the window's combined score, lifted one point above the window's lowest BM25 score"
+                   if item.reranked else "not reranked: the first-stage score (below the window, in its order)")
     return {"value": float(score), "description": description, "details": details}
-
-
-def descending_scores(ranked: Sequence[RankedHit]) -> list[float]:
-    """Each hit's final score, the BM25 tail below a reordered window shifted to sit under the window's lowest.
-
-    ES clients expect ``_score`` to descend down the list; the ranker's scores and BM25's
-    are on different scales, so the tail keeps its BM25 differences but starts one
-    point below the lowest reordered score (the raw BM25 stays in ``fields``).
-    """
-    window = [item.score for item in ranked if item.reranked]
-    tail = [item.hit.score for item in ranked if not item.reranked]
-    if not window or not tail:
-        return [float(item.score) for item in ranked]
-    shift = min(window) - max(tail) - 1.0
-    return [float(item.score if item.reranked else item.hit.score + shift) for item in ranked]

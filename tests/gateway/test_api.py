@@ -98,7 +98,7 @@ def test_from_and_size_page_through_the_ranking(home):
     ({"json": {"query": {"match": {"text": "bone"}}, "ext": {"esrr": {"window_size": 11}}}}, "from 0 to 10"),
     ({"json": {"query": {"match": {"text": "bone"}}, "ext": {"esrr": {"score_mode": "max"}}}}, "replace, total"),
     ({"json": {"query": {"match": {"text": "bone"}}, "ext": {"other": {}}}}, "only the section [esrr]"),
-    ({"json": {"query": {"match": {"text": "bone"}}, "sort": [{"year": "desc"}]}}, "served by the Elasticsearch"),
+    ({"json": {"query": {"match": {"text": "bone"}}, "sort": [{"title": "desc"}]}}, "served by the Elasticsearch"),
     ({"json": {"query": {"match": {"title": "bone"}}}}, "title and abstract together"),
     ({"json": {"query": {"match": {"text": "bone", "title": "bone"}}}}, "one field"),
     ({"json": {"query": {"match": {"text": 3}}}}, "as a string"),

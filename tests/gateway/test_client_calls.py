@@ -185,12 +185,11 @@ def test_writes_and_admin_calls_are_refused_as_read_only_and_change_nothing(es, 
 
 
 @pytest.mark.parametrize("call", [
-    lambda es: es.scroll(scroll_id="abc", scroll="1m"),
-    lambda es: es.clear_scroll(scroll_id="abc"),
     lambda es: es.open_point_in_time(index=ALIAS, keep_alive="1m"),
     lambda es: es.close_point_in_time(id="abc"),
-], ids=["scroll", "clear_scroll", "open_point_in_time", "close_point_in_time"])
-def test_scrolls_and_points_in_time_are_400s_naming_the_backend_that_serves_them(es, call):
+    lambda es: es.search(index=ALIAS, query={"match_all": {}}, pit={"id": "abc", "keep_alive": "1m"}),
+], ids=["open_point_in_time", "close_point_in_time", "search_pit"])
+def test_points_in_time_are_400s_naming_the_backend_that_serves_them(es, call):  # scrolls: test_scroll.py
     with pytest.raises(BadRequestError) as refused:
         call(es)
     assert "Elasticsearch backend" in refused.value.body["error"]["reason"]
@@ -265,7 +264,7 @@ def test_a_malformed_document_read_or_count_is_a_400_naming_the_problem(app, pat
 
 def test_unknown_parameters_are_400s_naming_those_read(app):
     client = app.test_client()
-    for path in ("/esrr-docs/_doc/1?version=3", "/_count?size=3", "/_msearch?typed_keys=true",
+    for path in ("/esrr-docs/_doc/1?version=3", "/_count?size=3", "/_msearch?analyzer=x",
                  "/_cluster/health?wait=1"):
         response = client.get(path)
         assert response.status_code == 400, path
@@ -326,3 +325,17 @@ def test_health_is_red_not_an_error_while_searches_cannot_be_answered(app, tmp_p
     assert failing.get("/esrr-docs/_doc/1").status_code == 503
     batch = failing.post("/_msearch", data=b'{}\n{"query": {"match_all": {}}}\n', content_type=NDJSON).get_json()
     assert batch["responses"][0]["status"] == 503
+
+
+def test_source_exclude_vectors_is_accepted_as_elasticsearch_dsl_9_sends_it(es):
+    # The index holds no vector field: either value leaves the _source as it is.
+    query = {"match": {"text": "leafy"}}
+    whole = es.search(index=ALIAS, query=query, source={"exclude_vectors": False}).body["hits"]["hits"]
+    assert [hit["_source"] for hit in whole] == [DOCS[3].source()]
+    some = es.search(index=ALIAS, query=query, source={"includes": ["year"], "exclude_vectors": True}).body
+    assert some["hits"]["hits"][0]["_source"] == {"year": DOCS[3].year}
+    docs = es.mget(index=ALIAS, docs=[{"_id": "4", "_source": {"exclude_vectors": False}}]).body["docs"]
+    assert docs[0]["_source"] == DOCS[3].source()
+    with pytest.raises(BadRequestError) as refused:
+        es.search(index=ALIAS, query=query, source={"exclude_vectors": "no"})
+    assert "exclude_vectors" in refused.value.body["error"]["reason"]

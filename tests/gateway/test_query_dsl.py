@@ -128,7 +128,10 @@ def test_ext_esrr_sets_the_window_the_combination_and_explains(client):
     assert [hit["_id"] for hit in total["hits"]["hits"]] == bm25
     explained = total["hits"]["hits"][0]["_explanation"]
     assert explained["value"] == total["hits"]["hits"][0]["_score"]
-    assert [detail["description"] for detail in explained["details"]] == ["first-stage score (BM25)", "model score"]
+    assert [detail["description"] for detail in explained["details"]] == ["first-stage score (BM25)", "model score",
+                                                                          "the window's combined score"]
+    # total with the ranker weighted 0: the combined score is BM25's, lifted above the tail
+    assert explained["details"][2]["value"] == pytest.approx(explained["details"][0]["value"])
 
 
 def test_the_model_reads_the_text_clauses_not_the_filters(client):

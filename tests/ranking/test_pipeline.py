@@ -127,8 +127,8 @@ def test_feedback_and_votes_refine_the_models_scores_in_that_order(backend: Embe
     fed = with_feedback(model, document_vectors([h.terms for h in window], backend.stats), FEEDBACK)
     expected = fuse(fed, neighbours.scores(QUERY, [h.doc_id for h in window]), neighbours.params.weight)
     by_id = dict(zip((h.doc_id for h in window), expected))
-    assert [item.score for item in ranking.ranked] == pytest.approx(sorted(expected, reverse=True))
-    assert all(item.score == pytest.approx(by_id[item.hit.doc_id]) for item in ranking.ranked)
+    assert [item.combined for item in ranking.ranked] == pytest.approx(sorted(expected, reverse=True))
+    assert all(item.combined == pytest.approx(by_id[item.hit.doc_id]) for item in ranking.ranked)
     assert ranking.ranker == "bone-first + candidate feedback + judged neighbours"
     assert clock.stages == ["retrieve", "model", "feedback vectors", "feedback votes", "neighbours", "merge"]
     assert [s for s in STAGES if s in clock.stages] == clock.stages  # STAGES lists them in the order they run
@@ -160,7 +160,7 @@ def test_without_a_model_the_votes_refine_bm25(backend: EmbeddedBackend) -> None
     fed = with_feedback(np.array([h.score for h in window]), document_vectors([h.terms for h in window],
                                                                                 backend.stats), FEEDBACK)
     assert ranking.ranker == "BM25 + candidate feedback"
-    assert [item.score for item in ranking.ranked] == pytest.approx(sorted(fed, reverse=True))
+    assert [item.combined for item in ranking.ranked] == pytest.approx(sorted(fed, reverse=True))
 
 
 def test_cached_feedback_vectors_give_the_same_ranking(backend: EmbeddedBackend) -> None:
@@ -224,7 +224,7 @@ def test_the_guard_blends_the_models_scores_with_bm25s_before_the_feedback(backe
     bm25 = np.array([h.score for h in window])
     blended = guarded(BoneFirst()(QUERY, window, backend.stats), bm25, 0.5)
     expected = with_feedback(blended, document_vectors([h.terms for h in window], backend.stats), FEEDBACK)
-    assert [item.score for item in ranking.ranked] == pytest.approx(sorted(expected, reverse=True))
+    assert [item.combined for item in ranking.ranked] == pytest.approx(sorted(expected, reverse=True))
     assert ranking.ranker == "bone-first + BM25 guard + candidate feedback"
     assert clock.stages == ["retrieve", "model", "guard", "feedback vectors", "feedback votes", "merge"]
     stages = pipeline.score_window(QUERY, window, backend.stats).stages

@@ -82,7 +82,7 @@ def test_eval_data_reports_the_served_stages_and_ends_with_the_verdict(artifacts
         queries = JudgedCollection.locate(data).queries
         for query_id, text in queries.items():
             ranking = pipeline.rank(text, 500)
-            served = {item.hit.doc_id: item.score for item in ranking.ranked}
+            served = {item.hit.doc_id: item.combined for item in ranking.ranked}  # before the lift
             assert served.keys() == runs[query_id].keys()
             assert [runs[query_id][d] for d in served] == pytest.approx(list(served.values()), abs=1e-5)
     finally:
