@@ -81,6 +81,24 @@ class QuietElasticsearchHandler(BaseHTTPRequestHandler):
         pass
 
 
+@contextmanager
+def official_client(app, port: int) -> Iterator["Elasticsearch"]:
+    """The official Elasticsearch client of a Flask ``app`` served over HTTP on loopback ``port``."""
+    from elasticsearch import Elasticsearch
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", port, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    client = Elasticsearch(f"http://127.0.0.1:{server.server_port}", request_timeout=30)
+    try:
+        yield client
+    finally:
+        client.close()
+        server.shutdown()
+        thread.join(10)
+
+
 def serve_on_loopback(handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
     """``handler`` served from a daemon thread on a free loopback port, over HTTPS when ``tls`` is given."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from pathlib import Path
 
 import pytest
 from elasticsearch import AuthorizationException, BadRequestError, Elasticsearch, NotFoundError
-from werkzeug.serving import make_server
 
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.embedded import EmbeddedBackend
@@ -27,6 +25,7 @@ from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.payload import WorkerSetupError
 from index_setup.embedded_index import build_embedded_index
+from tests.conftest import official_client
 from tests.gateway.test_query_dsl import DOCS
 
 ALIAS = "esrr-docs"
@@ -55,14 +54,8 @@ def app(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def es(app, free_port):
     """The official Elasticsearch client of the gateway, served over HTTP."""
-    server = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    client = Elasticsearch(f"http://127.0.0.1:{server.server_port}", request_timeout=30)
-    yield client
-    client.close()
-    server.shutdown()
-    thread.join(10)
+    with official_client(app, free_port()) as client:
+        yield client
 
 
 def test_info_has_a_version_block_naming_es_rerank_and_its_backend(es):

@@ -16,6 +16,7 @@ from typing import Iterator
 
 import pytest
 
+from benchmarks.gateway_process import children
 from benchmarks.slow_clients import _closed_by_server, hold_connections, time_searches
 from index_setup.embedded_index import build_embedded_index
 from tests.conftest import REPO, TINY_DOCS, esrr_serve
@@ -54,17 +55,6 @@ def test_searches_answer_while_300_clients_hang_half_sent_and_idle_ones_are_clos
                 sock.close()
 
 
-def _children(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(entry.name))
-    return found
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")
@@ -73,23 +63,23 @@ def test_several_processes_share_the_port_and_one_that_dies_is_replaced(home, fr
     url = f"http://127.0.0.1:{port}"
     with serving(home, port, "--processes", "2") as parent:
         deadline = time.monotonic() + 30
-        while len(_children(parent.pid)) < 2 and time.monotonic() < deadline:
+        while len(children(parent.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
-        first = _children(parent.pid)
+        first = children(parent.pid)
         assert len(first) == 2
         os.kill(min(first), signal.SIGKILL)
         answers = time_searches(url, 20, timeout=5)
         assert None not in answers  # the other process answers meanwhile
-        while (len(_children(parent.pid)) < 2 or min(first) in _children(parent.pid)) \
+        while (len(children(parent.pid)) < 2 or min(first) in children(parent.pid)) \
                 and time.monotonic() < deadline:
             time.sleep(0.1)
-        now = _children(parent.pid)
+        now = children(parent.pid)
         assert len(now) == 2 and min(first) not in now and max(first) in now
         body = json.load(urllib.request.urlopen(f"{url}/_search?q=bone", timeout=5))
         assert [hit["_id"] for hit in body["hits"]["hits"]] == ["b", "a"]
         parent.terminate()
         assert parent.wait(15) == 0
-    assert not _children(parent.pid)
+    assert not children(parent.pid)
 
 
 def test_bench_slow_clients_reports_held_connections_and_answered_searches(home, free_port, tmp_path):
@@ -131,17 +121,17 @@ def test_a_stop_while_processes_are_still_starting_ends_them_all():
                               stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
-        while len(_children(parent.pid)) < 2 and time.monotonic() < deadline:
+        while len(children(parent.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        children = _children(parent.pid)
-        assert len(children) == 2
+        started = children(parent.pid)
+        assert len(started) == 2
         parent.terminate()  # both children are still in their 3 s start
         assert parent.wait(15) == 0
         assert parent.stdout.read() == ""  # neither went on to serve
-        assert not any(Path(f"/proc/{pid}").exists() for pid in children)
+        assert not any(Path(f"/proc/{pid}").exists() for pid in started)
     finally:
         if parent.poll() is None:
-            for pid in _children(parent.pid):
+            for pid in children(parent.pid):
                 os.kill(pid, signal.SIGKILL)
             parent.kill()
             parent.wait(10)

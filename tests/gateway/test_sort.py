@@ -6,13 +6,11 @@ Expected orders are computed here from ``DOCS`` with plain Python: by year (miss
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 from elasticsearch import BadRequestError, Elasticsearch
 from elasticsearch.dsl import Search
-from werkzeug.serving import make_server
 
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.backends.sorting import LONG_MAX, LONG_MIN
@@ -22,6 +20,7 @@ from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import Document
 from index_setup.embedded_index import build_embedded_index
+from tests.conftest import official_client
 from tests.gateway.test_scores import HashReranker
 
 ALIAS = "esrr-docs"
@@ -45,14 +44,8 @@ def es(tmp_path_factory: pytest.TempPathFactory, free_port):
     build_embedded_index(DOCS, home / "indexes" / "embedded", version="v1", progress=False)
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
     app = create_app(ServedSearch(SearchPipeline(backend, 20, HashReranker()), 3600), GatewaySettings(home=home))
-    server = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    client = Elasticsearch(f"http://127.0.0.1:{server.server_port}", request_timeout=30)
-    yield client
-    client.close()
-    server.shutdown()
-    thread.join(10)
+    with official_client(app, free_port()) as client:
+        yield client
 
 
 def _ids(answer) -> list[str]:
