@@ -1,0 +1,225 @@
+package esrr.engines;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.reflect.Constructor;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.nio.file.FileVisitResult;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+
+/**
+ * Starts one single-node Elasticsearch or OpenSearch cluster in this JVM, from the jars on the class path.
+ *
+ * <p>As both projects' test frameworks do (Elasticsearch's {@code MockNode}, OpenSearch's {@code MockNode}):
+ * a {@code Node} built with its protected constructor, the HTTP module ({@code transport-netty4-client})
+ * passed as a class-path plugin, {@code discovery.type: single-node}, {@code path.home} a fresh temporary
+ * folder. HTTP and transport listen on 127.0.0.1 only, on ports the system picks unless
+ * {@code --http-port} names one. The two engines differ only in their package names, so the node is built
+ * by reflection and one class serves both (and compiles without their jars).
+ *
+ * <p>Prints {@code ESRR-ENGINE READY <engine> <version> http://127.0.0.1:<port>} on standard output once
+ * the node answers; stops the node and deletes its folder on SIGTERM/SIGINT, or when standard input
+ * closes if {@code --stop-on-stdin-eof} is given (so a test session that dies takes its node with it).
+ *
+ * <pre>
+ * java -cp 'target/elasticsearch-7.17.28/lib/*:target/classes' esrr.engines.Launcher elasticsearch \
+ *     [--http-port N] [--stop-on-stdin-eof] [--setting key=value ...]
+ * </pre>
+ */
+public final class Launcher {
+    public static final String READY = "ESRR-ENGINE READY";
+
+    private static final Map<String, String> PACKAGES = Map.of(
+            "elasticsearch", "org.elasticsearch", "opensearch", "org.opensearch");
+    // OpenSearch 3.x renamed the plugin class; 2.x and Elasticsearch keep the old name.
+    private static final List<String> NETTY_PLUGINS = List.of(
+            "transport.Netty4ModulePlugin", "transport.Netty4Plugin");
+
+    private Launcher() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length == 0 || !PACKAGES.containsKey(args[0])) {
+            usage("the first argument names the engine: elasticsearch or opensearch");
+        }
+        String engine = args[0];
+        String pkg = PACKAGES.get(engine);
+        String httpPort = "0";
+        boolean stopOnStdinEof = false;
+        Map<String, String> extra = new LinkedHashMap<>();
+        for (int i = 1; i < args.length; i++) {
+            switch (args[i]) {
+                case "--http-port" -> httpPort = value(args, ++i);
+                case "--stop-on-stdin-eof" -> stopOnStdinEof = true;
+                case "--setting" -> {
+                    String pair = value(args, ++i);
+                    int eq = pair.indexOf('=');
+                    if (eq <= 0) {
+                        usage("--setting takes key=value, got " + pair);
+                    }
+                    extra.put(pair.substring(0, eq), pair.substring(eq + 1));
+                }
+                default -> usage("unknown argument " + args[i]);
+            }
+        }
+        // Netty otherwise fails when a second component sets the processor count (both engines' start scripts set it).
+        System.setProperty("es.set.netty.runtime.available.processors", "false");
+        System.setProperty("opensearch.set.netty.runtime.available.processors", "false");
+
+        Path home = Files.createTempDirectory("esrr-" + engine + "-");
+        Map<String, String> settings = new LinkedHashMap<>();
+        settings.put("cluster.name", "esrr-test");
+        settings.put("node.name", "esrr-node");
+        settings.put("path.home", home.toString());
+        settings.put("path.data", home.resolve("data").toString());
+        settings.put("path.logs", home.resolve("logs").toString());
+        settings.put("network.host", "127.0.0.1");
+        settings.put("http.port", httpPort);
+        settings.put("transport.port", "0");
+        settings.put("discovery.type", "single-node");
+        // A shared disk that is 90 % full must not make the test indices read-only.
+        settings.put("cluster.routing.allocation.disk.threshold_enabled", "false");
+        settings.put("logger.level", "WARN");
+        settings.putAll(extra);
+
+        Reflected node = new Reflected(pkg);
+        Object started = node.start(settings);
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            node.close(started);
+            deleteTree(home);
+            stopped.countDown();
+        }, "esrr-engine-stop"));
+        System.out.println(READY + " " + engine + " " + node.version() + " http://127.0.0.1:" + node.httpPort(started));
+        System.out.flush();
+        if (stopOnStdinEof) {
+            InputStream in = System.in;
+            while (in.read() != -1) {
+                // anything written is ignored; only the end of the stream counts
+            }
+            System.exit(0);
+        }
+        stopped.await();
+    }
+
+    /** The engine's classes, found by package name. */
+    private static final class Reflected {
+        private final String pkg;
+        private final Class<?> settingsClass;
+
+        Reflected(String pkg) throws ClassNotFoundException {
+            this.pkg = pkg;
+            this.settingsClass = Class.forName(pkg + ".common.settings.Settings");
+        }
+
+        Object start(Map<String, String> values) throws Exception {
+            Object builder = settingsClass.getMethod("builder").invoke(null);
+            Method put = builder.getClass().getMethod("put", String.class, String.class);
+            for (Map.Entry<String, String> entry : values.entrySet()) {
+                put.invoke(builder, entry.getKey(), entry.getValue());
+            }
+            Object settings = builder.getClass().getMethod("build").invoke(builder);
+            Class.forName(pkg + ".common.logging.LogConfigurator")
+                    .getMethod("configureWithoutConfig", settingsClass).invoke(null, settings);
+            Supplier<String> nodeName = () -> values.get("node.name");
+            Object environment = Class.forName(pkg + ".node.InternalSettingsPreparer")
+                    .getMethod("prepareEnvironment", settingsClass, Map.class, Path.class, Supplier.class)
+                    .invoke(null, settings, Map.of(), null, nodeName);
+            Class<?> nodeClass = Class.forName(pkg + ".node.Node");
+            Constructor<?> constructor = nodeClass.getDeclaredConstructor(
+                    Class.forName(pkg + ".env.Environment"), Collection.class, boolean.class);
+            constructor.setAccessible(true);
+            Collection<Class<?>> plugins = new ArrayList<>();
+            plugins.add(nettyPlugin());
+            try {
+                Object node = constructor.newInstance(environment, plugins, true);
+                return nodeClass.getMethod("start").invoke(node);
+            } catch (InvocationTargetException e) {
+                throw e.getCause() instanceof Exception cause ? cause : e;
+            }
+        }
+
+        Class<?> nettyPlugin() throws ClassNotFoundException {
+            for (String name : NETTY_PLUGINS) {
+                try {
+                    return Class.forName(pkg + "." + name);
+                } catch (ClassNotFoundException e) {
+                    // try the next name
+                }
+            }
+            throw new ClassNotFoundException("no " + NETTY_PLUGINS + " under " + pkg
+                    + ": is transport-netty4-client on the class path?");
+        }
+
+        String version() throws Exception {
+            return String.valueOf(Class.forName(pkg + ".Version").getField("CURRENT").get(null));
+        }
+
+        int httpPort(Object node) throws Exception {
+            // Methods are looked up on the public types: the implementations (InjectorImpl) are package-private.
+            Class<?> nodeClass = Class.forName(pkg + ".node.Node");
+            Object injector = nodeClass.getMethod("injector").invoke(node);
+            Class<?> transport = Class.forName(pkg + ".http.HttpServerTransport");
+            Object http = Class.forName(pkg + ".common.inject.Injector").getMethod("getInstance", Class.class)
+                    .invoke(injector, transport);
+            Object bound = transport.getMethod("boundAddress").invoke(http);
+            Object publish = bound.getClass().getMethod("publishAddress").invoke(bound);
+            return (int) publish.getClass().getMethod("getPort").invoke(publish);
+        }
+
+        void close(Object node) {
+            try {
+                Class<?> nodeClass = Class.forName(pkg + ".node.Node");
+                nodeClass.getMethod("close").invoke(node);
+                nodeClass.getMethod("awaitClose", long.class, TimeUnit.class).invoke(node, 20L, TimeUnit.SECONDS);
+            } catch (ReflectiveOperationException e) {
+                e.printStackTrace();
+            }
+        }
+    }
+
+    private static String value(String[] args, int i) {
+        if (i >= args.length) {
+            usage(args[i - 1] + " needs a value");
+        }
+        return args[i];
+    }
+
+    private static void usage(String problem) {
+        System.err.println(problem + "\nusage: Launcher elasticsearch|opensearch [--http-port N] "
+                + "[--stop-on-stdin-eof] [--setting key=value ...]");
+        System.exit(2);
+    }
+
+    private static void deleteTree(Path root) {
+        try {
+            Files.walkFileTree(root, new SimpleFileVisitor<>() {
+                @Override
+                public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
+                    Files.delete(file);
+                    return FileVisitResult.CONTINUE;
+                }
+
+                @Override
+                public FileVisitResult postVisitDirectory(Path dir, IOException exc) throws IOException {
+                    Files.delete(dir);
+                    return FileVisitResult.CONTINUE;
+                }
+            });
+        } catch (IOException e) {
+            System.err.println("could not delete " + root + ": " + e);
+        }
+    }
+}
