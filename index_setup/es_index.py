@@ -319,9 +319,11 @@ def _serve_settings(client: Elasticsearch, index: str, settings: "CommonSettings
     client.indices.put_settings(index=index, settings=serving_settings(settings))
     client.indices.refresh(index=index)
     if settings.es_replicas and settings.es_replica_wait_s:
-        # A wait that times out is answered 408 with the health in the body.
+        # A wait that times out is answered 408 with the health in the body. Milliseconds: Elasticsearch
+        # refuses fractional time values ("0.2s").
+        wait_ms = max(1, round(settings.es_replica_wait_s * 1000))
         health = client.options(ignore_status=408).cluster.health(index=index, wait_for_status="green",
-                                                                  timeout=f"{settings.es_replica_wait_s:g}s")
+                                                                  timeout=f"{wait_ms}ms")
         if health.get("timed_out"):  # the primaries serve; the replicas follow when the cluster can place them
             log.warning("the replicas of %s are not all allocated after %g s (status %s): the alias moves anyway; "
                         "a single-node cluster needs ESRR_ES_REPLICAS=0", index, settings.es_replica_wait_s,

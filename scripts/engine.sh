@@ -39,7 +39,8 @@ mkdir -p "$target"
 # One resolver at a time: two test sessions starting together must not copy into the same folder.
 exec 9>"$target/.lock"
 flock 9
-if [[ ! -f $lib/.complete ]]; then
+pom_hash=$(sha256sum "$root/engines/pom.xml" | cut -d' ' -f1)  # a changed pom resolves again
+if [[ ! -f $lib/.complete || $(cat "$lib/.complete") != "$pom_hash" ]]; then
     rm -rf "$lib"
     echo "resolving $engine $version from Maven Central into $lib" >&2
     if ! log=$(mvn -q -B -f "$root/engines/pom.xml" -P "$engine" "-D$engine.version=$version" \
@@ -48,10 +49,24 @@ if [[ ! -f $lib/.complete ]]; then
         echo "could not resolve $engine $version from Maven Central (is it published? is the network up?)" >&2
         exit 4
     fi
-    touch "$lib/.complete"
+    echo "$pom_hash" > "$lib/.complete"
 fi
 if [[ ! -f $classes/esrr/engines/Launcher.class || $source -nt $classes/esrr/engines/Launcher.class ]]; then
     javac -d "$classes" --release 17 "$source"
+fi
+# Classes built against one engine's jars (Elasticsearch: the pattern analysis its Maven artefacts lack).
+engine_sources=("$root/engines/src/$engine/java/esrr/engines/"*.java)
+engine_classes="$target/$engine-$version/classes"
+if [[ -f ${engine_sources[0]} ]]; then
+    stamp="$engine_classes/.built"
+    for file in "${engine_sources[@]}"; do
+        if [[ ! -f $stamp || $file -nt $stamp ]]; then
+            rm -rf "$engine_classes"
+            javac -d "$engine_classes" --release 17 -cp "$lib/*" "${engine_sources[@]}"
+            touch "$stamp"
+            break
+        fi
+    done
 fi
 flock -u 9
 exec 9>&-
@@ -59,4 +74,4 @@ exec 9>&-
 heap="${ESRR_ENGINE_HEAP:-512m}"
 exec java "-Xms$heap" "-Xmx$heap" -XX:+UseSerialGC -Xss1m -Djava.awt.headless=true \
     -Dfile.encoding=UTF-8 -Dlog4j2.disable.jmx=true -Dlog4j.shutdownHookEnabled=false \
-    -cp "$lib/*:$classes" esrr.engines.Launcher "$engine" "$@"
+    -cp "$lib/*:$classes:$engine_classes" esrr.engines.Launcher "$engine" "$@"

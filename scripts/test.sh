@@ -2,8 +2,9 @@
 # The test suite. Broker tests need redis-server, the compose tests docker-compose, the proxy
 # tests Debian's nginx (they start their own on a loopback port), the site page's
 # browser test Debian's chromium (all installed here if missing and possible: Playwright cannot
-# download its own browsers on a closed network); Elasticsearch-API tests start noida-db
-# themselves. In CI all of them must run.
+# download its own browsers on a closed network); Elasticsearch-API tests start noida-db and a
+# real Elasticsearch 7.17 (scripts/engine.sh: Java 17 and Maven, jars from Maven Central, resolved
+# here once so that the tests time only the node's start). In CI all of them must run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -11,9 +12,14 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v docker-compose >/dev/null || missing+=(docker-compose)
 command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
+command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null || missing+=(maven)
 if (( ${#missing[@]} )) && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     (apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}") >/dev/null
 fi
 bash scripts/setup.sh model,test
+if command -v mvn >/dev/null && command -v javac >/dev/null; then
+    bash scripts/engine.sh prepare elasticsearch || echo "scripts/engine.sh prepare failed: the es7 tests will fail with its output" >&2
+fi
 . .venv/bin/activate
 python -m pytest -q "$@"

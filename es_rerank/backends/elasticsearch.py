@@ -50,6 +50,7 @@ from elasticsearch import ConnectionTimeout
 
 from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
+from es_rerank.backends.es_server import ServerTooOld, VersionedTransport
 from es_rerank.stats import CorpusStats, StatsError
 
 if TYPE_CHECKING:
@@ -90,8 +91,9 @@ def connect(settings: "CommonSettings") -> Elasticsearch:
         security["ca_certs"] = str(settings.es_ca_certs)
     # A request that timed out is not retried: the client's 3 retries made one hung cluster cost
     # 4 x ESRR_ES_TIMEOUT_S per call (refused connections are still retried, at no cost).
+    # VersionedTransport: a 7.x cluster refuses the 8.x client's compatible-with=8 media types.
     return Elasticsearch(settings.es_url, request_timeout=settings.es_timeout_s, retry_on_timeout=False,
-                         **security)
+                         transport_class=VersionedTransport, **security)
 
 
 def cluster_url(client: Elasticsearch) -> str:
@@ -182,6 +184,8 @@ def translate_errors(client: Elasticsearch,
     except UnsupportedProductError as exc:
         raise BackendError(f"{cluster_url(client)} does not answer as Elasticsearch 8; set ESRR_ES_URL to an "
                            f"Elasticsearch cluster ({exc})") from exc
+    except ServerTooOld as exc:
+        raise BackendError(f"Elasticsearch at {cluster_url(client)}: {exc.message}") from exc
     except ApiError as exc:
         raise BackendError(f"Elasticsearch at {cluster_url(client)} refused a request with "
                            f"{_api_problem(exc)}; {_api_fix(exc)}") from exc

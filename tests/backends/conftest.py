@@ -1,9 +1,15 @@
-"""Fixtures for backend tests: an Elasticsearch-API server for the whole session.
+"""Fixtures for backend tests: Elasticsearch-API servers for the whole session.
 
-``es_url`` is ``ESRR_TEST_ES_URL`` when set (a real Elasticsearch 8), otherwise a
-noida-db server started here on a free loopback port with a fresh data directory
-and stopped at the end of the session. A server that cannot start fails the tests
-loudly (with its output); it never skips them, in CI or elsewhere.
+``es_url`` is ``ESRR_TEST_ES_URL`` when set (a cluster of yours); otherwise every test that
+uses it runs twice, once per server started here on a free loopback port and stopped at the
+end of the session:
+
+- ``es7``: a real Elasticsearch 7.17 node (``scripts/engine.sh elasticsearch``, jars from
+  Maven Central, see ``tests/engines.py``). Without Java or Maven its tests are skipped,
+  except in CI (``CI`` set), where they fail; a node that was started and failed to answer
+  within 30 s fails them everywhere.
+- ``noida``: noida-db (PyPI), a fresh data directory. It is what the 8.x client meets as an
+  Elasticsearch 8 here; a server that cannot start fails the tests loudly (with its output).
 
 ``gateway`` is the gateway in front of such an index, for the tests that drive it through the official client.
 (``es_stub``, for the errors noida-db cannot produce, is in ``tests/conftest.py``.)
@@ -23,7 +29,7 @@ import urllib.request
 import uuid
 from importlib import resources
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import pytest
 from elasticsearch import Elasticsearch
@@ -37,6 +43,8 @@ from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.settings import CommonSettings
 from index_setup.es_index import load_index
+from es_rerank.backends.es_server import VersionedTransport
+from tests.engines import EngineFailed, EngineUnavailable, start_engine
 from tests.gateway.test_query_dsl import DOCS
 
 START_TIMEOUT_S = 20.0
@@ -111,24 +119,53 @@ def _start_noida(base: Path, free_port: Callable[[], int]) -> tuple[subprocess.P
                 pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def es_url(tmp_path_factory: pytest.TempPathFactory, free_port: Callable[[], int]):
-    """URL of an Elasticsearch-API server: ``ESRR_TEST_ES_URL`` or a fresh noida-db."""
-    external = os.environ.get("ESRR_TEST_ES_URL")
-    if external:
-        yield external.rstrip("/")
-        return
-    proc, url = _start_noida(tmp_path_factory.mktemp("noida-db"), free_port)
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def _start_es7(request: pytest.FixtureRequest, base: Path) -> Iterator[str]:
     try:
-        yield url
+        engine = start_engine("elasticsearch", base)
+    except EngineUnavailable as exc:
+        if _in_ci():
+            pytest.fail(f"CI must test against real Elasticsearch: {exc}", pytrace=False)
+        pytest.skip(f"real Elasticsearch cannot start here: {exc}")
+    except EngineFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:  # the start time in the test log, past output capture
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\nElasticsearch {engine.version} answered at {engine.url} "
+                                f"{engine.start_s:.1f} s after its start")
+    try:
+        yield engine.url
     finally:
-        _stop(proc)
+        engine.stop()
+
+
+ES_SERVERS = ["external"] if os.environ.get("ESRR_TEST_ES_URL") else ["es7", "noida"]
+
+
+@pytest.fixture(scope="session", params=ES_SERVERS)
+def es_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, free_port: Callable[[], int]):
+    """URL of an Elasticsearch-API server: ``ESRR_TEST_ES_URL``, real Elasticsearch 7.17, or noida-db."""
+    if request.param == "external":
+        yield os.environ["ESRR_TEST_ES_URL"].rstrip("/")
+    elif request.param == "es7":
+        yield from _start_es7(request, tmp_path_factory.mktemp("elasticsearch"))
+    else:
+        proc, url = _start_noida(tmp_path_factory.mktemp("noida-db"), free_port)
+        try:
+            yield url
+        finally:
+            _stop(proc)
 
 
 @pytest.fixture(scope="session")
 def es_client(es_url: str):
-    """An elasticsearch-py 8 client for ``es_url``."""
-    client = Elasticsearch(es_url, request_timeout=30)
+    """An elasticsearch-py 8 client for ``es_url``, with the headers its server accepts (``VersionedTransport``)."""
+    client = Elasticsearch(es_url, request_timeout=30, transport_class=VersionedTransport)
     yield client
     client.close()
 

@@ -15,7 +15,9 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from es_rerank.backends.base import BackendError
-from es_rerank.backends.elasticsearch import BUILD_META_KEY, META_KEY, ElasticsearchBackend, stats_dir, stats_root
+from es_rerank.backends.elasticsearch import (
+    BUILD_META_KEY, META_KEY, ElasticsearchBackend, connect, stats_dir, stats_root,
+)
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import DocTerms, Document
 from es_rerank.text import tokenize
@@ -508,7 +510,7 @@ def test_unreachable_cluster_names_the_fix(tmp_path, corpus):
 
 def test_a_search_refused_after_the_backend_opened_names_the_fix(served, es_stub):
     settings, _result, _backend = served
-    backend = ElasticsearchBackend(Elasticsearch(settings.es_url), settings.es_alias, stats_root(settings))
+    backend = ElasticsearchBackend(connect(settings), settings.es_alias, stats_root(settings))
     denied = {"error": {"type": "security_exception", "reason": "no read privilege"}, "status": 403}
     backend.client = Elasticsearch(es_stub(403, denied), max_retries=0)  # privileges revoked since
     with pytest.raises(BackendError, match=r"HTTP 403 \(security_exception: no read privilege\).*lack "

@@ -61,7 +61,8 @@ def _forwarding_handler(upstream: str) -> type[QuietElasticsearchHandler]:
             connection.request(self.command, self.path, body=body or None, headers=forwarded)
             response = connection.getresponse()
             status, payload = response.status, response.read()
-            headers = {k: v for k, v in response.getheaders()
+            # Title case, so that Elasticsearch 7's lower-case content-type replaces reply's Content-Type.
+            headers = {k.title(): v for k, v in response.getheaders()
                        if k.lower() not in ("content-length", "transfer-encoding", "connection")}
             connection.close()
             self.reply(status, payload, headers)

@@ -24,7 +24,7 @@ import java.util.function.Supplier;
  *
  * <p>As both projects' test frameworks do (Elasticsearch's {@code MockNode}, OpenSearch's {@code MockNode}):
  * a {@code Node} built with its protected constructor, the HTTP module ({@code transport-netty4-client})
- * passed as a class-path plugin, {@code discovery.type: single-node}, {@code path.home} a fresh temporary
+ * and the pattern analysis components (see {@code ANALYSIS_PLUGINS}) passed as class-path plugins, {@code discovery.type: single-node}, {@code path.home} a fresh temporary
  * folder. HTTP and transport listen on 127.0.0.1 only, on ports the system picks unless
  * {@code --http-port} names one. The two engines differ only in their package names, so the node is built
  * by reflection and one class serves both (and compiles without their jars).
@@ -46,6 +46,13 @@ public final class Launcher {
     // OpenSearch 3.x renamed the plugin class; 2.x and Elasticsearch keep the old name.
     private static final List<String> NETTY_PLUGINS = List.of(
             "transport.Netty4ModulePlugin", "transport.Netty4Plugin");
+    // The analysis components esrr's index uses (the pattern tokenizer, pattern_replace): OpenSearch's own
+    // analysis-common module; for Elasticsearch, which does not publish that module, PatternAnalysisPlugin
+    // (engines/src/elasticsearch). Each engine loads the first of its names that is on the class path.
+    private static final Map<String, List<String>> ANALYSIS_PLUGINS = Map.of(
+            "elasticsearch", List.of("esrr.engines.PatternAnalysisPlugin"),
+            "opensearch", List.of("org.opensearch.analysis.common.CommonAnalysisModulePlugin",
+                    "org.opensearch.analysis.common.CommonAnalysisPlugin"));
 
     private Launcher() {
     }
@@ -94,7 +101,7 @@ public final class Launcher {
         settings.put("logger.level", "WARN");
         settings.putAll(extra);
 
-        Reflected node = new Reflected(pkg);
+        Reflected node = new Reflected(pkg, ANALYSIS_PLUGINS.get(engine));
         Object started = node.start(settings);
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -117,10 +124,12 @@ public final class Launcher {
     /** The engine's classes, found by package name. */
     private static final class Reflected {
         private final String pkg;
+        private final List<String> analysisPlugins;
         private final Class<?> settingsClass;
 
-        Reflected(String pkg) throws ClassNotFoundException {
+        Reflected(String pkg, List<String> analysisPlugins) throws ClassNotFoundException {
             this.pkg = pkg;
+            this.analysisPlugins = analysisPlugins;
             this.settingsClass = Class.forName(pkg + ".common.settings.Settings");
         }
 
@@ -142,7 +151,10 @@ public final class Launcher {
                     Class.forName(pkg + ".env.Environment"), Collection.class, boolean.class);
             constructor.setAccessible(true);
             Collection<Class<?>> plugins = new ArrayList<>();
-            plugins.add(nettyPlugin());
+            plugins.add(firstPresent(NETTY_PLUGINS.stream().map(name -> pkg + "." + name).toList(),
+                    "is transport-netty4-client on the class path?"));
+            plugins.add(firstPresent(analysisPlugins, "is engines/target/<engine>-<version>/classes or "
+                    + "OpenSearch's analysis-common on the class path?"));
             try {
                 Object node = constructor.newInstance(environment, plugins, true);
                 return nodeClass.getMethod("start").invoke(node);
@@ -151,16 +163,15 @@ public final class Launcher {
             }
         }
 
-        Class<?> nettyPlugin() throws ClassNotFoundException {
-            for (String name : NETTY_PLUGINS) {
+        static Class<?> firstPresent(List<String> names, String hint) throws ClassNotFoundException {
+            for (String name : names) {
                 try {
-                    return Class.forName(pkg + "." + name);
+                    return Class.forName(name);
                 } catch (ClassNotFoundException e) {
                     // try the next name
                 }
             }
-            throw new ClassNotFoundException("no " + NETTY_PLUGINS + " under " + pkg
-                    + ": is transport-netty4-client on the class path?");
+            throw new ClassNotFoundException("none of " + names + ": " + hint);
         }
 
         String version() throws Exception {
