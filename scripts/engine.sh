@@ -3,7 +3,7 @@
 # jars (engines/pom.xml) started by engines/src/main/java/esrr/engines/Launcher.java: HTTP on
 # 127.0.0.1 only, security off (neither engine's security plugin is on the class path), data in a
 # temporary folder deleted when it stops (Ctrl-C, SIGTERM). It prints
-#   ESRR-ENGINE READY <engine> <version> http://127.0.0.1:<port>
+#   ESRR-ENGINE READY <engine> <version> http://127.0.0.1:<port> <its temporary home folder>
 # once it answers. The jars are resolved once into ~/.m2 and engines/target/<engine>-<version>/lib.
 #
 #   bash scripts/engine.sh elasticsearch [--http-port 9200] [--setting thread_pool.write.queue_size=2]

@@ -3,8 +3,9 @@
 # tests Debian's nginx (they start their own on a loopback port), the site page's
 # browser test Debian's chromium (all installed here if missing and possible: Playwright cannot
 # download its own browsers on a closed network); Elasticsearch-API tests start noida-db and a
-# real Elasticsearch 7.17 (scripts/engine.sh: Java 17 and Maven, jars from Maven Central, resolved
-# here once so that the tests time only the node's start). In CI all of them must run.
+# real Elasticsearch 7.17, the launcher's test an OpenSearch 2.19 (scripts/engine.sh: Java 17
+# and Maven, jars from Maven Central resolved here once, so the tests time only the node's
+# start). In CI all of them must run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -19,7 +20,9 @@ if (( ${#missing[@]} )) && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null;
 fi
 bash scripts/setup.sh model,test
 if command -v mvn >/dev/null && command -v javac >/dev/null; then
-    bash scripts/engine.sh prepare elasticsearch || echo "scripts/engine.sh prepare failed: the es7 tests will fail with its output" >&2
+    for engine in elasticsearch opensearch; do
+        bash scripts/engine.sh prepare "$engine" || echo "scripts/engine.sh prepare $engine failed: its tests will say why" >&2
+    done
 fi
 . .venv/bin/activate
 python -m pytest -q "$@"

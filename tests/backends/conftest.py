@@ -44,7 +44,7 @@ from es_rerank.ranking.served import ServedSearch
 from es_rerank.settings import CommonSettings
 from index_setup.es_index import load_index
 from es_rerank.backends.es_server import VersionedTransport
-from tests.engines import EngineFailed, EngineUnavailable, start_engine
+from tests.engines import engine_for_tests
 from tests.gateway.test_query_dsl import DOCS
 
 START_TIMEOUT_S = 20.0
@@ -119,19 +119,8 @@ def _start_noida(base: Path, free_port: Callable[[], int]) -> tuple[subprocess.P
                 pytrace=False)
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
-
-
 def _start_es7(request: pytest.FixtureRequest, base: Path) -> Iterator[str]:
-    try:
-        engine = start_engine("elasticsearch", base)
-    except EngineUnavailable as exc:
-        if _in_ci():
-            pytest.fail(f"CI must test against real Elasticsearch: {exc}", pytrace=False)
-        pytest.skip(f"real Elasticsearch cannot start here: {exc}")
-    except EngineFailed as exc:
-        pytest.fail(str(exc), pytrace=False)
+    engine = engine_for_tests("elasticsearch", base)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None:  # the start time in the test log, past output capture

@@ -24,13 +24,14 @@ import java.util.function.Supplier;
  *
  * <p>As both projects' test frameworks do (Elasticsearch's {@code MockNode}, OpenSearch's {@code MockNode}):
  * a {@code Node} built with its protected constructor, the HTTP module ({@code transport-netty4-client})
- * and the pattern analysis components (see {@code ANALYSIS_PLUGINS}) passed as class-path plugins, {@code discovery.type: single-node}, {@code path.home} a fresh temporary
- * folder. HTTP and transport listen on 127.0.0.1 only, on ports the system picks unless
- * {@code --http-port} names one. The two engines differ only in their package names, so the node is built
- * by reflection and one class serves both (and compiles without their jars).
+ * and the pattern analysis components (see {@code ANALYSIS_PLUGINS}) passed as class-path plugins,
+ * {@code discovery.type: single-node}, {@code path.home} a fresh temporary folder. HTTP and transport listen
+ * on 127.0.0.1 only, on ports the system picks unless {@code --http-port} names one. The two engines differ
+ * only in their package names, so the node is built by reflection and one class serves both (and compiles
+ * without their jars).
  *
- * <p>Prints {@code ESRR-ENGINE READY <engine> <version> http://127.0.0.1:<port>} on standard output once
- * the node answers; stops the node and deletes its folder on SIGTERM/SIGINT, or when standard input
+ * <p>Prints {@code ESRR-ENGINE READY <engine> <version> http://127.0.0.1:<port> <home folder>} on standard
+ * output once the node answers; stops the node and deletes its folder on SIGTERM/SIGINT, or when standard input
  * closes if {@code --stop-on-stdin-eof} is given (so a test session that dies takes its node with it).
  *
  * <pre>
@@ -109,7 +110,8 @@ public final class Launcher {
             deleteTree(home);
             stopped.countDown();
         }, "esrr-engine-stop"));
-        System.out.println(READY + " " + engine + " " + node.version() + " http://127.0.0.1:" + node.httpPort(started));
+        System.out.println(READY + " " + engine + " " + node.version() + " http://127.0.0.1:" + node.httpPort(started)
+                + " " + home);
         System.out.flush();
         if (stopOnStdinEof) {
             InputStream in = System.in;
