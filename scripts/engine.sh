@@ -11,7 +11,7 @@
 #   bash scripts/engine.sh prepare elasticsearch|opensearch   resolve and compile only, start nothing
 #
 # ESRR_ELASTICSEARCH_VERSION (7.17.28) and ESRR_OPENSEARCH_VERSION (2.19.3) pick other versions;
-# ESRR_ENGINE_HEAP (512m) sets the heap. Needs Java 17 and Maven (apt-get install
+# ESRR_ENGINE_HEAP (512m) sets the heap, ESRR_ENGINE_JAVA_HOME the JDK. Needs Java 17 and Maven (apt-get install
 # openjdk-17-jdk-headless maven).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,6 +27,10 @@ case "$engine" in
     *) echo "usage: $0 [prepare] elasticsearch|opensearch [launcher options]" >&2; exit 2 ;;
 esac
 shift
+# ESRR_ENGINE_JAVA_HOME: another JDK for the node (OpenSearch 3.x needs Java 21+).
+if [[ -n ${ESRR_ENGINE_JAVA_HOME:-} ]]; then
+    export JAVA_HOME="$ESRR_ENGINE_JAVA_HOME" PATH="$ESRR_ENGINE_JAVA_HOME/bin:$PATH"
+fi
 for tool in java javac mvn; do
     command -v "$tool" >/dev/null || {
         echo "$tool is missing: apt-get install -y openjdk-17-jdk-headless maven" >&2; exit 3; }

@@ -103,7 +103,13 @@ public final class Launcher {
         settings.putAll(extra);
 
         Reflected node = new Reflected(pkg, ANALYSIS_PLUGINS.get(engine));
-        Object started = node.start(settings);
+        Object started;
+        try {
+            started = node.start(settings);
+        } catch (Exception | Error e) {
+            deleteTree(home);  // a node that did not start leaves nothing behind either
+            throw e;
+        }
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             node.close(started);
@@ -158,11 +164,29 @@ public final class Launcher {
             plugins.add(firstPresent(analysisPlugins, "is engines/target/<engine>-<version>/classes or "
                     + "OpenSearch's analysis-common on the class path?"));
             try {
-                Object node = constructor.newInstance(environment, plugins, true);
+                Object node = constructor.newInstance(environment, pluginArgument(constructor, plugins), true);
                 return nodeClass.getMethod("start").invoke(node);
             } catch (InvocationTargetException e) {
                 throw e.getCause() instanceof Exception cause ? cause : e;
             }
+        }
+
+        /** The plugins as the constructor takes them: classes, or (OpenSearch 3.x) a {@code PluginInfo} each. */
+        Collection<?> pluginArgument(Constructor<?> constructor, Collection<Class<?>> plugins) throws Exception {
+            if (!constructor.getGenericParameterTypes()[1].getTypeName().contains("PluginInfo")) {
+                return plugins;
+            }
+            Class<?> info = Class.forName(pkg + ".plugins.PluginInfo");
+            Class<?> versionClass = Class.forName(pkg + ".Version");
+            Constructor<?> describe = info.getConstructor(String.class, String.class, String.class, versionClass,
+                    String.class, String.class, List.class, boolean.class);
+            Object current = versionClass.getField("CURRENT").get(null);
+            List<Object> infos = new ArrayList<>();
+            for (Class<?> plugin : plugins) {  // as OpenSearch 3's MockNode describes a class-path plugin
+                infos.add(describe.newInstance(plugin.getName(), "classpath plugin", "NA", current, "1.8",
+                        plugin.getName(), List.of(), false));
+            }
+            return infos;
         }
 
         static Class<?> firstPresent(List<String> names, String hint) throws ClassNotFoundException {
