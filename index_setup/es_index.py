@@ -262,6 +262,12 @@ class _SharedActions:
                 close()
 
 
+def _still_busy(errors: Sequence[dict]) -> bool:
+    """Whether a failed bulk item was refused with 429 (a full write queue) after its retries."""
+    return any(isinstance(item, dict) and any(isinstance(result, dict) and result.get("status") == 429
+                                               for result in item.values()) for item in errors)
+
+
 def bulk_load(client: Elasticsearch, actions: Iterable[dict], settings: "CommonSettings",
               on_indexed: Callable[[], None] = lambda: None) -> None:
     """Send ``actions`` with ``settings.es_bulk_threads`` ``streaming_bulk`` loops over one shared stream.
@@ -400,10 +406,16 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
         stats.abort()
         _discard(client, index, version_dir)
         first = str(exc.errors[0] if exc.errors else {})[:500]
+        if _still_busy(exc.errors):
+            fix = (f"the cluster's write queue stayed full through ESRR_ES_BULK_MAX_RETRIES="
+                   f"{settings.es_bulk_max_retries} retries (waits up to ESRR_ES_BULK_MAX_BACKOFF_S="
+                   f"{settings.es_bulk_max_backoff_s:g} s); raise those, or lower ESRR_ES_BULK_THREADS="
+                   f"{settings.es_bulk_threads}, and run the build again")
+        else:
+            fix = "Fix the documents or the cluster (disk watermarks, write blocks) and run the build again"
         raise BackendError(
             f"documents were rejected while loading {index!r} (first: {first}); "
-            f"the alias {alias!r} still serves {previous or 'nothing'}. Fix the documents or the "
-            "cluster (disk watermarks, write blocks) and run the build again") from exc
+            f"the alias {alias!r} still serves {previous or 'nothing'}. {fix}") from exc
     except BaseException:
         if stats is not None:
             stats.abort()

@@ -131,3 +131,12 @@ def engine_for_tests(engine: str, work_dir: Path, *launcher_args: str) -> Engine
         pytest.skip(f"real {engine} cannot start here: {exc}")
     except EngineFailed as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+def report(config: pytest.Config, line: str) -> None:
+    """Write ``line`` to the test log past output capture (a start time, a count worth seeing in CI)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\n{line}")

@@ -44,7 +44,7 @@ from es_rerank.ranking.served import ServedSearch
 from es_rerank.settings import CommonSettings
 from index_setup.es_index import load_index
 from es_rerank.backends.es_server import VersionedTransport
-from tests.engines import engine_for_tests
+from tests.engines import engine_for_tests, report
 from tests.gateway.test_query_dsl import DOCS
 
 START_TIMEOUT_S = 20.0
@@ -121,12 +121,8 @@ def _start_noida(base: Path, free_port: Callable[[], int]) -> tuple[subprocess.P
 
 def _start_es7(request: pytest.FixtureRequest, base: Path) -> Iterator[str]:
     engine = engine_for_tests("elasticsearch", base)
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is not None and capture is not None:  # the start time in the test log, past output capture
-        with capture.global_and_fixture_disabled():
-            reporter.write_line(f"\nElasticsearch {engine.version} answered at {engine.url} "
-                                f"{engine.start_s:.1f} s after its start")
+    report(request.config, f"Elasticsearch {engine.version} answered at {engine.url} {engine.start_s:.1f} s after "
+                           "its start")
     try:
         yield engine.url
     finally:
