@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import socket
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from index_setup.es_index import (
     use_version,
 )
 from index_setup.readers import read_beir_corpus
+from tests.engines import report
 
 pytestmark = pytest.mark.es
 
@@ -242,6 +245,61 @@ def test_a_prune_under_the_gateway_leaves_no_search_with_mixed_versions(es_clien
     response = gateway.get(f"/{es_settings.es_alias}/_search?q=zymurgy")
     assert response.status_code == 200, response.get_json()
     assert [(hit["_id"], hit["_index"]) for hit in response.get_json()["hits"]["hits"]] == [("ZZ-1", second.index)]
+
+
+def test_searches_running_through_a_reindex_and_a_prune_all_succeed(es_client, es_settings, corpus, pytestconfig):
+    """Issue 36: an index build with its alias swap, then a prune of the old index, while three clients search
+    through the gateway: no search fails, and those after the swap come from the new index."""
+    from es_rerank.gateway.app import create_app
+    from es_rerank.gateway.config import GatewaySettings
+    from es_rerank.ranking.feedback import FeedbackParams
+    from es_rerank.ranking.pipeline import SearchPipeline
+    from es_rerank.ranking.served import ServedSearch
+
+    load_index(es_client, corpus[:30], es_settings, version="v1", progress=False)
+    backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    served = ServedSearch(SearchPipeline(backend, 10, feedback=FeedbackParams(5, 0.5)), check_every_s=0)
+    app = create_app(served, GatewaySettings(**es_settings.model_dump()))
+    path = f"/{es_settings.es_alias}/_search"
+    stop = threading.Event()
+    lock = threading.Lock()
+    answered: list[str] = []  # the index of each answer's first hit
+    failed: list[tuple[int, object]] = []
+
+    def search() -> None:
+        client = app.test_client()
+        while not stop.is_set():
+            response = client.post(path, json={"query": {"match": {"text": "cancer diet"}}, "size": 5})
+            with lock:
+                if response.status_code != 200:
+                    failed.append((response.status_code, response.get_json()))
+                else:
+                    answered.append(response.get_json()["hits"]["hits"][0]["_index"])
+
+    searchers = [threading.Thread(target=search, daemon=True) for _ in range(3)]
+    for thread in searchers:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(answered) < 3 and not failed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        before = len(answered)
+        second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
+        delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)
+        swapped = len(answered)
+        while len(answered) < swapped + 2 * len(searchers) and not failed and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        for thread in searchers:
+            thread.join(30)
+    server = es_client.info()["version"]["number"]
+    report(pytestconfig, f"{swapped - before} searches during a reindex and a prune (server {server}), "
+                         f"{len(failed)} failed")
+    assert failed == []
+    assert before >= 3 and swapped > before, "no search ran while the index was rebuilt"
+    # The searches in flight at the prune (one per thread) may still answer from v1; every later one is v2's.
+    assert set(answered[swapped + len(searchers):]) == {second.index}
 
 
 def test_a_search_answered_before_another_followed_the_alias_is_searched_again(es_client, es_settings, corpus):
