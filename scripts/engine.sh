@@ -6,7 +6,7 @@
 #   ESRR-ENGINE READY <engine> <version> http://127.0.0.1:<port> <its temporary home folder>
 # once it answers. The jars are resolved once into ~/.m2 and engines/target/<engine>-<version>/lib.
 #
-#   bash scripts/engine.sh elasticsearch [--http-port 9200] [--setting thread_pool.write.queue_size=2]
+#   bash scripts/engine.sh elasticsearch [--http-port 9200] [--data DIR] [--setting thread_pool.write.queue_size=2]
 #   bash scripts/engine.sh opensearch [...]
 #   bash scripts/engine.sh prepare elasticsearch|opensearch   resolve and compile only, start nothing
 #

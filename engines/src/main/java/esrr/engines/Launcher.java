@@ -36,7 +36,7 @@ import java.util.function.Supplier;
  *
  * <pre>
  * java -cp 'target/elasticsearch-7.17.28/lib/*:target/classes' esrr.engines.Launcher elasticsearch \
- *     [--http-port N] [--stop-on-stdin-eof] [--setting key=value ...]
+ *     [--http-port N] [--data DIR] [--stop-on-stdin-eof] [--setting key=value ...]
  * </pre>
  */
 public final class Launcher {
@@ -65,11 +65,13 @@ public final class Launcher {
         String engine = args[0];
         String pkg = PACKAGES.get(engine);
         String httpPort = "0";
+        String dataDir = null;
         boolean stopOnStdinEof = false;
         Map<String, String> extra = new LinkedHashMap<>();
         for (int i = 1; i < args.length; i++) {
             switch (args[i]) {
                 case "--http-port" -> httpPort = value(args, ++i);
+                case "--data" -> dataDir = value(args, ++i);
                 case "--stop-on-stdin-eof" -> stopOnStdinEof = true;
                 case "--setting" -> {
                     String pair = value(args, ++i);
@@ -91,7 +93,8 @@ public final class Launcher {
         settings.put("cluster.name", "esrr-test");
         settings.put("node.name", "esrr-node");
         settings.put("path.home", home.toString());
-        settings.put("path.data", home.resolve("data").toString());
+        // --data: a folder kept when the node stops, so that a node started again on it finds its indices.
+        settings.put("path.data", dataDir != null ? dataDir : home.resolve("data").toString());
         settings.put("path.logs", home.resolve("logs").toString());
         settings.put("network.host", "127.0.0.1");
         settings.put("http.port", httpPort);
@@ -235,7 +238,7 @@ public final class Launcher {
     }
 
     private static void usage(String problem) {
-        System.err.println(problem + "\nusage: Launcher elasticsearch|opensearch [--http-port N] "
+        System.err.println(problem + "\nusage: Launcher elasticsearch|opensearch [--http-port N] [--data DIR] "
                 + "[--stop-on-stdin-eof] [--setting key=value ...]");
         System.exit(2);
     }
