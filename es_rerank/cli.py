@@ -95,6 +95,8 @@ def main() -> None:
               "Build and serve generated PubMed-like corpora (10k, 100k, 1M): rate, memory, latency, 36M projection."),
     "slow-clients": ("benchmarks.slow_clients:bench_slow_clients",
                      "Searches answered while many connections hang half-sent (slow clients)."),
+    "agreement": ("benchmarks.agreement:bench_agreement",
+                  "Top-10 overlap of the embedded index and real Elasticsearch (Lucene) BM25 on NFCorpus queries."),
     "chaos": ("benchmarks.chaos:bench_chaos",
               "Load with faults injected (worker killed, broker stopped): failed, fell back, latency."),
     "attack": ("benchmarks.attack:bench_attack",
