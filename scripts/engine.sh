@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# A real single-node Elasticsearch or OpenSearch for local use and for the tests, from Maven Central
+# A real Elasticsearch or OpenSearch (one node, or --nodes N) for local use and the tests, from Maven Central
 # jars (engines/pom.xml) started by engines/src/main/java/esrr/engines/Launcher.java: HTTP on
 # 127.0.0.1 only, security off (neither engine's security plugin is on the class path), data in a
 # temporary folder deleted when it stops (Ctrl-C, SIGTERM). It prints
 #   ESRR-ENGINE READY <engine> <version> http://127.0.0.1:<port> <its temporary home folder>
 # once it answers. The jars are resolved once into ~/.m2 and engines/target/<engine>-<version>/lib.
 #
-#   bash scripts/engine.sh elasticsearch [--http-port 9200] [--data DIR] [--setting thread_pool.write.queue_size=2]
+#   bash scripts/engine.sh elasticsearch [--http-port 9200] [--data DIR] [--nodes 2]
+#                                        [--setting thread_pool.write.queue_size=2]
 #   bash scripts/engine.sh opensearch [...]
 #   bash scripts/engine.sh prepare elasticsearch|opensearch   resolve and compile only, start nothing
 #
 # ESRR_ELASTICSEARCH_VERSION (7.17.28) and ESRR_OPENSEARCH_VERSION (2.19.3) pick other versions;
-# ESRR_ENGINE_HEAP (512m) sets the heap, ESRR_ENGINE_JAVA_HOME the JDK. Needs Java 17 and Maven (apt-get install
-# openjdk-17-jdk-headless maven).
+# ESRR_ENGINE_HEAP (512m) sets the heap, ESRR_ENGINE_JAVA_HOME the JDK. Needs Java 17 and Maven
+# (apt-get install openjdk-17-jdk-headless maven).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 prepare_only=0

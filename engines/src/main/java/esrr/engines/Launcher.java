@@ -5,6 +5,10 @@ import java.io.InputStream;
 import java.lang.reflect.Constructor;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -15,12 +19,16 @@ import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 
 /**
- * Starts one single-node Elasticsearch or OpenSearch cluster in this JVM, from the jars on the class path.
+ * Starts an Elasticsearch or OpenSearch cluster in this JVM, from the jars on the class path: one node, or
+ * {@code --nodes N} (node 1 elects itself master, the others find it on its transport port; their log lines
+ * carry node 1's id, as log4j's node-id converter is one per JVM, and node 2 logs a harmless
+ * {@code AlreadySetException} about it).
  *
  * <p>As both projects' test frameworks do (Elasticsearch's {@code MockNode}, OpenSearch's {@code MockNode}):
  * a {@code Node} built with its protected constructor, the HTTP module ({@code transport-netty4-client})
@@ -36,7 +44,7 @@ import java.util.function.Supplier;
  *
  * <pre>
  * java -cp 'target/elasticsearch-7.17.28/lib/*:target/classes' esrr.engines.Launcher elasticsearch \
- *     [--http-port N] [--data DIR] [--stop-on-stdin-eof] [--setting key=value ...]
+ *     [--http-port N] [--data DIR] [--nodes N] [--stop-on-stdin-eof] [--setting key=value ...]
  * </pre>
  */
 public final class Launcher {
@@ -66,12 +74,14 @@ public final class Launcher {
         String pkg = PACKAGES.get(engine);
         String httpPort = "0";
         String dataDir = null;
+        int nodes = 1;
         boolean stopOnStdinEof = false;
         Map<String, String> extra = new LinkedHashMap<>();
         for (int i = 1; i < args.length; i++) {
             switch (args[i]) {
                 case "--http-port" -> httpPort = value(args, ++i);
                 case "--data" -> dataDir = value(args, ++i);
+                case "--nodes" -> nodes = Integer.parseInt(value(args, ++i));
                 case "--stop-on-stdin-eof" -> stopOnStdinEof = true;
                 case "--setting" -> {
                     String pair = value(args, ++i);
@@ -88,38 +98,51 @@ public final class Launcher {
         System.setProperty("es.set.netty.runtime.available.processors", "false");
         System.setProperty("opensearch.set.netty.runtime.available.processors", "false");
 
-        Path home = Files.createTempDirectory("esrr-" + engine + "-");
-        Map<String, String> settings = new LinkedHashMap<>();
-        settings.put("cluster.name", "esrr-test");
-        settings.put("node.name", "esrr-node");
-        settings.put("path.home", home.toString());
-        // --data: a folder kept when the node stops, so that a node started again on it finds its indices.
-        settings.put("path.data", dataDir != null ? dataDir : home.resolve("data").toString());
-        settings.put("path.logs", home.resolve("logs").toString());
-        settings.put("network.host", "127.0.0.1");
-        settings.put("http.port", httpPort);
-        settings.put("transport.port", "0");
-        settings.put("discovery.type", "single-node");
-        // A shared disk that is 90 % full must not make the test indices read-only.
-        settings.put("cluster.routing.allocation.disk.threshold_enabled", "false");
-        settings.put("logger.level", "WARN");
-        settings.putAll(extra);
-
-        Reflected node = new Reflected(pkg, ANALYSIS_PLUGINS.get(engine));
-        Object started;
-        try {
-            started = node.start(settings);
-        } catch (Exception | Error e) {
-            deleteTree(home);  // a node that did not start leaves nothing behind either
-            throw e;
+        if (nodes < 1) {
+            usage("--nodes takes 1 or more");
         }
+        Path home = Files.createTempDirectory("esrr-" + engine + "-");
+        Path data = dataDir != null ? Path.of(dataDir) : home.resolve("data");
+        Reflected engineClasses = new Reflected(pkg, ANALYSIS_PLUGINS.get(engine));
+        List<Object> started = new CopyOnWriteArrayList<>();
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            node.close(started);
+            for (int i = started.size() - 1; i >= 0; i--) {
+                engineClasses.close(started.get(i));
+            }
             deleteTree(home);
             stopped.countDown();
         }, "esrr-engine-stop"));
-        System.out.println(READY + " " + engine + " " + node.version() + " http://127.0.0.1:" + node.httpPort(started)
+        int firstHttpPort;
+        try {
+            String seed = null;
+            for (int n = 1; n <= nodes; n++) {
+                Map<String, String> settings = nodeSettings(home, nodes == 1 ? data : data.resolve("node-" + n),
+                        nodes == 1 ? "esrr-node" : "esrr-node-" + n, n == 1 ? httpPort : "0");
+                if (nodes > 1) {  // node 1 elects itself master; the others find it on its transport port
+                    settings.remove("discovery.type");
+                    settings.put("cluster.initial_master_nodes", "esrr-node-1");
+                    if (seed != null) {
+                        settings.put("discovery.seed_hosts", seed);
+                    }
+                }
+                settings.putAll(extra);
+                Object node = engineClasses.start(settings);
+                started.add(node);
+                if (n == 1) {
+                    seed = "127.0.0.1:" + engineClasses.transportPort(node);
+                }
+            }
+            firstHttpPort = engineClasses.httpPort(started.get(0));
+            if (nodes > 1) {
+                awaitNodes(firstHttpPort, nodes);
+            }
+        } catch (Exception | Error e) {
+            e.printStackTrace();
+            System.exit(1);  // the hook closes the nodes that started and deletes the folder
+            throw e;
+        }
+        System.out.println(READY + " " + engine + " " + engineClasses.version() + " http://127.0.0.1:" + firstHttpPort
                 + " " + home);
         System.out.flush();
         if (stopOnStdinEof) {
@@ -132,11 +155,43 @@ public final class Launcher {
         stopped.await();
     }
 
+    /** One node's settings: loopback only, its own data folder, single-node discovery unless a cluster is asked. */
+    private static Map<String, String> nodeSettings(Path home, Path data, String name, String httpPort) {
+        Map<String, String> settings = new LinkedHashMap<>();
+        settings.put("cluster.name", "esrr-test");
+        settings.put("node.name", name);
+        settings.put("path.home", home.toString());
+        // --data: a folder kept when the node stops, so that a node started again on it finds its indices.
+        settings.put("path.data", data.toString());
+        settings.put("path.logs", home.resolve("logs").toString());
+        settings.put("network.host", "127.0.0.1");
+        settings.put("http.port", httpPort);
+        settings.put("transport.port", "0");
+        settings.put("discovery.type", "single-node");
+        // A shared disk that is 90 % full must not make the test indices read-only.
+        settings.put("cluster.routing.allocation.disk.threshold_enabled", "false");
+        settings.put("logger.level", "WARN");
+        return settings;
+    }
+
+    /** Wait (60 s at most) until the cluster behind {@code port} has {@code nodes} nodes. */
+    private static void awaitNodes(int port, int nodes) throws Exception {
+        HttpClient client = HttpClient.newHttpClient();
+        URI health = URI.create("http://127.0.0.1:" + port + "/_cluster/health?wait_for_nodes=" + nodes
+                + "&timeout=60s");
+        HttpResponse<String> answer = client.send(HttpRequest.newBuilder(health).build(),
+                HttpResponse.BodyHandlers.ofString());
+        if (answer.statusCode() != 200 || answer.body().contains("\"timed_out\":true")) {
+            throw new IllegalStateException("the cluster did not reach " + nodes + " nodes: " + answer.body());
+        }
+    }
+
     /** The engine's classes, found by package name. */
     private static final class Reflected {
         private final String pkg;
         private final List<String> analysisPlugins;
         private final Class<?> settingsClass;
+        private boolean loggingConfigured;
 
         Reflected(String pkg, List<String> analysisPlugins) throws ClassNotFoundException {
             this.pkg = pkg;
@@ -151,8 +206,11 @@ public final class Launcher {
                 put.invoke(builder, entry.getKey(), entry.getValue());
             }
             Object settings = builder.getClass().getMethod("build").invoke(builder);
-            Class.forName(pkg + ".common.logging.LogConfigurator")
-                    .getMethod("configureWithoutConfig", settingsClass).invoke(null, settings);
+            if (!loggingConfigured) {  // once per JVM, for the first node
+                Class.forName(pkg + ".common.logging.LogConfigurator")
+                        .getMethod("configureWithoutConfig", settingsClass).invoke(null, settings);
+                loggingConfigured = true;
+            }
             Supplier<String> nodeName = () -> values.get("node.name");
             Object environment = Class.forName(pkg + ".node.InternalSettingsPreparer")
                     .getMethod("prepareEnvironment", settingsClass, Map.class, Path.class, Supplier.class)
@@ -207,6 +265,17 @@ public final class Launcher {
             return String.valueOf(Class.forName(pkg + ".Version").getField("CURRENT").get(null));
         }
 
+        int transportPort(Object node) throws Exception {
+            Class<?> nodeClass = Class.forName(pkg + ".node.Node");
+            Object injector = nodeClass.getMethod("injector").invoke(node);
+            Class<?> service = Class.forName(pkg + ".transport.TransportService");
+            Object transport = Class.forName(pkg + ".common.inject.Injector").getMethod("getInstance", Class.class)
+                    .invoke(injector, service);
+            Object bound = service.getMethod("boundAddress").invoke(transport);
+            Object publish = bound.getClass().getMethod("publishAddress").invoke(bound);
+            return (int) publish.getClass().getMethod("getPort").invoke(publish);
+        }
+
         int httpPort(Object node) throws Exception {
             // Methods are looked up on the public types: the implementations (InjectorImpl) are package-private.
             Class<?> nodeClass = Class.forName(pkg + ".node.Node");
@@ -239,7 +308,7 @@ public final class Launcher {
 
     private static void usage(String problem) {
         System.err.println(problem + "\nusage: Launcher elasticsearch|opensearch [--http-port N] [--data DIR] "
-                + "[--stop-on-stdin-eof] [--setting key=value ...]");
+                + "[--nodes N] [--stop-on-stdin-eof] [--setting key=value ...]");
         System.exit(2);
     }
 
