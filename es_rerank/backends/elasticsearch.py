@@ -91,7 +91,7 @@ def connect(settings: "CommonSettings") -> Elasticsearch:
         security["ca_certs"] = str(settings.es_ca_certs)
     # A request that timed out is not retried: the client's 3 retries made one hung cluster cost
     # 4 x ESRR_ES_TIMEOUT_S per call (refused connections are still retried, at no cost).
-    # VersionedTransport: a 7.x cluster refuses the 8.x client's compatible-with=8 media types.
+    # VersionedTransport: a cluster too old for the 8.x client (before 7.14) is refused naming its version.
     return Elasticsearch(settings.es_url, request_timeout=settings.es_timeout_s, retry_on_timeout=False,
                          transport_class=VersionedTransport, **security)
 
