@@ -14,6 +14,7 @@ import pytest
 
 from es_rerank.text import tokenize
 from index_setup.es_index import ANALYZER, analysis_settings
+from tests import engines
 from tests.engines import engine_for_tests
 
 pytestmark = pytest.mark.es
@@ -41,3 +42,12 @@ def test_opensearch_starts_analyses_like_esrrs_index_and_stops_clean(tmp_path: P
         engine.stop()
     assert engine.process.returncode == 0  # it stopped itself when its standard input closed
     assert not engine.home.exists()
+
+
+@pytest.mark.parametrize("ci, outcome", [("", pytest.skip.Exception), ("true", pytest.fail.Exception),
+                                         ("false", pytest.skip.Exception)])
+def test_without_java_or_maven_the_engine_tests_skip_except_in_ci(monkeypatch, tmp_path: Path, ci: str, outcome):
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.setattr(engines, "missing_tools", lambda: ["mvn"])
+    with pytest.raises(outcome, match="mvn not on PATH: apt-get install -y openjdk-17-jdk-headless maven"):
+        engines.engine_for_tests("elasticsearch", tmp_path)
