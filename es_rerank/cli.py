@@ -97,6 +97,8 @@ def main() -> None:
                      "Searches answered while many connections hang half-sent (slow clients)."),
     "chaos": ("benchmarks.chaos:bench_chaos",
               "Load with faults injected (worker killed, broker stopped): failed, fell back, latency."),
+    "events": ("benchmarks.events_store:bench_events",
+               "Size on disk and write time of 1M synthetic events in the SQLite event store."),
     "attack": ("benchmarks.attack:bench_attack",
                "Every hostile request of issues 25 and 32 against a gateway: status, CPU, memory, probe latency."),
 })

@@ -1,9 +1,10 @@
 """Where events are kept: an SQLite file in WAL mode (the default, under ``ESRR_HOME``).
 
 Compact on purpose (1 M events within 200 MB, ``benchmarks/events_store.py``): an
-impression's id is its integer primary key, query texts and ranker/arm names are stored
-once each and referred to by number, and a page of results is its first position and the
-list of ids. No index but the keys: retention deletes by a scan of the time column, which
+impression's id is its integer primary key; query texts, ranker/arm names and document
+ids are stored once each and referred to by number (the documents table is bounded by the
+corpus, and kept by retention: an id says nothing of who searched); a page of results is
+its first position and its documents' numbers packed as 32-bit integers. No index but the keys: retention deletes by a scan of the time column, which
 runs once an hour at most. One writer thread per gateway process writes (``recorder``);
 WAL lets several processes write one file, each waiting up to ``busy_timeout_s``.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import struct
 from pathlib import Path
 from typing import Iterator, Protocol, Sequence
 from urllib.parse import urlsplit
@@ -22,6 +24,7 @@ from es_rerank.learning.events import Click, Impression, Received, Shown, impres
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS queries (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS documents (id INTEGER PRIMARY KEY, doc TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS impressions (
     id INTEGER PRIMARY KEY,          -- the impression id's 64 bits
     at INTEGER NOT NULL,             -- ms since the Unix epoch, set by the server
@@ -30,14 +33,14 @@ CREATE TABLE IF NOT EXISTS impressions (
     ranker INTEGER NOT NULL REFERENCES names(id),
     arm INTEGER REFERENCES names(id),
     first_position INTEGER NOT NULL,
-    ids TEXT NOT NULL,               -- JSON list of the shown document ids, in position order
+    docs BLOB NOT NULL,              -- the shown documents' numbers (documents.id), int32 little-endian, in order
     positions TEXT                   -- JSON list of their positions, only when they are not a run from first_position
 );
 CREATE TABLE IF NOT EXISTS clicks (
     at INTEGER NOT NULL,
     session TEXT NOT NULL,
     impression INTEGER NOT NULL,     -- an impressions.id, which may have been dropped or not arrived yet
-    doc TEXT NOT NULL,
+    doc INTEGER NOT NULL REFERENCES documents(id),
     position INTEGER NOT NULL
 );
 """
@@ -52,6 +55,12 @@ class EventStore(Protocol):
 
     def write(self, batch: Sequence[Received]) -> None:
         """Append ``batch`` in one transaction (an impression id seen before is kept as it was)."""
+
+    def _forget_numbers(self) -> None:
+        """Drop the cached numbers: those handed out in a rolled-back transaction are gone."""
+        self._queries.clear()
+        self._names.clear()
+        self._documents.clear()
 
     def delete_before(self, at_ms: int) -> int:
         """Delete the events received before ``at_ms``; how many were deleted."""
@@ -91,6 +100,7 @@ class SqliteEventStore:
                                   "ESRR_EVENTS_URL elsewhere, or turn logging off with ESRR_EVENTS=false") from None
         self._queries: dict[str, int] = {}
         self._names: dict[str, int] = {}
+        self._documents: dict[str, int] = {}
 
     def write(self, batch: Sequence[Received]) -> None:
         """Append ``batch`` in one transaction."""
@@ -103,13 +113,13 @@ class SqliteEventStore:
                         impressions.append(self._impression_row(event, received.at_ms))
                     else:
                         clicks.append((received.at_ms, event.session_id, impression_key(event.impression_id),
-                                       event.id, event.position))
+                                       self._number("documents", "doc", event.id, self._documents),
+                                       event.position))
                 self._db.executemany("INSERT OR IGNORE INTO impressions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                      impressions)
                 self._db.executemany("INSERT INTO clicks VALUES (?, ?, ?, ?, ?)", clicks)
         except sqlite3.Error as error:
-            self._queries.clear()  # numbers handed out in the rolled-back transaction are gone
-            self._names.clear()
+            self._forget_numbers()
             raise EventStoreError(f"cannot write {len(batch)} events to {self.path}: {error}") from None
 
     def _impression_row(self, event: Impression, at_ms: int) -> tuple:
@@ -119,7 +129,7 @@ class SqliteEventStore:
         return (impression_key(event.impression_id), at_ms, event.session_id, self._number("queries", "text",
                 event.query, self._queries), self._number("names", "name", event.ranker, self._names),
                 None if event.arm is None else self._number("names", "name", event.arm, self._names), first,
-                json.dumps([shown.id for shown in results], separators=(",", ":")), positions)
+                _packed([self._number("documents", "doc", shown.id, self._documents) for shown in results]), positions)
 
     def _number(self, table: str, column: str, value: str, known: dict[str, int]) -> int:
         """The row number of ``value`` in ``table``, added when new; cached, as texts repeat."""
@@ -132,6 +142,12 @@ class SqliteEventStore:
                 known.clear()
             known[value] = number
         return number
+
+    def _forget_numbers(self) -> None:
+        """Drop the cached numbers: those handed out in a rolled-back transaction are gone."""
+        self._queries.clear()
+        self._names.clear()
+        self._documents.clear()
 
     def delete_before(self, at_ms: int) -> int:
         """Delete events received before ``at_ms``, then the query texts no impression refers to any more."""
@@ -152,11 +168,12 @@ class SqliteEventStore:
     def impressions(self) -> Iterator[tuple[Impression, int]]:
         """Every stored impression and the time it was received (ms), oldest first."""
         rows = self._db.execute(
-            "SELECT i.id, i.at, i.session, q.text, r.name, a.name, i.first_position, i.ids, i.positions "
+            "SELECT i.id, i.at, i.session, q.text, r.name, a.name, i.first_position, i.docs, i.positions "
             "FROM impressions i JOIN queries q ON q.id = i.query JOIN names r ON r.id = i.ranker "
             "LEFT JOIN names a ON a.id = i.arm ORDER BY i.at")
-        for key, at, session, query, ranker, arm, first, ids, positions in rows:
-            ids = json.loads(ids)
+        documents = dict(self._db.execute("SELECT id, doc FROM documents").fetchall())
+        for key, at, session, query, ranker, arm, first, docs, positions in rows:
+            ids = [documents[number] for number in _unpacked(docs)]
             places = json.loads(positions) if positions else range(first, first + len(ids))
             yield Impression(type="impression", impression_id=impression_id_of(key), session_id=session, query=query,
                              ranker=ranker, arm=arm,
@@ -164,7 +181,9 @@ class SqliteEventStore:
 
     def clicks(self) -> Iterator[tuple[Click, int]]:
         """Every stored click and the time it was received (ms), oldest first."""
-        for at, session, key, doc, position in self._db.execute("SELECT * FROM clicks ORDER BY at"):
+        for at, session, key, doc, position in self._db.execute(
+                "SELECT c.at, c.session, c.impression, d.doc, c.position FROM clicks c "
+                "JOIN documents d ON d.id = c.doc ORDER BY c.at"):
             yield Click(type="click", impression_id=impression_id_of(key), session_id=session, id=doc,
                         position=position), at
 
@@ -176,6 +195,16 @@ class SqliteEventStore:
     def close(self) -> None:
         """Close the connection (the WAL is folded into the file when it is the last one)."""
         self._db.close()
+
+
+def _packed(numbers: list[int]) -> bytes:
+    """Row numbers as int32 little-endian bytes."""
+    return struct.pack(f"<{len(numbers)}i", *numbers)
+
+
+def _unpacked(data: bytes) -> tuple[int, ...]:
+    """The row numbers ``_packed`` wrote."""
+    return struct.unpack(f"<{len(data) // 4}i", data)
 
 
 class _Transaction:
