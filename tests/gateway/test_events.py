@@ -7,10 +7,12 @@ import base64
 import hashlib
 import html
 import json
+import os
 import re
 import shutil
 import sqlite3
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from es_rerank.learning.store import open_store
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from index_setup.embedded_index import build_embedded_index
+from tests.conftest import esrr_serve
 from tests.gateway.test_site import ARTICLES, BROWSER
 
 SESSION = "0123456789abcdef0123456789abcdef"
@@ -184,3 +187,20 @@ def test_a_locked_store_never_fails_a_search_and_its_events_wait_or_drop(home):
                for reason in ("store_error", "store_unavailable"))
     # Each queued event was written, or dropped when the lock outlasted the writer's wait.
     assert _metric(client, "esrr_events_stored_total") + lost == 1 + queued
+
+
+def test_several_gateway_processes_write_one_store_and_flush_when_stopped(home, free_port):
+    """``esrr serve --processes 2``: a forked process starts its own writer on its first event, the processes share
+    the one SQLite file (WAL), and what they queued is written when they are stopped."""
+    port = free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
+           "ESRR_GATEWAY_RERANK": "false"}
+    sessions = [f"{n:032x}" for n in range(40)]
+    with esrr_serve(env, port, "--processes", "2") as (url, _):
+        for number, session in enumerate(sessions):  # a new connection each: either process may take it
+            event = {**CLICK, "session_id": session, "position": number + 1}
+            request = urllib.request.Request(f"{url}/_esrr/events", json.dumps(event).encode(), method="POST")
+            with urllib.request.urlopen(request, timeout=30) as response:
+                assert response.status == 202
+    stored = {click.session_id for click, _ in open_store(str(home / "events" / "events.sqlite3")).clicks()}
+    assert stored == set(sessions)
