@@ -75,6 +75,8 @@ class LazyGroup(click.Group):
     "shift": ("worker.training.cli:shift",
               "Write shifted copies of NFCorpus (long queries, blank titles, held-out topics)."),
     "worker": ("worker.cli:worker", "Run the Celery scoring worker."),
+    "simulate": ("es_rerank.learning.cli:simulate",
+                 "Simulated users search a running gateway and click by a cascade model (events for learning)."),
     "serve": ("es_rerank.gateway.cli:serve", "Serve an Elasticsearch-shaped _search over HTTP, reranked by the workers."),
 })
 @click.version_option(package_name="es-rerank")
