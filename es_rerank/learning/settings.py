@@ -3,11 +3,12 @@ read them."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from es_rerank.learning.store import EventStoreError, sqlite_path
+from es_rerank.learning.store import EventStoreError, is_postgres, sqlite_path
 from es_rerank.settings import CommonSettings
 
 EVENTS_FILE = Path("events") / "events.sqlite3"
@@ -20,7 +21,8 @@ class EventSettings(CommonSettings):
     events: bool = Field(True, description="record the impressions and clicks the site page (or an API client) "
                                            "reports to POST /_esrr/events; false: that route answers 404 and the "
                                            "page reports nothing")
-    events_url: str = Field("", description="the event store: a path or sqlite:/// URL (SQLite in WAL mode); "
+    events_url: str = Field("", description="the event store: a path or sqlite:/// URL (SQLite in WAL mode), or a "
+                                            "postgresql:// URL for gateways on several machines; "
                                             f"default <home>/{EVENTS_FILE.as_posix()}")
     events_retention_days: float = Field(90.0, ge=0, le=36_500, description="events older than this are deleted "
                                          "(checked once an hour by the writer); 0 keeps them forever")
@@ -34,7 +36,10 @@ class EventSettings(CommonSettings):
     @field_validator("events_url")
     @classmethod
     def _a_store_this_version_opens(cls, url: str) -> str:
-        if url.strip():
+        if url.strip() and is_postgres(url.strip()):
+            if importlib.util.find_spec("psycopg") is None:
+                raise ValueError("names PostgreSQL, and psycopg is not installed: pip install 'es-rerank[postgres]'")
+        elif url.strip():
             try:
                 sqlite_path(url.strip())
             except EventStoreError as error:

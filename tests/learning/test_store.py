@@ -80,7 +80,23 @@ def test_a_path_or_sqlite_url_names_the_file(url, path):
 
 
 @pytest.mark.parametrize(("url", "said"), [("sqlite://host/e.db", "no SQLite URL"),
-                                           ("postgresql://u@h/db", "postgresql:// is not supported")])
+                                           ("mysql://u@h/db", "mysql:// is not one this version opens")])
 def test_other_urls_are_refused_by_name(url, said):
     with pytest.raises(EventStoreError, match=said):
         sqlite_path(url)
+
+
+def test_the_settings_refuse_a_store_this_gateway_cannot_open():
+    import importlib.util
+
+    from pydantic import ValidationError
+
+    from es_rerank.learning.settings import EventSettings
+
+    with pytest.raises(ValidationError, match="is not one this version opens"):
+        EventSettings(events_url="mysql://u@h/db")
+    if importlib.util.find_spec("psycopg") is None:
+        with pytest.raises(ValidationError, match=r"psycopg is not installed: pip install 'es-rerank\[postgres\]'"):
+            EventSettings(events_url="postgresql://u@h/db")
+    else:
+        assert EventSettings(events_url="postgresql://u@h/db").events_store_url == "postgresql://u@h/db"
