@@ -41,19 +41,20 @@ def synthetic_events(count: int, clicks_per_impression: float, queries: list[str
     from es_rerank.learning.events import Click, Impression, Received, Shown
 
     rng = random.Random(seed)
+    shown_per_page = min(PAGE, len(doc_ids))
     at_ms, made, session = 1_767_225_600_000, 0, ""
     while made < count:
         if made % IMPRESSIONS_PER_SESSION == 0 or not session:
             session = f"{rng.getrandbits(128):032x}"
         impression_id = f"{rng.getrandbits(64):016x}"
         first = PAGE * rng.choice((0, 0, 0, 1, 2)) + 1  # mostly the first page
-        results = [Shown(id=doc, position=first + place) for place, doc in enumerate(rng.sample(doc_ids, PAGE))]
+        results = [Shown(id=doc, position=first + place) for place, doc in enumerate(rng.sample(doc_ids, shown_per_page))]
         at_ms += rng.randint(1, 2000)
         yield Received(Impression(type="impression", impression_id=impression_id, session_id=session,
                                   query=rng.choice(queries), ranker=RANKER, results=results), at_ms)
         made += 1
         clicks = int(clicks_per_impression) + (rng.random() < clicks_per_impression % 1)
-        for shown in rng.sample(results, min(clicks, PAGE)):
+        for shown in rng.sample(results, min(clicks, shown_per_page)):
             if made >= count:
                 break
             at_ms += rng.randint(1, 5000)
