@@ -71,6 +71,14 @@ def install_events(app: Flask, settings: GatewaySettings, metrics: GatewayMetric
         on_stored=metrics.events_stored.inc)
 
 
+def close_events(app: Flask, timeout_s: float = 2.0) -> None:
+    """Write what ``app``'s recorder has queued (for up to ``timeout_s``) and stop its writer; a gateway process
+    calls it as it stops."""
+    recorder: EventRecorder | None = app.extensions.get("esrr.events")
+    if recorder is not None:
+        recorder.close(timeout_s)
+
+
 @events.post(EVENTS_PATH)
 def record_events() -> tuple[Response, int]:
     """Queue one event or a list of them; 202 with how many were queued and dropped."""
