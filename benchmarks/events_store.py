@@ -73,14 +73,16 @@ def synthetic_events(count: int, clicks_per_impression: float, queries: list[str
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the store (kept); default a temporary one, deleted after.")
+@click.option("--url", default=None, help="Measure this empty PostgreSQL database (postgresql://...) instead of "
+              "a SQLite file; its tables' size with their indexes and TOAST is reported.")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @json_out_option("Also write the figures as JSON.")
-def bench_events(count: int, clicks_per_impression: float, requests: int, seed: int, out_dir: Path | None, data: Path | None,
-                 json_out: Path | None) -> None:
-    """Size on disk and write time of N synthetic events in the SQLite event store."""
+def bench_events(count: int, clicks_per_impression: float, requests: int, seed: int, out_dir: Path | None,
+                 url: str | None, data: Path | None, json_out: Path | None) -> None:
+    """Size on disk and write time of N synthetic events in the event store (SQLite, or PostgreSQL with --url)."""
     from es_rerank.cli_options import load_settings
     from es_rerank.learning.recorder import BATCH
-    from es_rerank.learning.store import SqliteEventStore
+    from es_rerank.learning.store import EventStoreError, SqliteEventStore, open_store
     from es_rerank.settings import CommonSettings
     from index_setup.nfcorpus import NFCorpus
 
@@ -92,9 +94,14 @@ def bench_events(count: int, clicks_per_impression: float, requests: int, seed: 
         raise click.ClickException(str(error)) from None
     with tempfile.TemporaryDirectory(prefix="esrr-events-") as scratch:
         path = (out_dir or Path(scratch)) / "events.sqlite3"
-        if path.exists():
+        if path.exists() and url is None:
             raise click.ClickException(f"{path} exists; give an empty --out folder")
-        store = SqliteEventStore(path)
+        try:
+            store = SqliteEventStore(path) if url is None else open_store(url)
+        except EventStoreError as error:
+            raise click.ClickException(str(error)) from None
+        if any(store.counts().values()):
+            raise click.ClickException("the database given with --url holds events already; give an empty one")
         events = synthetic_events(count, clicks_per_impression, queries, doc_ids, seed)
         written, writing_s, batch = 0, 0.0, []
         with tqdm(total=count, unit="event", desc="writing") as progress:
@@ -108,10 +115,15 @@ def bench_events(count: int, clicks_per_impression: float, requests: int, seed: 
                 written, writing_s = written + len(batch), writing_s + _timed_write(store, batch)
                 progress.update(len(batch))
         counts = store.counts()
-        store.close()  # folds the WAL into the file
-        size = sum(os.path.getsize(file) for file in path.parent.glob(path.name + "*"))
+        if url is None:
+            store.close()  # folds the WAL into the file
+            size = sum(os.path.getsize(file) for file in path.parent.glob(path.name + "*"))
+        else:
+            size = store.size_bytes()
+            store.close()
         request_us = _request_side(Path(scratch) / "requests.sqlite3", requests, queries, doc_ids, seed)
-    figures = {"machine": machine_description(), "events": written, **counts,
+    figures = {"machine": machine_description(), "store": "sqlite" if url is None else "postgresql",
+               "events": written, **counts,
                "clicks_per_impression": clicks_per_impression, "seed": seed, "bytes": size,
                "mb": round(size / 1e6, 1), "bytes_per_event": round(size / written, 1),
                "write_s": round(writing_s, 2), "events_per_s": round(written / writing_s),

@@ -4,6 +4,7 @@ unreachable still answering its searches."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -99,3 +100,20 @@ def test_a_gateway_whose_postgresql_is_gone_still_answers_its_searches(tmp_path,
     assert app.extensions["esrr.events"].flush(30)
     metrics = client.get("/metrics").get_data(as_text=True)
     assert 'esrr_events_dropped_total{reason="store_unavailable"} 1.0' in metrics
+
+
+def test_bench_events_measures_an_empty_postgresql_database_only(tmp_path, postgres_url):
+    from click.testing import CliRunner
+
+    from es_rerank.cli import main
+    from tests.learning.test_simulation import _beir_folder
+
+    data, figures = _beir_folder(tmp_path / "beir"), tmp_path / "figures.json"
+    command = ["bench", "events", "--events", "500", "--requests", "50", "--data", str(data), "--url", postgres_url]
+    result = CliRunner().invoke(main, [*command, "--json-out", str(figures)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(figures.read_text())
+    counts = open_store(postgres_url).counts()
+    assert report["store"] == "postgresql" and report["bytes"] > 0 and sum(counts.values()) == 500
+    again = CliRunner().invoke(main, command)
+    assert again.exit_code == 1 and "holds events already; give an empty one" in again.output
