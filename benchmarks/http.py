@@ -15,12 +15,14 @@ page's Query DSL request: a ``bool`` with the text clause, ``highlight`` of titl
 abstract and ``terms`` aggregations on year and publication type, without the year and type
 filters, which NFCorpus's documents have no values for).
 
-``--events`` times what recording the site's events costs a search: each form is timed
-twice in every round, as is and as ``<form>+events``, where each search is followed by
+``--events`` times what recording the site's events costs a search: each query is
+searched twice in turn, as is and as ``<form>+events``, where the search is followed by
 the page's report of it (its impression to ``POST /_esrr/events``, and a click on its
-first hit for every other search), so the writer thread stores them while the next
-searches run. The searches' latencies compare in the same run; the reports' own latency
-is ``events_ms``. The gateway must record events (``ESRR_EVENTS=true``, the default).
+first hit for every other query), so the writer thread stores them while the next
+searches run; which of the two goes first alternates query by query. The searches'
+latencies compare in the same run and moment (``paired_difference_ms``: on minus off,
+per query); the reports' own latency is ``events_ms``; searches/s are of both together.
+The gateway must record events (``ESRR_EVENTS=true``, the default).
 """
 
 from __future__ import annotations
@@ -128,18 +130,43 @@ def run_rounds(url: str, queries: list[str], k: int, rounds: int, concurrency: i
     def everyone(name: str) -> list[tuple[float, float, str, float | None]]:
         return list(threads.map(lambda numbered: one(name, *numbered), enumerate(queries)))
 
+    def pair(form: str, number: int, query: str) -> tuple[tuple, tuple]:
+        """One query without and with its report, back to back (which goes first alternates), so that both meet
+        the same moment's load."""
+        names = (form, f"{form}+events")
+        first, second = names if number % 2 == 0 else names[::-1]
+        results = {first: one(first, number, query)}
+        results[second] = one(second, number, query)
+        return results[form], results[f"{form}+events"]
+
+    def record(name: str, results: list[tuple[float, float, str, float | None]], per_second: float) -> None:
+        timed[name]["per_second"].append(per_second)
+        timed[name]["latency"] += [ms for ms, _, _, _ in results]
+        timed[name]["took"] += [ms for _, ms, _, _ in results]
+        timed[name]["events"] += [ms for _, _, _, ms in results if ms is not None]
+
+    differences: dict[str, list[float]] = {form: [] for form in forms}
     with ThreadPoolExecutor(concurrency) as threads:
         rankers = {ranker for name in timed_forms for _, _, ranker, _ in everyone(name)}
         for round_number in range(rounds):
             # Each round reverses the last one's order, so that no form always runs right after another.
+            if events:  # each query off and on in turn: a difference per query, under the same load
+                for form in forms if round_number % 2 == 0 else forms[::-1]:
+                    started = time.perf_counter()
+                    pairs = list(threads.map(lambda numbered: pair(form, *numbered), enumerate(queries)))
+                    per_second = 2 * len(queries) / (time.perf_counter() - started)
+                    record(form, [off for off, _ in pairs], per_second)
+                    record(f"{form}+events", [on for _, on in pairs], per_second)
+                    differences[form] += [on[0] - off[0] for off, on in pairs]
+                continue
             for name in timed_forms if round_number % 2 == 0 else timed_forms[::-1]:
                 started = time.perf_counter()
                 results = everyone(name)
-                timed[name]["per_second"].append(len(queries) / (time.perf_counter() - started))
-                timed[name]["latency"] += [ms for ms, _, _, _ in results]
-                timed[name]["took"] += [ms for _, ms, _, _ in results]
-                timed[name]["events"] += [ms for _, _, _, ms in results if ms is not None]
+                record(name, results, len(queries) / (time.perf_counter() - started))
     figures = {form: _figures(values) for form, values in timed.items()}
+    for form, paired in differences.items():
+        if paired:
+            figures[f"{form}+events"]["paired_difference_ms"] = _spread(paired)
     return {"rankers": sorted(rankers), "concurrency": concurrency, **figures[forms[0]],
             **({"forms": figures} if len(timed) > 1 else {})}
 
@@ -211,7 +238,8 @@ def bench_http(url: str, k: int, concurrency: int, forms: str, events: bool, rou
         for form in chosen:
             off, on = figures["forms"][form], figures["forms"][f"{form}+events"]
             click.echo(f"{form:<12} {on['latency_ms']['p50'] - off['latency_ms']['p50']:>+8.2f}ms "
-                       f"(off {off['latency_ms']['p50']:.2f}, on {on['latency_ms']['p50']:.2f}); the report itself: "
+                       f"(off {off['latency_ms']['p50']:.2f}, on {on['latency_ms']['p50']:.2f}); per query, on minus "
+                       f"off: median {on['paired_difference_ms']['p50']:+.2f}ms; the report itself: "
                        f"p50 {on['events_ms']['p50']:.2f}ms, p99 {on['events_ms']['p99']:.2f}ms")
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

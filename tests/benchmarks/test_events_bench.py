@@ -43,6 +43,8 @@ def test_bench_http_with_events_times_both_and_the_gateway_stores_the_reports(tm
     report = json.loads(figures.read_text())
     assert set(report["forms"]) == {"q", "q+events", "site", "site+events"}
     assert "events_ms" in report["forms"]["q+events"] and "events_ms" not in report["forms"]["q"]
+    assert report["forms"]["site+events"]["paired_difference_ms"]["p50"] == report["forms"]["site+events"][
+        "paired_difference_ms"]["p50"]  # a number, not NaN
     assert "recording events: a search's latency p50" in result.output
     store = open_store(str(home / "events" / "events.sqlite3"))
     # Two forms report, once untimed and in two rounds each: one query, so 6 impressions; the first search of
