@@ -14,11 +14,21 @@ search), ``match`` (``POST {"query": {"match": {"text": ...}}}``) and ``site`` (
 page's Query DSL request: a ``bool`` with the text clause, ``highlight`` of title and
 abstract and ``terms`` aggregations on year and publication type, without the year and type
 filters, which NFCorpus's documents have no values for).
+
+``--events`` times what recording the site's events costs a search: each query is
+searched twice in turn, as is and as ``<form>+events``, where the search is followed by
+the page's report of it (its impression to ``POST /_esrr/events``, and a click on its
+first hit for every other query), so the writer thread stores them while the next
+searches run; which of the two goes first alternates query by query. The searches'
+latencies compare in the same run and moment (``paired_difference_ms``: on minus off,
+per query); the reports' own latency is ``events_ms``; searches/s are of both together.
+The gateway must record events (``ESRR_EVENTS=true``, the default).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +62,33 @@ def site_request(query: str, k: int) -> dict[str, Any]:
 
 def search_once(pool: Any, url: str, query: str, k: int, form: str = "q") -> tuple[float, float, str]:
     """One search in one request ``form``: client-side ms, the gateway's ``took`` ms, and the ranker that answered."""
+    elapsed_ms, took_ms, ranker, _ = _search(pool, url, query, k, form)
+    return elapsed_ms, took_ms, ranker
+
+
+def search_and_report(pool: Any, url: str, query: str, k: int, form: str, session: str,
+                      click: bool) -> tuple[float, float, str, float]:
+    """``search_once``, then the page's report of it: its impression and, when ``click``, a click on its first hit;
+    the search's figures and the report's client-side ms."""
+    elapsed_ms, took_ms, ranker, ids = _search(pool, url, query, k, form)
+    impression = secrets.token_hex(8)
+    events: list[dict[str, Any]] = [{"type": "impression", "impression_id": impression, "session_id": session,
+                                     "query": query, "ranker": ranker,
+                                     "results": [{"id": doc, "position": place} for place, doc in enumerate(ids, 1)]}]
+    if click and ids:
+        events.append({"type": "click", "impression_id": impression, "session_id": session, "id": ids[0],
+                       "position": 1})
+    started = time.perf_counter()
+    response = pool.request("POST", f"{url}/_esrr/events", body=json.dumps(events).encode("utf-8"),
+                            headers={"Content-Type": "text/plain;charset=UTF-8"})  # as sendBeacon sends a string
+    reported_ms = (time.perf_counter() - started) * 1000
+    if response.status != 202:
+        raise GatewayFailed(f"the events of {query!r} were refused: HTTP {response.status}: "
+                            f"{response.data[:300]!r} (the gateway needs ESRR_EVENTS=true)")
+    return elapsed_ms, took_ms, ranker, reported_ms
+
+
+def _search(pool: Any, url: str, query: str, k: int, form: str) -> tuple[float, float, str, list[str]]:
     started = time.perf_counter()
     if form == "q":
         response = pool.request("GET", f"{url}/_search?{urlencode({'q': query, 'size': k})}")
@@ -68,37 +105,78 @@ def search_once(pool: Any, url: str, query: str, k: int, form: str = "q") -> tup
         raise GatewayFailed(f"{query!r}: HTTP {response.status}: {body.get('error', {}).get('reason', body)}")
     if "fallback" in body["esrr"]:
         raise GatewayFailed(f"{query!r} was not reranked: {body['esrr']['fallback']}")
-    return elapsed_ms, float(body["took"]), body["esrr"]["ranker"]
+    return elapsed_ms, float(body["took"]), body["esrr"]["ranker"], [hit["_id"] for hit in body["hits"]["hits"]]
 
 
 def run_rounds(url: str, queries: list[str], k: int, rounds: int, concurrency: int,
-               forms: tuple[str, ...] = ("q",)) -> dict[str, Any]:
+               forms: tuple[str, ...] = ("q",), events: bool = False) -> dict[str, Any]:
     """Every query once untimed in each form, then ``rounds`` timed passes at ``concurrency``, the forms taking
-    turns within each round; the figures of the first form, and of every form under ``forms``."""
+    turns within each round; the figures of the first form, and of every form under ``forms``. With ``events``,
+    each form also as ``<form>+events``: every search followed by its report (``search_and_report``)."""
     import urllib3
 
     pool = urllib3.PoolManager(maxsize=concurrency, retries=False, timeout=urllib3.Timeout(30))
-    timed: dict[str, dict[str, list]] = {form: {"latency": [], "took": [], "per_second": []} for form in forms}
+    session = secrets.token_hex(16)
+    timed_forms = [name for form in forms for name in ((form, f"{form}+events") if events else (form,))]
+    timed: dict[str, dict[str, list]] = {name: {"latency": [], "took": [], "per_second": [], "events": []}
+                                         for name in timed_forms}
+
+    def one(name: str, number: int, query: str) -> tuple[float, float, str, float | None]:
+        form, reported = name.split("+")[0], name.endswith("+events")
+        if reported:
+            return search_and_report(pool, url, query, k, form, session, click=number % 2 == 0)
+        return (*search_once(pool, url, query, k, form), None)
+
+    def everyone(name: str) -> list[tuple[float, float, str, float | None]]:
+        return list(threads.map(lambda numbered: one(name, *numbered), enumerate(queries)))
+
+    def pair(form: str, number: int, query: str) -> tuple[tuple, tuple]:
+        """One query without and with its report, back to back (which goes first alternates), so that both meet
+        the same moment's load."""
+        names = (form, f"{form}+events")
+        first, second = names if number % 2 == 0 else names[::-1]
+        results = {first: one(first, number, query)}
+        results[second] = one(second, number, query)
+        return results[form], results[f"{form}+events"]
+
+    def record(name: str, results: list[tuple[float, float, str, float | None]], per_second: float) -> None:
+        timed[name]["per_second"].append(per_second)
+        timed[name]["latency"] += [ms for ms, _, _, _ in results]
+        timed[name]["took"] += [ms for _, ms, _, _ in results]
+        timed[name]["events"] += [ms for _, _, _, ms in results if ms is not None]
+
+    differences: dict[str, list[float]] = {form: [] for form in forms}
     with ThreadPoolExecutor(concurrency) as threads:
-        rankers = {ranker for form in forms
-                   for _, _, ranker in threads.map(lambda q: search_once(pool, url, q, k, form), queries)}
-        for _ in range(rounds):
-            for form in forms:
+        rankers = {ranker for name in timed_forms for _, _, ranker, _ in everyone(name)}
+        for round_number in range(rounds):
+            # Each round reverses the last one's order, so that no form always runs right after another.
+            if events:  # each query off and on in turn: a difference per query, under the same load
+                for form in forms if round_number % 2 == 0 else forms[::-1]:
+                    started = time.perf_counter()
+                    pairs = list(threads.map(lambda numbered: pair(form, *numbered), enumerate(queries)))
+                    per_second = 2 * len(queries) / (time.perf_counter() - started)
+                    record(form, [off for off, _ in pairs], per_second)
+                    record(f"{form}+events", [on for _, on in pairs], per_second)
+                    differences[form] += [on[0] - off[0] for off, on in pairs]
+                continue
+            for name in timed_forms if round_number % 2 == 0 else timed_forms[::-1]:
                 started = time.perf_counter()
-                results = list(threads.map(lambda q: search_once(pool, url, q, k, form), queries))
-                timed[form]["per_second"].append(len(queries) / (time.perf_counter() - started))
-                timed[form]["latency"] += [ms for ms, _, _ in results]
-                timed[form]["took"] += [ms for _, ms, _ in results]
+                results = everyone(name)
+                record(name, results, len(queries) / (time.perf_counter() - started))
     figures = {form: _figures(values) for form, values in timed.items()}
+    for form, paired in differences.items():
+        if paired:
+            figures[f"{form}+events"]["paired_difference_ms"] = _spread(paired)
     return {"rankers": sorted(rankers), "concurrency": concurrency, **figures[forms[0]],
-            **({"forms": figures} if len(forms) > 1 else {})}
+            **({"forms": figures} if len(timed) > 1 else {})}
 
 
 def _figures(timed: dict[str, list]) -> dict[str, Any]:
     overhead = np.array(timed["latency"]) - np.array(timed["took"])
     return {"searches": len(timed["latency"]), "latency_ms": _spread(timed["latency"]),
             "took_ms": _spread(timed["took"]), "http_and_json_ms": _spread(overhead),
-            "searches_per_s": {"per_round": timed["per_second"], "median": statistics.median(timed["per_second"])}}
+            "searches_per_s": {"per_round": timed["per_second"], "median": statistics.median(timed["per_second"])},
+            **({"events_ms": _spread(timed["events"])} if timed["events"] else {})}
 
 
 def _spread(ms: Any) -> dict[str, float]:
@@ -113,10 +191,12 @@ def _spread(ms: Any) -> dict[str, float]:
               help="Searches in flight at once.")
 @click.option("--forms", default="q", show_default=True,
               help=f"Request forms, comma-separated, timed in turns in the same run: {', '.join(FORMS)}.")
+@click.option("--events", is_flag=True, help="Also time each form with every search followed by its impression "
+              "(and a click every other search) to POST /_esrr/events, in the same run (needs ESRR_EVENTS=true).")
 @dev_query_options
 @json_out_option("Also write the figures as JSON.")
-def bench_http(url: str, k: int, concurrency: int, forms: str, rounds: int, queries: int, data: Path | None,
-               json_out: Path | None) -> None:
+def bench_http(url: str, k: int, concurrency: int, forms: str, events: bool, rounds: int, queries: int,
+               data: Path | None, json_out: Path | None) -> None:
     """Latency and searches/s of a running gateway (`esrr serve`) over the NFCorpus dev queries."""
     import urllib3
 
@@ -130,7 +210,7 @@ def bench_http(url: str, k: int, concurrency: int, forms: str, rounds: int, quer
     texts = dev_query_texts(data, load_settings(CommonSettings), queries)
     url = url.rstrip("/")
     try:
-        figures = run_rounds(url, texts, k, rounds, concurrency, chosen)
+        figures = run_rounds(url, texts, k, rounds, concurrency, chosen, events)
     except GatewayFailed as error:
         raise click.ClickException(f"{error}; the figures would not be the served model's") from None
     except urllib3.exceptions.HTTPError as error:
@@ -148,10 +228,18 @@ def bench_http(url: str, k: int, concurrency: int, forms: str, rounds: int, quer
     click.echo(f"searches/s: {figures['searches_per_s']['median']:.1f} (median of {rounds} rounds)")
     if "forms" in figures:
         first = figures["forms"][chosen[0]]["latency_ms"]["p50"]
-        click.echo(f"{'form':<8} {'latency p50':>12} {'took p50':>9} {'p50 - ' + chosen[0]:>12} {'ratio':>6}")
+        click.echo(f"{'form':<12} {'latency p50':>12} {'took p50':>9} {'p50 - ' + chosen[0]:>12} {'ratio':>6}")
         for form, row in figures["forms"].items():
             p50 = row["latency_ms"]["p50"]
-            click.echo(f"{form:<8} {p50:>10.2f}ms {row['took_ms']['p50']:>7.1f}ms {p50 - first:>+10.2f}ms "
+            click.echo(f"{form:<12} {p50:>10.2f}ms {row['took_ms']['p50']:>7.1f}ms {p50 - first:>+10.2f}ms "
                        f"{p50 / first:>6.3f}")
+    if events:
+        click.echo("recording events: a search's latency p50 with each search reported, minus without (same run)")
+        for form in chosen:
+            off, on = figures["forms"][form], figures["forms"][f"{form}+events"]
+            click.echo(f"{form:<12} {on['latency_ms']['p50'] - off['latency_ms']['p50']:>+8.2f}ms "
+                       f"(off {off['latency_ms']['p50']:.2f}, on {on['latency_ms']['p50']:.2f}); per query, on minus "
+                       f"off: median {on['paired_difference_ms']['p50']:+.2f}ms; the report itself: "
+                       f"p50 {on['events_ms']['p50']:.2f}ms, p99 {on['events_ms']['p99']:.2f}ms")
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

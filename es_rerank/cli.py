@@ -75,6 +75,8 @@ class LazyGroup(click.Group):
     "shift": ("worker.training.cli:shift",
               "Write shifted copies of NFCorpus (long queries, blank titles, held-out topics)."),
     "worker": ("worker.cli:worker", "Run the Celery scoring worker."),
+    "simulate": ("es_rerank.learning.cli:simulate",
+                 "Simulated users search a running gateway and click by a cascade model (events for learning)."),
     "serve": ("es_rerank.gateway.cli:serve", "Serve an Elasticsearch-shaped _search over HTTP, reranked by the workers."),
 })
 @click.version_option(package_name="es-rerank")
@@ -99,6 +101,8 @@ def main() -> None:
                   "Top-10 overlap of the embedded index and real Elasticsearch (Lucene) BM25 on NFCorpus queries."),
     "chaos": ("benchmarks.chaos:bench_chaos",
               "Load with faults injected (worker killed, broker stopped): failed, fell back, latency."),
+    "events": ("benchmarks.events_store:bench_events",
+               "Size on disk and write time of 1M synthetic events in the SQLite event store."),
     "attack": ("benchmarks.attack:bench_attack",
                "Every hostile request of issues 25 and 32 against a gateway: status, CPU, memory, probe latency."),
 })

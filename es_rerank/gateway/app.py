@@ -23,6 +23,7 @@ from es_rerank.gateway.client_api import client_api
 from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import (PRODUCT_HEADER, SERVED_APIS, GatewayError, WriteRefused, clipped, error_body,
                                       public_reason)
+from es_rerank.gateway.events import install_events
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.heavy_lane import HeavyLane
 from es_rerank.gateway.metrics import GatewayMetrics
@@ -60,6 +61,7 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
                                                       settings.gateway_heavy_wait_s)
     app.register_blueprint(api)
     app.register_blueprint(client_api)
+    install_events(app, settings, metrics)  # POST /_esrr/events, and the site page's report of what it showed
     _register_error_handlers(app)
     if settings.gateway_site:  # the search page for browsers at / (site.py)
         app.register_blueprint(site)

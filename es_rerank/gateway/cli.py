@@ -89,6 +89,7 @@ def _leased_served_search(settings: GatewaySettings) -> ServedSearch:
 def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.socket, options: dict) -> None:
     """One gateway process: the app around ``served``, served on the (shared) listening ``sock``."""
     from es_rerank.gateway.app import create_app
+    from es_rerank.gateway.events import close_events
     from es_rerank.gateway.server import serve_on, waitress_options
 
     address = f"http://{settings.gateway_host}:{settings.gateway_port}"
@@ -98,7 +99,9 @@ def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.soc
     click.echo(f"es-rerank gateway (pid {os.getpid()}) on {address}: index {pipeline.backend.index}, window "
                f"{settings.gateway_window}, {scored}; try: curl '{address}/_search?q=green+tea'", err=True)
     sys.stderr.flush()
+    app = create_app(served, settings)
     try:
-        serve_on(create_app(served, settings), sock, waitress_options(**options))
+        serve_on(app, sock, waitress_options(**options))
     finally:
+        close_events(app)  # here, not at exit: a forked gateway process ends with os._exit, which skips atexit
         served.close()

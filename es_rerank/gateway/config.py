@@ -10,11 +10,13 @@ from pydantic import Field
 
 from es_rerank.backends.base import MAX_K
 from es_rerank.backends.query_tree import DEFAULT_LIMITS, QueryLimits
+from es_rerank.learning.settings import EventSettings
 from es_rerank.settings import MAX_GATEWAY_THREADS, BrokerSettings
 
 
-class GatewaySettings(BrokerSettings):
-    """Where the gateway listens, how deep it reranks, and how often it looks for a new index version."""
+class GatewaySettings(BrokerSettings, EventSettings):
+    """Where the gateway listens, how deep it reranks, how often it looks for a new index version, and whether it
+    records the events its site reports (``EventSettings``)."""
 
     gateway_host: str = Field("127.0.0.1", min_length=1, description="address to listen on; 0.0.0.0 for all")
     gateway_port: int = Field(8000, ge=1, le=65535)

@@ -28,6 +28,14 @@ class GatewayMetrics:
                                        ["stage"], buckets=BUCKETS_S, registry=self.registry)
         self.fallbacks = Counter("esrr_model_fallbacks", "Searches answered in BM25 order because no worker "
                                  "scored them in time", registry=self.registry)
+        # Events (POST /_esrr/events, es_rerank/learning/recorder.py): taken, written, and dropped by reason.
+        self.events_received = Counter("esrr_events_received", "Events accepted by POST /_esrr/events, by type",
+                                       ["type"], registry=self.registry)
+        self.events_stored = Counter("esrr_events_stored", "Events written to the event store",
+                                     registry=self.registry)
+        self.events_dropped = Counter("esrr_events_dropped", "Events dropped: queue_full (the writer is behind), "
+                                      "store_error or store_unavailable (the store cannot be written)", ["reason"],
+                                      registry=self.registry)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:

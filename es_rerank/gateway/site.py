@@ -30,6 +30,7 @@ from flask import Blueprint, Response, render_template, request
 
 from es_rerank.backends.base import BackendError
 from es_rerank.gateway.errors import GatewayError, public_reason
+from es_rerank.gateway.events import PAGE_SCRIPT_SOURCE
 from es_rerank.gateway.searching import run_search
 from es_rerank.gateway.site_search import (MAX_QUERY_CHARS, ResultsView, SiteQuery, SiteQueryError, results_view,
                                            search_body, site_query)
@@ -39,8 +40,9 @@ site = Blueprint("site", __name__, template_folder="templates")
 log = logging.getLogger(__name__)
 PAGE_PATH = "/"
 _OFFERED = ("application/json", "text/html")  # JSON first: it wins a tie
+# Scripts: only the events report (events.py), by its hash; its beacons go to this gateway only.
 CONTENT_SECURITY_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; "
-                           "frame-ancestors 'none'")
+                           f"frame-ancestors 'none'; script-src {PAGE_SCRIPT_SOURCE}; connect-src 'self'")
 
 
 def wants_page() -> bool:

@@ -1,0 +1,57 @@
+"""Settings of event logging (``ESRR_EVENTS*``), read by the gateway that records events and the commands that
+read them."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from es_rerank.learning.store import EventStoreError, is_postgres, sqlite_path
+from es_rerank.settings import CommonSettings
+
+EVENTS_FILE = Path("events") / "events.sqlite3"
+DAY_MS = 86_400_000
+
+
+class EventSettings(CommonSettings):
+    """Whether searches' impressions and clicks are recorded, where, for how long, and the bounds on a flood."""
+
+    events: bool = Field(True, description="record the impressions and clicks the site page (or an API client) "
+                                           "reports to POST /_esrr/events; false: that route answers 404 and the "
+                                           "page reports nothing")
+    events_url: str = Field("", description="the event store: a path or sqlite:/// URL (SQLite in WAL mode), or a "
+                                            "postgresql:// URL for gateways on several machines; "
+                                            f"default <home>/{EVENTS_FILE.as_posix()}")
+    events_retention_days: float = Field(90.0, ge=0, le=36_500, description="events older than this are deleted "
+                                         "(checked once an hour by the writer); 0 keeps them forever")
+    events_queue: int = Field(10_000, ge=1, le=1_000_000, description="events waiting in memory for the writer, "
+                              "per gateway process; more are dropped and counted (esrr_events_dropped_total)")
+    events_max_per_request: int = Field(50, ge=1, le=1000, description="most events one POST /_esrr/events may "
+                                        "carry; more is a 400 naming the limit")
+    events_max_body_bytes: int = Field(64 << 10, ge=1 << 10, le=1 << 20, description="largest body of one POST "
+                                       "/_esrr/events; larger is a 413 naming the limit")
+
+    @field_validator("events_url")
+    @classmethod
+    def _a_store_this_version_opens(cls, url: str) -> str:
+        if url.strip() and is_postgres(url.strip()):
+            if importlib.util.find_spec("psycopg") is None:
+                raise ValueError("names PostgreSQL, and psycopg is not installed: pip install 'es-rerank[postgres]'")
+        elif url.strip():
+            try:
+                sqlite_path(url.strip())
+            except EventStoreError as error:
+                raise ValueError(str(error)) from None
+        return url.strip()
+
+    @property
+    def events_store_url(self) -> str:
+        """The event store's path or URL, the default filled in."""
+        return self.events_url or str(self.home / EVENTS_FILE)
+
+    @property
+    def events_retention_ms(self) -> int | None:
+        """The retention in milliseconds, None to keep events forever."""
+        return int(self.events_retention_days * DAY_MS) if self.events_retention_days else None
