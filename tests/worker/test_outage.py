@@ -211,7 +211,7 @@ def test_bench_chaos_runs_every_phase_without_a_failed_search(broker, home, tmp_
     env = {key: value for key, value in broker.settings_env("unused", home=home, torch_threads=1).items()
            if key not in ("ESRR_BROKER_URL", "ESRR_QUEUE", "ESRR_BROKER_KEY_PREFIX")}  # the bench starts its own
     figures = tmp_path / "chaos.json"
-    result = CliRunner().invoke(main, ["bench", "chaos", "--phase-s", "3", "--clients", "2", "--window", "20",
+    result = CliRunner().invoke(main, ["bench", "chaos", "--phase-s", "5", "--clients", "2", "--window", "20",
                                        "--outage-sends", "30", "--data", str(data), "--log-dir", str(tmp_path / "logs"),
                                        "--json-out", str(figures)], env=env)
     assert result.exit_code == 0, result.output
