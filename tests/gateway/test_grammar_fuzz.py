@@ -7,14 +7,13 @@ Bounded for CI (150 examples a test, no example database written).
 
 from __future__ import annotations
 
-import gc
 import json
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.gateway.test_fuzz import _timed
 from tests.gateway.test_query_limits import COMMON, VOCABULARY, _app
 
 GRAMMAR = settings(max_examples=150, deadline=None, database=None,
@@ -86,15 +85,6 @@ def home(tmp_path_factory):
     build_embedded_index(synthetic_documents(400), home / "indexes" / "embedded", version="v1", progress=False)
     return home
 
-
-def _timed(client, **request):
-    gc.disable()  # a collection of earlier tests' garbage is no request's cost
-    try:
-        started = time.thread_time()
-        response = client.open(**request)
-        return response, time.thread_time() - started
-    finally:
-        gc.enable()
 
 
 def _check(response, cpu_s: float, searches: int = 1) -> None:
