@@ -39,7 +39,7 @@ from es_rerank.backends.sorting import (BY_SCORE, SortKey, after, by_score_alone
                                         read_sort, sort_values)
 from es_rerank.backends.query_tree import (
     AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Keyword, MatchAll, MatchNone, Node, Pattern, Phrase,
-    Range, UnsupportedQuery, Words, active_limits, check_cost, shortened,
+    QueryCost, Range, UnsupportedQuery, Words, active_limits, check_cost, shortened,
 )
 from es_rerank.backends.tantivy_files import TantivyFileError, hold_tantivy_files
 from es_rerank.held_files import FileBeingWritten, FileGuard
@@ -110,10 +110,17 @@ def index_document(row: int, text: str, source: Mapping[str, Any]) -> tantivy.Do
 
 @dataclass(frozen=True)
 class EmbeddedSearch:
-    """A search body checked and translated for tantivy (``EmbeddedBackend.prepare``)."""
+    """A search body checked for tantivy (``EmbeddedBackend.prepare``); translated on first use.
 
-    query: tantivy.Query  # the query with the post_filter: what the hits match
-    aggs_query: tantivy.Query  # without the post_filter: what the aggregations count, as in Elasticsearch
+    Reading a query and weighing its ``cost`` is cheap; building its tantivy query is not
+    (a wildcard's automaton takes milliseconds, holding the GIL), so the gateway weighs the
+    search first (its heavy lane) and the translation waits for the search itself.
+    """
+
+    tree: Node  # the query's tree
+    post_filter: Node | None
+    translate: Callable[[Node], tantivy.Query]  # the backend's translation of a tree
+    cost: QueryCost  # what the query and its post_filter ask of the index (checked against the QueryLimits)
     aggs: Mapping[str, Any] | None
     total_limit: int | None  # hits counted exactly up to this; None: not counted (track_total_hits false)
     source: SourceFilter | None  # _source includes, excludes; None: no _source
@@ -122,6 +129,19 @@ class EmbeddedSearch:
     sort: tuple[SortKey, ...] | None = None  # None: by descending score (sorting.py)
     search_after: tuple[Any, ...] | None = None  # the sort values the hits come strictly after
     track_scores: bool = False  # show _score on a sort that does not include it
+
+    @cached_property
+    def aggs_query(self) -> tantivy.Query:
+        """Without the post_filter: what the aggregations count, as in Elasticsearch."""
+        return self.translate(self.tree)
+
+    @cached_property
+    def query(self) -> tantivy.Query:
+        """The query with the post_filter: what the hits match."""
+        if self.post_filter is None:
+            return self.aggs_query
+        return tantivy.Query.boolean_query([(tantivy.Occur.Must, self.aggs_query), (tantivy.Occur.Must,
+                                            tantivy.Query.const_score_query(self.translate(self.post_filter), 0.0))])
 
 
 def current_version(root: Path) -> str:
@@ -322,8 +342,8 @@ class EmbeddedBackend:
                 for ((score, address), _, doc_id), data in zip(ranked, terms, strict=True)]
 
     def prepare(self, body: Mapping[str, Any]) -> EmbeddedSearch:
-        """A search body checked and translated; ``QueryRefused`` names what the embedded backend cannot serve, or the
-        limit of ``active_limits()`` (the request's ``QueryLimits``) that its query passes, before tantivy runs."""
+        """A search body checked (translated when first searched); ``QueryRefused`` names what the embedded backend
+        cannot serve, or the limit of ``active_limits()`` (the request's ``QueryLimits``) that its query passes."""
         unknown = next((key for key in body if key not in BODY_KEYS), None)
         if unknown is not None:
             raise QueryRefused(f"[{str(unknown)[:40]}] in the search body is not served by the embedded backend, "
@@ -332,13 +352,9 @@ class EmbeddedBackend:
             tree = read_query(body["query"]) if body.get("query") is not None else MatchAll()
             post_filter = read_query(body["post_filter"]) if body.get("post_filter") is not None else None
             # The query and its post_filter run together: one budget (QueryLimits) for both, before tantivy runs.
-            check_cost(Bool(must=(tree,) if post_filter is None else (tree, post_filter)), active_limits())
+            cost = check_cost(Bool(must=(tree,) if post_filter is None else (tree, post_filter)), active_limits())
         except UnsupportedQuery as error:
             raise QueryRefused(str(error)) from None
-        query = self._tantivy(tree)
-        filtered = query if post_filter is None else tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, query), (tantivy.Occur.Must, tantivy.Query.const_score_query(
-                self._tantivy(post_filter), 0.0))])
         aggs = body.get("aggs", body.get("aggregations"))
         sort = read_sort(body["sort"]) if body.get("sort") is not None else None
         search_after = None
@@ -349,7 +365,7 @@ class EmbeddedBackend:
             sort = None  # the default order
         if not isinstance(body.get("track_scores", False), bool):
             raise QueryRefused(f"[track_scores] must be true or false, got {str(body['track_scores'])[:40]}")
-        return EmbeddedSearch(filtered, query, _read_aggs(aggs) if aggs is not None else None,
+        return EmbeddedSearch(tree, post_filter, self._tantivy, cost, _read_aggs(aggs) if aggs is not None else None,
                               _total_limit(body.get("track_total_hits")), read_source_filter(body.get("_source")),
                               read_highlight(body["highlight"]) if body.get("highlight") is not None else (),
                               frozenset(_words(tree)), sort, search_after, bool(body.get("track_scores", False)))

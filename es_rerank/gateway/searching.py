@@ -17,9 +17,9 @@ from flask import current_app
 
 from es_rerank.backends.answer_budget import AnswerLimits
 from es_rerank.backends.base import QueryRefused
-from es_rerank.backends.highlight import read_highlight, source_patterns
-from es_rerank.backends.query_dsl import read_query
-from es_rerank.backends.query_tree import UNLIMITED, QueryCost, UnsupportedQuery, check_cost
+from es_rerank.backends.embedded import EmbeddedSearch
+from es_rerank.backends.highlight import source_patterns
+from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
 from es_rerank.gateway.index_names import unserved_name
@@ -62,8 +62,8 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     limits = AnswerLimits(current_app.config["ESRR_MAX_ANSWER_BYTES"], current_app.config["ESRR_MAX_HIGHLIGHT_CHARS"])
     started = time.perf_counter()
     try:
-        with lane.taken(_heavy(asked, backend.engine == "embedded")):  # weighed before the backend's own work
-            prepared = backend.prepare(asked.body)
+        prepared = backend.prepare(asked.body)  # read and weighed; the embedded index translates it when searched
+        with lane.taken(_heavy(asked, prepared)):
             check_answer = getattr(backend, "check_answer", None)  # a backend that can weigh its answer beforehand
             if check_answer is not None:
                 check_answer(prepared, asked.size, limits)
@@ -175,21 +175,12 @@ def shaped(response: dict[str, Any], params: Mapping[str, str], body: Mapping[st
     return response
 
 
-def _heavy(asked: SearchRequest, runs_query: bool) -> bool:
-    """Whether the search takes the heavy lane, read from the request before any backend work: the hits it renders
-    and, where the gateway ``runs_query`` itself (the embedded index), its highlight and its query's cost. A query
-    or highlight that cannot be read is weighed light: the backend refuses it with the reason."""
-    if not runs_query:  # Elasticsearch searches and highlights; the gateway renders the page
+def _heavy(asked: SearchRequest, prepared: Any) -> bool:
+    """Whether the search takes the heavy lane: the hits it renders and, on the embedded index, which searches and
+    highlights here, its highlight, its query's cost and a sort by a field (which reads every match)."""
+    if not isinstance(prepared, EmbeddedSearch):  # Elasticsearch searches and highlights; the gateway renders
         return is_heavy(asked.size, (), QueryCost())
-    if asked.sorts_by_field:  # the embedded index reads every match to sort by a field
-        return True
-    try:
-        highlight = read_highlight(asked.body["highlight"]) if asked.body.get("highlight") is not None else ()
-        query = asked.body.get("query")
-        cost = check_cost(read_query(query), UNLIMITED) if query is not None else QueryCost()
-    except UnsupportedQuery:
-        return False
-    return is_heavy(asked.size, highlight, cost)
+    return asked.sorts_by_field or is_heavy(asked.size, prepared.highlight, prepared.cost)
 
 
 def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) -> dict[str, Any]:
