@@ -31,7 +31,14 @@ SNIPPET_CHARS = 300  # of the abstract's start, shown when no fragment of it is 
 SNIPPET_FRAGMENTS = 3  # highlighted fragments of the abstract shown (Elasticsearch sends up to 5)
 PUBMED_URL = "https://pubmed.ncbi.nlm.nih.gov/{}/"
 _PMID = re.compile(r"[0-9]{1,10}")
+# A record's own PubMed address (BEIR's NFCorpus keeps ``metadata.url`` as http://www.ncbi.nlm.nih.gov/pubmed/N).
+_PUBMED_ADDRESS = re.compile(r"https?://(?:www\.)?(?:ncbi\.nlm\.nih\.gov/pubmed|pubmed\.ncbi\.nlm\.nih\.gov)/"
+                             r"([0-9]{1,10})/?")
 _EM_TAG = re.compile(r"(</?em>)")
+# Lucene's English stop set (Elasticsearch's ``_english_``): a query's "and" or "of" matches, yet marking every one
+# of them in a title and an abstract hides the words that made the hit.
+UNMARKED_WORDS = frozenset(("a an and are as at be but by for if in into is it no not of on or such that the their "
+                            "then there these they this to was will with").split())
 
 
 class SiteQueryError(ValueError):
@@ -113,8 +120,8 @@ def search_body(query: SiteQuery) -> dict[str, Any]:
     condition: dict[str, Any] = {"must": [{"match": {"text": {"query": query.text}}}]}
     if filters:
         condition["filter"] = filters
-    return {"query": {"bool": condition}, "from": query.offset, "size": PAGE_SIZE,
-            "highlight": {"encoder": "html", "fields": {"title": {}, "abstract": {}}},
+    return {"query": {"bool": condition}, "from": query.offset, "size": PAGE_SIZE,  # the whole title, highlighted
+            "highlight": {"encoder": "html", "fields": {"title": {"number_of_fragments": 0}, "abstract": {}}},
             "aggs": {"year": {"terms": {"field": "year", "size": 50}},
                      "publication_types": {"terms": {"field": "publication_types", "size": MAX_TYPES}}}}
 
@@ -124,7 +131,7 @@ class ResultView:
     """One hit as the page shows it."""
 
     title: Markup
-    url: str | None  # PubMed's page when the id is a PMID
+    url: str | None  # PubMed's page: of the id when it is a PMID, else of the record's ``metadata.url``
     doc_id: str
     authors: str
     journal: str
@@ -201,10 +208,20 @@ def result_view(hit: Mapping[str, Any]) -> ResultView:
     else:
         snippet = escape(_clipped(source.get("abstract") or "", SNIPPET_CHARS))
     year = source.get("year")
-    return ResultView(title, PUBMED_URL.format(doc_id) if _PMID.fullmatch(doc_id) else None, doc_id,
+    return ResultView(title, pubmed_url(doc_id, source.get("metadata")), doc_id,
                       author_line(source.get("authors") or ()), str(source.get("journal") or ""),
                       year if isinstance(year, int) else None, tuple(source.get("publication_types") or ()),
                       snippet, bool((hit.get("fields") or {}).get("reranked", [False])[0]))
+
+
+def pubmed_url(doc_id: str, metadata: Any) -> str | None:
+    """The record's PubMed page: its id's when that is a PMID, else the PubMed address in ``metadata.url``; None when
+    it has neither (another address is not linked: the page links PubMed only)."""
+    if _PMID.fullmatch(doc_id):
+        return PUBMED_URL.format(doc_id)
+    address = metadata.get("url") if isinstance(metadata, Mapping) else None
+    found = _PUBMED_ADDRESS.fullmatch(address.strip()) if isinstance(address, str) else None
+    return PUBMED_URL.format(found.group(1)) if found else None
 
 
 def author_line(authors: Sequence[str]) -> str:
@@ -218,12 +235,16 @@ def highlighted(fragment: str) -> Markup:
 
     With ``"encoder": "html"`` the backend has escaped the text around the ``<em>`` tags;
     the text is unescaped and escaped again so that a backend that did not escape it
-    still cannot inject markup, and unbalanced tags are closed. Hand-written rather than
-    an HTML sanitizer: the one tag allowed makes it a split on a regular expression.
+    still cannot inject markup, and unbalanced tags are closed. A mark around a lone stop
+    word (``UNMARKED_WORDS``) is dropped. Hand-written rather than an HTML sanitizer: the
+    one tag allowed makes it a split on a regular expression.
     """
     parts: list[Markup] = []
     depth = 0
-    for piece in _EM_TAG.split(fragment):
+    pieces = _EM_TAG.split(fragment)
+    for at, piece in enumerate(pieces):
+        if piece in ("<em>", "</em>") and _marks_a_stop_word(pieces, at):
+            continue
         if piece == "<em>":
             depth += 1
             parts.append(Markup("<em>"))
@@ -235,6 +256,15 @@ def highlighted(fragment: str) -> Markup:
             parts.append(escape(html.unescape(piece)))
     parts.extend(Markup("</em>") for _ in range(depth))
     return Markup("").join(parts)
+
+
+def _marks_a_stop_word(pieces: list[str], at: int) -> bool:
+    """Whether the tag at ``pieces[at]`` opens or closes a mark around nothing but a stop word."""
+    opening = pieces[at] == "<em>"
+    inner, other = (at + 1, at + 2) if opening else (at - 1, at - 2)
+    if not 0 <= other < len(pieces) or pieces[other] != ("</em>" if opening else "<em>"):
+        return False
+    return html.unescape(pieces[inner]).strip().lower() in UNMARKED_WORDS
 
 
 def _clipped(text: str, chars: int) -> str:

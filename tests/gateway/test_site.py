@@ -121,3 +121,17 @@ def test_a_search_shows_the_results_filters_and_pages(tmp_path):
     past = client.get("/?q=vitamin&page=2", headers=BROWSER).get_data(as_text=True)
     assert "No results on page 2; there are 3 results." in past
     assert '<a href="/?q=vitamin" rel="prev">Previous</a>' in past and 'rel="next"' not in past  # back to page 1
+
+
+def test_a_result_shows_its_whole_title_a_pubmed_link_and_no_marked_stop_words(tmp_path):
+    long_title = ("Effects of a twelve week programme of supervised exercise and dietary advice on bone density "
+                  "in postmenopausal women with low vitamin D")
+    articles = [Document("MED-4", long_title, "Exercise and vitamin D for bone density.", "Bone", 2011,
+                         metadata={"url": "http://www.ncbi.nlm.nih.gov/pubmed/25329299"}), *ARTICLES]
+    build_embedded_index(articles, tmp_path / "indexes" / "embedded", version="v1", progress=False)
+    page = _client(tmp_path).get("/?q=vitamin+and+bone", headers=BROWSER).get_data(as_text=True)
+    shown = {re.sub(r"<[^>]*>", "", title): title for title in _results(page)}
+    assert long_title in shown  # whole, not the first 100-character fragment
+    assert shown[long_title].startswith('<a href="https://pubmed.ncbi.nlm.nih.gov/25329299/">')  # metadata.url's
+    assert "<em>vitamin</em> D" in shown[long_title] and "<em>bone</em> density" in shown[long_title]
+    assert "<em>and</em>" not in page.lower()  # "and" matched, yet is not marked

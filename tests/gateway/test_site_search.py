@@ -6,7 +6,7 @@ import pytest
 from markupsafe import Markup
 
 from es_rerank.gateway.site_search import (MAX_PAGE, SiteQuery, SiteQueryError, author_line, highlighted,
-                                           result_view, results_view, search_body, site_query)
+                                           pubmed_url, result_view, results_view, search_body, site_query)
 
 # As Elasticsearch 8 answers the page's request (from 10, a year filter) with "encoder": "html".
 RESPONSE = {
@@ -46,7 +46,7 @@ def test_the_request_body_is_the_contracts_with_filters_only_when_chosen():
     plain = search_body(site_query("green tea", None, None, None, []))
     assert plain == {
         "query": {"bool": {"must": [{"match": {"text": {"query": "green tea"}}}]}}, "from": 0, "size": 10,
-        "highlight": {"encoder": "html", "fields": {"title": {}, "abstract": {}}},
+        "highlight": {"encoder": "html", "fields": {"title": {"number_of_fragments": 0}, "abstract": {}}},
         "aggs": {"year": {"terms": {"field": "year", "size": 50}},
                  "publication_types": {"terms": {"field": "publication_types", "size": 20}}}}
     filtered = search_body(site_query("  green   tea ", "3", "2010", "2020", ["Review", "Review", " ", "Clinical Trial"]))
@@ -119,6 +119,30 @@ def test_pages_stop_at_the_gateways_window():
 ])
 def test_a_snippets_only_markup_is_em(fragment, safe):
     assert highlighted(fragment) == Markup(safe)
+
+
+@pytest.mark.parametrize(("fragment", "shown"), [
+    ("<em>diet</em> <em>and</em> <em>cancer</em>", "<em>diet</em> and <em>cancer</em>"),  # a lone stop word: unmarked
+    ("Effects <em>of</em> <em>The</em> diet", "Effects of The diet"),
+    ("<em>diet and cancer</em>", "<em>diet and cancer</em>"),  # a mark around more than the stop word stays
+    ("<em>android</em> <em>andes</em>", "<em>android</em> <em>andes</em>"),  # whole words only
+    ("<em>and", "<em>and</em>"),  # unbalanced: closed as before
+])
+def test_a_lone_stop_word_is_not_marked(fragment, shown):
+    assert highlighted(fragment) == Markup(shown)
+
+
+@pytest.mark.parametrize(("doc_id", "metadata", "url"), [
+    ("31452104", None, "https://pubmed.ncbi.nlm.nih.gov/31452104/"),
+    ("MED-10", {"url": "http://www.ncbi.nlm.nih.gov/pubmed/25329299"}, "https://pubmed.ncbi.nlm.nih.gov/25329299/"),
+    ("MED-11", {"url": "https://pubmed.ncbi.nlm.nih.gov/25329300/"}, "https://pubmed.ncbi.nlm.nih.gov/25329300/"),
+    ("MED-12", {"url": "https://example.org/pubmed/1"}, None),  # only PubMed's own address is linked
+    ("MED-13", {"url": "javascript:alert(1)//ncbi.nlm.nih.gov/pubmed/1"}, None),
+    ("MED-14", {"url": 7}, None), ("MED-15", "not an object", None), ("MED-16", {}, None),
+])
+def test_a_hit_links_pubmed_by_its_pmid_or_its_records_pubmed_address(doc_id, metadata, url):
+    assert pubmed_url(doc_id, metadata) == url
+    assert result_view({"_id": doc_id, "_source": {"doc_id": doc_id, "metadata": metadata}}).url == url
 
 
 def test_a_hit_without_metadata_still_shows_its_id_and_title():

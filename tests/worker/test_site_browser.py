@@ -131,6 +131,7 @@ def _articles(corpus: Path) -> dict[str, dict]:
             for record in ElementTree.parse(stream).getroot().iter("MedlineCitation"):
                 article = record.find("Article")
                 articles[record.findtext("PMID")] = {
+                    "title": " ".join("".join(article.find("ArticleTitle").itertext()).split()),
                     "year": int(article.findtext("Journal/JournalIssue/PubDate/Year")),
                     "types": [kind.text for kind in article.iter("PublicationType")]}
     return articles
@@ -177,6 +178,8 @@ def test_a_person_searches_filters_and_pages_in_chromium(browser, gateway, corpu
     assert "delta-32-lex3" in page.locator("#ranker").inner_text()
     assert page.locator(".note").count() == 0  # neither skipped nor fallen back
     assert page.locator("li.result em").count() > 0  # the query's word highlighted in the snippets
+    titles = [" ".join(title.split()) for title in page.locator("li.result h3").all_inner_texts()]
+    assert titles == [articles[pmid]["title"] for pmid in _shown(page)]  # whole titles, each linked to PubMed
     assert re.match(r"\d+\+? results; showing 1–10, page 1 of \d+", page.get_by_role("status").inner_text())
     for role in ("complementary", "navigation"):  # the filters and the pages
         assert page.get_by_role(role).count() == 1, role
