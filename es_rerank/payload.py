@@ -71,6 +71,23 @@ class PayloadError(ValueError):
     """
 
 
+class LexFeaturesMismatch(PayloadError):
+    """The worker's model reads other Lex features than the request carries; ``served`` names the model's.
+
+    A caller can follow the model (build the request again with ``served``): a gateway started
+    before a model with other features was trained otherwise fails every search. The names
+    travel as the second argument, a comma-separated string, since Celery rebuilds a task's
+    exception from its arguments.
+    """
+
+    def __init__(self, message: str, served: str = "") -> None:
+        super().__init__(message, served)
+        self.served = tuple(name for name in served.split(",") if name)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class WorkerSetupError(RuntimeError):
     """The worker cannot score: a missing or mismatched checkpoint, embeddings or statistics.
 

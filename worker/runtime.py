@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from es_rerank.payload import DOC_LEN, DOC_PAD, PayloadError, ScoreRequest, WorkerSetupError
+from es_rerank.payload import DOC_LEN, DOC_PAD, LexFeaturesMismatch, PayloadError, ScoreRequest, WorkerSetupError
 from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
 from es_rerank.versions import VersionNameError, check_version
@@ -324,10 +324,10 @@ class Runtime:
     def prepare(self, request: ScoreRequest) -> Prepared:
         """(query_rows int64 [M], doc_rows int64 [n, N], lex float32 [n, L], L may be 0) for the scorer."""
         if request.lex_names != self.lex_names:
-            raise PayloadError(f"the request carries Lex features {list(request.lex_names)}, model "
-                               f"{self.model_name} was trained with {list(self.lex_names)}; set "
-                               f"ESRR_LEX_FEATURES={','.join(self.lex_names)} where the gateway or `esrr "
-                               "search --worker` runs")
+            raise LexFeaturesMismatch(f"the request carries Lex features {list(request.lex_names)}, model "
+                                      f"{self.model_name} was trained with {list(self.lex_names)}; set "
+                                      f"ESRR_LEX_FEATURES={','.join(self.lex_names)} where the gateway or `esrr "
+                                      "search --worker` runs", ",".join(self.lex_names))
         table = self.stats_table(request.stats_version, request.stats_build or None)  # "": unchecked
         docs = request.doc_tokens
         if docs.size and int(docs.max()) >= len(table):

@@ -27,6 +27,7 @@ process take turns).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -42,11 +43,12 @@ from kombu.utils.url import maybe_sanitize_url
 from es_rerank.backends.base import Hit
 from es_rerank.ranking.breaker import CLOSED, CircuitBreaker
 from es_rerank.ranking.pipeline import ScoringUnavailable, StageClock, no_clock
-from es_rerank.lex import LEX3
-from es_rerank.payload import TASK_NAME, build_request, encode, result_scores
+from es_rerank.lex import LEX3, UnknownFeatureError
+from es_rerank.payload import TASK_NAME, LexFeaturesMismatch, PayloadError, build_request, encode, result_scores
 from es_rerank.settings import MAX_GATEWAY_THREADS
 from es_rerank.stats import CorpusStats
 
+log = logging.getLogger(__name__)
 UNANSWERED_NAME = "worker"  # the ranker's name until a worker has said which model it serves
 try:  # a Redis that answers wrongly (another protocol on the port, a database number it lacks)
     from redis.exceptions import RedisError
@@ -109,7 +111,9 @@ class WorkerReranker:
 
     ``client`` is a Celery app with the workers' broker and result backend
     (``worker.celery_app.create_app``), not yet used: it only sends, under
-    ``caller_config``. Celery's result consumer drains once a second, so a wait past
+    ``caller_config``. ``lex_names`` is the first guess at the served model's Lex features:
+    a worker whose model reads others says which, and the reranker follows it (a model
+    trained after the gateway started). Celery's result consumer drains once a second, so a wait past
     the deadline ends at the next whole second. ``breaker``, when given, skips the workers
     during an outage; ``max_queued`` (Redis) is the most tasks left waiting on the queue
     before a send is refused. Safe to share between threads.
@@ -161,10 +165,33 @@ class WorkerReranker:
                 self.breaker.abandoned()
             raise
         with clock("model"):
-            result = self.answer(payload, started + self.deadline_s)
+            try:
+                result = self.answer(payload, started + self.deadline_s)
+            except LexFeaturesMismatch as mismatch:
+                result = self._follow(mismatch, query, hits, stats, started + self.deadline_s)
         scores = result_scores(result, len(hits))
         self._answered.model = str(result.get("model") or UNANSWERED_NAME)
         return scores
+
+    def _follow(self, mismatch: LexFeaturesMismatch, query: str, hits: Sequence[Hit], stats: CorpusStats,
+                deadline: float) -> Any:
+        """The worker's answer to the request built again with the Lex features its model reads, which later
+        searches use too; ``ScoringUnavailable`` (BM25's order, with why) when they cannot be built here."""
+        followed = mismatch.served
+        try:
+            payload = encode(build_request(query, [h.terms for h in hits], stats, followed))
+        except (PayloadError, UnknownFeatureError) as error:  # a model newer than this gateway's code
+            raise ScoringUnavailable(f"{mismatch}; this gateway cannot compute them ({error}): upgrade it") from None
+        log.warning("the worker's model reads the Lex features %s, not %s: following it (ESRR_LEX_FEATURES=%s "
+                    "makes that the first guess)", list(followed), list(self.lex_names), ",".join(followed))
+        try:
+            result = self.answer(payload, deadline)
+        except LexFeaturesMismatch as again:  # workers of two models on one queue
+            raise ScoringUnavailable(f"the workers on queue {self.queue!r} serve models of different Lex features "
+                                     f"({list(followed)}, then {list(again.served)}); serve one model per "
+                                     "queue") from None
+        self.lex_names = followed
+        return result
 
     def answer(self, payload: dict[str, Any], deadline: float) -> Any:
         """The result for an encoded ``payload`` by ``deadline`` (``time.monotonic``), its outcome told to the
