@@ -38,9 +38,10 @@ from es_rerank.backends.query_dsl import read_query
 from es_rerank.backends.sorting import (BY_SCORE, SortKey, after, by_score_alone, in_order, read_search_after,
                                         read_sort, sort_values)
 from es_rerank.backends.query_tree import (
-    AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Keyword, MatchAll, MatchNone, Node, Pattern, Phrase,
-    QueryCost, Range, UnsupportedQuery, Words, active_limits, check_cost, shortened,
+    AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Fuzzy, Keyword, MatchAll, MatchNone, Node, Pattern,
+    Phrase, PhrasePrefix, QueryCost, Range, UnsupportedQuery, Words, active_limits, check_cost, shortened,
 )
+from es_rerank.backends.term_expansion import TermDictionary, fuzzy_query, phrase_prefix_query
 from es_rerank.backends.tantivy_files import TantivyFileError, hold_tantivy_files
 from es_rerank.held_files import FileBeingWritten, FileGuard
 from es_rerank.settings import missing_from_home
@@ -547,9 +548,13 @@ class EmbeddedBackend:
         if isinstance(node, Phrase):
             query = Query.phrase_query(schema, "text", list(node.tokens), node.slop)
             return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
+        if isinstance(node, Fuzzy):
+            return fuzzy_query(schema, "text", self.text_words, node)
+        if isinstance(node, PhrasePrefix):
+            return phrase_prefix_query(schema, "text", self.text_words, node)
         if isinstance(node, Pattern):
             try:
-                pattern = Query.regex_query(schema, "text", node.regex)
+                pattern = Query.regex_query(schema, node.field, node.regex)
             except ValueError as error:  # tantivy's automaton over its size limit, or a regex it cannot read
                 raise QueryRefused(f"the wildcard {shortened(node.wildcard)!r} cannot be searched here "
                                    f"({str(error)[:120]}); use fewer ? and * in it") from None
@@ -569,6 +574,13 @@ class EmbeddedBackend:
         if isinstance(node, MatchNone):
             return Query.empty_query()
         return self._bool(node)
+
+    @cached_property
+    def text_words(self) -> TermDictionary:
+        """The words of the ``text`` field (those of the vocabulary with a document), which fuzzy words and a
+        phrase's prefix expand to; read once per version, on its first such search (0.2 s for NFCorpus's 32k)."""
+        return TermDictionary(word for word, frequency in zip(self._stats.vocab.terms, self._stats.df["text"])
+                              if frequency > 0)
 
     def _bool(self, node: Bool) -> tantivy.Query:
         Query, Occur = tantivy.Query, tantivy.Occur
@@ -626,6 +638,10 @@ def _words(node: Node) -> set[str]:
     """The words of the text clauses a highlight marks (not those of must_not)."""
     if isinstance(node, (Words, Phrase)):
         return set(node.tokens)
+    if isinstance(node, Fuzzy):
+        return {node.token}
+    if isinstance(node, PhrasePrefix):
+        return set(node.tokens[:-1])
     if isinstance(node, Bool):
         return set().union(*(_words(child) for child in (*node.must, *node.should)))
     return set()
