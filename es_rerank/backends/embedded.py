@@ -483,7 +483,9 @@ class EmbeddedBackend:
 
     @_reads_files
     def check_answer(self, prepared: EmbeddedSearch, hits: int, limits: AnswerLimits) -> None:
-        """``AnswerTooLarge`` before any work when ``hits`` hits of ``prepared`` would pass ``limits``."""
+        """``AnswerTooLarge`` before any work when ``hits`` hits of ``prepared`` would pass ``limits``; no more hits
+        than the index holds are foreseen (a size of 10,000 on a smaller index asks for all of it)."""
+        hits = min(hits, self._stats.n_docs)
         if hits:
             check_estimate(hits, self.mean_source_bytes, prepared.source is not None, prepared.highlight, limits)
 
