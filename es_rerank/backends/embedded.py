@@ -9,7 +9,7 @@ directory and ``CURRENT`` names the one being served, swapped atomically.
 Search bodies (``prepare`` / ``first_stage`` / ``page``) are read by
 ``es_rerank.backends.query_dsl`` and translated to tantivy queries here: ``text`` is
 indexed with positions (phrases), the metadata filters are raw-tokenized keyword
-fields and an integer ``year`` (indexed and fast: ranges and terms aggregations), and
+fields and an integer ``year`` (indexed and fast: ranges and aggregations, aggregations.py), and
 each document's whole ``_source`` is one stored JSON field, read only for the page
 shown (a search of the top 500 reads no stored field).
 """
@@ -21,7 +21,7 @@ import json
 import math
 import os
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import combinations
 from pathlib import Path
@@ -42,6 +42,7 @@ from es_rerank.backends.query_tree import (
     Phrase, PhrasePrefix, QueryCost, Range, UnsupportedQuery, Words, active_limits, check_cost, shortened,
 )
 from es_rerank.backends.term_expansion import TermDictionary, fuzzy_query, phrase_prefix_query
+from es_rerank.backends.aggregations import AggregationPlan, FieldFacts, read_aggregations
 from es_rerank.backends.tantivy_files import TantivyFileError, hold_tantivy_files
 from es_rerank.held_files import FileBeingWritten, FileGuard
 from es_rerank.settings import missing_from_home
@@ -122,7 +123,7 @@ class EmbeddedSearch:
     post_filter: Node | None
     translate: Callable[[Node], tantivy.Query]  # the backend's translation of a tree
     cost: QueryCost  # what the query and its post_filter ask of the index (checked against the QueryLimits)
-    aggs: Mapping[str, Any] | None
+    aggs: AggregationPlan | None
     total_limit: int | None  # hits counted exactly up to this; None: not counted (track_total_hits false)
     source: SourceFilter | None  # _source includes, excludes; None: no _source
     highlight: tuple[FieldHighlight, ...]
@@ -349,14 +350,19 @@ class EmbeddedBackend:
         if unknown is not None:
             raise QueryRefused(f"[{str(unknown)[:40]}] in the search body is not served by the embedded backend, "
                                f"which reads {', '.join(BODY_KEYS)} (and size, from, ext); it is {ON_ELASTICSEARCH}")
+        aggs = body.get("aggs", body.get("aggregations"))
         try:
             tree = read_query(body["query"]) if body.get("query") is not None else MatchAll()
             post_filter = read_query(body["post_filter"]) if body.get("post_filter") is not None else None
-            # The query and its post_filter run together: one budget (QueryLimits) for both, before tantivy runs.
-            cost = check_cost(Bool(must=(tree,) if post_filter is None else (tree, post_filter)), active_limits())
+            plan = None
+            if aggs is not None:
+                plan = read_aggregations(aggs, read_query, self.field_facts, active_limits().max_buckets)
+                plan = replace(plan, run_scope=functools.partial(self._scoped_aggregation, tree))
+            # The query, its post_filter and the aggregations' filters: one budget (QueryLimits), before tantivy runs.
+            searched = (tree,) + ((post_filter,) if post_filter is not None else ()) + (plan.queries() if plan else ())
+            cost = check_cost(Bool(must=searched), active_limits())
         except UnsupportedQuery as error:
             raise QueryRefused(str(error)) from None
-        aggs = body.get("aggs", body.get("aggregations"))
         sort = read_sort(body["sort"]) if body.get("sort") is not None else None
         search_after = None
         if body.get("search_after") is not None:
@@ -366,7 +372,7 @@ class EmbeddedBackend:
             sort = None  # the default order
         if not isinstance(body.get("track_scores", False), bool):
             raise QueryRefused(f"[track_scores] must be true or false, got {str(body['track_scores'])[:40]}")
-        return EmbeddedSearch(tree, post_filter, self._tantivy, cost, _read_aggs(aggs) if aggs is not None else None,
+        return EmbeddedSearch(tree, post_filter, self._tantivy, cost, plan,
                               _total_limit(body.get("track_total_hits")), read_source_filter(body.get("_source")),
                               read_highlight(body["highlight"]) if body.get("highlight") is not None else (),
                               frozenset(_words(tree)), sort, search_after, bool(body.get("track_scores", False)))
@@ -577,6 +583,36 @@ class EmbeddedBackend:
             return Query.empty_query()
         return self._bool(node)
 
+    def _scoped_aggregation(self, tree: Node, filters: tuple[Node, ...],
+                            request: Mapping[str, Any]) -> tuple[int, Mapping[str, Any]]:
+        """How many documents ``tree`` and ``filters`` match, and tantivy's ``request`` aggregated over them (a
+        filter bucket of an aggregation)."""
+        query = self._tantivy(Bool(must=(tree,), filter=filters))
+        count = self._searcher.search(query, 1, count=True).count if self._stats.n_docs else 0
+        return count, (self._searcher.aggregate(query, dict(request)) if request and count else {})
+
+    @cached_property
+    def field_facts(self) -> FieldFacts:
+        """The distinct values of each aggregatable field and the span of ``year`` in this version (read once, for
+        the bound on an aggregation's buckets), and which fields it can aggregate (a version built before ``mesh``
+        was a fast field cannot aggregate it)."""
+        distinct: dict[str, int] = {}
+        aggregatable = []
+        everything = tantivy.Query.all_query()
+        for name in AGGREGATABLE:
+            try:
+                answer = self._searcher.aggregate(everything, {"t": {"terms": {"field": name, "size": 65_000}}})
+            except ValueError:  # "not configured as fast field": an older build
+                continue
+            aggregatable.append(name)
+            distinct[name] = len(answer.get("t", {}).get("buckets", []))
+        span = None
+        if "year" in aggregatable and self._stats.n_docs:
+            years = self._searcher.aggregate(everything, {"s": {"stats": {"field": "year"}}}).get("s", {})
+            if years.get("count"):
+                span = (int(years["min"]), int(years["max"]))
+        return FieldFacts(distinct, span, tuple(aggregatable))
+
     @cached_property
     def text_words(self) -> TermDictionary:
         """The words of the ``text`` field (those of the vocabulary with a document), which fuzzy words and a
@@ -662,49 +698,16 @@ def _total_limit(track: Any) -> int | None:
     raise QueryRefused(f"[track_total_hits] must be true, false or a whole number, got {str(track)[:40]}")
 
 
-def _read_aggs(aggs: Any) -> dict[str, dict[str, Any]]:
-    """``aggs`` as name -> {field, size} of terms aggregations, or ``QueryRefused`` naming what is not served."""
-    if not isinstance(aggs, dict) or len(aggs) > 20:
-        raise QueryRefused("[aggs] must be an object of at most 20 named aggregations")
-    read = {}
-    for name, spec in aggs.items():
-        if not isinstance(spec, dict) or set(spec) != {"terms"} or not isinstance(spec["terms"], dict):
-            kinds = sorted(spec) if isinstance(spec, dict) else spec
-            raise QueryRefused(f"aggregation [{str(name)[:40]}] ({str(kinds)[:40]}): the embedded backend serves "
-                               f"terms aggregations on {', '.join(AGGREGATABLE)} without sub-aggregations; "
-                               f"others are {ON_ELASTICSEARCH}")
-        terms = spec["terms"]
-        unknown = next((key for key in terms if key not in ("field", "size")), None)
-        if unknown is not None or terms.get("field") not in AGGREGATABLE:
-            raise QueryRefused(f"terms aggregation [{str(name)[:40]}]: the embedded backend reads field (one of "
-                               f"{', '.join(AGGREGATABLE)}) and size; {str(unknown or terms.get('field'))[:40]} is "
-                               f"{ON_ELASTICSEARCH}")
-        size = terms.get("size", 10)
-        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1000:
-            raise QueryRefused(f"terms aggregation [{str(name)[:40]}] size must be 1 to 1000, got {str(size)[:40]}")
-        read[str(name)] = {"field": terms["field"], "size": size}
-    return read
+def _tantivy_aggs(plan: AggregationPlan) -> dict[str, Any]:
+    """What tantivy is asked for a search's aggregations (aggregations.py)."""
+    return plan.tantivy_request()
 
 
-def _tantivy_aggs(aggs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    # Every term's count, ordered below: tantivy's own cut may keep another of two equal counts than Elasticsearch.
-    return {name: {"terms": {"field": spec["field"], "size": 65_000}} for name, spec in aggs.items()}
+def _es_aggregations(result: Mapping[str, Any], plan: AggregationPlan) -> dict[str, Any]:
+    """tantivy's aggregations as Elasticsearch answers them, the filter buckets searched (aggregations.py)."""
+    return plan.answer(result)
 
 
-def _es_aggregations(result: Mapping[str, Any], aggs: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """tantivy's terms aggregations as Elasticsearch answers them: buckets by count, then by key, cut to size."""
-    shaped = {}
-    for name, spec in aggs.items():
-        buckets = sorted(({"key": int(b["key"]) if spec["field"] == "year" else b["key"], "doc_count": b["doc_count"]}
-                          for b in result.get(name, {}).get("buckets", [])),
-                         key=lambda bucket: (-bucket["doc_count"], bucket["key"]))
-        shown = buckets[:spec["size"]]
-        shaped[name] = {"doc_count_error_upper_bound": 0,
-                        "sum_other_doc_count": sum(b["doc_count"] for b in buckets[spec["size"]:]), "buckets": shown}
-    return shaped
-
-
-def _empty_aggs(aggs: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if not aggs:
-        return None
-    return {name: {"doc_count_error_upper_bound": 0, "sum_other_doc_count": 0, "buckets": []} for name in aggs}
+def _empty_aggs(plan: AggregationPlan | None) -> dict[str, Any] | None:
+    """The aggregations of a search of an empty index: every bucket empty, every metric over no document."""
+    return plan.answer(None) if plan else None

@@ -18,7 +18,7 @@ TEXT_FIELDS = ("text", "title", "abstract")  # `text` is title and abstract toge
 WHOLE_TEXT = ({"text"}, {"title", "abstract"}, {"text", "title", "abstract"}, {"*"}, {"_all"})
 KEYWORD_FIELDS = ("doc_id", "journal", "mesh", "publication_types", "doi")
 NUMBER_FIELDS = ("year",)
-AGGREGATABLE = ("year", "publication_types", "journal")
+AGGREGATABLE = ("year", "publication_types", "journal", "mesh")  # fast fields of the index (aggregations)
 MAX_CLAUSES = 1024  # Elasticsearch's own limit is 4096 (indices.query.bool.max_clause_count)
 MAX_DEPTH = 20
 MAX_SHOULD_EXPANSION = 64  # conjunctions tried for a minimum_should_match between 1 and all (see _at_least)
@@ -270,10 +270,11 @@ class QueryLimits:
     max_wildcard_terms: int = 3  # wildcard words (gree*, tumo?r)
     max_wildcard_marks: int = 8  # `?` and `*` in one wildcard word
     max_leading_wildcards: int = 0  # wildcard words starting with `?` or `*` (each tries every term of the index)
+    max_buckets: int = 65_536  # aggregation buckets one search may make (Elasticsearch's search.max_buckets)
 
 
 DEFAULT_LIMITS = QueryLimits()
-UNLIMITED = QueryLimits(2**62, 2**62, 2**62, 2**62, 2**62)  # for measuring what a search costs without them
+UNLIMITED = QueryLimits(2**62, 2**62, 2**62, 2**62, 2**62, 2**62)  # for measuring what a search costs without them
 _ACTIVE_LIMITS: ContextVar[QueryLimits] = ContextVar("esrr_query_limits", default=DEFAULT_LIMITS)
 
 

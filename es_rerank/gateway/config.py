@@ -76,9 +76,13 @@ class GatewaySettings(BrokerSettings, EventSettings):
                                                description="most wildcard words starting with ? or * in one search "
                                                "(each tries every word of the index; 0 refuses them)")
 
+    gateway_max_buckets: int = Field(DEFAULT_LIMITS.max_buckets, ge=1, le=1_000_000, description="most "
+                                     "aggregation buckets one search may make (Elasticsearch's search.max_buckets); "
+                                     "more is a 400 naming the limit, before any work")
+
     @property
     def query_limits(self) -> QueryLimits:
         """The limits on one search's cost, as the embedded backend checks them."""
         return QueryLimits(self.gateway_max_query_terms, self.gateway_max_phrase_cost,
                            self.gateway_max_wildcard_terms, self.gateway_max_wildcard_marks,
-                           self.gateway_max_leading_wildcards)
+                           self.gateway_max_leading_wildcards, self.gateway_max_buckets)
