@@ -86,3 +86,15 @@ def test_a_ten_thousand_hit_page_is_bounded_by_the_answer_budget(home: Path, fre
         # Without _source, the same page weighs its envelopes alone: still over 64 KB, refused before the work.
         with pytest.raises(BadRequestError, match="MAX_ANSWER_BYTES"):
             client.search(query=QUERY, size=MAX_K, source=False)
+
+
+def test_haystacks_filter_documents_pages_through_every_document(es):
+    """elasticsearch-haystack's ``filter_documents()`` without filters: no query, no size, ``from_`` moved by the
+    hits read until it reaches the total (``ElasticsearchDocumentStore._search_documents``)."""
+    read: list[str] = []
+    while True:
+        answer = es.search(index="_all", from_=len(read))
+        read.extend(hit["_id"] for hit in answer["hits"]["hits"])
+        if len(read) >= answer["hits"]["total"]["value"]:
+            break
+    assert sorted(read) == sorted(doc.doc_id for doc in DOCS)
