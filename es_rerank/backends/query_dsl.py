@@ -5,9 +5,9 @@ the embedded backend translates to tantivy; whatever it cannot serve as Elastics
 would is an ``UnsupportedQuery`` that names the clause and the backend that serves it
 (Elasticsearch), never a query quietly answered as another one. ``query_text`` reads
 the words the model scores from the same object on either backend: the text of the
-``match``, ``multi_match``, ``match_phrase``, ``query_string`` and
-``simple_query_string`` clauses in ``bool.must`` / ``should`` (never filter values, nor
-``must_not``'s words).
+``match``, ``multi_match``, ``match_phrase``, ``match_phrase_prefix``,
+``match_bool_prefix``, ``query_string`` and ``simple_query_string`` clauses in
+``bool.must`` / ``should`` (never filter values, nor ``must_not``'s words).
 
 Text is searched in ``text``, the field the embedded index holds (title and abstract
 together, tokenized by ``es_rerank.text.tokenize``); a clause naming ``text``,
@@ -17,7 +17,10 @@ bool rules of Elasticsearch (``should`` optional beside ``must``/``filter``, els
 required), phrases with ``slop``, and ``query_string`` syntax (AND, OR, NOT, +, -,
 quotes, parentheses, ``default_operator``) parsed by ``luqum``, a maintained parser of
 Lucene's syntax, rather than by hand. Keyword filters (``term``, ``terms``, ``range``)
-work on the metadata fields of the issue-26 contract.
+work on the metadata fields of the issue-26 contract. Fuzzy words (``fuzziness``,
+``fuzzy``, ``word~``) and prefixes (``prefix``, the ``bool_prefix`` and phrase-prefix
+types) are read with Elasticsearch's options into ``Fuzzy``, ``PhrasePrefix`` and
+``Pattern`` nodes, expanded over the index's words when searched (``term_expansion``).
 
 Cost is bounded before anything runs: at most ``MAX_CLAUSES`` clauses and
 ``MAX_DEPTH`` levels of nesting per request; the tree read is then checked against the
@@ -373,8 +376,8 @@ _LUCENE_FUZZY = ("fuzziness", "fuzzy_prefix_length", "fuzzy_max_expansions", "fu
 
 
 def _lucene(kind: str, clause: dict, budget: _Budget, depth: int, simple: bool) -> Node:
-    _allowed(kind, clause, ("query", "fields", "default_field", "default_operator", "boost") + _LUCENE_FUZZY[
-        0 if not simple else 1:])
+    fuzzy_options = _LUCENE_FUZZY[1:] if simple else _LUCENE_FUZZY  # simple_query_string has no `fuzziness`
+    _allowed(kind, clause, ("query", "fields", "default_field", "default_operator", "boost") + fuzzy_options)
     fields = clause.get("fields", clause.get("default_field"))
     if fields is not None:
         _text_field(kind, fields)
