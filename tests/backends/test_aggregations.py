@@ -52,6 +52,10 @@ CASES: dict[str, tuple[dict, dict]] = {
 }
 
 
+# noida-db's answers differ from Elasticsearch 7.17's (and the embedded index's) on these; the rest it answers alike.
+NOT_ON_NOIDA = {"terms min_doc_count", "histogram bounds and offset", "filters keyed, other bucket"}
+
+
 def _rounded(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 6)
@@ -70,8 +74,8 @@ def aggregated(backend, query: dict, aggs: dict) -> dict:
 @pytest.mark.es
 @pytest.mark.parametrize("case", list(CASES))
 def test_embedded_aggregations_are_elasticsearchs(embedded, elasticsearch, case, request):
-    if request.node.callspec.params.get("es_url") == "noida":
-        pytest.skip("noida-db's aggregations are not Elasticsearch's; Elasticsearch 7.17 is checked")
+    if case in NOT_ON_NOIDA and request.node.callspec.params.get("es_url") == "noida":
+        pytest.skip("noida-db answers this aggregation otherwise than Elasticsearch; Elasticsearch 7.17 is checked")
     query, aggs = CASES[case]
     assert aggregated(embedded, query, aggs) == aggregated(elasticsearch, query, aggs)
 
