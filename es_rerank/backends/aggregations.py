@@ -37,6 +37,7 @@ KEYWORD_METRICS = ("value_count", "cardinality")  # the metrics of a keyword fie
 MAX_AGGREGATIONS = 100  # named aggregations in one request, nested ones included
 MAX_SCOPES = 64  # filter and filters buckets of one request: each is one more search
 ALL_TERMS = 65_000  # asked of tantivy for a terms aggregation: every term, ordered and cut here
+TANTIVY_MAX_BUCKETS = 65_000  # tantivy's own bound on the buckets of one aggregation pass (AggregationLimits)
 _OPTIONS = {
     "terms": ("field", "size", "order", "min_doc_count", "shard_size", "show_term_doc_count_error"),
     "histogram": ("field", "interval", "offset", "min_doc_count", "extended_bounds", "hard_bounds", "keyed"),
@@ -123,6 +124,13 @@ def read_aggregations(aggs: Any, read_query: Callable[[Any], Node], facts: Field
                                f"was [{buckets}]. This limit can be set by changing the [search.max_buckets] cluster "
                                f"level setting (here {MAX_BUCKETS_SETTING}={max_buckets}): ask for smaller terms sizes "
                                "or wider histogram intervals")
+    inside = _tantivy_buckets(aggregations, facts)
+    if inside > TANTIVY_MAX_BUCKETS:
+        raise UnsupportedQuery(f"the aggregations would make up to {inside} buckets inside the embedded index, which "
+                               f"makes at most {TANTIVY_MAX_BUCKETS} per search (a terms aggregation holding another "
+                               "makes one for every value of its field before its size cuts them): nest fewer "
+                               "buckets (a field of fewer values outside, a wider histogram interval); such "
+                               f"aggregations are {ON_ELASTICSEARCH}")
     return AggregationPlan(aggregations)
 
 
@@ -300,6 +308,25 @@ def _buckets(aggregations: tuple[Aggregation, ...], facts: FieldFacts, around: i
             made = 1 if aggregation.kind == "filter" else 0
         total += around * made + _buckets(aggregation.subs, facts, around * max(made, 1))
     return total
+
+
+def _tantivy_buckets(aggregations: tuple[Aggregation, ...], facts: FieldFacts, around: int = 1) -> int:
+    """The most buckets tantivy makes in one pass for ``aggregations`` inside ``around`` buckets: every value of a
+    terms field (cut to ``size`` afterwards, here), every histogram bucket; a filter bucket's aggregations are a pass
+    of their own, the largest one counted."""
+    total = own_passes = 0
+    for aggregation in aggregations:
+        if not aggregation.native:
+            own_passes = max(own_passes, _tantivy_buckets(aggregation.subs, facts))
+            continue
+        options = aggregation.options
+        made = 0
+        if aggregation.kind == "terms":
+            made = min(facts.distinct.get(options["field"], 0), ALL_TERMS)
+        elif aggregation.kind == "histogram":
+            made = _histogram_buckets(options, facts.year_span)
+        total += around * made + _tantivy_buckets(aggregation.subs, facts, around * max(made, 1))
+    return max(total, own_passes)
 
 
 def _histogram_buckets(options: Mapping[str, Any], span: tuple[int, int] | None) -> int:

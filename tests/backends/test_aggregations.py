@@ -111,3 +111,14 @@ def test_what_is_not_served_or_too_many_buckets_is_refused_before_any_work(embed
         with pytest.raises(QueryRefused) as caught:
             embedded.prepare({"aggs": aggs})
     assert refused in str(caught.value)
+
+
+def test_buckets_tantivy_cannot_make_in_one_pass_are_refused_not_failed(embedded):
+    """tantivy stops an aggregation past 65,000 buckets; such a request is a 400 before it runs, never a 500."""
+    deep = {"y": {"terms": {"field": "year", "size": 1},
+                  "aggs": {"h": {"histogram": {"field": "year", "interval": 0.001}}}}}
+    with pytest.raises(QueryRefused, match="at most 65000 per search"):
+        embedded.prepare({"aggs": deep})
+    wide = {"h": {"histogram": {"field": "year", "interval": 0.0002}}}
+    with pytest.raises(QueryRefused, match="buckets"):
+        embedded.prepare({"aggs": wide})
