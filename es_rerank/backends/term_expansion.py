@@ -141,7 +141,29 @@ def phrase_prefix_query(schema: tantivy.Schema, field: str, words: TermDictionar
     if len(node.tokens) == 1:
         query = Query.boolean_query([(Occur.Should, Query.term_query(schema, field, word)) for word in expanded])
     else:
-        last = "(" + "|".join(regex_literal(word) for word in expanded) + ")"
-        query = Query.regex_phrase_query(schema, field, [regex_literal(token) for token in node.tokens[:-1]] + [last],
-                                         node.slop)
+        # The last word as a regular expression of its expansions; tantivy compiles one of at most 1,000 states
+        # (when the search runs), so the expansions are split into expressions that stay well within it.
+        leading = [regex_literal(token) for token in node.tokens[:-1]]
+        prefix = node.tokens[-1]
+        query = Query.boolean_query([(Occur.Should, Query.regex_phrase_query(schema, field, leading + [
+            regex_literal(prefix) + "(" + "|".join(regex_literal(word[len(prefix):]) for word in group) + ")"],
+            node.slop)) for group in _within_states(expanded, len(prefix))])
     return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
+
+
+REGEX_STATES = 600  # characters of one expression's words: tantivy refuses an automaton over 1,000 states
+
+
+def _within_states(words: list[str], prefix: int) -> list[list[str]]:
+    """``words`` (sharing a prefix of ``prefix`` characters) in groups whose expression stays within
+    ``REGEX_STATES`` characters, each a state at most."""
+    groups: list[list[str]] = [[]]
+    size = prefix
+    for word in words:
+        grows = len(word) - prefix + 1
+        if groups[-1] and size + grows > REGEX_STATES:
+            groups.append([])
+            size = prefix
+        groups[-1].append(word)
+        size += grows
+    return groups

@@ -7,7 +7,10 @@ import random
 
 import numpy as np
 
-from es_rerank.backends.term_expansion import TermDictionary, edit_distances
+from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.backends.term_expansion import REGEX_STATES, TermDictionary, _within_states, edit_distances
+from es_rerank.stats import Document
+from index_setup.embedded_index import build_embedded_index
 from tests.backends.test_query_semantics import edits
 
 WORDS = ["t", "ta", "tea", "teas", "pea", "sea", "ten", "team", "tear", "tae", "eat", "tease", "teapot"]
@@ -49,3 +52,21 @@ def test_a_prefix_stands_for_its_first_words_in_term_order():
     assert words.starting_with("te", 3) == ["tea", "team", "teapot"]
     assert words.starting_with("tea", 50) == ["tea", "team", "teapot", "tear", "teas", "tease"]
     assert words.starting_with("x", 50) == []
+
+
+def test_many_expansions_are_split_into_expressions_tantivy_compiles():
+    words = [f"a{n:04d}" for n in range(1500)]
+    groups = _within_states(words, 1)
+    assert [word for group in groups for word in group] == words and len(groups) > 1
+    assert all(1 + sum(len(word) for word in group) <= REGEX_STATES for group in groups)
+
+
+def test_a_phrase_prefix_of_a_thousand_expansions_finds_the_first_thousand(tmp_path):
+    """More expansions than one of tantivy's regular expressions holds (1,000 states): the phrase still finds the
+    documents of the first ``max_expansions`` words in term order, and nothing fails."""
+    docs = [Document(f"d{n}", "notes", f"of a{n:04d}") for n in range(1500)]
+    build_embedded_index(docs, tmp_path, progress=False)
+    backend = EmbeddedBackend.open_current(tmp_path)
+    query = {"match_phrase_prefix": {"text": {"query": "of a", "max_expansions": 1000}}}
+    hits = backend.first_stage(backend.prepare({"query": query}), 1500).hits
+    assert {hit.doc_id for hit in hits} == {f"d{n}" for n in range(1000)}
