@@ -50,12 +50,17 @@ MAX_BUCKETS_SETTING = "ESRR_GATEWAY_MAX_BUCKETS"
 
 @dataclass(frozen=True)
 class FieldFacts:
-    """What the served index holds of the aggregatable fields: how many distinct values each has, the span of
-    ``year``, and the fields that are aggregatable in this version (built with them as fast fields)."""
+    """What the served index holds of the aggregatable fields: each one's values (a terms aggregation's zero-count
+    buckets, ``min_doc_count`` 0), the span of ``year``, and the fields aggregatable in this version (built with
+    them as fast fields)."""
 
-    distinct: Mapping[str, int]
+    values: Mapping[str, tuple[Any, ...]]
     year_span: tuple[int, int] | None  # lowest and highest year; None where no document has one
     aggregatable: tuple[str, ...] = AGGREGATABLE
+
+    def distinct(self, name: str) -> int:
+        """How many distinct values ``name`` holds in the index."""
+        return len(self.values.get(name, ()))
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,8 @@ def _read_one(name: str, spec: Any, read_query: Callable[[Any], Node], facts: Fi
         if options["min_doc_count"] == 0 and subs:
             raise UnsupportedQuery(f"{where}: min_doc_count 0 with sub-aggregations is not served by the embedded "
                                    f"backend; it is {ON_ELASTICSEARCH}")
+        if options["min_doc_count"] == 0:  # every value of the index, those the query misses counted 0
+            options["values"] = facts.values.get(options["field"], ())
     return Aggregation(name, kind, options, subs, meta=spec.get("meta"))
 
 
@@ -299,7 +306,7 @@ def _buckets(aggregations: tuple[Aggregation, ...], facts: FieldFacts, around: i
     for aggregation in aggregations:
         options = aggregation.options
         if aggregation.kind == "terms":
-            made = min(options["size"], max(facts.distinct.get(options["field"], 0), 1))
+            made = min(options["size"], max(facts.distinct(options["field"]), 1))
         elif aggregation.kind == "histogram":
             made = _histogram_buckets(options, facts.year_span)
         elif aggregation.kind == "filters":
@@ -322,7 +329,7 @@ def _tantivy_buckets(aggregations: tuple[Aggregation, ...], facts: FieldFacts, a
         options = aggregation.options
         made = 0
         if aggregation.kind == "terms":
-            made = min(facts.distinct.get(options["field"], 0), ALL_TERMS)
+            made = min(facts.distinct(options["field"]), ALL_TERMS)
         elif aggregation.kind == "histogram":
             made = _histogram_buckets(options, facts.year_span)
         total += around * made + _tantivy_buckets(aggregation.subs, facts, around * max(made, 1))
@@ -429,6 +436,9 @@ def _shaped_terms(aggregation: Aggregation, result: Mapping[str, Any]) -> dict[s
     buckets = [{"key": int(bucket["key"]) if numeric else bucket["key"], "doc_count": int(bucket["doc_count"]),
                 **_shaped_subs(aggregation.subs, bucket)} for bucket in result.get("buckets", [])]
     buckets = [bucket for bucket in buckets if bucket["doc_count"] >= max(options["min_doc_count"], 1)]
+    if options["min_doc_count"] == 0:
+        found = {bucket["key"] for bucket in buckets}
+        buckets += [{"key": value, "doc_count": 0} for value in options.get("values", ()) if value not in found]
     buckets.sort(key=_order_key(options["order"]))
     shown = buckets[:options["size"]]
     return {"doc_count_error_upper_bound": 0, "sum_other_doc_count": sum(b["doc_count"] for b in buckets[len(shown):]),

@@ -593,10 +593,10 @@ class EmbeddedBackend:
 
     @cached_property
     def field_facts(self) -> FieldFacts:
-        """The distinct values of each aggregatable field and the span of ``year`` in this version (read once, for
-        the bound on an aggregation's buckets), and which fields it can aggregate (a version built before ``mesh``
+        """The values of each aggregatable field and the span of ``year`` in this version (read once, for the bound
+        on an aggregation's buckets and the zero-count terms), and which fields it can aggregate (a version built before ``mesh``
         was a fast field cannot aggregate it)."""
-        distinct: dict[str, int] = {}
+        values: dict[str, tuple[Any, ...]] = {}
         aggregatable = []
         everything = tantivy.Query.all_query()
         for name in AGGREGATABLE:
@@ -605,13 +605,14 @@ class EmbeddedBackend:
             except ValueError:  # "not configured as fast field": an older build
                 continue
             aggregatable.append(name)
-            distinct[name] = len(answer.get("t", {}).get("buckets", []))
+            keys = [bucket["key"] for bucket in answer.get("t", {}).get("buckets", [])]
+            values[name] = tuple(int(key) for key in keys) if name == "year" else tuple(keys)
         span = None
         if "year" in aggregatable and self._stats.n_docs:
             years = self._searcher.aggregate(everything, {"s": {"stats": {"field": "year"}}}).get("s", {})
             if years.get("count"):
                 span = (int(years["min"]), int(years["max"]))
-        return FieldFacts(distinct, span, tuple(aggregatable))
+        return FieldFacts(values, span, tuple(aggregatable))
 
     @cached_property
     def text_words(self) -> TermDictionary:
