@@ -200,7 +200,7 @@ def _child(index: str, body: dict[str, Any], cap_mb: int, timeout_s: float) -> d
 @click.option("--index", required=True, help="an embedded index root (<home>/indexes/embedded)")
 @click.option("--cap-mb", default=3000, show_default=True, help="address-space cap of each child")
 @click.option("--timeout-s", default=10.0, show_default=True)
-@click.option("--only", default=None, help="one family: phrase, wildcard or terms")
+@click.option("--only", default=None, help="one family: phrase, wildcard, fuzzy, allowed or terms")
 @click.option("--gateway", default=None, help="a running gateway's URL: measure its memory instead")
 @click.option("--pid", default=None, type=int, help="the gateway's process id (with --gateway)")
 @click.option("--repeats", default=20, show_default=True, help="requests of each case (with --gateway)")
