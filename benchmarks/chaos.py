@@ -49,7 +49,7 @@ import click
 import numpy as np
 
 from benchmarks.queries import dev_query_texts
-from es_rerank.backends.base import MAX_K
+from es_rerank.backends.base import MAX_WINDOW
 from es_rerank.cli_options import json_out_option
 from es_rerank.machine import machine_description
 
@@ -458,7 +458,7 @@ def print_report(report: Report) -> None:
               help="Searches in flight at once, without pause.")
 @click.option("--phase-s", default=10.0, show_default=True, type=click.FloatRange(1, 600),
               help="Seconds each phase lasts.")
-@click.option("--window", default=500, show_default=True, type=click.IntRange(1, MAX_K),
+@click.option("--window", default=500, show_default=True, type=click.IntRange(1, MAX_WINDOW),
               help="BM25 hits per task in the queue-bound run (the gateway's ESRR_GATEWAY_WINDOW).")
 @click.option("--outage-sends", default=12_000, show_default=True, type=click.IntRange(1, 1_000_000),
               help="Tasks sent with no worker in the queue-bound run (12,000: 10 minutes at 20 searches/s).")

@@ -1,8 +1,8 @@
 """What one embedded search costs at the edges of the query limits: CPU and resident memory per request.
 
 The figures behind ``QueryLimits`` (es_rerank/backends/query_tree.py): sloppy phrases of
-the index's most frequent words, many wildcard terms, long wildcard patterns and many
-terms, each searched once in a child process of its own under an address-space cap
+the index's most frequent words, many wildcard terms, long wildcard patterns, many
+terms, and fuzzy words and prefixes (``--only fuzzy``), each searched once in a child process of its own under an address-space cap
 (``--cap-mb``), so that a case that would allocate without bound fails there (killed or
 refused) and never takes down this process or the machine. Each child opens the index,
 warms it with one search, then runs the case through ``EmbeddedBackend.prepare`` and
@@ -51,6 +51,7 @@ def run_case(index: str, body: dict[str, Any]) -> dict[str, Any]:
 
     backend = EmbeddedBackend.open_current(Path(index))
     backend.first_stage(backend.prepare({"query": {"match": {"text": "vitamin d"}}}), WINDOW)  # warm
+    backend.text_words  # noqa: B018  (the words fuzzy and prefix queries expand to: read once per version)
     before = _rss_bytes()
     started = time.thread_time()
     with using_limits(UNLIMITED):
@@ -94,6 +95,14 @@ def cases(words: list[str]) -> Iterator[tuple[str, str, dict[str, Any]]]:
     for count in (8, 16, 32, 64):
         yield "wildcard", f"{count} patterns *a*e*i*", {"query": {"query_string": {"query": " ".join(
             f"*{chr(97 + n % 26)}*e*i*" for n in range(count))}}}
+    for count, edits, expansions in ((10, "AUTO", 50), (20, 2, 50), (1, 2, 1024), (4, 2, 256)):
+        yield "fuzzy", f"{count} frequent words, fuzziness {edits}, max_expansions {expansions}", {"query": {
+            "match": {"text": {"query": " ".join(words[:count]), "fuzziness": edits, "max_expansions": expansions}}}}
+    for expansions in (50, 1000):
+        yield "fuzzy", f"phrase prefix of a frequent word and a letter, max_expansions {expansions}", {"query": {
+            "match_phrase_prefix": {"text": {"query": f"{words[0]} c", "max_expansions": expansions}}}}
+    yield "fuzzy", "3 one-letter prefixes (bool_prefix)", {"query": {"bool": {"should": [
+        {"match_bool_prefix": {"text": letter}} for letter in "acp"]}}}
     for name, body in allowed_worst(words).items():
         yield "allowed", name, body
     for count in (256, 1024, 2048, 4096):
@@ -115,6 +124,9 @@ def allowed_worst(words: list[str]) -> dict[str, dict[str, Any]]:
         wildcards: {"query": {"query_string": {"query": " ".join(
             letter + "*?*?*?*?"[:DEFAULT_LIMITS.max_wildcard_marks] for letter in "acpstmdr"[:allowed])}}},
         "256 distinct frequent words": {"query": {"match": {"text": " ".join(words[:256])}}},
+        # ESRR_GATEWAY_MAX_QUERY_TERMS counts each fuzzy word as its max_expansions: 20 x 50 = 1,000 of 1,024.
+        "20 fuzzy frequent words (2 edits, 50 expansions each)": {"query": {"match": {"text": {
+            "query": " ".join(words[:20]), "fuzziness": 2}}}},
         "256 words in 128 groups": {"query": {"query_string": {"query": " AND ".join(
             f"({a} OR {b})" for a, b in zip(words[:256:2], words[1:256:2]))}}},
     }
@@ -188,7 +200,7 @@ def _child(index: str, body: dict[str, Any], cap_mb: int, timeout_s: float) -> d
 @click.option("--index", required=True, help="an embedded index root (<home>/indexes/embedded)")
 @click.option("--cap-mb", default=3000, show_default=True, help="address-space cap of each child")
 @click.option("--timeout-s", default=10.0, show_default=True)
-@click.option("--only", default=None, help="one family: phrase, wildcard or terms")
+@click.option("--only", default=None, help="one family: phrase, wildcard, fuzzy, allowed or terms")
 @click.option("--gateway", default=None, help="a running gateway's URL: measure its memory instead")
 @click.option("--pid", default=None, type=int, help="the gateway's process id (with --gateway)")
 @click.option("--repeats", default=20, show_default=True, help="requests of each case (with --gateway)")

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import click
 import numpy as np
 
-from es_rerank.backends.base import MAX_K
+from es_rerank.backends.base import MAX_WINDOW
 from es_rerank.cli_options import json_out_option
 from es_rerank.lex import LEX3
 from es_rerank.machine import machine_description
@@ -114,7 +114,7 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]
 @click.command(name="roundtrip")
 @click.option("--queries", default=200, show_default=True, type=click.IntRange(1, 10_000),
               help="NFCorpus dev queries taken, the first by id (those without a BM25 hit are left out).")
-@click.option("--window", default=500, show_default=True, type=click.IntRange(1, MAX_K),
+@click.option("--window", default=500, show_default=True, type=click.IntRange(1, MAX_WINDOW),
               help="BM25 hits per request.")
 @click.option("--concurrency", "levels", default="1,8", show_default=True, callback=_levels,
               help="Client threads sending at once, one level each, comma-separated.")

@@ -27,7 +27,7 @@ from typing import Iterator
 import click
 import numpy as np
 
-from es_rerank.backends.base import MAX_K
+from es_rerank.backends.base import MAX_K, MAX_WINDOW
 from benchmarks.queries import dev_query_options
 from es_rerank.cli_options import json_out_option
 from es_rerank.ranking.pipeline import STAGES, Ranking, ScoringUnavailable, SearchPipeline
@@ -97,7 +97,7 @@ def _scored(ranking: Ranking) -> Ranking:
 
 @click.command(name="search")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits shown per query.")
-@click.option("--window", default=500, show_default=True, type=click.IntRange(1, MAX_K),
+@click.option("--window", default=500, show_default=True, type=click.IntRange(1, MAX_WINDOW),
               help="BM25 hits the stages reorder.")
 @dev_query_options
 @click.option("--worker", "via_worker", is_flag=True,

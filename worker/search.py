@@ -10,7 +10,7 @@ from typing import Callable
 
 import click
 
-from es_rerank.backends.base import MAX_K
+from es_rerank.backends.base import MAX_K, MAX_WINDOW
 from es_rerank.cli_options import BACKEND_OPTION
 
 
@@ -18,7 +18,7 @@ def stage_options(command: Callable) -> Callable:
     """The options that turn the served stages on or off: ``--window``, ``--rerank``, ``--feedback``,
     ``--neighbours`` and ``--worker`` (``esrr search`` and ``esrr batch-search``)."""
     for option in reversed([
-        click.option("--window", default=500, show_default=True, type=click.IntRange(0, MAX_K),
+        click.option("--window", default=500, show_default=True, type=click.IntRange(0, MAX_WINDOW),
                      help="BM25 hits the model reranks (0: BM25 order)."),
         click.option("--rerank/--no-rerank", default=None,
                      help="Rerank with the Delta model (default: when a trained checkpoint exists)."),

@@ -7,7 +7,8 @@ from typing import Any, ClassVar, Mapping, Protocol, Sequence
 
 from es_rerank.stats import CorpusStats, DocTerms
 
-MAX_K = 1000
+MAX_K = 10_000  # hits one search may page through (from + size): Elasticsearch's index.max_result_window
+MAX_WINDOW = 1000  # hits one search may rerank (ESRR_GATEWAY_WINDOW); those past it keep their BM25 order
 
 
 class BackendError(Exception):

@@ -21,8 +21,11 @@ backend serves, as Elasticsearch would read it:
   ``AND``/``OR``/``NOT`` and ``field:`` are plain words there. It never fails: text
   the parser cannot read is searched as its words, as Elasticsearch's lenient parser does.
 
-Fuzziness (``~`` on a word), regular expressions (``/.../``) and ranges of text are
-refused (Elasticsearch serves them).
+- ``word~`` and ``word~N`` are fuzzy words (``query_tree.Fuzzy``): N edits (0, 1, 2), or
+  the clause's ``fuzziness`` (query_string's default AUTO) without N, with its
+  ``fuzzy_prefix_length``, ``fuzzy_max_expansions`` and ``fuzzy_transpositions``.
+
+Regular expressions (``/.../``) and ranges of text are refused (Elasticsearch serves them).
 
 Parsing is bounded before luqum runs (``raw_shape``): the text's parentheses nest at most
 ``MAX_DEPTH`` deep, it holds at most ``MAX_CLAUSES`` words and ``max_wildcard_terms``
@@ -37,7 +40,7 @@ thread. A text's tree is kept for the next reader of the same text (``query_text
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -46,8 +49,9 @@ from luqum.exceptions import ParseError
 from luqum.thread import parse as thread_safe_parse
 
 from es_rerank.backends.query_tree import (
-    KEYWORD_FIELDS, MAX_CLAUSES, MAX_DEPTH, NUMBER_FIELDS, ON_ELASTICSEARCH, TEXT_FIELDS, WHOLE_TEXT, Bool, MatchAll, MatchNone,
-    Node, Pattern, Range, UnsupportedQuery, Words, active_limits, keyword_node, phrase_node, whole_number,
+    KEYWORD_FIELDS, MAX_CLAUSES, MAX_DEPTH, NUMBER_FIELDS, ON_ELASTICSEARCH, TEXT_FIELDS, WHOLE_TEXT, Bool, Fuzziness,
+    MatchAll, MatchNone, Node, Pattern, Range, UnsupportedQuery, Words, active_limits, keyword_node, phrase_node,
+    whole_number,
 )
 from es_rerank.text import tokenize
 
@@ -109,8 +113,10 @@ def _parsed(source: str) -> tree.Item:
     return thread_safe_parse(source)
 
 
-def read_lucene(text: str, all_required: bool, simple: bool, budget: Any, depth: int, kind: str) -> Node:
-    """The nodes of a ``query_string`` (``simple`` False) or ``simple_query_string`` text."""
+def read_lucene(text: str, all_required: bool, simple: bool, budget: Any, depth: int, kind: str,
+                fuzzy: Fuzziness = Fuzziness()) -> Node:
+    """The nodes of a ``query_string`` (``simple`` False) or ``simple_query_string`` text; ``fuzzy`` is the clause's
+    fuzzy options (``word~`` without a number takes its fuzziness)."""
     _check_raw(text, kind)
     source = _simple_to_lucene(text) if simple else _bang_as_not(text)
     if not source.strip():
@@ -123,7 +129,7 @@ def read_lucene(text: str, all_required: bool, simple: bool, budget: Any, depth:
             return Words(tokens, len(tokens) if all_required else 1) if tokens else MatchNone()
         raise UnsupportedQuery(f"[{kind}] cannot parse {text[:40]!r}: {error}; check its quotes, parentheses and "
                                "operators (AND, OR, NOT, +, -)") from None
-    return _Reader(all_required, simple, budget, kind).node(parsed, depth, "text")
+    return _Reader(all_required, simple, budget, kind, fuzzy).node(parsed, depth, "text")
 
 
 def wildcard_regex(value: str) -> str:
@@ -147,8 +153,8 @@ def _simple_to_lucene(text: str) -> str:
 
 
 class _Reader:
-    def __init__(self, all_required: bool, simple: bool, budget: Any, kind: str) -> None:
-        self.all_required, self.simple, self.budget, self.kind = all_required, simple, budget, kind
+    def __init__(self, all_required: bool, simple: bool, budget: Any, kind: str, fuzzy: Fuzziness) -> None:
+        self.all_required, self.simple, self.budget, self.kind, self.fuzzy = all_required, simple, budget, kind, fuzzy
 
     def refuse(self, what: str) -> UnsupportedQuery:
         return UnsupportedQuery(f"[{self.kind}] {what} is not served by the embedded backend; it is {ON_ELASTICSEARCH}")
@@ -170,7 +176,7 @@ class _Reader:
                 raise self.refuse("fuzziness (word~N)")
             return self.phrase(item.term, self.slop(item), field)
         if isinstance(item, tree.Fuzzy):
-            raise self.refuse("fuzziness (word~N)")
+            return self.fuzzy_word(item, field)
         if isinstance(item, tree.Phrase):
             return self.phrase(item, 0, field)
         if isinstance(item, tree.Range):
@@ -215,6 +221,18 @@ class _Reader:
         if not tokens:
             return MatchNone()
         return Words(tokens, len(tokens) if self.all_required else 1)
+
+    def fuzzy_word(self, item: tree.Fuzzy, field: str) -> Node:
+        """``word~`` (the clause's fuzziness) or ``word~N`` (N edits) on the text; a keyword field's value is
+        refused (Elasticsearch's fuzzy keyword search is served there)."""
+        if field != "text" or not isinstance(item.term, tree.Word) or _UNESCAPED_WILDCARD.search(item.term.value):
+            raise self.refuse(f"the fuzzy word {str(item)[:40]!r} on [{field}]")
+        tokens = tokenize(item.term.value)
+        token = tokens[0] if len(tokens) == 1 else item.term.value.lower()  # Elasticsearch normalises, not splits
+        options = self.fuzzy
+        if not getattr(item, "_implicit_degree", False):
+            options = replace(options, setting=str(item.degree))
+        return options.word(self.kind, token)
 
     def slop(self, item: tree.Proximity) -> int:
         """A phrase's ``~N`` as a whole number (luqum takes ``~1.5`` and ``~`` alone too)."""

@@ -5,9 +5,9 @@ the embedded backend translates to tantivy; whatever it cannot serve as Elastics
 would is an ``UnsupportedQuery`` that names the clause and the backend that serves it
 (Elasticsearch), never a query quietly answered as another one. ``query_text`` reads
 the words the model scores from the same object on either backend: the text of the
-``match``, ``multi_match``, ``match_phrase``, ``query_string`` and
-``simple_query_string`` clauses in ``bool.must`` / ``should`` (never filter values, nor
-``must_not``'s words).
+``match``, ``multi_match``, ``match_phrase``, ``match_phrase_prefix``,
+``match_bool_prefix``, ``query_string`` and ``simple_query_string`` clauses in
+``bool.must`` / ``should`` (never filter values, nor ``must_not``'s words).
 
 Text is searched in ``text``, the field the embedded index holds (title and abstract
 together, tokenized by ``es_rerank.text.tokenize``); a clause naming ``text``,
@@ -17,7 +17,10 @@ bool rules of Elasticsearch (``should`` optional beside ``must``/``filter``, els
 required), phrases with ``slop``, and ``query_string`` syntax (AND, OR, NOT, +, -,
 quotes, parentheses, ``default_operator``) parsed by ``luqum``, a maintained parser of
 Lucene's syntax, rather than by hand. Keyword filters (``term``, ``terms``, ``range``)
-work on the metadata fields of the issue-26 contract.
+work on the metadata fields of the issue-26 contract. Fuzzy words (``fuzziness``,
+``fuzzy``, ``word~``) and prefixes (``prefix``, the ``bool_prefix`` and phrase-prefix
+types) are read with Elasticsearch's options into ``Fuzzy``, ``PhrasePrefix`` and
+``Pattern`` nodes, expanded over the index's words when searched (``term_expansion``).
 
 Cost is bounded before anything runs: at most ``MAX_CLAUSES`` clauses and
 ``MAX_DEPTH`` levels of nesting per request; the tree read is then checked against the
@@ -34,8 +37,9 @@ from typing import Any, Iterator
 from es_rerank.backends.lucene_syntax import lucene_words, read_lucene  # luqum builds its parser tables at import
 from es_rerank.backends.query_tree import (  # noqa: F401  (the tree's names, read here, used by the backends)
     AGGREGATABLE, KEYWORD_FIELDS, MAX_CLAUSES, MAX_DEPTH, MAX_SHOULD_EXPANSION, NUMBER_FIELDS, ON_ELASTICSEARCH,
-    TEXT_FIELDS, WHOLE_TEXT, Bool, Keyword, MatchAll, MatchNone, Node, Phrase, Range, UnsupportedQuery, Words,
-    keyword_node, phrase_node, shortened, whole_number,
+    TEXT_FIELDS, WHOLE_TEXT, Bool, Fuzziness, Keyword, MatchAll, MatchNone, Node, Phrase, PhrasePrefix, Range,
+    UnsupportedQuery, Words, expansions, keyword_node, phrase_node, prefix_pattern, read_fuzziness, shortened,
+    whole_number,
 )
 from es_rerank.text import tokenize
 
@@ -145,15 +149,31 @@ def _text(kind: str, value: Any) -> str:
     return value
 
 
-def _words(kind: str, text: str, operator: Any, minimum: Any, boost: float) -> Node:
-    tokens = tuple(dict.fromkeys(tokenize(text)))
+def _words(kind: str, text: str, operator: Any, minimum: Any, boost: float, fuzzy: Fuzziness | None = None,
+           prefix_last: bool = False) -> Node:
+    """A match's words: each a clause (fuzzy with ``fuzzy``; the last a prefix with ``prefix_last``, as
+    match_bool_prefix), at least one of them required, all with operator and, or ``minimum_should_match``."""
+    tokens = tokenize(text)
     if not tokens:
         return MatchNone()
     if operator not in (None, "or", "OR", "and", "AND"):
         raise UnsupportedQuery(f"[{kind}] operator must be \"or\" or \"and\", got {shortened(operator)}")
-    if operator in ("and", "AND"):
-        return Words(tokens, len(tokens), boost)
-    return Words(tokens, max(1, _minimum(kind, minimum, len(tokens), 1)), boost)
+    words = tuple(dict.fromkeys(tokens[:-1] if prefix_last else tokens))
+    count = len(words) + prefix_last
+    required = count if operator in ("and", "AND") else max(1, _minimum(kind, minimum, count, 1))
+    if fuzzy is None and not prefix_last:
+        return Words(words, required, boost)
+    clauses = tuple(fuzzy.word(kind, token) if fuzzy is not None else Words((token,), 1) for token in words)
+    if prefix_last:  # as Elasticsearch: the last word is a prefix query, never fuzzy
+        clauses += (prefix_pattern(tokens[-1]),)
+    return Bool(should=clauses, required_should=required, boost=boost)
+
+
+_FUZZY_OPTIONS = ("fuzziness", "prefix_length", "max_expansions", "fuzzy_transpositions")
+
+
+def _fuzzy(kind: str, clause: dict) -> Fuzziness | None:
+    return read_fuzziness(kind, clause, _FUZZY_OPTIONS)
 
 
 def _match(clause: dict, budget: _Budget, depth: int) -> Node:
@@ -161,9 +181,76 @@ def _match(clause: dict, budget: _Budget, depth: int) -> Node:
     _text_field("match", field)
     if not isinstance(value, dict):
         return _words("match", _text("match", value), None, None, 1.0)
-    _allowed("match", value, ("query", "operator", "minimum_should_match", "boost"))
+    _allowed("match", value, ("query", "operator", "minimum_should_match", "boost") + _FUZZY_OPTIONS)
     return _words("match", _text("match", value.get("query")), value.get("operator"),
-                  value.get("minimum_should_match"), _boost("match", value))
+                  value.get("minimum_should_match"), _boost("match", value), _fuzzy("match", value))
+
+
+def _match_bool_prefix(clause: dict, budget: _Budget, depth: int) -> Node:
+    field, value = _field_value("match_bool_prefix", clause)
+    _text_field("match_bool_prefix", field)
+    if not isinstance(value, dict):
+        return _words("match_bool_prefix", _text("match_bool_prefix", value), None, None, 1.0, prefix_last=True)
+    _allowed("match_bool_prefix", value, ("query", "operator", "minimum_should_match", "boost") + _FUZZY_OPTIONS)
+    return _words("match_bool_prefix", _text("match_bool_prefix", value.get("query")), value.get("operator"),
+                  value.get("minimum_should_match"), _boost("match_bool_prefix", value),
+                  _fuzzy("match_bool_prefix", value), prefix_last=True)
+
+
+def _phrase_prefix(kind: str, text: str, slop: int, max_expansions: int, boost: float) -> Node:
+    tokens = tuple(tokenize(text))
+    return PhrasePrefix(tokens, slop, max_expansions, boost) if tokens else MatchNone()
+
+
+def _match_phrase_prefix(clause: dict, budget: _Budget, depth: int) -> Node:
+    kind = "match_phrase_prefix"
+    field, value = _field_value(kind, clause)
+    _text_field(kind, field)
+    if not isinstance(value, dict):
+        return _phrase_prefix(kind, _text(kind, value), 0, expansions(kind, {}), 1.0)
+    _allowed(kind, value, ("query", "slop", "max_expansions", "boost"))
+    return _phrase_prefix(kind, _text(kind, value.get("query")), _slop(kind, value.get("slop", 0)),
+                          expansions(kind, value), _boost(kind, value))
+
+
+def _term_field(kind: str, field: Any) -> str:
+    """The field of a term-level query on text (``prefix``, ``fuzzy``): ``text``, or a keyword field."""
+    if field in KEYWORD_FIELDS:
+        return field
+    _text_field(kind, field)
+    return "text"
+
+
+def _prefix(clause: dict, budget: _Budget, depth: int) -> Node:
+    field, value = _field_value("prefix", clause)
+    options = value if isinstance(value, dict) else {"value": value}
+    _allowed("prefix", options, ("value", "boost", "case_insensitive", "rewrite"))
+    if options.get("rewrite", "constant_score") not in ("constant_score", "constant_score_boolean"):
+        raise UnsupportedQuery(f"[prefix] rewrite {shortened(options['rewrite'])} is not served by the embedded "
+                               f"backend, which scores a prefix as constant_score does; it is {ON_ELASTICSEARCH}")
+    if not isinstance(options.get("case_insensitive", False), bool):
+        raise UnsupportedQuery(f"[prefix] case_insensitive must be true or false, got "
+                               f"{shortened(options['case_insensitive'])}")
+    # A term-level query: the prefix is not analysed (`Gre` finds no lower-cased `green`), as in Elasticsearch.
+    pattern = prefix_pattern(_text("prefix", options.get("value")), _term_field("prefix", field),
+                             options.get("case_insensitive", False))
+    boost = _boost("prefix", options)
+    return pattern if boost == 1.0 else Bool(must=(pattern,), boost=boost)
+
+
+def _fuzzy_query(clause: dict, budget: _Budget, depth: int) -> Node:
+    field, value = _field_value("fuzzy", clause)
+    options = value if isinstance(value, dict) else {"value": value}
+    _allowed("fuzzy", options, ("value", "fuzziness", "prefix_length", "max_expansions", "transpositions", "boost",
+                                "rewrite"))
+    if _term_field("fuzzy", field) != "text":
+        raise UnsupportedQuery(f"[fuzzy] on [{shortened(field)}] is not served by the embedded backend, which "
+                               f"searches fuzzy words in the text; it is {ON_ELASTICSEARCH}")
+    fuzzy = read_fuzziness("fuzzy", {"fuzziness": "AUTO", **options},
+                           ("fuzziness", "prefix_length", "max_expansions", "transpositions"))
+    assert fuzzy is not None
+    # Term-level: the word is searched as written, not analysed (as Elasticsearch's fuzzy query).
+    return fuzzy.word("fuzzy", _text("fuzzy", options.get("value")), _boost("fuzzy", options))
 
 
 def _slop(kind: str, value: Any) -> int:
@@ -182,18 +269,32 @@ def _match_phrase(clause: dict, budget: _Budget, depth: int) -> Node:
                    _boost("match_phrase", value))
 
 
+_MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "phrase_prefix", "bool_prefix")
+
+
 def _multi_match(clause: dict, budget: _Budget, depth: int) -> Node:
-    _allowed("multi_match", clause, ("query", "fields", "type", "operator", "minimum_should_match", "slop", "boost"))
+    # tie_breaker weighs the fields other than the best one; the embedded index searches one: it changes nothing.
+    _allowed("multi_match", clause, ("query", "fields", "type", "operator", "minimum_should_match", "slop", "boost",
+                                     "tie_breaker") + _FUZZY_OPTIONS)
     fields = clause.get("fields", ["*"])
     _text_field("multi_match", fields)
     kind = clause.get("type", "best_fields")
     text = _text("multi_match", clause.get("query"))
     separate = {name.split("^")[0] for name in ([fields] if isinstance(fields, str) else fields)} - {"text"}
-    if kind in ("phrase",):
-        return phrase_node(tokenize(text), _slop("multi_match", clause.get("slop", 0)), _boost("multi_match", clause))
-    if kind not in ("best_fields", "most_fields", "cross_fields"):
+    if kind not in _MULTI_MATCH_TYPES:
         raise UnsupportedQuery(f"[multi_match] type {shortened(kind)} is not served by the embedded backend (it reads "
-                               f"best_fields, most_fields, cross_fields, phrase); it is {ON_ELASTICSEARCH}")
+                               f"{', '.join(_MULTI_MATCH_TYPES)}); it is {ON_ELASTICSEARCH}")
+    fuzzy = _fuzzy("multi_match", clause)
+    if fuzzy is not None and kind in ("cross_fields", "phrase", "phrase_prefix"):
+        raise UnsupportedQuery(f"[multi_match] Fuzziness not allowed for type [{kind}] (as in Elasticsearch); send "
+                               "type best_fields or most_fields")
+    if kind == "phrase":
+        return phrase_node(tokenize(text), _slop("multi_match", clause.get("slop", 0)), _boost("multi_match", clause))
+    if kind == "phrase_prefix":
+        return _phrase_prefix("multi_match", text, _slop("multi_match", clause.get("slop", 0)),
+                              expansions("multi_match", clause), _boost("multi_match", clause))
+    if kind == "bool_prefix" and clause.get("slop") is not None:
+        raise UnsupportedQuery("[multi_match] slop not allowed for type [bool_prefix] (as in Elasticsearch)")
     requires_all = clause.get("operator") in ("and", "AND") or clause.get("minimum_should_match") is not None
     if requires_all and kind != "cross_fields" and len(separate) > 1:
         # best_fields/most_fields with AND want every word in one field; the embedded index has their union only.
@@ -202,7 +303,7 @@ def _multi_match(clause: dict, budget: _Budget, depth: int) -> Node:
                                "title and abstract together, cannot; use type cross_fields or the field 'text' (such a "
                                f"multi_match is {ON_ELASTICSEARCH})")
     return _words("multi_match", text, clause.get("operator"), clause.get("minimum_should_match"),
-                  _boost("multi_match", clause))
+                  _boost("multi_match", clause), fuzzy, prefix_last=kind == "bool_prefix")
 
 
 def _term(clause: dict, budget: _Budget, depth: int) -> Node:
@@ -271,23 +372,32 @@ def _simple_query_string(clause: dict, budget: _Budget, depth: int) -> Node:
     return _lucene("simple_query_string", clause, budget, depth, simple=True)
 
 
+_LUCENE_FUZZY = ("fuzziness", "fuzzy_prefix_length", "fuzzy_max_expansions", "fuzzy_transpositions")
+
+
 def _lucene(kind: str, clause: dict, budget: _Budget, depth: int, simple: bool) -> Node:
-    _allowed(kind, clause, ("query", "fields", "default_field", "default_operator", "boost"))
+    fuzzy_options = _LUCENE_FUZZY[1:] if simple else _LUCENE_FUZZY  # simple_query_string has no `fuzziness`
+    _allowed(kind, clause, ("query", "fields", "default_field", "default_operator", "boost") + fuzzy_options)
     fields = clause.get("fields", clause.get("default_field"))
     if fields is not None:
         _text_field(kind, fields)
     operator = str(clause.get("default_operator", "or")).lower()
     if operator not in ("or", "and"):
         raise UnsupportedQuery(f"[{kind}] default_operator must be OR or AND, got {shortened(operator)}")
-    return read_lucene(_text(kind, clause.get("query")), operator == "and", simple, budget, depth, kind)
+    # A word~ without a number takes query_string's fuzziness (default AUTO); simple_query_string's is 2 edits.
+    fuzzy = read_fuzziness(kind, {"fuzziness": "2" if simple else "AUTO", **clause}, _LUCENE_FUZZY)
+    return read_lucene(_text(kind, clause.get("query")), operator == "and", simple, budget, depth, kind, fuzzy)
 
 
 _READERS = {
     "bool": _bool, "match": _match, "match_phrase": _match_phrase, "multi_match": _multi_match,
+    "match_bool_prefix": _match_bool_prefix, "match_phrase_prefix": _match_phrase_prefix, "prefix": _prefix,
+    "fuzzy": _fuzzy_query,
     "query_string": _query_string, "simple_query_string": _simple_query_string,
     "term": _term, "terms": _terms, "range": _range, "ids": _ids, "match_all": _match_all, "match_none": _match_none,
 }
-TEXT_CLAUSES = ("match", "match_phrase", "multi_match", "query_string", "simple_query_string")
+TEXT_CLAUSES = ("match", "match_phrase", "match_bool_prefix", "match_phrase_prefix", "multi_match", "query_string",
+                "simple_query_string")
 
 
 def query_text(query: Any) -> str:
@@ -306,7 +416,7 @@ def _texts(query: Any, depth: int) -> Iterator[str]:
                 value = clause.get(occur, [])
                 for item in value if isinstance(value, list) else [value]:
                     yield from _texts(item, depth + 1)
-        elif kind in ("match", "match_phrase"):
+        elif kind in ("match", "match_phrase", "match_bool_prefix", "match_phrase_prefix"):
             for value in clause.values():
                 text = value.get("query") if isinstance(value, dict) else value
                 if isinstance(text, str):

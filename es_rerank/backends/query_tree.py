@@ -12,16 +12,18 @@ import re
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, Iterator, Union
+from typing import Any, Iterator, Mapping, Union
 
 TEXT_FIELDS = ("text", "title", "abstract")  # `text` is title and abstract together
 WHOLE_TEXT = ({"text"}, {"title", "abstract"}, {"text", "title", "abstract"}, {"*"}, {"_all"})
 KEYWORD_FIELDS = ("doc_id", "journal", "mesh", "publication_types", "doi")
 NUMBER_FIELDS = ("year",)
-AGGREGATABLE = ("year", "publication_types", "journal")
+AGGREGATABLE = ("year", "publication_types", "journal", "mesh")  # fast fields of the index (aggregations)
 MAX_CLAUSES = 1024  # Elasticsearch's own limit is 4096 (indices.query.bool.max_clause_count)
 MAX_DEPTH = 20
 MAX_SHOULD_EXPANSION = 64  # conjunctions tried for a minimum_should_match between 1 and all (see _at_least)
+DEFAULT_MAX_EXPANSIONS = 50  # Elasticsearch's default max_expansions of fuzzy and phrase prefix queries
+MAX_EDITS = 2  # Lucene's Levenshtein automata go no further
 ON_ELASTICSEARCH = "served by the Elasticsearch backend (ESRR_BACKEND=elasticsearch)"
 
 
@@ -49,11 +51,13 @@ class Phrase:
 
 @dataclass(frozen=True)
 class Pattern:
-    """Documents holding a ``text`` token that the regular expression ``regex`` matches whole (a wildcard); scored
-    1, as Elasticsearch's constant-score rewrite of a wildcard. ``wildcard`` is the word as written."""
+    """Documents holding a token of ``field`` that the regular expression ``regex`` matches whole (a wildcard, a
+    prefix); scored 1, as Elasticsearch's constant-score rewrite of a wildcard or prefix query. ``wildcard`` is the
+    word as written (a prefix as ``prefix*``)."""
 
     regex: str
     wildcard: str = ""
+    field: str = "text"
 
     @property
     def marks(self) -> int:
@@ -64,6 +68,32 @@ class Pattern:
     def leading(self) -> bool:
         """Whether the wildcard starts with ``?`` or ``*``: every term of the index is then tried and may match."""
         return self.wildcard[:1] in ("?", "*")
+
+
+@dataclass(frozen=True)
+class Fuzzy:
+    """Documents holding a ``text`` token within ``edits`` edits of ``token`` (Lucene's fuzzy query, as
+    Elasticsearch's ``fuzziness`` asks): the first ``prefix_length`` characters unchanged, a swap of two neighbours
+    one edit when ``transpositions``, at most ``max_expansions`` tokens searched (the nearest, then the first in
+    term order), each scored by BM25 times its similarity (1 - edits / the shorter length)."""
+
+    token: str
+    edits: int
+    prefix_length: int = 0
+    max_expansions: int = DEFAULT_MAX_EXPANSIONS
+    transpositions: bool = True
+    boost: float = 1.0
+
+
+@dataclass(frozen=True)
+class PhrasePrefix:
+    """Documents holding ``tokens`` in order in ``text``, the last one a prefix: Lucene's phrase prefix query, the
+    prefix standing for the first ``max_expansions`` tokens of the index that start with it, in term order."""
+
+    tokens: tuple[str, ...]
+    slop: int = 0
+    max_expansions: int = DEFAULT_MAX_EXPANSIONS
+    boost: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -105,7 +135,7 @@ class MatchNone:
     """No document (e.g. a match whose text has no words)."""
 
 
-Node = Union[Words, Phrase, Pattern, Keyword, Range, Bool, MatchAll, MatchNone]
+Node = Union[Words, Phrase, Pattern, Fuzzy, PhrasePrefix, Keyword, Range, Bool, MatchAll, MatchNone]
 
 
 def shortened(value: Any) -> str:
@@ -137,6 +167,90 @@ def keyword_node(kind: str, field: Any, values: list[Any]) -> Node:
     return Keyword(field, tuple(str(value) for value in values))
 
 
+def edits_for(kind: str, fuzziness: Any, token: str) -> int:
+    """The edits Elasticsearch's ``fuzziness`` allows ``token``: a number (0, 1, 2; more is 2, as in Elasticsearch),
+    ``"AUTO"`` (0 edits below 3 characters, 1 below 6, else 2) or ``"AUTO:low,high"``."""
+    text = str(fuzziness).strip() if not isinstance(fuzziness, bool) else ""
+    auto = re.fullmatch(r"(?i)auto(?::([0-9]{1,4}),([0-9]{1,4}))?", text)
+    if auto is not None:
+        low, high = (int(auto.group(1)), int(auto.group(2))) if auto.group(1) else (3, 6)
+        if low > high:
+            raise UnsupportedQuery(f"[{kind}] fuzziness {shortened(fuzziness)}: AUTO's low length must not be over its "
+                                   "high one, as in \"AUTO:3,6\"")
+        length = len(token)
+        return 0 if length < low else 1 if length < high else 2
+    if not re.fullmatch(r"[0-9]{1,6}(\.[0-9]{0,6})?", text):
+        raise UnsupportedQuery(f"[{kind}] fuzziness must be 0, 1, 2, \"AUTO\" or \"AUTO:low,high\", got "
+                               f"{shortened(fuzziness)}")
+    return min(MAX_EDITS, int(float(text)))
+
+
+@dataclass(frozen=True)
+class Fuzziness:
+    """A clause's fuzzy options, as Elasticsearch reads them (``fuzziness``, ``prefix_length``, ``max_expansions``,
+    ``fuzzy_transpositions``); ``word`` makes one word's node."""
+
+    setting: Any = "AUTO"
+    prefix_length: int = 0
+    max_expansions: int = DEFAULT_MAX_EXPANSIONS
+    transpositions: bool = True
+
+    def word(self, kind: str, token: str, boost: float = 1.0) -> Node:
+        """The node of ``token`` searched with these options: itself where no edit is allowed (a short word under
+        AUTO, fuzziness 0, or a prefix_length covering it, which Lucene searches as the exact word)."""
+        edits = edits_for(kind, self.setting, token)
+        if edits == 0 or self.prefix_length >= len(token):
+            return Words((token,), 1, boost)
+        return Fuzzy(token, edits, self.prefix_length, self.max_expansions, self.transpositions, boost)
+
+
+def read_fuzziness(kind: str, clause: Mapping[str, Any], names: tuple[str, str, str, str]) -> Fuzziness | None:
+    """The fuzzy options of ``clause`` under its ``names`` (fuzziness, prefix length, max expansions,
+    transpositions), or None when it sets no fuzziness."""
+    setting_name, prefix_name, expansions_name, transpositions_name = names
+    if clause.get(setting_name) is None:
+        return None
+    setting = clause[setting_name]
+    edits_for(kind, setting, "")  # the setting's form, checked once before any word
+    prefix_length = clause.get(prefix_name, 0)
+    if isinstance(prefix_length, bool) or not isinstance(prefix_length, int) or prefix_length < 0:
+        raise UnsupportedQuery(f"[{kind}] {prefix_name} must be a whole number of at least 0, got "
+                               f"{shortened(prefix_length)}")
+    return Fuzziness(setting, prefix_length, expansions(kind, clause, expansions_name),
+                     transpositions(kind, clause, transpositions_name))
+
+
+def expansions(kind: str, clause: Mapping[str, Any], name: str = "max_expansions") -> int:
+    """``clause``'s ``max_expansions`` (Elasticsearch's default 50), a whole number of at least 1."""
+    value = clause.get(name, DEFAULT_MAX_EXPANSIONS)
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UnsupportedQuery(f"[{kind}] {name} must be a whole number of at least 1, got {shortened(value)}")
+    return value
+
+
+def transpositions(kind: str, clause: Mapping[str, Any], name: str) -> bool:
+    """``clause``'s transpositions flag (default true: a swap of two neighbours is one edit)."""
+    value = clause.get(name, True)
+    if not isinstance(value, bool):
+        raise UnsupportedQuery(f"[{kind}] {name} must be true or false, got {shortened(value)}")
+    return value
+
+
+def regex_literal(text: str) -> str:
+    """``text`` as a regular expression tantivy matches literally: letters and digits as they are, every other
+    character by its code point (``\\x{2D}``), which Rust's regex syntax reads whatever the character."""
+    return "".join(char if char.isalnum() else f"\\x{{{ord(char):X}}}" for char in text)
+
+
+def prefix_pattern(prefix: str, field: str = "text", case_insensitive: bool = False) -> Pattern:
+    """The tokens of ``field`` starting with ``prefix``, as a ``Pattern`` (a prefix is the wildcard ``prefix*``)."""
+    regex = regex_literal(prefix) + ".*"
+    written = re.sub(r"([\\?*])", r"\\\1", prefix) + "*"
+    return Pattern(("(?i)" if case_insensitive else "") + regex, written, field)
+
+
 def whole_number(kind: str, field: str, value: Any) -> int:
     """``value`` (a number or its digits) as a whole number, or ``UnsupportedQuery``."""
     if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,9}", value.strip()):
@@ -156,10 +270,11 @@ class QueryLimits:
     max_wildcard_terms: int = 3  # wildcard words (gree*, tumo?r)
     max_wildcard_marks: int = 8  # `?` and `*` in one wildcard word
     max_leading_wildcards: int = 0  # wildcard words starting with `?` or `*` (each tries every term of the index)
+    max_buckets: int = 65_536  # aggregation buckets one search may make (Elasticsearch's search.max_buckets)
 
 
 DEFAULT_LIMITS = QueryLimits()
-UNLIMITED = QueryLimits(2**62, 2**62, 2**62, 2**62, 2**62)  # for measuring what a search costs without them
+UNLIMITED = QueryLimits(2**62, 2**62, 2**62, 2**62, 2**62, 2**62)  # for measuring what a search costs without them
 _ACTIVE_LIMITS: ContextVar[QueryLimits] = ContextVar("esrr_query_limits", default=DEFAULT_LIMITS)
 
 
@@ -211,13 +326,19 @@ def check_cost(node: Node, limits: QueryLimits) -> QueryCost:
         elif isinstance(item, Phrase):
             terms += len(item.tokens)
             phrase_cost += len(item.tokens) * item.slop
+        elif isinstance(item, Fuzzy):  # each token it expands to is looked up as a word is
+            terms += item.max_expansions if item.edits else 1
+        elif isinstance(item, PhrasePrefix):
+            terms += len(item.tokens) - 1 + item.max_expansions
+            phrase_cost += len(item.tokens) * item.slop
         elif isinstance(item, Pattern):
             patterns.append(item)
             leading += item.leading
         elif isinstance(item, Bool):
             stack.extend((*item.must, *item.should, *item.filter, *item.must_not))
     widest = max(patterns, key=lambda pattern: pattern.marks, default=None)
-    _within("words searched", terms, limits.max_query_terms, "MAX_QUERY_TERMS", "search fewer words")
+    _within("words searched (a fuzzy word, or a phrase's last word as a prefix, counting as its max_expansions)",
+            terms, limits.max_query_terms, "MAX_QUERY_TERMS", "search fewer words, or lower max_expansions")
     _within("phrase words times slop (summed over its phrases)", phrase_cost, limits.max_phrase_cost,
             "MAX_PHRASE_COST", "lower the slop (~N) or shorten the phrase")
     _within("wildcard words", len(patterns), limits.max_wildcard_terms, "MAX_WILDCARD_TERMS",

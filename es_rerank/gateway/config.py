@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from es_rerank.backends.base import MAX_K
+from es_rerank.backends.base import MAX_WINDOW
 from es_rerank.backends.query_tree import DEFAULT_LIMITS, QueryLimits
 from es_rerank.learning.settings import EventSettings
 from es_rerank.settings import MAX_GATEWAY_THREADS, BrokerSettings
@@ -27,7 +27,7 @@ class GatewaySettings(BrokerSettings, EventSettings):
                                           "process; the soft limit on open files is raised to fit")
     gateway_channel_timeout_s: float = Field(30.0, gt=0, le=3600, description="an idle client connection is "
                                              "closed after this long")
-    gateway_window: int = Field(500, ge=0, le=MAX_K, description="BM25 hits reranked per query (0: BM25 order)")
+    gateway_window: int = Field(500, ge=0, le=MAX_WINDOW, description="BM25 hits reranked per query (0: BM25 order)")
     gateway_site: bool = Field(True, description="serve the search page to browsers at / (es_rerank/gateway/site.py); "
                                                  "false: / answers JSON to everyone")
     gateway_rerank: bool = Field(True, description="have the workers score the window; false serves BM25 "
@@ -76,9 +76,13 @@ class GatewaySettings(BrokerSettings, EventSettings):
                                                description="most wildcard words starting with ? or * in one search "
                                                "(each tries every word of the index; 0 refuses them)")
 
+    gateway_max_buckets: int = Field(DEFAULT_LIMITS.max_buckets, ge=1, le=1_000_000, description="most "
+                                     "aggregation buckets one search may make (Elasticsearch's search.max_buckets); "
+                                     "more is a 400 naming the limit, before any work")
+
     @property
     def query_limits(self) -> QueryLimits:
         """The limits on one search's cost, as the embedded backend checks them."""
         return QueryLimits(self.gateway_max_query_terms, self.gateway_max_phrase_cost,
                            self.gateway_max_wildcard_terms, self.gateway_max_wildcard_marks,
-                           self.gateway_max_leading_wildcards)
+                           self.gateway_max_leading_wildcards, self.gateway_max_buckets)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import parse_qsl
 
-from es_rerank.backends.base import MAX_K
+from es_rerank.backends.base import MAX_K, MAX_WINDOW
 from es_rerank.backends.query_dsl import MAX_DEPTH, query_text
 from es_rerank.gateway.errors import BadSearchRequest, clipped, excerpt
 from es_rerank.gateway.url_options import (FORMAT_PARAMETERS, SHAPING_PARAMETERS, UNCHANGING_PARAMETERS,
@@ -112,7 +112,7 @@ def url_parameters(query_string: bytes) -> dict[str, str]:
 
 
 def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_MAX_WORDS,
-                 max_window: int = MAX_K) -> SearchRequest:
+                 max_window: int = MAX_WINDOW) -> SearchRequest:
     """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for; the model's text of at
     most ``max_words`` words, a window of at most ``max_window`` hits."""
     body = _body_object("/_search", params, URL_PARAMETERS, body, EXAMPLE)
@@ -123,7 +123,9 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
     offset = _count("from", params.get("from", body.get("from", 0)))
     if offset + size > MAX_K:
         raise BadSearchRequest(f"Result window is too large, from + size must be less than or equal to: [{MAX_K}] "
-                               f"but was [{offset + size}]; page within the first {MAX_K} hits")
+                               f"but was [{offset + size}]. See the scroll api for a more efficient way to request "
+                               "large data sets (Elasticsearch's index.max_result_window, which this gateway keeps): "
+                               f"page within the first {MAX_K} hits, or scroll or search_after past them")
     if "q" in params and "query" in body:
         raise BadSearchRequest("the search text is given twice, as q= in the URL and as query in the body; "
                                "send one of them")
@@ -214,7 +216,7 @@ def url_query(params: Mapping[str, str]) -> dict[str, Any]:
     operator = params.get("default_operator", "OR").upper()
     if operator not in ("OR", "AND"):
         raise BadSearchRequest(f"[default_operator] must be OR or AND, got {excerpt(params['default_operator'])}")
-    if len(text) > MAX_K * CHARS_PER_WORD:
+    if len(text) > MAX_WINDOW * CHARS_PER_WORD:
         raise BadSearchRequest(f"the query is {len(text)} characters long; shorten it")
     if _LUCENE_SYNTAX.search(text) is None:  # plain words: the keyword search
         match: dict[str, Any] = {"query": text}
@@ -358,5 +360,6 @@ def _count(name: str, value: Any, limit: int = MAX_K) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise BadSearchRequest(f"[{name}] must be a whole number of at least 0, got {excerpt(value)}")
     if value > limit:
-        raise BadSearchRequest(f"[{name}] is {excerpt(value)}; this gateway ranks at most {MAX_K} hits per query")
+        raise BadSearchRequest(f"[{name}] is {excerpt(value)}; this gateway pages through at most {MAX_K} hits per "
+                               "query (Elasticsearch's index.max_result_window)")
     return value

@@ -18,10 +18,10 @@ from typing import Any, Mapping, Sequence
 
 from markupsafe import Markup, escape
 
-from es_rerank.backends.base import MAX_K
+from es_rerank.backends.base import MAX_WINDOW
 
 PAGE_SIZE = 10
-MAX_PAGE = MAX_K // PAGE_SIZE  # the gateway ranks at most MAX_K hits per query
+MAX_PAGE = MAX_WINDOW // PAGE_SIZE  # the page shows no further than the gateway may rerank
 MAX_QUERY_CHARS = 500
 MAX_TYPES = 20  # publication types the page asks counts for, and the most that may be chosen
 MAX_TYPE_CHARS = 200
@@ -105,7 +105,7 @@ def _whole_number(name: str, value: str | None, lowest: int, highest: int) -> in
                              f"{highest}") from None
     if not lowest <= number <= highest:
         raise SiteQueryError(f"{name} is {number}; give a whole number from {lowest} to {highest}"
-                             + (f" (the gateway ranks the first {MAX_K} hits)" if name == "page" else ""))
+                             + (f" (the site shows the first {MAX_WINDOW} hits)" if name == "page" else ""))
     return number
 
 

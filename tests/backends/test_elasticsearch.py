@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from elasticsearch import Elasticsearch
 
-from es_rerank.backends.base import BackendError
+from es_rerank.backends.base import MAX_K, BackendError
 from es_rerank.backends.elasticsearch import (
     BUILD_META_KEY, META_KEY, ElasticsearchBackend, connect, stats_dir, stats_root,
 )
@@ -154,7 +154,7 @@ def test_empty_and_unmatched_queries_return_no_hits(served):
     assert served[2].search("?!", 10) == []
 
 
-@pytest.mark.parametrize("k", [0, -1, 1001])
+@pytest.mark.parametrize("k", [0, -1, MAX_K + 1])
 def test_k_out_of_range(served, k):
     with pytest.raises(BackendError, match="out of range"):
         served[2].search("statin", k)

@@ -55,6 +55,32 @@ def at_least(doc: Document, words: list[str], n: int) -> bool:
     return sum(word in tokens(doc) for word in words) >= n
 
 
+def edits(a: str, b: str, transpositions: bool = True) -> int:
+    """Lucene's edit distance (Levenshtein; a swap of two neighbours one edit with ``transpositions``), by hand."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if transpositions and i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
+
+
+def near(doc: Document, word: str, most: int, prefix_length: int = 0, transpositions: bool = True) -> bool:
+    """Whether the document holds a word within ``most`` edits of ``word``, its first ``prefix_length`` unchanged."""
+    return any(token[:prefix_length] == word[:prefix_length]
+               and edits(token[prefix_length:], word[prefix_length:], transpositions) <= most for token in tokens(doc))
+
+
+def starts(doc: Document, prefix: str) -> bool:
+    return any(token.startswith(prefix) for token in tokens(doc))
+
+
+def has_phrase_prefix(words: list[str], phrase: list[str]) -> bool:
+    return any(words[i:i + len(phrase) - 1] == phrase[:-1] and words[i + len(phrase) - 1].startswith(phrase[-1])
+               for i in range(len(words) - len(phrase) + 1))
+
+
 CASES = {
     "match any word": ({"match": {"text": "green tea"}}, lambda d: at_least(d, ["green", "tea"], 1)),
     "match operator and": ({"match": {"text": {"query": "green tea", "operator": "and"}}},
@@ -102,6 +128,34 @@ CASES = {
                       lambda d: "cancer" in tokens(d) and "risk" not in tokens(d)),
     "bool filter only": ({"bool": {"filter": [{"term": {"journal": "Nutrients"}}, {"range": {"year": {"lt": 2000}}}]}},
                          lambda d: d.journal == "Nutrients" and d.year < 2000),
+    # Fuzzy words and prefixes (issue 35): AUTO gives 5-letter words 1 edit, 6 and more 2, 3 to 5 letters 1.
+    "match fuzziness AUTO": ({"match": {"text": {"query": "grean vitamen", "fuzziness": "AUTO"}}},
+                             lambda d: near(d, "grean", 1) or near(d, "vitamen", 2)),
+    "match fuzziness 1 and": ({"match": {"text": {"query": "coffe risc", "fuzziness": 1, "operator": "and"}}},
+                              lambda d: near(d, "coffe", 1) and near(d, "risc", 1)),
+    "fuzziness prefix_length": ({"match": {"text": {"query": "bleck risc", "fuzziness": 1, "prefix_length": 3}}},
+                                lambda d: near(d, "bleck", 1, 3) or near(d, "risc", 1, 3)),
+    "fuzziness without transpositions": (
+        {"match": {"text": {"query": "tae coffe", "fuzziness": 1, "fuzzy_transpositions": False}}},
+        lambda d: near(d, "tae", 1, transpositions=False) or near(d, "coffe", 1, transpositions=False)),
+    "fuzziness 0 is the words": ({"match": {"text": {"query": "tea", "fuzziness": "0"}}}, lambda d: "tea" in tokens(d)),
+    "Haystack's multi_match": ({"bool": {"must": [{"multi_match": {"query": "breest cancr", "fuzziness": "AUTO",
+                                                                   "type": "most_fields", "operator": "OR"}}]}},
+                               lambda d: near(d, "breest", 2) or near(d, "cancr", 1)),
+    "fuzzy query": ({"fuzzy": {"text": {"value": "dyet"}}}, lambda d: near(d, "dyet", 1)),
+    "query_string word~": ({"query_string": {"query": "grean~ AND coffe~1", "default_field": "text"}},
+                           lambda d: near(d, "grean", 1) and near(d, "coffe", 1)),
+    "prefix": ({"prefix": {"text": "bre"}}, lambda d: starts(d, "bre")),
+    "prefix is not analysed": ({"bool": {"should": [{"prefix": {"text": "Bre"}}, {"match": {"text": "diet"}}]}},
+                               lambda d: "diet" in tokens(d)),
+    "match_bool_prefix": ({"match_bool_prefix": {"text": "diet bla"}}, lambda d: "diet" in tokens(d) or starts(d, "bla")),
+    "multi_match bool_prefix and": (
+        {"multi_match": {"query": "coffee ri", "type": "bool_prefix", "fields": ["text"], "operator": "and"}},
+        lambda d: "coffee" in tokens(d) and starts(d, "ri")),
+    "match_phrase_prefix": ({"match_phrase_prefix": {"text": "green te"}},
+                            lambda d: has_phrase_prefix(tokens(d), ["green", "te"])),
+    "multi_match phrase_prefix": ({"multi_match": {"query": "breast c", "type": "phrase_prefix", "fields": ["text"]}},
+                                  lambda d: has_phrase_prefix(tokens(d), ["breast", "c"])),
     "bool should beside filter is optional": (
         {"bool": {"filter": [{"term": {"year": 2005}}], "should": [{"match": {"text": "green"}}]}},
         lambda d: d.year == 2005),
@@ -139,9 +193,15 @@ def test_embedded_hits_are_those_the_query_asks_for(embedded, case):
     assert matched(embedded, query) == expected
 
 
+# noida-db answers a multi_match naming no fields (every field of a document) with no hit; Elasticsearch 7.17 serves it.
+NOT_ON_NOIDA = {"Haystack's multi_match"}
+
+
 @pytest.mark.es
 @pytest.mark.parametrize("case", list(CASES))
-def test_elasticsearch_hits_are_those_the_query_asks_for(elasticsearch, case):
+def test_elasticsearch_hits_are_those_the_query_asks_for(elasticsearch, case, request):
+    if case in NOT_ON_NOIDA and request.node.callspec.params.get("es_url") == "noida":
+        pytest.skip("noida-db does not search a multi_match without fields; Elasticsearch 7.17 is checked")
     query, wanted = CASES[case]
     assert matched(elasticsearch, query) == {d.doc_id for d in CORPUS if wanted(d)}
 
@@ -157,10 +217,11 @@ def test_the_cases_tell_and_from_or():
 
 @pytest.mark.parametrize("query, refused", [
     ({"match": {"title": "tea"}}, "title and abstract together"),
-    ({"match": {"text": {"query": "tea", "fuzziness": "AUTO"}}}, "[fuzziness] is not served"),
+    ({"fuzzy": {"journal": "Nutrients"}}, "[fuzzy] on [journal]"),
+    ({"prefix": {"text": {"value": "te", "rewrite": "top_terms_10"}}}, "rewrite"),
     ({"query_string": {"query": "/te.*/", "default_field": "text"}}, "regular expression"),
     ({"query_string": {"query": "journal:Nutr*"}}, "wildcard"),
-    ({"query_string": {"query": "tea~1", "default_field": "text"}}, "fuzziness"),
+    ({"query_string": {"query": "journal:Nutrients~1"}}, "fuzzy word"),
     ({"query_string": {"query": "title:tea"}}, "field [title]"),
     ({"wildcard": {"text": "te*"}}, "[wildcard] queries are not served"),
     ({"range": {"journal": {"gte": "A"}}}, "[range] on [journal]"),
