@@ -1,9 +1,9 @@
 """The served ranking of one query: BM25 top-window, the model, the two votes, the merge.
 
 One place composes the stages of every search (``es_rerank.ranking.answer``: ``_search``,
-``esrr search``, ``eval``, ``bench search``), so the benchmark measures exactly what is served. Torch-free: the model comes
-in as a ``Reranker`` (``worker.local.LocalReranker`` in this process, or
-``es_rerank.ranking.dispatch.WorkerReranker`` through the broker).
+``esrr search``, ``eval``, ``bench search``), so the benchmark measures exactly what is
+served. Torch-free: the model comes in as a ``Reranker`` (``worker.local.LocalReranker`` in
+this process, or ``es_rerank.ranking.dispatch.WorkerReranker`` through the broker).
 
 Each stage runs inside ``clock(stage name)``; the default clock does nothing, the
 benchmark's records how long each took (``STAGES`` lists them in order).

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from elasticsearch import Elasticsearch
 
-from es_rerank.backends.base import BackendError, text_hits
+from es_rerank.backends.base import BackendError, text_body, text_hits
 from es_rerank.backends.elasticsearch import (
     BUILD_META_KEY, META_KEY, ElasticsearchBackend, connect, stats_dir, stats_root,
 )
@@ -133,12 +133,20 @@ def test_stored_terms_equal_the_statistics_that_hits_carry(served, es_client):
             np.testing.assert_array_equal(getattr(stored[hit.doc_id], name), got, err_msg=f"{hit.doc_id} {name}")
 
 
-def test_searches_fetch_no_stored_ids(served):
+def test_searches_fetch_no_stored_ids(served, monkeypatch):
     """The ids come from the statistics; fetching them too made a top-500 response 5.7 times larger."""
     backend = served[2]
-    response = backend._search(backend.index, "statin breast cancer survival", 30)
-    assert response["hits"]["hits"]
-    assert all(set(hit["_source"]) == {"doc_id", "title"} for hit in response["hits"]["hits"])
+    responses, search = [], backend.client.search
+
+    def kept(**request):  # the real client's answer, kept to look at
+        response = search(**request)
+        responses.append(response.body)
+        return response
+
+    monkeypatch.setattr(backend.client, "search", kept)
+    assert text_hits(backend, "statin breast cancer survival", 30)
+    first_stage = responses[0]["hits"]["hits"]
+    assert first_stage and all(set(hit["_source"]) == {"doc_id", "title"} for hit in first_stage)
 
 
 def test_a_document_written_behind_esrrs_back_is_refused_with_the_fix(es_client, es_settings, corpus):
@@ -311,16 +319,41 @@ def test_a_search_answered_before_another_followed_the_alias_is_searched_again(e
     load_index(es_client, corpus[::-1], es_settings, version="v1", progress=False)
     backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
     second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
-    searched = backend.search
+    searched = backend.first_stage
 
-    def search_then_another_thread_follows(query: str, k: int):
-        hits = searched(query, k)
+    def search_then_another_thread_follows(prepared, k: int):
+        answer = searched(prepared, k)
         if backend.index != second.index:  # the interleaving, once: a prune, then thread B's search
             delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)
-            searched("cancer", 1)
-        return hits
+            searched(backend.prepare(text_body("cancer")), 1)
+        return answer
 
-    backend.search = search_then_another_thread_follows
+    backend.first_stage = search_then_another_thread_follows
+    seen = []
+
+    class StatsCheckingReranker:
+        name = "checks"
+
+        def __call__(self, query, hits, stats, clock=None):
+            seen.append([(h.doc_id, h.doc_id in stats and np.array_equal(
+                h.terms.abstract_ids, stats.doc_terms(stats.row(h.doc_id)).abstract_ids)) for h in hits])
+            return np.zeros(len(hits), dtype=np.float32)
+
+    ranking = ranked(SearchPipeline(backend, 50, StatsCheckingReranker()), "cancer diet", 10)
+    assert backend.index == second.index and ranking.ranked
+    assert seen and all(agrees for doc_id, agrees in seen[-1]), seen[-1]
+
+
+def test_a_search_that_follows_the_alias_itself_is_ranked_under_the_statistics_it_followed_to(
+        es_client, es_settings, corpus):
+    """The served index is pruned before a search: the first stage follows the alias to v2 while the statistics
+    read before it were v1's; the pipeline's one retry searches again under v2's."""
+    from es_rerank.ranking.pipeline import SearchPipeline
+
+    load_index(es_client, corpus[::-1], es_settings, version="v1", progress=False)  # other term ids than v2's
+    backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
+    delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)
     seen = []
 
     class StatsCheckingReranker:

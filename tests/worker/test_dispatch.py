@@ -110,7 +110,7 @@ def test_a_query_that_expires_behind_a_busy_worker_keeps_bm25_order(broker, serv
     try:
         process.wait_ready(first)
         with ThreadPoolExecutor(1) as pool:
-            busy = pool.submit(SearchPipeline(backend, 20, WorkerReranker(first, queue, TIMEOUT)).rank, QUERY, 10)
+            busy = pool.submit(ranked, SearchPipeline(backend, 20, WorkerReranker(first, queue, TIMEOUT)), QUERY, 10)
             time.sleep(0.1)  # the one slot is taken for 0.7 s
             ranking = ranked(SearchPipeline(backend, 20, WorkerReranker(second, queue, 0.3)), QUERY, 10)
             assert busy.result().fallback is None
