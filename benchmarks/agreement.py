@@ -52,6 +52,7 @@ def overlap(first: list[str], second: list[str]) -> float:
 def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: int, json_out: Path | None) -> None:
     """Mean top-k overlap of the embedded and the Elasticsearch backend over one NFCorpus split."""
     from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect, stats_root
+    from es_rerank.backends.base import text_hits
     from es_rerank.backends.embedded import EmbeddedBackend
     from es_rerank.machine import machine_description
     from es_rerank.settings import CommonSettings
@@ -75,8 +76,8 @@ def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: in
             server = client.info()["version"]["number"]
             rows = []
             for query_id, text in queries.items():
-                ours = [hit.doc_id for hit in embedded.search(text, k)]
-                lucene = [hit.doc_id for hit in elasticsearch.search(text, k)]
+                ours = [hit.doc_id for hit in text_hits(embedded, text, k)]
+                lucene = [hit.doc_id for hit in text_hits(elasticsearch, text, k)]
                 one_field = _text_field_top(client, loaded.index, text, k)
                 rows.append({"query_id": query_id, "query": text, "overlap": overlap(ours, lucene),
                              "overlap_text_field": overlap(ours, one_field),

@@ -49,7 +49,7 @@ import click
 import numpy as np
 
 from benchmarks.queries import dev_query_texts
-from es_rerank.backends.base import MAX_WINDOW
+from es_rerank.backends.base import MAX_WINDOW, text_hits
 from es_rerank.cli_options import json_out_option
 from es_rerank.machine import machine_description
 
@@ -279,7 +279,7 @@ def measure_queue_bound(settings: Any, queries: list[str], window: int, sends: i
     backend = open_backend(settings)
     payloads = []
     for text in queries:
-        hits = backend.search(text, window)
+        hits = text_hits(backend, text, window)
         if len(hits) == window:
             payloads.append(encode(build_request(text, [h.terms for h in hits], backend.stats, settings.lex_features)))
         if len(payloads) == 20:

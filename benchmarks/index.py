@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from es_rerank.backends.base import MAX_K
+from es_rerank.backends.base import MAX_K, text_hits
 from es_rerank.cli_options import json_out_option
 
 
@@ -58,11 +58,11 @@ def bench_index(data: Path | None, repeats: int, rounds: int, k: int, json_out: 
             builds.append(result.seconds)
         backend = EmbeddedBackend.open_current(Path(tmp))
         for query in queries:  # warm-up pass
-            backend.search(query, k)
+            text_hits(backend, query, k)
         for _ in range(rounds):
             for query in queries:
                 started = time.perf_counter()
-                backend.search(query, k)
+                text_hits(backend, query, k)
                 latencies.append(time.perf_counter() - started)
 
     figures = {

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import click
 import numpy as np
 
-from es_rerank.backends.base import MAX_WINDOW
+from es_rerank.backends.base import MAX_WINDOW, text_hits
 from es_rerank.cli_options import json_out_option
 from es_rerank.lex import LEX3
 from es_rerank.machine import machine_description
@@ -142,7 +142,7 @@ def bench_roundtrip(queries: int, window: int, levels: list[int], timeout: float
         nfcorpus = NFCorpus.locate(data, settings)
         backend = open_backend(settings)
         for text in [text for _, text in sorted(nfcorpus.queries("dev").items())][:queries]:
-            hits = backend.search(text, window)
+            hits = text_hits(backend, text, window)
             try:
                 request = build_request(text, [h.terms for h in hits], backend.stats, LEX3)
             except PayloadError:  # a query without tokens: nothing to rerank by

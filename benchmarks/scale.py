@@ -189,6 +189,7 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
     """Open the index as a serving process: start time, USS, BM25 and served-pipeline latency."""
     os.environ["ESRR_HOME"] = home
     os.environ.setdefault("ESRR_TORCH_THREADS", "1")
+    from es_rerank.backends.base import text_hits
     from es_rerank.backends.embedded import EmbeddedBackend
 
     uss_before, anonymous_before = _uss_bytes(), _anonymous_bytes()
@@ -196,12 +197,12 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
     backend = EmbeddedBackend.open_current(Path(home) / "indexes" / "embedded")
     start_s = time.perf_counter() - started
     for query in queries:  # warm-up pass: the first touch of each page
-        backend.search(query, 500)
+        text_hits(backend, query, 500)
     bm25 = []
     for _ in range(rounds):
         for query in queries:
             t = time.perf_counter()
-            backend.search(query, 500)
+            text_hits(backend, query, 500)
             bm25.append((time.perf_counter() - t) * 1000)
     uss_index = _uss_bytes() - uss_before
     figures = {"start_s": start_s, "uss_index_bytes": uss_index, "uss_process_bytes": _uss_bytes(),
@@ -212,7 +213,9 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
 
     torch.set_num_threads(1)
     from es_rerank.cli_options import load_settings
+    from es_rerank.ranking.answer import answer
     from es_rerank.ranking.assemble import served_pipeline
+    from es_rerank.ranking.request import text_request
     from worker.local import LocalReranker
     from worker.settings import WorkerSettings
 
@@ -221,15 +224,16 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
     uss_before_model = _uss_bytes()
     pipeline = served_pipeline(settings, 500, rerank=True, use_neighbours=False, keep_vectors=True,
                                local_reranker=lambda: LocalReranker(settings))
-    for query in queries:
-        ranking = pipeline.rank(query, 10)
+    asked = [text_request(query, 10) for query in queries]  # what a client sends: answered as _search answers it
+    for query, one in zip(queries, asked):
+        ranking = answer(pipeline, one).ranking
         if ranking.fallback:
             raise RuntimeError(f"the model did not score {query!r}: {ranking.fallback}")
     served = []
     for _ in range(rounds):
-        for query in queries:
+        for one in asked:
             t = time.perf_counter()
-            pipeline.rank(query, 10)
+            answer(pipeline, one)
             served.append((time.perf_counter() - t) * 1000)
     figures.update({"served_p50_ms": float(np.percentile(served, 50)),
                     "served_p99_ms": float(np.percentile(served, 99)),

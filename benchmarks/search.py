@@ -1,7 +1,9 @@
 """``esrr bench search``: where one query's time goes in what ``esrr search`` serves.
 
 Runs the served pipeline (``es_rerank.ranking.assemble.served_pipeline``: the same stages, on
-by the same defaults) in this process over the NFCorpus dev queries, and times each
+by the same defaults) in this process over the NFCorpus dev queries, each the request a client
+sends for its words, answered as ``_search`` answers it (``es_rerank.ranking.answer``: the body
+prepared, ranked, its page's ``_source`` read; "total" holds all of it), and times each
 stage of every query (``es_rerank.ranking.pipeline.STAGES``): BM25 retrieval, the
 Lex features and request, the model, the candidate-feedback vectors and votes, the
 judged-neighbour votes, the merge. All stages are timed in the same run, query by
@@ -30,7 +32,9 @@ import numpy as np
 from es_rerank.backends.base import MAX_K, MAX_WINDOW
 from benchmarks.queries import dev_query_options
 from es_rerank.cli_options import json_out_option
+from es_rerank.ranking.answer import answer
 from es_rerank.ranking.pipeline import STAGES, Ranking, ScoringUnavailable, SearchPipeline
+from es_rerank.ranking.request import text_request
 from es_rerank.machine import machine_description
 
 TOTAL = "total"
@@ -74,15 +78,16 @@ def time_queries(pipeline: SearchPipeline, queries: list[str], k: int, rounds: i
     """
     uncached = (replace(pipeline, reranker=None, neighbours=None, feedback_vectors=None)
                 if pipeline.feedback_vectors is not None else None)
-    rankers = Counter(_scored(pipeline.rank(query, k)).ranker for query in queries)  # warm-up: model load, caches
+    asked = [text_request(query, k) for query in queries]  # what a client sends for each query's words
+    rankers = Counter(_scored(answer(pipeline, one).ranking).ranker for one in asked)  # warm-up: model, caches
     times, beside = StageTimes(), StageTimes()
     for _ in range(rounds):
-        for query in queries:
+        for one in asked:
             with times(TOTAL):
-                ranking = pipeline.rank(query, k, times)
+                ranking = answer(pipeline, one, clock=times).ranking
             _scored(ranking)
             if uncached is not None:
-                uncached.rank(query, k, beside)
+                answer(uncached, one, clock=beside)
     if beside.ms:
         times.ms[UNCACHED] = beside.ms["feedback vectors"]
     return times, rankers.most_common(1)[0][0]

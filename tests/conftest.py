@@ -21,9 +21,21 @@ import pytest
 from click.testing import CliRunner, Result
 
 from es_rerank.cli import main
+from es_rerank.ranking.answer import answer
+from es_rerank.ranking.pipeline import Ranking, SearchPipeline, StageClock, no_clock
+from es_rerank.ranking.request import text_request
 from es_rerank.stats import CorpusStats, Document, build_stats
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+
+def ranked(pipeline: SearchPipeline, text: str, k: int, clock: StageClock = no_clock,
+           window: int | None = None) -> Ranking:
+    """The ranking of the request a client sends for ``text`` and ``k`` hits (``window``: ext.esrr.window_size),
+    answered as ``_search`` answers it."""
+    return answer(pipeline, text_request(text, k, window), clock=clock).ranking
+
 
 # Lexical tokens: a 3 title + 6 abstract, b 2 + 7, c 2 + 0 (no abstract).
 TINY_DOCS = (

@@ -1,8 +1,10 @@
 """``esrr batch-search``: rank every query of a file with the served pipeline, write a TREC run.
 
 The same assembly as ``esrr search`` (``served_pipeline``), loaded once for all the queries:
-the model, the feedback's document vectors (kept between queries) and the votes. A run
-file is what ``ir_measures``, ``trec_eval`` or ``esrr eval``-style tooling reads.
+the model, the feedback's document vectors (kept between queries) and the votes. Each query's
+words are the request a client sends for them, answered as ``_search`` answers it
+(``es_rerank.ranking.answer``). A run file is what ``ir_measures``, ``trec_eval`` or
+``esrr eval``-style tooling reads.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ def batch_search(queries_file: Path, out: Path, k: int, window: int, rerank: boo
                  use_neighbours: bool | None, via_worker: bool, tag: str) -> None:
     """Rank every query of QUERIES (BEIR queries.jsonl or ID<TAB>TEXT lines) and write a TREC run."""
     from es_rerank.backends import BackendError
+    from es_rerank.backends.base import QueryRefused
     from es_rerank.cli_options import load_settings, writable_file
+    from es_rerank.ranking.answer import answer
+    from es_rerank.ranking.request import text_request
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.ranking.assemble import served_pipeline
     from es_rerank.text import tokenize
@@ -65,13 +70,13 @@ def batch_search(queries_file: Path, out: Path, k: int, window: int, rerank: boo
             for query_id in tqdm(queries, desc="queries", unit="query"):
                 if query_id in wordless:
                     continue
-                ranking = pipeline.rank(queries[query_id], k)
+                ranking = answer(pipeline, text_request(queries[query_id], k)).ranking  # as _search ranks it
                 rankers[ranking.ranker] = rankers.get(ranking.ranker, 0) + 1
                 fallbacks += ranking.fallback is not None
                 for rank, item in enumerate(ranking.ranked, 1):  # _score, as the gateway answers it
                     run.write(f"{query_id} Q0 {item.hit.doc_id} {rank} {item.score:.6f} {tag}\n")
         partial.replace(out)
-    except (BackendError, PayloadError, WorkerSetupError) as error:
+    except (BackendError, PayloadError, WorkerSetupError, QueryRefused) as error:
         raise click.ClickException(str(error)) from None
     finally:
         partial.unlink(missing_ok=True)

@@ -95,6 +95,9 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
            use_neighbours: bool | None, via_worker: bool, as_json: bool, backend: str | None) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.backends import BackendError
+    from es_rerank.backends.base import QueryRefused
+    from es_rerank.ranking.answer import answer
+    from es_rerank.ranking.request import text_request
     from es_rerank.ranking.response import search_response
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.text import tokenize
@@ -111,11 +114,12 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
                                via_worker=via_worker, local_reranker=lambda: LocalReranker(settings))
     try:
         started = time.perf_counter()
-        ranking = pipeline.rank(query, k)
+        # The request a client sends for these words, answered as _search answers it; stored fields (the title,
+        # the metadata) are read for the hits shown only.
+        answered = answer(pipeline, text_request(query, k))
         took_ms = round((time.perf_counter() - started) * 1000)
-        # Stored fields (the title, the metadata) are read for the hits shown only, as the gateway reads them.
-        shown = pipeline.backend.page(None, [item.hit for item in ranking.ranked])
-    except (BackendError, PayloadError, WorkerSetupError) as error:
+        ranking, shown = answered.ranking, answered.shown
+    except (BackendError, PayloadError, WorkerSetupError, QueryRefused) as error:
         raise click.ClickException(str(error)) from None
     finally:
         if pipeline.reranker is not None:

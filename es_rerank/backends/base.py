@@ -57,10 +57,6 @@ class SearchBackend(Protocol):
         """The term statistics of the index version being served."""
         ...
 
-    def search(self, query: str, k: int) -> Sequence[Hit]:
-        """Top-``k`` hits by BM25, best first; ties broken by ascending doc id."""
-        ...
-
     def current(self) -> "SearchBackend":
         """This backend, or one serving the version now current if a reindex swapped it in."""
         ...
@@ -90,6 +86,21 @@ class SearchBackend(Protocol):
     def description(self) -> dict[str, Any]:
         """The served index's ``mappings`` and ``settings`` as ``GET /<index>`` shows them, without esrr's own fields."""
         ...
+
+
+TEXT_FIELD = "text"  # title and abstract, as one field: what a query's words are searched in
+
+
+def text_body(text: str) -> dict[str, Any]:
+    """The search body a client sends for the words ``text`` (``q=`` with plain words, the site page's query): a
+    ``match`` on ``text`` that any of the words satisfies."""
+    return {"query": {"match": {TEXT_FIELD: {"query": text}}}}
+
+
+def text_hits(backend: SearchBackend, text: str, k: int) -> Sequence[Hit]:
+    """The top-``k`` first-stage hits of ``text_body(text)``: BM25 best first, ties by ascending doc id (for code
+    that needs only the hits: training candidates, the health check, benchmarks of the first stage)."""
+    return backend.first_stage(backend.prepare(text_body(text)), k).hits
 
 
 def check_k(k: int) -> int:

@@ -25,9 +25,10 @@ query, ``post_filter``, ``aggs``, ``track_total_hits`` and the rest go to Elasti
 the first stage (size = the window, from 0, the same tie order, only ``doc_id`` and
 ``title`` fetched), and a second request fetches the page's ``_source``, ``highlight``
 and ``fields`` for the hits shown only (the query again, restricted to their ids), as
-Elasticsearch's own fetch phase reads them for the page only. One rewrite keeps today's
-scores: a ``match`` on ``text`` without operator or minimum_should_match (any word, the
-keyword search) is today's ``bool.should`` of ``title`` and ``abstract``, which matches
+Elasticsearch's own fetch phase reads them for the page only. One rewrite gives the query
+above: a ``match`` on ``text`` without operator or minimum_should_match (any word, the
+keyword search, what a shell's query text asks: ``text_body``) is the ``bool.should`` of
+``title`` and ``abstract``, which matches
 the same documents as the ``text`` field; every other clause on ``text`` searches that
 field (title and abstract as one, as in the embedded index), so AND, minimum_should_match
 and phrases mean the same on both backends.
@@ -261,18 +262,6 @@ class _Served:
     stats: CorpusStats
 
 
-def bm25_request(query: str, k: int) -> dict[str, Any]:
-    """The ``_search`` body of the top-``k`` by BM25(title) + BM25(abstract), ties by ascending doc id."""
-    return {
-        "size": k,
-        "query": {"bool": {"should": [{"match": {"title": {"query": query}}},
-                                      {"match": {"abstract": {"query": query}}}]}},
-        "sort": [{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}],
-        "track_scores": True,
-        "track_total_hits": False,
-    }
-
-
 class ElasticsearchBackend:
     """BM25 over title+abstract from Elasticsearch, with each hit's precomputed data."""
 
@@ -344,26 +333,6 @@ class ElasticsearchBackend:
     def stats(self) -> CorpusStats:
         """The served index's term statistics."""
         return self._served.stats
-
-    def search(self, query: str, k: int) -> list[Hit]:
-        """Top-``k`` hits by BM25, best first; equal scores ordered by ascending doc id."""
-        check_k(k)
-        served = self._served
-        if (change := served.stats.changed_files()) is not None:  # before a read that a cut file would end in SIGBUS
-            raise BackendError(change)
-        try:
-            with translate_errors(self.client, passing=(NotFoundError,)):
-                response = self._search(served.index, query, k)
-        except NotFoundError:
-            # The served version was deleted after a reindex: follow the alias once.
-            self.reload()
-            served = self._served
-            with translate_errors(self.client):
-                response = self._search(served.index, query, k)
-        return [self._hit(hit, served) for hit in response["hits"]["hits"]]
-
-    def _search(self, index: str, query: str, k: int) -> dict:
-        return self.client.search(index=index, source=HIT_FIELDS, **bm25_request(query, k)).body
 
     def _on_served(self, call: Any) -> tuple[dict, _Served]:
         """``call(index)`` on the served index, following the alias once if that index was deleted meanwhile;
@@ -531,8 +500,8 @@ _DEPTH = 32
 
 
 def _on_text(query: Any, depth: int = 0) -> Any:
-    """``query`` with each ``match`` on ``text`` that asks for any word made today's title-or-abstract query
-    (the same documents, today's per-field scores); everything else as it was."""
+    """``query`` with each ``match`` on ``text`` that asks for any word made the title-or-abstract query (the
+    same documents, per-field scores); everything else as it was."""
     if depth > _DEPTH or not isinstance(query, dict):
         return query
     rewritten = {}

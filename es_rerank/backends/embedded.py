@@ -47,7 +47,6 @@ from es_rerank.backends.tantivy_files import TantivyFileError, hold_tantivy_file
 from es_rerank.held_files import FileBeingWritten, FileGuard
 from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
-from es_rerank.text import tokenize
 from es_rerank.versions import CURRENT_FILE, VersionNameError, read_pointer
 
 TOKENIZER = "esrr_pretokenized"
@@ -307,19 +306,6 @@ class EmbeddedBackend:
         (``es_rerank.held_files``); a search's whole ranking reads inside one."""
         return self._files.reading()
 
-    @_reads_files
-    def search(self, query: str, k: int) -> list[Hit]:
-        """Top-``k`` hits by BM25, best first; equal scores ordered by ascending doc id."""
-        check_k(k)
-        terms = sorted(set(tokenize(query)))
-        if not terms or self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
-            return []
-        bm25 = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", t)) for t in terms]
-        )
-        scored, _ = self._top(bm25, k)
-        return self._ranked(scored, k)
-
     def _top(self, query: tantivy.Query, k: int, count: bool = False) -> tuple[list, int | None]:
         """tantivy's top hits of ``query``, enough that a tie at the ``k``-th score is fetched whole, and the count."""
         limit = min(k + _TIE_MARGIN, self._stats.n_docs)
@@ -550,7 +536,9 @@ class EmbeddedBackend:
         """The tantivy query of one node, scored as Elasticsearch scores it (BM25 sums; filters score nothing)."""
         schema, Query, Occur = self._schema, tantivy.Query, tantivy.Occur
         if isinstance(node, Words):
-            terms = [Query.term_query(schema, "text", token) for token in node.tokens]
+            # In sorted order: tantivy sums the terms' scores in the order given, and a float sum's last bit depends
+            # on it (then a tie at the window's edge); every search of the same words scores the same.
+            terms = [Query.term_query(schema, "text", token) for token in sorted(node.tokens)]
             query = _at_least(terms, node.required)
             return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
         if isinstance(node, Phrase):

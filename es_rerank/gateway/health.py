@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from es_rerank.backends.base import BackendError
+from es_rerank.backends.base import BackendError, text_hits
 from es_rerank.gateway.errors import error_body, public_reason
 from es_rerank.payload import PayloadError, WorkerSetupError
 from es_rerank.ranking.dispatch import WorkerReranker
@@ -62,7 +62,7 @@ def health_body(served: ServedSearch, probe: ModelProbe) -> dict[str, Any]:
     the version current on disk cannot be served; a ``BackendError`` (or a worker's refusal) when searches cannot
     be answered at all (``red_body``). ``model_answers`` says ``reranks`` the same way for ``GET /``."""
     pipeline = served.pipeline()
-    pipeline.backend.search(PROBE_QUERY, 1)
+    text_hits(pipeline.backend, PROBE_QUERY, 1)
     fallback = probe.fallback(pipeline)
     body = {"status": "green", **serving_state(pipeline, fallback is None and reranks_now(pipeline))}
     if fallback is not None:

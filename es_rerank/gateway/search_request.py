@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import parse_qsl
 
@@ -39,7 +38,8 @@ from es_rerank.backends.query_dsl import MAX_DEPTH, query_text
 from es_rerank.gateway.errors import BadSearchRequest, clipped, excerpt
 from es_rerank.gateway.url_options import (FORMAT_PARAMETERS, SHAPING_PARAMETERS, UNCHANGING_PARAMETERS,
                                             check_time_value, check_url_options, flag)
-from es_rerank.ranking.merge import REPLACE, SCORE_MODES, Combination
+from es_rerank.ranking.merge import SCORE_MODES, Combination
+from es_rerank.ranking.request import DEFAULT_SIZE, NO_WORDS_SKIPPED, SearchRequest, by_score
 from es_rerank.text import tokenize
 
 SEARCHED_FIELD = "text"
@@ -53,45 +53,11 @@ URL_PARAMETERS = (("q", "df", "default_operator", "size", "from", "track_total_h
                   + FORMAT_PARAMETERS)
 PAGING_KEYS = ("size", "from", "ext")  # read here; the rest of the body is the first stage's
 EXT_OPTIONS = ("window_size", "query_text", "score_mode", "query_weight", "rerank_weight", "explain")
-DEFAULT_SIZE = 10
 DEFAULT_MAX_WORDS = 256
 CHARS_PER_WORD = 32  # a query of n words may hold 32 n characters (biomedical words are long, not that long)
 EXAMPLE = '{"query": {"match": {"text": "green tea and breast cancer"}}, "size": 10}'
 # Lucene's operators: a sign at the start of a word, quotes, groups, field names, wildcards, AND / OR / NOT.
 _LUCENE_SYNTAX = re.compile(r'(?:^|\s)[-+!]|["()\[\]{}~^*?\\/]|\w:|&&|\|\||\b(?:AND|OR|NOT)\b')
-
-
-@dataclass(frozen=True)
-class SearchRequest:
-    """A search: the first-stage body, the words the model reads, which hits to return and how to rerank."""
-
-    text: str  # what the model scores ("" when the request has no words for it)
-    size: int = DEFAULT_SIZE
-    offset: int = 0  # Elasticsearch's `from`
-    body: Mapping[str, Any] = field(default_factory=dict)  # query, post_filter, aggs, highlight, _source, ...
-    window: int | None = None  # ext.esrr.window_size; None: the gateway's
-    combination: Combination = REPLACE
-    explain: bool = False
-    skipped: str | None = None  # why reranking is skipped on purpose
-    passthrough: Mapping[str, str] = field(default_factory=dict)  # URL parameters for Elasticsearch (scroll)
-
-    @property
-    def depth(self) -> int:
-        """Hits to rank for this page (at least one, so that a size-0 request still counts)."""
-        return max(self.offset + self.size, 1)
-
-    @property
-    def sorts_by_field(self) -> bool:
-        """Whether the request's ``sort`` is not descending ``_score`` alone (hits show no ``max_score`` then)."""
-        return "sort" in self.body and not _by_score(self.body["sort"])
-
-    @property
-    def sorted_elsewhere(self) -> bool:
-        """Whether the request's order is not by score (a sort, a scroll, a point in time): Elasticsearch's own."""
-        return self.skipped is not None and not self.skipped.startswith(NO_WORDS)
-
-
-NO_WORDS = "the query has no words for the model"
 
 
 def url_parameters(query_string: bytes) -> dict[str, str]:
@@ -158,8 +124,7 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
     _check_length(text, max_words)
     skipped = _skipped(params, first_stage)
     if skipped is None and not tokenize(text):
-        skipped = (f"{NO_WORDS} to score (only filters, or no text clause); send ext.esrr.query_text to rerank "
-                   "by its words")
+        skipped = NO_WORDS_SKIPPED
     combination = Combination(options.get("score_mode", "replace"), options.get("query_weight", 1.0),
                               options.get("rerank_weight", 1.0))
     passthrough = {"scroll": params["scroll"]} if "scroll" in params else {}
@@ -246,7 +211,7 @@ def _boolean_or_count(name: str, value: str) -> bool | int:
 def _skipped(params: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
     """Why the request is answered in Elasticsearch's order rather than reranked (None: it is reranked)."""
     sort = params.get("sort", body.get("sort"))
-    if sort is not None and not _by_score(sort):
+    if sort is not None and not by_score(sort):
         return (f"the request sorts by {excerpt(sort)}, not by _score; like Elasticsearch's rescore, reranking "
                 "applies to a score order only, so the hits are in the order the sort gives")
     if "scroll" in params:
@@ -257,22 +222,6 @@ def _skipped(params: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
         return ("the request pages with search_after; such pages are in the sort's order (by _score: the first "
                 "stage's), not reranked")
     return None
-
-
-def _by_score(sort: Any) -> bool:
-    """Whether a ``sort`` orders by descending ``_score`` alone."""
-    items = sort if isinstance(sort, list) else [sort]
-    if isinstance(sort, str):
-        items = [part.strip() for part in sort.split(",")]
-    if len(items) != 1:
-        return False
-    item = items[0]
-    if isinstance(item, str):
-        return item in ("_score", "_score:desc")
-    if isinstance(item, dict) and list(item) == ["_score"]:
-        order = item["_score"]
-        return order == "desc" or (isinstance(order, dict) and order.get("order", "desc") == "desc")
-    return False
 
 
 def _esrr_options(ext: Any, max_window: int) -> dict[str, Any]:

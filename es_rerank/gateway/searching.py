@@ -27,6 +27,7 @@ from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.scroll_ids import ScrollMissing, ScrollState, decode, encode, keep_alive_seconds
 from es_rerank.gateway.search_request import SearchRequest, parse_search
 from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
+from es_rerank.ranking.answer import answer
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.response import search_response
 from es_rerank.ranking.served import ServedSearch
@@ -64,16 +65,10 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     try:
         prepared = backend.prepare(asked.body)  # read and weighed; the embedded index translates it when searched
         with lane.taken(_heavy(asked, prepared)):
-            check_answer = getattr(backend, "check_answer", None)  # a backend that can weigh its answer beforehand
-            if check_answer is not None:
-                check_answer(prepared, asked.size, limits)
-            ranking = pipeline.rank(asked.text, asked.depth, clock=metrics.stage, prepared=prepared,
-                                    window=0 if asked.skipped or not asked.size else asked.window,  # size 0: counts
-                                    combination=asked.combination)
-            page = ranking.ranked[asked.offset:asked.offset + asked.size]
-            shown = backend.page(prepared, [item.hit for item in page], limits.max_bytes)
+            answered = answer(pipeline, asked, limits, clock=metrics.stage, prepared=prepared)
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
+    ranking, page, shown = answered.ranking, answered.page, answered.shown
     took = time.perf_counter() - started
     metrics.search_seconds.observe(took)
     if ranking.fallback:

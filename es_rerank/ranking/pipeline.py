@@ -1,9 +1,9 @@
 """The served ranking of one query: BM25 top-window, the model, the two votes, the merge.
 
-One place composes the stages that ``esrr search`` runs and ``esrr bench search``
-times, so the benchmark measures exactly what is served. Torch-free: the model comes
-in as a ``Reranker`` (``worker.local.LocalReranker`` in this process, or
-``es_rerank.ranking.dispatch.WorkerReranker`` through the broker).
+One place composes the stages of every search (``es_rerank.ranking.answer``: ``_search``,
+``esrr search``, ``eval``, ``bench search``), so the benchmark measures exactly what is
+served. Torch-free: the model comes in as a ``Reranker`` (``worker.local.LocalReranker`` in
+this process, or ``es_rerank.ranking.dispatch.WorkerReranker`` through the broker).
 
 Each stage runs inside ``clock(stage name)``; the default clock does nothing, the
 benchmark's records how long each took (``STAGES`` lists them in order).
@@ -72,7 +72,8 @@ class Ranking:
     retrieved: int  # hits the first stage returned
     depth: int  # hits the first stage was asked for
     fallback: str | None = None  # why the model did not score this query (``ScoringUnavailable``)
-    first_stage: FirstStage | None = None  # the backend's whole answer, when a search body was ranked
+    first_stage: FirstStage | None = None  # the backend's whole answer to the search body
+    scores: WindowScores | None = None  # the window's scores after each stage (``esrr eval``'s rows)
 
 
 @dataclass(frozen=True)
@@ -157,17 +158,6 @@ class SearchPipeline:
         reading = getattr(self.backend, "reading", None)  # the Elasticsearch backend reads no file of its own
         return reading() if reading is not None else nullcontext()
 
-    def _retrieve(self, query: str, depth: int) -> tuple[Sequence[Hit], CorpusStats]:
-        """The top ``depth`` hits with the statistics of the index they came from."""
-        # A backend whose index was deleted under it (a prune) follows its alias during a search, this
-        # one's or another thread's: hits searched before the move must not meet the new statistics.
-        stats = self.backend.stats
-        hits = self.backend.search(query, depth)
-        if self.backend.stats is not stats:  # moved meanwhile: search the index it serves now
-            stats = self.backend.stats
-            hits = self.backend.search(query, depth)
-        return hits, stats
-
     def neighbours_problem(self, stats: CorpusStats | None = None) -> str | None:
         """Why the votes are set but not applied to the served index (None: applied, or no votes set)."""
         if self.neighbours is None:
@@ -212,18 +202,18 @@ class SearchPipeline:
                     stages.append((name + FUSED_ROW_SUFFIX, fuse(scores, votes, self.neighbours.params.weight)))
         return WindowScores(stages, fallback, skipped)
 
-    def rank(self, query: str, k: int, clock: StageClock = no_clock, prepared: object | None = None,
-             window: int | None = None, combination: Combination = REPLACE) -> Ranking:
-        """The top ``k`` of ``query``; the backend's and the reranker's errors pass through.
+    def rank(self, query: str, k: int, prepared: object, clock: StageClock = no_clock, window: int | None = None,
+             combination: Combination = REPLACE) -> Ranking:
+        """The top ``k`` of a search body the backend ``prepared``, ``query`` being what the model reads; the
+        backend's and the reranker's errors pass through (``es_rerank.ranking.answer`` asks for a request).
 
-        With ``prepared`` (a search body the backend prepared), the first stage is that body's
-        and ``query`` is only what the model reads. ``window`` (at most this pipeline's) reorders
-        fewer hits, 0 none; ``combination`` says how the window's scores combine.
+        ``window`` (at most this pipeline's) reorders fewer hits, 0 none; ``combination`` says
+        how the window's scores combine.
         """
         with self.reading():  # a file changed during the ranking: a BackendError, never its answer
-            return self._rank(query, k, clock, prepared, window, combination)
+            return self._rank(query, k, prepared, clock, window, combination)
 
-    def _rank(self, query: str, k: int, clock: StageClock, prepared: object | None, window: int | None,
+    def _rank(self, query: str, k: int, prepared: object, clock: StageClock, window: int | None,
               combination: Combination) -> Ranking:
         window = self.window if window is None else min(window, self.window)
         skipped_model = None
@@ -233,18 +223,14 @@ class SearchPipeline:
                 window = 0
         reorders = window > 0 and self.reorders
         depth = max(k, window) if reorders else k
-        first_stage = None
         with clock("retrieve"):
-            if prepared is None:
-                hits, stats = self._retrieve(query, depth)
-            else:
-                first_stage, stats = self._first_stage(prepared, depth)
-                hits = first_stage.hits
+            first_stage, stats = self._first_stage(prepared, depth)
+            hits = first_stage.hits
         scored_hits = hits[:window] if reorders else []
         scored = self.score_window(query, scored_hits, stats, clock)
         with clock("merge"):
             ranked = merge(hits, scored.final if scored_hits else None, len(scored_hits), combination, k)
-        return Ranking(ranked, scored.ranker, len(hits), depth, skipped_model or scored.fallback, first_stage)
+        return Ranking(ranked, scored.ranker, len(hits), depth, skipped_model or scored.fallback, first_stage, scored)
 
     def _skipping_model(self) -> str | None:
         """Why the reranker would skip its workers for this query (a breaker open); None: it would ask them."""
@@ -252,7 +238,9 @@ class SearchPipeline:
         return skipping() if skipping is not None else None
 
     def _first_stage(self, prepared: object, depth: int) -> tuple[FirstStage, CorpusStats]:
-        """A prepared body's first stage with the statistics of the index it came from (see ``_retrieve``)."""
+        """A prepared body's first stage with the statistics of the index it came from."""
+        # A backend whose index was deleted under it (a prune) follows its alias during a search, this
+        # one's or another thread's: hits searched before the move must not meet the new statistics.
         stats = self.backend.stats
         answer = self.backend.first_stage(prepared, depth)
         if self.backend.stats is not stats:

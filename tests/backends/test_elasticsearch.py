@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from elasticsearch import Elasticsearch
 
-from es_rerank.backends.base import MAX_K, BackendError
+from es_rerank.backends.base import MAX_K, BackendError, text_body, text_hits
 from es_rerank.backends.elasticsearch import (
     BUILD_META_KEY, META_KEY, ElasticsearchBackend, connect, stats_dir, stats_root,
 )
@@ -35,6 +35,7 @@ from index_setup.es_index import (
 )
 from index_setup.readers import read_beir_corpus
 from tests.engines import report
+from tests.conftest import ranked
 
 pytestmark = pytest.mark.es
 
@@ -96,7 +97,7 @@ def test_load_creates_versioned_index_behind_alias(served, es_client, corpus):
 
 
 def test_distinctive_query_finds_its_document(served):
-    hits = served[2].search("zymurgy xylophagous beetles", 5)
+    hits = text_hits(served[2], "zymurgy xylophagous beetles", 5)
     assert hits[0].doc_id == "ZZ-1"
     assert hits[0].title == "Zymurgy of xylophagous beetles"
     assert hits[0].score > 0
@@ -104,12 +105,12 @@ def test_distinctive_query_finds_its_document(served):
 
 
 def test_nfcorpus_title_query_ranks_its_document_first(served, corpus):
-    hits = served[2].search("alkylphenols human milk Taiwan", 10)
+    hits = text_hits(served[2], "alkylphenols human milk Taiwan", 10)
     assert hits[0].doc_id == "MED-118"
 
 
 def test_ties_broken_by_ascending_doc_id(served):
-    hits = served[2].search("quokka rottnest", 10)
+    hits = text_hits(served[2], "quokka rottnest", 10)
     assert [h.doc_id for h in hits[:2]] == ["TIE-a", "TIE-b"]
     assert hits[0].score == hits[1].score
 
@@ -118,7 +119,7 @@ def test_stored_terms_equal_the_statistics_that_hits_carry(served, es_client):
     """Hits take their precomputed data from the statistics: the load stored the same ids in each document."""
     backend = served[2]
     stats = backend.stats
-    hits = backend.search("statin breast cancer survival methylmercury phosphorus", 30)
+    hits = text_hits(backend, "statin breast cancer survival methylmercury phosphorus", 30)
     assert len(hits) >= 5
     stored = {doc["_source"]["doc_id"]: DocTerms.from_json(doc["_source"]) for doc in es_client.search(
         index=backend.index, size=len(hits), query={"terms": {"doc_id": [h.doc_id for h in hits]}})["hits"]["hits"]}
@@ -132,12 +133,20 @@ def test_stored_terms_equal_the_statistics_that_hits_carry(served, es_client):
             np.testing.assert_array_equal(getattr(stored[hit.doc_id], name), got, err_msg=f"{hit.doc_id} {name}")
 
 
-def test_searches_fetch_no_stored_ids(served):
+def test_searches_fetch_no_stored_ids(served, monkeypatch):
     """The ids come from the statistics; fetching them too made a top-500 response 5.7 times larger."""
     backend = served[2]
-    response = backend._search(backend.index, "statin breast cancer survival", 30)
-    assert response["hits"]["hits"]
-    assert all(set(hit["_source"]) == {"doc_id", "title"} for hit in response["hits"]["hits"])
+    responses, search = [], backend.client.search
+
+    def kept(**request):  # the real client's answer, kept to look at
+        response = search(**request)
+        responses.append(response.body)
+        return response
+
+    monkeypatch.setattr(backend.client, "search", kept)
+    assert text_hits(backend, "statin breast cancer survival", 30)
+    first_stage = responses[0]["hits"]["hits"]
+    assert first_stage and all(set(hit["_source"]) == {"doc_id", "title"} for hit in first_stage)
 
 
 def test_a_document_written_behind_esrrs_back_is_refused_with_the_fix(es_client, es_settings, corpus):
@@ -146,18 +155,18 @@ def test_a_document_written_behind_esrrs_back_is_refused_with_the_fix(es_client,
     es_client.index(index=backend.index, document={"doc_id": "INTRUDER-1", "title": "zymurgy", "abstract": "zymurgy"},
                     refresh=True)
     with pytest.raises(BackendError, match="returned a hit its statistics lack: document 'INTRUDER-1' .*rebuild"):
-        backend.search("zymurgy", 10)
+        text_hits(backend, "zymurgy", 10)
 
 
 def test_empty_and_unmatched_queries_return_no_hits(served):
-    assert served[2].search("qwertyuiopasdf", 10) == []
-    assert served[2].search("?!", 10) == []
+    assert text_hits(served[2], "qwertyuiopasdf", 10) == []
+    assert text_hits(served[2], "?!", 10) == []
 
 
 @pytest.mark.parametrize("k", [0, -1, MAX_K + 1])
 def test_k_out_of_range(served, k):
     with pytest.raises(BackendError, match="out of range"):
-        served[2].search("statin", k)
+        text_hits(served[2], "statin", k)
 
 
 def test_analyzer_mirrors_the_tokenizer(served, es_client, corpus):
@@ -189,9 +198,9 @@ def test_reindex_swaps_alias_and_keeps_old_index(es_client, es_settings, corpus)
                                                                                (second.index, True)]
     new_backend = ElasticsearchBackend(es_client, alias, stats_root(es_settings))
     assert new_backend.version == "v2" and new_backend.stats.n_docs == len(corpus)
-    assert new_backend.search("zymurgy", 1)[0].doc_id == "ZZ-1"
+    assert text_hits(new_backend, "zymurgy", 1)[0].doc_id == "ZZ-1"
     # The old backend stays on v1 (hits and statistics of one load) until told otherwise.
-    assert old_backend.version == "v1" and old_backend.search("zymurgy", 1) == []
+    assert old_backend.version == "v1" and text_hits(old_backend, "zymurgy", 1) == []
 
     # Roll back and forward with one alias move each.
     assert use_version(es_client, es_settings, "v1") == first.index
@@ -205,7 +214,7 @@ def test_reindex_swaps_alias_and_keeps_old_index(es_client, es_settings, corpus)
     assert not es_client.indices.exists(index=first.index)
     assert not (stats_root(es_settings) / "v1").exists()
     # Its index gone, the old backend follows the alias by itself.
-    assert old_backend.search("zymurgy", 1)[0].doc_id == "ZZ-1"
+    assert text_hits(old_backend, "zymurgy", 1)[0].doc_id == "ZZ-1"
     assert old_backend.version == "v2"
 
 
@@ -310,16 +319,16 @@ def test_a_search_answered_before_another_followed_the_alias_is_searched_again(e
     load_index(es_client, corpus[::-1], es_settings, version="v1", progress=False)
     backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
     second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
-    searched = backend.search
+    searched = backend.first_stage
 
-    def search_then_another_thread_follows(query: str, k: int):
-        hits = searched(query, k)
+    def search_then_another_thread_follows(prepared, k: int):
+        answer = searched(prepared, k)
         if backend.index != second.index:  # the interleaving, once: a prune, then thread B's search
             delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)
-            searched("cancer", 1)
-        return hits
+            searched(backend.prepare(text_body("cancer")), 1)
+        return answer
 
-    backend.search = search_then_another_thread_follows
+    backend.first_stage = search_then_another_thread_follows
     seen = []
 
     class StatsCheckingReranker:
@@ -330,7 +339,32 @@ def test_a_search_answered_before_another_followed_the_alias_is_searched_again(e
                 h.terms.abstract_ids, stats.doc_terms(stats.row(h.doc_id)).abstract_ids)) for h in hits])
             return np.zeros(len(hits), dtype=np.float32)
 
-    ranking = SearchPipeline(backend, 50, StatsCheckingReranker()).rank("cancer diet", 10)
+    ranking = ranked(SearchPipeline(backend, 50, StatsCheckingReranker()), "cancer diet", 10)
+    assert backend.index == second.index and ranking.ranked
+    assert seen and all(agrees for doc_id, agrees in seen[-1]), seen[-1]
+
+
+def test_a_search_that_follows_the_alias_itself_is_ranked_under_the_statistics_it_followed_to(
+        es_client, es_settings, corpus):
+    """The served index is pruned before a search: the first stage follows the alias to v2 while the statistics
+    read before it were v1's; the pipeline's one retry searches again under v2's."""
+    from es_rerank.ranking.pipeline import SearchPipeline
+
+    load_index(es_client, corpus[::-1], es_settings, version="v1", progress=False)  # other term ids than v2's
+    backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
+    delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)
+    seen = []
+
+    class StatsCheckingReranker:
+        name = "checks"
+
+        def __call__(self, query, hits, stats, clock=None):
+            seen.append([(h.doc_id, h.doc_id in stats and np.array_equal(
+                h.terms.abstract_ids, stats.doc_terms(stats.row(h.doc_id)).abstract_ids)) for h in hits])
+            return np.zeros(len(hits), dtype=np.float32)
+
+    ranking = ranked(SearchPipeline(backend, 50, StatsCheckingReranker()), "cancer diet", 10)
     assert backend.index == second.index and ranking.ranked
     assert seen and all(agrees for doc_id, agrees in seen[-1]), seen[-1]
 
@@ -345,7 +379,7 @@ def test_a_version_name_built_again_after_a_prune_is_followed(es_client, es_sett
     followed = backend.current()
     assert followed is not backend and followed.index == backend.index == index_name(es_settings.es_alias, "z1")
     assert followed.stats.n_docs == len(corpus) and followed.stats.build_id != backend.stats.build_id
-    assert followed.search("zymurgy", 1)[0].doc_id == "ZZ-1"
+    assert text_hits(followed, "zymurgy", 1)[0].doc_id == "ZZ-1"
     assert followed.current() is followed
 
 
@@ -390,7 +424,7 @@ def _assert_still_serving(es_client, settings, served_index, failed_version):
     assert not (stats_root(settings) / failed_version).exists()
     backend = ElasticsearchBackend(es_client, alias, stats_root(settings))
     assert backend.index == served_index
-    assert backend.search("alkylphenols human milk", 3)[0].doc_id == "MED-118"
+    assert text_hits(backend, "alkylphenols human milk", 3)[0].doc_id == "MED-118"
 
 
 def test_a_reindex_that_reads_no_document_keeps_old_index(es_client, es_settings, corpus):
@@ -483,7 +517,7 @@ def test_prune_keeps_statistics_that_another_aliass_load_wrote_under_the_version
     # A prune of the first alias run with the other alias's ESRR_HOME: its index goes, not their statistics.
     assert delete_old_versions(es_client, es_settings.es_alias, keep=0,
                                settings=es_settings.model_copy(update={"home": other.home})) == ["v"]
-    assert ElasticsearchBackend(es_client, other.es_alias, stats_root(other)).search("alkylphenols", 1)
+    assert text_hits(ElasticsearchBackend(es_client, other.es_alias, stats_root(other)), "alkylphenols", 1)
 
 
 def test_a_load_killed_outright_is_listed_as_interrupted_and_pruned_outside_keep(es_client, es_settings, corpus):
@@ -517,7 +551,7 @@ def test_a_failed_load_keeps_the_statistics_of_another_alias_that_built_its_vers
                    version="v1", progress=False)
     assert not (stats_root(es_settings) / "v1").exists()  # this load's own folder went with it
     backend = ElasticsearchBackend(es_client, other.es_alias, stats_root(other))
-    assert backend.index == built[0].index and backend.search("alkylphenols human milk", 1)
+    assert backend.index == built[0].index and text_hits(backend, "alkylphenols human milk", 1)
 
 
 def test_alias_name_taken_by_concrete_index(es_client, es_settings, corpus):
@@ -573,7 +607,7 @@ def test_a_search_refused_after_the_backend_opened_names_the_fix(served, es_stub
     backend.client = Elasticsearch(es_stub(403, denied), max_retries=0)  # privileges revoked since
     with pytest.raises(BackendError, match=r"HTTP 403 \(security_exception: no read privilege\).*lack "
                                            "privileges"):
-        backend.search("zymurgy", 3)
+        text_hits(backend, "zymurgy", 3)
 
 
 def test_both_backends_return_the_same_precomputed_data(served, corpus, tmp_path):
@@ -586,8 +620,8 @@ def test_both_backends_return_the_same_precomputed_data(served, corpus, tmp_path
     es_backend = served[2]
     compared = 0
     for query in ("xylophagous beetles", "quokka census", "cancer", "vitamin d", "cholesterol", "diet risk"):
-        es_hits = {h.doc_id: h for h in es_backend.search(query, 50)}
-        embedded_hits = embedded.search(query, 50)
+        es_hits = {h.doc_id: h for h in text_hits(es_backend, query, 50)}
+        embedded_hits = text_hits(embedded, query, 50)
         for hit, entry in zip(embedded_hits, embedded.page(None, embedded_hits)):
             if hit.doc_id not in es_hits:
                 continue

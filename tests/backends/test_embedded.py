@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from es_rerank.backends.base import MAX_K, BackendError
+from es_rerank.backends.base import MAX_K, BackendError, text_hits
 from es_rerank.backends.embedded import _TIE_MARGIN, CURRENT_FILE, EmbeddedBackend
 from es_rerank.lex import BM25Params, lex_features
 from es_rerank.settings import DEFAULT_NFCORPUS
@@ -73,18 +73,18 @@ def ids(hits) -> list[str]:
 # --- ranking -----------------------------------------------------------------------
 
 def test_distinctive_query_returns_its_document_first(backend: EmbeddedBackend) -> None:
-    hits = backend.search("curcumin turmeric", 10)
+    hits = text_hits(backend, "curcumin turmeric", 10)
     assert ids(hits) == ["curcumin"]
-    assert backend.search("Vitamin D fractures", 10)[0].doc_id == "vitd"
-    assert backend.search("statin mortality", 10)[0].doc_id == "statin"
+    assert text_hits(backend, "Vitamin D fractures", 10)[0].doc_id == "vitd"
+    assert text_hits(backend, "statin mortality", 10)[0].doc_id == "statin"
 
 
 def test_query_is_case_insensitive(backend: EmbeddedBackend) -> None:
-    assert ids(backend.search("VITAMIN", 5)) == ids(backend.search("vitamin", 5)) == ["vitd"]
+    assert ids(text_hits(backend, "VITAMIN", 5)) == ids(text_hits(backend, "vitamin", 5)) == ["vitd"]
 
 
 def test_scores_are_positive_and_descending(backend: EmbeddedBackend) -> None:
-    hits = backend.search("breast cancer bone", 10)
+    hits = text_hits(backend, "breast cancer bone", 10)
     assert set(ids(hits)) == {"statin", "curcumin", "screening", "vitd"}
     scores = [h.score for h in hits]
     assert all(s > 0 for s in scores)
@@ -93,44 +93,44 @@ def test_scores_are_positive_and_descending(backend: EmbeddedBackend) -> None:
 
 
 def test_k_limits_the_number_of_hits(backend: EmbeddedBackend) -> None:
-    full = [(h.doc_id, h.score) for h in backend.search("cancer", 10)]
+    full = [(h.doc_id, h.score) for h in text_hits(backend, "cancer", 10)]
     assert len(full) == 3
     for k in (1, 2, 3):
-        assert [(h.doc_id, h.score) for h in backend.search("cancer", k)] == full[:k]
+        assert [(h.doc_id, h.score) for h in text_hits(backend, "cancer", k)] == full[:k]
 
 
 @pytest.mark.parametrize("k", [0, -1, MAX_K + 1])
 def test_k_out_of_range_is_a_backend_error(backend: EmbeddedBackend, k: int) -> None:
     with pytest.raises(BackendError, match=f"between 1 and {MAX_K}"):
-        backend.search("cancer", k)
+        text_hits(backend, "cancer", k)
 
 
 def test_k_at_the_maximum_is_allowed(backend: EmbeddedBackend) -> None:
-    assert ids(backend.search("cancer", MAX_K)) == ids(backend.search("cancer", 3))
+    assert ids(text_hits(backend, "cancer", MAX_K)) == ids(text_hits(backend, "cancer", 3))
 
 
 @pytest.mark.parametrize("query", ["", "   ", "!!! ... ???", "-- / ()"])
 def test_query_without_tokens_has_no_hits(backend: EmbeddedBackend, query: str) -> None:
     assert tokenize(query) == []
-    assert backend.search(query, 10) == []
+    assert text_hits(backend, query, 10) == []
 
 
 def test_query_words_not_in_the_corpus_have_no_hits(backend: EmbeddedBackend) -> None:
-    assert backend.search("xylophone quasar", 10) == []
-    assert ids(backend.search("xylophone curcumin", 10)) == ["curcumin"]
+    assert text_hits(backend, "xylophone quasar", 10) == []
+    assert ids(text_hits(backend, "xylophone curcumin", 10)) == ["curcumin"]
 
 
 def test_empty_index_answers_with_no_hits(tmp_path: Path) -> None:
     """A 0-document index (tantivy itself panics on a search limit of 0)."""
     empty = build(tmp_path, [])
     assert empty.stats.n_docs == 0
-    assert empty.search("vitamin", 10) == []
+    assert text_hits(empty, "vitamin", 10) == []
 
 
 # --- ties ----------------------------------------------------------------------------
 
 def test_equal_scores_are_ordered_by_ascending_doc_id(tie_backend: EmbeddedBackend) -> None:
-    hits = tie_backend.search("zebrafish", 10)
+    hits = text_hits(tie_backend, "zebrafish", 10)
     assert ids(hits) == TIE_ORDER
     tied = [h.score for h in hits if h.doc_id in TIE_IDS]
     assert len(set(tied)) == 1
@@ -139,12 +139,12 @@ def test_equal_scores_are_ordered_by_ascending_doc_id(tie_backend: EmbeddedBacke
 
 @pytest.mark.parametrize("k", range(1, len(TIE_ORDER) + 1))
 def test_ties_straddling_k_keep_the_smallest_ids(tie_backend: EmbeddedBackend, k: int) -> None:
-    assert ids(tie_backend.search("zebrafish", k)) == TIE_ORDER[:k]
+    assert ids(text_hits(tie_backend, "zebrafish", k)) == TIE_ORDER[:k]
 
 
 def test_ties_across_two_query_terms(tie_backend: EmbeddedBackend) -> None:
     """'model organism' matches the tie group and tie-other with the same text too."""
-    hits = tie_backend.search("organism model", 3)
+    hits = text_hits(tie_backend, "organism model", 3)
     assert ids(hits) == ["tie-1", "tie-2", "tie-3"]
     assert len({h.score for h in hits}) == 1
 
@@ -159,14 +159,14 @@ def test_tie_group_larger_than_the_fetch_margin(tmp_path: Path) -> None:
     backend = build(tmp_path, docs)
     expected = ["best", *sorted(tied_ids)]
     for k in (1, 2, 4, _TIE_MARGIN + 5, n_tied - 1, n_tied + 1, MAX_K):
-        assert ids(backend.search("zebrafish", k)) == expected[:k], k
+        assert ids(text_hits(backend, "zebrafish", k)) == expected[:k], k
 
 
 # --- hit data --------------------------------------------------------------------------
 
 def test_hits_carry_their_precomputed_terms_and_the_page_their_source(backend: EmbeddedBackend) -> None:
     stats = backend.stats
-    hits = backend.search("breast cancer vitamin il-6 curcumin", 10)
+    hits = text_hits(backend, "breast cancer vitamin il-6 curcumin", 10)
     assert {h.doc_id for h in hits} == {"statin", "curcumin", "screening", "vitd", "il6"}
     assert all(hit.title == "" for hit in hits)  # no stored field is read for the window
     shown = backend.page(None, hits)
@@ -196,14 +196,14 @@ def test_search_uses_our_tokenizer(backend: EmbeddedBackend) -> None:
     """``IL-6`` is one token: it matches the document with ``IL-6``, not one with ``IL`` and ``6``."""
     assert tokenize("IL-6") == ["il-6"]
     assert tokenize("IL 6") == ["il", "6"]
-    assert ids(backend.search("IL-6", 10)) == ["il6"]
-    assert ids(backend.search("il-6", 10)) == ["il6"]
-    assert ids(backend.search("IL 6", 10)) == ["il_6_split"]
+    assert ids(text_hits(backend, "IL-6", 10)) == ["il6"]
+    assert ids(text_hits(backend, "il-6", 10)) == ["il6"]
+    assert ids(text_hits(backend, "IL 6", 10)) == ["il_6_split"]
     # Punctuation around words is dropped as at index time.
-    assert ids(backend.search("(curcumin)!", 10)) == ["curcumin"]
+    assert ids(text_hits(backend, "(curcumin)!", 10)) == ["curcumin"]
     # English hyphenated compounds split into their words.
     assert tokenize("bone-loss") == ["bone", "loss"]
-    assert ids(backend.search("bone-loss", 10)) == ["vitd"]
+    assert ids(text_hits(backend, "bone-loss", 10)) == ["vitd"]
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -320,7 +320,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 @pytest.mark.parametrize("query", ["breast cancer", "vitamin d bone", "il-6 inflammation", "cancer", "curcumin"])
 def test_bm25_equals_lex_text_bm25_on_short_documents(backend: EmbeddedBackend, query: str) -> None:
     """Fields shorter than 41 tokens are stored exactly, so tantivy's score is our text_bm25."""
-    hits = backend.search(query, MAX_K)
+    hits = text_hits(backend, query, MAX_K)
     assert hits
     assert all(len(h.terms.title_ids) + len(h.terms.abstract_ids) <= 40 for h in hits)
     np.testing.assert_allclose([h.score for h in hits], lex_text_bm25(backend, query, hits), rtol=1e-4)
@@ -383,7 +383,7 @@ def test_bm25_on_long_documents_differs_from_lex_only_by_length_encoding(
     backend: EmbeddedBackend = request.getfixturevalue(corpus)
     max_relative = 0.0
     for query in LONG_QUERIES[corpus]:
-        hits = backend.search(query, MAX_K)
+        hits = text_hits(backend, query, MAX_K)
         assert len(hits) >= 10, query
         tantivy_scores = np.array([h.score for h in hits])
         lex = lex_text_bm25(backend, query, hits)

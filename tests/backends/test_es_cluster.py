@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from es_rerank.backends.base import text_hits
 from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect
 from es_rerank.settings import CommonSettings
 from index_setup.es_index import load_index
@@ -34,7 +35,7 @@ def test_a_load_with_replicas_places_each_shards_copies_on_both_nodes_and_is_gre
         shards = client.cat.shards(index=result.index, format="json", h="shard,prirep,node").body
         nodes_of = {shard: {row["node"] for row in shards if row["shard"] == shard} for shard in ("0", "1")}
         assert nodes_of == {"0": {"esrr-node-1", "esrr-node-2"}, "1": {"esrr-node-1", "esrr-node-2"}}
-        hits = ElasticsearchBackend.from_settings(settings).search(corpus[0].title, 1)
+        hits = text_hits(ElasticsearchBackend.from_settings(settings), corpus[0].title, 1)
         assert [hit.doc_id for hit in hits] == [corpus[0].doc_id]
     finally:
         cluster.stop()

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import trustme
 
-from es_rerank.backends.base import BackendError
+from es_rerank.backends.base import BackendError, text_hits
 from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import Document
@@ -94,7 +94,7 @@ def test_the_ca_file_and_the_api_key_reach_a_secured_cluster(secured_es: Secured
                                                               tmp_path: Path) -> None:
     settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY, es_ca_certs=secured_es.ca_pem)
     load_index(connect(settings), DOCS, settings, progress=False)
-    hits = ElasticsearchBackend.from_settings(settings).search("green tea", 5)
+    hits = text_hits(ElasticsearchBackend.from_settings(settings), "green tea", 5)
     assert [hit.doc_id for hit in hits] == ["d2"]
 
 
@@ -102,7 +102,7 @@ def test_the_api_key_may_be_given_as_its_id_and_key(secured_es: SecuredCluster, 
                                                     tmp_path: Path) -> None:
     settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY_PAIR, es_ca_certs=secured_es.ca_pem)
     load_index(connect(settings), DOCS, settings, progress=False)
-    assert [hit.doc_id for hit in ElasticsearchBackend.from_settings(settings).search("vitamin", 5)] == ["d1"]
+    assert [hit.doc_id for hit in text_hits(ElasticsearchBackend.from_settings(settings), "vitamin", 5)] == ["d1"]
 
 
 def test_without_the_ca_file_the_error_names_esrr_es_ca_certs(secured_es: SecuredCluster, es_alias: str,

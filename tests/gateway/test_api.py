@@ -161,9 +161,6 @@ class _BackendThatFails:
         self.backend = backend
         self.index, self.stats = backend.index, backend.stats
 
-    def search(self, query: str, k: int):
-        raise BackendError("cannot reach Elasticsearch at http://127.0.0.1:9; check ESRR_ES_URL")
-
     def prepare(self, body):
         return body
 

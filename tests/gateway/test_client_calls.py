@@ -297,10 +297,10 @@ class _BackendThatFails:
     def __init__(self, backend: EmbeddedBackend) -> None:
         self.index, self.stats = backend.index, backend.stats
 
-    def search(self, *args):
+    def prepare(self, *args):
         raise BackendError("cannot reach Elasticsearch at http://127.0.0.1:9; start it or set ESRR_ES_URL")
 
-    prepare = first_stage = count = sources = description = search
+    first_stage = count = sources = description = prepare
 
     def current(self):
         return self

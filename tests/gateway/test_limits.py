@@ -122,14 +122,11 @@ class _BackendWithPaths:
     def __init__(self, backend: EmbeddedBackend) -> None:
         self.backend, self.index, self.stats = backend, backend.index, backend.stats
 
-    def search(self, query: str, k: int):
-        raise BackendError(f"cannot open the tantivy index of {self.backend.version_dir} (No such file); rebuild it")
-
     def prepare(self, body):
         return body
 
     def first_stage(self, prepared, k: int):
-        return self.search("", k)
+        raise BackendError(f"cannot open the tantivy index of {self.backend.version_dir} (No such file); rebuild it")
 
     def current(self):
         raise BackendError(f"{self.backend.version_dir.parent / 'CURRENT'} is damaged; `esrr index use VERSION`")

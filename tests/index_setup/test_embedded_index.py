@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from es_rerank.backends.base import BackendError
+from es_rerank.backends.base import BackendError, text_hits
 from es_rerank.backends.embedded import CURRENT_FILE, EmbeddedBackend
 from es_rerank.stats import CorpusStats, Document
 from es_rerank.stats_writer import StatsWriter
@@ -40,7 +40,7 @@ def served(root: Path) -> str:
 
 
 def search_ids(root: Path, query: str) -> list[str]:
-    return [h.doc_id for h in EmbeddedBackend.open_current(root).search(query, 10)]
+    return [h.doc_id for h in text_hits(EmbeddedBackend.open_current(root), query, 10)]
 
 
 class Boom(RuntimeError):
@@ -92,7 +92,7 @@ def test_reindex_swaps_current_and_keeps_the_old_version(tmp_path: Path) -> None
     assert search_ids(tmp_path, "curcumin") == ["n1"]
     assert search_ids(tmp_path, "vitamin") == []
     # A backend opened before the swap keeps serving its own version.
-    assert [h.doc_id for h in old.search("vitamin", 10)][0] == "o1"
+    assert [h.doc_id for h in text_hits(old, "vitamin", 10)][0] == "o1"
     assert old.version == "v1"
 
 
@@ -357,4 +357,4 @@ def test_a_version_name_built_again_after_a_prune_is_followed(tmp_path: Path) ->
     followed = backend.current()
     assert followed is not backend and followed.version_dir == backend.version_dir
     assert followed.stats.build_id != backend.stats.build_id and followed.current() is followed
-    assert [h.doc_id for h in followed.search("green tea", 5)] == ["n2"]
+    assert [h.doc_id for h in text_hits(followed, "green tea", 5)] == ["n2"]

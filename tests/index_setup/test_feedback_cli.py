@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
+from es_rerank.backends.base import text_hits
 from es_rerank.backends import open_backend
 from es_rerank.cli import main
 from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
@@ -41,7 +42,7 @@ def test_search_refines_bm25_with_the_votes_of_similar_hits(esrr, home: Path) ->
     ranker, shown = rows(assert_ok(esrr("search", "cancer curcumin")))
     assert ranker.endswith(" → BM25 + candidate feedback")
     served = open_backend(CommonSettings(home=home))
-    hits = served.search("cancer curcumin", 500)
+    hits = text_hits(served, "cancer curcumin", 500)
     vectors = document_vectors([h.terms for h in hits], served.stats)
     expected = with_feedback(np.array([h.score for h in hits]), vectors, FeedbackParams.from_settings(CommonSettings()))
     order = np.argsort(-expected, kind="stable")
@@ -62,7 +63,7 @@ def test_weight_zero_or_no_feedback_gives_the_bm25_order(esrr, home: Path) -> No
 @pytest.mark.usefixtures("indexed")
 def test_settings_k_changes_the_votes(esrr, home: Path) -> None:
     served = open_backend(CommonSettings(home=home))
-    hits = served.search("cancer", 500)
+    hits = text_hits(served, "cancer", 500)
     vectors = document_vectors([h.terms for h in hits], served.stats)
     expected = with_feedback(np.array([h.score for h in hits]), vectors, FeedbackParams(k=1, weight=2.0))
     _, shown = rows(assert_ok(esrr_with(home, "search", "cancer", ESRR_FEEDBACK_K="1", ESRR_FEEDBACK_WEIGHT="2")))

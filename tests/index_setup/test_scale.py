@@ -11,6 +11,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 
+from es_rerank.backends.base import text_hits
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.stats import CorpusStats, Document, build_stats
 from es_rerank.stats_writer import StatsWriter
@@ -107,7 +108,7 @@ def test_a_generated_load_ends_with_the_beir_corpus_and_reindexes_identically(tm
     for path in stats[0].iterdir():
         if path.name != "meta.json":  # meta.json differs in the build id only
             assert path.read_bytes() == (stats[1] / path.name).read_bytes(), path.name
-    searches = [[(h.doc_id, h.score) for h in EmbeddedBackend(b.directory).search("vitamin bone", 20)] for b in built]
+    searches = [[(h.doc_id, h.score) for h in text_hits(EmbeddedBackend(b.directory), "vitamin bone", 20)] for b in built]
     assert searches[0] == searches[1] and searches[0]
 
 

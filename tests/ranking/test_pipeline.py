@@ -14,13 +14,14 @@ from typing import Sequence
 import numpy as np
 import pytest
 
-from es_rerank.backends.base import Hit
+from es_rerank.backends.base import Hit, text_hits
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
 from es_rerank.ranking.pipeline import STAGES, ScoringUnavailable, SearchPipeline, StageClock, no_clock
 from es_rerank.ranking.neighbours import CorpusIdentity, JudgedNeighbours, NeighbourParams, fuse
 from es_rerank.stats import CorpusStats, Document
 from index_setup.embedded_index import build_embedded_index
+from tests.conftest import ranked
 
 DOCS = {
     "a": ("green tea", "green tea catechins and health"),
@@ -96,24 +97,24 @@ def ids(ranking) -> list[str]:
 
 
 def test_without_a_stage_the_order_is_bm25s(backend: EmbeddedBackend) -> None:
-    ranking = SearchPipeline(backend, window=500).rank(QUERY, 3)
-    assert ids(ranking) == [h.doc_id for h in backend.search(QUERY, 3)]
+    ranking = ranked(SearchPipeline(backend, window=500), QUERY, 3)
+    assert ids(ranking) == [h.doc_id for h in text_hits(backend, QUERY, 3)]
     assert ranking.ranker == "BM25" and ranking.depth == 3 and ranking.retrieved == 3
     assert not any(item.reranked for item in ranking.ranked)
 
 
 def test_the_reranker_reorders_the_whole_window_not_only_the_hits_shown(backend: EmbeddedBackend) -> None:
     reranker = BoneFirst()
-    ranking = SearchPipeline(backend, window=500, reranker=reranker).rank(QUERY, 2)
-    every = [h.doc_id for h in backend.search(QUERY, 500)]
+    ranking = ranked(SearchPipeline(backend, window=500, reranker=reranker), QUERY, 2)
+    every = [h.doc_id for h in text_hits(backend, QUERY, 500)]
     assert len(every) == 6 and reranker.windows == [every] and ranking.depth == 500 and ranking.retrieved == 6
     assert ids(ranking) == ["c", "d"]  # the two bone documents, from BM25 ranks 2 and 6
     assert ranking.ranker == "bone-first" and all(item.reranked for item in ranking.ranked)
 
 
 def test_a_short_window_leaves_the_bm25_tail_below_it(backend: EmbeddedBackend) -> None:
-    bm25 = [h.doc_id for h in backend.search(QUERY, 500)]
-    ranking = SearchPipeline(backend, window=2, reranker=BoneFirst()).rank(QUERY, 500)
+    bm25 = [h.doc_id for h in text_hits(backend, QUERY, 500)]
+    ranking = ranked(SearchPipeline(backend, window=2, reranker=BoneFirst()), QUERY, 500)
     assert sorted(ids(ranking)[:2]) == sorted(bm25[:2]) and ids(ranking)[2:] == bm25[2:]
     assert [item.reranked for item in ranking.ranked] == [True, True] + [False] * (len(bm25) - 2)
 
@@ -121,8 +122,8 @@ def test_a_short_window_leaves_the_bm25_tail_below_it(backend: EmbeddedBackend) 
 def test_feedback_and_votes_refine_the_models_scores_in_that_order(backend: EmbeddedBackend,
                                                                    neighbours: JudgedNeighbours) -> None:
     clock = Recorder()
-    ranking = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, neighbours).rank(QUERY, 500, clock)
-    window = backend.search(QUERY, 500)
+    ranking = ranked(SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, neighbours), QUERY, 500, clock)
+    window = text_hits(backend, QUERY, 500)
     model = BoneFirst()(QUERY, window, backend.stats)
     fed = with_feedback(model, document_vectors([h.terms for h in window], backend.stats), FEEDBACK)
     expected = fuse(fed, neighbours.scores(QUERY, [h.doc_id for h in window]), neighbours.params.weight)
@@ -144,19 +145,19 @@ def test_votes_of_another_corpus_are_not_applied_and_the_ranker_says_why(backend
                                                                         corpus: CorpusIdentity | None,
                                                                         reason: str) -> None:
     foreign = SearchPipeline(backend, 500, BoneFirst(), neighbours=votes_for(corpus))
-    ranking, plain = foreign.rank(QUERY, 500), SearchPipeline(backend, 500, BoneFirst()).rank(QUERY, 500)
+    ranking, plain = ranked(foreign, QUERY, 500), ranked(SearchPipeline(backend, 500, BoneFirst()), QUERY, 500)
     assert ids(ranking) == ids(plain) and [i.score for i in ranking.ranked] == [i.score for i in plain.ranked]
     assert ranking.ranker.startswith("bone-first (judged neighbours not applied: ") and reason in ranking.ranker
     assert reason in foreign.neighbours_problem()
     rebuilt = replace(votes_for(CorpusIdentity.of(backend.stats)).corpus, build_id="another build")
     reindexed = SearchPipeline(backend, 500, BoneFirst(), neighbours=votes_for(rebuilt))
     assert reindexed.neighbours_problem() is None  # the same documents, indexed again: the votes apply
-    assert reindexed.rank(QUERY, 500).ranker == "bone-first + judged neighbours"
+    assert ranked(reindexed, QUERY, 500).ranker == "bone-first + judged neighbours"
 
 
 def test_without_a_model_the_votes_refine_bm25(backend: EmbeddedBackend) -> None:
-    ranking = SearchPipeline(backend, 500, feedback=FEEDBACK).rank(QUERY, 500)
-    window = backend.search(QUERY, 500)
+    ranking = ranked(SearchPipeline(backend, 500, feedback=FEEDBACK), QUERY, 500)
+    window = text_hits(backend, QUERY, 500)
     fed = with_feedback(np.array([h.score for h in window]), document_vectors([h.terms for h in window],
                                                                                 backend.stats), FEEDBACK)
     assert ranking.ranker == "BM25 + candidate feedback"
@@ -168,28 +169,28 @@ def test_cached_feedback_vectors_give_the_same_ranking(backend: EmbeddedBackend)
     plain = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK)
     cached = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, feedback_vectors=cache)
     for query in (QUERY, "bone density", QUERY):  # cold, partly warm, warm
-        assert [(i.hit.doc_id, i.score) for i in cached.rank(query, 500).ranked] == \
-            [(i.hit.doc_id, i.score) for i in plain.rank(query, 500).ranked]
+        assert [(i.hit.doc_id, i.score) for i in ranked(cached, query, 500).ranked] == \
+            [(i.hit.doc_id, i.score) for i in ranked(plain, query, 500).ranked]
     assert len(cache) == 6
 
 
 def test_window_zero_turns_every_stage_off(backend: EmbeddedBackend, neighbours: JudgedNeighbours) -> None:
     reranker = BoneFirst()
     pipeline = SearchPipeline(backend, 0, reranker, FEEDBACK, neighbours)
-    ranking = pipeline.rank(QUERY, 2)
+    ranking = ranked(pipeline, QUERY, 2)
     assert not pipeline.reorders and ranking.depth == 2 and ranking.ranker == "BM25" and reranker.windows == []
 
 
 def test_a_query_without_hits_runs_no_stage_after_retrieval(backend: EmbeddedBackend,
                                                             neighbours: JudgedNeighbours) -> None:
     clock = Recorder()
-    ranking = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, neighbours).rank("zebra", 10, clock)
+    ranking = ranked(SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, neighbours), "zebra", 10, clock)
     assert ranking.ranked == [] and ranking.retrieved == 0 and clock.stages == ["retrieve", "merge"]
 
 
 def test_a_model_that_cannot_answer_keeps_bm25s_order_and_says_why(backend: EmbeddedBackend) -> None:
-    ranking = SearchPipeline(backend, 500, Unanswered()).rank(QUERY, 3)
-    assert ids(ranking) == ids(SearchPipeline(backend, 500).rank(QUERY, 3))
+    ranking = ranked(SearchPipeline(backend, 500, Unanswered()), QUERY, 3)
+    assert ids(ranking) == ids(ranked(SearchPipeline(backend, 500), QUERY, 3))
     assert ranking.ranker == "BM25" and ranking.fallback == "no worker answered on queue 'rerank'"
 
 
@@ -219,8 +220,8 @@ def test_the_guard_blends_the_models_scores_with_bm25s_before_the_feedback(backe
 
     clock = Recorder()
     pipeline = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, guard_weight=0.5)
-    ranking = pipeline.rank(QUERY, 500, clock)
-    window = backend.search(QUERY, 500)
+    ranking = ranked(pipeline, QUERY, 500, clock)
+    window = text_hits(backend, QUERY, 500)
     bm25 = np.array([h.score for h in window])
     blended = guarded(BoneFirst()(QUERY, window, backend.stats), bm25, 0.5)
     expected = with_feedback(blended, document_vectors([h.terms for h in window], backend.stats), FEEDBACK)
@@ -230,7 +231,7 @@ def test_the_guard_blends_the_models_scores_with_bm25s_before_the_feedback(backe
     stages = pipeline.score_window(QUERY, window, backend.stats).stages
     assert [name for name, _ in stages] == ["BM25", "bone-first", "bone-first + BM25 guard",
                                             "bone-first + BM25 guard + candidate feedback"]
-    unanswered = SearchPipeline(backend, 500, Unanswered(), guard_weight=0.5).rank(QUERY, 500)
+    unanswered = ranked(SearchPipeline(backend, 500, Unanswered(), guard_weight=0.5), QUERY, 500)
     assert unanswered.ranker == "BM25" and unanswered.fallback  # no model scores: nothing to guard
 
 
@@ -259,14 +260,14 @@ class Skipping(BoneFirst):
 
 
 def test_while_the_workers_are_skipped_the_window_is_refined_unless_told_otherwise(backend):
-    refined = SearchPipeline(backend, 6, Skipping(), FEEDBACK).rank(QUERY, 2)
+    refined = ranked(SearchPipeline(backend, 6, Skipping(), FEEDBACK), QUERY, 2)
     assert refined.fallback == Skipping.reason and "candidate feedback" in refined.ranker and refined.depth == 6
     reranker = Skipping()
-    cheapest = SearchPipeline(backend, 6, reranker, FEEDBACK, refine_while_skipped=False).rank(QUERY, 2)
+    cheapest = ranked(SearchPipeline(backend, 6, reranker, FEEDBACK, refine_while_skipped=False), QUERY, 2)
     assert (cheapest.fallback, cheapest.ranker, cheapest.depth) == (Skipping.reason, "BM25", 2)
-    assert [item.hit.doc_id for item in cheapest.ranked] == [hit.doc_id for hit in backend.search(QUERY, 2)]
+    assert [item.hit.doc_id for item in cheapest.ranked] == [hit.doc_id for hit in text_hits(backend, QUERY, 2)]
     assert reranker.windows == []  # not even asked
-    answered = SearchPipeline(backend, 6, BoneFirst(), FEEDBACK, refine_while_skipped=False).rank(QUERY, 2)
+    answered = ranked(SearchPipeline(backend, 6, BoneFirst(), FEEDBACK, refine_while_skipped=False), QUERY, 2)
     assert answered.fallback is None and answered.depth == 6  # a reranker that does not skip: reranked as ever
-    unranked = SearchPipeline(backend, 6, Skipping(), FEEDBACK, refine_while_skipped=False).rank(QUERY, 2, window=0)
+    unranked = ranked(SearchPipeline(backend, 6, Skipping(), FEEDBACK, refine_while_skipped=False), QUERY, 2, window=0)
     assert unranked.fallback is None  # no window asked for: no model would have scored it, so no fallback

@@ -14,6 +14,7 @@ from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import Document
 from index_setup.embedded_index import build_embedded_index
+from tests.conftest import ranked
 
 OLD = [Document("a", "Green tea", "green tea and cancer"), Document("b", "Vitamin D", "vitamin d and bones")]
 NEW = [OLD[0], Document("c", "Coffee", "coffee and the heart")]  # as many documents, other ids
@@ -42,10 +43,10 @@ def test_the_votes_are_checked_at_start_and_when_a_reindex_is_followed_not_in_a_
     digests.clear()
     served = ServedSearch(SearchPipeline(backend, 10, neighbours=votes), check_every_s=3600)
     assert digests == [2]  # at start
-    assert served.pipeline().rank("green tea", 2).ranker == "BM25 + judged neighbours"
+    assert ranked(served.pipeline(), "green tea", 2).ranker == "BM25 + judged neighbours"
     assert digests == [2]  # the search read the checked answer
     build_embedded_index(NEW, tmp_path, version="v2", progress=False)
     assert served.follow() and digests == [2, 2]  # the new index, checked as it is followed
-    ranking = served.pipeline().rank("green tea", 2)
+    ranking = ranked(served.pipeline(), "green tea", 2)
     assert ranking.ranker.startswith("BM25 (judged neighbours not applied: built for another corpus (2 documents")
     assert "holds other document ids" in ranking.ranker and digests == [2, 2]

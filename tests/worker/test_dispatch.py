@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from es_rerank.backends.base import text_hits
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.gateway.app import create_app as create_gateway
@@ -29,6 +30,7 @@ from tests.worker.test_local_search import _dev_queries, _home_with_index
 from worker.celery_app import create_app
 from worker.local import LocalReranker
 from worker.settings import WorkerSettings
+from tests.conftest import ranked
 
 QUERY = "cancer risk and diet"
 TIMEOUT = 30
@@ -65,13 +67,13 @@ def test_a_worker_ranks_as_the_model_in_this_process(home_worker, served_home):
     home, backend = served_home
     reranker = WorkerReranker(client, queue, deadline_s=TIMEOUT)
     assert reranker.name == UNANSWERED_NAME
-    remote = SearchPipeline(backend, 20, reranker).rank(QUERY, 10)
+    remote = ranked(SearchPipeline(backend, 20, reranker), QUERY, 10)
     with LocalReranker(WorkerSettings(home=home)) as local_reranker:
-        local = SearchPipeline(backend, 20, local_reranker).rank(QUERY, 10)
+        local = ranked(SearchPipeline(backend, 20, local_reranker), QUERY, 10)
     assert remote.fallback is None and remote.ranker == local.ranker == "delta-32-lex3"
     assert _doc_ids(remote) == _doc_ids(local)
     assert [item.score for item in remote.ranked] == pytest.approx([item.score for item in local.ranked], abs=1e-4)
-    bm25 = SearchPipeline(backend, 0).rank(QUERY, 10)
+    bm25 = ranked(SearchPipeline(backend, 0), QUERY, 10)
     assert _doc_ids(remote) != _doc_ids(bm25)  # the model reordered: the comparison above means something
 
 
@@ -82,13 +84,13 @@ def test_without_a_worker_the_query_keeps_bm25_order_and_says_why(broker, served
     client = broker.client(queue)
     try:
         started = time.monotonic()
-        ranking = SearchPipeline(backend, 20, WorkerReranker(client, queue, deadline_s=0.5)).rank(QUERY, 10)
+        ranking = ranked(SearchPipeline(backend, 20, WorkerReranker(client, queue, deadline_s=0.5)), QUERY, 10)
         waited = time.monotonic() - started
     finally:
         client.close()
     assert waited < 5
     assert ranking.ranker == "BM25" and "no worker answered" in ranking.fallback and queue in ranking.fallback
-    assert _doc_ids(ranking) == _doc_ids(SearchPipeline(backend, 0).rank(QUERY, 10))
+    assert _doc_ids(ranking) == _doc_ids(ranked(SearchPipeline(backend, 0), QUERY, 10))
 
 
 @pytest.mark.broker
@@ -96,7 +98,7 @@ def test_a_worker_that_cannot_score_the_index_stops_the_search(running_worker, s
     _, backend = served_home  # its statistics version is not in the session worker's home
     with WorkerReranker(broker.client(running_worker.queue), running_worker.queue, TIMEOUT) as reranker:
         with pytest.raises(WorkerSetupError, match="no statistics for index version"):
-            SearchPipeline(backend, 20, reranker).rank(QUERY, 10)  # every query would meet it: no quiet BM25
+            ranked(SearchPipeline(backend, 20, reranker), QUERY, 10)  # every query would meet it: no quiet BM25
 
 
 @pytest.mark.broker
@@ -108,9 +110,9 @@ def test_a_query_that_expires_behind_a_busy_worker_keeps_bm25_order(broker, serv
     try:
         process.wait_ready(first)
         with ThreadPoolExecutor(1) as pool:
-            busy = pool.submit(SearchPipeline(backend, 20, WorkerReranker(first, queue, TIMEOUT)).rank, QUERY, 10)
+            busy = pool.submit(ranked, SearchPipeline(backend, 20, WorkerReranker(first, queue, TIMEOUT)), QUERY, 10)
             time.sleep(0.1)  # the one slot is taken for 0.7 s
-            ranking = SearchPipeline(backend, 20, WorkerReranker(second, queue, 0.3)).rank(QUERY, 10)
+            ranking = ranked(SearchPipeline(backend, 20, WorkerReranker(second, queue, 0.3)), QUERY, 10)
             assert busy.result().fallback is None
     finally:
         process.stop()
@@ -133,7 +135,7 @@ def test_an_unreachable_broker_falls_back_at_once(served_home):
     client = create_app(WorkerSettings(home=home, broker_url=url))
     try:
         started = time.monotonic()
-        ranking = SearchPipeline(backend, 20, WorkerReranker(client, "rerank", deadline_s=2)).rank(QUERY, 10)
+        ranking = ranked(SearchPipeline(backend, 20, WorkerReranker(client, "rerank", deadline_s=2)), QUERY, 10)
         waited = time.monotonic() - started
     finally:
         client.close()
@@ -145,7 +147,7 @@ def test_an_unreachable_broker_falls_back_at_once(served_home):
 def _fallback_with(home: Path, backend: EmbeddedBackend, url: str):
     client = create_app(WorkerSettings(home=home, broker_url=url))
     try:
-        return SearchPipeline(backend, 20, WorkerReranker(client, "rerank", deadline_s=2)).rank(QUERY, 10)
+        return ranked(SearchPipeline(backend, 20, WorkerReranker(client, "rerank", deadline_s=2)), QUERY, 10)
     finally:
         client.close()
 
@@ -187,7 +189,7 @@ FROZEN_SLACK_S = 0.5
 @pytest.mark.parametrize("connected", [False, True], ids=["new-connections", "pooled-connections"])
 def test_a_stopped_redis_falls_back_within_the_deadline(private_redis, served_home, connected):
     home, backend = served_home
-    hits, stats = backend.search(QUERY, 20), backend.stats
+    hits, stats = text_hits(backend, QUERY, 20), backend.stats
     client = create_app(WorkerSettings(home=home, broker_url=private_redis.url))
     reranker = WorkerReranker(client, "rerank", FROZEN_DEADLINE_S)
     try:
@@ -228,7 +230,7 @@ def test_health_reports_a_stopped_redis_within_the_deadline(private_redis, serve
 @pytest.mark.broker
 def test_more_searches_at_once_than_celerys_pool_all_fall_back_within_the_deadline(private_redis, served_home):
     home, backend = served_home
-    hits, stats = backend.search(QUERY, 20), backend.stats
+    hits, stats = text_hits(backend, QUERY, 20), backend.stats
     client = create_app(WorkerSettings(home=home, broker_url=private_redis.url))
     reranker = WorkerReranker(client, "rerank", FROZEN_DEADLINE_S)
     searches = 12  # Celery's default pool holds 10 broker connections: the 11th waited for one

@@ -20,6 +20,7 @@ from worker.local import LocalReranker
 from worker.settings import WorkerSettings
 from worker.training.collection import CollectionError, JudgedCollection
 from worker.training.evaluate import EvalRow, verdict, wins_ties_losses
+from tests.conftest import ranked
 
 
 
@@ -81,7 +82,7 @@ def test_eval_data_reports_the_served_stages_and_ends_with_the_verdict(artifacts
                          "served_default_delta-32-lex3_BM25_guard_candidate_feedback.run")
         queries = JudgedCollection.locate(data).queries
         for query_id, text in queries.items():
-            ranking = pipeline.rank(text, 500)
+            ranking = ranked(pipeline, text, 500)
             served = {item.hit.doc_id: item.combined for item in ranking.ranked}  # before the lift
             assert served.keys() == runs[query_id].keys()
             assert [runs[query_id][d] for d in served] == pytest.approx(list(served.values()), abs=1e-5)

@@ -11,6 +11,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from es_rerank.backends.base import text_hits
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
@@ -44,7 +45,7 @@ def _home_with_index(artifacts, corpus_documents, tmp_path: Path) -> tuple[Path,
 def test_rerank_scores_equal_the_reference_model(artifacts, corpus_documents, tmp_path):
     home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
     query = "cancer risk and diet"
-    hits = backend.search(query, 20)
+    hits = text_hits(backend, query, 20)
     assert len(hits) >= 5
     scores, model_name = rerank_scores(query, hits, backend.stats, WorkerSettings(home=home))
     assert model_name == "delta-32-lex3"
@@ -70,7 +71,7 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
     ranker, _, header, *rows = result.stdout.splitlines()
     assert header.split() == ["rank", "score", "BM25", "id", "title"]
     shown = [float(row.split()[1]) for row in rows]
-    hits = backend.search("cancer risk and diet", 500)
+    hits = text_hits(backend, "cancer risk and diet", 500)
     assert ranker == f"ranked by: BM25 top {len(hits)} → delta-32-lex3 + BM25 guard + candidate feedback"
     model_scores, _ = rerank_scores("cancer risk and diet", hits, backend.stats, WorkerSettings(home=home))
     settings = CommonSettings()
@@ -121,7 +122,7 @@ def test_search_json_scores_descend_past_a_short_window(artifacts, corpus_docume
 def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_documents, tmp_path):
     home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
     query = "cancer risk and diet"
-    hits = backend.search(query, 20)
+    hits = text_hits(backend, query, 20)
     first = home / "models" / "delta-32-lex3.pt"
     second = artifacts.another_checkpoint(home / "models" / "delta-32-lex3-seed2.pt")
     singles = [rerank_scores(query, hits, backend.stats, WorkerSettings(home=home, checkpoint=path))[0]
@@ -140,7 +141,7 @@ def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_do
 
 def test_ensemble_members_must_read_the_same_inputs(artifacts, corpus_documents, tmp_path):
     home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
-    hits = backend.search("cancer risk and diet", 5)
+    hits = text_hits(backend, "cancer risk and diet", 5)
     other = artifacts.another_checkpoint(home / "models" / "delta-32.pt", lex_names=())
     settings = WorkerSettings(home=home, checkpoint=f"{home / 'models' / 'delta-32-lex3.pt'},{other}")
     with pytest.raises(WorkerSetupError, match=r"member .*delta-32.pt does not fit .*Lex features \[\] against"):
@@ -208,4 +209,4 @@ def test_the_in_process_reranker_does_not_wait_for_company(artifacts, corpus_doc
     home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
     with LocalReranker(WorkerSettings(home=home, batch_wait_ms=5)) as reranker:
         assert reranker.runtime.batcher.max_wait_s == 0  # one caller, one request at a time
-        assert len(reranker("cancer risk and diet", backend.search("cancer risk and diet", 20), backend.stats)) > 0
+        assert len(reranker("cancer risk and diet", text_hits(backend, "cancer risk and diet", 20), backend.stats)) > 0

@@ -17,6 +17,7 @@ from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.ranking.dispatch import WorkerReranker
 from es_rerank.ranking.pipeline import SearchPipeline
 from tests.worker.test_local_search import _home_with_index
+from tests.conftest import ranked
 
 QUERIES = ("cancer risk and diet", "vitamin d", "breast cancer", "heart disease", "green tea", "red meat")
 SEARCHES = 24
@@ -42,7 +43,7 @@ def test_searches_leave_no_result_behind(broker, served_home):
         process.wait_ready(client)
         with WorkerReranker(client, queue, deadline_s=TIMEOUT) as reranker:
             pipeline = SearchPipeline(backend, 20, reranker)
-            rankings = [pipeline.rank(QUERIES[n % len(QUERIES)], 10) for n in range(SEARCHES)]
+            rankings = [ranked(pipeline, QUERIES[n % len(QUERIES)], 10) for n in range(SEARCHES)]
         assert all(ranking.fallback is None for ranking in rankings), [r.fallback for r in rankings]
         assert _result_keys(broker.redis_url, prefix) == []
     finally:

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from es_rerank.backends.base import SearchBackend
+from es_rerank.backends.base import SearchBackend, text_hits
 from es_rerank.lex import lex_features
 from es_rerank.ranking.neighbours import relevant_judgments
 from es_rerank.payload import QUERY_LEN
@@ -68,7 +68,7 @@ def build_candidates(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str
     for query_id in tqdm(sorted(queries), desc="candidates", unit="query", disable=not progress):
         text = queries[query_id]
         judged = qrels.get(query_id, {})
-        hits = backend.search(text, depth)
+        hits = text_hits(backend, text, depth)  # the body a client sends for the words
         doc_ids = [h.doc_id for h in hits]
         terms = [h.terms for h in hits]
         bm25 = [h.score for h in hits]

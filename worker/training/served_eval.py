@@ -1,7 +1,8 @@
-"""The served pipeline's stages as evaluation rows: exactly what ``esrr search`` serves, query by query.
+"""The served pipeline's stages as evaluation rows: exactly what ``_search`` serves, query by query.
 
-Each query's BM25 window goes through ``SearchPipeline.score_window``, the code path of every
-search, and each stage that ran becomes a row ("served: delta-32-lex3", "served: delta-32-lex3 +
+Each query's words are the request a client sends for them (``text_request``), answered by
+``es_rerank.ranking.answer``, the code path of every search; the window's scores after each
+stage that ran (``Ranking.scores``) become a row ("served: delta-32-lex3", "served: delta-32-lex3 +
 candidate feedback", ...); the last stage is the served default, the row the verdict is about.
 Where a model and the feedback both run, "served: BM25 + candidate feedback" shows the feedback
 without the model.
@@ -14,7 +15,11 @@ from typing import Mapping
 
 from tqdm import tqdm
 
-from es_rerank.ranking.pipeline import SearchPipeline
+import numpy as np
+
+from es_rerank.ranking.answer import answer
+from es_rerank.ranking.pipeline import SearchPipeline, WindowScores
+from es_rerank.ranking.request import DEFAULT_SIZE, text_request
 from worker.training.metrics import Run
 
 SERVED_PREFIX = "served: "
@@ -28,11 +33,13 @@ class ServedEvaluationError(RuntimeError):
 
 @dataclass
 class ServedRuns:
-    """One run per served stage, the served default's row name, and what was left out and why."""
+    """One run per served stage, the served default's row name, what was left out and why, and each query's
+    served page (its first ``DEFAULT_SIZE`` hits and their ``_score``, as ``_search`` answers them)."""
 
     runs: dict[str, Run] = field(default_factory=dict)
     default: str = ""
     skipped: str | None = None  # why the judged-neighbour votes were not applied
+    pages: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
 
 def row_names(stage_names: list[str]) -> list[str]:
@@ -52,11 +59,16 @@ def served_runs(pipeline: SearchPipeline, queries: Mapping[str, str], progress: 
     names: list[str] | None = None
     for query_id in tqdm(sorted(queries), desc="served stages", unit="query", disable=not progress):
         text = queries[query_id]
-        window = pipeline.backend.search(text, pipeline.window) if pipeline.window else []
-        scored = pipeline.score_window(text, window, stats)
-        if scored.fallback is not None:
-            raise ServedEvaluationError(f"the model did not score query {query_id} ({scored.fallback}); an "
+        answered = answer(pipeline, text_request(text, DEFAULT_SIZE))
+        ranking = answered.ranking
+        if ranking.fallback is not None:
+            raise ServedEvaluationError(f"the model did not score query {query_id} ({ranking.fallback}); an "
                                         "evaluation of the served stages needs every query scored")
+        out.pages[query_id] = [(item.hit.doc_id, item.score) for item in answered.page]
+        window = list(ranking.first_stage.hits[:pipeline.window]) if ranking.first_stage is not None else []
+        scored = ranking.scores
+        if scored is None or len(scored.final) != len(window):  # no stage reorders: BM25's window alone
+            scored = WindowScores([("BM25", np.array([h.score for h in window], dtype=np.float32))])
         out.skipped = out.skipped or scored.skipped
         if not window:  # no hit: the query counts 0 in every row
             continue

@@ -17,8 +17,7 @@ import time
 import urllib.request
 
 from es_rerank.backends import open_backend
-from es_rerank.backends.base import Hit
-from es_rerank.backends.elasticsearch import bm25_request
+from es_rerank.backends.base import Hit, text_body
 from benchmarks.queries import dev_query_texts
 from es_rerank.cli_options import load_settings
 from es_rerank.settings import CommonSettings
@@ -29,9 +28,18 @@ BEFORE = ["doc_id", "title", "title_ids", "abstract_ids", "first_ids"]
 NOW = ["doc_id", "title"]
 
 
+def backend_body(query: str) -> dict:
+    """The first stage the Elasticsearch backend sends for ``query``'s words (its rewrite of ``text_body``)."""
+    from es_rerank.backends.elasticsearch import _on_text
+
+    return {"query": _on_text(text_body(query)["query"])}
+
+
 def body(url: str, index: str, query: str, fields: list[str]) -> bytes:
     """The raw `_search` response body the backend's query gets with `_source` limited to `fields`."""
-    request = {**bm25_request(query, K), "_source": fields}
+    first_stage = backend_body(query)
+    request = {**first_stage, "size": K, "sort": [{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}],
+               "track_scores": True, "track_total_hits": False, "_source": fields}
     call = urllib.request.Request(f"{url}/{index}/_search", json.dumps(request).encode(),
                                   {"Content-Type": "application/json"})
     with urllib.request.urlopen(call) as response:
