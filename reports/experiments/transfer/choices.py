@@ -31,6 +31,7 @@ import torch
 from ir_measures import nDCG
 from scipy import stats
 
+from es_rerank.backends.base import text_hits
 from es_rerank.embeddings import load_current
 from es_rerank.lex import KNOWN_FEATURES, WINDOW_SUFFIX
 from es_rerank.ranking.assemble import served_pipeline
@@ -148,7 +149,7 @@ def vote_lines(settings: WorkerSettings, collection: JudgedCollection, backend, 
     try:
         for candidate in candidates:
             text = collection.queries[candidate.query_id]
-            window = backend.search(text, 500)
+            window = text_hits(backend, text, 500)
             scored = pipeline.score_window(text, window, backend.stats)
             before = scored.stages[-2][1] if scored.skipped is None else scored.stages[-1][1]
             doc_ids = [h.doc_id for h in window]
