@@ -81,13 +81,11 @@ def test_without_a_worker_the_query_keeps_bm25_order_and_says_why(broker, served
     queue = f"nobody-{uuid.uuid4().hex[:6]}"
     client = broker.client(queue)
     try:
-        started = time.monotonic()
         ranking = SearchPipeline(backend, 20, WorkerReranker(client, queue, deadline_s=0.5)).rank(QUERY, 10)
-        waited = time.monotonic() - started
     finally:
         client.close()
-    assert waited < 5
     assert ranking.ranker == "BM25" and "no worker answered" in ranking.fallback and queue in ranking.fallback
+    assert "within 0.5 s" in ranking.fallback  # ended by its own deadline
     assert _doc_ids(ranking) == _doc_ids(SearchPipeline(backend, 0).rank(QUERY, 10))
 
 
@@ -131,13 +129,10 @@ def test_an_unreachable_broker_falls_back_at_once(served_home):
     home, backend = served_home
     url = f"redis://127.0.0.1:{_closed_port()}/0"
     client = create_app(WorkerSettings(home=home, broker_url=url))
-    try:
-        started = time.monotonic()
-        ranking = SearchPipeline(backend, 20, WorkerReranker(client, "rerank", deadline_s=2)).rank(QUERY, 10)
-        waited = time.monotonic() - started
+    try:  # a deadline far longer than the test: a search that waited for it would say "no worker answered"
+        ranking = SearchPipeline(backend, 20, WorkerReranker(client, "rerank", deadline_s=600)).rank(QUERY, 10)
     finally:
         client.close()
-    assert waited < 10
     assert ranking.ranker == "BM25" and "cannot reach the broker" in ranking.fallback
     assert len(ranking.ranked) == 10
 
