@@ -7,8 +7,19 @@
 # real Elasticsearch 7.17, the launcher's test an OpenSearch 2.19 (scripts/engine.sh: Java 17
 # and Maven, jars from Maven Central resolved here once, so the tests time only the node's
 # start). In CI all of them must run.
+#
+# `--fast` (first argument) runs the unit and in-process tests only: none marked as needing a
+# service or as slow (FAST below; pyproject.toml lists the markers, tests/conftest.py marks a test by
+# the service fixtures it uses), and it installs and prepares no service. Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FAST="not (es or broker or browser or gpu or proxy or postgres or slow)"
+if [[ ${1:-} == --fast ]]; then
+    shift
+    bash scripts/setup.sh model,test
+    . .venv/bin/activate
+    exec python -m pytest -q -m "$FAST" "$@"
+fi
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v docker-compose >/dev/null || missing+=(docker-compose)

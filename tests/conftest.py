@@ -199,3 +199,21 @@ def esrr_serve(env: dict[str, str], port: int, *args: str, log_path: Path | None
         finally:
             process.terminate()
             process.wait(15)
+
+
+# A test that asks for a service's fixture carries the service's marker, so that
+# `pytest -m "not broker"` (and `scripts/test.sh --fast`) leaves it out even where the
+# test itself forgot the marker.
+SERVICE_FIXTURES = {
+    "es_url": "es",  # noida-db and a real Elasticsearch 7.17 (tests/backends/conftest.py)
+    "redis_url": "broker",  # a real Redis (tests/worker/conftest.py)
+    "private_redis": "broker",
+    "postgres_server": "postgres",  # Debian's postgresql (tests/learning/conftest.py)
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with the services its fixtures start (see ``SERVICE_FIXTURES``)."""
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & SERVICE_FIXTURES.keys():
+            item.add_marker(SERVICE_FIXTURES[fixture])

@@ -48,7 +48,9 @@ def test_the_bench_reports_status_cpu_memory_and_the_probe_per_row(home, tmp_pat
     for row in rows.values():
         assert set(row) == FIELDS
         assert row["died"] is None and row["cpu_ms"] >= 0 and row["wall_ms"] > 0 and row["rss_before_mb"] > 10
-        assert row["probe_before"]["n"] >= 5 and row["probe_before"]["p99_ms"] >= row["probe_before"]["p50_ms"]
+        # How many probes fit before a row depends on the machine's speed (one every 0.1 s, each waiting for its
+        # answer): one shows that the probe ran (a loaded machine answered 3 where the test once asked for 5).
+        assert row["probe_before"]["n"] >= 1 and row["probe_before"]["p99_ms"] >= row["probe_before"]["p50_ms"]
     assert rows["invalid UTF-8 in q="]["statuses"] == {"400": 3} and rows["invalid UTF-8 in q="]["requests"] == 3
     searches = rows["3 clients, 30 concurrent query_string searches"]
     assert sum(searches["statuses"].values()) == 30 and searches["extra"]["wrong"] in range(31)

@@ -2,7 +2,7 @@
 
 Bounded for CI (200 examples a test, no example database written). Every answer is a
 200 or an Elasticsearch-shaped 4xx whose reason is short, and no request costs more than
-100 ms of the gateway's CPU (the test client runs the app in this thread).
+300 ms of the gateway's CPU (the test client runs the app in this thread).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from tests.conftest import TINY_DOCS
 
 FUZZ = settings(max_examples=200, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-CPU_BUDGET_S = 0.1
+# CPU time of this thread, never wall-clock; a generous margin over the 100 ms floor (one try per example, on a
+# shared machine): the floor itself is held by tests/gateway/test_limits.py, the least of three tries per attack.
+CPU_BUDGET_S = 0.3
 ANSWERS = {200, 400, 403, 404, 405, 413, 414}  # 403: a write, refused as read-only
 
 KNOWN_KEYS = ["query", "size", "from", "track_total_hits", "match", "multi_match", "query_string",

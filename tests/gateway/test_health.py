@@ -7,7 +7,6 @@ count their calls, so what the probe costs the workers can be read off them.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -25,18 +24,22 @@ from tests.conftest import TINY_DOCS
 
 
 class CountingReranker:
-    """Scores every hit 0 after ``delay_s``; raises ``error`` instead when one is set."""
+    """Scores every hit 0, once ``gate`` is open when one is given; raises ``error`` instead when one is set."""
 
     name = "counting"
 
-    def __init__(self, delay_s: float = 0.0, error: Exception | None = None) -> None:
-        self.delay_s, self.error = delay_s, error
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()  # set when a call is under way
         self.windows: list[int] = []
 
     def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
                  clock: StageClock = no_clock) -> np.ndarray:
         self.windows.append(len(hits))
-        time.sleep(self.delay_s)
+        self.entered.set()
+        if self.gate is not None:
+            self.gate.wait()
         if self.error is not None:
             raise self.error
         return np.zeros(len(hits), dtype=np.float32)
@@ -65,17 +68,25 @@ def test_an_answer_is_shared_while_fresh_and_a_new_pipeline_is_probed_at_once(ba
 
 
 def test_callers_take_the_last_answer_while_a_probe_runs(backend: EmbeddedBackend) -> None:
-    slow = CountingReranker(delay_s=0.5, error=ScoringUnavailable("no worker answered"))
+    # Event order, not a stopwatch: the probe's reranker is held until the caller has answered, so a
+    # caller that waited for the probe would answer only after the safety timer opened the gate.
+    slow = CountingReranker(error=ScoringUnavailable("no worker answered"))
     pipeline, probe = SearchPipeline(backend, 10, slow), ModelProbe(fresh_s=0)
     assert probe.fallback(pipeline) == "no worker answered"
-    slow.error = None  # a worker is back: the running probe will say so
-    running = threading.Thread(target=probe.fallback, args=(pipeline,))
-    running.start()
-    time.sleep(0.1)
-    started = time.monotonic()
-    assert probe.fallback(pipeline) == "no worker answered"  # the last answer, while the probe runs
-    assert time.monotonic() - started < 0.2  # not a second deadline's wait
-    running.join()
+    slow.error, slow.gate, slow.entered = None, threading.Event(), threading.Event()  # a worker is back
+    events: list[str] = []
+    running = threading.Thread(target=lambda: (probe.fallback(pipeline), events.append("probe ended")))
+    safety = threading.Timer(60, slow.gate.set)  # only a caller that waits for the probe meets it
+    running.start(), safety.start()
+    try:
+        assert slow.entered.wait(60)  # the probe holds the lock, its reranker is running
+        assert probe.fallback(pipeline) == "no worker answered"  # the last answer, while the probe runs
+        events.append("caller answered")
+    finally:
+        slow.gate.set()
+        safety.cancel()
+        running.join()
+    assert events == ["caller answered", "probe ended"]
     assert probe.fallback(pipeline) is None and len(slow.windows) == 3
 
 

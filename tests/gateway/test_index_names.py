@@ -20,9 +20,11 @@ def test_wildcards_match_as_fnmatch_does_with_star_alone():
 
 
 def test_a_pathological_pattern_costs_milliseconds():
-    started = time.process_time()
+    # This thread's CPU (other threads of the test process do not count), with a wide margin: milliseconds
+    # where a backtracking matcher would take longer than the test run.
+    started = time.thread_time()
     assert not wildcard_matches("a*" * 100_000 + "b", "esrr-docs" + "a" * 200)
-    assert time.process_time() - started < 0.05
+    assert time.thread_time() - started < 0.5
 
 
 def test_the_first_unserved_name_is_named():

@@ -173,6 +173,7 @@ CHANGES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, processes", [(change, "1") for change in CHANGES] + [("statistics cut short", "2")])
 def test_a_serving_gateway_answers_from_the_verified_files_or_503_while_one_changes(home, free_port, change,
                                                                                     processes):
@@ -195,6 +196,7 @@ def test_a_serving_gateway_answers_from_the_verified_files_or_503_while_one_chan
         assert _http(f"{url}/")[0] == 200
 
 
+@pytest.mark.slow
 def test_files_unlinked_under_a_serving_gateway_keep_being_served_and_health_says_so(home, free_port):
     with _serving(home, free_port()) as (url, process):
         search = _search_url(url)
@@ -211,6 +213,7 @@ def test_files_unlinked_under_a_serving_gateway_keep_being_served_and_health_say
         assert "title_values.npy" in body["problem"] and "unlinked" in body["problem"]
 
 
+@pytest.mark.slow
 def test_a_version_put_back_whole_is_served_again_and_a_new_one_after_a_reindex(home, free_port):
     path = _version(home) / "stats" / "doc_ids.txt"
     original = path.read_bytes()

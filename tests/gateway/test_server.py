@@ -40,21 +40,29 @@ def serving(home: Path, port: int, *args: str, **settings: object) -> Iterator[s
 
 
 def test_searches_answer_while_300_clients_hang_half_sent_and_idle_ones_are_closed(home, free_port):
+    # The order of events, not a stopwatch: every search is answered while all 300 hanging connections are
+    # still held (a server that serves only 100 at once would answer them only after its channel timeout
+    # closed some); then the server closes them all. How long searches take meanwhile is
+    # `esrr bench slow-clients`'s figure (docs/performance.md).
     port = free_port()
-    with serving(home, port, gateway_channel_timeout_s=2):
-        held, short = hold_connections("127.0.0.1", port, 300, timeout=5)  # waitress' default limit: 100
+    with serving(home, port, gateway_channel_timeout_s=5):
+        held, short = hold_connections("127.0.0.1", port, 300, timeout=30)  # waitress' default limit: 100
         try:
             assert short is None and len(held) == 300
             time.sleep(0.5)
-            times = time_searches(f"http://127.0.0.1:{port}", 5, timeout=5)
-            assert None not in times and max(times) < 2000, times
-            time.sleep(4)  # past the channel timeout, and a cleanup after it
-            assert sum(map(_closed_by_server, held)) == 300
+            times = time_searches(f"http://127.0.0.1:{port}", 5, timeout=30)
+            assert None not in times, times
+            assert sum(map(_closed_by_server, held)) == 0  # answered before the server let any of them go
+            closed: set[int] = set()
+            for _ in range(120):  # looks every 0.5 s until the channel timeout has closed them all
+                closed |= {index for index, sock in enumerate(held) if index not in closed and _closed_by_server(sock)}
+                if len(closed) == 300:
+                    break
+                time.sleep(0.5)
+            assert len(closed) == 300
         finally:
             for sock in held:
                 sock.close()
-
-
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")

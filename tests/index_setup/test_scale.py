@@ -154,6 +154,7 @@ def streaming_peak(tmp_path: Path, n: int) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 def test_streaming_memory_does_not_grow_with_the_number_of_documents(tmp_path: Path) -> None:
     small, large = streaming_peak(tmp_path, 2_000), streaming_peak(tmp_path, 16_000)
     # 8x the documents: a build that kept per-document objects would peak several times higher.

@@ -30,6 +30,7 @@ def _corpus(directory: Path, documents) -> Path:
     return directory
 
 
+@pytest.mark.slow
 def test_adapt_fine_tunes_beside_the_served_model_and_reports_with_eval(artifacts, corpus_documents, tmp_path,
                                                                       monkeypatch):
     monkeypatch.chdir(tmp_path)  # the report goes to ./reports/adapt/NAME

@@ -83,13 +83,11 @@ def test_without_a_worker_the_query_keeps_bm25_order_and_says_why(broker, served
     queue = f"nobody-{uuid.uuid4().hex[:6]}"
     client = broker.client(queue)
     try:
-        started = time.monotonic()
         ranking = ranked(SearchPipeline(backend, 20, WorkerReranker(client, queue, deadline_s=0.5)), QUERY, 10)
-        waited = time.monotonic() - started
     finally:
         client.close()
-    assert waited < 5
     assert ranking.ranker == "BM25" and "no worker answered" in ranking.fallback and queue in ranking.fallback
+    assert "within 0.5 s" in ranking.fallback  # ended by its own deadline
     assert _doc_ids(ranking) == _doc_ids(ranked(SearchPipeline(backend, 0), QUERY, 10))
 
 
@@ -133,13 +131,10 @@ def test_an_unreachable_broker_falls_back_at_once(served_home):
     home, backend = served_home
     url = f"redis://127.0.0.1:{_closed_port()}/0"
     client = create_app(WorkerSettings(home=home, broker_url=url))
-    try:
-        started = time.monotonic()
-        ranking = ranked(SearchPipeline(backend, 20, WorkerReranker(client, "rerank", deadline_s=2)), QUERY, 10)
-        waited = time.monotonic() - started
+    try:  # a deadline far longer than the test: a search that waited for it would say "no worker answered"
+        ranking = ranked(SearchPipeline(backend, 20, WorkerReranker(client, "rerank", deadline_s=600)), QUERY, 10)
     finally:
         client.close()
-    assert waited < 10
     assert ranking.ranker == "BM25" and "cannot reach the broker" in ranking.fallback
     assert len(ranking.ranked) == 10
 
@@ -291,7 +286,7 @@ def test_a_model_with_other_lex_features_is_served_once_the_caller_names_them(ar
         followed = CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--worker", "--json"], env=env)
         reranker = WorkerReranker(broker.client(queue, home=home), queue, TIMEOUT)  # as a gateway of LEX3 starts
         with reranker:
-            ranking = SearchPipeline(served_home[1], 10, reranker).rank(QUERY, 5)
+            ranking = ranked(SearchPipeline(served_home[1], 10, reranker), QUERY, 5)
         assert ranking.fallback is None and reranker.lex_names == ("text_bm25", "title_jaccard")
         env["ESRR_LEX_FEATURES"] = "text_bm25, title_jaccard"
         remote = CliRunner().invoke(main, ["search", QUERY, "-k", "5", "--worker", "--json"], env=env)

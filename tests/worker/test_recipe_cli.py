@@ -93,6 +93,7 @@ def test_eval_data_searches_an_index_of_its_own_and_refuses_judgments_of_other_d
             assert result.exit_code == 0 and f"warning: 1 {missing}" in result.output, result.output
 
 
+@pytest.mark.slow
 def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, monkeypatch):
     home = tmp_path / "home"
     shutil.copytree(artifacts.home, home)

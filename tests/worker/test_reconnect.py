@@ -19,7 +19,9 @@ from es_rerank.payload import encode
 from tests.worker.test_broker import QUERIES, make_request, rows_for, send
 
 RESTARTS = 3
-ANSWERS_AGAIN_S = 20.0  # from the new Redis answering to the worker scoring a new task
+# Sends after a restart, each waiting up to 2 s for its answer, before the test gives up: a count of tries,
+# not a stopwatch (how soon a worker answers again is `esrr bench chaos`'s "broker restarted" row).
+SENDS_AFTER_RESTART = 30  # 30 s at the least
 
 
 @pytest.mark.broker
@@ -35,18 +37,18 @@ def test_a_worker_survives_its_redis_killed_and_restarted_and_answers_again(brok
                 send(client, queue, encode(make_request(artifacts, QUERIES[i], rows_for(artifacts, i, 8))))
             time.sleep(0.3)  # taken off the queue, held unacknowledged, sleeping in the task
             private_redis.kill_and_restart(down_s=0.5)
-            back = time.monotonic()
             request = make_request(artifacts, QUERIES[restart], rows_for(artifacts, 40 + restart, 6))
-            while True:
+            for _ in range(SENDS_AFTER_RESTART):
                 assert worker.process.poll() is None, f"the worker exited after restart {restart + 1}:\n" \
                                                       f"{worker.log_tail()}"
                 try:
                     result = send(client, queue, encode(request)).get(timeout=2)
                     break
                 except (TimeoutError, OperationalError, RedisError):  # not answered yet: send again
-                    if time.monotonic() - back > ANSWERS_AGAIN_S:
-                        pytest.fail(f"no answer within {ANSWERS_AGAIN_S} s of restart {restart + 1}:\n"
-                                    f"{worker.log_tail()}")
+                    time.sleep(1)  # a refused connection fails at once: do not spin through the tries
+            else:
+                pytest.fail(f"no answer to {SENDS_AFTER_RESTART} sends after restart {restart + 1}:\n"
+                            f"{worker.log_tail()}")
             assert len(result["scores"]) == 6
         time.sleep(3)  # a late exit (the next redelivery sweep) would show here
         assert worker.process.poll() is None, worker.log_tail()

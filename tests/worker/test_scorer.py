@@ -139,6 +139,7 @@ def test_score_many_equals_score(model: DeltaModel, scorer: DeltaScorer) -> None
     assert scorer.score_many([]) == []
 
 
+@pytest.mark.slow
 def test_score_many_groups(model: DeltaModel, scorer: DeltaScorer) -> None:
     """Requests go through in groups (~512 documents on the CPU): same scores as one pass."""
     requests = []

@@ -199,6 +199,7 @@ def _query_word_problem() -> tuple[np.ndarray, list[QueryCandidates], _Table, di
     return vectors, candidates, table, qrels
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["hinge", "softmax"])
 def test_a_few_epochs_learn_to_prefer_the_relevant_token(loss: str):
     """Relevant documents contain the query word; training must rank them first on dev."""

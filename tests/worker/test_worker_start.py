@@ -44,6 +44,7 @@ def test_a_prefork_start_checks_the_device_before_forking(artifacts):
     assert "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_an_option_overrides_a_bad_environment_value(artifacts):
     """ESRR_CONCURRENCY=0 is invalid, but --concurrency replaces it: the start goes on to the device check."""
     code = ("import sys; from es_rerank.cli import main; "
@@ -58,6 +59,7 @@ def test_log_level_and_pool_are_case_insensitive():
     assert (settings.loglevel, settings.pool) == ("DEBUG", "threads")
 
 
+@pytest.mark.slow
 def test_a_worker_that_stops_on_an_unrecoverable_error_exits_non_zero(artifacts, tmp_path):
     """Celery logs the error as CRITICAL and stops; a supervisor must not see a clean exit."""
     code = ("import sys; from es_rerank.cli import main; sys.argv = ['esrr', 'worker', 'start', '--pool', 'solo', "
