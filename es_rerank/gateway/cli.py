@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -99,9 +100,10 @@ def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.soc
     click.echo(f"es-rerank gateway (pid {os.getpid()}) on {address}: index {pipeline.backend.index}, window "
                f"{settings.gateway_window}, {scored}; try: curl '{address}/_search?q=green+tea'", err=True)
     sys.stderr.flush()
-    app = create_app(served, settings)
+    app = create_app(served, settings, heavy_served=functools.partial(_leased_served_search, settings))
     try:
         serve_on(app, sock, waitress_options(**options))
     finally:
         close_events(app)  # here, not at exit: a forked gateway process ends with os._exit, which skips atexit
+        app.extensions["esrr.heavy_lane"].close()
         served.close()

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from es_rerank.backends.highlight import FieldHighlight
 from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import TooManyHeavySearches
+from es_rerank.gateway.heavy_process import HeavyProcesses
 
 HEAVY_HITS = 100  # hits rendered with their _source (size 1,000 costs ~90 ms of CPU on NFCorpus)
 HEAVY_HIGHLIGHT_CHARS = 20_000  # stored text highlighted (10 hits x title and abstract x 5 x 100 is 10,000)
@@ -53,8 +54,9 @@ class HeavyLane:
     slot; a heavy search beyond them is a 429 at once, so heavy searches never hold more than ``slots + queue`` of
     the server's threads and light ones always find one."""
 
-    def __init__(self, slots: int, queue: int, wait_s: float) -> None:
+    def __init__(self, slots: int, queue: int, wait_s: float, apart: HeavyProcesses | None = None) -> None:
         self.slots, self.queue, self.wait_s = slots, queue, wait_s
+        self.apart = apart  # processes of their own that run the heavy searches (heavy_process.py); None: here
         self._free = threading.BoundedSemaphore(slots)
         self._admitted = 0  # running or waiting
         self._count = threading.Lock()
@@ -82,6 +84,18 @@ class HeavyLane:
         finally:
             with self._count:
                 self._admitted -= 1
+
+    def run_apart(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(pipeline, *args)`` in a slot of the lane, run by a process of the heavy searches' own with its
+        pipeline (``HeavyProcesses.run``); ``TooManyHeavySearches`` as ``taken``."""
+        assert self.apart is not None, "run_apart needs the lane's processes"
+        with self.taken(True):
+            return self.apart.run(function, *args)
+
+    def close(self) -> None:
+        """Stop the lane's processes, if it has any."""
+        if self.apart is not None:
+            self.apart.close()
 
     def _refusal(self, why: str) -> TooManyHeavySearches:
         return TooManyHeavySearches(

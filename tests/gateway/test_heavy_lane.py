@@ -7,7 +7,11 @@ naming the settings, and a light search is answered.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,7 @@ from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import TooManyHeavySearches
 from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
+from es_rerank.gateway.heavy_process import HeavyProcesses
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import Document
@@ -71,11 +76,16 @@ def test_a_full_lane_refuses_a_heavy_search_after_its_wait_and_lets_a_light_one_
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory):
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("heavy-lane")
     docs = [Document(f"D{n}", f"Green tea and bone number {n}", "Green tea and bone density in women " * 20)
             for n in range(300)]
     build_embedded_index(docs, home / "indexes" / "embedded", version="v1", progress=False)
+    return home
+
+
+@pytest.fixture(scope="module")
+def app(home: Path):
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
     return create_app(ServedSearch(SearchPipeline(backend, 0), 3600),
                       GatewaySettings(home=home, gateway_heavy_slots=1, gateway_heavy_queue=1,
@@ -105,3 +115,81 @@ def test_beyond_its_queue_a_heavy_search_is_refused_at_once_whatever_the_wait() 
                 pass
     with lane.taken(True):  # admitted again once the first is done
         pass
+
+
+# Heavy searches in a process of their own (heavy_process.py): the same answers, a clear 503 when it dies or hangs.
+
+HEAVY_BODY = {"query": {"query_string": {"query": "green tea bone gree* \"tea bone\"~30"}}, "size": 150,
+              "highlight": {"fields": {"title": {}, "abstract": {}}}}
+
+
+def open_served(index_home: str) -> ServedSearch:
+    """The served pipeline of the index under ``index_home``, as the fixture's (opened again in the child)."""
+    return ServedSearch(SearchPipeline(EmbeddedBackend.open_current(Path(index_home) / "indexes" / "embedded"), 0),
+                        3600)
+
+
+@pytest.fixture(scope="module")
+def apart_app(home: Path):
+    settings = GatewaySettings(home=home, gateway_heavy_slots=1, gateway_heavy_queue=1, gateway_heavy_wait_s=30,
+                               gateway_heavy_timeout_s=5, gateway_heavy_nice=0)
+    apart = create_app(open_served(str(home)), settings, heavy_served=partial(open_served, str(home)))
+    yield apart
+    apart.extensions["esrr.heavy_lane"].close()
+
+
+def _without_took(answer: dict) -> dict:
+    return {key: value for key, value in answer.items() if key != "took"}
+
+
+def _child_pid(app) -> int:
+    processes: HeavyProcesses = app.extensions["esrr.heavy_lane"].apart
+    deadline = time.monotonic() + 60
+    while not processes.pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pid,) = processes.pids()
+    return pid
+
+
+def test_the_heavy_searches_process_answers_as_this_one_would(app, apart_app) -> None:
+    here = app.test_client().post("/_search", json=HEAVY_BODY)
+    there = apart_app.test_client().post("/_search", json=HEAVY_BODY)
+    assert here.status_code == there.status_code == 200
+    assert len(there.get_json()["hits"]["hits"]) == 150
+    assert _without_took(there.get_json()) == _without_took(here.get_json())
+    assert _child_pid(apart_app) != os.getpid()
+    bad = apart_app.test_client().post("/_search", json={**HEAVY_BODY, "highlight": {"fields": {"title": {
+        "number_of_fragments": -1}}}})
+    assert bad.status_code == app.test_client().post("/_search", json={**HEAVY_BODY, "highlight": {"fields": {
+        "title": {"number_of_fragments": -1}}}}).status_code
+
+
+def test_a_killed_heavy_process_costs_its_search_a_503_and_is_started_again(apart_app) -> None:
+    client = apart_app.test_client()
+    assert client.post("/_search", json=HEAVY_BODY).status_code == 200
+    pid = _child_pid(apart_app)
+    os.kill(pid, signal.SIGSTOP)  # held still, so that the search is surely under way when it is killed
+    answers: list = []
+    searching = threading.Thread(target=lambda: answers.append(client.post("/_search", json=HEAVY_BODY)))
+    searching.start()
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGKILL)
+    searching.join(30)
+    (died,) = answers
+    assert died.status_code == 503
+    assert "died (signal 9)" in died.get_json()["error"]["reason"]
+    assert client.get("/_search?q=green+tea").status_code == 200  # light searches never needed it
+    again = client.post("/_search", json=HEAVY_BODY)  # waits for the new process (ESRR_GATEWAY_HEAVY_WAIT_S)
+    assert again.status_code == 200
+    assert _child_pid(apart_app) != pid
+
+
+def test_a_hung_heavy_process_is_a_503_after_its_timeout_then_replaced(apart_app) -> None:
+    client = apart_app.test_client()
+    pid = _child_pid(apart_app)
+    os.kill(pid, signal.SIGSTOP)
+    hung = client.post("/_search", json=HEAVY_BODY)
+    assert hung.status_code == 503
+    assert "ESRR_GATEWAY_HEAVY_TIMEOUT_S=5" in hung.get_json()["error"]["reason"]
+    assert client.post("/_search", json=HEAVY_BODY).status_code == 200
+    assert _child_pid(apart_app) != pid
