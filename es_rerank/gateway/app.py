@@ -42,10 +42,11 @@ MAX_BODY_BYTES = 1 << 20
 
 
 def create_app(served: ServedSearch, settings: GatewaySettings | None = None,
-               heavy_served: Callable[[], ServedSearch] | None = None) -> Flask:
+               heavy_app: Callable[[], Flask] | None = None) -> Flask:
     """A gateway serving ``served``'s pipeline; ``settings`` default to the ``ESRR_*`` environment. With
-    ``heavy_served`` (picklable; it opens the same pipeline in another process) and ``ESRR_GATEWAY_HEAVY_PROCESS``,
-    heavy searches run in processes of their own (``heavy_process``); without, in this one."""
+    ``heavy_app`` (picklable; it builds this app, without ``heavy_app``, around the same pipeline in another
+    process) and ``ESRR_GATEWAY_HEAVY_PROCESS``, heavy searches run in processes of their own (``heavy_process``);
+    without, in this one."""
     settings = settings or GatewaySettings()
     app = Flask(__name__)
     # A search body is a few hundred bytes; a larger one is a 413 before it is read.
@@ -63,8 +64,8 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None,
     app.extensions["esrr.metrics"] = metrics
     app.extensions["esrr.probe"] = ModelProbe()
     apart = None
-    if heavy_served is not None and settings.gateway_heavy_process:
-        apart = HeavyProcesses(heavy_served, settings, settings.gateway_heavy_slots, settings.gateway_heavy_timeout_s,
+    if heavy_app is not None and settings.gateway_heavy_process:
+        apart = HeavyProcesses(heavy_app, settings.gateway_heavy_slots, settings.gateway_heavy_timeout_s,
                                settings.gateway_heavy_nice, settings.gateway_heavy_wait_s)
     app.extensions["esrr.heavy_lane"] = HeavyLane(settings.gateway_heavy_slots, settings.gateway_heavy_queue,
                                                   settings.gateway_heavy_wait_s, apart)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from flask import Flask
+
     from es_rerank.gateway.config import GatewaySettings
     from es_rerank.ranking.served import ServedSearch
 
@@ -87,6 +89,13 @@ def _leased_served_search(settings: GatewaySettings) -> ServedSearch:
     return served_search(settings)
 
 
+def heavy_searches_app(settings: GatewaySettings) -> Flask:
+    """The app a process of heavy searches runs them with (``heavy_process``): the gateway's, its files leased."""
+    from es_rerank.gateway.app import create_app
+
+    return create_app(_leased_served_search(settings), settings)
+
+
 def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.socket, options: dict) -> None:
     """One gateway process: the app around ``served``, served on the (shared) listening ``sock``."""
     from es_rerank.gateway.app import create_app
@@ -100,7 +109,7 @@ def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.soc
     click.echo(f"es-rerank gateway (pid {os.getpid()}) on {address}: index {pipeline.backend.index}, window "
                f"{settings.gateway_window}, {scored}; try: curl '{address}/_search?q=green+tea'", err=True)
     sys.stderr.flush()
-    app = create_app(served, settings, heavy_served=functools.partial(_leased_served_search, settings))
+    app = create_app(served, settings, heavy_app=functools.partial(heavy_searches_app, settings))
     try:
         serve_on(app, sock, waitress_options(**options))
     finally:

@@ -40,13 +40,14 @@ RETRY_S = (1.0, 5.0, 30.0)  # pauses before a restart after a failed start, the 
 
 class HeavyProcesses:
     """``count`` child processes, each running one search at a time: ``run(function, *args)`` calls
-    ``function(pipeline, *args)`` in a ready child with that child's served pipeline and returns what it returns
-    (or raises what it raised). ``build_served`` (picklable: a module-level function or a ``functools.partial`` of
-    one) opens the ``ServedSearch`` in the child; ``settings`` are the gateway's."""
+    ``function(pipeline, *args)`` in a ready child, in an app context of that child's app with its served pipeline,
+    and returns what it returns (or raises what it raised). ``build_app`` (picklable: a module-level function or a
+    ``functools.partial`` of one) builds that app in the child: the gateway's, around the same served pipeline,
+    running its heavy searches itself."""
 
-    def __init__(self, build_served: Callable[[], Any], settings: Any, count: int, timeout_s: float,
-                 nice: int, ready_wait_s: float) -> None:
-        self._build_served, self._settings = build_served, settings
+    def __init__(self, build_app: Callable[[], Any], count: int, timeout_s: float, nice: int,
+                 ready_wait_s: float) -> None:
+        self._build_app = build_app
         self.timeout_s, self.nice, self.ready_wait_s = timeout_s, nice, ready_wait_s
         self._context = multiprocessing.get_context("spawn")
         self._ready: queue.Queue[_Child] = queue.Queue()
@@ -110,7 +111,7 @@ class HeavyProcesses:
             with self._lock:
                 if self._closed:
                     return
-                child = _Child(self._context, self._build_served, self._settings, self.nice)
+                child = _Child(self._context, self._build_app, self.nice)
                 self._children.add(child)
             problem = child.wait_ready(START_S)
             if problem is None:
@@ -142,9 +143,9 @@ class _Answer:
 class _Child:
     """One child process and the parent's end of its pipe."""
 
-    def __init__(self, context: Any, build_served: Callable[[], Any], settings: Any, nice: int) -> None:
+    def __init__(self, context: Any, build_app: Callable[[], Any], nice: int) -> None:
         self._conn, child_end = context.Pipe()
-        self._process = context.Process(target=serve_heavy, args=(child_end, build_served, settings, nice),
+        self._process = context.Process(target=serve_heavy, args=(child_end, build_app, nice),
                                         name="esrr-heavy-searches", daemon=True)
         self._process.start()
         child_end.close()
@@ -190,18 +191,17 @@ class _Child:
         self._conn.close()
 
 
-def serve_heavy(conn: Connection, build_served: Callable[[], Any], settings: Any, nice: int) -> None:
-    """The child: open the served pipeline, say "ready", then answer each ``(function, args)`` until the parent
-    closes the pipe."""
+def serve_heavy(conn: Connection, build_app: Callable[[], Any], nice: int) -> None:
+    """The child: build the app, say "ready", then answer each ``(function, args)`` until the parent closes the
+    pipe."""
     from es_rerank.backends.query_tree import bind_limits
-    from es_rerank.gateway.app import create_app
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
     if nice:
         os.nice(nice)
     try:
-        served = build_served()
-        app = create_app(served, settings)  # this app's own lane runs everything here, in this process
+        app = build_app()  # its own lane runs every search here, in this process
+        served = app.extensions["esrr.served"]
     except Exception as error:  # noqa: BLE001 - the parent logs why and tries again later
         conn.send(f"{type(error).__name__}: {error}")
         return

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from flask import Flask
 
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.backends.highlight import read_highlight
@@ -123,17 +124,22 @@ HEAVY_BODY = {"query": {"query_string": {"query": "green tea bone gree* \"tea bo
               "highlight": {"fields": {"title": {}, "abstract": {}}}}
 
 
-def open_served(index_home: str) -> ServedSearch:
-    """The served pipeline of the index under ``index_home``, as the fixture's (opened again in the child)."""
+def served_index(index_home: str) -> ServedSearch:
+    """The index under ``index_home`` served as the ``app`` fixture serves it."""
     return ServedSearch(SearchPipeline(EmbeddedBackend.open_current(Path(index_home) / "indexes" / "embedded"), 0),
                         3600)
+
+
+def heavy_app(index_home: str, settings: GatewaySettings) -> Flask:
+    """The app of the heavy searches' process (module-level: the spawned child imports it by name)."""
+    return create_app(served_index(index_home), settings)
 
 
 @pytest.fixture(scope="module")
 def apart_app(home: Path):
     settings = GatewaySettings(home=home, gateway_heavy_slots=1, gateway_heavy_queue=1, gateway_heavy_wait_s=30,
                                gateway_heavy_timeout_s=5, gateway_heavy_nice=0)
-    apart = create_app(open_served(str(home)), settings, heavy_served=partial(open_served, str(home)))
+    apart = create_app(served_index(str(home)), settings, heavy_app=partial(heavy_app, str(home), settings))
     yield apart
     apart.extensions["esrr.heavy_lane"].close()
 
