@@ -28,6 +28,7 @@ from es_rerank.gateway.events import install_events
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.heavy_lane import HeavyLane
 from es_rerank.gateway.heavy_process import HeavyProcesses
+from es_rerank.gateway.heavy_refusal import RefuseKnownHeavy
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.response_filter import FilterPath, filtered, read_filter_path
 from es_rerank.gateway.search_request import url_parameters
@@ -75,6 +76,9 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None,
     _register_error_handlers(app)
     if settings.gateway_site:  # the search page for browsers at / (site.py)
         app.register_blueprint(site)
+    # A heavy search repeated against a full lane: its 429 before it is read (heavy_refusal.py).
+    app.wsgi_app = RefuseKnownHeavy(app.wsgi_app, app.extensions["esrr.heavy_lane"],
+                                    on_refused=metrics.requests.labels("/_search", "429").inc)
     app.wsgi_app = UrlLengthLimit(app.wsgi_app, settings.gateway_max_url_bytes,
                                   on_refused=metrics.requests.labels("unrouted", "414").inc)
 

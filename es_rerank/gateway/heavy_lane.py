@@ -29,6 +29,7 @@ from es_rerank.backends.highlight import FieldHighlight
 from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import TooManyHeavySearches
 from es_rerank.gateway.heavy_process import HeavyProcesses
+from es_rerank.gateway.heavy_refusal import weighed_heavy
 
 HEAVY_HITS = 100  # hits rendered with their _source (size 1,000 costs ~90 ms of CPU on NFCorpus)
 HEAVY_HIGHLIGHT_CHARS = 20_000  # stored text highlighted (10 hits x title and abstract x 5 x 100 is 10,000)
@@ -68,12 +69,13 @@ class HeavyLane:
         if not heavy:
             yield
             return
+        weighed_heavy()  # the same request again is refused before it is read while the lane is full
         with self._count:
             full = self._admitted >= self.slots + self.queue
             if not full:
                 self._admitted += 1
         if full:
-            raise self._refusal(f"{self.queue} more are waiting for a slot")
+            raise self.refusal_when_full()
         try:
             if not self._free.acquire(timeout=self.wait_s):
                 raise self._refusal(f"none finished within {self.wait_s:g} s")
@@ -91,6 +93,15 @@ class HeavyLane:
         assert self.apart is not None, "run_apart needs the lane's processes"
         with self.taken(True):
             return self.apart.run(function, *args)
+
+    @property
+    def full(self) -> bool:
+        """Whether a heavy search would be refused at once (every slot and the queue taken)."""
+        return self._admitted >= self.slots + self.queue
+
+    def refusal_when_full(self) -> TooManyHeavySearches:
+        """The 429 of a heavy search that finds the lane and its queue full."""
+        return self._refusal(f"{self.queue} more are waiting for a slot")
 
     def close(self) -> None:
         """Stop the lane's processes, if it has any."""

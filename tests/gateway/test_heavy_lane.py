@@ -7,6 +7,7 @@ naming the settings, and a light search is answered.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from flask import Flask
+from werkzeug.test import Client
 
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.backends.highlight import read_highlight
@@ -25,6 +27,7 @@ from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import TooManyHeavySearches
 from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
 from es_rerank.gateway.heavy_process import HeavyProcesses
+from es_rerank.gateway.heavy_refusal import RefuseKnownHeavy, weighed_heavy
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import Document
@@ -199,3 +202,49 @@ def test_a_hung_heavy_process_is_a_503_after_its_timeout_then_replaced(apart_app
     assert "ESRR_GATEWAY_HEAVY_TIMEOUT_S=5" in hung.get_json()["error"]["reason"]
     assert client.post("/_search", json=HEAVY_BODY).status_code == 200
     assert _child_pid(apart_app) != pid
+
+
+# A heavy search repeated against a full lane is refused before it is read (heavy_refusal.py).
+
+def test_a_known_heavy_search_is_refused_before_the_app_reads_it_while_the_lane_is_full() -> None:
+    lane = HeavyLane(1, 0, 0.05)
+    reached: list[bytes] = []
+
+    def search(environ, start_response):  # weighs every POST heavy, as the gateway's _ranked would this body
+        reached.append(environ["wsgi.input"].read())
+        if environ["REQUEST_METHOD"] == "POST":
+            weighed_heavy()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [b"{}"]
+
+    refused: list[int] = []
+    client = Client(RefuseKnownHeavy(search, lane, on_refused=lambda: refused.append(1)))
+    heavy = json.dumps(HEAVY_BODY)
+    assert client.post("/_search", data=heavy).status_code == 200
+    assert reached == [heavy.encode()]  # the body reaches the app whole after being hashed
+    with lane.taken(True):  # the lane is full
+        again = client.post("/_search", data=heavy)
+        other = client.post("/_search", data=heavy + " ")  # not the same bytes: read and weighed as usual
+        light = client.get("/_search?q=tea")
+        msearch = client.post("/_msearch", data=heavy)
+    assert again.status_code == 429 and refused == [1]
+    assert again.get_json()["error"]["reason"] == lane.refusal_when_full().reason
+    assert again.headers["X-Elastic-Product"] == "Elasticsearch"
+    assert (other.status_code, light.status_code, msearch.status_code) == (200, 200, 200)
+    assert len(reached) == 4  # all but the known one
+    assert client.post("/_search", data=heavy).status_code == 200  # room in the lane: read again
+
+
+def test_through_the_app_a_repeated_heavy_search_gets_the_same_429_before_and_after_it_is_known(home) -> None:
+    app = create_app(served_index(str(home)), GatewaySettings(home=home, gateway_heavy_slots=1, gateway_heavy_queue=0))
+    client = app.test_client()
+    lane: HeavyLane = app.extensions["esrr.heavy_lane"]
+    body = {**HEAVY_BODY, "size": 120}
+    assert client.post("/_search", json=body).status_code == 200  # weighed heavy: now known
+    with lane.taken(True):  # the one slot taken, no queue
+        known = client.post("/_search", json=body)
+        unknown = client.post("/_search", json={**body, "size": 121})  # refused after it is weighed
+        light = client.get("/_search?q=green+tea")
+    assert known.status_code == unknown.status_code == 429
+    assert known.get_json() == unknown.get_json()
+    assert light.status_code == 200
