@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s"
+
 if TYPE_CHECKING:
     from flask import Flask
 
@@ -41,7 +43,7 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
 
     settings = load_settings(GatewaySettings, gateway_host=host, gateway_port=port, gateway_threads=threads,
                              gateway_processes=processes)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     served = served_search(settings)  # a set-up that cannot serve fails here, once, with its fix
     try:
         ensure_open_files(settings.gateway_connection_limit)
@@ -93,6 +95,7 @@ def heavy_searches_app(settings: GatewaySettings) -> Flask:
     """The app a process of heavy searches runs them with (``heavy_process``): the gateway's, its files leased."""
     from es_rerank.gateway.app import create_app
 
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)  # a spawned process: its log as the gateway's
     return create_app(_leased_served_search(settings), settings)
 
 

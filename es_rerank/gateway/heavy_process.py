@@ -113,8 +113,10 @@ class HeavyProcesses:
                     return
                 child = _Child(self._context, self._build_app, self.nice)
                 self._children.add(child)
+            started = time.monotonic()
             problem = child.wait_ready(START_S)
             if problem is None:
+                log.info("heavy search process %s ready after %.1f s", child.pid, time.monotonic() - started)
                 self._ready.put(child)
                 return
             log.error("the heavy search process %s could not start (%s); trying again", child.pid, problem)

@@ -12,6 +12,8 @@ import os
 import signal
 import threading
 import time
+import urllib.error
+import urllib.request
 from functools import partial
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pytest
 from flask import Flask
 from werkzeug.test import Client
 
+from benchmarks.gateway_process import children
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.backends.highlight import read_highlight
 from es_rerank.backends.query_tree import QueryCost
@@ -32,6 +35,7 @@ from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import Document
 from index_setup.embedded_index import build_embedded_index
+from tests.conftest import esrr_serve
 
 BOTH_FIELDS = read_highlight({"fields": {"title": {}, "abstract": {}}})
 
@@ -248,3 +252,42 @@ def test_through_the_app_a_repeated_heavy_search_gets_the_same_429_before_and_af
     assert known.status_code == unknown.status_code == 429
     assert known.get_json() == unknown.get_json()
     assert light.status_code == 200
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")
+def test_esrr_serve_runs_heavy_searches_in_a_child_that_ends_with_it(home, free_port) -> None:
+    port = free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
+           "ESRR_GATEWAY_RERANK": "false"}
+    with esrr_serve(env, port) as (url, process):
+        def search(body: dict) -> tuple[int, dict]:
+            request = urllib.request.Request(f"{url}/_search", json.dumps(body).encode(),
+                                             {"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=60) as answer:
+                    return answer.status, json.loads(answer.read())
+            except urllib.error.HTTPError as error:
+                return error.code, json.loads(error.read())
+
+        def answered() -> dict:
+            deadline = time.monotonic() + 90
+            while (found := search(HEAVY_BODY))[0] != 200 and time.monotonic() < deadline:
+                assert found[0] == 503, found  # the child died, or is not ready within ESRR_GATEWAY_HEAVY_WAIT_S
+            assert found[0] == 200, found
+            return found[1]
+
+        assert len(answered()["hits"]["hits"]) == 150
+        (child,) = _spawned(process.pid)  # the heavy searches' process (ESRR_GATEWAY_HEAVY_SLOTS=1)
+        os.kill(child, signal.SIGKILL)
+        answered()
+        (replacement,) = _spawned(process.pid)
+        assert replacement != child
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{replacement}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{replacement}").exists()  # it ended with the gateway
+
+
+def _spawned(pid: int) -> set[int]:
+    """The children of ``pid`` that multiprocessing spawned to run a function (not its resource tracker)."""
+    return {child for child in children(pid) if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()}
