@@ -10,7 +10,10 @@ ranking and page, waits at most ``ESRR_GATEWAY_HEAVY_WAIT_S`` for one among at m
 ``ESRR_GATEWAY_HEAVY_QUEUE`` others, and is refused with a 429
 (``es_rejected_execution_exception``, which the official clients retry) beyond them. A
 waiting search holds one of the server's threads, so the queue is what keeps threads free:
-a light search never waits for the lane, nor for a thread held by heavy ones.
+a light search never waits for the lane, nor for a thread held by heavy ones. With
+``apart`` (``ESRR_GATEWAY_HEAVY_PROCESS``, ``esrr serve``) a slot is a process of its own
+(``heavy_process``), so a heavy search does not hold the light ones' interpreter lock either;
+a heavy search repeated against a full lane is refused before it is read (``heavy_refusal``).
 
 What makes a search heavy is read from the prepared request before any work: the hits it
 renders, the stored text its highlight reads, and what its query asks of the embedded
