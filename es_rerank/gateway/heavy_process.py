@@ -167,16 +167,24 @@ class _Child:
         return None if said == "ready" else str(said)
 
     def call(self, function: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> _Answer:
+        # A watchdog, not a timed poll: a child stopped halfway through a large answer (or not reading a large
+        # request) would otherwise hold this thread in send or recv for good.
+        late = threading.Event()
+
+        def kill_late() -> None:
+            late.set()
+            self._process.kill()
+
+        watchdog = threading.Timer(timeout_s, kill_late)
+        watchdog.start()
         try:
             self._conn.send((function, args))
-        except (OSError, ValueError):
-            raise _ChildLost(self._death()) from None
-        try:
-            if not self._conn.poll(timeout_s):
-                raise _ChildLost(f"answered nothing within {timeout_s:g} s (killed)")
             kind, payload = self._conn.recv()
-        except (EOFError, OSError):
-            raise _ChildLost(self._death()) from None
+        except (EOFError, OSError, ValueError):
+            raise _ChildLost(f"answered nothing within {timeout_s:g} s (killed)" if late.is_set()
+                             else self._death()) from None
+        finally:
+            watchdog.cancel()
         return _Answer(kind, payload)
 
     def _death(self) -> str:
