@@ -131,15 +131,15 @@ HEAVY_BODY = {"query": {"query_string": {"query": "green tea bone gree* \"tea bo
               "highlight": {"fields": {"title": {}, "abstract": {}}}}
 
 
-def served_index(index_home: str) -> ServedSearch:
+def served_index(index_home: str, check_every_s: float = 3600) -> ServedSearch:
     """The index under ``index_home`` served as the ``app`` fixture serves it."""
     return ServedSearch(SearchPipeline(EmbeddedBackend.open_current(Path(index_home) / "indexes" / "embedded"), 0),
-                        3600)
+                        check_every_s)
 
 
-def heavy_app(index_home: str, settings: GatewaySettings) -> Flask:
+def heavy_app(index_home: str, settings: GatewaySettings, check_every_s: float = 3600) -> Flask:
     """The app of the heavy searches' process (module-level: the spawned child imports it by name)."""
-    return create_app(served_index(index_home), settings)
+    return create_app(served_index(index_home, check_every_s), settings)
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +175,28 @@ def test_the_heavy_searches_process_answers_as_this_one_would(app, apart_app) ->
         "number_of_fragments": -1}}}})
     assert bad.status_code == app.test_client().post("/_search", json={**HEAVY_BODY, "highlight": {"fields": {
         "title": {"number_of_fragments": -1}}}}).status_code
+
+
+def test_the_heavy_searches_process_follows_a_reindex_as_the_gateway_does(tmp_path: Path) -> None:
+    def corpus(prefix: str) -> list[Document]:
+        return [Document(f"{prefix}{n}", f"Green tea and bone {n}", "Green tea and bone density " * 10)
+                for n in range(200)]
+
+    root = tmp_path / "indexes" / "embedded"
+    build_embedded_index(corpus("old"), root, version="v1", progress=False)
+    settings = GatewaySettings(home=tmp_path, gateway_heavy_wait_s=60, gateway_heavy_nice=0)
+    app = create_app(served_index(str(tmp_path), 0), settings,
+                     heavy_app=partial(heavy_app, str(tmp_path), settings, 0))
+    try:
+        client = app.test_client()
+        before = client.post("/_search", json=HEAVY_BODY).get_json()
+        build_embedded_index(corpus("new"), root, version="v2", progress=False)  # esrr index build's swap
+        after = client.post("/_search", json=HEAVY_BODY).get_json()
+    finally:
+        app.extensions["esrr.heavy_lane"].close()
+    assert {hit["_id"][:3] for hit in before["hits"]["hits"]} == {"old"}
+    assert {hit["_id"][:3] for hit in after["hits"]["hits"]} == {"new"}
+    assert len(after["hits"]["hits"]) == 150
 
 
 def test_a_killed_heavy_process_costs_its_search_a_503_and_is_started_again(apart_app) -> None:
