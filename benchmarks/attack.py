@@ -411,6 +411,7 @@ def heavy_beside_probe(bench: Bench, request: Request, label: str, clients: int,
     ``apart``: the threads run in a process of their own, as an attacker's client is not the visitor's; in this
     one (``apart`` false, as before) the probe's thread waits for this process's interpreter lock beside them.
     """
+    _answered_once(bench.client, request)
     if not apart:
         result = bench.measure(f"{clients} concurrent {label} for {seconds:g} s", 32, clients,
                                lambda: (_flood(bench.client, request, clients, seconds), ""),
@@ -426,6 +427,15 @@ def heavy_beside_probe(bench: Bench, request: Request, label: str, clients: int,
             lambda: (pool.submit(_flood_from, bench.gateway.url, bench.timeout_s, request, clients,
                                  seconds).result(), ""), before_s=min(seconds, 10.0))
     return _probe_ratio(result)
+
+
+def _answered_once(client: Client, request: Request, wait_s: float = 120.0) -> None:
+    """Send ``request`` until it is answered with anything but a 503 (at most ``wait_s``): a gateway that runs heavy
+    searches in a process of its own starts that process in the background, and its start (seconds of CPU) must
+    not fall into the probe's time before the row."""
+    deadline = time.monotonic() + wait_s
+    while client.send(request).status == "503" and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def _flood(client: Client, request: Request, clients: int, seconds: float) -> list[Outcome]:
