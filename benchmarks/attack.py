@@ -404,24 +404,60 @@ def _hit_ids(outcome: Outcome) -> tuple[str, tuple[str, ...]]:
     return outcome.status, tuple(hit["_id"] for hit in hits)
 
 
-def heavy_beside_probe(bench: Bench, request: Request, label: str, clients: int, seconds: float) -> Result:
-    """``clients`` threads sending ``request`` without pause for ``seconds``; the probe's p99 during / before."""
+def heavy_beside_probe(bench: Bench, request: Request, label: str, clients: int, seconds: float,
+                       apart: bool = True) -> Result:
+    """``clients`` threads sending ``request`` without pause for ``seconds``; the probe's p99 during / before.
 
-    def work() -> tuple[list[Outcome], str]:
-        stop = time.monotonic() + seconds
+    ``apart``: the threads run in a process of their own, as an attacker's client is not the visitor's; in this
+    one (``apart`` false, as before) the probe's thread waits for this process's interpreter lock beside them.
+    """
+    _answered_once(bench.client, request)
+    if not apart:
+        result = bench.measure(f"{clients} concurrent {label} for {seconds:g} s", 32, clients,
+                               lambda: (_flood(bench.client, request, clients, seconds), ""),
+                               before_s=min(seconds, 10.0))  # a p99 of ~100 probes, not ~15
+        return _probe_ratio(result)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-        def loop(_: int) -> list[Outcome]:
-            done = []
-            while time.monotonic() < stop:
-                done.append(bench.client.send(request))
-            return done
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool.submit(int).result()  # started and ready before the row's clock starts
+        result = bench.measure(
+            f"{clients} concurrent {label} for {seconds:g} s (from another process)", 32, clients,
+            lambda: (pool.submit(_flood_from, bench.gateway.url, bench.timeout_s, request, clients,
+                                 seconds).result(), ""), before_s=min(seconds, 10.0))
+    return _probe_ratio(result)
 
-        with ThreadPoolExecutor(max_workers=clients) as pool:
-            outcomes = [o for batch in pool.map(loop, range(clients)) for o in batch]
-        return outcomes, ""
 
-    result = bench.measure(f"{clients} concurrent {label} for {seconds:g} s", 32, clients, work,
-                           before_s=min(seconds, 10.0))  # a p99 of ~100 probes, not ~15
+def _answered_once(client: Client, request: Request, wait_s: float = 120.0) -> None:
+    """Send ``request`` until it is answered with anything but a 503 (at most ``wait_s``): a gateway that runs heavy
+    searches in a process of its own starts that process in the background, and its start (seconds of CPU) must
+    not fall into the probe's time before the row."""
+    deadline = time.monotonic() + wait_s
+    while client.send(request).status == "503" and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def _flood(client: Client, request: Request, clients: int, seconds: float) -> list[Outcome]:
+    """``clients`` threads sending ``request`` through ``client`` without pause for ``seconds``: how each ended."""
+    stop = time.monotonic() + seconds
+
+    def loop(_: int) -> list[Outcome]:
+        done = []
+        while time.monotonic() < stop:
+            done.append(client.send(request))
+        return done
+
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        return [o for batch in pool.map(loop, range(clients)) for o in batch]
+
+
+def _flood_from(url: str, timeout_s: float, request: Request, clients: int, seconds: float) -> list[Outcome]:
+    """``_flood`` in another process, with a client of its own."""
+    return _flood(Client(url, timeout_s, maxsize=max(16, clients)), request, clients, seconds)
+
+
+def _probe_ratio(result: Result) -> Result:
     before, during = result.probe_before["p99_ms"], result.probe_during["p99_ms"]
     ratio = during / before if before and during else None
     result.extra = {"probe_p99_ratio": ratio}
@@ -590,6 +626,9 @@ def wanted(name: str, only: tuple[str, ...]) -> bool:
 @click.option("--heavy-clients", default=8, show_default=True, type=click.IntRange(0, 256),
               help="Clients sending the heaviest accepted request beside the probe (0: skip).")
 @click.option("--heavy-s", default=10.0, show_default=True, type=click.FloatRange(1, 3600))
+@click.option("--heavy-apart/--heavy-in-bench", default=True, show_default=True,
+              help="Send the heaviest requests from a process of their own (an attacker's client is not the "
+                   "visitor's), or from threads of the bench's process, beside the probe's (as before).")
 @click.option("--heavy-body", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A JSON _search body to use as the heaviest request (default: a --max-words query_string, "
                    "100 hits, highlighted).")
@@ -607,7 +646,7 @@ def wanted(name: str, only: tuple[str, ...]) -> bool:
 def bench_attack(home: Path | None, url: str | None, pid: int | None, memory_cap_gb: float, timeout_s: float,
                  only: tuple[str, ...], skip_earlier: bool, concurrent_searches: int, concurrent_clients: int,
                  concurrent_window: int | None, distinct_queries: int, max_words: int, heavy_clients: int, heavy_s: float,
-                 heavy_body: Path | None, trickle_connections: int, trickle_interval_s: float, trickle_s: float,
+                 heavy_apart: bool, heavy_body: Path | None, trickle_connections: int, trickle_interval_s: float, trickle_s: float,
                  redis_url: str | None, log_dir: Path | None, json_out: Path | None) -> None:
     """Every hostile request of issues 25 and 32 against a gateway: status, CPU, memory, probe latency."""
     from benchmarks.chaos import free_port
@@ -647,7 +686,7 @@ def bench_attack(home: Path | None, url: str | None, pid: int | None, memory_cap
             check_concurrent_searches(bench, concurrent_clients, concurrent_searches, distinct_queries, max_words,
                                       seed=32, window=concurrent_window)
         if heavy_clients and wanted("heaviest", only):
-            heavy_beside_probe(bench, heavy, heavy_label, heavy_clients, heavy_s)
+            heavy_beside_probe(bench, heavy, heavy_label, heavy_clients, heavy_s, heavy_apart)
         if wanted("health", only):
             root_vs_health(bench, "the measured gateway")
             if home is not None:

@@ -12,6 +12,7 @@ application's existing ES client can point at the gateway unchanged.
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from flask import Flask, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException
@@ -26,6 +27,8 @@ from es_rerank.gateway.errors import (PRODUCT_HEADER, SERVED_APIS, GatewayError,
 from es_rerank.gateway.events import install_events
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.heavy_lane import HeavyLane
+from es_rerank.gateway.heavy_process import HeavyProcesses
+from es_rerank.gateway.heavy_refusal import RefuseKnownHeavy
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.response_filter import FilterPath, filtered, read_filter_path
 from es_rerank.gateway.search_request import url_parameters
@@ -39,8 +42,12 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20
 
 
-def create_app(served: ServedSearch, settings: GatewaySettings | None = None) -> Flask:
-    """A gateway serving ``served``'s pipeline; ``settings`` default to the ``ESRR_*`` environment."""
+def create_app(served: ServedSearch, settings: GatewaySettings | None = None,
+               heavy_app: Callable[[], Flask] | None = None) -> Flask:
+    """A gateway serving ``served``'s pipeline; ``settings`` default to the ``ESRR_*`` environment. With
+    ``heavy_app`` (picklable; it builds this app, without ``heavy_app``, around the same pipeline in another
+    process) and ``ESRR_GATEWAY_HEAVY_PROCESS``, heavy searches run in processes of their own (``heavy_process``);
+    without, in this one."""
     settings = settings or GatewaySettings()
     app = Flask(__name__)
     # A search body is a few hundred bytes; a larger one is a 413 before it is read.
@@ -57,14 +64,21 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None) ->
     app.extensions["esrr.served"] = served
     app.extensions["esrr.metrics"] = metrics
     app.extensions["esrr.probe"] = ModelProbe()
+    apart = None
+    if heavy_app is not None and settings.gateway_heavy_process:
+        apart = HeavyProcesses(heavy_app, settings.gateway_heavy_slots, settings.gateway_heavy_timeout_s,
+                               settings.gateway_heavy_nice, settings.gateway_heavy_wait_s)
     app.extensions["esrr.heavy_lane"] = HeavyLane(settings.gateway_heavy_slots, settings.gateway_heavy_queue,
-                                                      settings.gateway_heavy_wait_s)
+                                                  settings.gateway_heavy_wait_s, apart)
     app.register_blueprint(api)
     app.register_blueprint(client_api)
     install_events(app, settings, metrics)  # POST /_esrr/events, and the site page's report of what it showed
     _register_error_handlers(app)
     if settings.gateway_site:  # the search page for browsers at / (site.py)
         app.register_blueprint(site)
+    # A heavy search repeated against a full lane: its 429 before it is read (heavy_refusal.py).
+    app.wsgi_app = RefuseKnownHeavy(app.wsgi_app, app.extensions["esrr.heavy_lane"],
+                                    on_refused=metrics.requests.labels("/_search", "429").inc)
     app.wsgi_app = UrlLengthLimit(app.wsgi_app, settings.gateway_max_url_bytes,
                                   on_refused=metrics.requests.labels("unrouted", "414").inc)
 

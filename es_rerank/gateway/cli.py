@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -10,7 +11,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s"
+
 if TYPE_CHECKING:
+    from flask import Flask
+
     from es_rerank.gateway.config import GatewaySettings
     from es_rerank.ranking.served import ServedSearch
 
@@ -38,7 +43,7 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
 
     settings = load_settings(GatewaySettings, gateway_host=host, gateway_port=port, gateway_threads=threads,
                              gateway_processes=processes)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     served = served_search(settings)  # a set-up that cannot serve fails here, once, with its fix
     try:
         ensure_open_files(settings.gateway_connection_limit)
@@ -86,6 +91,14 @@ def _leased_served_search(settings: GatewaySettings) -> ServedSearch:
     return served_search(settings)
 
 
+def heavy_searches_app(settings: GatewaySettings) -> Flask:
+    """The app a process of heavy searches runs them with (``heavy_process``): the gateway's, its files leased."""
+    from es_rerank.gateway.app import create_app
+
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)  # a spawned process: its log as the gateway's
+    return create_app(_leased_served_search(settings), settings)
+
+
 def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.socket, options: dict) -> None:
     """One gateway process: the app around ``served``, served on the (shared) listening ``sock``."""
     from es_rerank.gateway.app import create_app
@@ -99,9 +112,10 @@ def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.soc
     click.echo(f"es-rerank gateway (pid {os.getpid()}) on {address}: index {pipeline.backend.index}, window "
                f"{settings.gateway_window}, {scored}; try: curl '{address}/_search?q=green+tea'", err=True)
     sys.stderr.flush()
-    app = create_app(served, settings)
+    app = create_app(served, settings, heavy_app=functools.partial(heavy_searches_app, settings))
     try:
         serve_on(app, sock, waitress_options(**options))
     finally:
         close_events(app)  # here, not at exit: a forked gateway process ends with os._exit, which skips atexit
+        app.extensions["esrr.heavy_lane"].close()
         served.close()

@@ -62,6 +62,13 @@ class GatewaySettings(BrokerSettings, EventSettings):
                                      "for a slot per process (each holds a thread); more are a 429 at once")
     gateway_heavy_wait_s: float = Field(10.0, gt=0, le=600, description="longest a heavy search waits for a slot "
                                         "before its 429")
+    # ... in processes of their own (es_rerank/gateway/heavy_process.py): their own interpreter lock, lower priority.
+    gateway_heavy_process: bool = Field(True, description="run heavy searches in child processes, one per slot, "
+                                        "started with `esrr serve`; false runs them in the gateway process")
+    gateway_heavy_timeout_s: float = Field(30.0, gt=0, le=3600, description="longest a heavy search's process may "
+                                           "take before it is killed (and started again) and the search is a 503")
+    gateway_heavy_nice: int = Field(10, ge=0, le=19, description="niceness added to the heavy searches' processes, "
+                                    "so the gateway's own (light searches) gets the CPU first")
     # What one search may cost on the embedded index (QueryLimits); measured with `python -m benchmarks.query_cost`.
     gateway_max_query_terms: int = Field(DEFAULT_LIMITS.max_query_terms, ge=1, le=65_536, description="most words "
                                          "(and phrase words) one search looks up; more is a 400 naming the limit")

@@ -10,7 +10,10 @@ ranking and page, waits at most ``ESRR_GATEWAY_HEAVY_WAIT_S`` for one among at m
 ``ESRR_GATEWAY_HEAVY_QUEUE`` others, and is refused with a 429
 (``es_rejected_execution_exception``, which the official clients retry) beyond them. A
 waiting search holds one of the server's threads, so the queue is what keeps threads free:
-a light search never waits for the lane, nor for a thread held by heavy ones.
+a light search never waits for the lane, nor for a thread held by heavy ones. With
+``apart`` (``ESRR_GATEWAY_HEAVY_PROCESS``, ``esrr serve``) a slot is a process of its own
+(``heavy_process``), so a heavy search does not hold the light ones' interpreter lock either;
+a heavy search repeated against a full lane is refused before it is read (``heavy_refusal``).
 
 What makes a search heavy is read from the prepared request before any work: the hits it
 renders, the stored text its highlight reads, and what its query asks of the embedded
@@ -23,11 +26,13 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from es_rerank.backends.highlight import FieldHighlight
 from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import TooManyHeavySearches
+from es_rerank.gateway.heavy_process import HeavyProcesses
+from es_rerank.gateway.heavy_refusal import weighed_heavy
 
 HEAVY_HITS = 100  # hits rendered with their _source (size 1,000 costs ~90 ms of CPU on NFCorpus)
 HEAVY_HIGHLIGHT_CHARS = 20_000  # stored text highlighted (10 hits x title and abstract x 5 x 100 is 10,000)
@@ -53,8 +58,9 @@ class HeavyLane:
     slot; a heavy search beyond them is a 429 at once, so heavy searches never hold more than ``slots + queue`` of
     the server's threads and light ones always find one."""
 
-    def __init__(self, slots: int, queue: int, wait_s: float) -> None:
+    def __init__(self, slots: int, queue: int, wait_s: float, apart: HeavyProcesses | None = None) -> None:
         self.slots, self.queue, self.wait_s = slots, queue, wait_s
+        self.apart = apart  # processes of their own that run the heavy searches (heavy_process.py); None: here
         self._free = threading.BoundedSemaphore(slots)
         self._admitted = 0  # running or waiting
         self._count = threading.Lock()
@@ -66,12 +72,13 @@ class HeavyLane:
         if not heavy:
             yield
             return
+        weighed_heavy()  # the same request again is refused before it is read while the lane is full
         with self._count:
             full = self._admitted >= self.slots + self.queue
             if not full:
                 self._admitted += 1
         if full:
-            raise self._refusal(f"{self.queue} more are waiting for a slot")
+            raise self.refusal_when_full()
         try:
             if not self._free.acquire(timeout=self.wait_s):
                 raise self._refusal(f"none finished within {self.wait_s:g} s")
@@ -82,6 +89,27 @@ class HeavyLane:
         finally:
             with self._count:
                 self._admitted -= 1
+
+    def run_apart(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(pipeline, *args)`` in a slot of the lane, run by a process of the heavy searches' own with its
+        pipeline (``HeavyProcesses.run``); ``TooManyHeavySearches`` as ``taken``."""
+        assert self.apart is not None, "run_apart needs the lane's processes"
+        with self.taken(True):
+            return self.apart.run(function, *args)
+
+    @property
+    def full(self) -> bool:
+        """Whether a heavy search would be refused at once (every slot and the queue taken)."""
+        return self._admitted >= self.slots + self.queue
+
+    def refusal_when_full(self) -> TooManyHeavySearches:
+        """The 429 of a heavy search that finds the lane and its queue full."""
+        return self._refusal(f"{self.queue} more are waiting for a slot")
+
+    def close(self) -> None:
+        """Stop the lane's processes, if it has any."""
+        if self.apart is not None:
+            self.apart.close()
 
     def _refusal(self, why: str) -> TooManyHeavySearches:
         return TooManyHeavySearches(

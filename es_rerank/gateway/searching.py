@@ -64,7 +64,10 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     started = time.perf_counter()
     try:
         prepared = backend.prepare(asked.body)  # read and weighed; the embedded index translates it when searched
-        with lane.taken(_heavy(asked, prepared)):
+        heavy = _heavy(asked, prepared)
+        if heavy and lane.apart is not None:  # the heavy searches' own process runs this function (heavy_process)
+            return lane.run_apart(_ranked, asked, query_id)
+        with lane.taken(heavy):
             answered = answer(pipeline, asked, limits, clock=metrics.stage, prepared=prepared)
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None

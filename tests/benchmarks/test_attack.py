@@ -61,6 +61,20 @@ def test_the_bench_reports_status_cpu_memory_and_the_probe_per_row(home, tmp_pat
     assert "| invalid UTF-8 in q= | 400x3 |" in result.output
 
 
+def test_the_heaviest_row_floods_from_another_process_after_one_answer(home, tmp_path):
+    figures = tmp_path / "heaviest.json"
+    result = CliRunner().invoke(main, [
+        "bench", "attack", "--start", str(home), "--only", "heaviest", "--max-words", "20", "--heavy-clients", "4",
+        "--heavy-s", "2", "--concurrent-searches", "0", "--trickle-connections", "0", "--timeout", "20",
+        "--log-dir", str(tmp_path / "logs"), "--json-out", str(figures)])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(figures.read_text())["rows"]
+    assert row["row"] == "4 concurrent 20-word highlighted searches for 2 s (from another process)"
+    assert row["died"] is None and row["requests"] > 0 and set(row["statuses"]) <= {"200", "429"}
+    assert "heavy search process" in (tmp_path / "logs" / "gateway.log").read_text()  # esrr serve started it
+    assert row["probe_before"]["n"] >= 5 and row["extra"]["probe_p99_ratio"] > 0
+
+
 def test_a_gateway_that_dies_is_noted_and_started_again_under_its_cap(home, tmp_path):
     env = {**os.environ, "ESRR_GATEWAY_RERANK": "false"}
     gateway = StartedGateway(home, free_port(), 3 << 30, env, tmp_path / "gateway.log").start()
