@@ -1,5 +1,8 @@
 """The Elasticsearch backend: BM25 top-k from an ES 8 alias, with each hit's precomputed data.
 
+It also serves OpenSearch (``ESRR_BACKEND=opensearch``): ``connect`` then gives opensearch-py in
+the official client's shape (``opensearch_client.py``), and ``product`` names the engine in messages.
+
 Layout (written by ``index_setup/es_index.py``): the alias (``ESRR_ES_ALIAS``) points
 at one concrete index ``<alias>-<version>`` whose mapping ``_meta`` records
 ``{"esrr_stats_version": <version>}``; the term statistics of that load live in
@@ -82,9 +85,9 @@ def stats_dir(root: Path, version: str) -> Path:
 
 def connect(settings: "CommonSettings") -> Elasticsearch:
     """A client for ``ESRR_ES_URL`` with the configured timeout, API key and CA certificates: the official
-    Elasticsearch client, or for ``ESRR_BACKEND=opensearch`` opensearch-py in its shape (``backends/opensearch.py``)."""
+    Elasticsearch client, or for ``ESRR_BACKEND=opensearch`` opensearch-py in its shape (``opensearch_client.py``)."""
     if settings.backend == "opensearch":
-        from es_rerank.backends.opensearch import connect_opensearch
+        from es_rerank.backends.opensearch_client import connect_opensearch
 
         return connect_opensearch(settings)  # type: ignore[return-value]  # the same calls, see its docstring
     security: dict[str, str | tuple[str, str]] = {}
