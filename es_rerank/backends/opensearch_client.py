@@ -25,11 +25,13 @@ its messages). What differs between the engines is translated here:
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
 import elasticsearch
+import elasticsearch.helpers
 import opensearchpy
 from elastic_transport import (
     ApiResponseMeta, HeadApiResponse, HttpHeaders, ListApiResponse, NodeConfig, ObjectApiResponse, TextApiResponse,
@@ -272,23 +274,19 @@ class OpenSearchClient:
             yield from os_helpers.streaming_bulk(self.raw, actions, **kwargs)
 
 
-class elasticsearch_errors:  # noqa: N801 - used as a context manager, like contextlib's
+@contextmanager
+def elasticsearch_errors(client: OpenSearchClient) -> Iterator[None]:
     """Raise opensearch-py's errors as the Elasticsearch client's, which ``translate_errors`` knows."""
-
-    def __init__(self, client: OpenSearchClient) -> None:
-        self.client = client
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> bool:
-        if error is None or not isinstance(error, opensearchpy.exceptions.OpenSearchException):
-            return False
-        raise as_elasticsearch_error(error, self.client) from error
+    try:
+        yield
+    except opensearchpy.exceptions.OpenSearchException as error:
+        raise as_elasticsearch_error(error, client) from error
 
 
 def as_elasticsearch_error(error: BaseException, client: OpenSearchClient) -> Exception:
     """The Elasticsearch client's error for one of opensearch-py's (same kind, status, body and message)."""
+    if isinstance(error, os_helpers.BulkIndexError):  # documents refused (raise_on_error): the same item list
+        return elasticsearch.helpers.BulkIndexError(str(error.args[0]), list(error.errors))
     if isinstance(error, opensearchpy.ConnectionTimeout):
         return elasticsearch.ConnectionTimeout(str(error))
     if isinstance(error, opensearchpy.SSLError):

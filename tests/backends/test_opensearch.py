@@ -13,13 +13,18 @@ import os
 from pathlib import Path
 from typing import Callable
 
+import elasticsearch
+import elasticsearch.helpers
+import opensearchpy
 import pytest
 from click.testing import CliRunner
+from opensearchpy import helpers as opensearch_helpers
 from pydantic import ValidationError
 
 from es_rerank.backends import open_backend
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.opensearch import OpenSearchBackend, OpenSearchClient
+from es_rerank.backends.opensearch_client import as_elasticsearch_error
 from es_rerank.cli import main
 from es_rerank.settings import CommonSettings
 from tests.gateway.test_query_dsl import DOCS
@@ -109,3 +114,24 @@ def test_the_elasticsearch_backend_pointed_at_opensearch_names_esrr_backend(es_u
     settings = CommonSettings(home=tmp_path, backend="elasticsearch", es_url=es_url, es_alias=es_alias)
     with pytest.raises(BackendError, match="not Elasticsearch 8.*ESRR_BACKEND=opensearch"):
         open_backend(settings)
+
+
+@pytest.mark.parametrize("error, kind, status", [
+    (opensearchpy.NotFoundError(404, "index_not_found_exception", {"error": {"type": "index_not_found_exception"}}),
+     elasticsearch.NotFoundError, 404),
+    (opensearchpy.RequestError(400, "parsing_exception", {"error": {"type": "parsing_exception"}}),
+     elasticsearch.BadRequestError, 400),
+    (opensearchpy.TransportError(429, "rejected_execution_exception", {"status": 429}), elasticsearch.ApiError, 429),
+    (opensearchpy.ConnectionTimeout("TIMEOUT", "timed out", None), elasticsearch.ConnectionTimeout, None),
+    (opensearchpy.ConnectionError("N/A", "refused", ConnectionRefusedError()), elasticsearch.ConnectionError, None),
+    (opensearch_helpers.BulkIndexError("1 document(s) failed to index.", [{"index": {"status": 429}}]),
+     elasticsearch.helpers.BulkIndexError, None),
+])
+def test_opensearch_py_errors_become_the_elasticsearch_clients_with_their_status_and_body(error, kind, status):
+    """What ``translate_errors`` and the index build catch: the same kind, HTTP status, body and refused items."""
+    translated = as_elasticsearch_error(error, OpenSearchClient("http://127.0.0.1:9"))
+    assert type(translated) is kind
+    if status is not None:
+        assert translated.meta.status == status and translated.body == error.info
+    if isinstance(error, opensearch_helpers.BulkIndexError):
+        assert translated.errors == error.errors
