@@ -24,9 +24,11 @@ from pydantic import ValidationError
 from es_rerank.backends import open_backend
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.opensearch import OpenSearchBackend, OpenSearchClient
+from es_rerank.backends.elasticsearch import stats_root
 from es_rerank.backends.opensearch_client import as_elasticsearch_error
 from es_rerank.cli import main
 from es_rerank.settings import CommonSettings
+from index_setup.es_index import load_index
 from tests.gateway.test_query_dsl import DOCS
 
 pytestmark = pytest.mark.es
@@ -135,3 +137,40 @@ def test_opensearch_py_errors_become_the_elasticsearch_clients_with_their_status
         assert translated.meta.status == status and translated.body == error.info
     if isinstance(error, opensearch_helpers.BulkIndexError):
         assert translated.errors == error.errors
+
+
+class _SearchRacingADelete:
+    """The session's client, except that its first search of ``index`` fails as a search racing that index's
+    deletion failed on OpenSearch 2.19.3 (HTTP 503, all shards failed: about 1 search in 50 of
+    ``test_searches_running_through_a_reindex_and_a_prune_all_succeed``, not on demand)."""
+
+    def __init__(self, client: OpenSearchClient, index: str) -> None:
+        self._client, self._index, self.raced = client, index, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def search(self, index: str | None = None, **kwargs):
+        if index == self._index and not self.raced:
+            self.raced += 1
+            answer = {"error": {"type": "search_phase_execution_exception", "reason": "all shards failed"},
+                      "status": 503}
+            raise as_elasticsearch_error(opensearchpy.TransportError(503, "search_phase_execution_exception", answer),
+                                         self._client)
+        return self._client.search(index=index, **kwargs)
+
+
+@needs_started_engines
+@on_opensearch
+def test_a_search_failing_as_its_index_is_pruned_follows_the_alias_and_only_then(es_client, es_settings) -> None:
+    load_index(es_client, DOCS, es_settings, version="v1", progress=False)
+    backend = OpenSearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
+    old = backend.index
+    query = backend.prepare({"query": {"match": {"text": "green tea"}}})
+    backend.client = _SearchRacingADelete(es_client, old)
+    with pytest.raises(BackendError, match=r"HTTP 503 \(search_phase_execution_exception: all shards failed\)"):
+        backend.first_stage(query, 3)  # the alias has not moved: the cluster's own error
+    new = load_index(es_client, DOCS, es_settings, version="v2", progress=False).index
+    backend.client = _SearchRacingADelete(es_client, old)
+    assert backend.first_stage(query, 3).hits and backend.index == new != old
+    assert backend.client.raced == 1
