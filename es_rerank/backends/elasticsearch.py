@@ -474,8 +474,8 @@ class ElasticsearchBackend:
         failed = next((doc["error"] for doc in docs if "error" in doc), None)
         if failed is not None:
             reason = failed.get("reason", failed) if isinstance(failed, dict) else failed
-            raise BackendError(f"{product(self.client)} at {cluster_url(self.client)} could not read documents of index "
-                               f"{self.index!r}: {str(reason)[:300]}; check GET _cluster/health and its logs")
+            raise BackendError(f"{product(self.client)} at {cluster_url(self.client)} could not read documents of "
+                               f"index {self.index!r}: {str(reason)[:300]}; check GET _cluster/health and its logs")
         return [doc.get("_source") if doc.get("found") else None for doc in docs]
 
     def description(self) -> dict[str, Any]:

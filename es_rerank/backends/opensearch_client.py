@@ -63,7 +63,8 @@ _BODY_FIELDS: dict[str, frozenset[str]] = {
     "scroll": frozenset({"scroll_id", "scroll"}),
     "clear_scroll": frozenset({"scroll_id"}),
 }
-_WHOLE_BODY = {"index": "document", "create": "document", "bulk": "operations", "msearch": "searches"}  # APIs whose body is one keyword's value
+# APIs whose body is one keyword's value.
+_WHOLE_BODY = {"index": "document", "create": "document", "bulk": "operations", "msearch": "searches"}
 _SOURCE_PARAMS = {"source": "_source", "source_excludes": "_source_excludes", "source_includes": "_source_includes"}
 _OPTIONS = ("ignore_status", "request_timeout", "retry_on_timeout", "retry_on_status", "max_retries")
 
@@ -232,7 +233,8 @@ class OpenSearchClient:
             target = getattr(target, part)  # AttributeError: an API opensearch-py does not have
         if body is not None:
             params["body"] = body
-        # Always given: without it opensearch-py takes a `timeout` URL parameter (cluster.health's) as its socket timeout.
+        # Always given: without it opensearch-py takes a `timeout` URL parameter (cluster.health's) for its
+        # socket timeout.
         params.setdefault("request_timeout", self._timeout or self._config["request_timeout"])
         return self._send(lambda: target(**params))
 

@@ -156,7 +156,8 @@ def es_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 def backend_at(url: str) -> str:
-    """The ESRR_BACKEND that serves the cluster at ``url``: opensearch when its ``GET /`` says so, else elasticsearch."""
+    """The ESRR_BACKEND that serves the cluster at ``url``: opensearch when its ``GET /`` says so, else
+    elasticsearch."""
     with urllib.request.urlopen(url, timeout=10) as response:
         version = json.load(response).get("version") or {}
     return "opensearch" if version.get("distribution") == "opensearch" else "elasticsearch"
