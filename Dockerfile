@@ -9,7 +9,7 @@ COPY pyproject.toml README.md ./
 COPY es_rerank es_rerank
 COPY worker worker
 COPY index_setup index_setup
-RUN pip install --no-cache-dir ".[model]"
+RUN pip install --no-cache-dir ".[model,opensearch]"
 ENV ESRR_HOME=/data/esrr ESRR_NFCORPUS=/data/nfcorpus PYTHONUNBUFFERED=1
 # Not root: compose runs the services as the host user that owns ESRR_HOME_HOST (ESRR_UID).
 RUN useradd --uid 1000 --user-group --create-home esrr && mkdir -p /data/esrr && chown esrr:esrr /data/esrr

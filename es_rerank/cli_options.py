@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
 
 BACKEND_OPTION = click.option(
-    "--backend", type=click.Choice(["embedded", "elasticsearch"]), default=None,
+    "--backend", type=click.Choice(["embedded", "elasticsearch", "opensearch"]), default=None,
     help="Search backend (default: ESRR_BACKEND, else embedded).")
 
 SettingsT = TypeVar("SettingsT", bound="CommonSettings")

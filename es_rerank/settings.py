@@ -159,8 +159,10 @@ class CommonSettings(BaseSettings):
     home: Path = Field(Path("artifacts"), description="root of indexes, statistics, embeddings, models")
     nfcorpus: Path | None = Field(None, description="NFCorpus in BEIR layout; default ../shared/data/nfcorpus, "
                                                     "else an ir_datasets export under <home>/datasets")
-    backend: str = Field("embedded", pattern="^(embedded|elasticsearch)$")
-    es_url: str = Field("http://127.0.0.1:9200", description="http(s)://HOST:PORT of the Elasticsearch cluster")
+    backend: str = Field("embedded", pattern="^(embedded|elasticsearch|opensearch)$",
+                         description="embedded (tantivy), elasticsearch (7.14+, 8.x) or opensearch (2.x)")
+    es_url: str = Field("http://127.0.0.1:9200", description="http(s)://HOST:PORT of the Elasticsearch (or, with "
+                                                             "ESRR_BACKEND=opensearch, OpenSearch) cluster")
     es_alias: str = "esrr-docs"
     # A cluster with security on (Elasticsearch 8's default) takes a user:password in es_url or an API key,
     # and serves HTTPS with a certificate signed by its own CA.
@@ -278,6 +280,10 @@ class CommonSettings(BaseSettings):
         if self.es_api_key is not None and (parts.username or parts.password):
             raise ValueError("ESRR_ES_API_KEY and a user:password in ESRR_ES_URL are both set; the cluster takes "
                              "one kind of credentials: drop one of them")
+        if self.es_api_key is not None and self.backend == "opensearch":
+            raise ValueError("ESRR_ES_API_KEY is set but ESRR_BACKEND=opensearch, and OpenSearch has no API keys; put "
+                             "a user and password in ESRR_ES_URL (https://USER:PASSWORD@HOST:9200) and unset "
+                             "ESRR_ES_API_KEY")
         if self.es_ca_certs is not None and parts.scheme != "https":
             raise ValueError("ESRR_ES_CA_CERTS is set but ESRR_ES_URL is not https://, so no certificate would be "
                              "checked; use the cluster's https:// URL or unset ESRR_ES_CA_CERTS")

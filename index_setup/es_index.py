@@ -68,6 +68,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
@@ -285,16 +286,18 @@ def bulk_load(client: Elasticsearch, actions: Iterable[dict], settings: "CommonS
     # A request that timed out is sent again: documents carry their _id, so a retry cannot duplicate.
     # A 429 goes up to the helper, which waits before sending again (the transport would resend at once).
     retrying = client.options(retry_on_timeout=True, retry_on_status=(502, 503, 504))
+    # The OpenSearch client brings opensearch-py's helper (the same retries); the official client takes this one.
+    bulk = getattr(retrying, "streaming_bulk", None) or partial(streaming_bulk, retrying)
     errors: list[BaseException] = []
 
     def send() -> None:
         try:
             # raise_on_error=False: with it on, the helper raises at a chunk's first 429 instead of sending
             # the rejected documents again (elasticsearch-py 8.19); failures that stay failures come out here.
-            for ok, item in streaming_bulk(retrying, shared, chunk_size=settings.es_bulk_chunk_size,
-                                           max_retries=settings.es_bulk_max_retries,
-                                           initial_backoff=settings.es_bulk_initial_backoff_s,
-                                           max_backoff=settings.es_bulk_max_backoff_s, raise_on_error=False):
+            for ok, item in bulk(shared, chunk_size=settings.es_bulk_chunk_size,
+                                 max_retries=settings.es_bulk_max_retries,
+                                 initial_backoff=settings.es_bulk_initial_backoff_s,
+                                 max_backoff=settings.es_bulk_max_backoff_s, raise_on_error=False):
                 if not ok:
                     raise BulkIndexError("a document failed to index", [item])
                 on_indexed()

@@ -14,6 +14,10 @@ def open_backend(settings: CommonSettings) -> SearchBackend:
         from es_rerank.backends.embedded import EmbeddedBackend
 
         return EmbeddedBackend.open_current(settings.indexes_dir / "embedded")
+    if settings.backend == "opensearch":
+        from es_rerank.backends.opensearch import OpenSearchBackend
+
+        return OpenSearchBackend.from_settings(settings)
     from es_rerank.backends.elasticsearch import ElasticsearchBackend
 
     return ElasticsearchBackend.from_settings(settings)

@@ -1,5 +1,8 @@
 """The Elasticsearch backend: BM25 top-k from an ES 8 alias, with each hit's precomputed data.
 
+It also serves OpenSearch (``ESRR_BACKEND=opensearch``): ``connect`` then gives opensearch-py in
+the official client's shape (``opensearch_client.py``), and ``product`` names the engine in messages.
+
 Layout (written by ``index_setup/es_index.py``): the alias (``ESRR_ES_ALIAS``) points
 at one concrete index ``<alias>-<version>`` whose mapping ``_meta`` records
 ``{"esrr_stats_version": <version>}``; the term statistics of that load live in
@@ -82,7 +85,12 @@ def stats_dir(root: Path, version: str) -> Path:
 
 
 def connect(settings: "CommonSettings") -> Elasticsearch:
-    """A client for ``ESRR_ES_URL`` with the configured timeout, API key and CA certificates."""
+    """A client for ``ESRR_ES_URL`` with the configured timeout, API key and CA certificates: the official
+    Elasticsearch client, or for ``ESRR_BACKEND=opensearch`` opensearch-py in its shape (``opensearch_client.py``)."""
+    if settings.backend == "opensearch":
+        from es_rerank.backends.opensearch_client import connect_opensearch
+
+        return connect_opensearch(settings)  # type: ignore[return-value]  # the same calls, see its docstring
     security: dict[str, str | tuple[str, str]] = {}
     if settings.es_api_key is not None:
         key = settings.es_api_key.get_secret_value()  # checked and normalised by the settings
@@ -97,8 +105,16 @@ def connect(settings: "CommonSettings") -> Elasticsearch:
                          transport_class=VersionedTransport, **security)
 
 
+def product(client: Elasticsearch) -> str:
+    """The engine a client talks to, as messages name it: Elasticsearch, or what the client says (OpenSearch)."""
+    return getattr(client, "product", "Elasticsearch")
+
+
 def cluster_url(client: Elasticsearch) -> str:
     """The node URL(s) a client talks to, for error messages."""
+    own = getattr(client, "cluster_url", None)  # the OpenSearch client names its own
+    if isinstance(own, str):
+        return own
     try:
         return ", ".join(str(node.base_url) for node in client.transport.node_pool.all())
     except AttributeError:  # a client without the usual transport (a stub in tests)
@@ -119,7 +135,8 @@ def _api_problem(exc: ApiError) -> str:
 
 
 NOT_ELASTICSEARCH_FIX = ("it is not Elasticsearch 8 (its answers lack the X-Elastic-Product header); set ESRR_ES_URL "
-                         "to the cluster's address, or check that no proxy answers in its place")
+                         "to the cluster's address, or check that no proxy answers in its place (for an OpenSearch "
+                         "cluster set ESRR_BACKEND=opensearch)")
 
 
 # Answers that Elasticsearch always sends with its product header; others may lack it (401 to an
@@ -136,10 +153,10 @@ def not_elasticsearch(status: int, headers: Any) -> bool:
     return status in _ALWAYS_LABELLED and not (headers and headers.get("x-elastic-product") == "Elasticsearch")
 
 
-def _api_fix(exc: ApiError) -> str:
-    """What to do about one Elasticsearch error answer, by its HTTP status."""
+def _api_fix(exc: ApiError, engine: str = "Elasticsearch") -> str:
+    """What to do about one Elasticsearch (or OpenSearch) error answer, by its HTTP status."""
     status = exc.meta.status
-    if not_elasticsearch(status, exc.meta.headers):
+    if engine == "Elasticsearch" and not_elasticsearch(status, exc.meta.headers):
         return NOT_ELASTICSEARCH_FIX
     if status == 401:
         return ("the cluster has security on: put a user and password it accepts in ESRR_ES_URL, e.g. "
@@ -173,25 +190,25 @@ def translate_errors(client: Elasticsearch,
     except passing:
         raise
     except SSLError as exc:  # before ConnectionError, of which it is a kind
-        raise BackendError(f"the TLS handshake with Elasticsearch at {cluster_url(client)} failed; "
+        raise BackendError(f"the TLS handshake with {product(client)} at {cluster_url(client)} failed; "
                            f"{_tls_fix(exc)} ({exc})") from exc
     except ConnectionTimeout as exc:
-        raise BackendError(f"Elasticsearch at {cluster_url(client)} did not answer within ESRR_ES_TIMEOUT_S; "
+        raise BackendError(f"{product(client)} at {cluster_url(client)} did not answer within ESRR_ES_TIMEOUT_S; "
                            f"check the cluster (GET _cluster/health, its logs) or raise ESRR_ES_TIMEOUT_S "
                            f"({exc})") from exc
     except ESConnectionError as exc:
-        raise BackendError(f"cannot reach Elasticsearch at {cluster_url(client)}; start it or set "
+        raise BackendError(f"cannot reach {product(client)} at {cluster_url(client)}; start it or set "
                            f"ESRR_ES_URL ({type(exc).__name__}: {exc})") from exc
     except UnsupportedProductError as exc:
         raise BackendError(f"{cluster_url(client)} does not answer as Elasticsearch 8; set ESRR_ES_URL to an "
-                           f"Elasticsearch cluster ({exc})") from exc
+                           f"Elasticsearch cluster, or ESRR_BACKEND=opensearch for an OpenSearch one ({exc})") from exc
     except ServerTooOld as exc:
-        raise BackendError(f"Elasticsearch at {cluster_url(client)}: {exc.message}") from exc
+        raise BackendError(f"{product(client)} at {cluster_url(client)}: {exc.message}") from exc
     except ApiError as exc:
-        raise BackendError(f"Elasticsearch at {cluster_url(client)} refused a request with "
-                           f"{_api_problem(exc)}; {_api_fix(exc)}") from exc
+        raise BackendError(f"{product(client)} at {cluster_url(client)} refused a request with "
+                           f"{_api_problem(exc)}; {_api_fix(exc, product(client))}") from exc
     except TransportError as exc:
-        raise BackendError(f"the request to Elasticsearch at {cluster_url(client)} failed "
+        raise BackendError(f"the request to {product(client)} at {cluster_url(client)} failed "
                            f"({type(exc).__name__}: {exc}); check ESRR_ES_URL and the cluster logs, "
                            "then retry") from exc
 
@@ -202,7 +219,7 @@ def alias_targets(client: Elasticsearch, alias: str) -> list[str]:
     Raises ``BackendError`` when ``alias`` names a concrete index instead of an alias.
     """
     found = client.indices.exists_alias(name=alias)
-    if not_elasticsearch(found.meta.status, found.meta.headers):
+    if product(client) == "Elasticsearch" and not_elasticsearch(found.meta.status, found.meta.headers):
         raise BackendError(f"{cluster_url(client)} answered HTTP {found.meta.status}, but {NOT_ELASTICSEARCH_FIX}")
     if found:
         return sorted(client.indices.get_alias(name=alias).body)
@@ -316,8 +333,7 @@ class ElasticsearchBackend:
         left as it was, so a search under way keeps its statistics and its hits from one index.
         """
         served = self._resolve(self._served)
-        return self if served is self._served else ElasticsearchBackend(self.client, self.alias, self.stats_root,
-                                                                          served)
+        return self if served is self._served else type(self)(self.client, self.alias, self.stats_root, served)
 
     @property
     def index(self) -> str:
@@ -341,18 +357,26 @@ class ElasticsearchBackend:
         if (change := served.stats.changed_files()) is not None:
             raise BackendError(change)
         try:
-            with translate_errors(self.client, passing=(NotFoundError, BadRequestError)):
+            with translate_errors(self.client, passing=(NotFoundError, BadRequestError, ApiError)):
                 return call(served.index), served
         except NotFoundError:
             self.reload()
             served = self._served
         except BadRequestError as error:
-            raise QueryRefused(f"Elasticsearch refused the search: {_api_problem(error)}") from None
+            raise QueryRefused(f"{product(self.client)} refused the search: {_api_problem(error)}") from None
+        except ApiError as error:
+            # A search that meets its index while a prune deletes it fails with "all shards failed" (a 503 on
+            # OpenSearch 2.19, 1 search in about 50 during a reindex and prune) rather than a 404: follow the alias
+            # once if it has moved; otherwise the error is the cluster's own.
+            if error.meta.status < 500 or not self.reload():
+                with translate_errors(self.client):
+                    raise
+            served = self._served
         try:
             with translate_errors(self.client, passing=(BadRequestError,)):
                 return call(served.index), served
         except BadRequestError as error:
-            raise QueryRefused(f"Elasticsearch refused the search: {_api_problem(error)}") from None
+            raise QueryRefused(f"{product(self.client)} refused the search: {_api_problem(error)}") from None
 
     def prepare(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The body with its text clauses on ``text`` rewritten (see the module docstring); Elasticsearch checks
@@ -419,8 +443,8 @@ class ElasticsearchBackend:
         failed = next((doc["error"] for doc in docs if "error" in doc), None)
         if failed is not None:
             reason = failed.get("reason", failed) if isinstance(failed, dict) else failed
-            raise BackendError(f"Elasticsearch at {cluster_url(self.client)} could not read documents of index "
-                               f"{self.index!r}: {str(reason)[:300]}; check GET _cluster/health and its logs")
+            raise BackendError(f"{product(self.client)} at {cluster_url(self.client)} could not read documents of "
+                               f"index {self.index!r}: {str(reason)[:300]}; check GET _cluster/health and its logs")
         return [doc.get("_source") if doc.get("found") else None for doc in docs]
 
     def description(self) -> dict[str, Any]:

@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 # The Elasticsearch API the gateway answers in: the lowest 8.x, so that a client switching features on by the
 # server's version assumes none that came later.
 API_VERSION = "8.0.0"
-ENGINE_NAMES = {"elasticsearch": "Elasticsearch", "embedded": "the embedded tantivy index"}
+ENGINE_NAMES = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch",
+                "embedded": "the embedded tantivy index"}
 
 
 def _served() -> ServedSearch:

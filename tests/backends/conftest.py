@@ -1,13 +1,15 @@
 """Fixtures for backend tests: Elasticsearch-API servers for the whole session.
 
 ``es_url`` is ``ESRR_TEST_ES_URL`` when set (a cluster of yours); otherwise every test that
-uses it runs twice, once per server started here on a free loopback port and stopped at the
-end of the session:
+uses it runs three times, once per server started here on a free loopback port and stopped at
+the end of the session:
 
 - ``es7``: a real Elasticsearch 7.17 node (``scripts/engine.sh elasticsearch``, jars from
   Maven Central, see ``tests/engines.py``). Without Java or Maven its tests are skipped,
   except in CI (``CI`` set), where they fail; a node that was started and failed to answer
   within 30 s fails them everywhere.
+- ``os2``: a real OpenSearch 2.19 node, the same way (``scripts/engine.sh opensearch``); its
+  tests drive ``ESRR_BACKEND=opensearch`` (``es_backend``, ``es_client`` is an ``OpenSearchClient``).
 - ``noida``: noida-db (PyPI), a fresh data directory. It is what the 8.x client meets as an
   Elasticsearch 8 here; a server that cannot start fails the tests loudly (with its output).
 
@@ -17,6 +19,7 @@ end of the session:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -36,6 +39,7 @@ from elasticsearch import Elasticsearch
 from werkzeug.serving import make_server
 
 from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.opensearch import OpenSearchBackend, OpenSearchClient
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
 from es_rerank.ranking.feedback import FeedbackParams
@@ -119,26 +123,30 @@ def _start_noida(base: Path, free_port: Callable[[], int]) -> tuple[subprocess.P
                 pytrace=False)
 
 
-def _start_es7(request: pytest.FixtureRequest, base: Path) -> Iterator[str]:
-    engine = engine_for_tests("elasticsearch", base)
-    report(request.config, f"Elasticsearch {engine.version} answered at {engine.url} {engine.start_s:.1f} s after "
-                           "its start")
+def _start_engine(request: pytest.FixtureRequest, name: str, base: Path) -> Iterator[str]:
+    engine = engine_for_tests(name, base)
+    report(request.config, f"{PRODUCTS[name]} {engine.version} answered at {engine.url} {engine.start_s:.1f} s "
+                           "after its start")
     try:
         yield engine.url
     finally:
         engine.stop()
 
 
-ES_SERVERS = ["external"] if os.environ.get("ESRR_TEST_ES_URL") else ["es7", "noida"]
+PRODUCTS = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch"}
+ES_SERVERS = ["external"] if os.environ.get("ESRR_TEST_ES_URL") else ["es7", "os2", "noida"]
 
 
 @pytest.fixture(scope="session", params=ES_SERVERS)
 def es_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, free_port: Callable[[], int]):
-    """URL of an Elasticsearch-API server: ``ESRR_TEST_ES_URL``, real Elasticsearch 7.17, or noida-db."""
+    """URL of an Elasticsearch-API server: ``ESRR_TEST_ES_URL``, real Elasticsearch 7.17, real OpenSearch 2.19,
+    or noida-db."""
     if request.param == "external":
         yield os.environ["ESRR_TEST_ES_URL"].rstrip("/")
     elif request.param == "es7":
-        yield from _start_es7(request, tmp_path_factory.mktemp("elasticsearch"))
+        yield from _start_engine(request, "elasticsearch", tmp_path_factory.mktemp("elasticsearch"))
+    elif request.param == "os2":
+        yield from _start_engine(request, "opensearch", tmp_path_factory.mktemp("opensearch"))
     else:
         proc, url = _start_noida(tmp_path_factory.mktemp("noida-db"), free_port)
         try:
@@ -147,10 +155,38 @@ def es_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             _stop(proc)
 
 
+def backend_at(url: str) -> str:
+    """The ESRR_BACKEND that serves the cluster at ``url``: opensearch when its ``GET /`` says so, else
+    elasticsearch."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        version = json.load(response).get("version") or {}
+    return "opensearch" if version.get("distribution") == "opensearch" else "elasticsearch"
+
+
 @pytest.fixture(scope="session")
-def es_client(es_url: str):
-    """An elasticsearch-py 8 client for ``es_url``, with the headers its server accepts (``VersionedTransport``)."""
-    client = Elasticsearch(es_url, request_timeout=30, transport_class=VersionedTransport)
+def es_backend(es_url: str) -> str:
+    """``ESRR_BACKEND`` for ``es_url``'s server: elasticsearch (Elasticsearch 7.17, noida-db) or opensearch."""
+    return backend_at(es_url)
+
+
+@pytest.fixture(scope="session")
+def es_backend_class(es_backend: str) -> type[ElasticsearchBackend]:
+    """The backend class for ``es_url``'s server (``OpenSearchBackend`` is ``ElasticsearchBackend`` on its client)."""
+    return OpenSearchBackend if es_backend == "opensearch" else ElasticsearchBackend
+
+
+def engine_client(url: str, backend: str) -> Elasticsearch | OpenSearchClient:
+    """A client for ``url``: elasticsearch-py 8 with the headers its server accepts (``VersionedTransport``), or for
+    ``backend`` opensearch opensearch-py in that client's shape (``OpenSearchClient``)."""
+    if backend == "opensearch":
+        return OpenSearchClient(url, request_timeout=30)
+    return Elasticsearch(url, request_timeout=30, transport_class=VersionedTransport)
+
+
+@pytest.fixture(scope="session")
+def es_client(es_url: str, es_backend: str):
+    """``engine_client`` for ``es_url``'s server, for the session."""
+    client = engine_client(es_url, es_backend)
     yield client
     client.close()
 
@@ -170,11 +206,11 @@ def es_alias(es_client):
 
 
 @pytest.fixture
-def es_settings(es_url: str, es_alias: str, tmp_path: Path):
+def es_settings(es_url: str, es_backend: str, es_alias: str, tmp_path: Path):
     """CommonSettings for one test: its own ESRR_HOME, alias and small bulk chunks."""
     from es_rerank.settings import CommonSettings
 
-    return CommonSettings(home=tmp_path / "home", backend="elasticsearch", es_url=es_url,
+    return CommonSettings(home=tmp_path / "home", backend=es_backend, es_url=es_url,
                           es_alias=es_alias, es_bulk_chunk_size=20, es_bulk_initial_backoff_s=0.1)
 
 
@@ -187,14 +223,14 @@ class DocsGateway(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def gateway(es_url, es_client, tmp_path_factory: pytest.TempPathFactory, free_port):
+def gateway(es_url, es_backend, es_backend_class, es_client, tmp_path_factory: pytest.TempPathFactory, free_port):
     """The gateway (the real app, served by werkzeug on a free loopback port) in front of an index of
     ``tests.gateway.test_query_dsl.DOCS``, the window reordered by the candidate feedback (a stage without a model);
     one per test module."""
     alias = f"esrr-test-app-{uuid.uuid4().hex[:10]}"
-    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), es_url=es_url, es_alias=alias)
+    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), backend=es_backend, es_url=es_url, es_alias=alias)
     load_index(es_client, DOCS, settings, progress=False)
-    backend = ElasticsearchBackend(es_client, alias, stats_root(settings))
+    backend = es_backend_class(es_client, alias, stats_root(settings))
     served = ServedSearch(SearchPipeline(backend, 10, feedback=FeedbackParams(2, 1.0)), 3600)
     server = make_server("127.0.0.1", free_port(), create_app(served, GatewaySettings(**settings.model_dump())),
                          threaded=True)

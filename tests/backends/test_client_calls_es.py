@@ -18,11 +18,12 @@ from tests.gateway.test_query_dsl import DOCS
 pytestmark = pytest.mark.es
 
 
-def test_info_says_es_rerank_in_front_of_elasticsearch(gateway):
+def test_info_says_es_rerank_in_front_of_elasticsearch(gateway, es_backend):
     client, _, index = gateway
     info = client.info().body
-    assert (info["version"]["distribution"], info["version"]["backend"]) == ("es-rerank", "elasticsearch")
-    assert "in front of Elasticsearch" in info["tagline"] and info["esrr"]["index"] == index
+    assert (info["version"]["distribution"], info["version"]["backend"]) == ("es-rerank", es_backend)
+    product = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch"}[es_backend]
+    assert f"in front of {product}" in info["tagline"] and info["esrr"]["index"] == index
 
 
 def test_the_index_exists_and_shows_its_mapping_without_esrrs_term_ids(gateway, es_client):

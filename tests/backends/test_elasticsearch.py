@@ -59,10 +59,10 @@ def corpus() -> list[Document]:
 
 
 @pytest.fixture(scope="module")
-def served(es_url, es_client, corpus, tmp_path_factory):
+def served(es_url, es_backend, es_client, corpus, tmp_path_factory):
     """One loaded index shared by the read-only tests: (settings, load result, backend)."""
     alias = f"esrr-test-ro-{uuid.uuid4().hex[:10]}"
-    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), es_url=es_url, es_alias=alias,
+    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), backend=es_backend, es_url=es_url, es_alias=alias,
                               es_bulk_chunk_size=25)
     result = load_index(es_client, corpus, settings, progress=False)
     yield settings, result, ElasticsearchBackend(es_client, alias, stats_root(settings))

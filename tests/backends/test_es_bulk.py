@@ -21,10 +21,10 @@ from elasticsearch import Elasticsearch
 
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
-from es_rerank.backends.es_server import VersionedTransport
 from es_rerank.stats import DocTerms, Document
 from index_setup.es_index import index_name, load_index
 from index_setup.readers import read_beir_corpus
+from tests.backends.conftest import engine_client
 from tests.conftest import QuietElasticsearchHandler, serve_on_loopback, stop_server
 
 pytestmark = pytest.mark.es
@@ -123,27 +123,28 @@ def test_several_bulk_loops_load_every_document_with_the_ids_of_the_statistics(e
     assert list(stats.doc_ids) == [d.doc_id for d in corpus]  # rows in corpus order, whichever loop sent them
 
 
-def test_a_busy_cluster_slows_the_load_and_every_document_arrives(es_url, es_settings, busy_proxy, corpus):
+def test_a_busy_cluster_slows_the_load_and_every_document_arrives(es_url, es_backend, es_settings, busy_proxy,
+                                                                 corpus):
     """Two whole requests and one request's every document answered 429: each is sent again after a wait."""
     proxy = busy_proxy(lambda n, _body: {1: "request", 2: "items", 4: "request"}.get(n))
     settings = es_settings.model_copy(update={"es_url": proxy.url, "es_bulk_threads": 2, "es_bulk_chunk_size": 20,
                                               "es_bulk_max_retries": 3, "es_bulk_initial_backoff_s": 0.05})
-    with Elasticsearch(proxy.url, request_timeout=30, transport_class=VersionedTransport) as client:
+    with engine_client(proxy.url, es_backend) as client:
         result = load_index(client, corpus, settings, version="v1", progress=False)
     assert proxy.rejected == 3
     assert proxy.bulk_requests >= 3 + 5  # 90 documents in chunks of at most 20, three requests sent again
-    with Elasticsearch(es_url, transport_class=VersionedTransport) as direct:
+    with engine_client(es_url, es_backend) as direct:
         assert direct.count(index=result.index)["count"] == len(corpus)
         assert direct.indices.get_alias(name=settings.es_alias).body.keys() == {result.index}
 
 
 @pytest.mark.parametrize("how", ["request", "items"])
-def test_a_cluster_that_stays_busy_fails_the_load_and_the_served_index_stays(es_url, es_settings, busy_proxy,
-                                                                            corpus, how):
+def test_a_cluster_that_stays_busy_fails_the_load_and_the_served_index_stays(es_url, es_backend, es_settings,
+                                                                            busy_proxy, corpus, how):
     proxy = busy_proxy(lambda _n, body: how if b"-v2" in body else None)  # v1 loads, v2 meets a full queue
     settings = es_settings.model_copy(update={"es_url": proxy.url, "es_bulk_max_retries": 2,
                                               "es_bulk_initial_backoff_s": 0.02})
-    with Elasticsearch(proxy.url, request_timeout=30, transport_class=VersionedTransport) as client:
+    with engine_client(proxy.url, es_backend) as client:
         first = load_index(client, corpus[:30], settings, version="v1", progress=False)
         with pytest.raises(BackendError, match="429|rejected") as caught:
             load_index(client, corpus, settings, version="v2", progress=False)
@@ -151,7 +152,7 @@ def test_a_cluster_that_stays_busy_fails_the_load_and_the_served_index_stays(es_
         assert ("write queue stayed full through ESRR_ES_BULK_MAX_RETRIES=2 retries (waits up to "
                 "ESRR_ES_BULK_MAX_BACKOFF_S=") in str(caught.value)
     assert proxy.rejected >= 3  # the first rejected request and its two retries
-    with Elasticsearch(es_url, transport_class=VersionedTransport) as direct:
+    with engine_client(es_url, es_backend) as direct:
         assert direct.indices.get_alias(name=settings.es_alias).body.keys() == {first.index}
         assert not direct.indices.exists(index=index_name(settings.es_alias, "v2"))
     assert not (stats_root(settings) / "v2").exists()

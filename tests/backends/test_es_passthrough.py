@@ -77,8 +77,9 @@ def test_ext_esrr_options_reach_the_ranking(gateway):
     assert all("_explanation" in hit for hit in response["hits"]["hits"])
 
 
-def test_elasticsearchs_own_refusal_is_a_400_with_its_reason(gateway):
+def test_elasticsearchs_own_refusal_is_a_400_with_its_reason(gateway, es_backend):
     client, alias, _ = gateway
     with pytest.raises(BadRequestError) as refused:
         client.search(index=alias, query={"no_such_query": {}})
-    assert "Elasticsearch refused the search" in str(refused.value)
+    product = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch"}[es_backend]
+    assert f"{product} refused the search" in str(refused.value)

@@ -90,8 +90,14 @@ def _settings(cluster: SecuredCluster, home: Path, alias: str, **security: objec
                           es_timeout_s=10, **security)
 
 
+def _needs_api_keys(backend: str) -> None:
+    if backend == "opensearch":
+        pytest.skip("OpenSearch has no API keys (ESRR_ES_API_KEY is refused for it, test_opensearch.py)")
+
+
 def test_the_ca_file_and_the_api_key_reach_a_secured_cluster(secured_es: SecuredCluster, es_alias: str,
-                                                              tmp_path: Path) -> None:
+                                                              tmp_path: Path, es_backend: str) -> None:
+    _needs_api_keys(es_backend)
     settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY, es_ca_certs=secured_es.ca_pem)
     load_index(connect(settings), DOCS, settings, progress=False)
     hits = text_hits(ElasticsearchBackend.from_settings(settings), "green tea", 5)
@@ -99,7 +105,8 @@ def test_the_ca_file_and_the_api_key_reach_a_secured_cluster(secured_es: Secured
 
 
 def test_the_api_key_may_be_given_as_its_id_and_key(secured_es: SecuredCluster, es_alias: str,
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path, es_backend: str) -> None:
+    _needs_api_keys(es_backend)
     settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY_PAIR, es_ca_certs=secured_es.ca_pem)
     load_index(connect(settings), DOCS, settings, progress=False)
     assert [hit.doc_id for hit in text_hits(ElasticsearchBackend.from_settings(settings), "vitamin", 5)] == ["d1"]

@@ -21,7 +21,7 @@ from benchmarks.nginx_proxy import NGINX_CONF, TEMPLATE_NAMES
 from es_rerank.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-PROFILES = ("--profile", "gpu", "--profile", "admin")
+PROFILES = ("--profile", "gpu", "--profile", "admin", "--profile", "opensearch")
 
 
 def _compose(*args: str, file: Path = REPO / "docker-compose.yml") -> subprocess.CompletedProcess:
@@ -43,7 +43,8 @@ def test_compose_file_is_valid_and_runs_the_whole_stack():
     result = _compose("config")
     assert result.returncode == 0, result.stderr
     services = yaml.safe_load(result.stdout)["services"]
-    assert set(services) == {"elasticsearch", "redis", "index", "worker", "worker-gpu", "gateway", "proxy"}
+    assert set(services) == {"elasticsearch", "redis", "index", "worker", "worker-gpu", "gateway", "proxy",
+                             "opensearch", "index-opensearch", "gateway-opensearch", "proxy-opensearch"}
     assert services["gateway"]["command"][0] == "serve" and "ports" not in services["gateway"]  # behind the proxy
     assert services["proxy"]["ports"] and services["proxy"]["depends_on"]["gateway"]["condition"] == "service_healthy"
     assert services["worker-gpu"]["environment"]["ESRR_DEVICE"] == "cuda"
@@ -54,6 +55,26 @@ def test_compose_file_is_valid_and_runs_the_whole_stack():
         for args in _esrr_command_lines(services[name]):
             parsed = CliRunner().invoke(main, [*args, "--help"])
             assert parsed.exit_code == 0, f"{name}: esrr {' '.join(args)}: {parsed.output}"
+
+
+def test_the_opensearch_profile_runs_the_same_commands_on_opensearch():
+    services = yaml.safe_load(_compose("config").stdout)["services"]
+    assert services["opensearch"]["profiles"] == ["opensearch"]
+    assert services["opensearch"]["image"].startswith("opensearchproject/opensearch:2.")
+    assert services["opensearch"]["environment"]["DISABLE_SECURITY_PLUGIN"] == "true"
+    for name in ("index", "gateway", "proxy"):
+        twin, original = services[f"{name}-opensearch"], services[name]
+        assert twin["profiles"] == ["opensearch"] and twin["command"] == original["command"]
+        assert set(twin["depends_on"]) == {"opensearch" if dep == "elasticsearch" else f"{dep}-opensearch"
+                                           if dep == "gateway" else dep for dep in original["depends_on"]}
+    for name in ("index-opensearch", "gateway-opensearch"):
+        environment = services[name]["environment"]
+        assert (environment["ESRR_BACKEND"], environment["ESRR_ES_URL"]) == ("opensearch", "http://opensearch:9200")
+        assert environment["ESRR_BROKER_URL"] == services["gateway"]["environment"]["ESRR_BROKER_URL"]
+    assert services["proxy-opensearch"]["environment"]["ESRR_PROXY_UPSTREAM"] == "gateway-opensearch:8000"
+    published = {port["published"] if isinstance(port, dict) else port.split(":")[-2]
+                 for name in ("proxy", "proxy-opensearch") for port in services[name]["ports"]}
+    assert len(published) == 2  # both stacks can run side by side
 
 
 def test_the_proxy_runs_deploy_nginx_conf_with_its_names_filled_in():
@@ -81,4 +102,5 @@ def test_the_image_installs_every_package_the_services_import():
     for package in ("es_rerank", "worker", "index_setup"):
         assert f"COPY {package} {package}" in dockerfile
     assert 'ENTRYPOINT ["esrr"]' in dockerfile and "torch==2.13.0" in dockerfile
+    assert '".[model,opensearch]"' in dockerfile  # the gateway and the index job of either engine
     assert dockerfile.index("USER esrr") > dockerfile.index("pip install"), "install as root, run as esrr"

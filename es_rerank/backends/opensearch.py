@@ -1,0 +1,29 @@
+"""The OpenSearch backend (``ESRR_BACKEND=opensearch``): the Elasticsearch backend on an ``OpenSearchClient``.
+
+Everything but the client is ``elasticsearch.py``'s: OpenSearch answers the calls the
+backend makes as Elasticsearch does; ``opensearch_client.py`` says what it translates.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.opensearch_client import NotOpenSearch, OpenSearchClient, connect_opensearch
+
+if TYPE_CHECKING:
+    from es_rerank.settings import CommonSettings
+
+
+class OpenSearchBackend(ElasticsearchBackend):
+    """BM25 over title+abstract from OpenSearch: the Elasticsearch backend on an ``OpenSearchClient``."""
+
+    engine = "opensearch"
+
+    @classmethod
+    def from_settings(cls, settings: "CommonSettings") -> "OpenSearchBackend":
+        """Connect to the OpenSearch cluster at ``ESRR_ES_URL`` and serve ``ESRR_ES_ALIAS``."""
+        return cls(connect_opensearch(settings), settings.es_alias, stats_root(settings))
+
+
+__all__ = ["NotOpenSearch", "OpenSearchBackend", "OpenSearchClient", "connect_opensearch"]
