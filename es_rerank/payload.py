@@ -18,12 +18,12 @@ no extra package in either process, and stays readable in a broker monitor (the
 header is plain JSON; only the two arrays are opaque). base64 costs a third more
 bytes. Each array may be sent "raw" or "zlib"-compressed, and the worker reads both.
 The gateway sends both raw: zlib would halve the token ids (small integers in int32,
-their upper bytes mostly zero: 500 NFCorpus documents' 100 KB to 45 KB) but takes
-1.2-1.5 ms of the gateway's CPU for it even at level 1 or Huffman-only, where base64
-of the raw bytes takes 0.13 ms, and the gateway's CPU is what limits a search's
-throughput (reports/profile/). 500 NFCorpus documents come to 141 KB (133 KB of
-token ids, 8 KB of Lex features, a few hundred bytes of header) against 154 KB as
-JSON lists of numbers; encoding takes ~0.2 ms.
+their upper bytes mostly zero: 500 NFCorpus documents' 100 KB to 45 KB), but even at
+level 1 encoding took 7.6 times the CPU (2.5 against 0.33 ms), and the whole scoring
+call, the larger send included, 1.13 times (reports/profile/micro.py), where the
+gateway's CPU is what limits a search's throughput. 500 NFCorpus documents come to
+141 KB (133 KB of token ids, 8 KB of Lex features, a few hundred bytes of header)
+against 154 KB as JSON lists of numbers.
 
 The documents are sent as ids in the statistics vocabulary of ``stats_version``
 (the index the hits came from), not as embedding rows: the gateway knows nothing
@@ -206,7 +206,7 @@ def encode(request: ScoreRequest) -> dict[str, Any]:
         "query_tokens": list(request.query_tokens),
         "lex_names": list(request.lex_names),
         "n": request.n,
-        "doc_tokens": _pack(request.doc_tokens, "<i4", "raw"),  # zlib would cost 10x the CPU (module docstring)
+        "doc_tokens": _pack(request.doc_tokens, "<i4", "raw"),  # zlib: 7.6x the CPU (module docstring)
         "lex": _pack(request.lex, "<f4", "raw"),
     }
 
