@@ -2,7 +2,9 @@
 
 Reads ``/proc/<pid>/stat`` (utime + stime) and ``/proc/<pid>/status`` (VmRSS) of the gateway's
 processes: the pid given, or the started one, and their children (``esrr serve --processes N``
-forks N). Linux only.
+forks N). ``/proc/<pid>/stat`` counts CPU in clock ticks (10 ms); ``threads_cpu_ns`` reads each
+thread's ``schedstat`` instead, exact to the nanosecond, for the CPU of one request. The process
+serving a port is found from ``/proc/net/tcp`` and the processes' open sockets. Linux only.
 """
 
 from __future__ import annotations
@@ -63,6 +65,71 @@ def cpu_s(pids: set[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def threads_cpu_ns(pids: set[int]) -> int:
+    """CPU nanoseconds the live threads of ``pids`` have run so far (``/proc/<pid>/task/*/schedstat``): exact where
+    ``cpu_s`` counts 10 ms ticks, but a thread that has exited counts no more; a pid gone counts 0."""
+    total = 0
+    for pid in pids:
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                total += int(Path(f"/proc/{pid}/task/{thread}/schedstat").read_text().split()[0])
+            except (OSError, IndexError, ValueError):
+                continue
+    return total
+
+
+def parent(pid: int) -> int | None:
+    """The parent pid of ``pid`` (None when it has exited)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def listening_pids(port: int) -> set[int]:
+    """The pids holding a listening TCP socket (IPv4 or IPv6) on ``port``, among those this user may look into."""
+    sockets = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                sockets.add(f"socket:[{fields[9]}]")
+    found: set[int] = set()
+    if not sockets:
+        return found
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            descriptors = os.listdir(entry / "fd")
+        except OSError:  # gone, or another user's
+            continue
+        for descriptor in descriptors:
+            try:
+                if os.readlink(entry / "fd" / descriptor) in sockets:
+                    found.add(int(entry.name))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def serving_pid(port: int) -> int | None:
+    """The process that serves ``port``: the one holding its listening socket whose parent does not (``esrr serve
+    --processes N`` forks N children on the socket of one parent); None when no such process is seen, or several."""
+    holders = listening_pids(port)
+    roots = [pid for pid in holders if parent(pid) not in holders]
+    return roots[0] if len(roots) == 1 else None
+
+
 def rss_bytes(pids: set[int]) -> int:
     """Resident memory of the live ``pids`` summed (VmRSS)."""
     total = 0
@@ -97,6 +164,23 @@ class PeakSampler:
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.peak = max(self.peak, rss_bytes(process_tree(self.pid)))
+
+
+class ProcessCpu:
+    """The CPU of a gateway's processes, ``pid`` and its children as they are when made (``--processes N``)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pids = frozenset(process_tree(pid))
+        if not self.pids:
+            raise GatewayError(f"no running process has pid {pid}; name the gateway's pid (esrr serve prints it)")
+
+    def seconds(self) -> float:
+        """User + system CPU seconds of the processes so far (``cpu_s``: every thread, in 10 ms ticks)."""
+        return cpu_s(set(self.pids))
+
+    def thread_ns(self) -> int:
+        """CPU nanoseconds of their live threads so far (``threads_cpu_ns``: exact, for one request)."""
+        return threads_cpu_ns(set(self.pids))
 
 
 @dataclass

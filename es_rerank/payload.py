@@ -9,20 +9,21 @@ Format (version 1): a JSON object, sent with Celery's ``json`` serializer.
 
     {"v": 1, "stats_version": "...", "stats_build": "...", "query_tokens": ["<=7 embedding-path tokens"],
      "lex_names": ["abstract_bm25", ...], "n": 500,
-     "doc_tokens": {"dtype": "<i4", "shape": [500, 50], "codec": "zlib", "b64": "..."},
+     "doc_tokens": {"dtype": "<i4", "shape": [500, 50], "codec": "raw",  "b64": "..."},
      "lex":        {"dtype": "<f4", "shape": [500, 3],  "codec": "raw",  "b64": "..."}}
 
 Why JSON + base64 of little-endian arrays rather than msgpack with raw bytes:
 JSON is Celery's default serializer, works unchanged over Redis and RabbitMQ, needs
 no extra package in either process, and stays readable in a broker monitor (the
 header is plain JSON; only the two arrays are opaque). base64 costs a third more
-bytes, which zlib more than wins back on the token ids: they are small integers
-in int32, so their upper bytes are mostly zero. zlib level 1 takes ~2 ms for 500
-documents (level 6 saves 12% more for 5x the time). The float Lex features do not
-compress, so they go raw. 500 NFCorpus documents come to 66 KB (58 KB of token
-ids, 8 KB of Lex features, a few hundred bytes of header) against 141 KB with
-plain base64 and 154 KB as JSON lists of numbers; encoding takes ~2 ms,
-decoding ~1.5 ms.
+bytes. Each array may be sent "raw" or "zlib"-compressed, and the worker reads both.
+The gateway sends both raw: zlib would halve the token ids (small integers in int32,
+their upper bytes mostly zero: 500 NFCorpus documents' 100 KB to 45 KB), but even at
+level 1 encoding took 7.6 times the CPU (2.5 against 0.33 ms), and the whole scoring
+call, the larger send included, 1.13 times (reports/profile/micro.py), where the
+gateway's CPU is what limits a search's throughput. 500 NFCorpus documents come to
+141 KB (133 KB of token ids, 8 KB of Lex features, a few hundred bytes of header)
+against 154 KB as JSON lists of numbers.
 
 The documents are sent as ids in the statistics vocabulary of ``stats_version``
 (the index the hits came from), not as embedding rows: the gateway knows nothing
@@ -184,14 +185,24 @@ def build_request(query: str, hits_terms: Sequence[DocTerms], stats: CorpusStats
     names = tuple(lex_names)
     n = len(hits_terms)
     lex = lex_features(stats.vocab.lookup(tokens), hits_terms, stats, names)
-    doc_tokens = np.full((n, DOC_LEN), DOC_PAD, dtype=np.int32)
-    for row, terms in enumerate(hits_terms):
-        first = terms.first_ids[:DOC_LEN]
-        doc_tokens[row, :len(first)] = first
+    doc_tokens = first_tokens([terms.first_ids for terms in hits_terms])
     # A word longer than the payload allows has no vector: cut, it maps to UNK as the whole word would.
     query_tokens = tuple(token[:MAX_TOKEN_CHARS] for token in embedding_tokens(tokens)[:QUERY_LEN])
     return ScoreRequest(stats.version, query_tokens, doc_tokens, np.ascontiguousarray(lex, np.float32),
                         names, stats.build_id).validate()
+
+
+def first_tokens(first_ids: Sequence[np.ndarray]) -> np.ndarray:
+    """int32 [n, DOC_LEN] each document's first ``DOC_LEN`` ids, ``DOC_PAD`` padded: one copy for the window."""
+    lengths = np.fromiter(map(len, first_ids), dtype=np.int64, count=len(first_ids))
+    if len(first_ids) and lengths.max() > DOC_LEN:
+        first_ids = [ids[:DOC_LEN] for ids in first_ids]
+        lengths = np.minimum(lengths, DOC_LEN)
+    doc_tokens = np.full((len(first_ids), DOC_LEN), DOC_PAD, dtype=np.int32)
+    if len(first_ids):
+        # Row by row, the leading cells of each row: the order in which the ids are concatenated.
+        doc_tokens[np.arange(DOC_LEN) < lengths[:, None]] = np.concatenate(first_ids)
+    return doc_tokens
 
 
 def _pack(array: np.ndarray, dtype: str, codec: str) -> dict[str, Any]:
@@ -212,7 +223,7 @@ def encode(request: ScoreRequest) -> dict[str, Any]:
         "query_tokens": list(request.query_tokens),
         "lex_names": list(request.lex_names),
         "n": request.n,
-        "doc_tokens": _pack(request.doc_tokens, "<i4", "zlib"),
+        "doc_tokens": _pack(request.doc_tokens, "<i4", "raw"),  # zlib: 7.6x the CPU (module docstring)
         "lex": _pack(request.lex, "<f4", "raw"),
     }
 

@@ -15,7 +15,6 @@ The lift is computed over the whole window, which every page of a query scores.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -55,6 +54,14 @@ class Combination:
             return self.query_weight * first_stage + self.rerank_weight * model
         return (self.query_weight * first_stage) * (self.rerank_weight * model)
 
+    def over(self, first_stage: np.ndarray, model: np.ndarray) -> np.ndarray:
+        """The final scores of a window's hits: ``__call__`` element by element, the same arithmetic (float64)."""
+        if self.mode == "replace":
+            return model * self.rerank_weight if self.rerank_weight != 1.0 else model
+        if self.mode == "total":
+            return self.query_weight * first_stage + self.rerank_weight * model
+        return (self.query_weight * first_stage) * (self.rerank_weight * model)
+
 
 REPLACE = Combination()
 
@@ -76,11 +83,20 @@ def merge(hits: Sequence[Hit], scores: np.ndarray | None, window: int,
         raise ValueError(f"{len(scores)} scores for a window of {window} hits")
     if window == 0:
         return [RankedHit(h, _bm25(h), False) for h in hits[:k]]
-    combined = [(h, combination(h.score, s), s) for h, s in zip(hits[:window], map(float, scores))]
-    lift = min(_bm25(h) for h in hits[:window]) + 1.0 - min(c for _, c, _ in combined)
-    # A page of 10 from a window of 500: the k best in O(n log k), the same as the whole sort's first k.
-    head = heapq.nsmallest(min(k, window), combined, key=lambda item: (-item[1], item[0].doc_id))
-    return ([RankedHit(h, c + lift, True, s, c) for h, c, s in head]
+    scored = hits[:window]
+    first_stage = np.fromiter((h.score for h in scored), dtype=np.float64, count=window)
+    model = np.asarray(scores, dtype=np.float64)
+    combined = combination.over(first_stage, model).tolist()
+    lift = float(np.maximum(first_stage, 0.0).min()) + 1.0 - min(combined)
+    # A page of 10 from a window of 500: only the hits at or above the k-th best score can be among the k best, so
+    # only those are sorted (by score, then doc id), the same as the whole sort's first k.
+    shown = min(k, window)
+    candidates = range(window)
+    if 0 < shown < window:
+        kth = float(np.partition(np.asarray(combined), window - shown)[window - shown])
+        candidates = [i for i, c in enumerate(combined) if c >= kth]
+    head = sorted(candidates, key=lambda i: (-combined[i], scored[i].doc_id))[:shown]
+    return ([RankedHit(scored[i], combined[i] + lift, True, float(model[i]), combined[i]) for i in head]
             + [RankedHit(h, _bm25(h), False) for h in hits[window:k]])
 
 

@@ -151,6 +151,15 @@ class JudgedNeighbours:
             weights = self._weights(ts)
             for term, weight in weights.items():
                 self.postings[term].append((index, weight))
+        # The same as arrays, so that a search adds them up in numpy (in the same order, to the same bits).
+        self._posting_arrays = {term: (np.array([i for i, _ in found], dtype=np.intp),
+                                       np.array([w for _, w in found], dtype=np.float64))
+                                for term, found in self.postings.items()}
+        self._documents = sorted({doc_id for docs in self.judged.values() for doc_id in docs})
+        self._document_row = {doc_id: row for row, doc_id in enumerate(self._documents)}
+        self._judged_rows = [np.array([self._document_row[d] for d in self.judged[q]], dtype=np.intp)
+                             for q in self.query_ids]
+        self._judged_grades = [np.array(list(self.judged[q].values()), dtype=np.float64) for q in self.query_ids]
 
     def _weights(self, terms: set[str]) -> dict[str, float]:
         raw = {t: self.idf[t] for t in terms if self.idf.get(t, 0.0) > 0}
@@ -159,23 +168,40 @@ class JudgedNeighbours:
 
     def similar(self, text: str, exclude: str | None = None) -> list[tuple[str, float]]:
         """The ``k`` training queries most similar to ``text`` (never ``exclude``), best first."""
-        similarity: dict[int, float] = defaultdict(float)
+        return [(self.query_ids[i], s) for i, s in self._similar(text, exclude)]
+
+    def _similar(self, text: str, exclude: str | None) -> list[tuple[int, float]]:
+        """``similar`` as training query indices."""
+        indices, products = [], []
         for term, weight in self._weights(set(tokenize(text))).items():
-            for index, other in self.postings.get(term, ()):
-                similarity[index] += weight * other
-        ranked = sorted(((s, i) for i, s in similarity.items() if self.query_ids[i] != exclude),
-                        key=lambda pair: (-pair[0], pair[1]))
-        return [(self.query_ids[i], s) for s, i in ranked[:self.params.k]]
+            found = self._posting_arrays.get(term)
+            if found is not None:
+                indices.append(found[0])
+                products.append(weight * found[1])
+        if not indices:
+            return []
+        touched = np.concatenate(indices)
+        # bincount adds in the order given, term after term: the sums a loop over the postings makes.
+        similarity = np.bincount(touched, weights=np.concatenate(products), minlength=len(self.query_ids))
+        candidates = np.unique(touched)
+        if exclude is not None and exclude in self.texts:
+            candidates = candidates[candidates != self.query_ids.index(exclude)]
+        best = candidates[np.lexsort((candidates, -similarity[candidates]))][:self.params.k]
+        return [(int(i), float(similarity[i])) for i in best]
 
     def scores(self, text: str, doc_ids: Sequence[str], exclude: str | None = None) -> np.ndarray:
         """float32 [n] vote for each of ``doc_ids``, in [0, 1]; ``exclude`` leaves a training query out."""
-        votes: dict[str, float] = defaultdict(float)
-        voters = self.similar(text, exclude)
-        for query_id, similarity in voters:
-            for doc_id, grade in self.judged[query_id].items():
-                votes[doc_id] += similarity ** self.params.power * grade
-        top = max(votes.values(), default=0.0)
-        out = np.fromiter((votes.get(d, 0.0) for d in doc_ids), dtype=np.float64, count=len(doc_ids))
+        voters = self._similar(text, exclude)
+        if not voters:
+            return np.zeros(len(doc_ids), dtype=np.float32)
+        # Each voter's judged documents weighted by its similarity, added up in voter order (as a loop would).
+        rows = np.concatenate([self._judged_rows[i] for i, _ in voters])
+        weights = np.concatenate([similarity ** self.params.power * self._judged_grades[i]
+                                  for i, similarity in voters])
+        votes = np.bincount(rows, weights=weights, minlength=len(self._documents))
+        top = float(votes.max())
+        where = np.fromiter((self._document_row.get(d, -1) for d in doc_ids), dtype=np.intp, count=len(doc_ids))
+        out = np.where(where >= 0, votes[where], 0.0)
         if top <= 0:
             return out.astype(np.float32)
         nearest = min(voters[0][1], 1.0)  # a cosine; rounding may pass 1 by an ulp

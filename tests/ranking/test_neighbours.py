@@ -159,3 +159,44 @@ def test_a_file_saved_before_the_confidence_existed_votes_as_it_did(tmp_path):
     path = tmp_path / "neighbours.json"
     path.write_text(saved(), encoding="utf-8")  # params k, power, weight only
     assert JudgedNeighbours.load(path).params.confidence == 0.0
+
+
+def _loop_votes(neighbours: JudgedNeighbours, text: str, doc_ids: list[str], exclude: str | None) -> np.ndarray:
+    """The votes as plain loops compute them: each posting, then each voter's judged document, added in turn."""
+    from collections import defaultdict
+
+    from es_rerank.text import tokenize
+
+    similarity: dict[int, float] = defaultdict(float)
+    for term, weight in neighbours._weights(set(tokenize(text))).items():
+        for index, other in neighbours.postings.get(term, ()):
+            similarity[index] += weight * other
+    voters = sorted(((s, i) for i, s in similarity.items() if neighbours.query_ids[i] != exclude),
+                    key=lambda pair: (-pair[0], pair[1]))[:neighbours.params.k]
+    votes: dict[str, float] = defaultdict(float)
+    for s, i in voters:
+        for doc_id, grade in neighbours.judged[neighbours.query_ids[i]].items():
+            votes[doc_id] += s ** neighbours.params.power * grade
+    top = max(votes.values(), default=0.0)
+    out = np.array([votes.get(d, 0.0) for d in doc_ids], dtype=np.float64)
+    if top <= 0:
+        return out.astype(np.float32)
+    return (out / top * min(voters[0][0], 1.0) ** neighbours.params.confidence).astype(np.float32)
+
+
+def test_the_votes_are_the_loops_sums_to_the_bit():
+    """The votes added up in numpy equal the plain loops' exactly, not only closely."""
+    from tests.worker.conftest import read_documents  # NFCorpus's documents when the data is there
+
+    rng = np.random.default_rng(5)
+    words = sorted({word for doc in read_documents(200) for word in f"{doc.title} {doc.abstract}".lower().split()
+                    if word.isalpha()})
+    queries = {f"q{i}": " ".join(rng.choice(words, int(rng.integers(1, 6)))) for i in range(300)}
+    documents = [f"D{i}" for i in range(20)]  # few: each gets many votes, whose order of addition shows
+    qrels = {q: {d: int(rng.integers(0, 3)) for d in rng.choice(documents, 8, replace=False)} for q in queries}
+    neighbours = JudgedNeighbours(queries, qrels, NeighbourParams(k=50))
+    for query_id, text in list(queries.items())[:100]:
+        window = [*rng.choice(documents, 30), "not-judged"]
+        for exclude in (None, query_id):
+            assert np.array_equal(neighbours.scores(text, window, exclude),
+                                  _loop_votes(neighbours, text, window, exclude))
