@@ -1,6 +1,7 @@
 """``esrr bench http``: a running gateway's latency and throughput, as its HTTP clients see them.
 
-Sends the NFCorpus dev queries as ``GET /_search?q=...`` to a gateway (``esrr serve``),
+Sends the NFCorpus dev queries as ``POST /_search`` with a ``match`` on ``text`` (what the site page and
+the application libraries send for typed words) to a gateway (``esrr serve``),
 ``--concurrency`` at a time over kept-alive connections, and times each request. Each
 response's ``took`` is the gateway's own time from retrieval to the final order, so
 "HTTP and JSON" (latency minus took, request by request) is what serving over HTTP
@@ -10,7 +11,9 @@ stops the benchmark: its time would not be the served model's.
 
 ``--forms`` sends each query in other request forms too, alternated form by form within
 every round, so their latencies compare in the same run: ``q`` (``GET ?q=``, the keyword
-search), ``match`` (``POST {"query": {"match": {"text": ...}}}``) and ``site`` (the site
+search, in Lucene's syntax: a dev query such as "... Protein?" is a wildcard there, as in
+Elasticsearch, and takes the heavy lane), ``match`` (``POST {"query": {"match": {"text": ...}}}``,
+the default) and ``site`` (the site
 page's Query DSL request: a ``bool`` with the text clause, ``highlight`` of title and
 abstract and ``terms`` aggregations on year and publication type, without the year and type
 filters, which NFCorpus's documents have no values for).
@@ -119,7 +122,7 @@ def _search(pool: Any, url: str, query: str, k: int, form: str) -> tuple[float, 
 
 
 def run_rounds(url: str, queries: list[str], k: int, rounds: int, concurrency: int,
-               forms: tuple[str, ...] = ("q",), events: bool = False,
+               forms: tuple[str, ...] = ("match",), events: bool = False,
                gateway: ProcessCpu | None = None) -> dict[str, Any]:
     """Every query once untimed in each form, then ``rounds`` timed passes at ``concurrency``, the forms taking
     turns within each round; the figures of the first form, and of every form under ``forms``. With ``events``,
@@ -239,7 +242,7 @@ def _spread(ms: Any) -> dict[str, float]:
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits per search.")
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1, 256),
               help="Searches in flight at once.")
-@click.option("--forms", default="q", show_default=True,
+@click.option("--forms", default="match", show_default=True,
               help=f"Request forms, comma-separated, timed in turns in the same run: {', '.join(FORMS)}.")
 @click.option("--events", is_flag=True, help="Also time each form with every search followed by its impression "
               "(and a click every other search) to POST /_esrr/events, in the same run (needs ESRR_EVENTS=true).")
