@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import dataclass
 from typing import Any, ContextManager, Iterator, Protocol, Sequence
 
 from es_rerank.learning.events import Click, Impression, Received, Shown, impression_id_of, impression_key, \
@@ -131,7 +132,7 @@ class TableStore:
             "FROM impressions i JOIN queries q ON q.id = i.query JOIN names r ON r.id = i.ranker "
             "LEFT JOIN names a ON a.id = i.arm ORDER BY i.at").fetchall()
         for key, at, session, query, ranker, arm, first, docs, positions in rows:
-            ids = [documents[number] for number in _unpacked(bytes(docs))]
+            ids = [documents[number] for number in unpacked(bytes(docs))]
             places = json.loads(positions) if positions else range(first, first + len(ids))
             yield Impression(type="impression", impression_id=impression_id_of(key), session_id=session, query=query,
                              ranker=ranker, arm=arm,
@@ -145,6 +146,19 @@ class TableStore:
             yield Click(type="click", impression_id=impression_id_of(key), session_id=session, id=doc,
                         position=position), at
 
+    def learning_rows(self) -> "StoredRows":
+        """The stored impressions and clicks as row numbers, unvalidated and unjoined: what ``esrr learn`` reads
+        (some 10x faster than ``impressions()`` and ``clicks()``, which rebuild each event)."""
+        try:
+            return StoredRows(
+                queries=dict(self._run("SELECT id, text FROM queries").fetchall()),
+                documents=dict(self._run("SELECT id, doc FROM documents").fetchall()),
+                impressions=self._run("SELECT id, session, query, first_position, docs, positions "
+                                      "FROM impressions").fetchall(),
+                clicks=self._run("SELECT impression, doc FROM clicks").fetchall())
+        except self.errors as error:
+            raise EventStoreError(f"cannot read the events in {self.where}: {error}") from None
+
     def counts(self) -> dict[str, int]:
         """How many impressions and clicks are stored."""
         return {table: self._run(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("impressions", "clicks")}
@@ -154,11 +168,21 @@ class TableStore:
         self._db.close()
 
 
+@dataclass(frozen=True)
+class StoredRows:
+    """The rows of the event tables as stored: numbers for texts, a page's documents packed (``unpacked``)."""
+
+    queries: dict[int, str]
+    documents: dict[int, str]
+    impressions: list[tuple[int, str, int, int, bytes, str | None]]  # id, session, query, first position, docs, positions
+    clicks: list[tuple[int, int]]  # impression id, document number
+
+
 def _packed(numbers: list[int]) -> bytes:
     """Row numbers as int32 little-endian bytes."""
     return struct.pack(f"<{len(numbers)}i", *numbers)
 
 
-def _unpacked(data: bytes) -> tuple[int, ...]:
+def unpacked(data: bytes) -> tuple[int, ...]:
     """The row numbers ``_packed`` wrote."""
     return struct.unpack(f"<{len(data) // 4}i", data)
