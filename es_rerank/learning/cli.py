@@ -87,9 +87,11 @@ def simulate(url: str, model_name: str, sessions: int, seed: int, data: Path | N
 @click.option("--min-clicks", default=1, show_default=True, type=click.IntRange(min=1),
               help="A pair is judged relevant only with at least this many clicks.")
 @click.option("--grade-1", type=FiniteFloat(0, 1), default=None,
-              help="Attractiveness above which a pair is grade 1 [default: the mean of the shown results].")
+              help="Attractiveness above which a pair is grade 1 [default: a third of the way from the mean of the "
+                   "shown results to 1].")
 @click.option("--grade-2", type=FiniteFloat(0, 1), default=None,
-              help="Attractiveness from which a pair is grade 2 [default: halfway from grade 1's to 1].")
+              help="Attractiveness from which a pair is grade 2 [default: halfway from grade 1's to 1, i.e. two "
+                   "thirds from the mean].")
 @click.option("--with-qrels", is_flag=True,
               help="Combine with the judgments people made: the train qrels of --data (by query text; the higher "
                    "grade wins).")
