@@ -221,9 +221,12 @@ def _served_stats(settings: Any) -> Any:
 
 
 def _print_report(report: dict[str, Any]) -> None:
+    from es_rerank.learning.clicklog import PAGE
+
     examined = " ".join(f"{value:.2f}" for value in report["examination_by_position"])
     click.echo(f"{report['impressions']:,} impressions in {report['sessions']:,} sessions, {report['clicks']:,} "
-               f"clicks ({report['orphan_clicks']:,} on no stored result) over {report['queries']:,} queries "
+               f"clicks ({report['orphan_clicks']:,} left out: below position {PAGE}, or their impression is not stored) "
+               f"over {report['queries']:,} queries "
                f"from {report['events']}")
     click.echo(f"click model {report['model'].upper()}: {report['iterations']} EM iterations"
                f"{'' if report['converged'] else ' (not converged)'}; P(examined) by position: {examined}")

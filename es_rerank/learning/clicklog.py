@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from es_rerank.learning.tables import StoredRows, unpacked
+from es_rerank.learning.tables import StoredRows
 
 PAGE = 10
 
@@ -36,7 +36,7 @@ class ClickLog:
     session: np.ndarray  # int64 [shown]: the session of that impression
     impressions: int
     sessions: int
-    orphan_clicks: int  # clicks whose impression or result is not stored
+    orphan_clicks: int  # clicks on no kept result: their impression is not stored, or the result is below max_position
 
     @property
     def clicks(self) -> int:

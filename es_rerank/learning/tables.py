@@ -132,7 +132,7 @@ class TableStore:
             "FROM impressions i JOIN queries q ON q.id = i.query JOIN names r ON r.id = i.ranker "
             "LEFT JOIN names a ON a.id = i.arm ORDER BY i.at").fetchall()
         for key, at, session, query, ranker, arm, first, docs, positions in rows:
-            ids = [documents[number] for number in unpacked(bytes(docs))]
+            ids = [documents[number] for number in _unpacked(bytes(docs))]
             places = json.loads(positions) if positions else range(first, first + len(ids))
             yield Impression(type="impression", impression_id=impression_id_of(key), session_id=session, query=query,
                              ranker=ranker, arm=arm,
@@ -170,7 +170,7 @@ class TableStore:
 
 @dataclass(frozen=True)
 class StoredRows:
-    """The rows of the event tables as stored: numbers for texts, a page's documents packed (``unpacked``)."""
+    """The rows of the event tables as stored: numbers for texts, a page's documents packed as int32."""
 
     queries: dict[int, str]
     documents: dict[int, str]
@@ -183,6 +183,6 @@ def _packed(numbers: list[int]) -> bytes:
     return struct.pack(f"<{len(numbers)}i", *numbers)
 
 
-def unpacked(data: bytes) -> tuple[int, ...]:
+def _unpacked(data: bytes) -> tuple[int, ...]:
     """The row numbers ``_packed`` wrote."""
     return struct.unpack(f"<{len(data) // 4}i", data)

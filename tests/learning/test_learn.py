@@ -55,7 +55,7 @@ def simulated_events(sessions: int, seed: int = 0, model: str = "perfect") -> li
     return events
 
 
-def stored(path: Path, events: list[Received]) -> Path:
+def stored(path: Path | str, events: list[Received]) -> Path | str:
     store = open_store(str(path))
     for start in range(0, len(events), 500):
         store.write(events[start:start + 500])
@@ -215,3 +215,17 @@ def test_the_fit_over_many_events_stays_within_a_cpu_budget():
     started = time.process_time()
     fit_click_model("dcm", pair, rank, clicked, np.repeat(np.arange(impressions), 10), pairs, 10)
     assert time.process_time() - started < 60  # some 5 s here; 10x what 1 M events would need of 5 minutes
+
+
+def test_esrr_learn_reads_a_postgresql_store_as_it_reads_sqlite(esrr, served_home, tmp_path, postgres_url):
+    events = simulated_events(300, model="navigational")
+    stored(postgres_url, events)  # open_store takes the URL as it takes a path
+    sqlite = stored(tmp_path / "same.sqlite3", events)
+    reports = {}
+    for name, url in (("postgresql", postgres_url), ("sqlite", str(sqlite))):
+        result = esrr("learn", "--events", url, "--json-out", str(tmp_path / f"{name}.json"))
+        assert result.exit_code == 0, result.output
+        reports[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert "@" not in reports["postgresql"]["events"]  # no user or password in the report
+    for key in ("impressions", "sessions", "clicks", "judged_pairs", "by_grade", "examination_by_position"):
+        assert reports["postgresql"][key] == reports["sqlite"][key]
