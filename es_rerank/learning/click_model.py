@@ -15,14 +15,16 @@ result was shown:
   examined (``gamma = 1``); after a click, examination is fitted per position and distance.
 
 With a ranker that always shows a query the same page, a pair is only ever seen at one
-position, and neither PBM nor UBM can tell a document clicked little from a position looked
-at little (any ``gamma`` of that position fits, ``alpha`` taking up the rest): they need
-rankings that change (a ranker that learns, an experiment's arms). DCM's assumption pins
-the examination before the first click, so it judges from one fixed ranking too; it
-underrates results people leave unread without clicking anything (abandoned pages), which
-errs towards judging less, not more. Hence DCM is ``esrr learn``'s default. PBM and UBM
-hold the first position with no click above as examined, which fixes the scale that the
-product leaves free.
+position, and PBM cannot tell a document clicked little from a position looked at little
+(any ``gamma`` of that position fits, ``alpha`` taking up the rest); it needs rankings that
+change (a ranker that learns, an experiment's arms). UBM and DCM also see how the clicks
+above a result change from session to session. DCM's assumption pins the examination
+before the first click outright, so it judges from one fixed ranking without relying on the
+EM's starting point; it underrates results people leave unread without clicking anything
+(abandoned pages), which errs towards judging less, not more. Hence DCM is ``esrr learn``'s
+default (on cascade clicks under a fixed ranking, ``tests/learning/test_click_model.py``,
+UBM comes out as close; PBM does not). PBM and UBM hold the first position with no click
+above as examined, which fixes the scale that the product leaves free.
 
 EM (Chuklin, Markov and de Rijke, *Click Models for Web Search*, 2015, chapter 4): a clicked
 result was examined and attractive; an unclicked one was attractive with probability

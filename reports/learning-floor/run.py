@@ -165,6 +165,13 @@ def chart(out: Path) -> None:
                          f"{row['change']:+.1%} | {row['p']:.2g} |")
         axes.plot([max(row["sessions"], 100) for row in points], [row["served"] for row in points], marker="o",
                   label=summary["model"])
+    oracle = out / "oracle" / "eval-results.json"
+    if oracle.is_file():  # oracle.py: true grades of every pair the 20,000 informational sessions were shown
+        row = measured(oracle)
+        axes.plot([20_000], [row["served"]], marker="*", markersize=12, linestyle="none", color="black",
+                  label="true grades of the shown pairs (20k informational)")
+        lines.append(f"| true grades of the pairs shown to 20,000 informational sessions (oracle.py) | 20,000 | - | "
+                     f"- | {row['served']:.4f} | {row['bm25']:.4f} | {row['change']:+.1%} | {row['p']:.2g} |")
     if summaries:
         bm25 = summaries[0]["checkpoints"][0]["bm25"]
         axes.axhline(bm25, color="grey", linestyle="--", label="BM25")
