@@ -229,3 +229,10 @@ def test_esrr_learn_reads_a_postgresql_store_as_it_reads_sqlite(esrr, served_hom
     assert "@" not in reports["postgresql"]["events"]  # no user or password in the report
     for key in ("impressions", "sessions", "clicks", "judged_pairs", "by_grade", "examination_by_position"):
         assert reports["postgresql"][key] == reports["sqlite"][key]
+
+
+def test_esrr_learn_names_a_postgresql_server_it_cannot_reach_without_its_password(esrr, served_home, free_port):
+    pytest.importorskip("psycopg", reason="needs psycopg: pip install 'es-rerank[postgres]'")
+    result = esrr("learn", "--events", f"postgresql://esrr:secret@127.0.0.1:{free_port()}/events")
+    assert result.exit_code == 1 and "cannot open the event store postgresql://127.0.0.1:" in result.output
+    assert "secret" not in result.output and "Traceback" not in result.output
