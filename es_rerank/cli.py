@@ -77,6 +77,8 @@ class LazyGroup(click.Group):
     "worker": ("worker.cli:worker", "Run the Celery scoring worker."),
     "simulate": ("es_rerank.learning.cli:simulate",
                  "Simulated users search a running gateway and click by a cascade model (events for learning)."),
+    "learn": ("es_rerank.learning.cli:learn",
+              "Fit a click model to the stored clicks; judgments from it rebuild the judged-neighbour votes."),
     "serve": ("es_rerank.gateway.cli:serve", "Serve an Elasticsearch-shaped _search over HTTP, reranked by the workers."),
 })
 @click.version_option(package_name="es-rerank")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import dataclass
 from typing import Any, ContextManager, Iterator, Protocol, Sequence
 
 from es_rerank.learning.events import Click, Impression, Received, Shown, impression_id_of, impression_key, \
@@ -145,6 +146,19 @@ class TableStore:
             yield Click(type="click", impression_id=impression_id_of(key), session_id=session, id=doc,
                         position=position), at
 
+    def learning_rows(self) -> "StoredRows":
+        """The stored impressions and clicks as row numbers, unvalidated and unjoined: what ``esrr learn`` reads
+        (some 10x faster than ``impressions()`` and ``clicks()``, which rebuild each event)."""
+        try:
+            return StoredRows(
+                queries=dict(self._run("SELECT id, text FROM queries").fetchall()),
+                documents=dict(self._run("SELECT id, doc FROM documents").fetchall()),
+                impressions=self._run("SELECT id, session, query, first_position, docs, positions "
+                                      "FROM impressions").fetchall(),
+                clicks=self._run("SELECT impression, doc FROM clicks").fetchall())
+        except self.errors as error:
+            raise EventStoreError(f"cannot read the events in {self.where}: {error}") from None
+
     def counts(self) -> dict[str, int]:
         """How many impressions and clicks are stored."""
         return {table: self._run(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("impressions", "clicks")}
@@ -152,6 +166,16 @@ class TableStore:
     def close(self) -> None:
         """Close the connection."""
         self._db.close()
+
+
+@dataclass(frozen=True)
+class StoredRows:
+    """The rows of the event tables as stored: numbers for texts, a page's documents packed as int32."""
+
+    queries: dict[int, str]
+    documents: dict[int, str]
+    impressions: list[tuple[int, str, int, int, bytes, str | None]]  # id, session, query, first position, docs, positions
+    clicks: list[tuple[int, int]]  # impression id, document number
 
 
 def _packed(numbers: list[int]) -> bytes:

@@ -1,0 +1,209 @@
+"""The learning floor of issue 34: from no votes, simulated users click, `esrr learn` rebuilds the votes, and
+`esrr eval` measures nDCG@10 on NFCorpus test against BM25, at checkpoints of simulated sessions.
+
+    ESRR_HOME=artifacts python reports/learning-floor/run.py --model informational \
+        --checkpoints 1000,5000,20000 --seed 0
+
+ESRR_HOME must hold the served NFCorpus index and the current embeddings (`esrr index build`,
+`esrr embeddings train`; `esrr eval` needs them). The run works in a home of its own under
+--work: the index copied, the embeddings linked, no model and no votes, its own event store.
+Each round starts `esrr serve` (ESRR_GATEWAY_RERANK=false: BM25, the candidate feedback and,
+from the second round, the votes learned so far), plays the round's sessions with `esrr
+simulate` on the train queries (seed: --seed * 1000 + the round), waits until the gateway
+has stored them, stops it, runs `esrr learn` over every event so far and `esrr eval` on test.
+Test queries are never searched by the simulated users nor used to choose anything.
+Writes --out/MODEL/: summary.json, and per checkpoint the simulate tally, the learn report and
+eval's table.md and results.json. `--chart` then draws --out/chart.png and --out/table.md
+over every model's summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+MEASURE = "nDCG@10"
+
+
+def esrr(env: dict[str, str], *args: str, log: Path) -> None:
+    """Run one esrr command, its output to ``log``; stop the run if it fails."""
+    with log.open("w", encoding="utf-8") as out:
+        code = subprocess.run([sys.executable, "-c", "from es_rerank.cli import main; main()", *args], env=env,
+                              stdout=out, stderr=subprocess.STDOUT).returncode
+    if code:
+        sys.exit(f"esrr {' '.join(args)} failed ({code}); see {log}")
+
+
+def start_gateway(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
+    """`esrr serve` on ``port``, once it answers."""
+    process = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve", "--port",
+                                str(port)], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as answer:
+                if answer.status == 200:
+                    return process
+        except OSError:
+            time.sleep(0.5)
+        if process.poll() is not None:
+            sys.exit(f"the gateway exited ({process.returncode}); see {log}")
+    process.kill()
+    sys.exit(f"the gateway did not answer within 120 s; see {log}")
+
+
+def stored_impressions(store: Path) -> int:
+    """How many impressions the event store holds."""
+    if not store.is_file():
+        return 0
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5) as db:
+        return db.execute("SELECT count(*) FROM impressions").fetchone()[0]
+
+
+def stop_gateway(process: subprocess.Popen, store: Path, expected: int) -> None:
+    """Wait until the store holds ``expected`` impressions (the writer is asynchronous), then stop the gateway."""
+    deadline = time.monotonic() + 120
+    while stored_impressions(store) < expected and time.monotonic() < deadline:
+        time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    if stored_impressions(store) < expected:
+        sys.exit(f"the store holds {stored_impressions(store)} impressions, {expected} expected")
+
+
+def measured(results: Path) -> dict:
+    """nDCG@10 of BM25 and of the served default, its change and paired t-test p-value, from eval's results."""
+    report = json.loads(results.read_text(encoding="utf-8"))
+    rows = {row["name"]: row for row in report["rows"]}
+    base, served = rows["BM25"], rows[report["served_default"]]
+    value, bm25 = served["means"][MEASURE], base["means"][MEASURE]
+    return {"served_default": report["served_default"], "bm25": round(bm25, 4), "served": round(value, 4),
+            "change": round(value / bm25 - 1, 4), "p": served["p_values"].get(MEASURE, 1.0)}
+
+
+def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, out: Path) -> None:
+    source = Path(os.environ.get("ESRR_HOME", "artifacts")).resolve()
+    for needed in ("indexes", "embeddings"):
+        if not (source / needed).is_dir():
+            sys.exit(f"{source / needed} is missing: `esrr index build` and `esrr embeddings train` first")
+    work = work / model
+    shutil.rmtree(work, ignore_errors=True)
+    home = work / "home"
+    shutil.copytree(source / "indexes", home / "indexes")
+    (home / "embeddings").symlink_to(source / "embeddings", target_is_directory=True)
+    store = work / "events.sqlite3"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")},
+           "ESRR_HOME": str(home), "ESRR_EVENTS_URL": str(store), "ESRR_GATEWAY_RERANK": "false",
+           "ESRR_EVENTS_RETENTION_DAYS": "0", "ESRR_NFCORPUS": os.environ.get("ESRR_NFCORPUS", "")}
+    env = {k: v for k, v in env.items() if v}
+    target = out / model
+    target.mkdir(parents=True, exist_ok=True)
+    summary = {"model": model, "seed": seed, "checkpoints": [], "command": " ".join(sys.argv)}
+
+    started = time.monotonic()
+    esrr(env, "eval", "--no-baselines", "--split", "test", "--out", str(work / "eval-0"), log=work / "eval-0.log")
+    summary["checkpoints"].append({"sessions": 0, **measured(work / "eval-0" / "results.json")})
+    done = 0
+    for round_number, checkpoint in enumerate(checkpoints, start=1):
+        step = target / f"{checkpoint}"
+        step.mkdir(exist_ok=True)
+        gateway = start_gateway(env, port, work / f"serve-{checkpoint}.log")
+        began = time.monotonic()
+        try:
+            esrr(env, "simulate", "--url", f"http://127.0.0.1:{port}", "--model", model, "--sessions",
+                 str(checkpoint - done), "--seed", str(seed * 1000 + round_number), "--json-out",
+                 str(step / "simulate.json"), log=work / f"simulate-{checkpoint}.log")
+        finally:
+            stop_gateway(gateway, store, checkpoint)
+        simulated_s = time.monotonic() - began
+        done = checkpoint
+        esrr(env, "learn", "--json-out", str(step / "learn.json"), log=work / f"learn-{checkpoint}.log")
+        esrr(env, "eval", "--no-baselines", "--split", "test", "--out", str(work / f"eval-{checkpoint}"),
+             log=work / f"eval-{checkpoint}.log")
+        for name in ("table.md", "results.json"):
+            shutil.copy(work / f"eval-{checkpoint}" / name, step / f"eval-{name}")
+        learned = json.loads((step / "learn.json").read_text(encoding="utf-8"))
+        row = {"sessions": checkpoint, **measured(work / f"eval-{checkpoint}" / "results.json"),
+               "clicks": learned["clicks"], "relevant_judgments": learned["votes"]["relevant_judgments"],
+               "vote_queries": learned["votes"]["queries"], "simulate_s": round(simulated_s, 1),
+               "learn_s": learned["seconds"]["total"]}
+        summary["checkpoints"].append(row)
+        print(json.dumps(row), flush=True)
+        (target / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    summary["seconds"] = round(time.monotonic() - started, 1)
+    (target / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+
+
+def chart(out: Path) -> None:
+    """table.md and chart.png over every model's summary.json under ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summaries = [json.loads(path.read_text()) for path in sorted(out.glob("*/summary.json"))]
+    lines = ["| click model | sessions | clicks | relevant judgments | nDCG@10 | BM25 | change | p (paired t) |",
+             "|---|---|---|---|---|---|---|---|"]
+    figure, axes = plt.subplots(figsize=(6.5, 4))
+    for summary in summaries:
+        points = summary["checkpoints"]
+        for row in points:
+            lines.append(f"| {summary['model']} | {row['sessions']:,} | {row.get('clicks', 0):,} | "
+                         f"{row.get('relevant_judgments', 0):,} | {row['served']:.4f} | {row['bm25']:.4f} | "
+                         f"{row['change']:+.1%} | {row['p']:.2g} |")
+        axes.plot([max(row["sessions"], 100) for row in points], [row["served"] for row in points], marker="o",
+                  label=summary["model"])
+    oracle = out / "oracle" / "eval-results.json"
+    if oracle.is_file():  # oracle.py: true grades of every pair the 20,000 informational sessions were shown
+        row = measured(oracle)
+        axes.plot([20_000], [row["served"]], marker="*", markersize=12, linestyle="none", color="black",
+                  label="true grades of the shown pairs (20k informational)")
+        lines.append(f"| true grades of the pairs shown to 20,000 informational sessions (oracle.py) | 20,000 | - | "
+                     f"- | {row['served']:.4f} | {row['bm25']:.4f} | {row['change']:+.1%} | {row['p']:.2g} |")
+    if summaries:
+        bm25 = summaries[0]["checkpoints"][0]["bm25"]
+        axes.axhline(bm25, color="grey", linestyle="--", label="BM25")
+        axes.axhline(bm25 * 1.1, color="grey", linestyle=":", label="BM25 + 10% (floor)")
+    axes.set_xscale("log")
+    axes.set_xlabel("simulated sessions (train queries; 0 drawn at 100)")
+    axes.set_ylabel("nDCG@10, NFCorpus test")
+    axes.set_title("Served default with click-derived votes")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out / "chart.png", dpi=120)
+    (out / "table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="informational", choices=["perfect", "navigational", "informational"])
+    parser.add_argument("--checkpoints", default="1000,5000,20000")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--port", type=int, default=18800)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/esrr-learning-floor"))
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument("--chart", action="store_true", help="only draw table.md and chart.png from the summaries")
+    options = parser.parse_args()
+    if options.chart:
+        chart(options.out)
+        return
+    run(options.model, sorted(int(value) for value in options.checkpoints.split(",")), options.seed, options.port,
+        options.work, options.out)
+    chart(options.out)
+
+
+if __name__ == "__main__":
+    main()
