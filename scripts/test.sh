@@ -3,7 +3,7 @@
 # tests Debian's nginx (they start their own on a loopback port), the site page's
 # browser test Debian's chromium (all installed here if missing and possible: Playwright cannot
 # download its own browsers on a closed network), the event store's PostgreSQL tests Debian's
-# postgresql (they start their own server); Elasticsearch-API tests start noida-db and a
+# postgresql and the RabbitMQ test Debian's rabbitmq-server (they start their own server); Elasticsearch-API tests start noida-db and a
 # real Elasticsearch 7.17, the launcher's test an OpenSearch 2.19 (scripts/engine.sh: Java 17
 # and Maven, jars from Maven Central resolved here once, so the tests time only the node's
 # start). In CI all of them must run.
@@ -28,6 +28,7 @@ command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
 command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+[[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]] || missing+=(rabbitmq-server)
 if (( ${#missing[@]} )) && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     (apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}") >/dev/null
 fi
