@@ -50,7 +50,7 @@ def highlighted_chars(hits: int, highlight: Sequence[FieldHighlight]) -> int:
 def is_heavy(hits: int, highlight: Sequence[FieldHighlight], cost: QueryCost) -> bool:
     """Whether a search rendering ``hits`` hits with ``highlight``, whose query costs ``cost``, takes the heavy lane."""
     return (hits > HEAVY_HITS or highlighted_chars(hits, highlight) > HEAVY_HIGHLIGHT_CHARS
-            or cost.phrase_cost > HEAVY_PHRASE_COST or cost.wildcards > 0 or cost.terms > HEAVY_TERMS)
+            or cost.phrase_cost > HEAVY_PHRASE_COST or cost.heavy_wildcards > 0 or cost.terms > HEAVY_TERMS)
 
 
 class HeavyLane:

@@ -24,7 +24,7 @@ from werkzeug.test import Client
 from benchmarks.gateway_process import children
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.backends.highlight import read_highlight
-from es_rerank.backends.query_tree import QueryCost
+from es_rerank.backends.query_tree import Pattern, QueryCost, QueryLimits, check_cost
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import TooManyHeavySearches
@@ -52,6 +52,7 @@ def test_a_default_search_is_light() -> None:
     (11, read_highlight({"fields": {"abstract": {"number_of_fragments": 0}}}), QueryCost()),  # whole abstracts
     (10, (), QueryCost(phrase_cost=101)),  # a sloppy phrase
     (10, (), QueryCost(wildcards=1)),
+    (10, (), QueryCost(wildcards=2, light_prefixes=1)),  # a prefix, and a wildcard that is not one
     (10, (), QueryCost(terms=257)),
 ])
 def test_what_makes_a_search_heavy(hits, highlight, cost) -> None:
@@ -106,11 +107,12 @@ def test_with_the_lane_held_a_heavy_search_is_a_429_and_a_light_one_answers(app)
     with lane.taken(True):  # another heavy search is running
         refused = client.post("/_search", json={"query": {"match": {"text": "green tea"}}, "size": 200})
         light = client.get("/_search?q=green+tea&size=10")
-        wildcard = client.get("/_search?q=gree*")
+        wildcard = client.get("/_search?q=gr*n")
+        prefix = client.get("/_search?q=gree*")  # a light prefix: as dear as a word or two
     assert refused.status_code == 429
     assert refused.get_json()["error"]["type"] == "es_rejected_execution_exception"
     assert "ESRR_GATEWAY_HEAVY_WAIT_S" in refused.get_json()["error"]["reason"]
-    assert wildcard.status_code == 429
+    assert wildcard.status_code == 429 and prefix.status_code == 200
     assert light.status_code == 200 and light.get_json()["hits"]["hits"]
     assert client.post("/_search", json={"query": {"match": {"text": "green tea"}}, "size": 200}).status_code == 200
 
@@ -313,3 +315,13 @@ def test_esrr_serve_runs_heavy_searches_in_a_child_that_ends_with_it(home, free_
 def _spawned(pid: int) -> set[int]:
     """The children of ``pid`` that multiprocessing spawned to run a function (not its resource tracker)."""
     return {child for child in children(pid) if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()}
+
+
+@pytest.mark.parametrize(("wildcard", "light"), [
+    ("can*", True), ("ca*", True),  # search-as-you-type's last word: a range of the term dictionary
+    ("c*", False), ("te?a*", False), ("t*a", False), ("can**", False),
+])
+def test_a_prefix_of_two_letters_or_more_is_a_light_search(wildcard, light):
+    cost = check_cost(Pattern("x", wildcard), QueryLimits())
+    assert (cost.wildcards, cost.light_prefixes, cost.heavy_wildcards) == (1, int(light), int(not light))
+    assert is_heavy(10, (), cost) is not light
