@@ -92,48 +92,13 @@ from es_rerank.backends.elasticsearch import (
 from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, StatsError, saved_build_id
 from es_rerank.stats_writer import StatsWriter
 from index_setup.ingest import tokenized_batches
+from es_rerank.backends.analysis import ANALYZER, TOKEN_PATTERN, analysis_settings
 from es_rerank.versions import VersionNameError, check_version, is_locked, lock_folder, new_version
 
 if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
 
 log = logging.getLogger(__name__)
-
-ANALYZER = "esrr_text"
-
-# --- the token pattern: es_rerank.text._TOKEN_RE rewritten for Java / noida-db regexes ---
-_W = r"[\p{L}\p{N}_]"  # Python's \w
-_ALNUM = r"[\p{L}\p{N}]"  # [^\W_]
-_D = r"\p{Nd}"  # Python's \d
-_NUMBER_BODY = rf"(?:{_D}+(?:,{_D}{{3}})*(?:\.{_D}+)?|\.{_D}+)"
-_NUMBER_END = rf"(?!{_W}|-|[.,]{_D})"
-_THOUSANDS = rf"(?<={_D}),{_D}{{3}}(?!{_D})"
-_WORD_PART = rf"{_ALNUM}+(?:{_THOUSANDS})*(?:\.{_D}+)?(?:['’]{_ALNUM}+)*"
-_PART_END = rf"(?!{_ALNUM}|{_THOUSANDS}|\.{_D}|['’]{_ALNUM})"  # where a word part stops
-_PLAIN = r"(?:[A-Za-z]*[a-z][A-Za-z]*|[A-Za-z])"  # ASCII word, not an upper-case abbreviation
-# A word part that is not plain English (a trailing possessive does not count).
-_ENTITY_PART = rf"(?!{_PLAIN}{_PART_END}|{_PLAIN}['’]s{_PART_END}(?!-{_ALNUM})){_WORD_PART}"
-TOKEN_PATTERN = "|".join([
-    rf"\$\s?{_NUMBER_BODY}",  # dollar amount
-    r"(?:\p{L}\.){2,}",  # dotted abbreviation
-    rf"(?<!{_W}|\.)-?{_NUMBER_BODY}(?:\s?%)?{_NUMBER_END}",  # number, percentage
-    rf"(?<!{_W}|\.)-?{_NUMBER_BODY}(?=(?:-{_NUMBER_BODY})+(?:\s?%)?{_NUMBER_END})",  # range start
-    rf"(?:{_PLAIN}-)*{_ENTITY_PART}(?:-{_WORD_PART})*",  # compound kept whole (IL-6)
-    _WORD_PART,  # word, or one part of a plain compound (well-known)
-])
-
-def analysis_settings() -> dict:
-    """The ``esrr_text`` analyzer (see the module docstring for what it mirrors)."""
-    return {
-        "tokenizer": {"esrr_tokens": {"type": "pattern", "pattern": TOKEN_PATTERN, "group": 0}},
-        "filter": {
-            "esrr_no_space": {"type": "pattern_replace", "pattern": r"\s", "replacement": ""},
-            "esrr_possessive": {"type": "pattern_replace", "pattern": "['’]s$", "replacement": ""},
-        },
-        "analyzer": {ANALYZER: {"type": "custom", "tokenizer": "esrr_tokens",
-                                "filter": ["esrr_no_space", "esrr_possessive", "lowercase"]}},
-    }
-
 
 def index_settings(settings: "CommonSettings") -> dict:
     """Index settings while loading: shards, no replicas, no refresh, per-field BM25 similarities, the analyzer.

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import tantivy
 
+from es_rerank.backends.analysis import ANALYZER, analysis_settings
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
 from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits, check_estimate
 from es_rerank.backends.highlight import (FieldHighlight, SourceFilter, filter_source, highlight, read_highlight,
@@ -63,7 +64,7 @@ KEYWORD_FIELDS = ("journal", "mesh", "publication_types", "doi")  # filters, bes
 # `year` filter, and every field of a document's `_source` is returned whether or not it is indexed.
 MAPPING_PROPERTIES = {
     "doc_id": {"type": "keyword"},
-    "text": {"type": "text", "index_options": "positions"},
+    "text": {"type": "text", "index_options": "positions", "analyzer": ANALYZER},
     "title": {"type": "text", "index": False, "copy_to": "text"},
     "abstract": {"type": "text", "index": False, "copy_to": "text"},
     **{name: {"type": "keyword"} for name in KEYWORD_FIELDS},
@@ -97,7 +98,7 @@ def index_document(row: int, text: str, source: Mapping[str, Any]) -> tantivy.Do
     """The tantivy document of one corpus record: its tokens, statistics row, filters and ``_source``."""
     document = tantivy.Document(text=text, row=row, doc_id=source["doc_id"],
                                 source=json.dumps(source, ensure_ascii=False).encode("utf-8"))
-    if source.get("journal"):
+    if isinstance(source.get("journal"), str):  # "" too: Elasticsearch indexes an empty keyword, and a term finds it
         document.add_text("journal", source["journal"])
     for name in ("mesh", "publication_types"):
         for value in source.get(name, ()):
@@ -530,7 +531,7 @@ class EmbeddedBackend:
         an index."""
         return {"mappings": {"_meta": {"esrr_stats_version": self.version}, "properties": MAPPING_PROPERTIES},
                 "settings": {"index": {"number_of_shards": "1", "number_of_replicas": "0",
-                                       "provided_name": self.index}}}
+                                       "provided_name": self.index, "analysis": analysis_settings()}}}
 
     def _tantivy(self, node: Node, scored: bool = True) -> tantivy.Query:
         """The tantivy query of one node, scored as Elasticsearch scores it (BM25 sums; filters score nothing)."""

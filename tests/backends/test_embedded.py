@@ -402,3 +402,21 @@ def test_bm25_on_long_documents_differs_from_lex_only_by_length_encoding(
         top_lex = {hits[i].doc_id for i in np.argsort(-lex, kind="stable")[:10]}
         assert len(top_lex & {h.doc_id for h in hits[:10]}) >= 8, query
     assert max_relative > 1e-3  # the long documents really are length-quantized
+
+
+def test_the_mapping_names_the_analyzer_the_text_is_searched_with(backend: EmbeddedBackend) -> None:
+    described = backend.description()
+    assert described["mappings"]["properties"]["text"]["analyzer"] == "esrr_text"  # not the standard analyzer
+    analysis = described["settings"]["index"]["analysis"]
+    assert analysis["analyzer"]["esrr_text"]["tokenizer"] == "esrr_tokens"
+    pattern = analysis["tokenizer"]["esrr_tokens"]["pattern"]
+    assert pattern and analysis["tokenizer"]["esrr_tokens"]["type"] == "pattern"  # as an Elasticsearch index shows
+
+
+def test_an_empty_journal_is_a_term_as_in_elasticsearch(tmp_path: Path) -> None:
+    docs = [Document("1", "Green tea", "catechins", journal=""), Document("2", "Black tea", "theaflavins",
+                                                                         journal="Nutrients"),
+            Document("3", "White tea", "buds")]
+    served = build(tmp_path, docs)
+    found = served.first_stage(served.prepare({"query": {"term": {"journal": ""}}}), 10).hits
+    assert sorted(hit.doc_id for hit in found) == ["1", "3"]  # Elasticsearch: every document whose journal is ""
