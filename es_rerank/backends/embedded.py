@@ -34,7 +34,7 @@ from es_rerank.backends.analysis import ANALYZER, analysis_settings
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
 from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits, check_estimate
 from es_rerank.backends.highlight import (FieldHighlight, SourceFilter, filter_source, highlight, read_highlight,
-                                         read_source_filter)
+                                         read_source_filter, with_searched_text)
 from es_rerank.backends.query_dsl import read_query
 from es_rerank.backends.sorting import (BY_SCORE, SortKey, after, by_score_alone, in_order, read_search_after,
                                         read_sort, sort_values)
@@ -428,7 +428,7 @@ class EmbeddedBackend:
         for raw, source in zip(stored, sources):
             entry: dict[str, Any] = {}
             if patterns is not None:
-                entry["_source"] = filter_source(source, patterns)
+                entry["_source"] = filter_source(with_searched_text(source, patterns), patterns)
             shown.append(entry)
         if prepared is not None and prepared.sort is not None:
             self._add_sort_values(prepared, hits, shown)
@@ -636,7 +636,7 @@ def _shown_bytes(stored: bytes, source: Mapping[str, Any], shown: Mapping[str, A
     """About what a hit's ``_source`` adds to the answer: as stored when shown whole, else its fields written."""
     if shown is None:
         return 0
-    if len(shown) == len(source):
+    if shown.keys() == source.keys():
         return len(stored)
     return len(json.dumps(shown, ensure_ascii=False))
 

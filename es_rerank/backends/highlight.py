@@ -275,6 +275,19 @@ def source_patterns(spec: Any) -> int:
     return 0
 
 
+SEARCHED_TEXT = "text"  # the field a match on the searched text names; stored as title and abstract
+
+
+def with_searched_text(source: Mapping[str, Any], patterns: SourceFilter) -> Mapping[str, Any]:
+    """``source`` with the searched ``text`` (the title, a blank line, the abstract) when ``_source`` names ``text``
+    among its includes: RAG libraries read the field they searched from ``_source`` (LangChain's
+    ``ElasticsearchStore`` asks for ``["text", "metadata"]``), and a default ``_source`` stays as stored."""
+    if SEARCHED_TEXT in source or SEARCHED_TEXT not in patterns.includes:
+        return source
+    parts = [str(source.get(name) or "") for name in ("title", "abstract")]
+    return {**source, SEARCHED_TEXT: "\n\n".join(part for part in parts if part)}
+
+
 def filter_source(source: Mapping[str, Any], patterns: tuple[tuple[str, ...], tuple[str, ...]]) -> dict[str, Any]:
     """The top-level fields of ``source`` that the includes (all when empty) and not the excludes name."""
     if not patterns[0] and not patterns[1]:

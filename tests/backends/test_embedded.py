@@ -420,3 +420,21 @@ def test_an_empty_journal_is_a_term_as_in_elasticsearch(tmp_path: Path) -> None:
     served = build(tmp_path, docs)
     found = served.first_stage(served.prepare({"query": {"term": {"journal": ""}}}), 10).hits
     assert sorted(hit.doc_id for hit in found) == ["1", "3"]  # Elasticsearch: every document whose journal is ""
+
+
+def test_source_naming_text_shows_the_searched_text_as_rag_libraries_read_it(tmp_path: Path) -> None:
+    served = build(tmp_path, [Document("1", "Green tea", "Catechins in green tea.", metadata={"url": "u"}),
+                              Document("2", "", "Only an abstract about tea.")])
+
+    def sources(source: object) -> list[dict]:
+        prepared = served.prepare({"query": {"match": {"text": "tea"}}, "_source": source})
+        hits = served.first_stage(prepared, 10).hits
+        return [entry["_source"] for entry in sorted(served.page(prepared, hits), key=lambda e: e["_source"].get(
+            "doc_id", e["_source"].get("text", "")))]
+
+    # LangChain's ElasticsearchStore asks for its query field and metadata, and reads page_content from "text".
+    assert sorted(sources(["text", "metadata"]), key=lambda s: s["text"]) == [
+        {"text": "Green tea\n\nCatechins in green tea.", "metadata": {"url": "u"}},
+        {"text": "Only an abstract about tea."}]
+    assert all("text" not in source for source in sources(True))  # the default _source stays as stored
+    assert all("text" not in source for source in sources(["text*"]))  # only when named
