@@ -47,6 +47,10 @@ class LocalReranker:
         """The served model's name, as search output and eval rows show it."""
         return self.runtime.model_name
 
+    def skipping(self) -> None:
+        """Never: the model is in this process."""
+        return None
+
     def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
                  clock: StageClock = no_clock) -> np.ndarray:
         """float32 [len(hits)] Delta scores of ``hits`` for ``query``; ``stats`` describe the hits' index."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Mapping, Protocol, Sequence
 
 from es_rerank.stats import CorpusStats, DocTerms
@@ -68,6 +69,17 @@ class SearchBackend(Protocol):
 
     def first_stage(self, prepared: Any, k: int) -> FirstStage:
         """The top-``k`` hits of a prepared body by its query's scores, best first, ties by ascending doc id."""
+        ...
+
+    def reading(self) -> AbstractContextManager:
+        """A context in which the backend's reads of its own files are checked before and after (the embedded
+        index's leases and fingerprints: a ``BackendError`` when a file changed); a ranking reads its hits'
+        statistics in every stage, so it reads inside one. A backend that reads no file of its own checks nothing."""
+        ...
+
+    def check_answer(self, prepared: Any, hits: int, limits: Any) -> None:  # limits: answer_budget.AnswerLimits
+        """``answer_budget.AnswerTooLarge`` before the search when ``hits`` hits of ``prepared`` would weigh over
+        ``limits``; a backend whose engine renders the answer weighs it in ``page`` only."""
         ...
 
     def page(self, prepared: Any, hits: Sequence[Hit], max_bytes: int | None = None) -> list[dict[str, Any]]:

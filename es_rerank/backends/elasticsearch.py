@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import threading
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Sequence
@@ -52,7 +52,7 @@ from elasticsearch import (
 from elasticsearch import ConnectionError as ESConnectionError
 from elasticsearch import ConnectionTimeout
 
-from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget
+from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
 from es_rerank.backends.es_server import ServerTooOld, VersionedTransport
 from es_rerank.stats import CorpusStats, StatsError
@@ -394,6 +394,14 @@ class ElasticsearchBackend:
         hits = response.get("hits", {})
         return FirstStage([self._hit(hit, served) for hit in hits.get("hits", [])], hits.get("total"),
                           response.get("aggregations"), response.get("_shards"), bool(response.get("timed_out")))
+
+    def reading(self) -> AbstractContextManager:
+        """Nothing to check: the hits' statistics were read when the index was opened, and Elasticsearch's files
+        are its own."""
+        return nullcontext()
+
+    def check_answer(self, prepared: Mapping[str, Any], hits: int, limits: AnswerLimits) -> None:
+        """Nothing to weigh beforehand: Elasticsearch renders the answer, which ``page`` weighs as it passes it on."""
 
     def page(self, prepared: Mapping[str, Any] | None, hits: Sequence[Hit],
              max_bytes: int | None = None) -> list[dict[str, Any]]:

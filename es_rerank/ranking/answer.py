@@ -38,9 +38,8 @@ def answer(pipeline: SearchPipeline, asked: SearchRequest, limits: AnswerLimits 
     backend = pipeline.backend
     if prepared is None:
         prepared = backend.prepare(asked.body)
-    check_answer = getattr(backend, "check_answer", None)  # a backend that can weigh its answer beforehand
-    if check_answer is not None and limits is not None:
-        check_answer(prepared, asked.size, limits)
+    if limits is not None:
+        backend.check_answer(prepared, asked.size, limits)
     ranking = pipeline.rank(asked.text, asked.depth, prepared, clock=clock,
                             window=0 if asked.skipped or not asked.size else asked.window,  # size 0: counts
                             combination=asked.combination)

@@ -59,6 +59,10 @@ class Reranker(Protocol):
     def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
                  clock: StageClock = no_clock) -> np.ndarray: ...
 
+    def skipping(self) -> str | None:
+        """Why a query would skip the model now (a breaker open), without admitting one; None: it would ask it."""
+        ...
+
     def close(self) -> None:
         """Release what scoring holds (threads, the model)."""
 
@@ -155,8 +159,7 @@ class SearchPipeline:
     def reading(self) -> AbstractContextManager:
         """The backend's reads of its files, checked before and after (``EmbeddedBackend.reading``): a ranking
         reads its hits' statistics in every stage, so it reads inside one."""
-        reading = getattr(self.backend, "reading", None)  # the Elasticsearch backend reads no file of its own
-        return reading() if reading is not None else nullcontext()
+        return self.backend.reading()
 
     def neighbours_problem(self, stats: CorpusStats | None = None) -> str | None:
         """Why the votes are set but not applied to the served index (None: applied, or no votes set)."""
@@ -234,8 +237,7 @@ class SearchPipeline:
 
     def _skipping_model(self) -> str | None:
         """Why the reranker would skip its workers for this query (a breaker open); None: it would ask them."""
-        skipping = getattr(self.reranker, "skipping", None)  # only a reranker behind a breaker ever skips
-        return skipping() if skipping is not None else None
+        return self.reranker.skipping() if self.reranker is not None else None
 
     def _first_stage(self, prepared: object, depth: int) -> tuple[FirstStage, CorpusStats]:
         """A prepared body's first stage with the statistics of the index it came from."""

@@ -334,6 +334,9 @@ def test_a_search_answered_before_another_followed_the_alias_is_searched_again(e
     class StatsCheckingReranker:
         name = "checks"
 
+        def skipping(self):
+            return None
+
         def __call__(self, query, hits, stats, clock=None):
             seen.append([(h.doc_id, h.doc_id in stats and np.array_equal(
                 h.terms.abstract_ids, stats.doc_terms(stats.row(h.doc_id)).abstract_ids)) for h in hits])
@@ -358,6 +361,9 @@ def test_a_search_that_follows_the_alias_itself_is_ranked_under_the_statistics_i
 
     class StatsCheckingReranker:
         name = "checks"
+
+        def skipping(self):
+            return None
 
         def __call__(self, query, hits, stats, clock=None):
             seen.append([(h.doc_id, h.doc_id in stats and np.array_equal(

@@ -6,6 +6,8 @@ HTTP to the official Elasticsearch client, is tested in ``tests/worker/test_gate
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import shutil
 import socket
 from pathlib import Path
@@ -160,6 +162,12 @@ class _BackendThatFails:
     def __init__(self, backend: EmbeddedBackend) -> None:
         self.backend = backend
         self.index, self.stats = backend.index, backend.stats
+
+    def reading(self):
+        return nullcontext()
+
+    def check_answer(self, prepared, hits, limits):
+        pass
 
     def prepare(self, body):
         return body

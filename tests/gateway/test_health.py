@@ -34,6 +34,9 @@ class CountingReranker:
         self.entered = threading.Event()  # set when a call is under way
         self.windows: list[int] = []
 
+    def skipping(self) -> None:
+        return None
+
     def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
                  clock: StageClock = no_clock) -> np.ndarray:
         self.windows.append(len(hits))

@@ -7,6 +7,8 @@ refusal or the search), whatever else the machine runs.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import json
 import time
 from pathlib import Path
@@ -121,6 +123,12 @@ class _BackendWithPaths:
 
     def __init__(self, backend: EmbeddedBackend) -> None:
         self.backend, self.index, self.stats = backend, backend.index, backend.stats
+
+    def reading(self):
+        return nullcontext()
+
+    def check_answer(self, prepared, hits, limits):
+        pass
 
     def prepare(self, body):
         return body

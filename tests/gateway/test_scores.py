@@ -33,6 +33,9 @@ class HashReranker:
 
     name = "hash"
 
+    def skipping(self) -> None:
+        return None
+
     def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
                  clock: StageClock = no_clock) -> np.ndarray:
         return np.array([zlib.crc32(f"{query}|{hit.doc_id}".encode()) % 2000 / 100 - 10 for hit in hits],

@@ -43,6 +43,9 @@ class BoneFirst:
     def __init__(self) -> None:
         self.windows: list[list[str]] = []
 
+    def skipping(self) -> None:
+        return None
+
     def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
                  clock: StageClock = no_clock) -> np.ndarray:
         self.windows.append([h.doc_id for h in hits])
