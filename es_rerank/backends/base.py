@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Mapping, Protocol, Sequence
+from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
 from es_rerank.stats import CorpusStats, DocTerms
 
@@ -97,6 +97,20 @@ class SearchBackend(Protocol):
 
     def description(self) -> dict[str, Any]:
         """The served index's ``mappings`` and ``settings`` as ``GET /<index>`` shows them, without esrr's own fields."""
+        ...
+
+
+@runtime_checkable
+class SearchContexts(Protocol):
+    """A backend whose engine answers a search in its own order and keeps search contexts (scrolls, points in
+    time): Elasticsearch's. The embedded index ranks a sorted search itself and carries a scroll in its id."""
+
+    def passthrough(self, body: Mapping[str, Any], params: Mapping[str, str]) -> dict[str, Any]:
+        """The engine's own answer to a search that is not reranked (a sort, a scroll, a point in time)."""
+        ...
+
+    def search_context(self, action: str, body: Mapping[str, Any], keep_alive: str | None = None) -> tuple[int, dict]:
+        """The engine's status and answer to a scroll's or a point in time's call."""
         ...
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import NotFound
 
-from es_rerank.backends.base import BackendError, SearchBackend
+from es_rerank.backends.base import BackendError, SearchBackend, SearchContexts
 from es_rerank.backends.query_tree import ON_ELASTICSEARCH
 from es_rerank.gateway.client_requests import (MSEARCH_PARAMETERS, check_id, document, document_source, read_mget,
                                                read_msearch)
@@ -197,7 +197,7 @@ def scroll(scroll_id: str | None = None) -> tuple[Response, int]:
     check_parameters("/_search/scroll", params, SCROLL_PARAMETERS)
     body = _context_body({**({"scroll_id": scroll_id} if scroll_id else {}),
                           **{name: params[name] for name in ("scroll", "scroll_id") if name in params}})
-    if getattr(_backend(), "search_context", None) is None:  # the embedded backend: the id carries the scroll
+    if not isinstance(_backend(), SearchContexts):  # the embedded backend: the id carries the scroll
         return _embedded_scroll(body, params)
     if request.method == "DELETE":
         status, answer = _search_contexts()("clear_scroll", body)
@@ -256,12 +256,12 @@ def close_point_in_time() -> tuple[Response, int]:
 
 def _search_contexts() -> Any:
     """The backend's calls on scrolls and points in time; a 400 naming the backend that serves them elsewhere."""
-    calls = getattr(_backend(), "search_context", None)  # only Elasticsearch keeps search contexts
-    if calls is None:
+    backend = _backend()
+    if not isinstance(backend, SearchContexts):  # only Elasticsearch keeps search contexts
         raise BadSearchRequest(f"points in time are {ON_ELASTICSEARCH}; the embedded backend pages with from and "
-                               "size (the first 1,000 hits), a sort with search_after (the last hit's sort values), "
+                               "size (the first 10,000 hits), a sort with search_after (the last hit's sort values), "
                                "or a scroll (?scroll=1m)")
-    return calls
+    return backend.search_context
 
 
 def _context_body(from_url: dict[str, str]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from flask import current_app
 
 from es_rerank.backends.answer_budget import AnswerLimits
-from es_rerank.backends.base import QueryRefused
+from es_rerank.backends.base import QueryRefused, SearchContexts
 from es_rerank.backends.embedded import EmbeddedSearch
 from es_rerank.backends.highlight import source_patterns
 from es_rerank.backends.query_tree import QueryCost
@@ -47,9 +47,8 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     check_source_patterns(params, body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
     asked = parse_search(params, body, current_app.config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
     started = time.perf_counter()
-    passthrough = getattr(backend, "passthrough", None)  # a backend that can answer in its own order
-    if asked.sorted_elsewhere and passthrough is not None:
-        return shaped(_in_backend_order(passthrough, asked, started), params, asked.body, backend)
+    if asked.sorted_elsewhere and isinstance(backend, SearchContexts):  # the engine answers in its own order
+        return shaped(_in_backend_order(backend.passthrough, asked, started), params, asked.body, backend)
     if "scroll" in asked.passthrough:  # the embedded backend: a scroll that the id carries (scroll_ids)
         return shaped(scroll_page(pipeline, asked, None, query_id), params, asked.body, backend)
     return shaped(_ranked(pipeline, asked, query_id), params, asked.body, backend)
