@@ -6,11 +6,12 @@ read from the same variables, so a gateway and its workers cannot disagree.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from es_rerank.backends.base import MAX_WINDOW
 from es_rerank.backends.query_tree import DEFAULT_LIMITS, QueryLimits
 from es_rerank.learning.settings import EventSettings
+from es_rerank.ranking.experiment import ExperimentError, parse_experiment
 from es_rerank.settings import MAX_GATEWAY_THREADS, BrokerSettings
 
 
@@ -86,6 +87,19 @@ class GatewaySettings(BrokerSettings, EventSettings):
     gateway_max_buckets: int = Field(DEFAULT_LIMITS.max_buckets, ge=1, le=1_000_000, description="most "
                                      "aggregation buckets one search may make (Elasticsearch's search.max_buckets); "
                                      "more is a 400 naming the limit, before any work")
+
+    # Interleaving (es_rerank/gateway/experiment.py, docs/learning.md): a candidate against the served ranker.
+    experiment: str = Field("", description="a candidate ranker interleaved with the served one on first pages: "
+                            "bm25, or votes:/path/to/judged-neighbours.json; empty: none")
+
+    @field_validator("experiment")
+    @classmethod
+    def _an_experiment_this_gateway_runs(cls, value: str) -> str:
+        try:
+            parse_experiment(value)
+        except ExperimentError as error:
+            raise ValueError(str(error)) from None
+        return value.strip()
 
     @property
     def query_limits(self) -> QueryLimits:
