@@ -6,18 +6,17 @@ read from the same variables, so a gateway and its workers cannot disagree.
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from es_rerank.backends.base import MAX_WINDOW
 from es_rerank.backends.query_tree import DEFAULT_LIMITS, QueryLimits
-from es_rerank.learning.settings import EventSettings
-from es_rerank.ranking.experiment import ExperimentError, parse_experiment
+from es_rerank.learning.settings import ExperimentSettings
 from es_rerank.settings import MAX_GATEWAY_THREADS, BrokerSettings
 
 
-class GatewaySettings(BrokerSettings, EventSettings):
-    """Where the gateway listens, how deep it reranks, how often it looks for a new index version, and whether it
-    records the events its site reports (``EventSettings``)."""
+class GatewaySettings(BrokerSettings, ExperimentSettings):
+    """Where the gateway listens, how deep it reranks, how often it looks for a new index version, whether it
+    records the events its site reports and which candidate it interleaves (``ExperimentSettings``)."""
 
     gateway_host: str = Field("127.0.0.1", min_length=1, description="address to listen on; 0.0.0.0 for all")
     gateway_port: int = Field(8000, ge=1, le=65535)
@@ -87,19 +86,6 @@ class GatewaySettings(BrokerSettings, EventSettings):
     gateway_max_buckets: int = Field(DEFAULT_LIMITS.max_buckets, ge=1, le=1_000_000, description="most "
                                      "aggregation buckets one search may make (Elasticsearch's search.max_buckets); "
                                      "more is a 400 naming the limit, before any work")
-
-    # Interleaving (es_rerank/gateway/experiment.py, docs/learning.md): a candidate against the served ranker.
-    experiment: str = Field("", description="a candidate ranker interleaved with the served one on first pages: "
-                            "bm25, or votes:/path/to/judged-neighbours.json; empty: none")
-
-    @field_validator("experiment")
-    @classmethod
-    def _an_experiment_this_gateway_runs(cls, value: str) -> str:
-        try:
-            parse_experiment(value)
-        except ExperimentError as error:
-            raise ValueError(str(error)) from None
-        return value.strip()
 
     @property
     def query_limits(self) -> QueryLimits:

@@ -56,7 +56,8 @@ def parse_experiment(value: str) -> ExperimentSpec | None:
     file = Path(path.strip()).expanduser()
     if not file.is_file():
         raise ExperimentError(f"{SETTING} names the votes file {file}, which does not exist; write it with `esrr "
-                              "learn` (or `esrr neighbours build`) or fix the path, or leave it empty for no experiment")
+                              "learn` (or `esrr neighbours build`) or fix the path, or leave it empty for no "
+                              "experiment")
     return ExperimentSpec(VOTES, file)
 
 
@@ -94,13 +95,15 @@ class Experiment:
         scored = len(stages[0][1]) if stages else 0
         if self.neighbours is None or not scored:  # BM25, or nothing reordered: BM25's order
             return merge(hits, None, 0, combination, k)
-        before_votes = stages[-2][1] if stages[-1][0].endswith(FUSED_ROW_SUFFIX) and len(stages) > 1 else stages[-1][1]
+        served_votes = stages[-1][0].endswith(FUSED_ROW_SUFFIX) and len(stages) > 1
+        before_votes = stages[-2][1] if served_votes else stages[-1][1]
         votes = self.neighbours.scores(query, [hit.doc_id for hit in hits[:scored]])
         return merge(hits, fuse(before_votes, votes, self.neighbours.params.weight), scored, combination, k)
 
     def interleave(self, ranking: Ranking, query: str, k: int, rng: random.Random,
                    combination: Combination = REPLACE) -> list[tuple[RankedHit, str]]:
-        """The first ``k`` hits of the served ranking and the candidate's, team-draft interleaved, each with its team."""
+        """The first ``k`` hits of the served ranking and the candidate's, team-draft interleaved, each with its
+        team."""
         served = ranking.ranked[:k]
         candidate = self.candidate(ranking, query, k, combination)
         by_id = {item.hit.doc_id: item for item in candidate}
