@@ -2,7 +2,8 @@
 which searches take part, and their first page drawn from the served ranking and the candidate's.
 
 A search takes part when it is a scored first page: from 0, at least one hit, ranked by score
-(not sorted by a field, nor skipped). Every other search is answered as before. The page's
+(not sorted by a field, scrolled, paged with search_after, nor skipped). Every other search
+is answered as before. The page's
 hits the served answer already rendered are reused; only the candidate's own are read.
 """
 
@@ -27,8 +28,10 @@ def load_experiment(settings: GatewaySettings, pipeline: SearchPipeline) -> Expe
 
 
 def takes_part(asked: SearchRequest) -> bool:
-    """Whether a search is interleaved: a first page of at least one hit, ranked by score."""
-    return asked.offset == 0 and asked.size >= 1 and asked.skipped is None and not asked.sorts_by_field
+    """Whether a search is interleaved: a first page of at least one hit, ranked by score (no scroll, no
+    search_after: their pages follow one order)."""
+    return (asked.offset == 0 and asked.size >= 1 and asked.skipped is None and not asked.sorts_by_field
+            and "scroll" not in asked.passthrough and "search_after" not in asked.body)
 
 
 def interleaved_page(experiment: Experiment, answered: Answer, asked: SearchRequest, backend: Any, prepared: object,

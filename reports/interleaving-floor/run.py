@@ -12,7 +12,8 @@ Per experiment (ESRR_EXPERIMENT=bm25, then votes:<the served votes file> against
 starts `esrr serve` with its own event store, plays --sessions sessions of the informational
 click model on the train queries (`esrr simulate`, seed --seed), waits until the gateway
 stored them, stops it and runs `esrr experiment report`. Writes --out/<experiment>/ the
-simulate tally and the report (JSON and text), and --out/summary.json.
+simulate tally and the report (JSON and text), and --out/summary.json with the verdict over
+the first 100, 200, 500 and 1,000 impressions too.
 """
 
 from __future__ import annotations
@@ -79,6 +80,24 @@ def stop_gateway(process: subprocess.Popen, store: Path, expected: int) -> None:
         process.kill()
 
 
+def prefixes(store: Path, arm: str, counts: tuple[int, ...] = (100, 200, 500, 1000)) -> list[dict]:
+    """The verdict over the first ``counts`` interleaved impressions: how many the test needs."""
+    from es_rerank.learning.experiment import outcomes
+    from es_rerank.learning.store import open_store
+    from es_rerank.ranking.interleaving import verdict
+
+    opened = open_store(str(store))
+    found = outcomes([event for event, _ in opened.impressions()], [event for event, _ in opened.clicks()], arm)
+    opened.close()
+    rows = []
+    for count in counts:
+        if count <= len(found):
+            first = verdict(found[:count])
+            rows.append({"impressions": count, "wins": first.wins, "ties": first.ties, "losses": first.losses,
+                         "p_value": first.p_value})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=2000)
@@ -120,7 +139,8 @@ def main() -> None:
                     log=options.work / f"report-{folder}.log")
         (target / "report.txt").write_text(text, encoding="utf-8")
         verdict = json.loads((target / "report.json").read_text(encoding="utf-8"))
-        summary["experiments"].append({"candidate": folder, **verdict, "seconds": round(time.monotonic() - began, 1)})
+        summary["experiments"].append({"candidate": folder, **verdict, "seconds": round(time.monotonic() - began, 1),
+                                       "first": prefixes(store, verdict["experiment"])})
         print(text, flush=True)
     (options.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
 

@@ -72,9 +72,12 @@ def test_bm25_candidate_and_searches_that_take_no_part(home):
     client = _client(home, _votes(home, "served.json", "MED-3"), experiment="bm25")
     answer = client.post("/_search", json=QUERY).get_json()
     assert answer["esrr"]["experiment"]["name"] == "bm25"
-    for body in ({**QUERY, "from": 1}, {**QUERY, "size": 0}, {**QUERY, "sort": [{"year": "desc"}]}):
+    for body in ({**QUERY, "from": 1}, {**QUERY, "size": 0}, {**QUERY, "sort": [{"year": "desc"}]},
+                 {**QUERY, "sort": ["_score", {"year": "asc"}], "search_after": [1.0, 2000]}):
         response = client.post("/_search", json=body)
         assert response.status_code == 200 and "experiment" not in response.get_json()["esrr"]
+    scrolled = client.post("/_search?scroll=1m", json=QUERY)
+    assert scrolled.status_code == 200 and "experiment" not in scrolled.get_json()["esrr"]
 
 
 @pytest.mark.parametrize(("value", "said"), [
