@@ -2,7 +2,8 @@
 candidate; `esrr experiment report` must tell the served default from BM25 (p < 0.05) and a ranker from itself
 (a tie, p > 0.05).
 
-    ESRR_HOME=artifacts python reports/interleaving-floor/run.py --sessions 2000 --seed 0
+    ESRR_HOME=artifacts python reports/interleaving-floor/run.py --sessions 2000 --seed 0 --out DIR/seed-0
+    python reports/interleaving-floor/run.py --table --out DIR    # DIR/table.md over the seeds run
 
 ESRR_HOME must hold the served NFCorpus index (`esrr index build`). The run works in a home of
 its own under --work: the index copied, the judged-neighbour votes built from the train
@@ -98,6 +99,21 @@ def prefixes(store: Path, arm: str, counts: tuple[int, ...] = (100, 200, 500, 10
     return rows
 
 
+def table(out: Path) -> str:
+    """The markdown table over every seed-*/summary.json under ``out`` (``--table``)."""
+    lines = ["| seed | candidate | impressions | wins / ties / losses | unclicked | p | preference | p at 100 / 200 / "
+             "500 / 1,000 impressions |", "|---|---|---|---|---|---|---|---|"]
+    for path in sorted(out.glob("seed-*/summary.json"), key=lambda found: int(found.parent.name.split("-")[1])):
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        for row in summary["experiments"]:
+            name = "BM25" if row["candidate"] == "bm25" else "itself (the served votes)"
+            first = " / ".join(f"{step['p_value']:.2g}" for step in row["first"])
+            lines.append(f"| {summary['seed']} | {name} | {row['impressions']:,} | {row['wins']:,} / {row['ties']:,} / "
+                         f"{row['losses']:,} | {row['unclicked']} | {row['p_value']:.3g} | {row['preference']:+.3f} | "
+                         f"{first} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=2000)
@@ -106,7 +122,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8731)
     parser.add_argument("--work", type=Path, default=Path("/tmp/esrr-interleaving-floor"))
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
+    parser.add_argument("--candidates", default="bm25,self", help="which experiments: bm25, self (comma-separated)")
+    parser.add_argument("--table", action="store_true", help="only write --out/table.md over the seeds run")
     options = parser.parse_args()
+    if options.table:
+        (options.out / "table.md").write_text(table(options.out), encoding="utf-8")
+        return
     source = Path(os.environ.get("ESRR_HOME", "artifacts")).resolve()
     if not (source / "indexes").is_dir():
         sys.exit(f"{source / 'indexes'} is missing: `esrr index build` first")
@@ -122,7 +143,10 @@ def main() -> None:
     summary = {"command": " ".join(sys.argv), "sessions": options.sessions, "seed": options.seed,
                "model": options.model, "served_default": "BM25 + candidate feedback + judged neighbours (train "
                "judgments), ESRR_GATEWAY_RERANK=false", "experiments": []}
+    chosen = options.candidates.split(",")
     for experiment, folder in (("bm25", "bm25"), (f"votes:{served_votes}", "self")):
+        if folder not in chosen:
+            continue
         target = options.out / folder
         target.mkdir(parents=True, exist_ok=True)
         store = options.work / f"{folder}.sqlite3"
