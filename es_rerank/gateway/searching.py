@@ -74,7 +74,7 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
         raise BadSearchRequest(str(error)) from None
     ranking, page, shown = answered.ranking, answered.page, answered.shown
     experiment, teams = current_app.extensions.get("esrr.experiment"), None
-    if experiment is not None and takes_part(asked):  # ESRR_EXPERIMENT: the first page interleaved with a candidate's
+    if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
         page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, limits.max_bytes)
     took = time.perf_counter() - started
     metrics.search_seconds.observe(took)

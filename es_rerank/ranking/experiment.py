@@ -88,6 +88,11 @@ class Experiment:
                                   "served index (`esrr learn`), or leave it empty for no experiment")
         return cls(spec, neighbours)
 
+    def applies(self, stats: CorpusStats) -> bool:
+        """Whether the candidate can rank the index of ``stats``: votes of another corpus cannot (after a reindex
+        to another collection; the check is cached per build)."""
+        return self.neighbours is None or self.neighbours.mismatch(stats) is None
+
     def candidate(self, ranking: Ranking, query: str, k: int, combination: Combination = REPLACE) -> list[RankedHit]:
         """The candidate's top ``k`` for the search the served ``ranking`` answered (``query``: what it scored)."""
         hits = ranking.first_stage.hits if ranking.first_stage is not None else [item.hit for item in ranking.ranked]

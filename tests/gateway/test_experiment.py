@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
-from es_rerank.ranking.experiment import ExperimentError
+from es_rerank.ranking.experiment import Experiment, ExperimentError, parse_experiment
 from es_rerank.ranking.neighbours import CorpusIdentity, JudgedNeighbours, NeighbourParams
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
@@ -90,9 +90,13 @@ def test_a_bad_experiment_is_a_settings_error_naming_the_fix(home, value, said):
     assert said in str(error.value)
 
 
-def test_votes_of_another_corpus_refuse_to_start(home, tmp_path):
+def test_votes_of_another_corpus_refuse_to_start_and_take_no_part_after_a_reindex(home, tmp_path):
     other = tmp_path / "other"
     build_embedded_index(list(ARTICLES[:2]), other / "indexes" / "embedded", version="v1", progress=False)
     votes = _votes(other, "votes.json", "1")
     with pytest.raises(ExperimentError, match="ESRR_EXPERIMENT names votes of another corpus"):
         _client(home, experiment=f"votes:{votes}")
+    experiment = Experiment.load(parse_experiment(f"votes:{votes}"),
+                                 EmbeddedBackend.open_current(other / "indexes" / "embedded").stats)
+    assert experiment.applies(EmbeddedBackend.open_current(other / "indexes" / "embedded").stats)
+    assert not experiment.applies(EmbeddedBackend.open_current(home / "indexes" / "embedded").stats)
