@@ -156,6 +156,16 @@ class TableStore:
         self._db.close()
 
 
+def _packed(numbers: list[int]) -> bytes:
+    """Row numbers as int32 little-endian bytes."""
+    return struct.pack(f"<{len(numbers)}i", *numbers)
+
+
+def _unpacked(data: bytes) -> tuple[int, ...]:
+    """The row numbers ``_packed`` wrote."""
+    return struct.unpack(f"<{len(data) // 4}i", data)
+
+
 _TEAM_LETTERS = {"served": "s", "candidate": "c", None: "-"}
 _LETTER_TEAMS = {letter: team for team, letter in _TEAM_LETTERS.items()}
 
@@ -170,13 +180,3 @@ def packed_teams(results: Sequence[Shown]) -> str | None:
 def unpacked_teams(letters: str | None, count: int) -> list[str | None]:
     """The ``count`` teams ``packed_teams`` wrote (all None for NULL)."""
     return [None] * count if letters is None else [_LETTER_TEAMS.get(letter) for letter in letters]
-
-
-def _packed(numbers: list[int]) -> bytes:
-    """Row numbers as int32 little-endian bytes."""
-    return struct.pack(f"<{len(numbers)}i", *numbers)
-
-
-def _unpacked(data: bytes) -> tuple[int, ...]:
-    """The row numbers ``_packed`` wrote."""
-    return struct.unpack(f"<{len(data) // 4}i", data)
