@@ -68,6 +68,8 @@ class LazyGroup(click.Group):
     "embeddings": ("index_setup.embeddings:embeddings", "Train and inspect the word2vec embeddings."),
     "neighbours": ("index_setup.neighbours:neighbours",
                    "Build the judged-neighbours votes from NFCorpus train judgments."),
+    "experiment": ("es_rerank.learning.experiment_cli:experiment",
+                   "An interleaving experiment (ESRR_EXPERIMENT): its report, and promoting its candidate."),
     "train": ("worker.training.cli:train", "Train a Delta model on NFCorpus train, early-stopped on dev."),
     "select-features": ("worker.training.cli:select_features",
                         "Greedy Lex-feature selection on NFCorpus dev (section 5.1)."),

@@ -25,6 +25,7 @@ from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import (PRODUCT_HEADER, SERVED_APIS, GatewayError, WriteRefused, clipped, error_body,
                                       public_reason)
 from es_rerank.gateway.events import install_events
+from es_rerank.gateway.experiment import load_experiment
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.heavy_lane import HeavyLane
 from es_rerank.gateway.heavy_process import HeavyProcesses
@@ -64,6 +65,7 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None,
     app.extensions["esrr.served"] = served
     app.extensions["esrr.metrics"] = metrics
     app.extensions["esrr.probe"] = ModelProbe()
+    app.extensions["esrr.experiment"] = load_experiment(settings, served.pipeline())  # ESRR_EXPERIMENT, or None
     apart = None
     if heavy_app is not None and settings.gateway_heavy_process:
         apart = HeavyProcesses(heavy_app, settings.gateway_heavy_slots, settings.gateway_heavy_timeout_s,

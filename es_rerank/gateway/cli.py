@@ -39,12 +39,19 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
     from es_rerank.cli_options import load_settings
     from es_rerank.gateway.app import MAX_BODY_BYTES
     from es_rerank.gateway.config import GatewaySettings
+    from es_rerank.gateway.experiment import load_experiment
     from es_rerank.gateway.server import ServeError, ensure_open_files, listening_socket, supervise
+    from es_rerank.ranking.experiment import ExperimentError
 
     settings = load_settings(GatewaySettings, gateway_host=host, gateway_port=port, gateway_threads=threads,
                              gateway_processes=processes)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     served = served_search(settings)  # a set-up that cannot serve fails here, once, with its fix
+    try:
+        load_experiment(settings, served.pipeline())  # ESRR_EXPERIMENT's votes read and checked, once
+    except ExperimentError as error:
+        served.close()
+        raise click.ClickException(str(error)) from None
     try:
         ensure_open_files(settings.gateway_connection_limit)
         sock = listening_socket(settings.gateway_host, settings.gateway_port)

@@ -10,13 +10,13 @@ from pydantic import Field
 
 from es_rerank.backends.base import MAX_WINDOW
 from es_rerank.backends.query_tree import DEFAULT_LIMITS, QueryLimits
-from es_rerank.learning.settings import EventSettings
+from es_rerank.learning.settings import ExperimentSettings
 from es_rerank.settings import MAX_GATEWAY_THREADS, BrokerSettings
 
 
-class GatewaySettings(BrokerSettings, EventSettings):
-    """Where the gateway listens, how deep it reranks, how often it looks for a new index version, and whether it
-    records the events its site reports (``EventSettings``)."""
+class GatewaySettings(BrokerSettings, ExperimentSettings):
+    """Where the gateway listens, how deep it reranks, how often it looks for a new index version, whether it
+    records the events its site reports and which candidate it interleaves (``ExperimentSettings``)."""
 
     gateway_host: str = Field("127.0.0.1", min_length=1, description="address to listen on; 0.0.0.0 for all")
     gateway_port: int = Field(8000, ge=1, le=65535)

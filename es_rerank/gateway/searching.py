@@ -21,6 +21,7 @@ from es_rerank.backends.embedded import EmbeddedSearch
 from es_rerank.backends.highlight import source_patterns
 from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
+from es_rerank.gateway.experiment import interleaved_page, takes_part
 from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
 from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import GatewayMetrics
@@ -71,6 +72,9 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     ranking, page, shown = answered.ranking, answered.page, answered.shown
+    experiment, teams = current_app.extensions.get("esrr.experiment"), None
+    if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
+        page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, limits.max_bytes)
     took = time.perf_counter() - started
     metrics.search_seconds.observe(took)
     if ranking.fallback:
@@ -82,6 +86,8 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
                                asked.explain, _max_score(ranking.ranked, asked.size))
     if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
         response["hits"]["max_score"] = None
+    if teams is not None:
+        response["esrr"]["experiment"] = {"name": experiment.name, "teams": teams}
     return response
 
 

@@ -163,6 +163,8 @@ class ResultsView:
     notes: tuple[str, ...] = ()  # why the model did not order them, when it did not
     years: tuple[Facet, ...] = ()
     types: tuple[Facet, ...] = field(default_factory=tuple)
+    arm: str | None = None  # the interleaving experiment the page took part in (ESRR_EXPERIMENT)
+    teams: tuple[str, ...] = ()  # then each result's team, in order
 
     @property
     def first_shown(self) -> int:
@@ -192,7 +194,14 @@ def results_view(response: Mapping[str, Any], query: SiteQuery) -> ResultsView:
     last_page = max(1, min(MAX_PAGE, math.ceil(count / PAGE_SIZE)))
     return ResultsView(tuple(result_view(hit) for hit in hits.get("hits", ())), count, relation == "gte",
                        query.page, last_page, str(esrr.get("ranker", "the search engine")), tuple(notes),
-                       tuple(years), types)
+                       tuple(years), types, *_experiment(esrr.get("experiment")))
+
+
+def _experiment(experiment: Any) -> tuple[str | None, tuple[str, ...]]:
+    """The experiment's name and the results' teams of an answer's ``esrr.experiment`` (none: None and ())."""
+    if not isinstance(experiment, dict):
+        return None, ()
+    return str(experiment.get("name")), tuple(str(team) for team in experiment.get("teams", ()))
 
 
 def result_view(hit: Mapping[str, Any]) -> ResultView:

@@ -39,10 +39,12 @@ class _Event(BaseModel):
 
 
 class Shown(_Event):
-    """One result of an impression: the document's id and its position on the ranked list (1 = first)."""
+    """One result of an impression: the document's id, its position on the ranked list (1 = first) and, on an
+    interleaved page (``ESRR_EXPERIMENT``), the team that picked it."""
 
     id: DocumentId
     position: Position
+    team: Literal["served", "candidate"] | None = None
 
 
 class Impression(_Event):

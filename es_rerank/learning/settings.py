@@ -1,5 +1,5 @@
-"""Settings of event logging (``ESRR_EVENTS*``), read by the gateway that records events and the commands that
-read them."""
+"""Settings of event logging (``ESRR_EVENTS*``) and of the interleaving experiment (``ESRR_EXPERIMENT``), read by
+the gateway that records events and the commands that read them."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 
 from es_rerank.learning.store import EventStoreError, is_postgres, sqlite_path
+from es_rerank.ranking.experiment import ExperimentError, parse_experiment
 from es_rerank.settings import CommonSettings
 
 EVENTS_FILE = Path("events") / "events.sqlite3"
@@ -55,3 +56,21 @@ class EventSettings(CommonSettings):
     def events_retention_ms(self) -> int | None:
         """The retention in milliseconds, None to keep events forever."""
         return int(self.events_retention_days * DAY_MS) if self.events_retention_days else None
+
+
+class ExperimentSettings(EventSettings):
+    """The candidate ranker the gateway interleaves with the served one (``es_rerank/gateway/experiment.py``), whose
+    impressions ``esrr experiment report`` reads."""
+
+    experiment: str = Field("", description="a candidate ranker interleaved with the served one on first pages: "
+                            "bm25 (BM25's order), or votes:/path/to/judged-neighbours.json (the served pipeline "
+                            "with those votes); empty: none")
+
+    @field_validator("experiment")
+    @classmethod
+    def _an_experiment_this_gateway_runs(cls, value: str) -> str:
+        try:
+            parse_experiment(value)
+        except ExperimentError as error:
+            raise ValueError(str(error)) from None
+        return value.strip()

@@ -6,7 +6,8 @@ otherwise it goes on down the page. The three models and their parameters are th
 the online learning-to-rank literature (Hofmann, Whiteson and de Rijke, 2013, grades
 0/1/2). ``run_sessions`` plays sessions against a running gateway through the same JSON
 API and events endpoint the site page uses: one ``_search`` for a query drawn from the
-judged ones, then its impression and the simulated clicks to ``POST /_esrr/events``.
+judged ones, then its impression (with the experiment's arm and teams when the answer was
+interleaved, ``ESRR_EXPERIMENT``) and the simulated clicks to ``POST /_esrr/events``.
 Every draw comes from one seeded generator, so a run is repeatable.
 """
 
@@ -73,11 +74,17 @@ Post = Callable[[str, dict | list], tuple[int, Any]]
 
 
 def session_events(query: str, ids: Sequence[str], ranker: str, clicked: Sequence[int], session_id: str,
-                   impression_id: str) -> list[dict[str, Any]]:
-    """The events the site page would report for one page of ``ids``: its impression, then each click."""
-    events: list[dict[str, Any]] = [{"type": "impression", "impression_id": impression_id, "session_id": session_id,
-                                     "query": query, "ranker": ranker,
-                                     "results": [{"id": doc, "position": rank + 1} for rank, doc in enumerate(ids)]}]
+                   impression_id: str, experiment: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The events the site page would report for one page of ``ids``: its impression, then each click; on an
+    interleaved page (the answer's ``esrr.experiment``), the impression's arm and each result's team."""
+    results = [{"id": doc, "position": rank + 1} for rank, doc in enumerate(ids)]
+    impression = {"type": "impression", "impression_id": impression_id, "session_id": session_id, "query": query,
+                  "ranker": ranker, "results": results}
+    if experiment:
+        impression["arm"] = str(experiment["name"])
+        for result, team in zip(results, experiment["teams"]):
+            result["team"] = team
+    events: list[dict[str, Any]] = [impression]
     events += [{"type": "click", "impression_id": impression_id, "session_id": session_id, "id": ids[rank],
                 "position": rank + 1} for rank in clicked]
     return events
@@ -104,7 +111,7 @@ def run_sessions(post: Post, queries: Mapping[str, str], qrels: Mapping[str, Map
         grades = [qrels[query_id].get(doc, 0) for doc in ids]
         clicked = model.clicks(grades, rng)
         events = session_events(text, ids, ranker, clicked, f"{rng.getrandbits(128):032x}",
-                                f"{rng.getrandbits(64):016x}")
+                                f"{rng.getrandbits(64):016x}", answer.get("esrr", {}).get("experiment"))
         status, answer = post("/_esrr/events", events)
         if status != 202:
             raise GatewayRefused(f"the events of query {query_id} answered HTTP {status}: {_reason(answer)}")

@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS impressions (
     arm INTEGER REFERENCES names(id),
     first_position INTEGER NOT NULL,
     docs BLOB NOT NULL,              -- the shown documents' numbers (documents.id), int32 little-endian, in order
-    positions TEXT                   -- JSON list of their positions, only when they are not a run from first_position
+    positions TEXT,                  -- JSON list of their positions, only when they are not a run from first_position
+    teams TEXT                       -- interleaved: each result's team, s(erved) c(andidate) or -, in order
 );
 CREATE TABLE IF NOT EXISTS clicks (
     at INTEGER NOT NULL,
@@ -78,6 +79,8 @@ class SqliteEventStore(TableStore):
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # WAL: a power cut may lose the last batches, never the file
             db.executescript(SCHEMA)
+            if "teams" not in {row[1] for row in db.execute("PRAGMA table_info(impressions)")}:  # a store of before
+                db.execute("ALTER TABLE impressions ADD COLUMN teams TEXT")
         except (OSError, sqlite3.Error) as error:
             raise EventStoreError(f"cannot open the event store {path}: {error}; make its folder writable, point "
                                   "ESRR_EVENTS_URL elsewhere, or turn logging off with ESRR_EVENTS=false") from None

@@ -25,8 +25,9 @@ CREATE TABLE IF NOT EXISTS documents (id BIGSERIAL PRIMARY KEY, doc TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS impressions (
     id BIGINT PRIMARY KEY, at BIGINT NOT NULL, session TEXT NOT NULL, query BIGINT NOT NULL REFERENCES queries(id),
     ranker BIGINT NOT NULL REFERENCES names(id), arm BIGINT REFERENCES names(id), first_position INTEGER NOT NULL,
-    docs BYTEA NOT NULL, positions TEXT
+    docs BYTEA NOT NULL, positions TEXT, teams TEXT
 );
+ALTER TABLE impressions ADD COLUMN IF NOT EXISTS teams TEXT;
 CREATE TABLE IF NOT EXISTS clicks (
     at BIGINT NOT NULL, session TEXT NOT NULL, impression BIGINT NOT NULL,
     doc BIGINT NOT NULL REFERENCES documents(id), position INTEGER NOT NULL
@@ -49,7 +50,8 @@ def public_url(url: str) -> str:
 class PostgresEventStore(TableStore):
     """Events in a PostgreSQL database; the connection belongs to the thread that opened the store."""
 
-    IGNORED_IMPRESSION = "INSERT INTO impressions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+    IGNORED_IMPRESSION = (
+        "INSERT INTO impressions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
 
     def __init__(self, url: str, connect_timeout_s: float = 5.0) -> None:
         try:

@@ -40,7 +40,7 @@ class TableStore:
     """The tables and their rows, shared by the SQLite and the PostgreSQL stores; a subclass connects, opens its
     transactions and hands out new row numbers in its own SQL (``?`` placeholders here)."""
 
-    IGNORED_IMPRESSION = "INSERT OR IGNORE INTO impressions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    IGNORED_IMPRESSION = "INSERT OR IGNORE INTO impressions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     where = "the event store"
     errors: tuple[type[Exception], ...] = ()
 
@@ -92,7 +92,8 @@ class TableStore:
         return (impression_key(event.impression_id), at_ms, event.session_id, self._number("queries", "text",
                 event.query, self._queries), self._number("names", "name", event.ranker, self._names),
                 None if event.arm is None else self._number("names", "name", event.arm, self._names), first,
-                _packed([self._number("documents", "doc", shown.id, self._documents) for shown in results]), positions)
+                _packed([self._number("documents", "doc", shown.id, self._documents) for shown in results]), positions,
+                packed_teams(results))
 
     def _number(self, table: str, column: str, value: str, known: dict[str, int]) -> int:
         """The row number of ``value`` in ``table``, added when new; cached, as texts repeat."""
@@ -128,15 +129,16 @@ class TableStore:
         """Every stored impression and the time it was received (ms), oldest first."""
         documents = dict(self._run("SELECT id, doc FROM documents").fetchall())
         rows = self._run(
-            "SELECT i.id, i.at, i.session, q.text, r.name, a.name, i.first_position, i.docs, i.positions "
+            "SELECT i.id, i.at, i.session, q.text, r.name, a.name, i.first_position, i.docs, i.positions, i.teams "
             "FROM impressions i JOIN queries q ON q.id = i.query JOIN names r ON r.id = i.ranker "
             "LEFT JOIN names a ON a.id = i.arm ORDER BY i.at").fetchall()
-        for key, at, session, query, ranker, arm, first, docs, positions in rows:
+        for key, at, session, query, ranker, arm, first, docs, positions, teams in rows:
             ids = [documents[number] for number in _unpacked(bytes(docs))]
             places = json.loads(positions) if positions else range(first, first + len(ids))
             yield Impression(type="impression", impression_id=impression_id_of(key), session_id=session, query=query,
                              ranker=ranker, arm=arm,
-                             results=[Shown(id=doc, position=place) for doc, place in zip(ids, places)]), at
+                             results=[Shown(id=doc, position=place, team=team)
+                                      for doc, place, team in zip(ids, places, unpacked_teams(teams, len(ids)))]), at
 
     def clicks(self) -> Iterator[tuple[Click, int]]:
         """Every stored click and the time it was received (ms), oldest first."""
@@ -186,3 +188,19 @@ def _packed(numbers: list[int]) -> bytes:
 def _unpacked(data: bytes) -> tuple[int, ...]:
     """The row numbers ``_packed`` wrote."""
     return struct.unpack(f"<{len(data) // 4}i", data)
+
+
+_TEAM_LETTERS = {"served": "s", "candidate": "c", None: "-"}
+_LETTER_TEAMS = {letter: team for team, letter in _TEAM_LETTERS.items()}
+
+
+def packed_teams(results: Sequence[Shown]) -> str | None:
+    """The results' teams as one letter each (``s``, ``c``, ``-`` for none); None when no result has a team."""
+    if all(shown.team is None for shown in results):
+        return None
+    return "".join(_TEAM_LETTERS[shown.team] for shown in results)
+
+
+def unpacked_teams(letters: str | None, count: int) -> list[str | None]:
+    """The ``count`` teams ``packed_teams`` wrote (all None for NULL)."""
+    return [None] * count if letters is None else [_LETTER_TEAMS.get(letter) for letter in letters]

@@ -122,10 +122,12 @@ def test_the_page_carries_its_impression_and_a_script_its_policy_allows(home):
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js to run the page's script")
-def test_the_pages_script_reports_what_the_server_stores(home):
+@pytest.mark.parametrize("experiment", ["", "bm25"])
+def test_the_pages_script_reports_what_the_server_stores(home, experiment):
     """The page's own script, run by Node over the page's real attributes (a browser's DOM calls stubbed by
-    ``run_page_script.js``); its beacons, posted as a browser would, are stored as the page showed them."""
-    app = _app(home)
+    ``run_page_script.js``); its beacons, posted as a browser would, are stored as the page showed them, with the
+    experiment's arm and each result's team on an interleaved page."""
+    app = _app(home, experiment=experiment)
     client = app.test_client()
     page = client.get("/?q=vitamin&page=1", headers=BROWSER).get_data(as_text=True)
     [script] = re.findall(r"<script>(.*?)</script>", page, re.S)
@@ -145,6 +147,13 @@ def test_the_pages_script_reports_what_the_server_stores(home):
     assert [shown.position for shown in impression.results] == [1, 2, 3]
     assert (click.id, click.position, click.impression_id) == (ids[1], 2, listed["data-esrr-impression"])
     assert click.session_id == impression.session_id and re.fullmatch("[0-9a-f]{32}", click.session_id)
+    if experiment:
+        assert impression.arm == "bm25" == listed["data-esrr-arm"]
+        assert [shown.team for shown in impression.results] == json.loads(listed["data-esrr-teams"])
+        assert {shown.team for shown in impression.results} <= {"served", "candidate"}
+    else:
+        assert impression.arm is None and "data-esrr-arm" not in listed
+        assert all(shown.team is None for shown in impression.results)
 
 
 def _searches(client) -> list:

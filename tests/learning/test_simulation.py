@@ -87,10 +87,24 @@ def test_sessions_through_the_gateway_are_stored_as_the_page_would_report_them(g
         impression = shown[click.impression_id]
         assert click.session_id == impression.session_id
         assert click.id in qrels[next(q for q, text in queries.items() if text == impression.query)]
-        assert {"id": click.id, "position": click.position} in [r.model_dump() for r in impression.results]
+        assert {"id": click.id, "position": click.position} in [r.model_dump(exclude_none=True)
+                                                                for r in impression.results]
     assert tally.clicks_by_grade[0] == 0 and tally.clicks_by_grade[2] > 0
     replay = run_sessions(_post_to(app.test_client()), queries, qrels, CLICK_MODELS["perfect"], 30, seed=3)
     assert replay.as_dict() == tally.as_dict()
+
+
+def test_an_interleaved_answers_arm_and_teams_go_into_the_impression(tmp_path):
+    build_embedded_index(list(TINY_DOCS), tmp_path / "indexes" / "embedded", version="v1", progress=False)
+    served = ServedSearch(SearchPipeline(EmbeddedBackend.open_current(tmp_path / "indexes" / "embedded"), 10), 5.0)
+    app = create_app(served, GatewaySettings(home=tmp_path, experiment="bm25"))
+    run_sessions(_post_to(app.test_client()), {"q1": "vitamin d"}, {"q1": {"a": 2}}, CLICK_MODELS["perfect"], 5,
+                 seed=1)
+    assert app.extensions["esrr.events"].flush(30)
+    impressions = [event for event, _ in open_store(str(tmp_path / "events" / "events.sqlite3")).impressions()]
+    assert len(impressions) == 5 and {impression.arm for impression in impressions} == {"bm25"}
+    for impression in impressions:
+        assert impression.results and all(shown.team in ("served", "candidate") for shown in impression.results)
 
 
 def test_a_gateway_that_records_no_events_stops_the_simulation_saying_so(tmp_path):

@@ -34,14 +34,16 @@ def impression(key: int, query: str = "bone loss", *pairs) -> Impression:
 def test_events_read_back_as_they_were_written(postgres_url):
     store = open_store(postgres_url)
     picked = Impression(type="impression", impression_id="ffffffffffffffff", session_id=SESSION, query="bone loss",
-                        ranker="team draft", arm="candidate", results=[Shown(id="a", position=3),
-                                                                        Shown(id="b", position=1)])
+                        ranker="team draft", arm="candidate", results=[Shown(id="a", position=3, team="served"),
+                                                                        Shown(id="b", position=1, team="candidate")])
     hit = Click(type="click", impression_id="0000000000000001", session_id=SESSION, id="b", position=2)
     store.write([Received(impression(1), 1000), Received(picked, 1001), Received(hit, 1002)])
     store.write([Received(impression(1, "other words"), 1003)])  # the same impression id again: kept as it was
     assert list(store.impressions()) == [(impression(1), 1000), (picked, 1001)]
     assert list(store.clicks()) == [(hit, 1002)]
     assert store.delete_before(1002) == 2 and store.counts() == {"impressions": 0, "clicks": 1}
+    store.close()
+    assert list(open_store(postgres_url).impressions()) == []  # opened again: the teams column is added once
 
 
 def test_writers_on_several_connections_agree_on_the_numbers_of_new_texts(postgres_url):
@@ -117,3 +119,17 @@ def test_bench_events_measures_an_empty_postgresql_database_only(tmp_path, postg
     assert report["store"] == "postgresql" and report["bytes"] > 0 and sum(counts.values()) == 500
     again = CliRunner().invoke(main, command)
     assert again.exit_code == 1 and "holds events already; give an empty one" in again.output
+
+
+def test_a_database_made_before_teams_gains_the_column(postgres_url):
+    import psycopg
+
+    from es_rerank.learning.store_postgres import SCHEMA
+
+    with psycopg.connect(postgres_url, autocommit=True) as db:  # the tables as they were before teams
+        db.execute(SCHEMA.replace(", teams TEXT", "").split("ALTER TABLE")[0])
+    store = open_store(postgres_url)
+    picked = Impression(type="impression", impression_id="00000000000000a2", session_id=SESSION, query="bone loss",
+                        ranker="BM25", arm="bm25", results=[Shown(id="a", position=1, team="candidate")])
+    store.write([Received(impression(1), 1000), Received(picked, 1001)])
+    assert list(store.impressions()) == [(impression(1), 1000), (picked, 1001)]

@@ -20,9 +20,17 @@
     if (!session) { session = randomId(); window.sessionStorage.setItem("esrr-session", session); }
   } catch (blocked) { session = randomId(); }  // storage off: one session per page
   function send(event) { navigator.sendBeacon(endpoint, JSON.stringify(event)); }
-  send({type: "impression", impression_id: impression, session_id: session,
+  var arm = list.getAttribute("data-esrr-arm");  // an interleaved page (ESRR_EXPERIMENT): each result's team
+  var teams = arm ? JSON.parse(list.getAttribute("data-esrr-teams")) : [];
+  var impressionEvent = {type: "impression", impression_id: impression, session_id: session,
         query: list.getAttribute("data-esrr-query"), ranker: list.getAttribute("data-esrr-ranker"),
-        results: ids.map(function (id, index) { return {id: id, position: first + index}; })});
+        results: ids.map(function (id, index) {
+          var shown = {id: id, position: first + index};
+          if (teams[index]) { shown.team = teams[index]; }
+          return shown;
+        })};
+  if (arm) { impressionEvent.arm = arm; }
+  send(impressionEvent);
   function clicked(event) {
     var link = event.target.closest && event.target.closest("a[href]");
     var index = link ? items.indexOf(link.closest("li.result")) : -1;
