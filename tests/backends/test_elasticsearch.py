@@ -329,22 +329,10 @@ def test_a_search_answered_before_another_followed_the_alias_is_searched_again(e
         return answer
 
     backend.first_stage = search_then_another_thread_follows
-    seen = []
-
-    class StatsCheckingReranker:
-        name = "checks"
-
-        def skipping(self):
-            return None
-
-        def __call__(self, query, hits, stats, clock=None):
-            seen.append([(h.doc_id, h.doc_id in stats and np.array_equal(
-                h.terms.abstract_ids, stats.doc_terms(stats.row(h.doc_id)).abstract_ids)) for h in hits])
-            return np.zeros(len(hits), dtype=np.float32)
-
-    ranking = ranked(SearchPipeline(backend, 50, StatsCheckingReranker()), "cancer diet", 10)
+    checker = _StatsCheckingReranker()
+    ranking = ranked(SearchPipeline(backend, 50, checker), "cancer diet", 10)
     assert backend.index == second.index and ranking.ranked
-    assert seen and all(agrees for doc_id, agrees in seen[-1]), seen[-1]
+    assert checker.seen and all(agrees for doc_id, agrees in checker.seen[-1]), checker.seen[-1]
 
 
 def test_a_search_that_follows_the_alias_itself_is_ranked_under_the_statistics_it_followed_to(
@@ -357,22 +345,10 @@ def test_a_search_that_follows_the_alias_itself_is_ranked_under_the_statistics_i
     backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
     second = load_index(es_client, corpus, es_settings, version="v2", progress=False)
     delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)
-    seen = []
-
-    class StatsCheckingReranker:
-        name = "checks"
-
-        def skipping(self):
-            return None
-
-        def __call__(self, query, hits, stats, clock=None):
-            seen.append([(h.doc_id, h.doc_id in stats and np.array_equal(
-                h.terms.abstract_ids, stats.doc_terms(stats.row(h.doc_id)).abstract_ids)) for h in hits])
-            return np.zeros(len(hits), dtype=np.float32)
-
-    ranking = ranked(SearchPipeline(backend, 50, StatsCheckingReranker()), "cancer diet", 10)
+    checker = _StatsCheckingReranker()
+    ranking = ranked(SearchPipeline(backend, 50, checker), "cancer diet", 10)
     assert backend.index == second.index and ranking.ranked
-    assert seen and all(agrees for doc_id, agrees in seen[-1]), seen[-1]
+    assert checker.seen and all(agrees for doc_id, agrees in checker.seen[-1]), checker.seen[-1]
 
 
 def test_a_version_name_built_again_after_a_prune_is_followed(es_client, es_settings, corpus):
@@ -638,3 +614,21 @@ def test_both_backends_return_the_same_precomputed_data(served, corpus, tmp_path
                 assert np.array_equal(getattr(other.terms, field), getattr(hit.terms, field)), (hit.doc_id, field)
             compared += 1
     assert compared >= 20
+
+
+class _StatsCheckingReranker:
+    """Scores 0, and records for each hit whether its term data is the statistics' own (the ones it was ranked
+    under)."""
+
+    name = "checks"
+
+    def __init__(self) -> None:
+        self.seen: list[list[tuple[str, bool]]] = []
+
+    def skipping(self) -> None:
+        return None
+
+    def __call__(self, query, hits, stats, clock=None):
+        self.seen.append([(h.doc_id, h.doc_id in stats and np.array_equal(
+            h.terms.abstract_ids, stats.doc_terms(stats.row(h.doc_id)).abstract_ids)) for h in hits])
+        return np.zeros(len(hits), dtype=np.float32)
