@@ -12,24 +12,14 @@ import pytest
 from elasticsearch import BadRequestError
 from elasticsearch.dsl import FacetedSearch, HistogramFacet, TermsFacet
 
-from es_rerank.backends.embedded import EmbeddedBackend
-from es_rerank.gateway.app import create_app
-from es_rerank.gateway.config import GatewaySettings
-from es_rerank.ranking.feedback import FeedbackParams
-from es_rerank.ranking.pipeline import SearchPipeline
-from es_rerank.ranking.served import ServedSearch
-from index_setup.embedded_index import build_embedded_index
 from tests.conftest import official_client
-from tests.gateway.test_query_dsl import DOCS
+from tests.gateway.test_query_dsl import docs_app
 
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory: pytest.TempPathFactory, free_port):
-    home = tmp_path_factory.mktemp("aggregations")
-    build_embedded_index(DOCS, home / "indexes" / "embedded", version="v1", progress=False)
-    served = ServedSearch(SearchPipeline(EmbeddedBackend.open_current(home / "indexes" / "embedded"), 10,
-                                         feedback=FeedbackParams(2, 1.0)), 3600)
-    with official_client(create_app(served, GatewaySettings(home=home, gateway_max_buckets=40)), free_port()) as client:
+    app = docs_app(tmp_path_factory.mktemp("aggregations"), gateway_max_buckets=40)
+    with official_client(app, free_port()) as client:
         yield client
 
 

@@ -11,15 +11,8 @@ from __future__ import annotations
 import pytest
 from elasticsearch import BadRequestError
 
-from es_rerank.backends.embedded import EmbeddedBackend
-from es_rerank.gateway.app import create_app
-from es_rerank.gateway.config import GatewaySettings
-from es_rerank.ranking.feedback import FeedbackParams
-from es_rerank.ranking.pipeline import SearchPipeline
-from es_rerank.ranking.served import ServedSearch
-from index_setup.embedded_index import build_embedded_index
 from tests.conftest import official_client
-from tests.gateway.test_query_dsl import DOCS
+from tests.gateway.test_query_dsl import docs_app
 
 
 def haystack_bm25_body(query: str, top_k: int = 10) -> dict:
@@ -31,11 +24,7 @@ def haystack_bm25_body(query: str, top_k: int = 10) -> dict:
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory: pytest.TempPathFactory, free_port):
-    home = tmp_path_factory.mktemp("fuzzy")
-    build_embedded_index(DOCS, home / "indexes" / "embedded", version="v1", progress=False)
-    served = ServedSearch(SearchPipeline(EmbeddedBackend.open_current(home / "indexes" / "embedded"), 10,
-                                         feedback=FeedbackParams(2, 1.0)), 3600)
-    app = create_app(served, GatewaySettings(home=home, gateway_max_query_terms=120, gateway_max_wildcard_terms=2))
+    app = docs_app(tmp_path_factory.mktemp("fuzzy"), gateway_max_query_terms=120, gateway_max_wildcard_terms=2)
     with official_client(app, free_port()) as client:
         yield client
 

@@ -44,13 +44,18 @@ SITE_REQUEST = {
 }
 
 
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory):
-    home: Path = tmp_path_factory.mktemp("dsl")
+def docs_app(home: Path, **settings):
+    """A gateway over an embedded index of ``DOCS`` built under ``home``: BM25's top 10 refined by the feedback,
+    with the gateway ``settings`` given."""
     build_embedded_index(DOCS, home / "indexes" / "embedded", version="v1", progress=False)
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
     pipeline = SearchPipeline(backend, 10, feedback=FeedbackParams(2, 1.0))
-    return create_app(ServedSearch(pipeline, 3600), GatewaySettings(home=home)).test_client()
+    return create_app(ServedSearch(pipeline, 3600), GatewaySettings(home=home, **settings))
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory):
+    return docs_app(tmp_path_factory.mktemp("dsl")).test_client()
 
 
 def _search(client, body: dict, path: str = "/_search") -> dict:
