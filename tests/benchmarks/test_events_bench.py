@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -29,12 +30,18 @@ def test_bench_events_weighs_the_store_it_wrote(tmp_path):
     assert report["request_side_us"]["p50"] > 0
 
 
-def test_bench_http_with_events_times_both_and_the_gateway_stores_the_reports(tmp_path, free_port):
+def served_tiny_home(tmp_path) -> tuple[dict[str, str], Path]:
+    """The environment of a gateway over the tiny corpus, without workers, and a BEIR folder of one dev query: what
+    ``esrr bench http`` needs to time it."""
     home = tmp_path / "home"
     build_embedded_index(list(TINY_DOCS), home / "indexes" / "embedded", version="v1", progress=False)
-    data = _beir_folder(tmp_path / "beir")  # one dev query
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
            "ESRR_GATEWAY_RERANK": "false"}
+    return env, _beir_folder(tmp_path / "beir")
+
+
+def test_bench_http_with_events_times_both_and_the_gateway_stores_the_reports(tmp_path, free_port):
+    env, data = served_tiny_home(tmp_path)
     figures = tmp_path / "figures.json"
     with esrr_serve(env, free_port()) as (url, _):
         result = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data), "--rounds", "2",
@@ -46,7 +53,7 @@ def test_bench_http_with_events_times_both_and_the_gateway_stores_the_reports(tm
     assert report["forms"]["site+events"]["paired_difference_ms"]["p50"] == report["forms"]["site+events"][
         "paired_difference_ms"]["p50"]  # a number, not NaN
     assert "recording events: a search's latency p50" in result.output
-    store = open_store(str(home / "events" / "events.sqlite3"))
+    store = open_store(str(Path(env["ESRR_HOME"]) / "events" / "events.sqlite3"))
     # Two forms report, once untimed and in two rounds each: one query, so 6 impressions; the first search of
     # every pass clicks.
     assert store.counts() == {"impressions": 6, "clicks": 6}

@@ -14,9 +14,8 @@ from click.testing import CliRunner
 from benchmarks.gateway_process import ProcessCpu, serving_pid
 from benchmarks.http import gateway_processes
 from es_rerank.cli import main
-from index_setup.embedded_index import build_embedded_index
-from tests.conftest import TINY_DOCS, esrr_serve
-from tests.learning.test_simulation import _beir_folder
+from tests.benchmarks.test_events_bench import served_tiny_home
+from tests.conftest import esrr_serve
 
 BURN = ("import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
         "print('done', flush=True)\ntime.sleep(60)")  # 0.3 s of CPU, then asleep
@@ -47,11 +46,7 @@ def test_a_processs_cpu_is_read_whole_and_per_thread():
 
 
 def test_bench_http_reports_the_cpu_of_the_gateway_it_times(tmp_path, free_port):
-    home = tmp_path / "home"
-    build_embedded_index(list(TINY_DOCS), home / "indexes" / "embedded", version="v1", progress=False)
-    data = _beir_folder(tmp_path / "beir")  # one dev query
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
-           "ESRR_GATEWAY_RERANK": "false"}
+    env, data = served_tiny_home(tmp_path)
     figures = tmp_path / "figures.json"
     with esrr_serve(env, free_port()) as (url, process):
         result = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data), "--rounds", "3",
