@@ -13,7 +13,7 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 import click
 
@@ -75,6 +75,30 @@ def json_out_option(help: str) -> Callable[[Callable], Callable]:
 
     return click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
                         callback=check, help=help)
+
+
+def vote_options(defaults: Any) -> Callable[[Callable], Callable]:
+    """The judged-neighbour votes' ``--k``, ``--power``, ``--weight`` and ``--confidence``, defaulting to
+    ``defaults`` (a ``ranking.neighbours.NeighbourParams``): for each command that builds a votes file."""
+    from es_rerank.settings import MAX_VOTE_WEIGHT
+
+    options = [
+        click.option("--k", type=click.IntRange(1, 1000), default=defaults.k, show_default=True,
+                     help="Most similar judged queries that vote."),
+        click.option("--power", type=FiniteFloat(0, 10, min_open=True), default=defaults.power, show_default=True,
+                     help="Similarity exponent of a vote."),
+        click.option("--weight", type=FiniteFloat(0, MAX_VOTE_WEIGHT, min_open=True), default=defaults.weight,
+                     show_default=True, help="Weight of the vote beside the ranker's standardised score."),
+        click.option("--confidence", type=FiniteFloat(0, 10), default=defaults.confidence, show_default=True,
+                     help="Exponent of the nearest judged query's similarity that scales a query's votes (0: none)."),
+    ]
+
+    def decorate(command: Callable) -> Callable:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
 
 
 class FiniteFloat(click.FloatRange):

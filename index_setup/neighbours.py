@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from es_rerank.cli_options import FiniteFloat
+from es_rerank.cli_options import vote_options
 from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams
-from es_rerank.settings import MAX_VOTE_WEIGHT, CommonSettings
+from es_rerank.settings import CommonSettings
 from es_rerank.stats import CorpusStats
 
 DEFAULTS = NeighbourParams()
@@ -29,14 +29,7 @@ def neighbours() -> None:
 @neighbours.command()
 @click.option("--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="NFCorpus in BEIR layout (default: ../shared/data/nfcorpus).")
-@click.option("--k", type=click.IntRange(1, 1000), default=DEFAULTS.k, show_default=True,
-              help="Most similar training queries that vote.")
-@click.option("--power", type=FiniteFloat(0, 10, min_open=True), default=DEFAULTS.power, show_default=True,
-              help="Similarity exponent of a vote.")
-@click.option("--weight", type=FiniteFloat(0, MAX_VOTE_WEIGHT, min_open=True), default=DEFAULTS.weight,
-              show_default=True, help="Weight of the vote beside the ranker's standardised score.")
-@click.option("--confidence", type=FiniteFloat(0, 10), default=DEFAULTS.confidence, show_default=True,
-              help="Exponent of the nearest training query's similarity that scales a query's votes (0: none).")
+@vote_options(DEFAULTS)
 @click.option("--keep-existing", is_flag=True,
               help="Do nothing when a votes file for the served index's corpus exists (scripts/run.sh).")
 def build(data: Path | None, k: int, power: float, weight: float, confidence: float, keep_existing: bool) -> None:

@@ -10,10 +10,9 @@ from typing import Any
 
 import click
 
-from es_rerank.cli_options import FiniteFloat, json_out_option
+from es_rerank.cli_options import FiniteFloat, json_out_option, vote_options
 from es_rerank.learning.simulation import CLICK_MODELS
 from es_rerank.ranking.neighbours import NeighbourParams
-from es_rerank.settings import MAX_VOTE_WEIGHT
 
 
 @click.command(name="simulate")
@@ -97,14 +96,7 @@ def simulate(url: str, model_name: str, sessions: int, seed: int, data: Path | N
                    "grade wins).")
 @click.option("--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="With --with-qrels: a BEIR folder with a train split (default NFCorpus).")
-@click.option("--k", type=click.IntRange(1, 1000), default=NeighbourParams.k, show_default=True,
-              help="Most similar judged queries that vote.")
-@click.option("--power", type=FiniteFloat(0, 10, min_open=True), default=NeighbourParams.power, show_default=True,
-              help="Similarity exponent of a vote.")
-@click.option("--weight", type=FiniteFloat(0, MAX_VOTE_WEIGHT, min_open=True), default=NeighbourParams.weight,
-              show_default=True, help="Weight of the vote beside the ranker's standardised score.")
-@click.option("--confidence", type=FiniteFloat(0, 10), default=NeighbourParams.confidence, show_default=True,
-              help="Exponent of the nearest judged query's similarity that scales a query's votes (0: none).")
+@vote_options(NeighbourParams)
 @click.option("--judgments-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where the judgments go as TSV, with their evidence [default <home>/models/click-judgments.tsv].")
 @json_out_option("Also write the report as JSON.")
