@@ -29,8 +29,13 @@ from es_rerank.cli_options import json_out_option
 def _text_field_top(client, index: str, query: str, k: int) -> list[str]:
     """Elasticsearch's top-``k`` doc ids for any word of ``query`` in ``text`` (title and abstract as one field:
     the embedded index's model), ties by doc id."""
-    body = {"query": {"match": {"text": {"query": query}}}, "size": k, "_source": ["doc_id"],
-            "sort": [{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}], "track_scores": True}
+    body = {
+        "query": {"match": {"text": {"query": query}}},
+        "size": k,
+        "_source": ["doc_id"],
+        "sort": [{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}],
+        "track_scores": True,
+    }
     return [hit["_source"]["doc_id"] for hit in client.search(index=index, body=body)["hits"]["hits"]]
 
 
@@ -41,18 +46,26 @@ def overlap(first: list[str], second: list[str]) -> float:
 
 
 @click.command(name="agreement")
-@click.option("--es-url", required=True, help="An Elasticsearch to load NFCorpus into (scripts/engine.sh "
-                                              "elasticsearch starts one).")
+@click.option(
+    "--es-url",
+    required=True,
+    help="An Elasticsearch to load NFCorpus into (scripts/engine.sh elasticsearch starts one).",
+)
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), default="test", show_default=True)
 @click.option("--k", default=10, show_default=True, type=click.IntRange(1, 1000), help="Hits compared per query.")
-@click.option("--show", default=8, show_default=True, type=click.IntRange(min=0),
-              help="Queries of least overlap printed with their tokens.")
+@click.option(
+    "--show",
+    default=8,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Queries of least overlap printed with their tokens.",
+)
 @json_out_option("Also write the figures and every query's overlap as JSON.")
 def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: int, json_out: Path | None) -> None:
     """Mean top-k overlap of the embedded and the Elasticsearch backend over one NFCorpus split."""
-    from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect, stats_root
     from es_rerank.backends.base import text_hits
+    from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect, stats_root
     from es_rerank.backends.embedded import EmbeddedBackend
     from es_rerank.machine import machine_description
     from es_rerank.settings import CommonSettings
@@ -65,8 +78,9 @@ def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: in
     queries = corpus.queries(split)
     with tempfile.TemporaryDirectory(prefix="esrr-agreement-") as tmp:
         home = Path(tmp)
-        settings = CommonSettings(home=home, backend="elasticsearch", es_url=es_url,
-                                  es_alias=f"esrr-agreement-{uuid.uuid4().hex[:8]}")
+        settings = CommonSettings(
+            home=home, backend="elasticsearch", es_url=es_url, es_alias=f"esrr-agreement-{uuid.uuid4().hex[:8]}"
+        )
         client = connect(settings)
         build_embedded_index(corpus.documents(), home / "embedded", progress=False)
         embedded = EmbeddedBackend.open_current(home / "embedded")
@@ -79,9 +93,17 @@ def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: in
                 ours = [hit.doc_id for hit in text_hits(embedded, text, k)]
                 lucene = [hit.doc_id for hit in text_hits(elasticsearch, text, k)]
                 one_field = _text_field_top(client, loaded.index, text, k)
-                rows.append({"query_id": query_id, "query": text, "overlap": overlap(ours, lucene),
-                             "overlap_text_field": overlap(ours, one_field),
-                             "embedded": ours, "elasticsearch": lucene, "elasticsearch_text_field": one_field})
+                rows.append(
+                    {
+                        "query_id": query_id,
+                        "query": text,
+                        "overlap": overlap(ours, lucene),
+                        "overlap_text_field": overlap(ours, one_field),
+                        "embedded": ours,
+                        "elasticsearch": lucene,
+                        "elasticsearch_text_field": one_field,
+                    }
+                )
             worst = sorted(rows, key=lambda row: row["overlap"])[:show]
             for row in worst:
                 analysed = client.indices.analyze(index=loaded.index, analyzer=ANALYZER, text=row["query"])
@@ -92,7 +114,11 @@ def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: in
     values = [row["overlap"] for row in rows]
     one_field = [row["overlap_text_field"] for row in rows]
     figures = {
-        "split": split, "queries": len(rows), "k": k, "elasticsearch": server, "documents": loaded.n_docs,
+        "split": split,
+        "queries": len(rows),
+        "k": k,
+        "elasticsearch": server,
+        "documents": loaded.n_docs,
         "mean_overlap": statistics.fmean(values) if values else None,
         "median_overlap": statistics.median(values) if values else None,
         "share_at_least_0.8": sum(value >= 0.8 for value in values) / len(values) if values else None,
@@ -102,11 +128,15 @@ def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: in
         "machine": machine_description(),
     }
     click.echo(f"NFCorpus {split}: {len(rows)} queries, top-{k}, embedded (tantivy) vs Elasticsearch {server}")
-    click.echo(f"mean overlap {figures['mean_overlap']:.3f}, median {figures['median_overlap']:.3f}, "
-               f"{figures['share_at_least_0.8']:.1%} of queries >= 0.8, {figures['identical_sets']} identical sets")
-    click.echo(f"the same model on both sides (Elasticsearch's 'text' field, title and abstract as one, k1 1.2, "
-               f"b 0.75): mean overlap {figures['mean_overlap_text_field']:.3f}, "
-               f"{figures['share_at_least_0.8_text_field']:.1%} of queries >= 0.8")
+    click.echo(
+        f"mean overlap {figures['mean_overlap']:.3f}, median {figures['median_overlap']:.3f}, "
+        f"{figures['share_at_least_0.8']:.1%} of queries >= 0.8, {figures['identical_sets']} identical sets"
+    )
+    click.echo(
+        f"the same model on both sides (Elasticsearch's 'text' field, title and abstract as one, k1 1.2, "
+        f"b 0.75): mean overlap {figures['mean_overlap_text_field']:.3f}, "
+        f"{figures['share_at_least_0.8_text_field']:.1%} of queries >= 0.8"
+    )
     click.echo("least overlap with the Elasticsearch backend's query:")
     for row in worst:
         differ = "" if row["tokens"] == row["es_tokens"] else f"; tokens {row['tokens']} vs ES {row['es_tokens']}"

@@ -30,10 +30,11 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlencode
 
 import click
@@ -50,10 +51,12 @@ NDJSON = "application/x-ndjson"
 # sloppy phrase scorer meets every position of each repeated word (a phrase of 20 distinct words matches nothing).
 REPEATED_20 = "the of and in the of and in the of and in the of and in the of and in".split()
 # Words of NFCorpus' titles and abstracts (and the tests' tiny corpus), drawn from to make searches of any length.
-VOCABULARY = ("vitamin bone cancer breast health calcium deficiency loss tea green diet fat risk heart blood "
-              "pressure cholesterol sugar insulin diabetes obesity fiber fruit vegetable meat fish milk soy "
-              "protein acid iron zinc folate statin prostate colon liver kidney brain cell tumor growth study "
-              "trial women men children dose intake plasma serum level effect patients disease therapy").split()
+VOCABULARY = (
+    "vitamin bone cancer breast health calcium deficiency loss tea green diet fat risk heart blood "
+    "pressure cholesterol sugar insulin diabetes obesity fiber fruit vegetable meat fish milk soy "
+    "protein acid iron zinc folate statin prostate colon liver kidney brain cell tumor growth study "
+    "trial women men children dose intake plasma serum level effect patients disease therapy"
+).split()
 
 
 @dataclass(frozen=True)
@@ -107,8 +110,9 @@ def earlier_rows() -> list[Row]:
         "1 MB of keys": _json("POST", "/_search", {f"k{i}": 1 for i in range(80_000)}),
         "a number of 100,000 digits": Request("POST", "/_search", b'{"size": ' + b"9" * 100_000 + b"}"),
         "JSON nested 100,000 deep": Request("POST", "/_search", b"[" * 100_000 + b"]" * 100_000),
-        "multi_match over 50,000 fields": _search({"query": {"multi_match": {
-            "query": "bone", "fields": [f"f{i}" for i in range(50_000)]}}}),
+        "multi_match over 50,000 fields": _search(
+            {"query": {"multi_match": {"query": "bone", "fields": [f"f{i}" for i in range(50_000)]}}}
+        ),
         "invalid UTF-8 in q=": Request("GET", "/_search?q=%fe"),
         "a body of 2 MiB": Request("POST", "/_search", b" " * (2 << 20)),
         "256-word match (the longest accepted)": _search({"query": {"match": {"text": "bone cancer " * 128}}}),
@@ -122,26 +126,41 @@ def new_rows() -> list[Row]:
     slop_path = "/_search?" + urlencode({"q": f'"{phrase}"~100'})
     wildcards = " ".join(["?" * 31] * 255)  # 8 KB
     common = "the of and in a to is for with"  # matches every document: 1,000 hits to highlight or filter
-    highlight_1000 = {"query": {"match": {"text": common}}, "size": 1000,
-                      "highlight": {"fields": [{"abstract": {}}] * 1000}}
+    highlight_1000 = {
+        "query": {"match": {"text": common}},
+        "size": 1000,
+        "highlight": {"fields": [{"abstract": {}}] * 1000},
+    }
     highlight_100 = {**highlight_1000, "highlight": {"fields": [{"abstract": {}}] * 100}}
     patterns = [f"*{i}*" for i in range(5000)]
     source_body = _search({"query": {"match": {"text": common}}, "size": 300, "_source": patterns})
     url_patterns = ",".join(["x*"] * 1800)  # 1,800 fit under the 8 KB URL cap; none matches a field
     source_url = Request("GET", f"/_search?q=the&size=300&_source_includes={url_patterns}")
     tag = "<" + "x" * 98 + ">"
-    tags_body = {"query": {"match": {"text": common}}, "size": 1000,
-                 "highlight": {"pre_tags": [tag], "post_tags": [tag], "number_of_fragments": 0,
-                               "fields": {"title": {}, "abstract": {}}}}
+    tags_body = {
+        "query": {"match": {"text": common}},
+        "size": 1000,
+        "highlight": {
+            "pre_tags": [tag],
+            "post_tags": [tag],
+            "number_of_fragments": 0,
+            "fields": {"title": {}, "abstract": {}},
+        },
+    }
     surrogate_query = b'{"query": {"term": {"journal": "\\ud800"}}}'
-    msearch = (b'{"index": "\\ud800"}\n{"query": {"match": {"text": "bone"}}}\n'
-               b'{}\n{"query": {"match": {"text": "bone"}}}\n')
+    msearch = (
+        b'{"index": "\\ud800"}\n{"query": {"match": {"text": "bone"}}}\n{}\n{"query": {"match": {"text": "bone"}}}\n'
+    )
     return [
-        Row(f"GET /_search?q=\"the of and in x5\"~100 ({len(slop_path)} bytes)", (Request("GET", slop_path),)),
-        Row("match_phrase of 20 words, slop 100", (_search({"query": {"match_phrase": {
-            "text": {"query": phrase, "slop": 100}}}}),)),
-        Row("match_phrase of 16 words, slop 50", (_search({"query": {"match_phrase": {
-            "text": {"query": " ".join(REPEATED_20[:16]), "slop": 50}}}}),)),
+        Row(f'GET /_search?q="the of and in x5"~100 ({len(slop_path)} bytes)', (Request("GET", slop_path),)),
+        Row(
+            "match_phrase of 20 words, slop 100",
+            (_search({"query": {"match_phrase": {"text": {"query": phrase, "slop": 100}}}}),),
+        ),
+        Row(
+            "match_phrase of 16 words, slop 50",
+            (_search({"query": {"match_phrase": {"text": {"query": " ".join(REPEATED_20[:16]), "slop": 50}}}}),),
+        ),
         Row("highlight.fields abstract x1000, size 1000", (_search(highlight_1000),)),
         Row("highlight.fields abstract x100, size 1000", (_search(highlight_100),)),
         Row("_source with 5,000 patterns", (source_body,)),
@@ -177,8 +196,9 @@ class Client:
         import urllib3
 
         self.url, self.timeout_s = url, timeout_s
-        self.pool = urllib3.PoolManager(maxsize=maxsize, retries=False,
-                                        timeout=urllib3.Timeout(connect=5.0, read=timeout_s))
+        self.pool = urllib3.PoolManager(
+            maxsize=maxsize, retries=False, timeout=urllib3.Timeout(connect=5.0, read=timeout_s)
+        )
 
     def send(self, request: Request, keep_body: bool = False, new_connection: bool = False) -> Outcome:
         """Send ``request`` (on a connection of its own when ``new_connection``); its status, milliseconds and
@@ -190,8 +210,9 @@ class Client:
         if new_connection:
             headers["Connection"] = "close"
         try:
-            response = self.pool.request(request.method, self.url + request.path, body=request.body or None,
-                                         headers=headers)
+            response = self.pool.request(
+                request.method, self.url + request.path, body=request.body or None, headers=headers
+            )
         except urllib3.exceptions.NewConnectionError:  # a ConnectTimeoutError subclass, but refused, not slow
             return Outcome("conn", (time.perf_counter() - started) * 1000)
         except (urllib3.exceptions.TimeoutError, TimeoutError):
@@ -212,7 +233,7 @@ class Probe:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> "Probe":
+    def start(self) -> Probe:
         self._thread.start()
         return self
 
@@ -239,8 +260,13 @@ def latency(samples: list[tuple[float, float, str]]) -> dict[str, Any]:
     if not ms:
         return {"n": len(samples), "failed": len(samples), "p50_ms": None, "p99_ms": None, "statuses": statuses}
     p99 = ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))]
-    return {"n": len(samples), "failed": len(samples) - len(ms), "p50_ms": statistics.median(ms), "p99_ms": p99,
-            "statuses": statuses}
+    return {
+        "n": len(samples),
+        "failed": len(samples) - len(ms),
+        "p50_ms": statistics.median(ms),
+        "p99_ms": p99,
+        "statuses": statuses,
+    }
 
 
 @dataclass
@@ -284,8 +310,14 @@ class Bench:
     def close(self) -> None:
         self.probe.stop()
 
-    def measure(self, name: str, issue: int, concurrency: int, work: Callable[[], tuple[list[Outcome], str]],
-                before_s: float | None = None) -> Result:
+    def measure(
+        self,
+        name: str,
+        issue: int,
+        concurrency: int,
+        work: Callable[[], tuple[list[Outcome], str]],
+        before_s: float | None = None,
+    ) -> Result:
         """Run ``work`` (its outcomes and a note) as one row, with the probe for ``before_s`` before (default
         the bench's) and during."""
         if not self.gateway.alive():
@@ -316,13 +348,24 @@ class Bench:
         if outcomes and cpu_ms is not None:
             per_request = max(cpu_ms - probe_cpu_ms * len(probes_during), 0.0) / len(outcomes)
         result = Result(
-            row=name, issue=issue, requests=len(outcomes), concurrency=concurrency,
-            statuses=dict(sorted(Counter(o.status for o in outcomes).items())), cpu_ms=cpu_ms,
-            cpu_ms_per_request=per_request, wall_ms=(ended - started) * 1000, rss_before_mb=before.rss / MIB,
+            row=name,
+            issue=issue,
+            requests=len(outcomes),
+            concurrency=concurrency,
+            statuses=dict(sorted(Counter(o.status for o in outcomes).items())),
+            cpu_ms=cpu_ms,
+            cpu_ms_per_request=per_request,
+            wall_ms=(ended - started) * 1000,
+            rss_before_mb=before.rss / MIB,
             rss_change_mb=(rss_after - before.rss) / MIB if died is None else None,
-            rss_peak_change_mb=(peak.peak - before.rss) / MIB, died=died, restarted=restarted,
-            probe_before=latency(probes_before), probe_during=latency(probes_during), note=note,
-            max_response_bytes=max((o.response_bytes for o in outcomes), default=0))
+            rss_peak_change_mb=(peak.peak - before.rss) / MIB,
+            died=died,
+            restarted=restarted,
+            probe_before=latency(probes_before),
+            probe_during=latency(probes_during),
+            note=note,
+            max_response_bytes=max((o.response_bytes for o in outcomes), default=0),
+        )
         self.results.append(result)
         return result
 
@@ -363,8 +406,9 @@ def _note(outcomes: list[Outcome]) -> str:
     return "; ".join(sorted(notes))
 
 
-def check_concurrent_searches(bench: Bench, clients: int, searches: int, distinct: int, max_words: int,
-                              seed: int, window: int | None = None) -> Result:
+def check_concurrent_searches(
+    bench: Bench, clients: int, searches: int, distinct: int, max_words: int, seed: int, window: int | None = None
+) -> Result:
     """``searches`` query_string searches from ``clients`` threads; wrong = hit ids or status unlike the same
     query run alone beforehand. ``window``: the reranked window asked for (None: the gateway's; 0 makes each
     search cheaper, and what crossed over was the query's parse, not its reranking)."""
@@ -391,8 +435,13 @@ def check_concurrent_searches(bench: Bench, clients: int, searches: int, distinc
         return outcomes, f"{wrong['wrong']} wrong of {searches} ({distinct} distinct queries, 1-{max_words} words)"
 
     result = bench.measure(f"{clients} clients, {searches} concurrent query_string searches", 32, clients, work)
-    result.extra = {"wrong": wrong["wrong"], "searches": searches, "distinct": distinct, "max_words": max_words,
-                    "alone_statuses": dict(Counter(a[0] for a in alone))}
+    result.extra = {
+        "wrong": wrong["wrong"],
+        "searches": searches,
+        "distinct": distinct,
+        "max_words": max_words,
+        "alone_statuses": dict(Counter(a[0] for a in alone)),
+    }
     return result
 
 
@@ -404,8 +453,9 @@ def _hit_ids(outcome: Outcome) -> tuple[str, tuple[str, ...]]:
     return outcome.status, tuple(hit["_id"] for hit in hits)
 
 
-def heavy_beside_probe(bench: Bench, request: Request, label: str, clients: int, seconds: float,
-                       apart: bool = True) -> Result:
+def heavy_beside_probe(
+    bench: Bench, request: Request, label: str, clients: int, seconds: float, apart: bool = True
+) -> Result:
     """``clients`` threads sending ``request`` without pause for ``seconds``; the probe's p99 during / before.
 
     ``apart``: the threads run in a process of their own, as an attacker's client is not the visitor's; in this
@@ -413,9 +463,13 @@ def heavy_beside_probe(bench: Bench, request: Request, label: str, clients: int,
     """
     _answered_once(bench.client, request)
     if not apart:
-        result = bench.measure(f"{clients} concurrent {label} for {seconds:g} s", 32, clients,
-                               lambda: (_flood(bench.client, request, clients, seconds), ""),
-                               before_s=min(seconds, 10.0))  # a p99 of ~100 probes, not ~15
+        result = bench.measure(
+            f"{clients} concurrent {label} for {seconds:g} s",
+            32,
+            clients,
+            lambda: (_flood(bench.client, request, clients, seconds), ""),
+            before_s=min(seconds, 10.0),
+        )  # a p99 of ~100 probes, not ~15
         return _probe_ratio(result)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -423,9 +477,15 @@ def heavy_beside_probe(bench: Bench, request: Request, label: str, clients: int,
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         pool.submit(int).result()  # started and ready before the row's clock starts
         result = bench.measure(
-            f"{clients} concurrent {label} for {seconds:g} s (from another process)", 32, clients,
-            lambda: (pool.submit(_flood_from, bench.gateway.url, bench.timeout_s, request, clients,
-                                 seconds).result(), ""), before_s=min(seconds, 10.0))
+            f"{clients} concurrent {label} for {seconds:g} s (from another process)",
+            32,
+            clients,
+            lambda: (
+                pool.submit(_flood_from, bench.gateway.url, bench.timeout_s, request, clients, seconds).result(),
+                "",
+            ),
+            before_s=min(seconds, 10.0),
+        )
     return _probe_ratio(result)
 
 
@@ -485,7 +545,7 @@ def trickle(bench: Bench, connections: int, interval_s: float, seconds: float) -
             while time.monotonic() < stop:
                 for sock in list(socks):
                     try:
-                        sock.sendall(request[sent:sent + 1])
+                        sock.sendall(request[sent : sent + 1])
                     except OSError:
                         socks.remove(sock)
                         dropped += 1
@@ -496,8 +556,9 @@ def trickle(bench: Bench, connections: int, interval_s: float, seconds: float) -
                 sock.close()
         return [], f"{connections - refused} connected, {dropped} closed by the server, {sent} bytes each"
 
-    result = bench.measure(f"{connections} connections trickling 1 byte / {interval_s:g} s for {seconds:g} s",
-                           32, connections, work)
+    result = bench.measure(
+        f"{connections} connections trickling 1 byte / {interval_s:g} s for {seconds:g} s", 32, connections, work
+    )
     result.statuses = {f"probe {k}": v for k, v in result.probe_during["statuses"].items()}
     return result
 
@@ -515,9 +576,14 @@ def root_and_health(client: Client) -> dict[str, Any]:
         health_status, health_reranks = health_body.get("status"), health_body.get("reranks")
     except (ValueError, AttributeError):
         health_status, health_reranks = None, None
-    return {"root_status": root.status, "health_status_code": health.status, "root_reranks": root_reranks,
-            "health": health_status, "health_reranks": health_reranks,
-            "agree": root_reranks == health_reranks and root_reranks is not None}
+    return {
+        "root_status": root.status,
+        "health_status_code": health.status,
+        "root_reranks": root_reranks,
+        "health": health_status,
+        "health_reranks": health_reranks,
+        "agree": root_reranks == health_reranks and root_reranks is not None,
+    }
 
 
 def root_vs_health(bench: Bench, label: str, client: Client | None = None) -> Result:
@@ -527,8 +593,10 @@ def root_vs_health(bench: Bench, label: str, client: Client | None = None) -> Re
     def work() -> tuple[list[Outcome], str]:
         seen.update(root_and_health(client or bench.client))
         outcomes = [Outcome(seen["root_status"], 0), Outcome(seen["health_status_code"], 0)]
-        return outcomes, (f"GET / reranks={seen['root_reranks']}, health {seen['health']} "
-                          f"reranks={seen['health_reranks']}: {'agree' if seen['agree'] else 'DISAGREE'}")
+        return outcomes, (
+            f"GET / reranks={seen['root_reranks']}, health {seen['health']} "
+            f"reranks={seen['health_reranks']}: {'agree' if seen['agree'] else 'DISAGREE'}"
+        )
 
     result = bench.measure(f"GET / vs /_esrr/health ({label})", 32, 1, work)
     if client is not None:
@@ -554,16 +622,16 @@ def no_worker_gateway(home: Path, memory_cap: int, log_dir: Path) -> StartedGate
     """A second started gateway that reranks through a broker where nothing listens: no worker."""
     from benchmarks.chaos import free_port
 
-    env = {**os.environ, "ESRR_GATEWAY_RERANK": "true",
-           "ESRR_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    env = {**os.environ, "ESRR_GATEWAY_RERANK": "true", "ESRR_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0"}
     env.pop("ESRR_RESULT_BACKEND", None)
     return StartedGateway(home, free_port(), memory_cap, env, log_dir / "gateway-no-worker.log").start()
 
 
 def heaviest_request(max_words: int) -> Request:
     """The longest query_string accepted, 100 hits, highlighted in title and abstract."""
-    return _query_string(_words(random.Random(7), max_words), size=100,
-                         highlight={"fields": {"title": {}, "abstract": {}}})
+    return _query_string(
+        _words(random.Random(7), max_words), size=100, highlight={"fields": {"title": {}, "abstract": {}}}
+    )
 
 
 def _fmt(value: float | None, digits: int = 0) -> str:
@@ -576,8 +644,10 @@ def _signed(value: float | None) -> str:
 
 def print_table(results: list[Result]) -> None:
     """The rows as a Markdown table."""
-    click.echo("| row | statuses | gateway CPU ms (per request) | wall ms | RSS change MB (peak) | died | "
-               "probe p50/p99 ms before | during | note |")
+    click.echo(
+        "| row | statuses | gateway CPU ms (per request) | wall ms | RSS change MB (peak) | died | "
+        "probe p50/p99 ms before | during | note |"
+    )
     click.echo("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         statuses = " ".join(f"{k}x{v}" for k, v in r.statuses.items()) or "-"
@@ -587,12 +657,15 @@ def print_table(results: list[Result]) -> None:
         before, during = r.probe_before, r.probe_during
         probe_b = f"{_fmt(before['p50_ms'])}/{_fmt(before['p99_ms'])}"
         probe_d = f"{_fmt(during['p50_ms'])}/{_fmt(during['p99_ms'])}" + (
-            f" ({during['failed']} of {during['n']} failed)" if during["failed"] else "")
+            f" ({during['failed']} of {during['n']} failed)" if during["failed"] else ""
+        )
         size = f"answer {r.max_response_bytes / MIB:.1f} MB" if r.max_response_bytes > MIB else ""
         note = "; ".join(part for part in (r.note, size) if part)
-        click.echo(f"| {r.row} | {statuses} | {_fmt(r.cpu_ms)} ({_fmt(r.cpu_ms_per_request)}) | {r.wall_ms:.0f} | "
-                   f"{_signed(r.rss_change_mb)} ({r.rss_peak_change_mb:+.0f}) | {died} | {probe_b} | {probe_d} | "
-                   f"{note} |")
+        click.echo(
+            f"| {r.row} | {statuses} | {_fmt(r.cpu_ms)} ({_fmt(r.cpu_ms_per_request)}) | {r.wall_ms:.0f} | "
+            f"{_signed(r.rss_change_mb)} ({r.rss_peak_change_mb:+.0f}) | {died} | {probe_b} | {probe_d} | "
+            f"{note} |"
+        )
 
 
 def wanted(name: str, only: tuple[str, ...]) -> bool:
@@ -601,53 +674,135 @@ def wanted(name: str, only: tuple[str, ...]) -> bool:
 
 
 @click.command(name="attack")
-@click.option("--start", "home", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Start `esrr serve --processes 1` on this ESRR_HOME under a memory cap (and again after a "
-                   "death); the way to run the heavy rows on a shared machine.")
+@click.option(
+    "--start",
+    "home",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Start `esrr serve --processes 1` on this ESRR_HOME under a memory cap (and again after a "
+    "death); the way to run the heavy rows on a shared machine.",
+)
 @click.option("--url", default=None, help="A running gateway instead (needs --pid), or a proxy in front of it.")
-@click.option("--pid", type=click.IntRange(1), default=None,
-              help="With --url: the gateway process whose CPU and memory are read (its children included).")
-@click.option("--memory-cap-gb", default=4.0, show_default=True, type=click.FloatRange(0.5, 1024),
-              help="RLIMIT_AS of the started gateway.")
-@click.option("--timeout", "timeout_s", default=30.0, show_default=True, type=click.FloatRange(0.5, 3600),
-              help="Seconds a request may take before the client gives up on it (\"timeout\").")
-@click.option("--only", multiple=True, help="Run only the rows whose name contains this text (repeatable); the "
-              "rows past the single requests are named concurrent, heaviest, health, trickle, celery.")
+@click.option(
+    "--pid",
+    type=click.IntRange(1),
+    default=None,
+    help="With --url: the gateway process whose CPU and memory are read (its children included).",
+)
+@click.option(
+    "--memory-cap-gb",
+    default=4.0,
+    show_default=True,
+    type=click.FloatRange(0.5, 1024),
+    help="RLIMIT_AS of the started gateway.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0.5, 3600),
+    help='Seconds a request may take before the client gives up on it ("timeout").',
+)
+@click.option(
+    "--only",
+    multiple=True,
+    help="Run only the rows whose name contains this text (repeatable); the "
+    "rows past the single requests are named concurrent, heaviest, health, trickle, celery.",
+)
 @click.option("--skip-earlier", is_flag=True, help="Leave out issue 25's attacks.")
-@click.option("--concurrent-searches", default=400, show_default=True, type=click.IntRange(0),
-              help="query_string searches sent concurrently and checked against their answer alone "
-                   "(100000 for the issue's floor; 0: skip).")
+@click.option(
+    "--concurrent-searches",
+    default=400,
+    show_default=True,
+    type=click.IntRange(0),
+    help="query_string searches sent concurrently and checked against their answer alone "
+    "(100000 for the issue's floor; 0: skip).",
+)
 @click.option("--concurrent-clients", default=4, show_default=True, type=click.IntRange(2, 256))
-@click.option("--concurrent-window", type=click.IntRange(0), default=None,
-              help="ext.esrr.window_size of the concurrent searches (default: the gateway's; 0 is cheaper).")
+@click.option(
+    "--concurrent-window",
+    type=click.IntRange(0),
+    default=None,
+    help="ext.esrr.window_size of the concurrent searches (default: the gateway's; 0 is cheaper).",
+)
 @click.option("--distinct-queries", default=100, show_default=True, type=click.IntRange(1))
-@click.option("--max-words", default=256, show_default=True, type=click.IntRange(1, 4096),
-              help="The gateway's word limit (ESRR_GATEWAY_MAX_QUERY_WORDS): the longest searches sent.")
-@click.option("--heavy-clients", default=8, show_default=True, type=click.IntRange(0, 256),
-              help="Clients sending the heaviest accepted request beside the probe (0: skip).")
+@click.option(
+    "--max-words",
+    default=256,
+    show_default=True,
+    type=click.IntRange(1, 4096),
+    help="The gateway's word limit (ESRR_GATEWAY_MAX_QUERY_WORDS): the longest searches sent.",
+)
+@click.option(
+    "--heavy-clients",
+    default=8,
+    show_default=True,
+    type=click.IntRange(0, 256),
+    help="Clients sending the heaviest accepted request beside the probe (0: skip).",
+)
 @click.option("--heavy-s", default=10.0, show_default=True, type=click.FloatRange(1, 3600))
-@click.option("--heavy-apart/--heavy-in-bench", default=True, show_default=True,
-              help="Send the heaviest requests from a process of their own (an attacker's client is not the "
-                   "visitor's), or from threads of the bench's process, beside the probe's (as before).")
-@click.option("--heavy-body", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="A JSON _search body to use as the heaviest request (default: a --max-words query_string, "
-                   "100 hits, highlighted).")
-@click.option("--trickle-connections", default=100, show_default=True, type=click.IntRange(0, 100_000),
-              help="Connections sending a byte every --trickle-interval-s (0: skip); point --url at a proxy to "
-                   "measure the production stack.")
+@click.option(
+    "--heavy-apart/--heavy-in-bench",
+    default=True,
+    show_default=True,
+    help="Send the heaviest requests from a process of their own (an attacker's client is not the "
+    "visitor's), or from threads of the bench's process, beside the probe's (as before).",
+)
+@click.option(
+    "--heavy-body",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A JSON _search body to use as the heaviest request (default: a --max-words query_string, "
+    "100 hits, highlighted).",
+)
+@click.option(
+    "--trickle-connections",
+    default=100,
+    show_default=True,
+    type=click.IntRange(0, 100_000),
+    help="Connections sending a byte every --trickle-interval-s (0: skip); point --url at a proxy to "
+    "measure the production stack.",
+)
 @click.option("--trickle-interval-s", default=10.0, show_default=True, type=click.FloatRange(0.1, 600))
 @click.option("--trickle-s", default=20.0, show_default=True, type=click.FloatRange(1, 3600))
-@click.option("--redis-url", default=None,
-              help="The broker of a gateway that reranks with a worker: count celery-task-meta-* keys after the "
-                   "run (a started gateway then reranks through it; start the worker yourself).")
-@click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where a started gateway's log goes (default: a temporary folder, named at the end).")
+@click.option(
+    "--redis-url",
+    default=None,
+    help="The broker of a gateway that reranks with a worker: count celery-task-meta-* keys after the "
+    "run (a started gateway then reranks through it; start the worker yourself).",
+)
+@click.option(
+    "--log-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where a started gateway's log goes (default: a temporary folder, named at the end).",
+)
 @json_out_option("Also write the rows as JSON.")
-def bench_attack(home: Path | None, url: str | None, pid: int | None, memory_cap_gb: float, timeout_s: float,
-                 only: tuple[str, ...], skip_earlier: bool, concurrent_searches: int, concurrent_clients: int,
-                 concurrent_window: int | None, distinct_queries: int, max_words: int, heavy_clients: int, heavy_s: float,
-                 heavy_apart: bool, heavy_body: Path | None, trickle_connections: int, trickle_interval_s: float, trickle_s: float,
-                 redis_url: str | None, log_dir: Path | None, json_out: Path | None) -> None:
+def bench_attack(
+    home: Path | None,
+    url: str | None,
+    pid: int | None,
+    memory_cap_gb: float,
+    timeout_s: float,
+    only: tuple[str, ...],
+    skip_earlier: bool,
+    concurrent_searches: int,
+    concurrent_clients: int,
+    concurrent_window: int | None,
+    distinct_queries: int,
+    max_words: int,
+    heavy_clients: int,
+    heavy_s: float,
+    heavy_apart: bool,
+    heavy_body: Path | None,
+    trickle_connections: int,
+    trickle_interval_s: float,
+    trickle_s: float,
+    redis_url: str | None,
+    log_dir: Path | None,
+    json_out: Path | None,
+) -> None:
     """Every hostile request of issues 25 and 32 against a gateway: status, CPU, memory, probe latency."""
     from benchmarks.chaos import free_port
 
@@ -672,7 +827,7 @@ def bench_attack(home: Path | None, url: str | None, pid: int | None, memory_cap
         gateway = Gateway(url.rstrip("/"), pid)
         if not gateway.alive():
             raise click.ClickException(f"no process {pid}; give the pid of the gateway behind {url}")
-    heavy = (Request("POST", "/_search", heavy_body.read_bytes()) if heavy_body else heaviest_request(max_words))
+    heavy = Request("POST", "/_search", heavy_body.read_bytes()) if heavy_body else heaviest_request(max_words)
     heavy_label = f"heaviest requests ({heavy_body.name})" if heavy_body else f"{max_words}-word highlighted searches"
     rows = [row for row in ([] if skip_earlier else earlier_rows()) + new_rows() if wanted(row.name, only)]
     started = time.monotonic()
@@ -683,8 +838,15 @@ def bench_attack(home: Path | None, url: str | None, pid: int | None, memory_cap
         for row in tqdm(rows, desc="attack", unit="row"):
             bench.run_row(row)
         if concurrent_searches and wanted("concurrent", only):
-            check_concurrent_searches(bench, concurrent_clients, concurrent_searches, distinct_queries, max_words,
-                                      seed=32, window=concurrent_window)
+            check_concurrent_searches(
+                bench,
+                concurrent_clients,
+                concurrent_searches,
+                distinct_queries,
+                max_words,
+                seed=32,
+                window=concurrent_window,
+            )
         if heavy_clients and wanted("heaviest", only):
             heavy_beside_probe(bench, heavy, heavy_label, heavy_clients, heavy_s, heavy_apart)
         if wanted("health", only):
@@ -702,12 +864,19 @@ def bench_attack(home: Path | None, url: str | None, pid: int | None, memory_cap
     finally:
         bench.close()
         gateway.stop()
-    figures = {"machine": machine_description(), "gateway": gateway.describe(), "timeout_s": timeout_s,
-               "reranks": "through " + redis_url if redis_url else "no (ESRR_GATEWAY_RERANK=false, no worker)",
-               "gateway_starts": getattr(gateway, "starts", None), "seconds": time.monotonic() - started,
-               "rows": [asdict(r) for r in bench.results]}
-    click.echo(f"{figures['machine']} | {figures['gateway']} | client timeout {timeout_s:g} s | "
-               f"{figures['seconds']:.0f} s in all")
+    figures = {
+        "machine": machine_description(),
+        "gateway": gateway.describe(),
+        "timeout_s": timeout_s,
+        "reranks": "through " + redis_url if redis_url else "no (ESRR_GATEWAY_RERANK=false, no worker)",
+        "gateway_starts": getattr(gateway, "starts", None),
+        "seconds": time.monotonic() - started,
+        "rows": [asdict(r) for r in bench.results],
+    }
+    click.echo(
+        f"{figures['machine']} | {figures['gateway']} | client timeout {timeout_s:g} s | "
+        f"{figures['seconds']:.0f} s in all"
+    )
     print_table(bench.results)
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

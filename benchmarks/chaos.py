@@ -40,10 +40,11 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 import numpy as np
@@ -56,8 +57,15 @@ from es_rerank.machine import machine_description
 ESRR = [sys.executable, "-c", "from es_rerank.cli import main; main()"]  # the command, run, never imported here
 SEARCH_TIMEOUT_S = 30.0
 SKIPPED = "the model stage is skipped"  # how the breaker's fallback reason begins (es_rerank/ranking/breaker.py)
-PHASES = ("steady", "worker killed", "worker restarted", "broker stopped", "broker continued", "broker restarted",
-          "BM25 only")
+PHASES = (
+    "steady",
+    "worker killed",
+    "worker restarted",
+    "broker stopped",
+    "broker continued",
+    "broker restarted",
+    "BM25 only",
+)
 ATTACK_REPEATS = 5
 
 
@@ -90,7 +98,7 @@ class Process:
         self.log_path = log_dir / f"{name}.log"
         self.popen: subprocess.Popen | None = None
 
-    def start(self) -> "Process":
+    def start(self) -> Process:
         with open(self.log_path, "ab") as log:
             self.popen = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         return self
@@ -126,8 +134,24 @@ def redis_process(port: int, directory: Path, log_dir: Path) -> Process:
     server = shutil.which("redis-server")
     if server is None:
         raise ChaosError("redis-server is not installed; install it (apt-get install -y redis-server)")
-    return Process("redis", [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly",
-                             "no", "--dir", str(directory)], dict(os.environ), log_dir)
+    return Process(
+        "redis",
+        [
+            server,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(directory),
+        ],
+        dict(os.environ),
+        log_dir,
+    )
 
 
 def redis_answers(url: str) -> bool:
@@ -179,7 +203,7 @@ class Load:
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(clients)]
 
-    def start(self) -> "Load":
+    def start(self) -> Load:
         for thread in self._threads:
             thread.start()
         return self
@@ -219,14 +243,23 @@ def phase_rows(searches: list[Search]) -> list[dict[str, Any]]:
         mine = [s for s in searches if s.phase == phase]
         if not mine:
             continue
-        counts = {kind: sum(s.outcome == kind for s in mine)
-                  for kind in ("reranked", "waited", "skipped", "unasked", "failed")}
+        counts = {
+            kind: sum(s.outcome == kind for s in mine)
+            for kind in ("reranked", "waited", "skipped", "unasked", "failed")
+        }
         ms = np.array([s.ms for s in mine])
         skipped = np.array([s.ms for s in mine if s.outcome == "skipped"])
-        rows.append({"phase": phase, "searches": len(mine), **counts,
-                     "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
-                     "max_ms": float(ms.max()),
-                     "skipped_p99_ms": float(np.percentile(skipped, 99)) if len(skipped) else None})
+        rows.append(
+            {
+                "phase": phase,
+                "searches": len(mine),
+                **counts,
+                "p50_ms": float(np.percentile(ms, 50)),
+                "p99_ms": float(np.percentile(ms, 99)),
+                "max_ms": float(ms.max()),
+                "skipped_p99_ms": float(np.percentile(skipped, 99)) if len(skipped) else None,
+            }
+        )
     return rows
 
 
@@ -240,8 +273,11 @@ def attack_requests() -> dict[str, tuple[str, str, bytes]]:
         "1 MB of numbers": ("POST", "/_search", ("[" + ",".join(["1"] * 500_000) + "]").encode()),
         "nesting 100,000 deep": ("POST", "/_search", b"[" * 100_000 + b"]" * 100_000),
         "invalid UTF-8 in q=": ("GET", "/_search?q=%fe", b""),
-        "a 256-word search (answered)": ("POST", "/_search",
-                                         json.dumps({"query": {"match": {"text": "bone cancer " * 128}}}).encode()),
+        "a 256-word search (answered)": (
+            "POST",
+            "/_search",
+            json.dumps({"query": {"match": {"text": "bone cancer " * 128}}}).encode(),
+        ),
     }
 
 
@@ -260,11 +296,20 @@ def measure_attacks(url: str, pid: int) -> list[dict[str, Any]]:
     for name, (method, path, body) in attack_requests().items():
         before, statuses = process_cpu_s(pid), set()
         for _ in range(ATTACK_REPEATS):
-            response = pool.request(method, f"{url}{path}", body=body or None,
-                                    headers={"Content-Type": "application/json"} if body else None)
+            response = pool.request(
+                method,
+                f"{url}{path}",
+                body=body or None,
+                headers={"Content-Type": "application/json"} if body else None,
+            )
             statuses.add(response.status)
-        rows.append({"attack": name, "status": sorted(statuses),
-                     "cpu_ms": (process_cpu_s(pid) - before) * 1000 / ATTACK_REPEATS})
+        rows.append(
+            {
+                "attack": name,
+                "status": sorted(statuses),
+                "cpu_ms": (process_cpu_s(pid) - before) * 1000 / ATTACK_REPEATS,
+            }
+        )
     return rows
 
 
@@ -288,8 +333,9 @@ def measure_queue_bound(settings: Any, queries: list[str], window: int, sends: i
         raise ChaosError(f"no dev query has {window} BM25 hits to send; lower --window")
     queue = f"chaos-nobody-{uuid.uuid4().hex[:6]}"
     outage = settings.model_copy(update={"queue": queue})
-    reranker = WorkerReranker(client_app(outage), queue, 0.2, settings.lex_features,
-                              max_queued=settings.queue_max_tasks)
+    reranker = WorkerReranker(
+        client_app(outage), queue, 0.2, settings.lex_features, max_queued=settings.queue_max_tasks
+    )
     refused, started = 0, time.monotonic()
     try:
         for turn in range(sends):
@@ -300,8 +346,15 @@ def measure_queue_bound(settings: Any, queries: list[str], window: int, sends: i
     finally:
         reranker.close()
     tasks, total, largest = queue_contents(settings.broker_url, settings.broker_key_prefix + queue)
-    return {"sends": sends, "refused_by_cap": refused, "seconds": time.monotonic() - started, "cap":
-            settings.queue_max_tasks, "tasks_left": tasks, "bytes_left": total, "largest_task_bytes": largest}
+    return {
+        "sends": sends,
+        "refused_by_cap": refused,
+        "seconds": time.monotonic() - started,
+        "cap": settings.queue_max_tasks,
+        "tasks_left": tasks,
+        "bytes_left": total,
+        "largest_task_bytes": largest,
+    }
 
 
 @dataclass
@@ -316,20 +369,34 @@ class Report:
     queue_bound: dict[str, Any] = field(default_factory=dict)
 
 
-def run_chaos(settings: Any, queries: list[str], clients: int, phase_s: float, window: int, sends: int,
-              log_dir: Path) -> Report:
+def run_chaos(
+    settings: Any, queries: list[str], clients: int, phase_s: float, window: int, sends: int, log_dir: Path
+) -> Report:
     """Start the services, run the phases under load, then the attacks and the queue bound; stop everything."""
     from es_rerank.ranking.broker import client_app
 
-    report = Report({"machine": machine_description(), "clients": clients, "phase_s": phase_s,
-                     "queries": len(queries), "home": str(settings.home)})
+    report = Report(
+        {
+            "machine": machine_description(),
+            "clients": clients,
+            "phase_s": phase_s,
+            "queries": len(queries),
+            "home": str(settings.home),
+        }
+    )
     redis_port, gateway_port = free_port(), free_port()
     broker_url = f"redis://127.0.0.1:{redis_port}/0"
-    env = {**os.environ, "ESRR_BROKER_URL": broker_url, "ESRR_QUEUE": f"chaos-{uuid.uuid4().hex[:6]}",
-           "ESRR_BROKER_KEY_PREFIX": "", "ESRR_HOME": str(settings.home.resolve())}
+    env = {
+        **os.environ,
+        "ESRR_BROKER_URL": broker_url,
+        "ESRR_QUEUE": f"chaos-{uuid.uuid4().hex[:6]}",
+        "ESRR_BROKER_KEY_PREFIX": "",
+        "ESRR_HOME": str(settings.home.resolve()),
+    }
     env.pop("ESRR_RESULT_BACKEND", None)
-    settings = settings.model_copy(update={"broker_url": broker_url, "queue": env["ESRR_QUEUE"],
-                                           "broker_key_prefix": "", "result_backend": None})
+    settings = settings.model_copy(
+        update={"broker_url": broker_url, "queue": env["ESRR_QUEUE"], "broker_key_prefix": "", "result_backend": None}
+    )
     with ExitStack() as running, tempfile.TemporaryDirectory() as redis_dir:
         redis = redis_process(redis_port, Path(redis_dir), log_dir).start()
         running.callback(redis.stop)
@@ -376,8 +443,12 @@ def run_chaos(settings: Any, queries: list[str], clients: int, phase_s: float, w
             load.stop()
             worker.stop()
             bm25_port = free_port()
-            bm25 = Process("gateway-bm25", [*ESRR, "serve", "--port", str(bm25_port)],
-                           {**env, "ESRR_GATEWAY_RERANK": "false"}, log_dir).start()
+            bm25 = Process(
+                "gateway-bm25",
+                [*ESRR, "serve", "--port", str(bm25_port)],
+                {**env, "ESRR_GATEWAY_RERANK": "false"},
+                log_dir,
+            ).start()
             running.callback(bm25.stop)
             bm25_url = f"http://127.0.0.1:{bm25_port}"
             bm25.wait_until(lambda: gateway_answers(bm25_url), 120)
@@ -416,6 +487,7 @@ class PhaseClock:
             self.bar.set_postfix_str(name)
             time.sleep(max(self.phase_s - (time.monotonic() - since if since else 0.0), 0.0))
             self.bar.update(1)
+
         return tick
 
     def __exit__(self, *exc: object) -> None:
@@ -425,17 +497,25 @@ class PhaseClock:
 def print_report(report: Report) -> None:
     """The figures as tables."""
     header = report.header
-    click.echo(f"{header['machine']} | {header['clients']} clients, {header['phase_s']:g} s a phase, "
-               f"{header['queries']} dev queries")
-    click.echo(f"{'phase':<18} {'searches':>8} {'failed':>6} {'waited':>6} {'skipped':>7} {'reranked':>8} "
-               f"{'unasked':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'skipped p99':>11}")
+    click.echo(
+        f"{header['machine']} | {header['clients']} clients, {header['phase_s']:g} s a phase, "
+        f"{header['queries']} dev queries"
+    )
+    click.echo(
+        f"{'phase':<18} {'searches':>8} {'failed':>6} {'waited':>6} {'skipped':>7} {'reranked':>8} "
+        f"{'unasked':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'skipped p99':>11}"
+    )
     for row in report.phases:
         skipped = f"{row['skipped_p99_ms']:.1f}" if row["skipped_p99_ms"] is not None else "-"
-        click.echo(f"{row['phase']:<18} {row['searches']:>8} {row['failed']:>6} {row['waited']:>6} "
-                   f"{row['skipped']:>7} {row['reranked']:>8} {row['unasked']:>7} {row['p50_ms']:>8.1f} "
-                   f"{row['p99_ms']:>8.1f} {row['max_ms']:>8.1f} {skipped:>11}")
-    click.echo("fell back = waited (for a worker, until the deadline) + skipped (breaker open, at once); "
-               "unasked: no model asked (a query without hits, or the BM25-only gateway)")
+        click.echo(
+            f"{row['phase']:<18} {row['searches']:>8} {row['failed']:>6} {row['waited']:>6} "
+            f"{row['skipped']:>7} {row['reranked']:>8} {row['unasked']:>7} {row['p50_ms']:>8.1f} "
+            f"{row['p99_ms']:>8.1f} {row['max_ms']:>8.1f} {skipped:>11}"
+        )
+    click.echo(
+        "fell back = waited (for a worker, until the deadline) + skipped (breaker open, at once); "
+        "unasked: no model asked (a query without hits, or the BM25-only gateway)"
+    )
     rows = {row["phase"]: row for row in report.phases}
     if rows.get("worker killed", {}).get("skipped_p99_ms") and "BM25 only" in rows:
         ratio = rows["worker killed"]["skipped_p99_ms"] / rows["BM25 only"]["p99_ms"]
@@ -448,28 +528,63 @@ def print_report(report: Report) -> None:
     for row in report.attacks:
         click.echo(f"{row['attack']:<32} {','.join(map(str, row['status'])):>8} {row['cpu_ms']:>15.1f}")
     bound = report.queue_bound
-    click.echo(f"queue bound: {bound['sends']} sends to a queue without a worker in {bound['seconds']:.1f} s, "
-               f"{bound['refused_by_cap']} refused by the cap of {bound['cap']}: {bound['tasks_left']} tasks, "
-               f"{bound['bytes_left']} bytes left (largest task {bound['largest_task_bytes']} bytes)")
+    click.echo(
+        f"queue bound: {bound['sends']} sends to a queue without a worker in {bound['seconds']:.1f} s, "
+        f"{bound['refused_by_cap']} refused by the cap of {bound['cap']}: {bound['tasks_left']} tasks, "
+        f"{bound['bytes_left']} bytes left (largest task {bound['largest_task_bytes']} bytes)"
+    )
 
 
 @click.command(name="chaos")
-@click.option("--clients", default=16, show_default=True, type=click.IntRange(1, 256),
-              help="Searches in flight at once, without pause.")
-@click.option("--phase-s", default=10.0, show_default=True, type=click.FloatRange(1, 600),
-              help="Seconds each phase lasts.")
-@click.option("--window", default=500, show_default=True, type=click.IntRange(1, MAX_WINDOW),
-              help="BM25 hits per task in the queue-bound run (the gateway's ESRR_GATEWAY_WINDOW).")
-@click.option("--outage-sends", default=12_000, show_default=True, type=click.IntRange(1, 1_000_000),
-              help="Tasks sent with no worker in the queue-bound run (12,000: 10 minutes at 20 searches/s).")
-@click.option("--queries", default=324, show_default=True, type=click.IntRange(min=1),
-              help="Dev queries searched, the first ones by id.")
+@click.option(
+    "--clients",
+    default=16,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Searches in flight at once, without pause.",
+)
+@click.option(
+    "--phase-s", default=10.0, show_default=True, type=click.FloatRange(1, 600), help="Seconds each phase lasts."
+)
+@click.option(
+    "--window",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, MAX_WINDOW),
+    help="BM25 hits per task in the queue-bound run (the gateway's ESRR_GATEWAY_WINDOW).",
+)
+@click.option(
+    "--outage-sends",
+    default=12_000,
+    show_default=True,
+    type=click.IntRange(1, 1_000_000),
+    help="Tasks sent with no worker in the queue-bound run (12,000: 10 minutes at 20 searches/s).",
+)
+@click.option(
+    "--queries",
+    default=324,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Dev queries searched, the first ones by id.",
+)
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
-@click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the services' logs go (default: a temporary folder, named at the end).")
+@click.option(
+    "--log-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the services' logs go (default: a temporary folder, named at the end).",
+)
 @json_out_option("Also write the figures as JSON.")
-def bench_chaos(clients: int, phase_s: float, window: int, outage_sends: int, queries: int, data: Path | None,
-                log_dir: Path | None, json_out: Path | None) -> None:
+def bench_chaos(
+    clients: int,
+    phase_s: float,
+    window: int,
+    outage_sends: int,
+    queries: int,
+    data: Path | None,
+    log_dir: Path | None,
+    json_out: Path | None,
+) -> None:
     """Searches under load while the worker is killed and the broker stopped: failed, fell back, latency."""
     from es_rerank.cli_options import load_settings
     from es_rerank.settings import BrokerSettings

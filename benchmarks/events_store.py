@@ -20,8 +20,8 @@ import os
 import random
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import click
 from tqdm import tqdm
@@ -34,8 +34,9 @@ PAGE = 10
 IMPRESSIONS_PER_SESSION = 4
 
 
-def synthetic_events(count: int, clicks_per_impression: float, queries: list[str], doc_ids: list[str],
-                     seed: int) -> Iterator[object]:
+def synthetic_events(
+    count: int, clicks_per_impression: float, queries: list[str], doc_ids: list[str], seed: int
+) -> Iterator[object]:
     """``count`` events like the page's: an impression, then its clicks (Poisson-like, ``clicks_per_impression`` on
     average), sessions of a few impressions; ``learning.events.Received`` objects, time in ms increasing."""
     from es_rerank.learning.events import Click, Impression, Received, Shown
@@ -48,37 +49,81 @@ def synthetic_events(count: int, clicks_per_impression: float, queries: list[str
             session = f"{rng.getrandbits(128):032x}"
         impression_id = f"{rng.getrandbits(64):016x}"
         first = PAGE * rng.choice((0, 0, 0, 1, 2)) + 1  # mostly the first page
-        results = [Shown(id=doc, position=first + place) for place, doc in enumerate(rng.sample(doc_ids, shown_per_page))]
+        results = [
+            Shown(id=doc, position=first + place) for place, doc in enumerate(rng.sample(doc_ids, shown_per_page))
+        ]
         at_ms += rng.randint(1, 2000)
-        yield Received(Impression(type="impression", impression_id=impression_id, session_id=session,
-                                  query=rng.choice(queries), ranker=RANKER, results=results), at_ms)
+        yield Received(
+            Impression(
+                type="impression",
+                impression_id=impression_id,
+                session_id=session,
+                query=rng.choice(queries),
+                ranker=RANKER,
+                results=results,
+            ),
+            at_ms,
+        )
         made += 1
         clicks = int(clicks_per_impression) + (rng.random() < clicks_per_impression % 1)
         for shown in rng.sample(results, min(clicks, shown_per_page)):
             if made >= count:
                 break
             at_ms += rng.randint(1, 5000)
-            yield Received(Click(type="click", impression_id=impression_id, session_id=session, id=shown.id,
-                                 position=shown.position), at_ms)
+            yield Received(
+                Click(
+                    type="click", impression_id=impression_id, session_id=session, id=shown.id, position=shown.position
+                ),
+                at_ms,
+            )
             made += 1
 
 
 @click.command(name="events")
-@click.option("--events", "count", default=1_000_000, show_default=True, type=click.IntRange(min=1),
-              help="Events to write.")
-@click.option("--clicks", "clicks_per_impression", default=1.0, show_default=True, type=click.FloatRange(0, 10),
-              help="Clicks per impression, on average (0: impressions only, the largest events).")
-@click.option("--requests", default=20_000, show_default=True, type=click.IntRange(min=1),
-              help="Impressions timed through the request side (decode, validate, queue).")
+@click.option(
+    "--events", "count", default=1_000_000, show_default=True, type=click.IntRange(min=1), help="Events to write."
+)
+@click.option(
+    "--clicks",
+    "clicks_per_impression",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0, 10),
+    help="Clicks per impression, on average (0: impressions only, the largest events).",
+)
+@click.option(
+    "--requests",
+    default=20_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Impressions timed through the request side (decode, validate, queue).",
+)
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for the store (kept); default a temporary one, deleted after.")
-@click.option("--url", default=None, help="Measure this empty PostgreSQL database (postgresql://...) instead of "
-              "a SQLite file; its tables' size with their indexes and TOAST is reported.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for the store (kept); default a temporary one, deleted after.",
+)
+@click.option(
+    "--url",
+    default=None,
+    help="Measure this empty PostgreSQL database (postgresql://...) instead of "
+    "a SQLite file; its tables' size with their indexes and TOAST is reported.",
+)
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @json_out_option("Also write the figures as JSON.")
-def bench_events(count: int, clicks_per_impression: float, requests: int, seed: int, out_dir: Path | None,
-                 url: str | None, data: Path | None, json_out: Path | None) -> None:
+def bench_events(
+    count: int,
+    clicks_per_impression: float,
+    requests: int,
+    seed: int,
+    out_dir: Path | None,
+    url: str | None,
+    data: Path | None,
+    json_out: Path | None,
+) -> None:
     """Size on disk and write time of N synthetic events in the event store (SQLite, or PostgreSQL with --url)."""
     from es_rerank.cli_options import load_settings
     from es_rerank.learning.recorder import BATCH
@@ -122,18 +167,32 @@ def bench_events(count: int, clicks_per_impression: float, requests: int, seed: 
             size = store.size_bytes()
             store.close()
         request_us = _request_side(Path(scratch) / "requests.sqlite3", requests, queries, doc_ids, seed)
-    figures = {"machine": machine_description(), "store": "sqlite" if url is None else "postgresql",
-               "events": written, **counts,
-               "clicks_per_impression": clicks_per_impression, "seed": seed, "bytes": size,
-               "mb": round(size / 1e6, 1), "bytes_per_event": round(size / written, 1),
-               "write_s": round(writing_s, 2), "events_per_s": round(written / writing_s),
-               "request_side_us": request_us}
-    click.echo(f"{figures['machine']} | {written:,} events ({counts['impressions']:,} impressions of {PAGE} results, "
-               f"{counts['clicks']:,} clicks)")
-    click.echo(f"store: {figures['mb']:,} MB ({figures['bytes_per_event']} bytes/event); written in "
-               f"{figures['write_s']} s ({figures['events_per_s']:,} events/s, batches of {BATCH})")
-    click.echo(f"request side (decode, validate, queue one impression): p50 {request_us['p50']} µs, "
-               f"p99 {request_us['p99']} µs over {requests:,} calls")
+    figures = {
+        "machine": machine_description(),
+        "store": "sqlite" if url is None else "postgresql",
+        "events": written,
+        **counts,
+        "clicks_per_impression": clicks_per_impression,
+        "seed": seed,
+        "bytes": size,
+        "mb": round(size / 1e6, 1),
+        "bytes_per_event": round(size / written, 1),
+        "write_s": round(writing_s, 2),
+        "events_per_s": round(written / writing_s),
+        "request_side_us": request_us,
+    }
+    click.echo(
+        f"{figures['machine']} | {written:,} events ({counts['impressions']:,} impressions of {PAGE} results, "
+        f"{counts['clicks']:,} clicks)"
+    )
+    click.echo(
+        f"store: {figures['mb']:,} MB ({figures['bytes_per_event']} bytes/event); written in "
+        f"{figures['write_s']} s ({figures['events_per_s']:,} events/s, batches of {BATCH})"
+    )
+    click.echo(
+        f"request side (decode, validate, queue one impression): p50 {request_us['p50']} µs, "
+        f"p99 {request_us['p99']} µs over {requests:,} calls"
+    )
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")
 
@@ -152,8 +211,10 @@ def _request_side(path: Path, requests: int, queries: list[str], doc_ids: list[s
     from es_rerank.learning.recorder import EventRecorder
     from es_rerank.learning.store import open_store
 
-    bodies = [json.dumps(received.event.model_dump(exclude_none=True)).encode()
-              for received in synthetic_events(requests, 0.0, queries, doc_ids, seed + 1)]
+    bodies = [
+        json.dumps(received.event.model_dump(exclude_none=True)).encode()
+        for received in synthetic_events(requests, 0.0, queries, doc_ids, seed + 1)
+    ]
     recorder = EventRecorder(lambda: open_store(str(path)), capacity=len(bodies))
     timings = []
     for body in bodies:

@@ -152,7 +152,7 @@ class PeakSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "PeakSampler":
+    def __enter__(self) -> PeakSampler:
         self.peak = rss_bytes(process_tree(self.pid))
         self._thread.start()
         return self
@@ -202,6 +202,7 @@ def snapshot(pid: int) -> Snapshot:
 def _cap_memory(limit: int):
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
     return apply
 
 
@@ -234,8 +235,15 @@ class Gateway:
 class StartedGateway(Gateway):
     """``esrr serve --processes 1`` started by the bench with ``RLIMIT_AS`` capped; started again on demand."""
 
-    def __init__(self, home: Path, port: int, memory_cap: int, env: dict[str, str], log_path: Path,
-                 ready_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        home: Path,
+        port: int,
+        memory_cap: int,
+        env: dict[str, str],
+        log_path: Path,
+        ready_timeout_s: float = 120.0,
+    ) -> None:
         super().__init__(f"http://127.0.0.1:{port}", 0)
         self.home, self.port, self.memory_cap, self.log_path = home, port, memory_cap, log_path
         self.env = {**env, "ESRR_HOME": str(home.resolve())}
@@ -243,14 +251,18 @@ class StartedGateway(Gateway):
         self.popen: subprocess.Popen | None = None
         self.starts = 0
 
-    def start(self) -> "StartedGateway":
+    def start(self) -> StartedGateway:
         """Start the process and wait until ``GET /`` answers (any status)."""
         import urllib3
 
         with open(self.log_path, "ab") as log:
-            self.popen = subprocess.Popen([*ESRR, "serve", "--port", str(self.port), "--processes", "1"],
-                                          env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                          preexec_fn=_cap_memory(self.memory_cap))
+            self.popen = subprocess.Popen(
+                [*ESRR, "serve", "--port", str(self.port), "--processes", "1"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_cap_memory(self.memory_cap),
+            )
         self.pid, self.starts = self.popen.pid, self.starts + 1
         deadline = time.monotonic() + self.ready_timeout_s
         while True:
@@ -262,8 +274,9 @@ class StartedGateway(Gateway):
                 return self
             except urllib3.exceptions.HTTPError:
                 if time.monotonic() > deadline:
-                    raise GatewayError(f"esrr serve did not answer within {self.ready_timeout_s:g} s "
-                                       f"(log {self.log_path})") from None
+                    raise GatewayError(
+                        f"esrr serve did not answer within {self.ready_timeout_s:g} s (log {self.log_path})"
+                    ) from None
                 time.sleep(0.1)
 
     def exit_status(self) -> str | None:
@@ -285,5 +298,7 @@ class StartedGateway(Gateway):
         self.popen.wait(30)
 
     def describe(self) -> str:
-        return (f"esrr serve --processes 1 started by the bench on {self.home} under RLIMIT_AS "
-                f"{self.memory_cap / (1 << 30):g} GiB (log {self.log_path})")
+        return (
+            f"esrr serve --processes 1 started by the bench on {self.home} under RLIMIT_AS "
+            f"{self.memory_cap / (1 << 30):g} GiB (log {self.log_path})"
+        )

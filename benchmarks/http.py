@@ -43,17 +43,18 @@ import json
 import secrets
 import statistics
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import click
 import numpy as np
 
-from es_rerank.backends.base import MAX_K
 from benchmarks.gateway_process import GatewayError, ProcessCpu, serving_pid
 from benchmarks.queries import dev_query_options
+from es_rerank.backends.base import MAX_K
 from es_rerank.cli_options import json_out_option
 from es_rerank.machine import machine_description
 
@@ -67,10 +68,16 @@ FORMS = ("q", "match", "site")
 
 def site_request(query: str, k: int) -> dict[str, Any]:
     """The site page's request for ``query`` (issue 26's contract) without its filters."""
-    return {"query": {"bool": {"must": [{"match": {"text": {"query": query}}}]}}, "from": 0, "size": k,
-            "highlight": {"encoder": "html", "fields": {"title": {}, "abstract": {}}},
-            "aggs": {"year": {"terms": {"field": "year", "size": 50}},
-                     "publication_types": {"terms": {"field": "publication_types", "size": 20}}}}
+    return {
+        "query": {"bool": {"must": [{"match": {"text": {"query": query}}}]}},
+        "from": 0,
+        "size": k,
+        "highlight": {"encoder": "html", "fields": {"title": {}, "abstract": {}}},
+        "aggs": {
+            "year": {"terms": {"field": "year", "size": 50}},
+            "publication_types": {"terms": {"field": "publication_types", "size": 20}},
+        },
+    }
 
 
 def search_once(pool: Any, url: str, query: str, k: int, form: str = "q") -> tuple[float, float, str]:
@@ -79,25 +86,40 @@ def search_once(pool: Any, url: str, query: str, k: int, form: str = "q") -> tup
     return elapsed_ms, took_ms, ranker
 
 
-def search_and_report(pool: Any, url: str, query: str, k: int, form: str, session: str,
-                      click: bool) -> tuple[float, float, str, float]:
+def search_and_report(
+    pool: Any, url: str, query: str, k: int, form: str, session: str, click: bool
+) -> tuple[float, float, str, float]:
     """``search_once``, then the page's report of it: its impression and, when ``click``, a click on its first hit;
     the search's figures and the report's client-side ms."""
     elapsed_ms, took_ms, ranker, ids = _search(pool, url, query, k, form)
     impression = secrets.token_hex(8)
-    events: list[dict[str, Any]] = [{"type": "impression", "impression_id": impression, "session_id": session,
-                                     "query": query, "ranker": ranker,
-                                     "results": [{"id": doc, "position": place} for place, doc in enumerate(ids, 1)]}]
+    events: list[dict[str, Any]] = [
+        {
+            "type": "impression",
+            "impression_id": impression,
+            "session_id": session,
+            "query": query,
+            "ranker": ranker,
+            "results": [{"id": doc, "position": place} for place, doc in enumerate(ids, 1)],
+        }
+    ]
     if click and ids:
-        events.append({"type": "click", "impression_id": impression, "session_id": session, "id": ids[0],
-                       "position": 1})
+        events.append(
+            {"type": "click", "impression_id": impression, "session_id": session, "id": ids[0], "position": 1}
+        )
     started = time.perf_counter()
-    response = pool.request("POST", f"{url}/_esrr/events", body=json.dumps(events).encode("utf-8"),
-                            headers={"Content-Type": "text/plain;charset=UTF-8"})  # as sendBeacon sends a string
+    response = pool.request(
+        "POST",
+        f"{url}/_esrr/events",
+        body=json.dumps(events).encode("utf-8"),
+        headers={"Content-Type": "text/plain;charset=UTF-8"},
+    )  # as sendBeacon sends a string
     reported_ms = (time.perf_counter() - started) * 1000
     if response.status != 202:
-        raise GatewayFailed(f"the events of {query!r} were refused: HTTP {response.status}: "
-                            f"{response.data[:300]!r} (the gateway needs ESRR_EVENTS=true)")
+        raise GatewayFailed(
+            f"the events of {query!r} were refused: HTTP {response.status}: "
+            f"{response.data[:300]!r} (the gateway needs ESRR_EVENTS=true)"
+        )
     return elapsed_ms, took_ms, ranker, reported_ms
 
 
@@ -107,8 +129,12 @@ def _search(pool: Any, url: str, query: str, k: int, form: str) -> tuple[float, 
         response = pool.request("GET", f"{url}/_search?{urlencode({'q': query, 'size': k})}")
     else:
         body = {"query": {"match": {"text": query}}, "size": k} if form == "match" else site_request(query, k)
-        response = pool.request("POST", f"{url}/_search", body=json.dumps(body).encode("utf-8"),
-                                headers={"Content-Type": "application/json"})
+        response = pool.request(
+            "POST",
+            f"{url}/_search",
+            body=json.dumps(body).encode("utf-8"),
+            headers={"Content-Type": "application/json"},
+        )
     elapsed_ms = (time.perf_counter() - started) * 1000
     try:
         body = json.loads(response.data)
@@ -121,9 +147,16 @@ def _search(pool: Any, url: str, query: str, k: int, form: str) -> tuple[float, 
     return elapsed_ms, float(body["took"]), body["esrr"]["ranker"], [hit["_id"] for hit in body["hits"]["hits"]]
 
 
-def run_rounds(url: str, queries: list[str], k: int, rounds: int, concurrency: int,
-               forms: tuple[str, ...] = ("match",), events: bool = False,
-               gateway: ProcessCpu | None = None) -> dict[str, Any]:
+def run_rounds(
+    url: str,
+    queries: list[str],
+    k: int,
+    rounds: int,
+    concurrency: int,
+    forms: tuple[str, ...] = ("match",),
+    events: bool = False,
+    gateway: ProcessCpu | None = None,
+) -> dict[str, Any]:
     """Every query once untimed in each form, then ``rounds`` timed passes at ``concurrency``, the forms taking
     turns within each round; the figures of the first form, and of every form under ``forms``. With ``events``,
     each form also as ``<form>+events``: every search followed by its report (``search_and_report``). With the
@@ -133,8 +166,9 @@ def run_rounds(url: str, queries: list[str], k: int, rounds: int, concurrency: i
     pool = urllib3.PoolManager(maxsize=concurrency, retries=False, timeout=urllib3.Timeout(30))
     session = secrets.token_hex(16)
     timed_forms = [name for form in forms for name in ((form, f"{form}+events") if events else (form,))]
-    timed: dict[str, dict[str, list]] = {name: {"latency": [], "took": [], "per_second": [], "events": [],
-                                                "cpu": []} for name in timed_forms}
+    timed: dict[str, dict[str, list]] = {
+        name: {"latency": [], "took": [], "per_second": [], "events": [], "cpu": []} for name in timed_forms
+    }
     cpu_s: Callable[[], float] = gateway.seconds if gateway is not None else lambda: 0.0
 
     def one(name: str, number: int, query: str) -> tuple[float, float, str, float | None]:
@@ -155,8 +189,9 @@ def run_rounds(url: str, queries: list[str], k: int, rounds: int, concurrency: i
         results[second] = one(second, number, query)
         return results[form], results[f"{form}+events"]
 
-    def record(name: str, results: list[tuple[float, float, str, float | None]], per_second: float,
-               cpu_ms: float) -> None:
+    def record(
+        name: str, results: list[tuple[float, float, str, float | None]], per_second: float, cpu_ms: float
+    ) -> None:
         timed[name]["per_second"].append(per_second)
         timed[name]["cpu"].append(cpu_ms)
         timed[name]["latency"] += [ms for ms, _, _, _ in results]
@@ -187,10 +222,16 @@ def run_rounds(url: str, queries: list[str], k: int, rounds: int, concurrency: i
     for form, paired in differences.items():
         if paired:
             figures[f"{form}+events"]["paired_difference_ms"] = _spread(paired)
-    one_at_a_time = {} if gateway is None else {"gateway_cpu_ms": _spread(cpu_pass(pool, url, queries, k, forms[0],
-                                                                                   gateway))}
-    return {"rankers": sorted(rankers), "concurrency": concurrency, **figures[forms[0]], **one_at_a_time,
-            **({"forms": figures} if len(timed) > 1 else {})}
+    one_at_a_time = (
+        {} if gateway is None else {"gateway_cpu_ms": _spread(cpu_pass(pool, url, queries, k, forms[0], gateway))}
+    )
+    return {
+        "rankers": sorted(rankers),
+        "concurrency": concurrency,
+        **figures[forms[0]],
+        **one_at_a_time,
+        **({"forms": figures} if len(timed) > 1 else {}),
+    }
 
 
 def cpu_pass(pool: Any, url: str, queries: list[str], k: int, form: str, gateway: ProcessCpu) -> list[float]:
@@ -216,43 +257,74 @@ def gateway_processes(url: str, pid: int | None) -> tuple[ProcessCpu | None, str
     port = parts.port or (443 if parts.scheme == "https" else 80)
     found = serving_pid(port)
     if found is None:
-        return None, (f"not measured: no single process of this user listens on port {port}; pass --gateway-pid "
-                      "(a gateway behind a proxy: the gateway's own pid)")
+        return None, (
+            f"not measured: no single process of this user listens on port {port}; pass --gateway-pid "
+            "(a gateway behind a proxy: the gateway's own pid)"
+        )
     gateway = ProcessCpu(found)
     return gateway, f"pid {found} (serving port {port}) and its children: {sorted(gateway.pids)}"
 
 
 def _figures(timed: dict[str, list], cpu: bool = False) -> dict[str, Any]:
     overhead = np.array(timed["latency"]) - np.array(timed["took"])
-    return {"searches": len(timed["latency"]), "latency_ms": _spread(timed["latency"]),
-            "took_ms": _spread(timed["took"]), "http_and_json_ms": _spread(overhead),
-            "searches_per_s": {"per_round": timed["per_second"], "median": statistics.median(timed["per_second"])},
-            **({"gateway_cpu_ms_per_search": {"per_round": timed["cpu"], "median": statistics.median(timed["cpu"])}}
-               if cpu else {}),
-            **({"events_ms": _spread(timed["events"])} if timed["events"] else {})}
+    return {
+        "searches": len(timed["latency"]),
+        "latency_ms": _spread(timed["latency"]),
+        "took_ms": _spread(timed["took"]),
+        "http_and_json_ms": _spread(overhead),
+        "searches_per_s": {"per_round": timed["per_second"], "median": statistics.median(timed["per_second"])},
+        **(
+            {"gateway_cpu_ms_per_search": {"per_round": timed["cpu"], "median": statistics.median(timed["cpu"])}}
+            if cpu
+            else {}
+        ),
+        **({"events_ms": _spread(timed["events"])} if timed["events"] else {}),
+    }
 
 
 def _spread(ms: Any) -> dict[str, float]:
-    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
-            "mean": float(np.mean(ms))}
+    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)), "mean": float(np.mean(ms))}
 
 
 @click.command(name="http")
 @click.option("--url", default="http://127.0.0.1:8000", show_default=True, help="The running gateway.")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits per search.")
-@click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1, 256),
-              help="Searches in flight at once.")
-@click.option("--forms", default="match", show_default=True,
-              help=f"Request forms, comma-separated, timed in turns in the same run: {', '.join(FORMS)}.")
-@click.option("--events", is_flag=True, help="Also time each form with every search followed by its impression "
-              "(and a click every other search) to POST /_esrr/events, in the same run (needs ESRR_EVENTS=true).")
-@click.option("--gateway-pid", type=click.IntRange(min=1), default=None,
-              help="The gateway process whose CPU (with its children's) is measured; default: the one listening on "
-                   "--url's port, when that is on this machine.")
+@click.option(
+    "--concurrency", default=1, show_default=True, type=click.IntRange(1, 256), help="Searches in flight at once."
+)
+@click.option(
+    "--forms",
+    default="match",
+    show_default=True,
+    help=f"Request forms, comma-separated, timed in turns in the same run: {', '.join(FORMS)}.",
+)
+@click.option(
+    "--events",
+    is_flag=True,
+    help="Also time each form with every search followed by its impression "
+    "(and a click every other search) to POST /_esrr/events, in the same run (needs ESRR_EVENTS=true).",
+)
+@click.option(
+    "--gateway-pid",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The gateway process whose CPU (with its children's) is measured; default: the one listening on "
+    "--url's port, when that is on this machine.",
+)
 @dev_query_options
 @json_out_option("Also write the figures as JSON.")
-def bench_http(url: str, k: int, concurrency: int, forms: str, events: bool, gateway_pid: int | None, rounds: int,
-               queries: int, data: Path | None, json_out: Path | None) -> None:
+def bench_http(
+    url: str,
+    k: int,
+    concurrency: int,
+    forms: str,
+    events: bool,
+    gateway_pid: int | None,
+    rounds: int,
+    queries: int,
+    data: Path | None,
+    json_out: Path | None,
+) -> None:
     """Latency and searches/s of a running gateway (`esrr serve`) over the NFCorpus dev queries."""
     import urllib3
 
@@ -274,15 +346,28 @@ def bench_http(url: str, k: int, concurrency: int, forms: str, events: bool, gat
     except GatewayFailed as error:
         raise click.ClickException(f"{error}; the figures would not be the served model's") from None
     except urllib3.exceptions.HTTPError as error:
-        raise click.ClickException(f"cannot reach the gateway at {url} ({error}); start it with `esrr serve`, "
-                                   "or pass its --url") from None
-    figures = {"machine": machine_description(), "url": url, "queries": len(texts), "rounds": rounds, "k": k,
-               "gateway_cpu_of": measured, **figures}
-    click.echo(f"{figures['machine']} | {', '.join(figures['rankers'])} | {len(texts)} dev queries x {rounds} "
-               f"rounds, {concurrency} at a time")
+        raise click.ClickException(
+            f"cannot reach the gateway at {url} ({error}); start it with `esrr serve`, or pass its --url"
+        ) from None
+    figures = {
+        "machine": machine_description(),
+        "url": url,
+        "queries": len(texts),
+        "rounds": rounds,
+        "k": k,
+        "gateway_cpu_of": measured,
+        **figures,
+    }
+    click.echo(
+        f"{figures['machine']} | {', '.join(figures['rankers'])} | {len(texts)} dev queries x {rounds} "
+        f"rounds, {concurrency} at a time"
+    )
     click.echo(f"{'':<24} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
-    for name, key in (("latency (client)", "latency_ms"), ("took (gateway)", "took_ms"),
-                      ("HTTP and JSON", "http_and_json_ms")):
+    for name, key in (
+        ("latency (client)", "latency_ms"),
+        ("took (gateway)", "took_ms"),
+        ("HTTP and JSON", "http_and_json_ms"),
+    ):
         row = figures[key]
         click.echo(f"{name:<24} {row['p50']:>8.2f} {row['p99']:>8.2f} {row['mean']:>8.2f}")
     if "gateway_cpu_ms" in figures:
@@ -290,25 +375,33 @@ def bench_http(url: str, k: int, concurrency: int, forms: str, events: bool, gat
         click.echo(f"{'gateway CPU, 1 at a time':<24} {row['p50']:>8.2f} {row['p99']:>8.2f} {row['mean']:>8.2f}")
     click.echo(f"searches/s: {figures['searches_per_s']['median']:.1f} (median of {rounds} rounds)")
     if "gateway_cpu_ms_per_search" in figures:
-        click.echo(f"gateway CPU per search at {concurrency} in flight: "
-                   f"{figures['gateway_cpu_ms_per_search']['median']:.2f} ms (median of {rounds} rounds)")
+        click.echo(
+            f"gateway CPU per search at {concurrency} in flight: "
+            f"{figures['gateway_cpu_ms_per_search']['median']:.2f} ms (median of {rounds} rounds)"
+        )
     click.echo(f"gateway CPU: {measured}")
     if "forms" in figures:
         first = figures["forms"][chosen[0]]["latency_ms"]["p50"]
-        click.echo(f"{'form':<12} {'latency p50':>12} {'took p50':>9} {'p50 - ' + chosen[0]:>12} {'ratio':>6}"
-                   f"{' gateway CPU' if gateway is not None else ''}")
+        click.echo(
+            f"{'form':<12} {'latency p50':>12} {'took p50':>9} {'p50 - ' + chosen[0]:>12} {'ratio':>6}"
+            f"{' gateway CPU' if gateway is not None else ''}"
+        )
         for form, row in figures["forms"].items():
             p50 = row["latency_ms"]["p50"]
             cpu = row.get("gateway_cpu_ms_per_search")
-            click.echo(f"{form:<12} {p50:>10.2f}ms {row['took_ms']['p50']:>7.1f}ms {p50 - first:>+10.2f}ms "
-                       f"{p50 / first:>6.3f}" + (f" {cpu['median']:>9.2f}ms" if cpu is not None else ""))
+            click.echo(
+                f"{form:<12} {p50:>10.2f}ms {row['took_ms']['p50']:>7.1f}ms {p50 - first:>+10.2f}ms "
+                f"{p50 / first:>6.3f}" + (f" {cpu['median']:>9.2f}ms" if cpu is not None else "")
+            )
     if events:
         click.echo("recording events: a search's latency p50 with each search reported, minus without (same run)")
         for form in chosen:
             off, on = figures["forms"][form], figures["forms"][f"{form}+events"]
-            click.echo(f"{form:<12} {on['latency_ms']['p50'] - off['latency_ms']['p50']:>+8.2f}ms "
-                       f"(off {off['latency_ms']['p50']:.2f}, on {on['latency_ms']['p50']:.2f}); per query, on minus "
-                       f"off: median {on['paired_difference_ms']['p50']:+.2f}ms; the report itself: "
-                       f"p50 {on['events_ms']['p50']:.2f}ms, p99 {on['events_ms']['p99']:.2f}ms")
+            click.echo(
+                f"{form:<12} {on['latency_ms']['p50'] - off['latency_ms']['p50']:>+8.2f}ms "
+                f"(off {off['latency_ms']['p50']:.2f}, on {on['latency_ms']['p50']:.2f}); per query, on minus "
+                f"off: median {on['paired_difference_ms']['p50']:+.2f}ms; the report itself: "
+                f"p50 {on['events_ms']['p50']:.2f}ms, p99 {on['events_ms']['p99']:.2f}ms"
+            )
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

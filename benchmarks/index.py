@@ -17,19 +17,29 @@ from es_rerank.cli_options import json_out_option
 
 @click.command(name="index")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
-@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1),
-              help="Repetitions of the statistics and build timings.")
-@click.option("--rounds", default=5, show_default=True, type=click.IntRange(min=1),
-              help="Passes over the dev queries for search latency.")
+@click.option(
+    "--repeats",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Repetitions of the statistics and build timings.",
+)
+@click.option(
+    "--rounds",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Passes over the dev queries for search latency.",
+)
 @click.option("--k", default=500, show_default=True, type=click.IntRange(1, MAX_K), help="Hits per search.")
 @json_out_option("Also write the figures as JSON.")
 def bench_index(data: Path | None, repeats: int, rounds: int, k: int, json_out: Path | None) -> None:
     """Print medians over repeated runs; all on the real NFCorpus."""
     from es_rerank.backends.embedded import EmbeddedBackend
+    from es_rerank.machine import machine_description
     from es_rerank.stats import build_stats
     from index_setup.embedded_index import build_embedded_index
     from index_setup.nfcorpus import NFCorpus
-    from es_rerank.machine import machine_description
 
     try:
         nfcorpus = NFCorpus.locate(data)
@@ -38,12 +48,16 @@ def bench_index(data: Path | None, repeats: int, rounds: int, k: int, json_out: 
     except (FileNotFoundError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     if not documents:
-        raise click.ClickException(f"{nfcorpus.corpus_path} holds no readable document (it is empty, or "
-                                   "every record was skipped: see the warnings above); point --data at an "
-                                   "NFCorpus folder whose corpus has records")
+        raise click.ClickException(
+            f"{nfcorpus.corpus_path} holds no readable document (it is empty, or "
+            "every record was skipped: see the warnings above); point --data at an "
+            "NFCorpus folder whose corpus has records"
+        )
     if not queries:
-        raise click.ClickException(f"no dev query has both judgments (qrels/dev.tsv) and text (queries.jsonl) "
-                                   f"in {nfcorpus.root}, and search latency is timed on them; check those two files")
+        raise click.ClickException(
+            f"no dev query has both judgments (qrels/dev.tsv) and text (queries.jsonl) "
+            f"in {nfcorpus.root}, and search latency is timed on them; check those two files"
+        )
 
     rates = []
     for _ in range(repeats):
@@ -76,10 +90,14 @@ def bench_index(data: Path | None, repeats: int, rounds: int, k: int, json_out: 
         "search_p99_ms": float(np.percentile(latencies, 99) * 1000),
     }
     click.echo(f"machine: {figures['machine']}")
-    click.echo(f"tokenize + statistics: {figures['tokenize_stats_docs_per_s_median']:,.0f} docs/s "
-               f"(median of {repeats}, {len(documents)} NFCorpus docs, one process)")
+    click.echo(
+        f"tokenize + statistics: {figures['tokenize_stats_docs_per_s_median']:,.0f} docs/s "
+        f"(median of {repeats}, {len(documents)} NFCorpus docs, one process)"
+    )
     click.echo(f"embedded index build:  {figures['embedded_build_s_median']:.2f} s (median of {repeats})")
-    click.echo(f"BM25 top-{k} latency:  p50 {figures['search_p50_ms']:.2f} ms, p99 {figures['search_p99_ms']:.2f} ms "
-               f"({len(latencies)} searches: {len(queries)} dev queries x {rounds} rounds)")
+    click.echo(
+        f"BM25 top-{k} latency:  p50 {figures['search_p50_ms']:.2f} ms, p99 {figures['search_p99_ms']:.2f} ms "
+        f"({len(latencies)} searches: {len(queries)} dev queries x {rounds} rounds)"
+    )
     if json_out:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

@@ -17,9 +17,9 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlencode
 
 import click
@@ -85,11 +85,19 @@ def _screen_ms(stats, rows: list[int], repeats: int) -> tuple[float, int]:
 
     request = build_request("vitamin d and breast cancer", [stats.doc_terms(row) for row in rows], stats, LEX3)
     body = json.dumps([[encode(request)], {}, {"callbacks": None, "errbacks": None}]).encode()
-    envelope = json.dumps({
-        "body": base64.b64encode(body).decode(), "headers": {"task": TASK_NAME, "id": "bench"},
-        "content-type": "application/json", "content-encoding": "utf-8",
-        "properties": {"body_encoding": "base64", "delivery_tag": "bench",
-                       "delivery_info": {"exchange": "", "routing_key": "rerank"}}}).encode()
+    envelope = json.dumps(
+        {
+            "body": base64.b64encode(body).decode(),
+            "headers": {"task": TASK_NAME, "id": "bench"},
+            "content-type": "application/json",
+            "content-encoding": "utf-8",
+            "properties": {
+                "body_encoding": "base64",
+                "delivery_tag": "bench",
+                "delivery_info": {"exchange": "", "routing_key": "rerank"},
+            },
+        }
+    ).encode()
     if envelope_problem(envelope, Channel.codecs) is not None:
         raise click.ClickException("the benchmark's task envelope does not pass the worker's screen")
     return _median_s(lambda: envelope_problem(envelope, Channel.codecs), repeats) * 1000, len(envelope)
@@ -123,7 +131,7 @@ def _search_costs(documents: list, queries: list[str], root: Path, repeats: int)
     for run in range(repeats):
         spent = dict.fromkeys(names, 0.0)
         for number, body in enumerate(bodies):
-            for name in names[(run + number) % len(names):] + names[:(run + number) % len(names)]:
+            for name in names[(run + number) % len(names) :] + names[: (run + number) % len(names)]:
                 started = time.perf_counter()
                 search(backends[name], body)
                 spent[name] += time.perf_counter() - started
@@ -131,10 +139,13 @@ def _search_costs(documents: list, queries: list[str], root: Path, repeats: int)
             totals[name].append(spent[name])
     per_search_ms = {name: statistics.median(values) / len(bodies) * 1000 for name, values in totals.items()}
     figures: dict[str, object] = {
-        "files_held": len(files.files), "files_leased": leased_files, "search_ms": per_search_ms,
-        "over_unchecked": {name: statistics.median(mode / plain for mode, plain in zip(totals[name],
-                                                                                       totals["unchecked"]))
-                           for name in names},
+        "files_held": len(files.files),
+        "files_leased": leased_files,
+        "search_ms": per_search_ms,
+        "over_unchecked": {
+            name: statistics.median(mode / plain for mode, plain in zip(totals[name], totals["unchecked"]))
+            for name in names
+        },
         "fingerprint_check_us": _median_s(files.change, repeats * 10) * 1e6,
     }
     if "leased" in backends:
@@ -154,12 +165,18 @@ _WRITERS = {
     "rewritten, mtime restored": (
         "import os, sys\npath = sys.argv[1]\nst = os.stat(path)\nwith open(path, 'r+b') as f:\n"
         "    data = f.read(); third = len(data) // 3; f.seek(third); f.write(data[third:2 * third][::-1])\n"
-        "os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))"),
+        "os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))"
+    ),
     "unlinked": "import os, sys; os.unlink(sys.argv[1])",
 }
-_CHANGES = (("stats/title_ptr.npy", "cut short"), ("stats/title_ptr.npy", "rewritten, mtime restored"),
-            ("stats/doc_ids.txt", "rewritten, mtime restored"), ("stats/title_values.npy", "unlinked"),
-            ("tantivy/*.idx", "cut short"), ("tantivy/*.term", "rewritten, mtime restored"))
+_CHANGES = (
+    ("stats/title_ptr.npy", "cut short"),
+    ("stats/title_ptr.npy", "rewritten, mtime restored"),
+    ("stats/doc_ids.txt", "rewritten, mtime restored"),
+    ("stats/title_values.npy", "unlinked"),
+    ("tantivy/*.idx", "cut short"),
+    ("tantivy/*.term", "rewritten, mtime restored"),
+)
 
 
 def _http(url: str) -> tuple[int, dict | None]:
@@ -173,8 +190,9 @@ def _http(url: str) -> tuple[int, dict | None]:
         return error.code, json.load(error) if error.headers.get_content_type() == "application/json" else None
 
 
-def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: list[str], port: int,
-                source: Path | None) -> dict:
+def _one_change(
+    built: Path, scratch: Path, target: str, kind: str, queries: list[str], port: int, source: Path | None
+) -> dict:
     """One ``esrr serve`` over a copy of ``built`` (the es_rerank of ``source`` when given), two clients searching,
     another process changing one file."""
     import http.client
@@ -194,9 +212,13 @@ def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: lis
         env["PYTHONPATH"] = str(source.absolute())
     url = f"http://127.0.0.1:{port}"
     with open(scratch / "gateway.log", "wb") as log:
-        gateway = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
-                                    "--port", str(port)], cwd=scratch, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT)
+        gateway = subprocess.Popen(
+            [sys.executable, "-c", "from es_rerank.cli import main; main()", "serve", "--port", str(port)],
+            cwd=scratch,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         for _ in range(600):
             try:
@@ -204,6 +226,7 @@ def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: lis
                 break
             except OSError:
                 time.sleep(0.1)
+
         def search(query: str) -> tuple[int, dict | None]:
             return _http(f"{url}/_search?{urlencode({'q': query, 'size': 10})}")
 
@@ -238,13 +261,21 @@ def _one_change(built: Path, scratch: Path, target: str, kind: str, queries: lis
         gateway.wait(30)
     statuses = [status for _, status, _ in answers]
     mixed = sum(status == 200 and body["hits"]["hits"] != before[query] for query, status, body in answers)
-    return {"died": died, "answers": len(answers), "200": statuses.count(200), "503": statuses.count(503),
-            "500": statuses.count(500), "other": sum(s not in (200, 500, 503) for s in statuses), "mixed": mixed,
-            "health": None if health is None else health.get("status")}
+    return {
+        "died": died,
+        "answers": len(answers),
+        "200": statuses.count(200),
+        "503": statuses.count(503),
+        "500": statuses.count(500),
+        "other": sum(s not in (200, 500, 503) for s in statuses),
+        "mixed": mixed,
+        "health": None if health is None else health.get("status"),
+    }
 
 
-def _changes_under_load(documents: list, queries: list[str], scratch: Path, runs: int,
-                        source: Path | None = None) -> list[dict]:
+def _changes_under_load(
+    documents: list, queries: list[str], scratch: Path, runs: int, source: Path | None = None
+) -> list[dict]:
     """Each of ``_CHANGES`` ``runs`` times against a real ``esrr serve`` (its files leased) under two clients."""
     import socket
 
@@ -260,25 +291,49 @@ def _changes_under_load(documents: list, queries: list[str], scratch: Path, runs
                 sock.bind(("127.0.0.1", 0))
                 port = sock.getsockname()[1]
             results.append(_one_change(built, scratch, target, kind, queries, port, source))
-        rows.append({"file": target, "change": kind, "runs": runs, **{
-            key: sum(result[key] for result in results) for key in ("died", "answers", "200", "503", "500", "other",
-                                                                     "mixed")},
-            "health": sorted({str(result["health"]) for result in results})})
+        rows.append(
+            {
+                "file": target,
+                "change": kind,
+                "runs": runs,
+                **{
+                    key: sum(result[key] for result in results)
+                    for key in ("died", "answers", "200", "503", "500", "other", "mixed")
+                },
+                "health": sorted({str(result["health"]) for result in results}),
+            }
+        )
     return rows
 
 
 @click.command(name="integrity")
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @click.option("--repeats", default=30, show_default=True, type=click.IntRange(min=3), help="Runs per timing.")
-@click.option("--hits", default=500, show_default=True, type=click.IntRange(1, 10_000),
-              help="Hits whose term ids one search reads.")
-@click.option("--changes-under-load", "change_runs", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Also change served files under a real `esrr serve` and two clients, this many runs a change.")
-@click.option("--gateway-source", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="A source checkout whose es_rerank the changed-under-load gateway runs (e.g. an older commit's).")
+@click.option(
+    "--hits",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="Hits whose term ids one search reads.",
+)
+@click.option(
+    "--changes-under-load",
+    "change_runs",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Also change served files under a real `esrr serve` and two clients, this many runs a change.",
+)
+@click.option(
+    "--gateway-source",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A source checkout whose es_rerank the changed-under-load gateway runs (e.g. an older commit's).",
+)
 @json_out_option("Also write the figures as JSON.")
-def bench_integrity(data: Path | None, repeats: int, hits: int, change_runs: int, gateway_source: Path | None,
-                    json_out: Path | None) -> None:
+def bench_integrity(
+    data: Path | None, repeats: int, hits: int, change_runs: int, gateway_source: Path | None, json_out: Path | None
+) -> None:
     """Print medians: checksum speed, opening a statistics version with and without checksums, the check a
     search makes, and a search's reads mapped against ``pread``."""
     from es_rerank.machine import machine_description
@@ -293,9 +348,14 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, change_runs: int
     if not documents:
         raise click.ClickException("the corpus holds no readable document; point --data at an NFCorpus folder")
     block = np.random.default_rng(0).bytes(256 << 20)
-    hash_rates = {name: len(block) / _median_s(lambda fn=fn: fn(block), 3) / 2**30 for name, fn in {
-        "xxh3_128": lambda b: xxhash.xxh3_128_hexdigest(b), "sha256": lambda b: hashlib.sha256(b).hexdigest(),
-        "blake2b": lambda b: hashlib.blake2b(b).hexdigest()}.items()}
+    hash_rates = {
+        name: len(block) / _median_s(lambda fn=fn: fn(block), 3) / 2**30
+        for name, fn in {
+            "xxh3_128": lambda b: xxhash.xxh3_128_hexdigest(b),
+            "sha256": lambda b: hashlib.sha256(b).hexdigest(),
+            "blake2b": lambda b: hashlib.blake2b(b).hexdigest(),
+        }.items()
+    }
     del block
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -318,8 +378,7 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, change_runs: int
             pread.close()
         queries = list(NFCorpus.locate(data).all_queries().values())[:50]
         searches = _search_costs(documents, queries, Path(tmp) / "embedded", repeats)
-        changes = (_changes_under_load(documents, queries, Path(tmp), change_runs, gateway_source)
-                   if change_runs else [])
+        changes = _changes_under_load(documents, queries, Path(tmp), change_runs, gateway_source) if change_runs else []
 
     figures = {
         "machine": machine_description(),
@@ -340,37 +399,58 @@ def bench_integrity(data: Path | None, repeats: int, hits: int, change_runs: int
         "changes_under_load": changes,
     }
     click.echo(f"machine: {figures['machine']}")
-    click.echo("checksums (GiB/s, 256 MiB in memory, median of 3): "
-               + ", ".join(f"{name} {rate:.2f}" for name, rate in hash_rates.items()))
-    click.echo(f"statistics of {len(documents)} NFCorpus documents: {size / 1e6:.1f} MB "
-               f"({size / len(documents):,.0f} bytes a document)")
-    click.echo(f"checksums of all its files: {figures['checksum_all_files_ms']:.2f} ms "
-               f"({size / checksums / 2**30:.1f} GiB/s from the page cache)")
-    click.echo(f"open, sizes checked: {figures['open_sizes_checked_ms']:.1f} ms; with term ids and checksums "
-               f"(esrr index use): {figures['open_ids_and_checksums_checked_ms']:.1f} ms (medians of {repeats})")
+    click.echo(
+        "checksums (GiB/s, 256 MiB in memory, median of 3): "
+        + ", ".join(f"{name} {rate:.2f}" for name, rate in hash_rates.items())
+    )
+    click.echo(
+        f"statistics of {len(documents)} NFCorpus documents: {size / 1e6:.1f} MB "
+        f"({size / len(documents):,.0f} bytes a document)"
+    )
+    click.echo(
+        f"checksums of all its files: {figures['checksum_all_files_ms']:.2f} ms "
+        f"({size / checksums / 2**30:.1f} GiB/s from the page cache)"
+    )
+    click.echo(
+        f"open, sizes checked: {figures['open_sizes_checked_ms']:.1f} ms; with term ids and checksums "
+        f"(esrr index use): {figures['open_ids_and_checksums_checked_ms']:.1f} ms (medians of {repeats})"
+    )
     click.echo(f"check before a search (fstat of each mapped file): {figures['check_before_search_us']:.1f} us")
-    click.echo(f"term ids of {hits} hits: mapped {figures['read_hits_mapped_ms']:.2f} ms, pread "
-               f"{figures['read_hits_pread_ms']:.2f} ms ({figures['pread_over_mapped']:.1f}x)")
-    click.echo(f"worker's poison screen of a task envelope for those hits ({envelope_bytes:,} bytes): "
-               f"{screen_ms:.3f} ms")
+    click.echo(
+        f"term ids of {hits} hits: mapped {figures['read_hits_mapped_ms']:.2f} ms, pread "
+        f"{figures['read_hits_pread_ms']:.2f} ms ({figures['pread_over_mapped']:.1f}x)"
+    )
+    click.echo(
+        f"worker's poison screen of a task envelope for those hits ({envelope_bytes:,} bytes): {screen_ms:.3f} ms"
+    )
     ms, over = searches["search_ms"], searches["over_unchecked"]
-    click.echo(f"a search (top 500 with their statistics, a page of 10 _source; {len(queries)} NFCorpus queries, "
-               f"medians of {repeats}), its {searches['files_held']} files: unchecked {ms['unchecked']:.3f} ms, "
-               f"fingerprints checked before and after {ms['fingerprinted']:.3f} ms "
-               f"({over['fingerprinted']:.3f}x, median of the runs' ratios), one check "
-               f"{searches['fingerprint_check_us']:.1f} us")
+    click.echo(
+        f"a search (top 500 with their statistics, a page of 10 _source; {len(queries)} NFCorpus queries, "
+        f"medians of {repeats}), its {searches['files_held']} files: unchecked {ms['unchecked']:.3f} ms, "
+        f"fingerprints checked before and after {ms['fingerprinted']:.3f} ms "
+        f"({over['fingerprinted']:.3f}x, median of the runs' ratios), one check "
+        f"{searches['fingerprint_check_us']:.1f} us"
+    )
     if "leased" in ms:
-        click.echo(f"  leased ({searches['files_leased']} leases): {ms['leased']:.3f} ms ({over['leased']:.3f}x), "
-                   f"a read's guard {searches['leased_read_us']:.2f} us")
+        click.echo(
+            f"  leased ({searches['files_leased']} leases): {ms['leased']:.3f} ms ({over['leased']:.3f}x), "
+            f"a read's guard {searches['leased_read_us']:.2f} us"
+        )
     else:
         click.echo("  leased: not measured (not this process's main thread)")
     if changes:
-        click.echo(f"served files changed by another process under esrr serve and 2 clients ({change_runs} runs each; "
-                   "none: no answer or another status; mixed: a 200 whose hits differ from the unchanged index's):")
-        click.echo(f"  {'file':<24}{'change':<27}{'died':>5}{'answers':>9}{'200':>6}{'503':>6}{'500':>5}"
-                   f"{'none':>6}{'mixed':>7}  health after")
+        click.echo(
+            f"served files changed by another process under esrr serve and 2 clients ({change_runs} runs each; "
+            "none: no answer or another status; mixed: a 200 whose hits differ from the unchanged index's):"
+        )
+        click.echo(
+            f"  {'file':<24}{'change':<27}{'died':>5}{'answers':>9}{'200':>6}{'503':>6}{'500':>5}"
+            f"{'none':>6}{'mixed':>7}  health after"
+        )
         for row in changes:
-            click.echo(f"  {row['file']:<24}{row['change']:<27}{row['died']:>5}{row['answers']:>9}{row['200']:>6}"
-                       f"{row['503']:>6}{row['500']:>5}{row['other']:>6}{row['mixed']:>7}  {', '.join(row['health'])}")
+            click.echo(
+                f"  {row['file']:<24}{row['change']:<27}{row['died']:>5}{row['answers']:>9}{row['200']:>6}"
+                f"{row['503']:>6}{row['500']:>5}{row['other']:>6}{row['mixed']:>7}  {', '.join(row['health'])}"
+            )
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

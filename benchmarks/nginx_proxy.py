@@ -13,10 +13,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from string import Template
-from typing import Iterator
 
 NGINX_CONF = Path(__file__).resolve().parents[1] / "deploy" / "nginx.conf"
 TEMPLATE_NAMES = ("ESRR_PROXY_LISTEN", "ESRR_PROXY_UPSTREAM")
@@ -36,8 +36,10 @@ def render_nginx_conf(listen: str, upstream: str, template: str | None = None) -
     text = NGINX_CONF.read_text(encoding="utf-8") if template is None else template
     rendered = Template(text).safe_substitute(ESRR_PROXY_LISTEN=listen, ESRR_PROXY_UPSTREAM=upstream)
     if any("${" in line.split("#")[0] for line in rendered.splitlines()):
-        raise ProxyError(f"{NGINX_CONF} names a ${{...}} other than {', '.join(TEMPLATE_NAMES)}; "
-                         "fill it in here and in docker-compose.yml's envsubst")
+        raise ProxyError(
+            f"{NGINX_CONF} names a ${{...}} other than {', '.join(TEMPLATE_NAMES)}; "
+            "fill it in here and in docker-compose.yml's envsubst"
+        )
     return rendered
 
 
@@ -50,8 +52,9 @@ def free_loopback_port() -> int:
 
 def nginx_executable() -> str:
     """The path of ``nginx``, or ``ProxyError`` saying how to install it."""
-    found = shutil.which("nginx") or next((path for path in ("/usr/sbin/nginx", "/sbin/nginx")
-                                           if Path(path).is_file()), None)
+    found = shutil.which("nginx") or next(
+        (path for path in ("/usr/sbin/nginx", "/sbin/nginx") if Path(path).is_file()), None
+    )
     if found is None:
         raise ProxyError("nginx is not installed: apt-get install -y nginx (scripts/test.sh does this as root)")
     return found
@@ -68,9 +71,12 @@ def nginx_in_front(upstream: str, port: int | None = None) -> Iterator[str]:
         log_path = Path(prefix) / "nginx.log"
         # Appended to: nginx opens /dev/stdout anew (O_APPEND) for its access log.
         with open(log_path, "ab") as log:
-            process = subprocess.Popen([nginx_executable(), "-p", f"{prefix}/", "-e", "stderr", "-c", str(conf),
-                                        "-g", "daemon off;"], stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [nginx_executable(), "-p", f"{prefix}/", "-e", "stderr", "-c", str(conf), "-g", "daemon off;"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         try:
             _wait_until_listening(process, port, log_path)
             yield f"http://127.0.0.1:{port}"
@@ -87,14 +93,18 @@ def _wait_until_listening(process: subprocess.Popen, port: int, log_path: Path) 
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if process.poll() is not None:
-            raise ProxyError(f"nginx exited with {process.returncode} before it listened on 127.0.0.1:{port}:\n"
-                             f"{log_path.read_text(errors='replace')}")
+            raise ProxyError(
+                f"nginx exited with {process.returncode} before it listened on 127.0.0.1:{port}:\n"
+                f"{log_path.read_text(errors='replace')}"
+            )
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
         except OSError:
             if time.monotonic() > deadline:
                 process.kill()
-                raise ProxyError(f"nginx did not listen on 127.0.0.1:{port} within {START_TIMEOUT_S:.0f} s:\n"
-                                 f"{log_path.read_text(errors='replace')}") from None
+                raise ProxyError(
+                    f"nginx did not listen on 127.0.0.1:{port} within {START_TIMEOUT_S:.0f} s:\n"
+                    f"{log_path.read_text(errors='replace')}"
+                ) from None
             time.sleep(0.05)

@@ -29,8 +29,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
@@ -51,14 +52,18 @@ def run_case(index: str, body: dict[str, Any]) -> dict[str, Any]:
 
     backend = EmbeddedBackend.open_current(Path(index))
     backend.first_stage(backend.prepare({"query": {"match": {"text": "vitamin d"}}}), WINDOW)  # warm
-    backend.text_words  # noqa: B018  (the words fuzzy and prefix queries expand to: read once per version)
+    backend.text_words
     before = _rss_bytes()
     started = time.thread_time()
     with using_limits(UNLIMITED):
         answer = backend.first_stage(backend.prepare(body), WINDOW)
     cpu_s = time.thread_time() - started
-    return {"cpu_ms": round(cpu_s * 1000, 1), "rss_growth_mb": round((_rss_bytes() - before) / 2**20, 1),
-            "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), "hits": len(answer.hits)}
+    return {
+        "cpu_ms": round(cpu_s * 1000, 1),
+        "rss_growth_mb": round((_rss_bytes() - before) / 2**20, 1),
+        "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "hits": len(answer.hits),
+    }
 
 
 def frequent_words(index: str, count: int) -> list[str]:
@@ -82,34 +87,81 @@ def cases(words: list[str]) -> Iterator[tuple[str, str, dict[str, Any]]]:
         for length in (4, 8, 12, 16, 20):
             for slop in (10, 25, 50, 100):
                 text = " ".join((words[:cycle] * length)[:length])
-                yield "phrase", f"{length} words cycling {cycle} slop {slop}", {
-                    "query": {"match_phrase": {"text": {"query": text, "slop": slop}}}}
-    for pattern in ("gree*", "tumo?r", "g*", "a?????", "?", "??????", "*a", "*a*", "*?*?", "*?*?*?*?",
-                    "a* c* p* s*", "a*?*?*?* c*?*?*?* p*?*?*?* s*?*?*?*", "a* c* p* s* t* m* d* r*"):
+                yield (
+                    "phrase",
+                    f"{length} words cycling {cycle} slop {slop}",
+                    {"query": {"match_phrase": {"text": {"query": text, "slop": slop}}}},
+                )
+    for pattern in (
+        "gree*",
+        "tumo?r",
+        "g*",
+        "a?????",
+        "?",
+        "??????",
+        "*a",
+        "*a*",
+        "*?*?",
+        "*?*?*?*?",
+        "a* c* p* s*",
+        "a*?*?*?* c*?*?*?* p*?*?*?* s*?*?*?*",
+        "a* c* p* s* t* m* d* r*",
+    ):
         yield "wildcard", pattern, {"query": {"query_string": {"query": pattern}}}
     for marks in (6, 10, 20, 40, 64, 100):
         yield "wildcard", f"1 pattern of {marks} '?'", {"query": {"query_string": {"query": "?" * marks}}}
     for count in (8, 16, 32, 64, 128, 255):
-        yield "wildcard", f"{count} patterns ??????", {"query": {"query_string": {"query": " ".join(
-            f"{'?' * 6}{chr(97 + n % 26)}" if n >= 26 else "?" * 6 + chr(97 + n) for n in range(count))}}}
+        yield (
+            "wildcard",
+            f"{count} patterns ??????",
+            {
+                "query": {
+                    "query_string": {
+                        "query": " ".join(
+                            f"{'?' * 6}{chr(97 + n % 26)}" if n >= 26 else "?" * 6 + chr(97 + n) for n in range(count)
+                        )
+                    }
+                }
+            },
+        )
     for count in (8, 16, 32, 64):
-        yield "wildcard", f"{count} patterns *a*e*i*", {"query": {"query_string": {"query": " ".join(
-            f"*{chr(97 + n % 26)}*e*i*" for n in range(count))}}}
+        yield (
+            "wildcard",
+            f"{count} patterns *a*e*i*",
+            {"query": {"query_string": {"query": " ".join(f"*{chr(97 + n % 26)}*e*i*" for n in range(count))}}},
+        )
     for count, edits, expansions in ((10, "AUTO", 50), (20, 2, 50), (1, 2, 1024), (4, 2, 256)):
-        yield "fuzzy", f"{count} frequent words, fuzziness {edits}, max_expansions {expansions}", {"query": {
-            "match": {"text": {"query": " ".join(words[:count]), "fuzziness": edits, "max_expansions": expansions}}}}
+        yield (
+            "fuzzy",
+            f"{count} frequent words, fuzziness {edits}, max_expansions {expansions}",
+            {
+                "query": {
+                    "match": {
+                        "text": {"query": " ".join(words[:count]), "fuzziness": edits, "max_expansions": expansions}
+                    }
+                }
+            },
+        )
     for expansions in (50, 1000):
-        yield "fuzzy", f"phrase prefix of a frequent word and a letter, max_expansions {expansions}", {"query": {
-            "match_phrase_prefix": {"text": {"query": f"{words[0]} c", "max_expansions": expansions}}}}
-    yield "fuzzy", "3 one-letter prefixes (bool_prefix)", {"query": {"bool": {"should": [
-        {"match_bool_prefix": {"text": letter}} for letter in "acp"]}}}
+        yield (
+            "fuzzy",
+            f"phrase prefix of a frequent word and a letter, max_expansions {expansions}",
+            {"query": {"match_phrase_prefix": {"text": {"query": f"{words[0]} c", "max_expansions": expansions}}}},
+        )
+    yield (
+        "fuzzy",
+        "3 one-letter prefixes (bool_prefix)",
+        {"query": {"bool": {"should": [{"match_bool_prefix": {"text": letter}} for letter in "acp"]}}},
+    )
     for name, body in allowed_worst(words).items():
         yield "allowed", name, body
     for count in (256, 1024, 2048, 4096):
-        yield "terms", f"{count} distinct frequent words (OR)", {"query": {"match": {"text": " ".join(
-            words[:count])}}}
-        yield "terms", f"{count} distinct frequent words (AND)", {"query": {"match": {"text": {
-            "query": " ".join(words[:count]), "operator": "and"}}}}
+        yield "terms", f"{count} distinct frequent words (OR)", {"query": {"match": {"text": " ".join(words[:count])}}}
+        yield (
+            "terms",
+            f"{count} distinct frequent words (AND)",
+            {"query": {"match": {"text": {"query": " ".join(words[:count]), "operator": "and"}}}},
+        )
 
 
 def allowed_worst(words: list[str]) -> dict[str, dict[str, Any]]:
@@ -121,19 +173,38 @@ def allowed_worst(words: list[str]) -> dict[str, dict[str, Any]]:
     wildcards = f"{allowed} one-letter wildcards of {min(8, DEFAULT_LIMITS.max_wildcard_marks)} marks"
     worst = {
         "phrase: 10 frequent words x slop 40 (cost 400)": {"query": {"query_string": {"query": f'"{cycled}"~40'}}},
-        wildcards: {"query": {"query_string": {"query": " ".join(
-            letter + "*?*?*?*?"[:DEFAULT_LIMITS.max_wildcard_marks] for letter in "acpstmdr"[:allowed])}}},
+        wildcards: {
+            "query": {
+                "query_string": {
+                    "query": " ".join(
+                        letter + "*?*?*?*?"[: DEFAULT_LIMITS.max_wildcard_marks] for letter in "acpstmdr"[:allowed]
+                    )
+                }
+            }
+        },
         "256 distinct frequent words": {"query": {"match": {"text": " ".join(words[:256])}}},
         # ESRR_GATEWAY_MAX_QUERY_TERMS counts each fuzzy word as its max_expansions: 20 x 50 = 1,000 of 1,024.
-        "20 fuzzy frequent words (2 edits, 50 expansions each)": {"query": {"match": {"text": {
-            "query": " ".join(words[:20]), "fuzziness": 2}}}},
-        "256 words in 128 groups": {"query": {"query_string": {"query": " AND ".join(
-            f"({a} OR {b})" for a, b in zip(words[:256:2], words[1:256:2]))}}},
+        "20 fuzzy frequent words (2 edits, 50 expansions each)": {
+            "query": {"match": {"text": {"query": " ".join(words[:20]), "fuzziness": 2}}}
+        },
+        "256 words in 128 groups": {
+            "query": {
+                "query_string": {"query": " AND ".join(f"({a} OR {b})" for a, b in zip(words[:256:2], words[1:256:2]))}
+            }
+        },
     }
     # The three kinds together, within the 256 words of ESRR_GATEWAY_MAX_QUERY_WORDS (10 + 3 + 240).
-    worst["phrase, wildcards and 240 words at once"] = {"query": {"bool": {"should": [
-        worst["phrase: 10 frequent words x slop 40 (cost 400)"]["query"],
-        worst[wildcards]["query"], {"match": {"text": " ".join(words[:240])}}]}}}
+    worst["phrase, wildcards and 240 words at once"] = {
+        "query": {
+            "bool": {
+                "should": [
+                    worst["phrase: 10 frequent words x slop 40 (cost 400)"]["query"],
+                    worst[wildcards]["query"],
+                    {"match": {"text": " ".join(words[:240])}},
+                ]
+            }
+        }
+    }
     return worst
 
 
@@ -167,27 +238,50 @@ def gateway_memory(url: str, pid: int, index: str, repeats: int) -> None:
         rss, cpu = _process(pid)
         statuses = {_post(url, body) for _ in range(repeats)}
         after_rss, after_cpu = _process(pid)
-        print(json.dumps({"case": name, "statuses": sorted(statuses), "cpu_ms_per_request":
-                          round((after_cpu - cpu) * 1000 / repeats, 1), "rss_mb": round(after_rss, 1),
-                          "rss_growth_mb": round(after_rss - rss, 1)}), flush=True)
-    threads = [threading.Thread(target=lambda: [_post(url, body) for _ in range(repeats // 2)
-                                                for body in cases.values()]) for _ in range(4)]
+        print(
+            json.dumps(
+                {
+                    "case": name,
+                    "statuses": sorted(statuses),
+                    "cpu_ms_per_request": round((after_cpu - cpu) * 1000 / repeats, 1),
+                    "rss_mb": round(after_rss, 1),
+                    "rss_growth_mb": round(after_rss - rss, 1),
+                }
+            ),
+            flush=True,
+        )
+    threads = [
+        threading.Thread(target=lambda: [_post(url, body) for _ in range(repeats // 2) for body in cases.values()])
+        for _ in range(4)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     time.sleep(1)
     end_rss, _ = _process(pid)
-    print(json.dumps({"phase": "after 4 threads", "rss_mb": round(end_rss, 1),
-                      "growth_since_warm_mb": round(end_rss - start_rss, 1)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "phase": "after 4 threads",
+                "rss_mb": round(end_rss, 1),
+                "growth_since_warm_mb": round(end_rss - start_rss, 1),
+            }
+        ),
+        flush=True,
+    )
 
 
 def _child(index: str, body: dict[str, Any], cap_mb: int, timeout_s: float) -> dict[str, Any]:
     cap = cap_mb * 2**20
     try:
-        done = subprocess.run([sys.executable, "-m", "benchmarks.query_cost", "--index", index, "--case",
-                               json.dumps(body)], capture_output=True, text=True, timeout=timeout_s,
-                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.query_cost", "--index", index, "--case", json.dumps(body)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)),
+        )
     except subprocess.TimeoutExpired:
         return {"outcome": f"over {timeout_s:.0f} s"}
     if done.returncode != 0:
@@ -205,8 +299,16 @@ def _child(index: str, body: dict[str, Any], cap_mb: int, timeout_s: float) -> d
 @click.option("--pid", default=None, type=int, help="the gateway's process id (with --gateway)")
 @click.option("--repeats", default=20, show_default=True, help="requests of each case (with --gateway)")
 @click.option("--case", "case_body", default=None, hidden=True, help="run one body here (the child's side)")
-def main(index: str, cap_mb: int, timeout_s: float, only: str | None, gateway: str | None, pid: int | None,
-         repeats: int, case_body: str | None) -> None:
+def main(
+    index: str,
+    cap_mb: int,
+    timeout_s: float,
+    only: str | None,
+    gateway: str | None,
+    pid: int | None,
+    repeats: int,
+    case_body: str | None,
+) -> None:
     """Print one JSON line per case: family, name, outcome, CPU ms, RSS growth and peak."""
     if gateway is not None:
         if pid is None:

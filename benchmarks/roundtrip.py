@@ -20,9 +20,10 @@ import json
 import statistics
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import click
 import numpy as np
@@ -63,8 +64,9 @@ def _round_trip(client: Any, queue: str, payload: dict, timeout: float) -> dict:
         raise
 
 
-def measure_round_trips(client: Any, queue: str, payloads: Sequence[dict], concurrency: int,
-                        timeout: float) -> RoundTrips:
+def measure_round_trips(
+    client: Any, queue: str, payloads: Sequence[dict], concurrency: int, timeout: float
+) -> RoundTrips:
     """Send every payload once from ``concurrency`` threads; latency of each, throughput of all."""
     latencies: list[float] = []
     results: list[dict] = []
@@ -77,7 +79,7 @@ def measure_round_trips(client: Any, queue: str, payloads: Sequence[dict], concu
             sent = time.perf_counter()
             try:
                 result = _round_trip(client, queue, payload, timeout)
-            except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            except BaseException as error:
                 with lock:
                     errors.append(error)
                 return
@@ -94,10 +96,15 @@ def measure_round_trips(client: Any, queue: str, payloads: Sequence[dict], concu
     seconds = time.perf_counter() - started
     if errors:
         raise errors[0]
-    return RoundTrips(concurrency, len(latencies), seconds, float(np.percentile(latencies, 50)),
-                      float(np.percentile(latencies, 99)),
-                      float(np.percentile([r["took_ms"] for r in results], 50)),
-                      statistics.fmean(r["batch"] for r in results))
+    return RoundTrips(
+        concurrency,
+        len(latencies),
+        seconds,
+        float(np.percentile(latencies, 50)),
+        float(np.percentile(latencies, 99)),
+        float(np.percentile([r["took_ms"] for r in results], 50)),
+        statistics.fmean(r["batch"] for r in results),
+    )
 
 
 def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
@@ -112,18 +119,36 @@ def _levels(ctx: click.Context, param: click.Parameter, value: str) -> list[int]
 
 
 @click.command(name="roundtrip")
-@click.option("--queries", default=200, show_default=True, type=click.IntRange(1, 10_000),
-              help="NFCorpus dev queries taken, the first by id (those without a BM25 hit are left out).")
-@click.option("--window", default=500, show_default=True, type=click.IntRange(1, MAX_WINDOW),
-              help="BM25 hits per request.")
-@click.option("--concurrency", "levels", default="1,8", show_default=True, callback=_levels,
-              help="Client threads sending at once, one level each, comma-separated.")
-@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0.1),
-              help="Longest wait for one result, in seconds.")
+@click.option(
+    "--queries",
+    default=200,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="NFCorpus dev queries taken, the first by id (those without a BM25 hit are left out).",
+)
+@click.option(
+    "--window", default=500, show_default=True, type=click.IntRange(1, MAX_WINDOW), help="BM25 hits per request."
+)
+@click.option(
+    "--concurrency",
+    "levels",
+    default="1,8",
+    show_default=True,
+    callback=_levels,
+    help="Client threads sending at once, one level each, comma-separated.",
+)
+@click.option(
+    "--timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Longest wait for one result, in seconds.",
+)
 @click.option("--data", type=click.Path(exists=True, path_type=Path), default=None, help="NFCorpus directory.")
 @json_out_option("Also write the rows as JSON.")
-def bench_roundtrip(queries: int, window: int, levels: list[int], timeout: float, data: Path | None,
-                    json_out: Path | None) -> None:
+def bench_roundtrip(
+    queries: int, window: int, levels: list[int], timeout: float, data: Path | None, json_out: Path | None
+) -> None:
     """Round-trip latency and throughput of rerank.score against a running worker."""
     from celery.exceptions import TimeoutError as CeleryTimeoutError
     from kombu.exceptions import OperationalError
@@ -160,28 +185,40 @@ def bench_roundtrip(queries: int, window: int, levels: list[int], timeout: float
     except OperationalError as error:
         raise click.ClickException(f"cannot reach the broker at {broker} ({error}); check ESRR_BROKER_URL") from None
     if not answered:
-        raise click.ClickException(f"no worker answers on {broker}; start one with `esrr worker start` "
-                                   f"(queue {settings.queue!r})")
-    header = {"machine": machine_description(), "broker": settings.broker_scheme, "queue": settings.queue,
-              "requests": len(payloads), "window": window,
-              "payload_kb": round(statistics.fmean(len(json.dumps(p)) for p in payloads) / 1024, 1)}
-    click.echo(f"{header['machine']} | broker {header['broker']} | {len(payloads)} dev queries x BM25 top-{window}"
-               f" | payload {header['payload_kb']} KB")
+        raise click.ClickException(
+            f"no worker answers on {broker}; start one with `esrr worker start` (queue {settings.queue!r})"
+        )
+    header = {
+        "machine": machine_description(),
+        "broker": settings.broker_scheme,
+        "queue": settings.queue,
+        "requests": len(payloads),
+        "window": window,
+        "payload_kb": round(statistics.fmean(len(json.dumps(p)) for p in payloads) / 1024, 1),
+    }
+    click.echo(
+        f"{header['machine']} | broker {header['broker']} | {len(payloads)} dev queries x BM25 top-{window}"
+        f" | payload {header['payload_kb']} KB"
+    )
     try:
         _round_trip(client, settings.queue, payloads[0], timeout)  # warm-up
-        rows = [measure_round_trips(client, settings.queue, payloads, level, timeout)
-                for level in levels]
+        rows = [measure_round_trips(client, settings.queue, payloads, level, timeout) for level in levels]
     except CeleryTimeoutError:
-        raise click.ClickException(f"no result within {timeout} s: is a worker consuming queue {settings.queue!r} "
-                                   "(ESRR_QUEUE)?") from None
+        raise click.ClickException(
+            f"no result within {timeout} s: is a worker consuming queue {settings.queue!r} (ESRR_QUEUE)?"
+        ) from None
     except (PayloadError, WorkerSetupError) as error:
         raise click.ClickException(f"the worker refused a request: {error}") from None
     finally:
         client.close()
     click.echo(f"{'clients':>7} {'p50 ms':>8} {'p99 ms':>8} {'worker p50':>10} {'batch':>6} {'req/s':>7}")
     for row in rows:
-        click.echo(f"{row.concurrency:>7} {row.p50_ms:>8.2f} {row.p99_ms:>8.2f} {row.worker_p50_ms:>10.2f} "
-                   f"{row.mean_batch:>6.2f} {row.per_second:>7.1f}")
+        click.echo(
+            f"{row.concurrency:>7} {row.p50_ms:>8.2f} {row.p99_ms:>8.2f} {row.worker_p50_ms:>10.2f} "
+            f"{row.mean_batch:>6.2f} {row.per_second:>7.1f}"
+        )
     if json_out is not None:
-        json_out.write_text(json.dumps({**header, "rows": [{**asdict(r), "per_second": r.per_second} for r in rows]},
-                                       indent=2), encoding="utf-8")
+        json_out.write_text(
+            json.dumps({**header, "rows": [{**asdict(r), "per_second": r.per_second} for r in rows]}, indent=2),
+            encoding="utf-8",
+        )

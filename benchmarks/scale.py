@@ -70,11 +70,14 @@ def _uss_bytes() -> int:
 
 def _peak_rss() -> dict[str, int]:
     """Peak RSS of this process and of its largest child, in bytes (Linux reports KiB)."""
-    return {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "peak_rss_worker_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
+    return {
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_rss_worker_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+    }
 
 
 # --- the steps, each run as `python -m benchmarks.scale STEP JSON-ARGS` -----------------------------
+
 
 def child_build(data: str, root: str, workers: int | None) -> dict:
     """Build the embedded index of ``data`` under ``root``: rate and memory."""
@@ -83,13 +86,21 @@ def child_build(data: str, root: str, workers: int | None) -> dict:
 
     report = LoadReport()
     started = time.perf_counter()
-    result = build_embedded_index(read_corpus(Path(data), report=report), Path(root), version="v1",
-                                  progress=False, workers=workers)
+    result = build_embedded_index(
+        read_corpus(Path(data), report=report), Path(root), version="v1", progress=False, workers=workers
+    )
     seconds = time.perf_counter() - started
     version = Path(root) / "v1"
-    return {"docs": result.n_docs, "terms": result.n_terms, "seconds": seconds, "docs_per_s": result.n_docs / seconds,
-            "index_bytes": _directory_bytes(version / "tantivy"), "stats_bytes": _directory_bytes(version / "stats"),
-            "load": report.summary(), **_peak_rss()}
+    return {
+        "docs": result.n_docs,
+        "terms": result.n_terms,
+        "seconds": seconds,
+        "docs_per_s": result.n_docs / seconds,
+        "index_bytes": _directory_bytes(version / "tantivy"),
+        "stats_bytes": _directory_bytes(version / "stats"),
+        "load": report.summary(),
+        **_peak_rss(),
+    }
 
 
 def child_baseline(base: str, data: str, root: str) -> dict:
@@ -103,8 +114,13 @@ def child_baseline(base: str, data: str, root: str) -> dict:
     started = time.perf_counter()
     result = build_embedded_index(read_corpus(Path(data)), Path(root), version="v1", progress=False)
     seconds = time.perf_counter() - started
-    return {"docs": result.n_docs, "seconds": seconds, "docs_per_s": result.n_docs / seconds,
-            "code": base, **_peak_rss()}
+    return {
+        "docs": result.n_docs,
+        "seconds": seconds,
+        "docs_per_s": result.n_docs / seconds,
+        "code": base,
+        **_peak_rss(),
+    }
 
 
 def child_es_load(data: str, es_url: str, home: str, threads: int) -> dict:
@@ -118,9 +134,14 @@ def child_es_load(data: str, es_url: str, home: str, threads: int) -> dict:
     from index_setup.es_index import TERM_FIELDS, load_index
     from index_setup.readers import read_corpus
 
-    settings = CommonSettings(home=Path(home), backend="elasticsearch", es_url=es_url,
-                              es_alias=f"esrr-bench-{uuid.uuid4().hex[:8]}", es_bulk_threads=threads,
-                              es_timeout_s=300)
+    settings = CommonSettings(
+        home=Path(home),
+        backend="elasticsearch",
+        es_url=es_url,
+        es_alias=f"esrr-bench-{uuid.uuid4().hex[:8]}",
+        es_bulk_threads=threads,
+        es_timeout_s=300,
+    )
     client = Elasticsearch(es_url, request_timeout=300)
     started = time.perf_counter()
     result = load_index(client, read_corpus(Path(data)), settings, progress=False)
@@ -131,17 +152,28 @@ def child_es_load(data: str, es_url: str, home: str, threads: int) -> dict:
         sources = [json.dumps(hit["_source"], separators=(",", ":")).encode() for hit in sample]
         source_bytes = float(np.mean([len(source) for source in sources]))
         # The same without the stored term-id arrays (the gateway reads them from its statistics).
-        texts = [json.dumps({k: v for k, v in hit["_source"].items() if k not in TERM_FIELDS},
-                            separators=(",", ":")).encode() for hit in sample]
+        texts = [
+            json.dumps(
+                {k: v for k, v in hit["_source"].items() if k not in TERM_FIELDS}, separators=(",", ":")
+            ).encode()
+            for hit in sample
+        ]
     finally:
         client.options(ignore_status=404).indices.delete(index=result.index)
         client.close()
-    return {"docs": result.n_docs, "threads": threads, "seconds": seconds, "docs_per_s": result.n_docs / seconds,
-            "store_bytes_per_doc": store["size_in_bytes"] / result.n_docs, "source_bytes_per_doc": source_bytes,
-            "source_deflate_ratio": _deflate_ratio(sources),
-            "text_source_bytes_per_doc": float(np.mean([len(text) for text in texts])),
-            "text_source_deflate_ratio": _deflate_ratio(texts),
-            "stats_bytes_per_doc": _directory_bytes(result.stats_dir) / result.n_docs, **_peak_rss()}
+    return {
+        "docs": result.n_docs,
+        "threads": threads,
+        "seconds": seconds,
+        "docs_per_s": result.n_docs / seconds,
+        "store_bytes_per_doc": store["size_in_bytes"] / result.n_docs,
+        "source_bytes_per_doc": source_bytes,
+        "source_deflate_ratio": _deflate_ratio(sources),
+        "text_source_bytes_per_doc": float(np.mean([len(text) for text in texts])),
+        "text_source_deflate_ratio": _deflate_ratio(texts),
+        "stats_bytes_per_doc": _directory_bytes(result.stats_dir) / result.n_docs,
+        **_peak_rss(),
+    }
 
 
 def _deflate_ratio(sources: list[bytes], block: int = 60_000) -> float:
@@ -175,8 +207,9 @@ def _random_model(home: Path, stats_version: str, stats, words: int) -> None:
     emb_dir.mkdir(parents=True, exist_ok=True)
     np.save(emb_dir / "vectors.npy", vectors)
     (emb_dir / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    (emb_dir / "meta.json").write_text(json.dumps({"format": 1, "version": "bench", "dim": 300,
-                                                   "n_words": len(vocab)}), encoding="utf-8")
+    (emb_dir / "meta.json").write_text(
+        json.dumps({"format": 1, "version": "bench", "dim": 300, "n_words": len(vocab)}), encoding="utf-8"
+    )
     write_pointer(home / "embeddings", "bench")
     torch.manual_seed(0)
     config = DeltaConfig(**VARIANTS["delta-32-lex3"])
@@ -205,9 +238,14 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
             text_hits(backend, query, 500)
             bm25.append((time.perf_counter() - t) * 1000)
     uss_index = _uss_bytes() - uss_before
-    figures = {"start_s": start_s, "uss_index_bytes": uss_index, "uss_process_bytes": _uss_bytes(),
-               "anonymous_index_bytes": _anonymous_bytes() - anonymous_before,
-               "bm25_p50_ms": float(np.percentile(bm25, 50)), "bm25_p99_ms": float(np.percentile(bm25, 99))}
+    figures = {
+        "start_s": start_s,
+        "uss_index_bytes": uss_index,
+        "uss_process_bytes": _uss_bytes(),
+        "anonymous_index_bytes": _anonymous_bytes() - anonymous_before,
+        "bm25_p50_ms": float(np.percentile(bm25, 50)),
+        "bm25_p99_ms": float(np.percentile(bm25, 99)),
+    }
 
     import torch
 
@@ -222,8 +260,14 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
     _random_model(Path(home), backend.version, backend.stats, words=100_000)
     settings = load_settings(WorkerSettings)
     uss_before_model = _uss_bytes()
-    pipeline = served_pipeline(settings, 500, rerank=True, use_neighbours=False, keep_vectors=True,
-                               local_reranker=lambda: LocalReranker(settings))
+    pipeline = served_pipeline(
+        settings,
+        500,
+        rerank=True,
+        use_neighbours=False,
+        keep_vectors=True,
+        local_reranker=lambda: LocalReranker(settings),
+    )
     asked = [text_request(query, 10) for query in queries]  # what a client sends: answered as _search answers it
     for query, one in zip(queries, asked):
         ranking = answer(pipeline, one).ranking
@@ -235,11 +279,15 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
             t = time.perf_counter()
             answer(pipeline, one)
             served.append((time.perf_counter() - t) * 1000)
-    figures.update({"served_p50_ms": float(np.percentile(served, 50)),
-                    "served_p99_ms": float(np.percentile(served, 99)),
-                    "uss_with_model_bytes": _uss_bytes(),
-                    "uss_model_and_pipeline_bytes": _uss_bytes() - uss_before_model,
-                    "ranker": ranking.ranker})
+    figures.update(
+        {
+            "served_p50_ms": float(np.percentile(served, 50)),
+            "served_p99_ms": float(np.percentile(served, 99)),
+            "uss_with_model_bytes": _uss_bytes(),
+            "uss_model_and_pipeline_bytes": _uss_bytes() - uss_before_model,
+            "ranker": ranking.ranker,
+        }
+    )
     pipeline.reranker.close()
     return figures
 
@@ -248,13 +296,15 @@ def _run_child(step: str, *args: object, env: dict | None = None, timeout: float
     """Run one step in a fresh interpreter; its JSON result (the last line of stdout)."""
     command = [sys.executable, "-m", _CHILD, step, json.dumps(list(args))]
     load_before = os.getloadavg()[0]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
     if done.returncode != 0:
         raise click.ClickException(f"step {step} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     # The machine's 1-minute load average around the step: other work on the cores moves every figure.
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load_before": load_before,
-            "load_after": os.getloadavg()[0]}
+    return {
+        **json.loads(done.stdout.strip().splitlines()[-1]),
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+    }
 
 
 def fit_power(sizes: list[int], values: list[float]) -> tuple[float, float]:
@@ -265,49 +315,116 @@ def fit_power(sizes: list[int], values: list[float]) -> tuple[float, float]:
     return float(math.exp(log_a)), float(b)
 
 
-PROJECTED = (("build_docs_per_s", "build docs/s"), ("build_peak_rss_bytes", "build peak RSS"),
-             ("index_bytes_per_doc", "index bytes/doc"), ("stats_bytes_per_doc", "statistics bytes/doc"),
-             ("start_s", "serving start s"), ("uss_index_bytes", "serving USS (index)"),
-             ("anonymous_index_bytes", "serving anonymous (index)"),
-             ("bm25_p50_ms", "BM25 top-500 p50 ms"), ("served_p50_ms", "served p50 ms"))
+PROJECTED = (
+    ("build_docs_per_s", "build docs/s"),
+    ("build_peak_rss_bytes", "build peak RSS"),
+    ("index_bytes_per_doc", "index bytes/doc"),
+    ("stats_bytes_per_doc", "statistics bytes/doc"),
+    ("start_s", "serving start s"),
+    ("uss_index_bytes", "serving USS (index)"),
+    ("anonymous_index_bytes", "serving anonymous (index)"),
+    ("bm25_p50_ms", "BM25 top-500 p50 ms"),
+    ("served_p50_ms", "served p50 ms"),
+)
 
 
 @click.command(name="scale")
-@click.option("--sizes", default=",".join(str(s) for s in SIZES), show_default=True,
-              help="Corpus sizes (documents), comma-separated.")
-@click.option("--million", is_flag=True, help="Also build and serve 1,000,000 documents (CPU-heavy: about an hour "
-                                               "on 2 cores).")
-@click.option("--work", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Folder for the generated corpora (kept for the next run) and the indexes "
-                   "(default: a temporary folder).")
-@click.option("--baseline", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="A checkout of older code (e.g. `git worktree add ../wt-base 0862e0b`) whose build runs "
-                   "beside this one on the same corpus.")
-@click.option("--baseline-max", type=click.IntRange(min=1), default=100_000, show_default=True,
-              help="Largest size the baseline builds (its memory grows with the corpus).")
-@click.option("--xml-max", type=click.IntRange(min=1), default=None,
-              help="Largest size also built from the PubMed XML files (default: every size).")
-@click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="Tokenizing processes of the build (default: one per core).")
-@click.option("--es-url", default=None, help="Also load each corpus into this Elasticsearch (e.g. a noida-db "
-                                           "started for the run): documents/s per --es-threads, bytes per document.")
-@click.option("--es-max", type=click.IntRange(min=1), default=100_000, show_default=True,
-              help="Largest size loaded into --es-url.")
+@click.option(
+    "--sizes",
+    default=",".join(str(s) for s in SIZES),
+    show_default=True,
+    help="Corpus sizes (documents), comma-separated.",
+)
+@click.option(
+    "--million", is_flag=True, help="Also build and serve 1,000,000 documents (CPU-heavy: about an hour on 2 cores)."
+)
+@click.option(
+    "--work",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder for the generated corpora (kept for the next run) and the indexes (default: a temporary folder).",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A checkout of older code (e.g. `git worktree add ../wt-base 0862e0b`) whose build runs "
+    "beside this one on the same corpus.",
+)
+@click.option(
+    "--baseline-max",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Largest size the baseline builds (its memory grows with the corpus).",
+)
+@click.option(
+    "--xml-max",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Largest size also built from the PubMed XML files (default: every size).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Tokenizing processes of the build (default: one per core).",
+)
+@click.option(
+    "--es-url",
+    default=None,
+    help="Also load each corpus into this Elasticsearch (e.g. a noida-db "
+    "started for the run): documents/s per --es-threads, bytes per document.",
+)
+@click.option(
+    "--es-max",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Largest size loaded into --es-url.",
+)
 @click.option("--es-threads", default="1,2", show_default=True, help="Bulk loops (ESRR_ES_BULK_THREADS) to time.")
-@click.option("--queries", "n_queries", type=click.IntRange(min=1), default=100, show_default=True,
-              help="NFCorpus dev queries timed.")
+@click.option(
+    "--queries",
+    "n_queries",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="NFCorpus dev queries timed.",
+)
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True, help="Passes over them.")
-@click.option("--previous", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="The --json-out of an earlier run (same machine) whose sizes join this run's table and fit "
-                   "(e.g. 10k and 100k, then --sizes 1000000 alone).")
-@click.option("--show", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
-              help="Print the table of an earlier --json-out and stop (nothing is built); given several times, "
-                   "their sizes are joined (a later file's size replaces an earlier's) and fitted together.")
+@click.option(
+    "--previous",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The --json-out of an earlier run (same machine) whose sizes join this run's table and fit "
+    "(e.g. 10k and 100k, then --sizes 1000000 alone).",
+)
+@click.option(
+    "--show",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    multiple=True,
+    help="Print the table of an earlier --json-out and stop (nothing is built); given several times, "
+    "their sizes are joined (a later file's size replaces an earlier's) and fitted together.",
+)
 @json_out_option("Also write the figures as JSON.")
-def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | None, baseline_max: int,
-                xml_max: int | None, workers: int | None, es_url: str | None, es_max: int, es_threads: str,
-                n_queries: int, rounds: int, previous: Path | None, show: tuple[Path, ...],
-                json_out: Path | None) -> None:
+def bench_scale(
+    sizes: str,
+    million: bool,
+    work: Path | None,
+    baseline: Path | None,
+    baseline_max: int,
+    xml_max: int | None,
+    workers: int | None,
+    es_url: str | None,
+    es_max: int,
+    es_threads: str,
+    n_queries: int,
+    rounds: int,
+    previous: Path | None,
+    show: tuple[Path, ...],
+    json_out: Path | None,
+) -> None:
     """Build and serve generated PubMed-like corpora; per size: rate, memory, sizes, latency; projected to 36M."""
     if show:
         shown = json.loads(show[0].read_text(encoding="utf-8"))
@@ -319,7 +436,7 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
             json_out.write_text(json.dumps(shown, indent=2) + "\n", encoding="utf-8")
         return
     from es_rerank.machine import machine_description
-    from index_setup.generate import GenerationError, generate_pubmed, load_pool
+    from index_setup.generate import generate_pubmed, load_pool
     from index_setup.nfcorpus import DEFAULT_NFCORPUS, NFCorpus
 
     try:
@@ -351,30 +468,58 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
             if xml_max is None or n <= xml_max:
                 click.echo(f"{n:,}: building from PubMed baseline + update XML", err=True)
                 xml = _run_child("build", str(corpus), str(served_home), workers)
-                row.update({"xml_build_docs_per_s": xml["docs_per_s"],
-                            "xml_build_peak_rss_bytes": xml["peak_rss_bytes"], "xml_load": xml["load"]})
+                row.update(
+                    {
+                        "xml_build_docs_per_s": xml["docs_per_s"],
+                        "xml_build_peak_rss_bytes": xml["peak_rss_bytes"],
+                        "xml_load": xml["load"],
+                    }
+                )
             else:  # the BEIR build is served instead
                 served_home.parent.mkdir(parents=True, exist_ok=True)
                 (runs / "beir").rename(served_home)
-            row.update({"build_docs_per_s": beir["docs_per_s"], "build_seconds": beir["seconds"],
-                        "build_peak_rss_bytes": beir["peak_rss_bytes"],
-                        "build_worker_peak_rss_bytes": beir["peak_rss_worker_bytes"], "terms": beir["terms"],
-                        "build_load": [beir["load_before"], beir["load_after"]],
-                        "index_bytes_per_doc": beir["index_bytes"] / beir["docs"],
-                        "stats_bytes_per_doc": beir["stats_bytes"] / beir["docs"]})
+            row.update(
+                {
+                    "build_docs_per_s": beir["docs_per_s"],
+                    "build_seconds": beir["seconds"],
+                    "build_peak_rss_bytes": beir["peak_rss_bytes"],
+                    "build_worker_peak_rss_bytes": beir["peak_rss_worker_bytes"],
+                    "terms": beir["terms"],
+                    "build_load": [beir["load_before"], beir["load_after"]],
+                    "index_bytes_per_doc": beir["index_bytes"] / beir["docs"],
+                    "stats_bytes_per_doc": beir["stats_bytes"] / beir["docs"],
+                }
+            )
             if baseline is not None and n <= baseline_max:
                 click.echo(f"{n:,}: baseline build ({baseline})", err=True)
-                old = _run_child("baseline", str(baseline), str(corpus / "beir" / "corpus.jsonl.gz"),
-                                 str(runs / "baseline"), env={"PYTHONPATH": str(baseline)})
-                row.update({"baseline_docs_per_s": old["docs_per_s"], "baseline_peak_rss_bytes": old["peak_rss_bytes"],
-                            "baseline_load": [old["load_before"], old["load_after"]],
-                            "rate_ratio": beir["docs_per_s"] / old["docs_per_s"]})
+                old = _run_child(
+                    "baseline",
+                    str(baseline),
+                    str(corpus / "beir" / "corpus.jsonl.gz"),
+                    str(runs / "baseline"),
+                    env={"PYTHONPATH": str(baseline)},
+                )
+                row.update(
+                    {
+                        "baseline_docs_per_s": old["docs_per_s"],
+                        "baseline_peak_rss_bytes": old["peak_rss_bytes"],
+                        "baseline_load": [old["load_before"], old["load_after"]],
+                        "rate_ratio": beir["docs_per_s"] / old["docs_per_s"],
+                    }
+                )
             if es_url is not None and n <= es_max:
                 loads = []
                 for threads in [int(t) for t in es_threads.split(",") if t.strip()]:
                     click.echo(f"{n:,}: loading into {es_url} with {threads} bulk loop(s)", err=True)
-                    loads.append(_run_child("es_load", str(corpus / "beir" / "corpus.jsonl.gz"), es_url,
-                                            str(runs / f"es-home-{threads}"), threads))
+                    loads.append(
+                        _run_child(
+                            "es_load",
+                            str(corpus / "beir" / "corpus.jsonl.gz"),
+                            es_url,
+                            str(runs / f"es-home-{threads}"),
+                            threads,
+                        )
+                    )
                 row["es_loads"] = loads
             click.echo(f"{n:,}: serving", err=True)
             served = _run_child("serve", str(runs / "home"), queries, rounds)
@@ -385,8 +530,14 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
     finally:
         if temporary is not None:
             temporary.cleanup()
-    figures = {"machine": machine_description(), "queries": len(queries), "rounds": rounds, "sizes": rows,
-               "projection_docs": PUBMED_DOCS, "projection": {}}
+    figures = {
+        "machine": machine_description(),
+        "queries": len(queries),
+        "rounds": rounds,
+        "sizes": rows,
+        "projection_docs": PUBMED_DOCS,
+        "projection": {},
+    }
     if previous is not None:
         figures = _joined(json.loads(previous.read_text(encoding="utf-8")), figures, None)
         figures["previous"] = {"file": str(previous)}
@@ -399,8 +550,12 @@ def bench_scale(sizes: str, million: bool, work: Path | None, baseline: Path | N
 def _joined(earlier: dict, later: dict, later_file: str | None) -> dict:
     """``later``'s figures with the sizes of ``earlier`` it did not measure."""
     measured = {r["docs"] for r in later["sizes"]}
-    joined = {**later, "sizes": sorted([r for r in earlier["sizes"] if r["docs"] not in measured] + later["sizes"],
-                                       key=lambda r: r["docs"])}
+    joined = {
+        **later,
+        "sizes": sorted(
+            [r for r in earlier["sizes"] if r["docs"] not in measured] + later["sizes"], key=lambda r: r["docs"]
+        ),
+    }
     if later_file is not None:
         joined["joined"] = [*earlier.get("joined", []), later_file]
     return joined
@@ -414,7 +569,7 @@ def _fit(figures: dict) -> None:
         if any(key not in r for r in rows):  # a figure an earlier run did not measure
             continue
         a, b = fit_power([r["docs"] for r in rows], [float(r[key]) for r in rows])
-        figures["projection"][key] = {"a": a, "b": b, "at_36m": a * PUBMED_DOCS ** b}
+        figures["projection"][key] = {"a": a, "b": b, "at_36m": a * PUBMED_DOCS**b}
 
 
 def _fresh(path: Path) -> None:
@@ -431,40 +586,53 @@ def _mb(value: float) -> str:
 def _print(figures: dict) -> None:
     click.echo(f"machine: {figures['machine']}")
     click.echo(f"latency over {figures['queries']} NFCorpus dev queries x {figures['rounds']} rounds")
-    header = (f"{'docs':>9} {'build/s':>8} {'old/s':>7} {'ratio':>6} {'xml/s':>7} {'peak RSS':>9} {'worker':>8} "
-              f"{'idx B/doc':>9} {'stats B/doc':>11} {'start s':>7} {'USS idx':>8} {'anon idx':>8} "
-              f"{'bm25 p50/p99':>13} "
-              f"{'served p50/p99':>15}")
+    header = (
+        f"{'docs':>9} {'build/s':>8} {'old/s':>7} {'ratio':>6} {'xml/s':>7} {'peak RSS':>9} {'worker':>8} "
+        f"{'idx B/doc':>9} {'stats B/doc':>11} {'start s':>7} {'USS idx':>8} {'anon idx':>8} "
+        f"{'bm25 p50/p99':>13} "
+        f"{'served p50/p99':>15}"
+    )
     click.echo(header)
     for r in figures["sizes"]:
         old = f"{r['baseline_docs_per_s']:7.0f} {r['rate_ratio']:5.2f}x" if "rate_ratio" in r else f"{'-':>7} {'-':>6}"
         xml = f"{r['xml_build_docs_per_s']:7.0f}" if "xml_build_docs_per_s" in r else f"{'-':>7}"
         anonymous = _mb(r["anonymous_index_bytes"]) if "anonymous_index_bytes" in r else "-"
-        click.echo(f"{r['docs']:>9,} {r['build_docs_per_s']:8.0f} {old} {xml} "
-                   f"{_mb(r['build_peak_rss_bytes']):>9} {_mb(r['build_worker_peak_rss_bytes']):>8} "
-                   f"{r['index_bytes_per_doc']:9.0f} {r['stats_bytes_per_doc']:11.0f} {r['start_s']:7.2f} "
-                   f"{_mb(r['uss_index_bytes']):>8} {anonymous:>8} {r['bm25_p50_ms']:6.1f}/{r['bm25_p99_ms']:<6.1f} "
-                   f"{r['served_p50_ms']:7.1f}/{r['served_p99_ms']:<7.1f}")
+        click.echo(
+            f"{r['docs']:>9,} {r['build_docs_per_s']:8.0f} {old} {xml} "
+            f"{_mb(r['build_peak_rss_bytes']):>9} {_mb(r['build_worker_peak_rss_bytes']):>8} "
+            f"{r['index_bytes_per_doc']:9.0f} {r['stats_bytes_per_doc']:11.0f} {r['start_s']:7.2f} "
+            f"{_mb(r['uss_index_bytes']):>8} {anonymous:>8} {r['bm25_p50_ms']:6.1f}/{r['bm25_p99_ms']:<6.1f} "
+            f"{r['served_p50_ms']:7.1f}/{r['served_p99_ms']:<7.1f}"
+        )
     click.echo("1-minute load average before/after each step (2 cores: above 2, other work shared them):")
     for r in figures["sizes"]:
         steps = [("build", r["build_load"]), ("baseline build", r.get("baseline_load")), ("serve", r["serve_load"])]
-        click.echo(f"{r['docs']:>9,}  " + ", ".join(f"{name} {a:.1f}/{b:.1f}" for name, (a, b) in
-                                                    ((n, v) for n, v in steps if v is not None)))
+        click.echo(
+            f"{r['docs']:>9,}  "
+            + ", ".join(f"{name} {a:.1f}/{b:.1f}" for name, (a, b) in ((n, v) for n, v in steps if v is not None))
+        )
     loads = [(r["docs"], load) for r in figures["sizes"] for load in r.get("es_loads", [])]
     if loads:
         click.echo("Elasticsearch loads (esrr's load_index: tokenize, statistics, _bulk):")
-        click.echo(f"{'docs':>9} {'loops':>5} {'docs/s':>7} {'vs 1 loop':>9} {'store B/doc':>11} {'_source B/doc':>13} "
-                   f"{'deflated':>8} {'no ids':>6} {'deflated':>8} {'stats B/doc':>11} {'peak RSS':>9} {'load':>9}")
+        click.echo(
+            f"{'docs':>9} {'loops':>5} {'docs/s':>7} {'vs 1 loop':>9} {'store B/doc':>11} {'_source B/doc':>13} "
+            f"{'deflated':>8} {'no ids':>6} {'deflated':>8} {'stats B/doc':>11} {'peak RSS':>9} {'load':>9}"
+        )
         for n, load in loads:
             one = next((l for m, l in loads if m == n and l["threads"] == 1), None)
             ratio = f"{load['docs_per_s'] / one['docs_per_s']:8.2f}x" if one else f"{'-':>9}"
-            click.echo(f"{n:>9,} {load['threads']:>5} {load['docs_per_s']:7.0f} {ratio} "
-                       f"{load['store_bytes_per_doc']:11.0f} {load['source_bytes_per_doc']:13.0f} "
-                       f"{load['source_deflate_ratio']:8.2f} "
-                       + (f"{load['text_source_bytes_per_doc']:6.0f} {load['text_source_deflate_ratio']:8.2f} "
-                          if "text_source_bytes_per_doc" in load else f"{'-':>6} {'-':>8} ")
-                       + f"{load['stats_bytes_per_doc']:11.0f} {_mb(load['peak_rss_bytes']):>9} "
-                       f"{load['load_before']:4.1f}/{load['load_after']:<4.1f}")
+            click.echo(
+                f"{n:>9,} {load['threads']:>5} {load['docs_per_s']:7.0f} {ratio} "
+                f"{load['store_bytes_per_doc']:11.0f} {load['source_bytes_per_doc']:13.0f} "
+                f"{load['source_deflate_ratio']:8.2f} "
+                + (
+                    f"{load['text_source_bytes_per_doc']:6.0f} {load['text_source_deflate_ratio']:8.2f} "
+                    if "text_source_bytes_per_doc" in load
+                    else f"{'-':>6} {'-':>8} "
+                )
+                + f"{load['stats_bytes_per_doc']:11.0f} {_mb(load['peak_rss_bytes']):>9} "
+                f"{load['load_before']:4.1f}/{load['load_after']:<4.1f}"
+            )
     if len(figures["sizes"]) < 2:
         click.echo("no projection: it needs two sizes or more")
         return

@@ -89,10 +89,17 @@ def measure(url: str, connections: int, searches: int, timeout: float, settle_s:
         for sock in held:
             sock.close()
     answered = [ms for ms in times if ms is not None]
-    return {"connections_asked": connections, "connections_held": len(held), "held_short_because": short,
-            "closed_by_server": closed, "searches": searches, "answered": len(answered),
-            "median_ms": statistics.median(answered) if answered else None,
-            "max_ms": max(answered) if answered else None, "timeout_s": timeout}
+    return {
+        "connections_asked": connections,
+        "connections_held": len(held),
+        "held_short_because": short,
+        "closed_by_server": closed,
+        "searches": searches,
+        "answered": len(answered),
+        "median_ms": statistics.median(answered) if answered else None,
+        "max_ms": max(answered) if answered else None,
+        "timeout_s": timeout,
+    }
 
 
 def _closed_by_server(sock: socket.socket) -> bool:
@@ -111,8 +118,11 @@ def trickled_bytes(pattern: str) -> tuple[bytes, bytes]:
     if pattern == "trickle-headers":
         return b"", b"GET /_search?q=bone HTTP/1.1\r\nHost: slow\r\nX-Trickle: a"
     if pattern == "trickle-body":
-        return (b"POST /_search HTTP/1.1\r\nHost: slow\r\nContent-Type: application/json\r\n"
-                b"Content-Length: %d\r\n\r\n" % TRICKLED_BODY_BYTES, b" ")
+        return (
+            b"POST /_search HTTP/1.1\r\nHost: slow\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % TRICKLED_BODY_BYTES,
+            b" ",
+        )
     raise ValueError(f"not a trickling pattern: {pattern!r}; use one of {PATTERNS[1:]}")
 
 
@@ -132,8 +142,9 @@ class TrickleCounts:
 class Trickler:
     """Keeps ``count`` connections to ``host``:``port`` open, each sending one more byte every ``interval`` s."""
 
-    def __init__(self, host: str, port: int, count: int, interval: float, pattern: str,
-                 connect_timeout: float = 2.0) -> None:
+    def __init__(
+        self, host: str, port: int, count: int, interval: float, pattern: str, connect_timeout: float = 2.0
+    ) -> None:
         self.address, self.count, self.interval, self.connect_timeout = (host, port), count, interval, connect_timeout
         self.prefix, self.request = trickled_bytes(pattern)
         self.counts = TrickleCounts()
@@ -191,7 +202,7 @@ class Trickler:
 
     def _send_next_byte(self, sock: socket.socket) -> None:
         sent = self._sent[sock]
-        byte = self.request[min(sent, len(self.request) - 1):][:1]
+        byte = self.request[min(sent, len(self.request) - 1) :][:1]
         try:
             sock.send(byte)
         except OSError:  # reset by the server, or its buffer full: either way not a connection that holds
@@ -229,12 +240,25 @@ def probe_for(url: str, seconds: float, pause: float, timeout: float) -> list[fl
 def summarise(times: list[float | None]) -> dict[str, Any]:
     """Count, answered, p50, p99 and max of a probe's searches."""
     answered = [ms for ms in times if ms is not None]
-    return {"searches": len(times), "answered": len(answered), "p50_ms": percentile(times, 0.5),
-            "p99_ms": percentile(times, 0.99), "max_ms": max(answered) if answered else None}
+    return {
+        "searches": len(times),
+        "answered": len(answered),
+        "p50_ms": percentile(times, 0.5),
+        "p99_ms": percentile(times, 0.99),
+        "max_ms": max(answered) if answered else None,
+    }
 
 
-def measure_trickle(url: str, connections: int, pattern: str, interval: float, duration: float, baseline: float,
-                    pause: float, timeout: float) -> dict[str, Any]:
+def measure_trickle(
+    url: str,
+    connections: int,
+    pattern: str,
+    interval: float,
+    duration: float,
+    baseline: float,
+    pause: float,
+    timeout: float,
+) -> dict[str, Any]:
     """The probe's searches alone for ``baseline`` s, then for ``duration`` s beside the trickling connections."""
     parts = urlsplit(url)
     before = probe_for(url, baseline, pause, timeout)
@@ -244,9 +268,18 @@ def measure_trickle(url: str, connections: int, pattern: str, interval: float, d
         opening_s = time.monotonic() - started
         during = probe_for(url, duration, pause, timeout)
         counts = asdict(trickler.counts)
-    return {"pattern": pattern, "connections_asked": connections, "interval_s": interval, "duration_s": duration,
-            "opening_s": round(opening_s, 3), "trickle": counts, "before": summarise(before),
-            "during": summarise(during), "probe_pause_s": pause, "timeout_s": timeout}
+    return {
+        "pattern": pattern,
+        "connections_asked": connections,
+        "interval_s": interval,
+        "duration_s": duration,
+        "opening_s": round(opening_s, 3),
+        "trickle": counts,
+        "before": summarise(before),
+        "during": summarise(during),
+        "probe_pause_s": pause,
+        "timeout_s": timeout,
+    }
 
 
 def raise_open_files(needed: int) -> None:
@@ -255,8 +288,10 @@ def raise_open_files(needed: int) -> None:
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return
     if hard != resource.RLIM_INFINITY and hard < needed:
-        raise click.ClickException(f"{needed} open files are needed, but this process may open at most {hard} "
-                                   "(ulimit -Hn); ask for fewer --connections or raise the limit")
+        raise click.ClickException(
+            f"{needed} open files are needed, but this process may open at most {hard} "
+            "(ulimit -Hn); ask for fewer --connections or raise the limit"
+        )
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
@@ -266,68 +301,134 @@ def _ms(value: float | None, timeout: float) -> str:
 
 def _echo_trickle(figures: dict[str, Any]) -> None:
     counts, timeout = figures["trickle"], figures["timeout_s"]
-    click.echo(f"trickling connections ({figures['pattern']}, 1 byte every {figures['interval_s']:g} s): "
-               f"{counts['open_now']} of {figures['connections_asked']} open at the end, fewest open "
-               f"{counts['open_min']}, {counts['opened']} opened, {counts['closed_by_server']} closed by the server, "
-               f"{counts['connect_failures']} connections refused or timed out")
+    click.echo(
+        f"trickling connections ({figures['pattern']}, 1 byte every {figures['interval_s']:g} s): "
+        f"{counts['open_now']} of {figures['connections_asked']} open at the end, fewest open "
+        f"{counts['open_min']}, {counts['opened']} opened, {counts['closed_by_server']} closed by the server, "
+        f"{counts['connect_failures']} connections refused or timed out"
+    )
     for phase in ("before", "during"):
         probe = figures[phase]
-        click.echo(f"searches {phase}: {probe['answered']} of {probe['searches']} answered, "
-                   f"p50 {_ms(probe['p50_ms'], timeout)}, p99 {_ms(probe['p99_ms'], timeout)}")
+        click.echo(
+            f"searches {phase}: {probe['answered']} of {probe['searches']} answered, "
+            f"p50 {_ms(probe['p50_ms'], timeout)}, p99 {_ms(probe['p99_ms'], timeout)}"
+        )
 
 
 @click.command(name="slow-clients")
 @click.option("--url", default="http://127.0.0.1:8000", show_default=True, help="The running gateway.")
-@click.option("--connections", default=110, show_default=True, type=click.IntRange(1, 20_000),
-              help="Slow clients' connections.")
-@click.option("--pattern", type=click.Choice(PATTERNS), default="half-sent", show_default=True,
-              help="half-sent: headers that never end, then nothing; trickle-headers / trickle-body: one byte every "
-                   "--interval s for ever, reconnecting when closed.")
-@click.option("--searches", default=5, show_default=True, type=click.IntRange(1, 1000),
-              help="half-sent: ordinary searches timed meanwhile, one after another.")
-@click.option("--interval", default=10.0, show_default=True, type=click.FloatRange(0.01, 600),
-              help="trickle: seconds between two bytes of a connection.")
-@click.option("--duration", default=60.0, show_default=True, type=click.FloatRange(0.1, 3600),
-              help="trickle: seconds the probe searches beside the trickling connections.")
-@click.option("--baseline", default=10.0, show_default=True, type=click.FloatRange(0, 3600),
-              help="trickle: seconds the probe searches before they start.")
-@click.option("--probe-pause", default=0.05, show_default=True, type=click.FloatRange(0, 60),
-              help="trickle: seconds between two of the probe's searches.")
-@click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(0.1, 600),
-              help="Seconds a search may take before it counts as unanswered.")
-@click.option("--through-nginx", is_flag=True,
-              help="Start Debian's nginx with deploy/nginx.conf on a free loopback port in front of --url and aim "
-                   "the slow clients and the searches at it.")
+@click.option(
+    "--connections", default=110, show_default=True, type=click.IntRange(1, 20_000), help="Slow clients' connections."
+)
+@click.option(
+    "--pattern",
+    type=click.Choice(PATTERNS),
+    default="half-sent",
+    show_default=True,
+    help="half-sent: headers that never end, then nothing; trickle-headers / trickle-body: one byte every "
+    "--interval s for ever, reconnecting when closed.",
+)
+@click.option(
+    "--searches",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="half-sent: ordinary searches timed meanwhile, one after another.",
+)
+@click.option(
+    "--interval",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0.01, 600),
+    help="trickle: seconds between two bytes of a connection.",
+)
+@click.option(
+    "--duration",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 3600),
+    help="trickle: seconds the probe searches beside the trickling connections.",
+)
+@click.option(
+    "--baseline",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0, 3600),
+    help="trickle: seconds the probe searches before they start.",
+)
+@click.option(
+    "--probe-pause",
+    default=0.05,
+    show_default=True,
+    type=click.FloatRange(0, 60),
+    help="trickle: seconds between two of the probe's searches.",
+)
+@click.option(
+    "--timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 600),
+    help="Seconds a search may take before it counts as unanswered.",
+)
+@click.option(
+    "--through-nginx",
+    is_flag=True,
+    help="Start Debian's nginx with deploy/nginx.conf on a free loopback port in front of --url and aim "
+    "the slow clients and the searches at it.",
+)
 @json_out_option("Also write the figures as JSON.")
-def bench_slow_clients(url: str, connections: int, pattern: str, searches: int, interval: float, duration: float,
-                       baseline: float, probe_pause: float, timeout: float, through_nginx: bool,
-                       json_out: Path | None) -> None:
+def bench_slow_clients(
+    url: str,
+    connections: int,
+    pattern: str,
+    searches: int,
+    interval: float,
+    duration: float,
+    baseline: float,
+    probe_pause: float,
+    timeout: float,
+    through_nginx: bool,
+    json_out: Path | None,
+) -> None:
     """Searches answered while many connections hang half-sent or trickle (slow clients)."""
     raise_open_files(connections + SPARE_FILES)
     gateway = url.rstrip("/")
     gateway_address = urlsplit(gateway)
     try:
-        proxy = (nginx_in_front(f"{gateway_address.hostname}:{gateway_address.port or 80}") if through_nginx
-                 else nullcontext(gateway))
+        proxy = (
+            nginx_in_front(f"{gateway_address.hostname}:{gateway_address.port or 80}")
+            if through_nginx
+            else nullcontext(gateway)
+        )
         with proxy as target:
             if pattern == "half-sent":
                 measured = measure(target, connections, searches, timeout)
             else:
-                measured = measure_trickle(target, connections, pattern, interval, duration, baseline, probe_pause,
-                                           timeout)
+                measured = measure_trickle(
+                    target, connections, pattern, interval, duration, baseline, probe_pause, timeout
+                )
     except ProxyError as error:
         raise click.ClickException(str(error)) from None
-    figures = {"machine": machine_description(), "url": target, "gateway": gateway,
-               "through": "nginx (deploy/nginx.conf)" if through_nginx else "direct", **measured}
+    figures = {
+        "machine": machine_description(),
+        "url": target,
+        "gateway": gateway,
+        "through": "nginx (deploy/nginx.conf)" if through_nginx else "direct",
+        **measured,
+    }
     click.echo(f"{figures['machine']} | {target} ({figures['through']})")
     if pattern != "half-sent":
         _echo_trickle(figures)
     else:
-        click.echo(f"connections held half-sent: {figures['connections_held']} of {connections}"
-                   + (f" ({figures['held_short_because']})" if figures["held_short_because"] else ""))
+        click.echo(
+            f"connections held half-sent: {figures['connections_held']} of {connections}"
+            + (f" ({figures['held_short_because']})" if figures["held_short_because"] else "")
+        )
         if figures["answered"]:
-            click.echo(f"searches answered: {figures['answered']} of {searches} (median {figures['median_ms']:.1f} "
-                       f"ms, max {figures['max_ms']:.1f} ms)")
+            click.echo(
+                f"searches answered: {figures['answered']} of {searches} (median {figures['median_ms']:.1f} "
+                f"ms, max {figures['max_ms']:.1f} ms)"
+            )
         else:
             click.echo(f"searches answered: 0 of {searches} within {timeout:g} s each")
     if json_out is not None:

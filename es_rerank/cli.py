@@ -41,74 +41,125 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except OSError as error:
             if error.errno in (errno.ENOSPC, errno.EDQUOT):  # often raised without a file name
-                raise click.ClickException(f"{error.strerror} ({error.filename or 'while writing'}); free "
-                                           "space where ESRR_HOME and --out point, or point them elsewhere") from None
+                raise click.ClickException(
+                    f"{error.strerror} ({error.filename or 'while writing'}); free "
+                    "space where ESRR_HOME and --out point, or point them elsewhere"
+                ) from None
             if error.filename is None:  # sockets and the like: not a path problem, keep the traceback
                 raise
             raise click.ClickException(
                 f"cannot use {error.filename}: {error.strerror}; check that ESRR_HOME and the paths given "
-                "exist where they should and are writable") from None
+                "exist where they should and are writable"
+            ) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The help listing; lazy commands show their registered short help, without an import."""
-        rows = [(name, self.lazy_subcommands[name][1] if name in self.lazy_subcommands
-                 else self.commands[name].get_short_help_str())
-                for name in self.list_commands(ctx)]
+        rows = [
+            (
+                name,
+                self.lazy_subcommands[name][1]
+                if name in self.lazy_subcommands
+                else self.commands[name].get_short_help_str(),
+            )
+            for name in self.list_commands(ctx)
+        ]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, lazy_subcommands={
-    "index": ("index_setup.cli:index", "Load the corpus; build, replace and inspect indexes."),
-    "generate": ("index_setup.generate:generate", "Generate synthetic PubMed-like corpora for scale tests."),
-    "search": ("worker.search:search", "Search the served index from the shell (reranked when a model is trained)."),
-    "batch-search": ("worker.batch_search:batch_search",
-                     "Rank every query of a file with the served pipeline; write a TREC run."),
-    "embeddings": ("index_setup.embeddings:embeddings", "Train and inspect the word2vec embeddings."),
-    "neighbours": ("index_setup.neighbours:neighbours",
-                   "Build the judged-neighbours votes from NFCorpus train judgments."),
-    "experiment": ("es_rerank.learning.experiment_cli:experiment",
-                   "An interleaving experiment (ESRR_EXPERIMENT): its report, and promoting its candidate."),
-    "train": ("worker.training.cli:train", "Train a Delta model on NFCorpus train, early-stopped on dev."),
-    "select-features": ("worker.training.cli:select_features",
-                        "Greedy Lex-feature selection on NFCorpus dev (section 5.1)."),
-    "eval": ("worker.training.cli:evaluate", "Evaluate BM25 and the Delta models on NFCorpus test."),
-    "shift": ("worker.training.cli:shift",
-              "Write shifted copies of NFCorpus (long queries, blank titles, held-out topics)."),
-    "worker": ("worker.cli:worker", "Run the Celery scoring worker."),
-    "simulate": ("es_rerank.learning.cli:simulate",
-                 "Simulated users search a running gateway and click by a cascade model (events for learning)."),
-    "learn": ("es_rerank.learning.cli:learn",
-              "Fit a click model to the stored clicks; judgments from it rebuild the judged-neighbour votes."),
-    "serve": ("es_rerank.gateway.cli:serve", "Serve an Elasticsearch-shaped _search over HTTP, reranked by the workers."),
-})
+@click.group(
+    cls=LazyGroup,
+    lazy_subcommands={
+        "index": ("index_setup.cli:index", "Load the corpus; build, replace and inspect indexes."),
+        "generate": ("index_setup.generate:generate", "Generate synthetic PubMed-like corpora for scale tests."),
+        "search": (
+            "worker.search:search",
+            "Search the served index from the shell (reranked when a model is trained).",
+        ),
+        "batch-search": (
+            "worker.batch_search:batch_search",
+            "Rank every query of a file with the served pipeline; write a TREC run.",
+        ),
+        "embeddings": ("index_setup.embeddings:embeddings", "Train and inspect the word2vec embeddings."),
+        "neighbours": (
+            "index_setup.neighbours:neighbours",
+            "Build the judged-neighbours votes from NFCorpus train judgments.",
+        ),
+        "experiment": (
+            "es_rerank.learning.experiment_cli:experiment",
+            "An interleaving experiment (ESRR_EXPERIMENT): its report, and promoting its candidate.",
+        ),
+        "train": ("worker.training.cli:train", "Train a Delta model on NFCorpus train, early-stopped on dev."),
+        "select-features": (
+            "worker.training.cli:select_features",
+            "Greedy Lex-feature selection on NFCorpus dev (section 5.1).",
+        ),
+        "eval": ("worker.training.cli:evaluate", "Evaluate BM25 and the Delta models on NFCorpus test."),
+        "shift": (
+            "worker.training.cli:shift",
+            "Write shifted copies of NFCorpus (long queries, blank titles, held-out topics).",
+        ),
+        "worker": ("worker.cli:worker", "Run the Celery scoring worker."),
+        "simulate": (
+            "es_rerank.learning.cli:simulate",
+            "Simulated users search a running gateway and click by a cascade model (events for learning).",
+        ),
+        "learn": (
+            "es_rerank.learning.cli:learn",
+            "Fit a click model to the stored clicks; judgments from it rebuild the judged-neighbour votes.",
+        ),
+        "serve": (
+            "es_rerank.gateway.cli:serve",
+            "Serve an Elasticsearch-shaped _search over HTTP, reranked by the workers.",
+        ),
+    },
+)
 @click.version_option(package_name="es-rerank")
 def main() -> None:
     """es-rerank: BM25 retrieval reranked by the Delta-32-Lex3 model."""
 
 
-@main.group(cls=LazyGroup, lazy_subcommands={
-    "index": ("benchmarks.index:bench_index", "Tokenize+statistics rate, index build time, BM25 latency."),
-    "score": ("benchmarks.score:bench_score", "Reference vs fast Delta scorer latency, throughput and RSS."),
-    "search": ("benchmarks.search:bench_search", "Per-stage latency of the served search on the dev queries."),
-    "roundtrip": ("benchmarks.roundtrip:bench_roundtrip",
-                  "rerank.score through the broker against a running worker: latency and throughput."),
-    "http": ("benchmarks.http:bench_http", "A running gateway's latency and searches/s over HTTP."),
-    "integrity": ("benchmarks.integrity:bench_integrity",
-                  "What checking the statistics costs: checksums, opening a version, the check per search."),
-    "scale": ("benchmarks.scale:bench_scale",
-              "Build and serve generated PubMed-like corpora (10k, 100k, 1M): rate, memory, latency, 36M projection."),
-    "slow-clients": ("benchmarks.slow_clients:bench_slow_clients",
-                     "Searches answered while many connections hang half-sent (slow clients)."),
-    "agreement": ("benchmarks.agreement:bench_agreement",
-                  "Top-10 overlap of the embedded index and real Elasticsearch (Lucene) BM25 on NFCorpus queries."),
-    "chaos": ("benchmarks.chaos:bench_chaos",
-              "Load with faults injected (worker killed, broker stopped): failed, fell back, latency."),
-    "events": ("benchmarks.events_store:bench_events",
-               "Size on disk and write time of 1M synthetic events in the SQLite event store."),
-    "attack": ("benchmarks.attack:bench_attack",
-               "Every hostile request of issues 25 and 32 against a gateway: status, CPU, memory, probe latency."),
-})
+@main.group(
+    cls=LazyGroup,
+    lazy_subcommands={
+        "index": ("benchmarks.index:bench_index", "Tokenize+statistics rate, index build time, BM25 latency."),
+        "score": ("benchmarks.score:bench_score", "Reference vs fast Delta scorer latency, throughput and RSS."),
+        "search": ("benchmarks.search:bench_search", "Per-stage latency of the served search on the dev queries."),
+        "roundtrip": (
+            "benchmarks.roundtrip:bench_roundtrip",
+            "rerank.score through the broker against a running worker: latency and throughput.",
+        ),
+        "http": ("benchmarks.http:bench_http", "A running gateway's latency and searches/s over HTTP."),
+        "integrity": (
+            "benchmarks.integrity:bench_integrity",
+            "What checking the statistics costs: checksums, opening a version, the check per search.",
+        ),
+        "scale": (
+            "benchmarks.scale:bench_scale",
+            "Build and serve generated PubMed-like corpora (10k, 100k, 1M): rate, memory, latency, 36M projection.",
+        ),
+        "slow-clients": (
+            "benchmarks.slow_clients:bench_slow_clients",
+            "Searches answered while many connections hang half-sent (slow clients).",
+        ),
+        "agreement": (
+            "benchmarks.agreement:bench_agreement",
+            "Top-10 overlap of the embedded index and real Elasticsearch (Lucene) BM25 on NFCorpus queries.",
+        ),
+        "chaos": (
+            "benchmarks.chaos:bench_chaos",
+            "Load with faults injected (worker killed, broker stopped): failed, fell back, latency.",
+        ),
+        "events": (
+            "benchmarks.events_store:bench_events",
+            "Size on disk and write time of 1M synthetic events in the SQLite event store.",
+        ),
+        "attack": (
+            "benchmarks.attack:bench_attack",
+            "Every hostile request of issues 25 and 32 against a gateway: status, CPU, memory, probe latency.",
+        ),
+    },
+)
 def bench() -> None:
     """Benchmarks that print measured figures (see the README for how they were run)."""

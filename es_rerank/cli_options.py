@@ -11,9 +11,10 @@ import os
 import signal
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -21,8 +22,11 @@ if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
 
 BACKEND_OPTION = click.option(
-    "--backend", type=click.Choice(["embedded", "elasticsearch", "opensearch"]), default=None,
-    help="Search backend (default: ESRR_BACKEND, else embedded).")
+    "--backend",
+    type=click.Choice(["embedded", "elasticsearch", "opensearch"]),
+    default=None,
+    help="Search backend (default: ESRR_BACKEND, else embedded).",
+)
 
 SettingsT = TypeVar("SettingsT", bound="CommonSettings")
 
@@ -70,11 +74,13 @@ def writable_file(path: Path, fix: str) -> Path:
 
 def json_out_option(help: str) -> Callable[[Callable], Callable]:
     """The benchmarks' ``--json-out FILE``, checked writable as the command line is read, before any timing."""
+
     def check(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
         return None if value is None else writable_file(value, "pass a file path you can write to as --json-out")
 
-    return click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                        callback=check, help=help)
+    return click.option(
+        "--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None, callback=check, help=help
+    )
 
 
 def vote_options(defaults: Any) -> Callable[[Callable], Callable]:
@@ -83,14 +89,34 @@ def vote_options(defaults: Any) -> Callable[[Callable], Callable]:
     from es_rerank.settings import MAX_VOTE_WEIGHT
 
     options = [
-        click.option("--k", type=click.IntRange(1, 1000), default=defaults.k, show_default=True,
-                     help="Most similar judged queries that vote."),
-        click.option("--power", type=FiniteFloat(0, 10, min_open=True), default=defaults.power, show_default=True,
-                     help="Similarity exponent of a vote."),
-        click.option("--weight", type=FiniteFloat(0, MAX_VOTE_WEIGHT, min_open=True), default=defaults.weight,
-                     show_default=True, help="Weight of the vote beside the ranker's standardised score."),
-        click.option("--confidence", type=FiniteFloat(0, 10), default=defaults.confidence, show_default=True,
-                     help="Exponent of the nearest judged query's similarity that scales a query's votes (0: none)."),
+        click.option(
+            "--k",
+            type=click.IntRange(1, 1000),
+            default=defaults.k,
+            show_default=True,
+            help="Most similar judged queries that vote.",
+        ),
+        click.option(
+            "--power",
+            type=FiniteFloat(0, 10, min_open=True),
+            default=defaults.power,
+            show_default=True,
+            help="Similarity exponent of a vote.",
+        ),
+        click.option(
+            "--weight",
+            type=FiniteFloat(0, MAX_VOTE_WEIGHT, min_open=True),
+            default=defaults.weight,
+            show_default=True,
+            help="Weight of the vote beside the ranker's standardised score.",
+        ),
+        click.option(
+            "--confidence",
+            type=FiniteFloat(0, 10),
+            default=defaults.confidence,
+            show_default=True,
+            help="Exponent of the nearest judged query's similarity that scales a query's votes (0: none).",
+        ),
     ]
 
     def decorate(command: Callable) -> Callable:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 
@@ -39,12 +39,16 @@ class Embeddings:
 
     def __post_init__(self) -> None:
         if len(self.vocab) != len(self.vectors):
-            raise EmbeddingsError(f"{self.version}: {len(self.vocab)} words but {len(self.vectors)} vectors, so "
-                                  "vocab.txt or vectors.npy is damaged; retrain with `esrr embeddings train`, then "
-                                  "the models with `esrr train`")
+            raise EmbeddingsError(
+                f"{self.version}: {len(self.vocab)} words but {len(self.vectors)} vectors, so "
+                "vocab.txt or vectors.npy is damaged; retrain with `esrr embeddings train`, then "
+                "the models with `esrr train`"
+            )
         if self.vocab[:2] != [PAD_TOKEN, UNK_TOKEN]:
-            raise EmbeddingsError(f"{self.version}: the vocabulary must start with {PAD_TOKEN}, {UNK_TOKEN}; "
-                                  "retrain with `esrr embeddings train`, then the models with `esrr train`")
+            raise EmbeddingsError(
+                f"{self.version}: the vocabulary must start with {PAD_TOKEN}, {UNK_TOKEN}; "
+                "retrain with `esrr embeddings train`, then the models with `esrr train`"
+            )
         self.index = {word: row for row, word in enumerate(self.vocab)}
 
     @property
@@ -56,7 +60,7 @@ class Embeddings:
         return len(self.vocab)
 
     @classmethod
-    def load(cls, directory: Path, mmap: bool = True) -> "Embeddings":
+    def load(cls, directory: Path, mmap: bool = True) -> Embeddings:
         """Load a version directory; ``mmap`` maps ``vectors.npy`` read-only instead of reading it."""
         directory = Path(directory)
         missing = [n for n in ("vectors.npy", "vocab.txt", "meta.json") if not (directory / n).is_file()]
@@ -74,15 +78,18 @@ class Embeddings:
             raise EmbeddingsError(f"{directory}/meta.json is damaged ({error}); {retrain}") from None
         if meta.get("format") != ARTIFACT_FORMAT:
             raise EmbeddingsError(
-                f"{directory}: artifact format {meta.get('format')!r}, this code reads {ARTIFACT_FORMAT}; {retrain}")
+                f"{directory}: artifact format {meta.get('format')!r}, this code reads {ARTIFACT_FORMAT}; {retrain}"
+            )
         try:
             vectors = np.load(directory / "vectors.npy", mmap_mode="r" if mmap else None)
             vocab = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
         except (ValueError, EOFError, UnicodeDecodeError):  # numpy's text suggests allow_pickle: unsafe advice
             raise EmbeddingsError(f"{directory}: vectors.npy or vocab.txt is damaged; {retrain}") from None
         if vectors.ndim != 2 or vectors.dtype.kind != "f":
-            raise EmbeddingsError(f"{directory}: vectors.npy holds a {vectors.dtype} array of shape {vectors.shape}, "
-                                  f"not one row of floats per word; it is damaged: {retrain}")
+            raise EmbeddingsError(
+                f"{directory}: vectors.npy holds a {vectors.dtype} array of shape {vectors.shape}, "
+                f"not one row of floats per word; it is damaged: {retrain}"
+            )
         # min and max are NaN or infinite when any entry is, without a mask the table's size;
         # a NaN would otherwise surface as NaN scores or a fusion error.
         if vectors.size and not (math.isfinite(vectors.min()) and math.isfinite(vectors.max())):
@@ -123,7 +130,10 @@ def load_current(settings: CommonSettings | None = None, mmap: bool = True) -> E
     embeddings_dir = (settings or CommonSettings()).embeddings_dir
     version = current_version(embeddings_dir)
     if version is None:
-        raise EmbeddingsError(missing_from_home(
-            f"no trained embeddings in {Path(embeddings_dir).absolute()} (no {CURRENT_FILE} file)",
-            "train them there with `esrr embeddings train`"))
+        raise EmbeddingsError(
+            missing_from_home(
+                f"no trained embeddings in {Path(embeddings_dir).absolute()} (no {CURRENT_FILE} file)",
+                "train them there with `esrr embeddings train`",
+            )
+        )
     return Embeddings.load(embeddings_dir / version, mmap=mmap)

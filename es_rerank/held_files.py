@@ -48,8 +48,9 @@ import queue
 import signal
 import threading
 import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -81,7 +82,7 @@ class Fingerprint(NamedTuple):
     ctime_ns: int
 
     @classmethod
-    def of(cls, descriptor: int) -> "Fingerprint":
+    def of(cls, descriptor: int) -> Fingerprint:
         """The fingerprint of an open file (a tuple: made and compared at every read, cheaper than a dataclass)."""
         st = os.fstat(descriptor)
         return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -160,8 +161,9 @@ class FileGuard:
     Thread-safe; ``reading`` nests within a thread (the outermost read checks).
     """
 
-    def __init__(self, files: Sequence[HeldFile], label: str = "",
-                 refusal: Callable[[str], Exception] = FilesChanged) -> None:
+    def __init__(
+        self, files: Sequence[HeldFile], label: str = "", refusal: Callable[[str], Exception] = FilesChanged
+    ) -> None:
         self.files = tuple(files)
         self.label = label  # where the files are, for the log
         self._refusal = refusal  # the error a refused read raises, from how the files changed
@@ -188,7 +190,7 @@ class FileGuard:
         """The names of the held files that were unlinked since they were opened."""
         return [file.name for file in self.files if file.deleted()]
 
-    def reading(self) -> "FileGuard":
+    def reading(self) -> FileGuard:
         """Read the files inside ``with guard.reading():``: refused before a read if a file changed, and after it if
         one changed meanwhile (in place of what the read raised, an ``IndexError`` from a rewritten file among them)."""
         return self
@@ -235,18 +237,25 @@ class FileGuard:
         broken = [file.name for file in self.leased if file.leased and not file.lease_intact()]
         if not broken:
             return
-        reason = (f"{', '.join(broken)} {'was' if len(broken) == 1 else 'were'} opened for writing or cut short "
-                  "by another process while served")
+        reason = (
+            f"{', '.join(broken)} {'was' if len(broken) == 1 else 'were'} opened for writing or cut short "
+            "by another process while served"
+        )
         with self._state:
             if self._broken is None:
                 self._broken = reason
             drained = self._state.wait_for(lambda: self._reads == 0, timeout=_break_wait_s())
         for file in self.leased:
             file.release_lease()
-        log.warning("%s: %s; reads of these files are refused from now on, and the leases given up %s",
-                    self.label, reason,
-                    "once the reads under way ended" if drained else "before the reads under way ended (they "
-                    "are answered 503): a read took longer than the kernel's lease-break-time")
+        log.warning(
+            "%s: %s; reads of these files are refused from now on, and the leases given up %s",
+            self.label,
+            reason,
+            "once the reads under way ended"
+            if drained
+            else "before the reads under way ended (they "
+            "are answered 503): a read took longer than the kernel's lease-break-time",
+        )
 
 
 def _break_wait_s() -> float:
@@ -313,10 +322,13 @@ class _LeaseWatch:
             raise FileBeingWritten(errno.EAGAIN, f"{file.name} is open for writing by another process") from None
         if not self._refusal_logged:
             self._refusal_logged = True
-            log.warning("no read lease on the served index files (%s: %s): they are checked by their fstat "
-                        "before and after each read instead, and a file cut short during a read can end the "
-                        "process; run the gateway as the owner of the index files, on a local file system",
-                        file.name, error.strerror)
+            log.warning(
+                "no read lease on the served index files (%s: %s): they are checked by their fstat "
+                "before and after each read instead, and a file cut short during a read can end the "
+                "process; run the gateway as the owner of the index files, on a local file system",
+                file.name,
+                error.strerror,
+            )
 
 
 _WATCH = _LeaseWatch()

@@ -24,10 +24,10 @@ title takes the window's mean over the documents with one (all empty: 0 everywhe
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from operator import attrgetter
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -35,12 +35,24 @@ from es_rerank.stats import CorpusStats, DocTerms
 
 # In the paper's order, (1) .. (18).
 ALL_FEATURES: tuple[str, ...] = (
-    "text_word_overlap", "text_bigram_overlap", "text_jaccard", "text_idf_word_overlap",
-    "text_idf_jaccard", "title_bm25", "abstract_bm25", "text_bm25",
-    "title_word_overlap", "title_bigram_overlap", "title_jaccard", "title_idf_word_overlap",
+    "text_word_overlap",
+    "text_bigram_overlap",
+    "text_jaccard",
+    "text_idf_word_overlap",
+    "text_idf_jaccard",
+    "title_bm25",
+    "abstract_bm25",
+    "text_bm25",
+    "title_word_overlap",
+    "title_bigram_overlap",
+    "title_jaccard",
+    "title_idf_word_overlap",
     "title_idf_jaccard",
-    "abstract_word_overlap", "abstract_bigram_overlap", "abstract_jaccard",
-    "abstract_idf_word_overlap", "abstract_idf_jaccard",
+    "abstract_word_overlap",
+    "abstract_bigram_overlap",
+    "abstract_jaccard",
+    "abstract_idf_word_overlap",
+    "abstract_idf_jaccard",
 )
 # Delta-32-Lex3 (section 5.1): BM25 on the abstract, IDF-weighted Jaccard with the
 # title, IDF-weighted proportion of unique query words in the title.
@@ -60,8 +72,10 @@ def check_feature_names(names: Sequence[str]) -> tuple[str, ...]:
     unknown = [n for n in names if n not in KNOWN_FEATURES]
     if not names or unknown:
         problem = f"unknown Lex feature(s) {unknown}" if unknown else "no feature given"
-        raise ValueError(f"{problem}; choose from {', '.join(ALL_FEATURES)}, each also with the suffix "
-                         f"{WINDOW_SUFFIX} (standardised within the query's window)")
+        raise ValueError(
+            f"{problem}; choose from {', '.join(ALL_FEATURES)}, each also with the suffix "
+            f"{WINDOW_SUFFIX} (standardised within the query's window)"
+        )
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"{repeated} given twice; name each feature once")
@@ -156,8 +170,10 @@ def lex_features(
     """
     unknown = [n for n in names if n not in KNOWN_FEATURES]
     if unknown:
-        raise UnknownFeatureError(f"unknown Lex feature(s) {unknown}; choose from {list(ALL_FEATURES)}, each also "
-                                  f"with the suffix {WINDOW_SUFFIX}")
+        raise UnknownFeatureError(
+            f"unknown Lex feature(s) {unknown}; choose from {list(ALL_FEATURES)}, each also "
+            f"with the suffix {WINDOW_SUFFIX}"
+        )
     if not names or not docs:
         return np.zeros((len(docs), len(names)), dtype=np.float32)
     query = _Query(query_ids, stats)
@@ -217,14 +233,15 @@ def lex_features(
         return matched_idf / np.maximum(query_idf + unique_idf - matched_idf, 1e-12)  # idf_jaccard
 
     def window_relative(name: str) -> np.ndarray:
-        values = feature(name[:-len(WINDOW_SUFFIX)]).astype(np.float64)
+        values = feature(name[: -len(WINDOW_SUFFIX)]).astype(np.float64)
         if name.startswith("title_"):
             titled = field_batch("title").lengths > 0
             values = np.where(titled, values, values[titled].mean() if titled.any() else 0.0)
         return standardised(values)
 
-    return np.stack([window_relative(n) if n.endswith(WINDOW_SUFFIX) else feature(n) for n in names],
-                    axis=1).astype(np.float32)
+    return np.stack([window_relative(n) if n.endswith(WINDOW_SUFFIX) else feature(n) for n in names], axis=1).astype(
+        np.float32
+    )
 
 
 def standardised(values: np.ndarray) -> np.ndarray:

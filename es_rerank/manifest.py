@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import xxhash
 
@@ -66,8 +66,10 @@ def checksum_of_file(path: Path) -> str:
 
 def write_manifest(directory: Path, names: Iterable[str]) -> None:
     """Record the size and checksum of each named file of ``directory`` in ``directory/manifest.json``."""
-    files = {name: {"bytes": (directory / name).stat().st_size, CHECKSUM: checksum_of_file(directory / name)}
-             for name in sorted(names)}
+    files = {
+        name: {"bytes": (directory / name).stat().st_size, CHECKSUM: checksum_of_file(directory / name)}
+        for name in sorted(names)
+    }
     manifest = {"format": MANIFEST_FORMAT, "files": files}
     (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
 
@@ -84,10 +86,12 @@ def read_manifest(directory: Path) -> dict[str, Entry] | None:
     try:
         manifest = json.loads(text)
         if manifest.get("format") != MANIFEST_FORMAT:
-            raise ManifestError(f"{MANIFEST_FILE} has format {manifest.get('format')!r}, this code reads "
-                                f"{MANIFEST_FORMAT}")
-        return {str(name): Entry(int(entry["bytes"]), str(entry[CHECKSUM]))
-                for name, entry in manifest["files"].items()}
+            raise ManifestError(
+                f"{MANIFEST_FILE} has format {manifest.get('format')!r}, this code reads {MANIFEST_FORMAT}"
+            )
+        return {
+            str(name): Entry(int(entry["bytes"]), str(entry[CHECKSUM])) for name, entry in manifest["files"].items()
+        }
     except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
         raise ManifestError(f"{MANIFEST_FILE} is damaged ({type(error).__name__}: {error})") from None
 
@@ -96,12 +100,16 @@ def check_size(name: str, entry: Entry, size: int) -> None:
     """``ManifestError`` unless a file of ``size`` bytes is the size the build wrote."""
     if size != entry.size:
         change = "cut short" if size < entry.size else "grown"
-        raise ManifestError(f"{name} has {size} bytes, the build wrote {entry.size} ({MANIFEST_FILE}): it was "
-                            f"{change} or replaced after the build")
+        raise ManifestError(
+            f"{name} has {size} bytes, the build wrote {entry.size} ({MANIFEST_FILE}): it was "
+            f"{change} or replaced after the build"
+        )
 
 
 def check_checksum(name: str, entry: Entry, checksum: str) -> None:
     """``ManifestError`` unless ``checksum`` is the one the build recorded for ``name``."""
     if checksum != entry.checksum:
-        raise ManifestError(f"{name} differs from what the build wrote (its {CHECKSUM} checksum in "
-                            f"{MANIFEST_FILE}): it was rewritten after the build")
+        raise ManifestError(
+            f"{name} differs from what the build wrote (its {CHECKSUM} checksum in "
+            f"{MANIFEST_FILE}): it was rewritten after the build"
+        )

@@ -40,8 +40,9 @@ import base64
 import binascii
 import math
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -112,57 +113,65 @@ class ScoreRequest:
         """Number of documents in the request."""
         return int(self.doc_tokens.shape[0])
 
-    def validate(self) -> "ScoreRequest":
+    def validate(self) -> ScoreRequest:
         """Check every limit of the format; raises ``PayloadError``; returns self."""
         if not isinstance(self.stats_version, str) or not self.stats_version:
-            raise PayloadError("stats_version must be a non-empty string naming the index version "
-                               "the hits came from")
+            raise PayloadError("stats_version must be a non-empty string naming the index version the hits came from")
         if not isinstance(self.stats_build, str):
-            raise PayloadError("stats_build must be a string naming the build of stats_version "
-                               "(CorpusStats.build_id), or empty")
+            raise PayloadError(
+                "stats_build must be a string naming the build of stats_version (CorpusStats.build_id), or empty"
+            )
         _check_query(self.query_tokens)
         _check_lex_names(self.lex_names)
         docs, lex = self.doc_tokens, self.lex
         if docs.dtype != np.int32 or docs.ndim != 2 or docs.shape[1] != DOC_LEN:
-            raise PayloadError(f"doc_tokens must be int32 [n, {DOC_LEN}], got {docs.dtype} "
-                               f"{list(docs.shape)}; pad or cut each document's first_ids to "
-                               f"{DOC_LEN} with {DOC_PAD}")
+            raise PayloadError(
+                f"doc_tokens must be int32 [n, {DOC_LEN}], got {docs.dtype} "
+                f"{list(docs.shape)}; pad or cut each document's first_ids to "
+                f"{DOC_LEN} with {DOC_PAD}"
+            )
         _check_doc_count(docs.shape[0])
         if docs.size and int(docs.min()) < DOC_PAD:
-            raise PayloadError(f"doc_tokens holds id {int(docs.min())}; ids are >= 0 with "
-                               f"{DOC_PAD} as padding (unknown terms have no place in first_ids)")
+            raise PayloadError(
+                f"doc_tokens holds id {int(docs.min())}; ids are >= 0 with "
+                f"{DOC_PAD} as padding (unknown terms have no place in first_ids)"
+            )
         if lex.dtype != np.float32 or lex.ndim != 2:
             raise PayloadError(f"lex must be float32 [n, L], got {lex.dtype} {list(lex.shape)}")
         if lex.shape[0] != docs.shape[0]:
-            raise PayloadError(f"lex has {lex.shape[0]} rows but doc_tokens has {docs.shape[0]} "
-                               "documents; compute one row of Lex features per document")
+            raise PayloadError(
+                f"lex has {lex.shape[0]} rows but doc_tokens has {docs.shape[0]} "
+                "documents; compute one row of Lex features per document"
+            )
         if lex.shape[1] != len(self.lex_names):
-            raise PayloadError(f"lex has {lex.shape[1]} columns but lex_names names "
-                               f"{len(self.lex_names)} features; they must match")
+            raise PayloadError(
+                f"lex has {lex.shape[1]} columns but lex_names names {len(self.lex_names)} features; they must match"
+            )
         if lex.size and not np.isfinite(lex).all():
-            raise PayloadError("lex holds NaN or infinite values; check the statistics the "
-                               "features were computed from")
+            raise PayloadError("lex holds NaN or infinite values; check the statistics the features were computed from")
         return self
 
 
 def _check_doc_count(n: int) -> None:
     if n > MAX_DOCS:
-        raise PayloadError(f"{n} documents in one request, the limit is {MAX_DOCS}; "
-                           "rerank a smaller BM25 window or split the request")
+        raise PayloadError(
+            f"{n} documents in one request, the limit is {MAX_DOCS}; rerank a smaller BM25 window or split the request"
+        )
 
 
 def _check_query(tokens: Sequence[str]) -> None:
     if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
         raise PayloadError("query_tokens must be a list of strings (embedding-path tokens)")
     if not tokens:
-        raise PayloadError("the query has no tokens, so there is nothing to rerank by; "
-                           "keep the BM25 order")
+        raise PayloadError("the query has no tokens, so there is nothing to rerank by; keep the BM25 order")
     if len(tokens) > QUERY_LEN:
-        raise PayloadError(f"query_tokens has {len(tokens)} tokens, the model reads {QUERY_LEN}; "
-                           f"truncate them (build_request does)")
+        raise PayloadError(
+            f"query_tokens has {len(tokens)} tokens, the model reads {QUERY_LEN}; truncate them (build_request does)"
+        )
     if any(not t or len(t) > MAX_TOKEN_CHARS for t in tokens):
-        raise PayloadError(f"query tokens must be 1..{MAX_TOKEN_CHARS} characters; "
-                           "tokenize the query with es_rerank.text.tokenize")
+        raise PayloadError(
+            f"query tokens must be 1..{MAX_TOKEN_CHARS} characters; tokenize the query with es_rerank.text.tokenize"
+        )
 
 
 def _check_lex_names(names: Sequence[str]) -> None:
@@ -175,21 +184,22 @@ def _check_lex_names(names: Sequence[str]) -> None:
         raise PayloadError(f"lex_names {list(names)} repeats a feature")
 
 
-def build_request(query: str, hits_terms: Sequence[DocTerms], stats: CorpusStats,
-                  lex_names: Sequence[str] = LEX3) -> ScoreRequest:
+def build_request(
+    query: str, hits_terms: Sequence[DocTerms], stats: CorpusStats, lex_names: Sequence[str] = LEX3
+) -> ScoreRequest:
     """The request for ``query`` against the hits' precomputed data (in ranking order)."""
     tokens = tokenize(query)
     if not tokens:
-        raise PayloadError(f"the query {query!r} has no tokens, so there is nothing to rerank by; "
-                           "keep the BM25 order")
+        raise PayloadError(f"the query {query!r} has no tokens, so there is nothing to rerank by; keep the BM25 order")
     names = tuple(lex_names)
     n = len(hits_terms)
     lex = lex_features(stats.vocab.lookup(tokens), hits_terms, stats, names)
     doc_tokens = first_tokens([terms.first_ids for terms in hits_terms])
     # A word longer than the payload allows has no vector: cut, it maps to UNK as the whole word would.
     query_tokens = tuple(token[:MAX_TOKEN_CHARS] for token in embedding_tokens(tokens)[:QUERY_LEN])
-    return ScoreRequest(stats.version, query_tokens, doc_tokens, np.ascontiguousarray(lex, np.float32),
-                        names, stats.build_id).validate()
+    return ScoreRequest(
+        stats.version, query_tokens, doc_tokens, np.ascontiguousarray(lex, np.float32), names, stats.build_id
+    ).validate()
 
 
 def first_tokens(first_ids: Sequence[np.ndarray]) -> np.ndarray:
@@ -209,8 +219,7 @@ def _pack(array: np.ndarray, dtype: str, codec: str) -> dict[str, Any]:
     data = np.ascontiguousarray(array, dtype=np.dtype(dtype)).tobytes()
     if codec == "zlib":
         data = zlib.compress(data, ZLIB_LEVEL)
-    return {"dtype": dtype, "shape": list(array.shape), "codec": codec,
-            "b64": base64.b64encode(data).decode("ascii")}
+    return {"dtype": dtype, "shape": list(array.shape), "codec": codec, "b64": base64.b64encode(data).decode("ascii")}
 
 
 def encode(request: ScoreRequest) -> dict[str, Any]:
@@ -232,13 +241,13 @@ def _unpack(payload: dict[str, Any], key: str, dtype: str, shape: tuple[int, int
     """The array under ``key``, checked against the expected dtype and shape."""
     packed = payload.get(key)
     if not isinstance(packed, dict):
-        raise PayloadError(f"payload field {key!r} is missing or not an object; encode the request "
-                           "with es_rerank.payload.encode")
+        raise PayloadError(
+            f"payload field {key!r} is missing or not an object; encode the request with es_rerank.payload.encode"
+        )
     if packed.get("dtype") != dtype:
         raise PayloadError(f"{key} has dtype {packed.get('dtype')!r}, expected {dtype!r}")
     if packed.get("shape") != list(shape):
-        raise PayloadError(f"{key} has shape {packed.get('shape')}, expected {list(shape)} "
-                           f"(n = {shape[0]} documents)")
+        raise PayloadError(f"{key} has shape {packed.get('shape')}, expected {list(shape)} (n = {shape[0]} documents)")
     codec = packed.get("codec")
     if codec not in ("raw", "zlib"):
         raise PayloadError(f"{key} has codec {codec!r}; this worker reads 'raw' and 'zlib'")
@@ -248,8 +257,9 @@ def _unpack(payload: dict[str, Any], key: str, dtype: str, shape: tuple[int, int
     try:
         data = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as error:
-        raise PayloadError(f"{key}.b64 is not valid base64 ({error}); send the string encode() "
-                           "produced, unchanged") from None
+        raise PayloadError(
+            f"{key}.b64 is not valid base64 ({error}); send the string encode() produced, unchanged"
+        ) from None
     expected = math.prod(shape) * np.dtype(dtype).itemsize
     if codec == "zlib":
         inflater = zlib.decompressobj()
@@ -259,8 +269,10 @@ def _unpack(payload: dict[str, Any], key: str, dtype: str, shape: tuple[int, int
         except zlib.error as error:
             raise PayloadError(f"{key} is not valid zlib data ({error})") from None
     if len(data) != expected:
-        raise PayloadError(f"{key} holds {len(data)} bytes, shape {list(shape)} of {dtype} needs "
-                           f"{expected}; the array and its shape disagree")
+        raise PayloadError(
+            f"{key} holds {len(data)} bytes, shape {list(shape)} of {dtype} needs "
+            f"{expected}; the array and its shape disagree"
+        )
     return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape).astype(dtype[1:], copy=True)
 
 
@@ -272,12 +284,15 @@ def _is_version(value: Any, expected: int) -> bool:
 def decode(payload: Any) -> ScoreRequest:
     """The request in a payload made by ``encode``; ``PayloadError`` says what is wrong."""
     if not isinstance(payload, dict):
-        raise PayloadError(f"the payload is a {type(payload).__name__}, expected the object made by "
-                           "es_rerank.payload.encode")
+        raise PayloadError(
+            f"the payload is a {type(payload).__name__}, expected the object made by es_rerank.payload.encode"
+        )
     version = payload.get("v")
     if not _is_version(version, PAYLOAD_VERSION):
-        raise PayloadError(f"payload version {version!r}, this worker reads version {PAYLOAD_VERSION}; "
-                           "deploy the gateway and the workers from the same release")
+        raise PayloadError(
+            f"payload version {version!r}, this worker reads version {PAYLOAD_VERSION}; "
+            "deploy the gateway and the workers from the same release"
+        )
     n = payload.get("n")
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise PayloadError(f"n must be a non-negative integer, got {n!r}")
@@ -288,21 +303,31 @@ def decode(payload: Any) -> ScoreRequest:
     _check_lex_names(lex_names)
     doc_tokens = _unpack(payload, "doc_tokens", "<i4", (n, DOC_LEN))
     lex = _unpack(payload, "lex", "<f4", (n, len(lex_names)))
-    return ScoreRequest(payload.get("stats_version"), tuple(query_tokens), doc_tokens, lex,
-                        tuple(lex_names), payload.get("stats_build", "")).validate()
+    return ScoreRequest(
+        payload.get("stats_version"),
+        tuple(query_tokens),
+        doc_tokens,
+        lex,
+        tuple(lex_names),
+        payload.get("stats_build", ""),
+    ).validate()
 
 
 def result_scores(result: Any, n: int) -> np.ndarray:
     """float32 [n] scores of a ``rerank.score`` result for ``n`` documents; ``PayloadError`` if malformed."""
     if not isinstance(result, dict) or not _is_version(result.get("v"), RESULT_VERSION):
         version = result.get("v") if isinstance(result, dict) else type(result).__name__
-        raise PayloadError(f"the worker answered result version {version!r}, this gateway reads version "
-                           f"{RESULT_VERSION}; deploy the gateway and the workers from the same release")
+        raise PayloadError(
+            f"the worker answered result version {version!r}, this gateway reads version "
+            f"{RESULT_VERSION}; deploy the gateway and the workers from the same release"
+        )
     try:
         scores = np.asarray(result.get("scores"), dtype=np.float32)
     except (TypeError, ValueError):
         scores = np.zeros(0, dtype=np.float32)
     if scores.shape != (n,) or not np.isfinite(scores).all():
-        raise PayloadError(f"the worker answered {scores.size} scores for {n} documents, or non-finite ones; "
-                           "check the worker's log for the task")
+        raise PayloadError(
+            f"the worker answered {scores.size} scores for {n} documents, or non-finite ones; "
+            "check the worker's log for the task"
+        )
     return scores

@@ -43,22 +43,26 @@ def alias_problem(alias: str) -> str | None:
     bad = [char for char in ALIAS_FORBIDDEN if char in alias]
     if bad:
         named = ", ".join("a space" if char == " " else char for char in bad)
-        return f"contains {named}; Elasticsearch index names have none of \\ / * ? \" < > | , # : or space"
+        return f'contains {named}; Elasticsearch index names have none of \\ / * ? " < > | , # : or space'
     if alias[0] in "-_+":
         return "starts with '-', '_' or '+', which Elasticsearch does not allow"
     if alias in (".", ".."):
         return "is '.' or '..', which Elasticsearch does not allow"
     if len(alias.encode()) > MAX_ALIAS_BYTES:
-        return (f"is {len(alias.encode())} bytes long; at most {MAX_ALIAS_BYTES} leave room for the "
-                "'-<version>' of the index names within Elasticsearch's 255 bytes")
+        return (
+            f"is {len(alias.encode())} bytes long; at most {MAX_ALIAS_BYTES} leave room for the "
+            "'-<version>' of the index names within Elasticsearch's 255 bytes"
+        )
     return None
 
 
 def not_empty_path(value: Any, default: str) -> Any:
     """``value`` unless it is an empty or blank string, which would be Path(""), the current directory."""
     if isinstance(value, str) and not value.strip():
-        raise ValueError(f"is empty, which would mean the current directory; unset it for the default "
-                         f"({default}) or name a directory")
+        raise ValueError(
+            f"is empty, which would mean the current directory; unset it for the default "
+            f"({default}) or name a directory"
+        )
     return value
 
 
@@ -84,9 +88,12 @@ def checkpoint_lex_features(checkpoint: Path) -> tuple[str, ...]:
         try:
             return check_feature_names(names)
         except ValueError as error:
-            raise ValueError(f"{record} names Lex features the model cannot read ({error}); retrain it with "
-                             "`esrr train`") from None
+            raise ValueError(
+                f"{record} names Lex features the model cannot read ({error}); retrain it with `esrr train`"
+            ) from None
     return LEX3_WINDOW if checkpoint.name == WINDOW_CHECKPOINT_NAME else LEX3
+
+
 REDIS_SCHEMES = ("redis", "rediss", "redis+socket")
 AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
 RESULT_ONLY_SCHEMES = ("rpc",)
@@ -134,8 +141,10 @@ def _check_redis_url(variable: str, url: str) -> None:
         raise ValueError(f"{variable}: {error} Fix the URL, as in redis://HOST:6379/0?socket_timeout=5") from None
     cert_reqs = parse_qs(parts.query).get("ssl_cert_reqs", [None])[-1]
     if parts.scheme == "rediss" and cert_reqs not in SSL_CERT_REQS:
-        raise ValueError(f"{variable}: a rediss:// URL needs ssl_cert_reqs=required (or optional, or none), "
-                         "as in rediss://HOST:6380/0?ssl_cert_reqs=required")
+        raise ValueError(
+            f"{variable}: a rediss:// URL needs ssl_cert_reqs=required (or optional, or none), "
+            "as in rediss://HOST:6380/0?ssl_cert_reqs=required"
+        )
 
 
 def missing_from_home(missing: str, make: str) -> str:
@@ -144,8 +153,10 @@ def missing_from_home(missing: str, make: str) -> str:
     ESRR_HOME defaults to ./artifacts of the current folder, so a command run from another
     folder looks in the wrong place; ``missing`` should name the folder looked in, absolute.
     """
-    return (f"{missing}. ESRR_HOME defaults to ./artifacts of the current folder: cd to the es-rerank folder "
-            f"or set ESRR_HOME=/path/to/artifacts; or {make}")
+    return (
+        f"{missing}. ESRR_HOME defaults to ./artifacts of the current folder: cd to the es-rerank folder "
+        f"or set ESRR_HOME=/path/to/artifacts; or {make}"
+    )
 
 
 class CommonSettings(BaseSettings):
@@ -153,23 +164,38 @@ class CommonSettings(BaseSettings):
 
     # hide_input_in_errors: a rejected value (a broker URL, say) may carry a password.
     # allow_inf_nan: an infinite timeout passes gt=0 and then fails far away, blaming something else.
-    model_config = SettingsConfigDict(env_prefix="ESRR_", extra="ignore", hide_input_in_errors=True,
-                                      allow_inf_nan=False)
+    model_config = SettingsConfigDict(
+        env_prefix="ESRR_", extra="ignore", hide_input_in_errors=True, allow_inf_nan=False
+    )
 
     home: Path = Field(Path("artifacts"), description="root of indexes, statistics, embeddings, models")
-    nfcorpus: Path | None = Field(None, description="NFCorpus in BEIR layout; default ../shared/data/nfcorpus, "
-                                                    "else an ir_datasets export under <home>/datasets")
-    backend: str = Field("embedded", pattern="^(embedded|elasticsearch|opensearch)$",
-                         description="embedded (tantivy), elasticsearch (7.14+, 8.x) or opensearch (2.x)")
-    es_url: str = Field("http://127.0.0.1:9200", description="http(s)://HOST:PORT of the Elasticsearch (or, with "
-                                                             "ESRR_BACKEND=opensearch, OpenSearch) cluster")
+    nfcorpus: Path | None = Field(
+        None,
+        description="NFCorpus in BEIR layout; default ../shared/data/nfcorpus, "
+        "else an ir_datasets export under <home>/datasets",
+    )
+    backend: str = Field(
+        "embedded",
+        pattern="^(embedded|elasticsearch|opensearch)$",
+        description="embedded (tantivy), elasticsearch (7.14+, 8.x) or opensearch (2.x)",
+    )
+    es_url: str = Field(
+        "http://127.0.0.1:9200",
+        description="http(s)://HOST:PORT of the Elasticsearch (or, with ESRR_BACKEND=opensearch, OpenSearch) cluster",
+    )
     es_alias: str = "esrr-docs"
     # A cluster with security on (Elasticsearch 8's default) takes a user:password in es_url or an API key,
     # and serves HTTPS with a certificate signed by its own CA.
-    es_api_key: SecretStr | None = Field(None, description="the 'encoded' value of POST _security/api_key, or "
-                                                           "its ID:API_KEY; sent as 'Authorization: ApiKey ...'")
-    es_ca_certs: Path | None = Field(None, description="PEM file of the CA that signed the cluster's HTTPS "
-                                                       "certificate (Elasticsearch 8: config/certs/http_ca.crt)")
+    es_api_key: SecretStr | None = Field(
+        None,
+        description="the 'encoded' value of POST _security/api_key, or "
+        "its ID:API_KEY; sent as 'Authorization: ApiKey ...'",
+    )
+    es_ca_certs: Path | None = Field(
+        None,
+        description="PEM file of the CA that signed the cluster's HTTPS "
+        "certificate (Elasticsearch 8: config/certs/http_ca.crt)",
+    )
     es_timeout_s: float = Field(30.0, gt=0)
     # BM25 parameters for the Elasticsearch similarity (the paper: k1=2.0, b=0.75 on titles).
     bm25_k1: float = Field(1.2, ge=0)
@@ -184,21 +210,29 @@ class CommonSettings(BaseSettings):
     es_bulk_initial_backoff_s: float = Field(2.0, gt=0, description="first retry wait, doubles each retry")
     es_bulk_max_backoff_s: float = Field(60.0, gt=0, description="longest wait between two retries of a chunk")
     es_bulk_threads: int = Field(2, ge=1, le=32, description="_bulk requests in flight at once during a load")
-    es_replica_wait_s: float = Field(60.0, ge=0, description="how long a load waits for its restored replicas "
-                                                             "(green) before the alias swap")
-    es_keep_versions: int = Field(2, ge=0, description="index versions `esrr index prune` keeps (either backend; "
-                                                       "the served one always stays)")
+    es_replica_wait_s: float = Field(
+        60.0, ge=0, description="how long a load waits for its restored replicas (green) before the alias swap"
+    )
+    es_keep_versions: int = Field(
+        2, ge=0, description="index versions `esrr index prune` keeps (either backend; the served one always stays)"
+    )
     # Candidate feedback (es_rerank/ranking/feedback.py), chosen on NFCorpus dev
     # (reports/experiments/candidate-feedback/); weight 0 turns it off.
     feedback_k: int = Field(5, ge=1, description="similar hits whose scores vote for a hit")
-    feedback_weight: float = Field(0.5, ge=0, le=MAX_VOTE_WEIGHT,
-                                   description="weight of those votes beside the ranker's score")
-    feedback_cache_documents: int = Field(50_000, ge=0, description="documents whose feedback vectors a process "
-                                          "serving many queries keeps (about 1 KB each); 0 keeps none")
+    feedback_weight: float = Field(
+        0.5, ge=0, le=MAX_VOTE_WEIGHT, description="weight of those votes beside the ranker's score"
+    )
+    feedback_cache_documents: int = Field(
+        50_000,
+        ge=0,
+        description="documents whose feedback vectors a process "
+        "serving many queries keeps (about 1 KB each); 0 keeps none",
+    )
     # The BM25 guard (es_rerank/ranking/guard.py): the weight whose worst dev gain over NFCorpus and its three
     # shifted copies was the highest (docs/quality.md, "Collections it has never seen"); 0 turns it off.
-    bm25_guard_weight: float = Field(0.5, ge=0, le=MAX_VOTE_WEIGHT,
-                                     description="weight of BM25's standardised scores blended into the model's")
+    bm25_guard_weight: float = Field(
+        0.5, ge=0, le=MAX_VOTE_WEIGHT, description="weight of BM25's standardised scores blended into the model's"
+    )
 
     @field_validator("home", "nfcorpus", mode="before")
     @classmethod
@@ -231,16 +265,20 @@ class CommonSettings(BaseSettings):
             port = None
         if parts.scheme not in ("http", "https") or not parts.hostname or not port or " " in url:
             # The URL itself is not echoed: it may carry a password.
-            raise ValueError("expected http(s)://HOST:PORT with a port in 1-65535 (the client needs all "
-                             "three), e.g. http://127.0.0.1:9200")
+            raise ValueError(
+                "expected http(s)://HOST:PORT with a port in 1-65535 (the client needs all "
+                "three), e.g. http://127.0.0.1:9200"
+            )
         return url
 
     @field_validator("es_ca_certs", mode="before")
     @classmethod
     def _es_ca_certs_not_empty(cls, value: Any) -> Any:
         if isinstance(value, str) and not value.strip():
-            raise ValueError("is empty; unset it to trust the system's CAs, or name the PEM file of the "
-                             "cluster's CA (Elasticsearch 8: config/certs/http_ca.crt)")
+            raise ValueError(
+                "is empty; unset it to trust the system's CAs, or name the PEM file of the "
+                "cluster's CA (Elasticsearch 8: config/certs/http_ca.crt)"
+            )
         return Path(value).expanduser() if isinstance(value, str) else value
 
     @field_validator("es_ca_certs")
@@ -248,8 +286,10 @@ class CommonSettings(BaseSettings):
     def _es_ca_certs_is_a_pem_file(cls, path: Path | None) -> Path | None:
         if path is None:
             return None
-        fix = ("name the PEM file of the cluster's CA (Elasticsearch 8 writes it to config/certs/http_ca.crt) "
-               "or unset it to trust the system's CAs")
+        fix = (
+            "name the PEM file of the cluster's CA (Elasticsearch 8 writes it to config/certs/http_ca.crt) "
+            "or unset it to trust the system's CAs"
+        )
         if not path.is_file():
             raise ValueError(f"{path} is not a file; {fix}")
         try:
@@ -267,26 +307,35 @@ class CommonSettings(BaseSettings):
         pair = [part.strip() for part in text.split(":", 1)]
         # The key is never echoed: the message says only what shape was expected.
         if not text:
-            raise ValueError("is empty; unset it, or set the 'encoded' value (or ID:API_KEY) that POST "
-                             "_security/api_key returned")
+            raise ValueError(
+                "is empty; unset it, or set the 'encoded' value (or ID:API_KEY) that POST _security/api_key returned"
+            )
         if not (API_KEY_ENCODED.fullmatch(text) or (len(pair) == 2 and all(map(API_KEY_PART.fullmatch, pair)))):
-            raise ValueError("is not an API key: expected the 'encoded' base64 value or ID:API_KEY that POST "
-                             "_security/api_key returned, on one line without spaces")
+            raise ValueError(
+                "is not an API key: expected the 'encoded' base64 value or ID:API_KEY that POST "
+                "_security/api_key returned, on one line without spaces"
+            )
         return SecretStr(":".join(pair))
 
     @model_validator(mode="after")
-    def _es_credentials_agree(self) -> "CommonSettings":
+    def _es_credentials_agree(self) -> CommonSettings:
         parts = urlsplit(self.es_url)
         if self.es_api_key is not None and (parts.username or parts.password):
-            raise ValueError("ESRR_ES_API_KEY and a user:password in ESRR_ES_URL are both set; the cluster takes "
-                             "one kind of credentials: drop one of them")
+            raise ValueError(
+                "ESRR_ES_API_KEY and a user:password in ESRR_ES_URL are both set; the cluster takes "
+                "one kind of credentials: drop one of them"
+            )
         if self.es_api_key is not None and self.backend == "opensearch":
-            raise ValueError("ESRR_ES_API_KEY is set but ESRR_BACKEND=opensearch, and OpenSearch has no API keys; put "
-                             "a user and password in ESRR_ES_URL (https://USER:PASSWORD@HOST:9200) and unset "
-                             "ESRR_ES_API_KEY")
+            raise ValueError(
+                "ESRR_ES_API_KEY is set but ESRR_BACKEND=opensearch, and OpenSearch has no API keys; put "
+                "a user and password in ESRR_ES_URL (https://USER:PASSWORD@HOST:9200) and unset "
+                "ESRR_ES_API_KEY"
+            )
         if self.es_ca_certs is not None and parts.scheme != "https":
-            raise ValueError("ESRR_ES_CA_CERTS is set but ESRR_ES_URL is not https://, so no certificate would be "
-                             "checked; use the cluster's https:// URL or unset ESRR_ES_CA_CERTS")
+            raise ValueError(
+                "ESRR_ES_CA_CERTS is set but ESRR_ES_URL is not https://, so no certificate would be "
+                "checked; use the cluster's https:// URL or unset ESRR_ES_CA_CERTS"
+            )
         return self
 
     @property
@@ -317,37 +366,64 @@ class BrokerSettings(CommonSettings):
     (``worker.settings.WorkerSettings``) adds its own. Torch-free.
     """
 
-    broker_url: str = Field("redis://127.0.0.1:6379/0",
-                            description="Redis (redis://) or RabbitMQ (amqp://guest:guest@host:5672//)")
+    broker_url: str = Field(
+        "redis://127.0.0.1:6379/0", description="Redis (redis://) or RabbitMQ (amqp://guest:guest@host:5672//)"
+    )
     result_backend: str | None = Field(
-        None, description="default: the Redis broker itself, or rpc:// with an AMQP broker")
+        None, description="default: the Redis broker itself, or rpc:// with an AMQP broker"
+    )
     queue: str = Field(DEFAULT_QUEUE, min_length=1, description="queue the worker consumes")
 
     checkpoint: Annotated[tuple[Path, ...], NoDecode] = Field(
-        (), description=f"the served .pt file; default: <home>/models/{WINDOW_CHECKPOINT_NAME} when trained, else "
-                        f"<home>/models/{DEFAULT_CHECKPOINT_NAME}. Several, "
-                        "comma-separated, are served as one ensemble (worker.ensemble): the mean of their "
-                        "scores, each standardised within the request")
+        (),
+        description=f"the served .pt file; default: <home>/models/{WINDOW_CHECKPOINT_NAME} when trained, else "
+        f"<home>/models/{DEFAULT_CHECKPOINT_NAME}. Several, "
+        "comma-separated, are served as one ensemble (worker.ensemble): the mean of their "
+        "scores, each standardised within the request",
+    )
     score_deadline_s: float = Field(
-        2.0, gt=0, le=600, description="caller side (`esrr search --worker`): longest wait for a worker's "
-                                       "scores; the task expires then, and the query keeps BM25's order. "
-                                       "Celery checks for the answer once a second, so a wait past it ends "
-                                       "at the next whole second")
+        2.0,
+        gt=0,
+        le=600,
+        description="caller side (`esrr search --worker`): longest wait for a worker's "
+        "scores; the task expires then, and the query keeps BM25's order. "
+        "Celery checks for the answer once a second, so a wait past it ends "
+        "at the next whole second",
+    )
     # Caller side, during an outage (es_rerank/ranking/breaker.py, dispatch.py; docs/operations.md).
-    breaker_failures: int = Field(3, ge=1, le=1000, description="searches in a row without a worker answer "
-                                  "after which the gateway stops asking the workers for a cool-down")
-    breaker_cooldown_s: float = Field(5.0, gt=0, le=3600, description="how long searches then skip the "
-                                      "workers (BM25 order at once) before one search probes them again")
-    breaker_refine: bool = Field(True, description="while the breaker skips the workers, refine BM25's window "
-                                 "with the candidate feedback and votes (true), or answer BM25's page alone "
-                                 "(false: the cheapest fallback, in BM25's order)")
-    queue_max_tasks: int = Field(5, ge=1, le=100_000, description="Redis: tasks left waiting on the queue "
-                                 "above which a search sends none and falls back; bounds what an outage leaves "
-                                 "on the broker (5 x at most 190 KB for a window of 500)")
+    breaker_failures: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="searches in a row without a worker answer "
+        "after which the gateway stops asking the workers for a cool-down",
+    )
+    breaker_cooldown_s: float = Field(
+        5.0,
+        gt=0,
+        le=3600,
+        description="how long searches then skip the workers (BM25 order at once) before one search probes them again",
+    )
+    breaker_refine: bool = Field(
+        True,
+        description="while the breaker skips the workers, refine BM25's window "
+        "with the candidate feedback and votes (true), or answer BM25's page alone "
+        "(false: the cheapest fallback, in BM25's order)",
+    )
+    queue_max_tasks: int = Field(
+        5,
+        ge=1,
+        le=100_000,
+        description="Redis: tasks left waiting on the queue "
+        "above which a search sends none and falls back; bounds what an outage leaves "
+        "on the broker (5 x at most 190 KB for a window of 500)",
+    )
     lex_features: Annotated[tuple[str, ...], NoDecode] = Field(
-        LEX3, description="caller side: the Lex features the served model reads, comma-separated; default: "
-                          "those the record beside the served checkpoint names (`esrr train` writes it), else "
-                          "Lex3 (on the window scale for the window variant)")
+        LEX3,
+        description="caller side: the Lex features the served model reads, comma-separated; default: "
+        "those the record beside the served checkpoint names (`esrr train` writes it), else "
+        "Lex3 (on the window scale for the window variant)",
+    )
     broker_key_prefix: str = Field("", description="Redis key prefix, to share a Redis database")
 
     result_expires_s: int = Field(600, ge=1, description="results are read at once; keep Redis clean")
@@ -403,27 +479,35 @@ class BrokerSettings(CommonSettings):
         """A result backend this package can talk to (the URL is not echoed: it may carry a password)."""
         scheme = urlsplit(self.result_backend).scheme
         if scheme not in REDIS_SCHEMES + RESULT_ONLY_SCHEMES:
-            raise ValueError(f"ESRR_RESULT_BACKEND has scheme {scheme!r}: use redis://HOST:6379/DB, rpc:// "
-                             "with an AMQP broker, or leave it unset")
+            raise ValueError(
+                f"ESRR_RESULT_BACKEND has scheme {scheme!r}: use redis://HOST:6379/DB, rpc:// "
+                "with an AMQP broker, or leave it unset"
+            )
         _require_port_number("ESRR_RESULT_BACKEND", self.result_backend, "redis://HOST:6379/1")
         _check_redis_url("ESRR_RESULT_BACKEND", self.result_backend)
         if scheme in RESULT_ONLY_SCHEMES and self.is_redis:
-            raise ValueError("ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
-                             "the Redis broker as result backend")
+            raise ValueError(
+                "ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
+                "the Redis broker as result backend"
+            )
 
     @model_validator(mode="after")
-    def _check_broker(self) -> "BrokerSettings":
+    def _check_broker(self) -> BrokerSettings:
         if self.broker_scheme not in REDIS_SCHEMES + AMQP_SCHEMES:
             # The URL itself is not echoed: it may carry a password.
-            raise ValueError(f"ESRR_BROKER_URL has scheme {self.broker_scheme!r}: use redis://HOST:6379/DB or "
-                             "amqp://USER:PASSWORD@HOST:5672//")
+            raise ValueError(
+                f"ESRR_BROKER_URL has scheme {self.broker_scheme!r}: use redis://HOST:6379/DB or "
+                "amqp://USER:PASSWORD@HOST:5672//"
+            )
         _require_port_number("ESRR_BROKER_URL", self.broker_url, "redis://HOST:6379/0")
         _check_redis_url("ESRR_BROKER_URL", self.broker_url)
         for path in self.checkpoint:
             if path.is_dir():
-                raise ValueError(f"ESRR_CHECKPOINT names {str(path)!r}, a directory; point it to the .pt "
-                                 "file `esrr train` wrote (several: comma-separated), or leave it unset "
-                                 "for <home>/models")
+                raise ValueError(
+                    f"ESRR_CHECKPOINT names {str(path)!r}, a directory; point it to the .pt "
+                    "file `esrr train` wrote (several: comma-separated), or leave it unset "
+                    "for <home>/models"
+                )
         if self.result_backend:
             self._check_result_backend()
         if "lex_features" not in self.model_fields_set:  # what the served model reads, not what a variable says
@@ -433,6 +517,8 @@ class BrokerSettings(CommonSettings):
 
 def settings_problems(error: ValidationError) -> str:
     """A ``ValidationError`` of settings as one line per problem, named by its variable, values left out."""
-    problems = "\n".join(f"  {'ESRR_' + '_'.join(map(str, e['loc'])).upper() + ': ' if e['loc'] else ''}{e['msg']}"
-                          for e in error.errors())
+    problems = "\n".join(
+        f"  {'ESRR_' + '_'.join(map(str, e['loc'])).upper() + ': ' if e['loc'] else ''}{e['msg']}"
+        for e in error.errors()
+    )
     return f"invalid settings (ESRR_* environment):\n{problems}"

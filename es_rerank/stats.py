@@ -22,15 +22,20 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from es_rerank.held_files import FileBeingWritten, HeldFile, NotNumpyError, map_npy
 from es_rerank.manifest import (
-    ManifestError, check_checksum, check_size, checksum_of_descriptor, read_manifest, write_manifest,
+    ManifestError,
+    check_checksum,
+    check_size,
+    checksum_of_descriptor,
+    read_manifest,
+    write_manifest,
 )
 from es_rerank.string_table import StringTable, StringTableError, write_string_table
 from es_rerank.text import NUMBER_CLASSES, embedding_tokens, number_class, tokenize
@@ -40,8 +45,10 @@ FIRST_TOKENS = 50  # N of the paper: document tokens the neural model reads
 # embedding_of.npy instead of stored (first_ptr/first_values.npy)
 STATS_FORMAT = 3
 FIELDS = ("title", "abstract", "text")
-NO_DOCUMENTS = ("no documents were read, so there is nothing to index; check the corpus path and the load "
-                "report (the served index is unchanged)")
+NO_DOCUMENTS = (
+    "no documents were read, so there is nothing to index; check the corpus path and the load "
+    "report (the served index is unchanged)"
+)
 
 
 class StatsError(Exception):
@@ -65,9 +72,15 @@ class Document:
 
     def source(self) -> dict:
         """The document as both backends return it in ``_source`` (the names of the issue-26 contract)."""
-        source: dict = {"doc_id": self.doc_id, "title": self.title, "abstract": self.abstract,
-                        "journal": self.journal, "authors": list(self.authors), "mesh": list(self.mesh),
-                        "publication_types": list(self.publication_types)}
+        source: dict = {
+            "doc_id": self.doc_id,
+            "title": self.title,
+            "abstract": self.abstract,
+            "journal": self.journal,
+            "authors": list(self.authors),
+            "mesh": list(self.mesh),
+            "publication_types": list(self.publication_types),
+        }
         if self.year is not None:
             source["year"] = self.year
         if self.doi:
@@ -94,7 +107,7 @@ class DocTerms:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, list[int]]) -> "DocTerms":
+    def from_json(cls, data: dict[str, list[int]]) -> DocTerms:
         """Inverse of ``as_json``."""
         return cls(
             np.asarray(data["title_ids"], dtype=np.int32),
@@ -127,7 +140,7 @@ class Vocabulary:
         return _lookup(self.ids, tokens)
 
 
-def _lookup(ids: "Mapping[str, int] | _TermIds", tokens: Iterable[str]) -> np.ndarray:
+def _lookup(ids: Mapping[str, int] | _TermIds, tokens: Iterable[str]) -> np.ndarray:
     unknown: dict[str, int] = {}
     out = []
     for t in tokens:
@@ -194,7 +207,7 @@ def _ragged(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return ptr, values
 
 
-def embedding_map(terms: Iterable[str], ids: "Mapping[str, int] | _TermIds") -> np.ndarray:
+def embedding_map(terms: Iterable[str], ids: Mapping[str, int] | _TermIds) -> np.ndarray:
     """int32 [n_terms]: the id of each term's embedding-path form (its number class, or itself)."""
     embedding = []
     for term_id, term in enumerate(terms):
@@ -213,8 +226,9 @@ def _id_range(values: np.ndarray, descriptor: int) -> tuple[int, int]:
     offset = os.fstat(descriptor).st_size - values.nbytes  # the data ends the file
     low, high = None, None
     for start in range(0, values.nbytes, _SCAN_BYTES):
-        chunk = np.frombuffer(os.pread(descriptor, min(_SCAN_BYTES, values.nbytes - start), offset + start),
-                              dtype=values.dtype)
+        chunk = np.frombuffer(
+            os.pread(descriptor, min(_SCAN_BYTES, values.nbytes - start), offset + start), dtype=values.dtype
+        )
         low = int(chunk.min()) if low is None else min(low, int(chunk.min()))
         high = int(chunk.max()) if high is None else max(high, int(chunk.max()))
     return (low, high) if low is not None else (0, 0)
@@ -228,19 +242,27 @@ def first_ptr_of(title_ptr: np.ndarray, abstract_ptr: np.ndarray) -> np.ndarray:
     return ptr
 
 
-def first_values_of(title_ptr: np.ndarray, title_values: np.ndarray, abstract_ptr: np.ndarray,
-                    abstract_values: np.ndarray, embedding_of: np.ndarray) -> np.ndarray:
+def first_values_of(
+    title_ptr: np.ndarray,
+    title_values: np.ndarray,
+    abstract_ptr: np.ndarray,
+    abstract_values: np.ndarray,
+    embedding_of: np.ndarray,
+) -> np.ndarray:
     """int32: every document's first tokens, concatenated (reads the whole corpus: for training and checks)."""
     title_ptr, abstract_ptr = np.asarray(title_ptr), np.asarray(abstract_ptr)
     from_title = np.minimum(np.diff(title_ptr), FIRST_TOKENS)
     from_abstract = np.minimum(np.diff(abstract_ptr), FIRST_TOKENS - from_title)
     starts = first_ptr_of(title_ptr, abstract_ptr)[:-1]
     out = np.empty(int(from_title.sum() + from_abstract.sum()), dtype=np.int32)
-    for counts, source_ptr, values, offset in ((from_title, title_ptr, title_values, 0),
-                                               (from_abstract, abstract_ptr, abstract_values, from_title)):
+    for counts, source_ptr, values, offset in (
+        (from_title, title_ptr, title_values, 0),
+        (from_abstract, abstract_ptr, abstract_values, from_title),
+    ):
         within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        out[np.repeat(starts + offset, counts) + within] = np.asarray(values)[np.repeat(source_ptr[:-1], counts)
-                                                                               + within]
+        out[np.repeat(starts + offset, counts) + within] = np.asarray(values)[
+            np.repeat(source_ptr[:-1], counts) + within
+        ]
     return np.asarray(embedding_of)[out]
 
 
@@ -274,13 +296,23 @@ class CorpusStats:
         self.build_id = self.build_id or self.version  # statistics saved before build ids: the name
 
     @classmethod
-    def build(cls, version: str, docs: Sequence[tuple[str, DocTerms]], vocab: Vocabulary,
-              build_id: str | None = None) -> "CorpusStats":
+    def build(
+        cls, version: str, docs: Sequence[tuple[str, DocTerms]], vocab: Vocabulary, build_id: str | None = None
+    ) -> CorpusStats:
         """Assemble the statistics from tokenized documents (see ``doc_terms``); ``build_id`` defaults to a new one."""
         title_ptr, title_values = _ragged([d.title_ids for _, d in docs])
         abstract_ptr, abstract_values = _ragged([d.abstract_ids for _, d in docs])
-        stats = cls(version, [i for i, _ in docs], vocab, title_ptr, title_values, abstract_ptr, abstract_values,
-                    embedding_map(vocab.terms, vocab.ids), build_id=build_id or uuid.uuid4().hex)
+        stats = cls(
+            version,
+            [i for i, _ in docs],
+            vocab,
+            title_ptr,
+            title_values,
+            abstract_ptr,
+            abstract_values,
+            embedding_map(vocab.terms, vocab.ids),
+            build_id=build_id or uuid.uuid4().hex,
+        )
         n = len(vocab)
         text_ptr, text_values = _ragged([np.concatenate([d.title_ids, d.abstract_ids]) for _, d in docs])
         stats.df = {
@@ -299,8 +331,9 @@ class CorpusStats:
     def first_values(self) -> np.ndarray:
         """Every document's first embedding-path ids, concatenated (computed from the whole corpus: for training
         and checks, not for serving)."""
-        return first_values_of(self.title_ptr, self.title_values, self.abstract_ptr, self.abstract_values,
-                               self.embedding_of)
+        return first_values_of(
+            self.title_ptr, self.title_values, self.abstract_ptr, self.abstract_values, self.embedding_of
+        )
 
     @property
     def n_docs(self) -> int:
@@ -340,16 +373,21 @@ class CorpusStats:
         """Row index of a document id."""
         row = self._row_of_id(doc_id)
         if row is None:
-            raise StatsError(f"document {doc_id!r} is not in statistics version {self.version!r}; "
-                             "rebuild the index so hits and statistics come from the same load")
+            raise StatsError(
+                f"document {doc_id!r} is not in statistics version {self.version!r}; "
+                "rebuild the index so hits and statistics come from the same load"
+            )
         return row
 
     def doc_terms(self, row: int) -> DocTerms:
         """The precomputed data of one document row."""
-        title = self.title_values[self.title_ptr[row]:self.title_ptr[row + 1]]
-        abstract = self.abstract_values[self.abstract_ptr[row]:self.abstract_ptr[row + 1]]
-        first = title[:FIRST_TOKENS] if len(title) >= FIRST_TOKENS else np.concatenate(
-            (title, abstract[:FIRST_TOKENS - len(title)]))
+        title = self.title_values[self.title_ptr[row] : self.title_ptr[row + 1]]
+        abstract = self.abstract_values[self.abstract_ptr[row] : self.abstract_ptr[row + 1]]
+        first = (
+            title[:FIRST_TOKENS]
+            if len(title) >= FIRST_TOKENS
+            else np.concatenate((title, abstract[: FIRST_TOKENS - len(title)]))
+        )
         return DocTerms(title, abstract, self.embedding_of[first])
 
     def doc_ids_at(self, rows: Sequence[int]) -> list[str]:
@@ -367,8 +405,10 @@ class CorpusStats:
         """Write the statistics as memory-mappable files under ``directory``."""
         directory.mkdir(parents=True, exist_ok=True)
         arrays = {
-            "title_ptr": self.title_ptr, "title_values": self.title_values,
-            "abstract_ptr": self.abstract_ptr, "abstract_values": self.abstract_values,
+            "title_ptr": self.title_ptr,
+            "title_values": self.title_values,
+            "abstract_ptr": self.abstract_ptr,
+            "abstract_values": self.abstract_values,
             "embedding_of": np.asarray(self.embedding_of, dtype=np.int32),
             **{f"df_{name}": values for name, values in self.df.items()},
         }
@@ -377,13 +417,18 @@ class CorpusStats:
         write_string_table(directory, "vocab", list(self.vocab.terms))
         write_string_table(directory, "doc_ids", list(self.doc_ids))
         write_manifest(directory, statistics_files(directory))
-        meta = {"format": STATS_FORMAT, "version": self.version, "build_id": self.build_id,
-                "n_docs": self.n_docs, "n_terms": len(self.vocab)}
+        meta = {
+            "format": STATS_FORMAT,
+            "version": self.version,
+            "build_id": self.build_id,
+            "n_docs": self.n_docs,
+            "n_terms": len(self.vocab),
+        }
         # meta.json last: its presence marks a complete directory.
         (directory / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
     @classmethod
-    def load(cls, directory: Path, check_ids: bool = False) -> "CorpusStats":
+    def load(cls, directory: Path, check_ids: bool = False) -> CorpusStats:
         """Memory-map statistics written by ``save``; ``check_ids`` also reads every term id (once, before serving).
 
         The shapes, dtypes and row pointers, and each file's size against ``manifest.json``,
@@ -394,18 +439,22 @@ class CorpusStats:
         """
         meta_path = directory / "meta.json"
         if not meta_path.is_file():
-            raise StatsError(f"no complete statistics at {directory}; build the index first "
-                             "(`esrr index build`)")
+            raise StatsError(f"no complete statistics at {directory}; build the index first (`esrr index build`)")
+
         def damaged(detail: str) -> StatsError:
-            return StatsError(f"statistics at {directory} are damaged ({detail}); rebuild the index "
-                              "(`esrr index build`) or serve another version (`esrr index use`)")
+            return StatsError(
+                f"statistics at {directory} are damaged ({detail}); rebuild the index "
+                "(`esrr index build`) or serve another version (`esrr index use`)"
+            )
 
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             if meta.get("format") != STATS_FORMAT:
-                raise StatsError(f"statistics at {directory} have format {meta.get('format')}, this code "
-                                 f"reads format {STATS_FORMAT} (3 derives each document's first tokens instead of "
-                                 "storing them); rebuild the index (`esrr index build`)")
+                raise StatsError(
+                    f"statistics at {directory} have format {meta.get('format')}, this code "
+                    f"reads format {STATS_FORMAT} (3 derives each document's first tokens instead of "
+                    "storing them); rebuild the index (`esrr index build`)"
+                )
             version, n_docs, n_terms = str(meta["version"]), int(meta["n_docs"]), int(meta["n_terms"])
             build_id = str(meta.get("build_id") or "")  # older statistics: __post_init__ names it
         except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
@@ -435,8 +484,10 @@ class CorpusStats:
                 file.verify = lambda descriptor, expected=entry.checksum: checksum_of_descriptor(descriptor) == expected
 
         def missing(name: str) -> StatsError:
-            return StatsError(f"statistics at {directory} lack {name} although meta.json is "
-                              "there (a partial copy?); rebuild the index (`esrr index build`)")
+            return StatsError(
+                f"statistics at {directory} lack {name} although meta.json is "
+                "there (a partial copy?); rebuild the index (`esrr index build`)"
+            )
 
         def array(name: str, length: int | None = None) -> np.ndarray:
             try:
@@ -452,8 +503,7 @@ class CorpusStats:
                 raise damaged(f"{name}.npy: {error.strerror}") from None
             held.append(file)
             if values.ndim != 1 or values.dtype.kind not in "iu":
-                raise damaged(f"{name}.npy holds a {values.dtype} array of shape {values.shape}, "
-                              "not a row of integers")
+                raise damaged(f"{name}.npy holds a {values.dtype} array of shape {values.shape}, not a row of integers")
             if length is not None and values.shape != (length,):
                 raise damaged(f"{name}.npy has shape {values.shape}, meta.json implies ({length},)")
             return values
@@ -487,9 +537,16 @@ class CorpusStats:
         embedding_of = array("embedding_of", n_terms)
         if check_ids and n_terms and (embedding_of.min() < 0 or embedding_of.max() >= n_terms):
             raise damaged(f"embedding_of.npy holds term ids outside the vocabulary of {n_terms}")
-        stats = cls(version, doc_ids, MappedVocabulary(terms), *ragged("title", n_terms),
-                    *ragged("abstract", n_terms), embedding_of,
-                    df={name: array(f"df_{name}", n_terms) for name in FIELDS}, build_id=build_id)
+        stats = cls(
+            version,
+            doc_ids,
+            MappedVocabulary(terms),
+            *ragged("title", n_terms),
+            *ragged("abstract", n_terms),
+            embedding_of,
+            df={name: array(f"df_{name}", n_terms) for name in FIELDS},
+            build_id=build_id,
+        )
         check_manifest()
         stats._held = tuple(held)
         return stats
@@ -505,16 +562,19 @@ class CorpusStats:
         changes = [change for file in self._held if (change := file.change()) is not None]
         if not changes:
             return None
-        return (f"the statistics of index version {self.version!r} changed on disk after they were opened and "
-                f"checked ({'; '.join(changes)}), so searches would read other data than the build wrote, or "
-                "end the process; serve another version (`esrr index use`) or rebuild it (`esrr index build`), "
-                "then reload")
+        return (
+            f"the statistics of index version {self.version!r} changed on disk after they were opened and "
+            f"checked ({'; '.join(changes)}), so searches would read other data than the build wrote, or "
+            "end the process; serve another version (`esrr index use`) or rebuild it (`esrr index build`), "
+            "then reload"
+        )
 
 
 def statistics_files(directory: Path) -> list[str]:
     """The data files of the statistics in ``directory``: all but ``meta.json`` and the manifest, which the manifest lists."""
-    return sorted(path.name for path in directory.iterdir()
-                  if path.is_file() and path.name not in ("meta.json", "manifest.json"))
+    return sorted(
+        path.name for path in directory.iterdir() if path.is_file() and path.name not in ("meta.json", "manifest.json")
+    )
 
 
 def saved_build_id(directory: Path) -> str | None:
@@ -535,9 +595,11 @@ def iter_doc_terms(documents: Iterable[Document], vocab: Vocabulary) -> Iterator
     first_seen: dict[str, int] = {}
     for number, doc in enumerate(documents, start=1):
         if doc.doc_id in first_seen:
-            raise ValueError(f"duplicate document id {doc.doc_id!r} (documents {first_seen[doc.doc_id]} and {number} "
-                             "of the load); document ids must be unique: remove or rename one of them (PubMed "
-                             "update files repeat PMIDs on purpose: load the baseline files only)")
+            raise ValueError(
+                f"duplicate document id {doc.doc_id!r} (documents {first_seen[doc.doc_id]} and {number} "
+                "of the load); document ids must be unique: remove or rename one of them (PubMed "
+                "update files repeat PMIDs on purpose: load the baseline files only)"
+            )
         first_seen[doc.doc_id] = number
         yield doc, doc_terms(doc, vocab)
 

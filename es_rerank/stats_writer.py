@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -114,9 +114,19 @@ def tokenize_batch(documents: Sequence[tuple[str, str, str]]) -> TokenizedBatch:
     df[0] = np.bincount(title_pairs % max(n_terms, 1), minlength=n_terms)
     df[1] = np.bincount(abstract_pairs % max(n_terms, 1), minlength=n_terms)
     df[2] = np.bincount(_unique_pairs(rows, lexical_ids, n_terms) % max(n_terms, 1), minlength=n_terms)
-    return TokenizedBatch([d[0] for d in documents], [d[1] for d in documents], texts,
-                          string_keys(d[0] for d in documents), terms, string_keys(terms), string_checks(terms),
-                          classes, lengths, ids, df)
+    return TokenizedBatch(
+        [d[0] for d in documents],
+        [d[1] for d in documents],
+        texts,
+        string_keys(d[0] for d in documents),
+        terms,
+        string_keys(terms),
+        string_checks(terms),
+        classes,
+        lengths,
+        ids,
+        df,
+    )
 
 
 @dataclass(frozen=True)
@@ -131,7 +141,9 @@ class WrittenBatch:
         """Each document's ``DocTerms`` (for a backend that stores them with the document)."""
         ends = np.cumsum(self.lengths, axis=1)
         starts = ends - self.lengths
-        return [DocTerms(*(self.ids[p][starts[p, i]:ends[p, i]] for p in range(3))) for i in range(self.lengths.shape[1])]
+        return [
+            DocTerms(*(self.ids[p][starts[p, i] : ends[p, i]] for p in range(3))) for i in range(self.lengths.shape[1])
+        ]
 
 
 class DuplicateDocumentError(ValueError):
@@ -157,8 +169,12 @@ class StatsWriter:
         self._df = np.zeros((3, 1024), dtype=np.int32)
         self._doc_keys = KeySet()
         # The classes first, so that class i has id i (embedding_of maps numbers to them).
-        self._add_terms(list(NUMBER_CLASSES), string_keys(NUMBER_CLASSES), string_checks(NUMBER_CLASSES),
-                        np.full(len(NUMBER_CLASSES), -1, dtype=np.int8))
+        self._add_terms(
+            list(NUMBER_CLASSES),
+            string_keys(NUMBER_CLASSES),
+            string_checks(NUMBER_CLASSES),
+            np.full(len(NUMBER_CLASSES), -1, dtype=np.int8),
+        )
 
     @property
     def n_terms(self) -> int:
@@ -174,7 +190,7 @@ class StatsWriter:
         self._keys.add(keys, checks, ids)
         if self.n_terms > self._df.shape[1]:
             grown = np.zeros((3, max(self.n_terms, 2 * self._df.shape[1])), dtype=np.int32)
-            grown[:, :self._df.shape[1]] = self._df
+            grown[:, : self._df.shape[1]] = self._df
             self._df = grown
         return ids
 
@@ -184,16 +200,19 @@ class StatsWriter:
         clash = found & (checks != batch.term_checks)
         if clash.any():
             term = batch.terms[int(np.flatnonzero(clash)[0])]
-            raise ValueError(f"the term {term!r} shares its 64-bit key with another term of the vocabulary; "
-                             "this is a hash collision es-rerank does not handle: report it with the term")
+            raise ValueError(
+                f"the term {term!r} shares its 64-bit key with another term of the vocabulary; "
+                "this is a hash collision es-rerank does not handle: report it with the term"
+            )
         new = np.flatnonzero(~found)
         if len(new):
             # the keys and checks the tokenizing process computed: not hashed a second time here
-            global_ids[new] = self._add_terms([batch.terms[i] for i in new], batch.term_keys[new],
-                                              batch.term_checks[new], batch.term_classes[new])
+            global_ids[new] = self._add_terms(
+                [batch.terms[i] for i in new], batch.term_keys[new], batch.term_checks[new], batch.term_classes[new]
+            )
         return global_ids
 
-    def add(self, batch: TokenizedBatch) -> "WrittenBatch":
+    def add(self, batch: TokenizedBatch) -> WrittenBatch:
         """Append a batch's documents: their rows and global ids. ``DuplicateDocumentError`` on a document id
         seen before (nothing of the batch is written then)."""
         repeated = self._doc_keys.add_many(batch.doc_keys)
@@ -202,7 +221,8 @@ class StatsWriter:
             raise DuplicateDocumentError(
                 f"duplicate document id {doc_id!r} (document {self.n_docs + int(np.flatnonzero(repeated)[0]) + 1} "
                 "of the load repeats an earlier one); document ids must be unique: remove or rename one of them "
-                "(PubMed update files go under updatefiles/, where a later version replaces the earlier)")
+                "(PubMed update files go under updatefiles/, where a later version replaces the earlier)"
+            )
         global_ids = self._global_ids(batch)
         for part, name in enumerate(PARTS):  # the first tokens (part 2) are not written: they derive from these
             self._ptr[name].append(self._values[name].length + np.cumsum(batch.lengths[part], dtype=np.int64))
@@ -219,12 +239,17 @@ class StatsWriter:
             self._values[name].finish()
             self._ptr[name].finish()
         for part, name in enumerate(FIELDS):
-            np.save(self.directory / f"df_{name}.npy", self._df[part, :self.n_terms])
+            np.save(self.directory / f"df_{name}.npy", self._df[part, : self.n_terms])
         self._embedding_of.finish()
         self._vocab.finish()
         self._doc_ids.finish()
-        meta = {"format": STATS_FORMAT, "version": self.version, "build_id": self.build_id,
-                "n_docs": self.n_docs, "n_terms": self.n_terms}
+        meta = {
+            "format": STATS_FORMAT,
+            "version": self.version,
+            "build_id": self.build_id,
+            "n_docs": self.n_docs,
+            "n_terms": self.n_terms,
+        }
         write_manifest(self.directory, statistics_files(self.directory))
         # The statistics are complete once meta.json is there.
         (self.directory / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
@@ -236,4 +261,3 @@ class StatsWriter:
             appender.abort()
         self._vocab.abort()
         self._doc_ids.abort()
-

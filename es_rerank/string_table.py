@@ -19,8 +19,9 @@ memory-mapped: a serving process pays for the pages it touches, not per entry.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence, overload
+from typing import overload
 
 import numpy as np
 
@@ -49,9 +50,16 @@ def string_keys(values: Iterable[str]) -> np.ndarray:
 
 def string_checks(values: Iterable[str]) -> np.ndarray:
     """A second, independent 64-bit digest of each string: two strings with one key and one check are equal."""
-    return np.fromiter((int.from_bytes(hashlib.blake2b(v.encode("utf-8", "surrogatepass"), digest_size=8,
-                                                       person=b"esrr-check").digest(), "little") for v in values),
-                       dtype=np.uint64)
+    return np.fromiter(
+        (
+            int.from_bytes(
+                hashlib.blake2b(v.encode("utf-8", "surrogatepass"), digest_size=8, person=b"esrr-check").digest(),
+                "little",
+            )
+            for v in values
+        ),
+        dtype=np.uint64,
+    )
 
 
 def write_string_table(directory: Path, name: str, strings: Sequence[str]) -> None:
@@ -150,7 +158,7 @@ class StringTable(Sequence[str]):
         self.files: tuple[HeldFile, ...] = ()  # the descriptors the arrays are mapped from, when opened
 
     @classmethod
-    def open(cls, directory: Path, name: str, length: int) -> "StringTable":
+    def open(cls, directory: Path, name: str, length: int) -> StringTable:
         """Map the table ``name`` of ``directory``; ``StringTableError`` names a missing or inconsistent file.
 
         The files are mapped from descriptors the table holds (``files``), so that a caller can
@@ -167,8 +175,9 @@ class StringTable(Sequence[str]):
                 raise StringTableError(f"{file} is {error}") from None
             files.append(held)
             if values.ndim != 1 or values.dtype.kind not in "iu" or (size is not None and len(values) != size):
-                raise StringTableError(f"{file} holds a {values.dtype} array of shape {values.shape}, expected "
-                                       f"({size},) integers")
+                raise StringTableError(
+                    f"{file} holds a {values.dtype} array of shape {values.shape}, expected ({size},) integers"
+                )
             return values
 
         try:
@@ -218,8 +227,10 @@ class StringTable(Sequence[str]):
         if rows.size and (rows.min() < 0 or rows.max() >= len(self)):
             raise IndexError(f"rows {rows.min()}..{rows.max()} reach outside the table of {len(self)} strings")
         text = memoryview(self._text)
-        return [str(text[start:end], "utf-8")
-                for start, end in zip(self._offsets[rows].tolist(), (self._offsets[rows + 1] - 1).tolist())]
+        return [
+            str(text[start:end], "utf-8")
+            for start, end in zip(self._offsets[rows].tolist(), (self._offsets[rows + 1] - 1).tolist())
+        ]
 
     def __iter__(self) -> Iterator[str]:
         for row in range(len(self)):
@@ -299,8 +310,9 @@ class SortedRuns:
             older_keys, older_values = self._runs.pop()
             merged = np.concatenate([older_keys, newer_keys])
             order = np.argsort(merged, kind="stable")  # two sorted runs: timsort merges them in linear time
-            self._runs.append((merged[order], tuple(np.concatenate([a, b])[order]
-                                                    for a, b in zip(older_values, newer_values))))
+            self._runs.append(
+                (merged[order], tuple(np.concatenate([a, b])[order] for a, b in zip(older_values, newer_values)))
+            )
 
 
 class KeySet:

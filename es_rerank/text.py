@@ -26,7 +26,7 @@ Choices the paper leaves open, made here for biomedical text:
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 # Number classes of the embedding path (section 4.1), as vocabulary tokens.
 INTEGER = "<int>"
@@ -75,7 +75,7 @@ def _special_tokens(value: str) -> list[str]:
         percent = "%" if compact.endswith("%") else ""
         body = compact.rstrip("%")
         sign = "-" if body.startswith("-") else ""
-        parts = body[len(sign):].split("-")
+        parts = body[len(sign) :].split("-")
         parts[0] = sign + parts[0]
         return [part + percent for part in parts]
     word = _POSSESSIVE_RE.sub("", value)

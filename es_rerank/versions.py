@@ -10,10 +10,10 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
 
 CURRENT_FILE = "CURRENT"
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -42,8 +42,10 @@ def version_time_ns(name: str) -> int | None:
 def check_version(name: str) -> str:
     """``name`` if it is a valid version name, else ``VersionNameError`` naming the rule."""
     if not _VERSION_RE.match(name) or name.upper() == CURRENT_FILE:
-        raise VersionNameError(f"bad version name {name!r}: use letters, digits, '.', '_' and '-' (at most 128, "
-                               f"starting with a letter or digit, not {CURRENT_FILE!r})")
+        raise VersionNameError(
+            f"bad version name {name!r}: use letters, digits, '.', '_' and '-' (at most 128, "
+            f"starting with a letter or digit, not {CURRENT_FILE!r})"
+        )
     return name
 
 
@@ -83,8 +85,9 @@ def write_pointer(root: Path, version: str) -> None:
 
 def _refuse_a_non_file(pointer: Path) -> None:
     if pointer.exists() and not pointer.is_file():  # a folder or a device in its place
-        raise VersionNameError(f"{pointer} is damaged: it is not a file; remove it, then point it at a "
-                               f"version under {pointer.parent}")
+        raise VersionNameError(
+            f"{pointer} is damaged: it is not a file; remove it, then point it at a version under {pointer.parent}"
+        )
 
 
 def lock_folder(folder: Path, wait: bool = True) -> int:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import click
 
 from es_rerank.cli_options import BACKEND_OPTION, sigterm_as_exit
 from es_rerank.settings import CommonSettings, missing_from_home
+
 
 def _settings(backend: str | None) -> CommonSettings:
     from es_rerank.cli_options import load_settings
@@ -26,8 +27,7 @@ def _documents(data: Path | None, strict: bool):
     return path, report, read_corpus(path, strict=strict, report=report)
 
 
-def _build(backend: str | None, data: Path | None, strict: bool, version: str | None,
-           require_existing: bool) -> None:
+def _build(backend: str | None, data: Path | None, strict: bool, version: str | None, require_existing: bool) -> None:
     from es_rerank.backends.base import BackendError
     from es_rerank.versions import VersionNameError
     from index_setup.readers import CorpusFormatError, DamagedFileError
@@ -42,11 +42,16 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
 
             root = settings.indexes_dir / "embedded"
             if require_existing and not list_versions(root):
-                raise click.ClickException(missing_from_home(f"no embedded index in {root.absolute()} to replace",
-                                                             "run `esrr index build` first"))
+                raise click.ClickException(
+                    missing_from_home(
+                        f"no embedded index in {root.absolute()} to replace", "run `esrr index build` first"
+                    )
+                )
             result = build_embedded_index(documents, root, version=version)
-            click.echo(f"built embedded index {result.version}: {result.n_docs} documents, "
-                       f"{result.n_terms} terms in {result.seconds:.1f} s at {result.directory}")
+            click.echo(
+                f"built embedded index {result.version}: {result.n_docs} documents, "
+                f"{result.n_terms} terms in {result.seconds:.1f} s at {result.directory}"
+            )
         else:
             from es_rerank.backends.elasticsearch import alias_targets, connect, translate_errors
             from index_setup.es_index import load_index
@@ -56,19 +61,24 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
                 with translate_errors(client):
                     served = alias_targets(client, settings.es_alias)
                 if not served:
-                    raise click.ClickException(f"no Elasticsearch index behind the alias {settings.es_alias!r} "
-                                               "to replace; run `esrr index build` first")
+                    raise click.ClickException(
+                        f"no Elasticsearch index behind the alias {settings.es_alias!r} "
+                        "to replace; run `esrr index build` first"
+                    )
             result = load_index(client, documents, settings, version=version)
             click.echo(f"loaded Elasticsearch index {result}")
     except DamagedFileError as error:  # what was read before the damage is no load to report
         raise click.ClickException(f"{error}; nothing was swapped in, the served index stays as it was") from None
     except CorpusFormatError as error:  # a malformed record stops only a --strict load
         loaded = f"\n{report.summary()}" if report is not None else ""
-        raise click.ClickException(f"{error}; fix or remove the record, or load without --strict to skip bad "
-                                   f"records (they are then counted and reported){loaded}") from None
+        raise click.ClickException(
+            f"{error}; fix or remove the record, or load without --strict to skip bad "
+            f"records (they are then counted and reported){loaded}"
+        ) from None
     except (BackendError, FileNotFoundError, FileExistsError, ValueError) as error:
-        about_the_corpus = (report is not None and isinstance(error, ValueError)
-                            and not isinstance(error, VersionNameError))
+        about_the_corpus = (
+            report is not None and isinstance(error, ValueError) and not isinstance(error, VersionNameError)
+        )
         loaded = f"\n{report.summary()}" if about_the_corpus else ""
         raise click.ClickException(f"{error}{loaded}") from None
     click.echo(report.summary())
@@ -91,15 +101,26 @@ def _version_name(ctx: click.Context, param: click.Parameter, value: str | None)
 
 def _load_options(command: Callable) -> Callable:
     """The options ``build`` and ``reindex`` share: backend, corpus, strictness, version name."""
-    for option in reversed([
-        BACKEND_OPTION,
-        click.option("--data", type=click.Path(exists=True, path_type=Path), default=None,
-                     help="Corpus: a BEIR directory, corpus.jsonl[.gz], PubMed XML (.xml[.gz]) or a "
-                          "directory of PubMed baseline files (default: NFCorpus)."),
-        click.option("--strict", is_flag=True, help="Fail on the first malformed record instead of skipping it."),
-        click.option("--version", "version", default=None, callback=_version_name,
-                     help="Version name (default: a UTC timestamp)."),
-    ]):
+    for option in reversed(
+        [
+            BACKEND_OPTION,
+            click.option(
+                "--data",
+                type=click.Path(exists=True, path_type=Path),
+                default=None,
+                help="Corpus: a BEIR directory, corpus.jsonl[.gz], PubMed XML (.xml[.gz]) or a "
+                "directory of PubMed baseline files (default: NFCorpus).",
+            ),
+            click.option("--strict", is_flag=True, help="Fail on the first malformed record instead of skipping it."),
+            click.option(
+                "--version",
+                "version",
+                default=None,
+                callback=_version_name,
+                help="Version name (default: a UTC timestamp).",
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
@@ -153,8 +174,11 @@ def versions(backend: str | None) -> None:
             if (root / CURRENT_FILE).exists():
                 click.echo(f"warning: {error}", err=True)
         if current is not None and current not in all_versions:
-            click.echo(f"warning: {root / CURRENT_FILE} names {current}, which is not a complete version here: "
-                       "nothing is served; serve one with `esrr index use VERSION`", err=True)
+            click.echo(
+                f"warning: {root / CURRENT_FILE} names {current}, which is not a complete version here: "
+                "nothing is served; serve one with `esrr index use VERSION`",
+                err=True,
+            )
         _echo_unfinished(unfinished_builds(root), "interrupted build")
     if not all_versions:
         click.echo("no index versions yet; build one with `esrr index build`", err=True)
@@ -192,8 +216,12 @@ def use(version: str, backend: str | None) -> None:
 
 
 @index.command()
-@click.option("--keep", type=click.IntRange(min=0), default=None,
-              help="Newest versions to keep (the served one always stays); default: ESRR_ES_KEEP_VERSIONS (2).")
+@click.option(
+    "--keep",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Newest versions to keep (the served one always stays); default: ESRR_ES_KEEP_VERSIONS (2).",
+)
 @BACKEND_OPTION
 def prune(keep: int | None, backend: str | None) -> None:
     """Delete old index versions and their statistics (and the folders of interrupted builds)."""

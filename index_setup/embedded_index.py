@@ -6,10 +6,10 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import tantivy
 from tqdm import tqdm
@@ -17,9 +17,19 @@ from tqdm import tqdm
 from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_document, index_schema, whitespace_analyzer
 from es_rerank.stats import NO_DOCUMENTS, Document
 from es_rerank.stats_writer import StatsWriter
+from es_rerank.versions import (
+    CURRENT_FILE,
+    VersionNameError,
+    check_version,
+    is_locked,
+    lock_folder,
+    new_version,
+    read_pointer,
+    root_lock,
+    version_time_ns,
+    write_pointer,
+)
 from index_setup.ingest import tokenized_batches
-from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, is_locked, lock_folder,
-                                new_version, read_pointer, root_lock, version_time_ns, write_pointer)
 
 
 @dataclass(frozen=True)
@@ -33,9 +43,15 @@ class BuildResult:
     seconds: float
 
 
-def build_embedded_index(documents: Iterable[Document], root: Path, version: str | None = None,
-                         progress: bool = True, total: int | None = None,
-                         allow_empty: bool = False, workers: int | None = None) -> BuildResult:
+def build_embedded_index(
+    documents: Iterable[Document],
+    root: Path,
+    version: str | None = None,
+    progress: bool = True,
+    total: int | None = None,
+    allow_empty: bool = False,
+    workers: int | None = None,
+) -> BuildResult:
     """Index ``documents`` into ``root/<version>`` and point ``root/CURRENT`` at it.
 
     The corpus streams through: ``workers`` processes tokenize it in batches
@@ -71,8 +87,13 @@ def build_embedded_index(documents: Iterable[Document], root: Path, version: str
             # The version's files are complete from here: statistics (meta.json last), then the version's meta.json.
             stats.finish()
             seconds = time.perf_counter() - started
-            meta = {"version": version, "n_docs": stats.n_docs, "n_terms": stats.n_terms, "build_seconds": seconds,
-                    "built_ns": time.time_ns()}
+            meta = {
+                "version": version,
+                "n_docs": stats.n_docs,
+                "n_terms": stats.n_terms,
+                "build_seconds": seconds,
+                "built_ns": time.time_ns(),
+            }
             (target / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
         except BaseException:
             if writer is not None:
@@ -102,8 +123,7 @@ def _stop_writer(writer: tantivy.IndexWriter) -> None:
 def switch_current(root: Path, version: str) -> None:
     """Atomically point ``root/CURRENT`` at an existing version that opens (statistics and tantivy files)."""
     if not (root / check_version(version) / "meta.json").is_file():
-        raise FileNotFoundError(f"no complete index version {version} under {root}; "
-                                "`esrr index versions` lists them")
+        raise FileNotFoundError(f"no complete index version {version} under {root}; `esrr index versions` lists them")
     EmbeddedBackend(root / version, check_ids=True)  # BackendError naming the damage, before anything is served
     write_pointer(root, version)
 
@@ -188,16 +208,19 @@ def _delete_version(root: Path, version: str, deleted: list[str]) -> None:
             shutil.rmtree(path)
     except OSError as error:
         done = f"; already deleted: {', '.join(deleted)}" if deleted else ""
-        raise PruneError(f"cannot delete index version {version} at {path}: {error.strerror or error}"
-                         f"{done}; fix its permissions or delete it by hand") from None
+        raise PruneError(
+            f"cannot delete index version {version} at {path}: {error.strerror or error}"
+            f"{done}; fix its permissions or delete it by hand"
+        ) from None
 
 
 class PruneError(ValueError):
     """A version could not be deleted; the message names it and what was deleted before it."""
 
 
-def prune_versions(root: Path, keep: int = 2,
-                   on_deleted: Callable[[str, bool], None] = lambda version, interrupted: None) -> list[str]:
+def prune_versions(
+    root: Path, keep: int = 2, on_deleted: Callable[[str, bool], None] = lambda version, interrupted: None
+) -> list[str]:
     """Delete all but the newest ``keep`` versions (never the current one) and the folders of abandoned builds.
 
     Returns the deleted versions; ``on_deleted(name, interrupted)`` is told of each
@@ -212,11 +235,14 @@ def prune_versions(root: Path, keep: int = 2,
         versions = list_versions(root)
         if (root / CURRENT_FILE).exists() and current not in versions:
             # The served version is unknown: deleting "old" ones could delete what was meant to be served.
-            raise ValueError(f"{root / CURRENT_FILE} names {current or 'nothing'}, not one of the complete "
-                             f"versions {versions}; serve one with `esrr index use VERSION` before pruning")
+            raise ValueError(
+                f"{root / CURRENT_FILE} names {current or 'nothing'}, not one of the complete "
+                f"versions {versions}; serve one with `esrr index use VERSION` before pruning"
+            )
         abandoned = [name for name, is_abandoned in unfinished_builds(root).items() if is_abandoned]
-        doomed = [v for v in (versions[:-keep] if keep > 0 else versions)
-                  if v != current and not _being_built(root / v)]  # complete, but its build has not served it yet
+        doomed = [
+            v for v in (versions[:-keep] if keep > 0 else versions) if v != current and not _being_built(root / v)
+        ]  # complete, but its build has not served it yet
         deleted: list[str] = []
         for name in [*abandoned, *doomed]:
             _delete_version(root, name, deleted)

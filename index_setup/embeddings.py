@@ -92,10 +92,11 @@ import re
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
@@ -103,15 +104,30 @@ from tqdm.auto import tqdm
 
 from es_rerank import versions
 from es_rerank.cli_options import sigterm_as_exit
-from es_rerank.embeddings import (ARTIFACT_FORMAT, PAD, PAD_TOKEN, UNK, UNK_TOKEN, Embeddings, EmbeddingsError,
-                                  current_version)
+from es_rerank.embeddings import (
+    ARTIFACT_FORMAT,
+    PAD,
+    PAD_TOKEN,
+    UNK,
+    UNK_TOKEN,
+    Embeddings,
+    EmbeddingsError,
+    current_version,
+)
 from es_rerank.machine import usable_cores
 from es_rerank.settings import DEFAULT_NFCORPUS, missing_from_home
 from es_rerank.text import embedding_tokens, tokenize
 from es_rerank.versions import VersionNameError, check_version, is_locked, lock_folder, root_lock, write_pointer
 from index_setup.readers import CorpusFormatError, read_queries
-from index_setup.text_sources import (SOURCES, Deduplicator, Source, TextSourceError, format_error_message,
-                                      iter_documents, iter_token_lists)
+from index_setup.text_sources import (
+    SOURCES,
+    Deduplicator,
+    Source,
+    TextSourceError,
+    format_error_message,
+    iter_documents,
+    iter_token_lists,
+)
 
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors
@@ -233,7 +249,8 @@ def write_line_corpus(token_lists: Iterable[Sequence[str]], path: Path) -> Corpu
     if counts.tokens_with_whitespace:
         logger.warning(
             "%d tokens held whitespace and were written without it; es_rerank.text.tokenize should not "
-            "emit such tokens", counts.tokens_with_whitespace,
+            "emit such tokens",
+            counts.tokens_with_whitespace,
         )
     return counts
 
@@ -252,20 +269,59 @@ def _progress_word2vec_class():
         bar = None  # a tqdm bar while training
         epoch_report: list[dict]  # one dict per finished epoch, set by train_vectors
 
-        def _log_progress(self, job_queue, progress_queue, cur_epoch, example_count, total_examples,
-                          raw_word_count, total_words, trained_word_count, elapsed):
-            super()._log_progress(job_queue, progress_queue, cur_epoch, example_count, total_examples,
-                                  raw_word_count, total_words, trained_word_count, elapsed)
+        def _log_progress(
+            self,
+            job_queue,
+            progress_queue,
+            cur_epoch,
+            example_count,
+            total_examples,
+            raw_word_count,
+            total_words,
+            trained_word_count,
+            elapsed,
+        ):
+            super()._log_progress(
+                job_queue,
+                progress_queue,
+                cur_epoch,
+                example_count,
+                total_examples,
+                raw_word_count,
+                total_words,
+                trained_word_count,
+                elapsed,
+            )
             if self.bar is not None:
                 self.bar.n = cur_epoch * total_words + raw_word_count
-                self.bar.set_postfix(epoch=f"{cur_epoch + 1}/{self.epochs}",
-                                     words_s=f"{trained_word_count / max(elapsed, 1e-9):.0f}", refresh=False)
+                self.bar.set_postfix(
+                    epoch=f"{cur_epoch + 1}/{self.epochs}",
+                    words_s=f"{trained_word_count / max(elapsed, 1e-9):.0f}",
+                    refresh=False,
+                )
                 self.bar.refresh()
 
-        def _log_epoch_end(self, cur_epoch, example_count, total_examples, raw_word_count, total_words,
-                           trained_word_count, elapsed, is_corpus_file_mode):
-            super()._log_epoch_end(cur_epoch, example_count, total_examples, raw_word_count, total_words,
-                                   trained_word_count, elapsed, is_corpus_file_mode)
+        def _log_epoch_end(
+            self,
+            cur_epoch,
+            example_count,
+            total_examples,
+            raw_word_count,
+            total_words,
+            trained_word_count,
+            elapsed,
+            is_corpus_file_mode,
+        ):
+            super()._log_epoch_end(
+                cur_epoch,
+                example_count,
+                total_examples,
+                raw_word_count,
+                total_words,
+                trained_word_count,
+                elapsed,
+                is_corpus_file_mode,
+            )
             # All worker threads have finished the epoch here, so the accumulator can be
             # read and reset: a per-epoch sum loses less to gensim's float32 accumulator.
             loss = float(self.get_latest_training_loss())
@@ -281,8 +337,11 @@ def _progress_word2vec_class():
             self.epoch_report.append(report)
             if self.bar is not None:
                 self.bar.n = (cur_epoch + 1) * total_words
-                self.bar.set_postfix(epoch=f"{cur_epoch + 1}/{self.epochs}",
-                                     loss_per_word=f"{report['loss_per_word']:.3f}", refresh=False)
+                self.bar.set_postfix(
+                    epoch=f"{cur_epoch + 1}/{self.epochs}",
+                    loss_per_word=f"{report['loss_per_word']:.3f}",
+                    refresh=False,
+                )
                 self.bar.refresh()
                 self.bar.write(
                     f"epoch {cur_epoch + 1}/{self.epochs}: {elapsed:.0f}s, "
@@ -293,16 +352,25 @@ def _progress_word2vec_class():
     return ProgressWord2Vec
 
 
-def train_vectors(corpus_path: Path, counts: CorpusCounts, params: Word2VecParams,
-                  progress: bool = True) -> tuple[KeyedVectors, list[dict[str, float]]]:
+def train_vectors(
+    corpus_path: Path, counts: CorpusCounts, params: Word2VecParams, progress: bool = True
+) -> tuple[KeyedVectors, list[dict[str, float]]]:
     """Train word2vec on a LineSentence file; returns (gensim KeyedVectors, per-epoch report)."""
     from gensim.models.word2vec import LineSentence
 
     model_class = _progress_word2vec_class()
     model = model_class(
-        vector_size=params.vector_size, window=params.window, sg=params.sg, hs=params.hs,
-        negative=params.negative, min_count=params.min_count, sample=params.sample, alpha=params.alpha,
-        min_alpha=params.min_alpha, workers=params.workers, seed=params.seed,
+        vector_size=params.vector_size,
+        window=params.window,
+        sg=params.sg,
+        hs=params.hs,
+        negative=params.negative,
+        min_count=params.min_count,
+        sample=params.sample,
+        alpha=params.alpha,
+        min_alpha=params.min_alpha,
+        workers=params.workers,
+        seed=params.seed,
     )
     model.epoch_report = []
     model.build_vocab_from_freq(dict(counts.words), corpus_count=counts.sentences)
@@ -315,8 +383,12 @@ def train_vectors(corpus_path: Path, counts: CorpusCounts, params: Word2VecParam
     with tqdm(total=total, unit="word", unit_scale=True, desc="word2vec", disable=not progress) as bar:
         model.bar = bar
         model.train(
-            LineSentence(str(corpus_path)), total_examples=counts.sentences, total_words=counts.tokens,
-            epochs=params.epochs, compute_loss=True, report_delay=1.0,
+            LineSentence(str(corpus_path)),
+            total_examples=counts.sentences,
+            total_words=counts.tokens,
+            epochs=params.epochs,
+            compute_loss=True,
+            report_delay=1.0,
         )
         model.bar = None
     return model.wv, model.epoch_report
@@ -354,8 +426,10 @@ def _claim_partial(embeddings_dir: Path, version: str) -> tuple[Path, int]:
     with root_lock(embeddings_dir):
         _check_version(embeddings_dir, version)
         if partial.exists() and _training_in(partial):
-            raise EmbeddingsError(f"another `esrr embeddings train` is training version {version!r} in "
-                                  f"{partial}; wait for it, or pass another --version")
+            raise EmbeddingsError(
+                f"another `esrr embeddings train` is training version {version!r} in "
+                f"{partial}; wait for it, or pass another --version"
+            )
         for leftover in embeddings_dir.glob(PARTIAL_GLOB):  # of trainings killed outright, whatever their name
             if not _training_in(leftover):
                 shutil.rmtree(leftover, ignore_errors=True)
@@ -513,22 +587,45 @@ def embeddings() -> None:
 
 
 @embeddings.command("train")
-@click.option("--data", "data_root", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_DATA,
-              show_default=True, help="shared data root holding nfcorpus/, ohsumed-single23/, ...")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="embeddings directory [default: $ESRR_HOME/embeddings]")
+@click.option(
+    "--data",
+    "data_root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=DEFAULT_DATA,
+    show_default=True,
+    help="shared data root holding nfcorpus/, ohsumed-single23/, ...",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="embeddings directory [default: $ESRR_HOME/embeddings]",
+)
 @click.option("--min-count", type=click.IntRange(min=1), default=DEFAULT_MIN_COUNT, show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), default=DEFAULT_EPOCHS, show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="training threads; more than one is faster but not reproducible [default: every core, "
-                   "1 with --deterministic]")
-@click.option("--deterministic", is_flag=True,
-              help="one thread: the same vectors on every run, for reproducing a table (slower)")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="training threads; more than one is faster but not reproducible [default: every core, 1 with --deterministic]",
+)
+@click.option(
+    "--deterministic", is_flag=True, help="one thread: the same vectors on every run, for reproducing a table (slower)"
+)
 @click.option("--version", "version", default=None, help="version name [default: w2v-<UTC time>]")
 @click.option("--limit-docs", type=click.IntRange(min=1), default=None, help="at most this many docs per source")
 @click.option("-v", "--verbose", is_flag=True, help="also show gensim's own log")
-def train_command(data_root: Path, out: Path | None, min_count: int, epochs: int, workers: int | None,
-                  deterministic: bool, version: str | None, limit_docs: int | None, verbose: bool) -> None:
+def train_command(
+    data_root: Path,
+    out: Path | None,
+    min_count: int,
+    epochs: int,
+    workers: int | None,
+    deterministic: bool,
+    version: str | None,
+    limit_docs: int | None,
+    verbose: bool,
+) -> None:
     """Train word2vec on all biomedical text and make it the CURRENT embeddings.
 
     By default on every core, whose threads race: each run gives slightly different
@@ -554,16 +651,41 @@ def _print_info(emb: Embeddings, directory: Path) -> None:
     meta = emb.meta
     click.echo(f"version      {emb.version}  ({directory})")
     click.echo(f"table        {len(emb):,} rows x {emb.dim} (PAD, UNK + {len(emb) - 2:,} words)")
-    _print_meta("corpus", meta, lambda c: f"{c['tokens']:,} tokens, {c['sentences']:,} sentences, {c['types']:,} "
-                f"types; {c['token_coverage']:.2%} of tokens in vocabulary")
-    _print_meta("recipe", meta, lambda r: "deterministic (one thread): the same vectors on every run"
-                if r == "deterministic" else f"{r} ({meta['params']['workers']} threads): the vectors differ "
-                "from run to run; `esrr embeddings train --deterministic` gives the same ones every time")
-    _print_meta("params", meta, lambda p: f"min_count={p['min_count']} epochs={p['epochs']} window={p['window']} "
-                f"sg={p['sg']} hs={p['hs']} sample={p['sample']}")
+    _print_meta(
+        "corpus",
+        meta,
+        lambda c: (
+            f"{c['tokens']:,} tokens, {c['sentences']:,} sentences, {c['types']:,} "
+            f"types; {c['token_coverage']:.2%} of tokens in vocabulary"
+        ),
+    )
+    _print_meta(
+        "recipe",
+        meta,
+        lambda r: (
+            "deterministic (one thread): the same vectors on every run"
+            if r == "deterministic"
+            else f"{r} ({meta['params']['workers']} threads): the vectors differ "
+            "from run to run; `esrr embeddings train --deterministic` gives the same ones every time"
+        ),
+    )
+    _print_meta(
+        "params",
+        meta,
+        lambda p: (
+            f"min_count={p['min_count']} epochs={p['epochs']} window={p['window']} "
+            f"sg={p['sg']} hs={p['hs']} sample={p['sample']}"
+        ),
+    )
     _print_meta("seconds", meta, str)
-    _print_meta("nfcorpus_query_coverage", meta, lambda c: f"{c['token_coverage']:.1%} of tokens, "
-                f"{c['type_coverage']:.1%} of distinct words, {c['all_known']:.1%} of queries fully in vocabulary")
+    _print_meta(
+        "nfcorpus_query_coverage",
+        meta,
+        lambda c: (
+            f"{c['token_coverage']:.1%} of tokens, "
+            f"{c['type_coverage']:.1%} of distinct words, {c['all_known']:.1%} of queries fully in vocabulary"
+        ),
+    )
 
 
 def _print_meta(key: str, meta: dict, describe: Callable[[Any], str]) -> None:
@@ -578,8 +700,12 @@ def _print_meta(key: str, meta: dict, describe: Callable[[Any], str]) -> None:
 
 
 @embeddings.command("info")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="embeddings directory [default: $ESRR_HOME/embeddings]")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="embeddings directory [default: $ESRR_HOME/embeddings]",
+)
 @click.option("--version", "version", default=None, help="a version other than CURRENT")
 @click.option("--neighbours", "-n", multiple=True, help="show the nearest words of this word (repeatable)")
 @click.option("-k", type=click.IntRange(1, 1000), default=8, show_default=True, help="Nearest words shown.")
@@ -589,8 +715,12 @@ def info_command(out: Path | None, version: str | None, neighbours: tuple[str, .
     try:
         version = check_version(version) if version is not None else current_version(embeddings_dir)
         if version is None:
-            raise EmbeddingsError(missing_from_home(f"no trained embeddings in {embeddings_dir.absolute()}",
-                                                    "train them there with `esrr embeddings train`"))
+            raise EmbeddingsError(
+                missing_from_home(
+                    f"no trained embeddings in {embeddings_dir.absolute()}",
+                    "train them there with `esrr embeddings train`",
+                )
+            )
         emb = Embeddings.load(embeddings_dir / version)
     except (EmbeddingsError, VersionNameError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -603,4 +733,3 @@ def info_command(out: Path | None, version: str | None, neighbours: tuple[str, .
             click.echo(f"{token}: not in the vocabulary ({exc})")
             continue
         click.echo(f"{token}: " + ", ".join(f"{w} {s:.2f}" for w, s in near))
-

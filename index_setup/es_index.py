@@ -67,15 +67,17 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from elasticsearch import ApiError, Elasticsearch, NotFoundError, TransportError
 from elasticsearch.helpers import BulkIndexError, streaming_bulk
 from tqdm import tqdm
 
+from es_rerank.backends.analysis import ANALYZER, TOKEN_PATTERN, analysis_settings
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.elasticsearch import (
     BUILD_META_KEY,
@@ -91,16 +93,16 @@ from es_rerank.backends.elasticsearch import (
 )
 from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, StatsError, saved_build_id
 from es_rerank.stats_writer import StatsWriter
-from index_setup.ingest import tokenized_batches
-from es_rerank.backends.analysis import ANALYZER, TOKEN_PATTERN, analysis_settings
 from es_rerank.versions import VersionNameError, check_version, is_locked, lock_folder, new_version
+from index_setup.ingest import tokenized_batches
 
 if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
 
 log = logging.getLogger(__name__)
 
-def index_settings(settings: "CommonSettings") -> dict:
+
+def index_settings(settings: CommonSettings) -> dict:
     """Index settings while loading: shards, no replicas, no refresh, per-field BM25 similarities, the analyzer.
 
     A load writes each document once, to the primaries only, with no refresh making
@@ -118,7 +120,7 @@ def index_settings(settings: "CommonSettings") -> dict:
     }
 
 
-def serving_settings(settings: "CommonSettings") -> dict:
+def serving_settings(settings: CommonSettings) -> dict:
     """The settings a loaded index serves with: the configured replicas, the cluster's default refresh."""
     return {"index": {"number_of_replicas": settings.es_replicas, "refresh_interval": None}}
 
@@ -174,8 +176,10 @@ class LoadResult:
 
     def __str__(self) -> str:
         moved = f"moved from {', '.join(self.previous)}" if self.previous else "created"
-        return (f"{self.index} (version {self.version}): {self.n_docs} documents, {self.n_terms} terms "
-                f"in {self.seconds:.1f} s; alias {self.alias} {moved}; statistics at {self.stats_dir}")
+        return (
+            f"{self.index} (version {self.version}): {self.n_docs} documents, {self.n_terms} terms "
+            f"in {self.seconds:.1f} s; alias {self.alias} {moved}; statistics at {self.stats_dir}"
+        )
 
 
 @dataclass(frozen=True)
@@ -192,8 +196,11 @@ def _actions(documents: Iterable[Document], index: str, stats: StatsWriter) -> I
     """Bulk actions, tokenizing each document once and writing its statistics."""
     for raw, batch in tokenized_batches(documents):
         for (doc_id, title, abstract), terms, source in zip(raw, stats.add(batch).doc_terms(), batch.sources):
-            yield {"_index": index, "_id": doc_id,
-                   "_source": {**source, TEXT_FIELD: f"{title}\n{abstract}", **terms.as_json()}}
+            yield {
+                "_index": index,
+                "_id": doc_id,
+                "_source": {**source, TEXT_FIELD: f"{title}\n{abstract}", **terms.as_json()},
+            }
 
 
 class _SharedActions:
@@ -205,7 +212,7 @@ class _SharedActions:
         self._lock = threading.Lock()
         self._closed = False
 
-    def __iter__(self) -> "_SharedActions":
+    def __iter__(self) -> _SharedActions:
         return self
 
     def __next__(self) -> dict:
@@ -230,12 +237,19 @@ class _SharedActions:
 
 def _still_busy(errors: Sequence[dict]) -> bool:
     """Whether a failed bulk item was refused with 429 (a full write queue) after its retries."""
-    return any(isinstance(item, dict) and any(isinstance(result, dict) and result.get("status") == 429
-                                               for result in item.values()) for item in errors)
+    return any(
+        isinstance(item, dict)
+        and any(isinstance(result, dict) and result.get("status") == 429 for result in item.values())
+        for item in errors
+    )
 
 
-def bulk_load(client: Elasticsearch, actions: Iterable[dict], settings: "CommonSettings",
-              on_indexed: Callable[[], None] = lambda: None) -> None:
+def bulk_load(
+    client: Elasticsearch,
+    actions: Iterable[dict],
+    settings: CommonSettings,
+    on_indexed: Callable[[], None] = lambda: None,
+) -> None:
     """Send ``actions`` with ``settings.es_bulk_threads`` ``streaming_bulk`` loops over one shared stream.
 
     Each loop has one ``_bulk`` request in flight; documents the cluster rejects with
@@ -259,19 +273,24 @@ def bulk_load(client: Elasticsearch, actions: Iterable[dict], settings: "CommonS
         try:
             # raise_on_error=False: with it on, the helper raises at a chunk's first 429 instead of sending
             # the rejected documents again (elasticsearch-py 8.19); failures that stay failures come out here.
-            for ok, item in bulk(shared, chunk_size=settings.es_bulk_chunk_size,
-                                 max_retries=settings.es_bulk_max_retries,
-                                 initial_backoff=settings.es_bulk_initial_backoff_s,
-                                 max_backoff=settings.es_bulk_max_backoff_s, raise_on_error=False):
+            for ok, item in bulk(
+                shared,
+                chunk_size=settings.es_bulk_chunk_size,
+                max_retries=settings.es_bulk_max_retries,
+                initial_backoff=settings.es_bulk_initial_backoff_s,
+                max_backoff=settings.es_bulk_max_backoff_s,
+                raise_on_error=False,
+            ):
                 if not ok:
                     raise BulkIndexError("a document failed to index", [item])
                 on_indexed()
-        except BaseException as error:  # noqa: BLE001 - handed to the calling thread below
+        except BaseException as error:
             errors.append(error)
             shared.close()
 
-    threads = [threading.Thread(target=send, name=f"esrr-bulk-{i}", daemon=True)
-               for i in range(settings.es_bulk_threads - 1)]
+    threads = [
+        threading.Thread(target=send, name=f"esrr-bulk-{i}", daemon=True) for i in range(settings.es_bulk_threads - 1)
+    ]
     try:
         for thread in threads:
             thread.start()
@@ -288,7 +307,7 @@ def bulk_load(client: Elasticsearch, actions: Iterable[dict], settings: "CommonS
         raise (interrupt or [e for e in errors if isinstance(e, BulkIndexError)] or errors)[0]
 
 
-def _serve_settings(client: Elasticsearch, index: str, settings: "CommonSettings") -> None:
+def _serve_settings(client: Elasticsearch, index: str, settings: CommonSettings) -> None:
     """Restore replicas and refresh on a loaded ``index``, refresh it, and wait (bounded) for its replicas."""
     client.indices.put_settings(index=index, settings=serving_settings(settings))
     client.indices.refresh(index=index)
@@ -296,16 +315,27 @@ def _serve_settings(client: Elasticsearch, index: str, settings: "CommonSettings
         # A wait that times out is answered 408 with the health in the body. Milliseconds: Elasticsearch
         # refuses fractional time values ("0.2s").
         wait_ms = max(1, round(settings.es_replica_wait_s * 1000))
-        health = client.options(ignore_status=408).cluster.health(index=index, wait_for_status="green",
-                                                                  timeout=f"{wait_ms}ms")
+        health = client.options(ignore_status=408).cluster.health(
+            index=index, wait_for_status="green", timeout=f"{wait_ms}ms"
+        )
         if health.get("timed_out"):  # the primaries serve; the replicas follow when the cluster can place them
-            log.warning("the replicas of %s are not all allocated after %g s (status %s): the alias moves anyway; "
-                        "a single-node cluster needs ESRR_ES_REPLICAS=0", index, settings.es_replica_wait_s,
-                        health.get("status"))
+            log.warning(
+                "the replicas of %s are not all allocated after %g s (status %s): the alias moves anyway; "
+                "a single-node cluster needs ESRR_ES_REPLICAS=0",
+                index,
+                settings.es_replica_wait_s,
+                health.get("status"),
+            )
 
 
-def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "CommonSettings",
-               version: str | None = None, progress: bool = True, total: int | None = None) -> LoadResult:
+def load_index(
+    client: Elasticsearch,
+    documents: Iterable[Document],
+    settings: CommonSettings,
+    version: str | None = None,
+    progress: bool = True,
+    total: int | None = None,
+) -> LoadResult:
     """Load ``documents`` into a new versioned index and point ``settings.es_alias`` at it.
 
     The alias moves (one atomic ``update_aliases``) only after the bulk load, the
@@ -318,8 +348,9 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
     version = version or new_version()
     check_version(version)
     if version != version.lower():  # Elasticsearch index names are lower case
-        raise VersionNameError(f"version {version!r} is not usable in an index name; use lower case "
-                               "(or leave it out for a timestamp)")
+        raise VersionNameError(
+            f"version {version!r} is not usable in an index name; use lower case (or leave it out for a timestamp)"
+        )
     index = index_name(alias, version)
     root = stats_root(settings)
     version_dir = root / version
@@ -330,23 +361,28 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
     with translate_errors(client):
         previous = alias_targets(client, alias)  # also refuses an alias name taken by an index
         if client.indices.exists(index=index):
-            raise BackendError(f"index {index!r} already exists; pick another --version, or delete it "
-                               f"(`esrr index prune`, or DELETE /{index} if it is not a version esrr lists)")
+            raise BackendError(
+                f"index {index!r} already exists; pick another --version, or delete it "
+                f"(`esrr index prune`, or DELETE /{index} if it is not a version esrr lists)"
+            )
     # Claimed before the index is created: a load that fails deletes only a folder it made,
     # never the statistics of another alias that shares this ESRR_HOME and the version name.
     # Its lock, held until the load ends, keeps `esrr index prune` off the index being loaded.
     try:
         version_dir.mkdir(parents=True)
     except FileExistsError:
-        raise BackendError(f"statistics directory {version_dir} already exists: another load in this "
-                           f"ESRR_HOME (of this alias or another) is building or has built version {version!r}, "
-                           "or a load of it was killed (`esrr index versions` says which); pick another "
-                           "--version, or prune the interrupted load") from None
+        raise BackendError(
+            f"statistics directory {version_dir} already exists: another load in this "
+            f"ESRR_HOME (of this alias or another) is building or has built version {version!r}, "
+            "or a load of it was killed (`esrr index versions` says which); pick another "
+            "--version, or prune the interrupted load"
+        ) from None
     lock = lock_folder(version_dir)
     try:
         with translate_errors(client):
-            client.indices.create(index=index, settings=index_settings(settings),
-                                  mappings=index_mappings(version, build_id))
+            client.indices.create(
+                index=index, settings=index_settings(settings), mappings=index_mappings(version, build_id)
+            )
     except BaseException:  # an index of that name made meanwhile is not this load's to delete
         version_dir.rmdir()
         os.close(lock)
@@ -354,8 +390,10 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
     stats: StatsWriter | None = None
     try:
         stats = StatsWriter(stats_dir(root, version), version, build_id=build_id)
-        with translate_errors(client), tqdm(total=total, unit="doc", desc=f"loading {index}",
-                                            disable=not progress) as bar:
+        with (
+            translate_errors(client),
+            tqdm(total=total, unit="doc", desc=f"loading {index}", disable=not progress) as bar,
+        ):
             bulk_load(client, _actions(documents, index, stats), settings, lambda: bar.update(1))
         if not stats.n_docs:  # an empty index must never replace the served one
             raise ValueError(NO_DOCUMENTS)
@@ -364,26 +402,33 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
             _serve_settings(client, index, settings)
             count = client.count(index=index)["count"]
             if count != stats.n_docs:
-                raise BackendError(f"index {index!r} holds {count} documents after the load, expected "
-                                   f"{stats.n_docs}; check the cluster logs and run the build again")
+                raise BackendError(
+                    f"index {index!r} holds {count} documents after the load, expected "
+                    f"{stats.n_docs}; check the cluster logs and run the build again"
+                )
             if _build_of(client, index) != build_id:  # deleted under the load and made anew by a bulk request
-                raise BackendError(f"index {index!r} was deleted while it was loading (another admin's prune or "
-                                   "DELETE); run the build again")
+                raise BackendError(
+                    f"index {index!r} was deleted while it was loading (another admin's prune or "
+                    "DELETE); run the build again"
+                )
             previous = _move_alias(client, alias, index)
     except BulkIndexError as exc:
         stats.abort()
         _discard(client, index, version_dir)
         first = str(exc.errors[0] if exc.errors else {})[:500]
         if _still_busy(exc.errors):
-            fix = (f"the cluster's write queue stayed full through ESRR_ES_BULK_MAX_RETRIES="
-                   f"{settings.es_bulk_max_retries} retries (waits up to ESRR_ES_BULK_MAX_BACKOFF_S="
-                   f"{settings.es_bulk_max_backoff_s:g} s); raise those, or lower ESRR_ES_BULK_THREADS="
-                   f"{settings.es_bulk_threads}, and run the build again")
+            fix = (
+                f"the cluster's write queue stayed full through ESRR_ES_BULK_MAX_RETRIES="
+                f"{settings.es_bulk_max_retries} retries (waits up to ESRR_ES_BULK_MAX_BACKOFF_S="
+                f"{settings.es_bulk_max_backoff_s:g} s); raise those, or lower ESRR_ES_BULK_THREADS="
+                f"{settings.es_bulk_threads}, and run the build again"
+            )
         else:
             fix = "Fix the documents or the cluster (disk watermarks, write blocks) and run the build again"
         raise BackendError(
             f"documents were rejected while loading {index!r} (first: {first}); "
-            f"the alias {alias!r} still serves {previous or 'nothing'}. {fix}") from exc
+            f"the alias {alias!r} still serves {previous or 'nothing'}. {fix}"
+        ) from exc
     except BaseException:
         if stats is not None:
             stats.abort()
@@ -391,8 +436,16 @@ def load_index(client: Elasticsearch, documents: Iterable[Document], settings: "
         raise
     finally:
         os.close(lock)
-    return LoadResult(alias, index, version, stats.n_docs, stats.n_terms, stats_dir(root, version),
-                      tuple(previous), time.perf_counter() - started)
+    return LoadResult(
+        alias,
+        index,
+        version,
+        stats.n_docs,
+        stats.n_terms,
+        stats_dir(root, version),
+        tuple(previous),
+        time.perf_counter() - started,
+    )
 
 
 def _build_of(client: Elasticsearch, index: str) -> str | None:
@@ -445,8 +498,9 @@ def current_version(client: Elasticsearch, alias: str) -> str | None:
     return served.version if served is not None else None
 
 
-def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = None,
-                        settings: "CommonSettings | None" = None) -> list[str]:
+def delete_old_versions(
+    client: Elasticsearch, alias: str, keep: int | None = None, settings: CommonSettings | None = None
+) -> list[str]:
     """Delete all but the newest ``keep`` versions (0: all), never the serving one; returns the deleted.
 
     With ``settings``, loads killed outright go too, whatever ``keep`` says, and loads
@@ -483,7 +537,7 @@ def delete_old_versions(client: Elasticsearch, alias: str, keep: int | None = No
     return [v.version for v in doomed]
 
 
-def unfinished_loads(versions: Sequence[IndexVersion], settings: "CommonSettings") -> dict[str, bool]:
+def unfinished_loads(versions: Sequence[IndexVersion], settings: CommonSettings) -> dict[str, bool]:
     """The versions whose load has not saved its statistics in this ESRR_HOME, each with whether it was
     abandoned (killed outright: its folder's lock is free) rather than still running."""
     unfinished = {}
@@ -497,7 +551,7 @@ def unfinished_loads(versions: Sequence[IndexVersion], settings: "CommonSettings
     return unfinished
 
 
-def use_version(client: Elasticsearch, settings: "CommonSettings", version: str) -> str:
+def use_version(client: Elasticsearch, settings: CommonSettings, version: str) -> str:
     """Point the alias at an existing version (roll back or forward); returns its index.
 
     The index must carry the version in its ``_meta`` and its statistics must be
@@ -506,8 +560,9 @@ def use_version(client: Elasticsearch, settings: "CommonSettings", version: str)
     alias, index = settings.es_alias, index_name(settings.es_alias, version)
     with translate_errors(client):
         if not client.indices.exists(index=index):
-            raise BackendError(f"no index {index!r} for version {version!r}; existing versions: "
-                               f"{list_versions(client, alias)}")
+            raise BackendError(
+                f"no index {index!r} for version {version!r}; existing versions: {list_versions(client, alias)}"
+            )
         recorded = index_meta(client, index)
         if recorded.version != version:
             raise BackendError(f"index {index!r} records another version in its _meta; rebuild it")
@@ -516,15 +571,31 @@ def use_version(client: Elasticsearch, settings: "CommonSettings", version: str)
         except StatsError as exc:
             raise BackendError(f"version {version!r} cannot be served: {exc}") from exc
         if recorded.build_id not in (None, stats.build_id):
-            raise BackendError(f"index {index!r} and the statistics of version {version!r} come from different "
-                               "loads (another alias sharing this ESRR_HOME, or a restored snapshot); rebuild "
-                               "with another --version")
+            raise BackendError(
+                f"index {index!r} and the statistics of version {version!r} come from different "
+                "loads (another alias sharing this ESRR_HOME, or a restored snapshot); rebuild "
+                "with another --version"
+            )
         _move_alias(client, alias, index)
     return index
 
 
 __all__ = [
-    "ANALYZER", "TOKEN_PATTERN", "IndexVersion", "LoadResult", "analysis_settings", "bulk_load", "serving_settings",
-    "current_version", "delete_old_versions", "index_mappings", "index_name", "index_settings",
-    "list_indices", "list_versions", "load_index", "unfinished_loads", "use_version",
+    "ANALYZER",
+    "TOKEN_PATTERN",
+    "IndexVersion",
+    "LoadResult",
+    "analysis_settings",
+    "bulk_load",
+    "serving_settings",
+    "current_version",
+    "delete_old_versions",
+    "index_mappings",
+    "index_name",
+    "index_settings",
+    "list_indices",
+    "list_versions",
+    "load_index",
+    "unfinished_loads",
+    "use_version",
 ]

@@ -33,9 +33,10 @@ import gzip
 import json
 import math
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Iterator, Sequence
+from typing import IO
 from xml.sax.saxutils import escape
 
 import click
@@ -49,29 +50,109 @@ SOURCE_NAMES = ("nfcorpus", "ohsumed", "bc5cdr")  # sources with a separate titl
 _SENTENCE_SPLIT = ". "
 
 JOURNALS = (
-    "The New England journal of medicine", "Lancet (London, England)", "JAMA", "BMJ (Clinical research ed.)",
-    "The American journal of clinical nutrition", "Journal of the American College of Cardiology",
-    "Cancer research", "Nature", "Science (New York, N.Y.)", "PloS one", "Scientific reports",
-    "Nutrients", "The Journal of nutrition", "Circulation", "Diabetes care", "Journal of clinical oncology",
-    "Annals of internal medicine", "Pediatrics", "Neurology", "Gastroenterology", "Hepatology",
-    "The Journal of biological chemistry", "Proceedings of the National Academy of Sciences",
-    "European journal of epidemiology", "International journal of cancer", "Obesity (Silver Spring, Md.)",
+    "The New England journal of medicine",
+    "Lancet (London, England)",
+    "JAMA",
+    "BMJ (Clinical research ed.)",
+    "The American journal of clinical nutrition",
+    "Journal of the American College of Cardiology",
+    "Cancer research",
+    "Nature",
+    "Science (New York, N.Y.)",
+    "PloS one",
+    "Scientific reports",
+    "Nutrients",
+    "The Journal of nutrition",
+    "Circulation",
+    "Diabetes care",
+    "Journal of clinical oncology",
+    "Annals of internal medicine",
+    "Pediatrics",
+    "Neurology",
+    "Gastroenterology",
+    "Hepatology",
+    "The Journal of biological chemistry",
+    "Proceedings of the National Academy of Sciences",
+    "European journal of epidemiology",
+    "International journal of cancer",
+    "Obesity (Silver Spring, Md.)",
 )
 SURNAMES = (
-    "Smith", "Wang", "Li", "Zhang", "Garcia", "Müller", "Kim", "Nguyen", "Rossi", "Tanaka", "Johnson",
-    "Brown", "Silva", "Kowalski", "Novak", "Dubois", "Jensen", "Olsen", "Patel", "Singh", "Cohen", "Ivanov",
-    "Martin", "Lee", "Chen", "Sato", "Andersson", "Nielsen", "Fischer", "Lopez",
+    "Smith",
+    "Wang",
+    "Li",
+    "Zhang",
+    "Garcia",
+    "Müller",
+    "Kim",
+    "Nguyen",
+    "Rossi",
+    "Tanaka",
+    "Johnson",
+    "Brown",
+    "Silva",
+    "Kowalski",
+    "Novak",
+    "Dubois",
+    "Jensen",
+    "Olsen",
+    "Patel",
+    "Singh",
+    "Cohen",
+    "Ivanov",
+    "Martin",
+    "Lee",
+    "Chen",
+    "Sato",
+    "Andersson",
+    "Nielsen",
+    "Fischer",
+    "Lopez",
 )
 FORENAMES = ("Anna", "John", "Wei", "Maria", "Hiroshi", "Lars", "Priya", "David", "Elena", "Jun", "Sara", "Omar")
 MESH = (
-    "Humans", "Male", "Female", "Adult", "Middle Aged", "Aged", "Animals", "Mice", "Rats", "Child",
-    "Adolescent", "Risk Factors", "Cohort Studies", "Prospective Studies", "Retrospective Studies",
-    "Diet", "Neoplasms", "Breast Neoplasms", "Cardiovascular Diseases", "Diabetes Mellitus, Type 2",
-    "Obesity", "Vitamin D", "Dietary Supplements", "Inflammation", "Oxidative Stress", "Brain",
-    "Liver", "Treatment Outcome", "Prognosis", "Cell Line, Tumor", "Gene Expression", "Apoptosis",
+    "Humans",
+    "Male",
+    "Female",
+    "Adult",
+    "Middle Aged",
+    "Aged",
+    "Animals",
+    "Mice",
+    "Rats",
+    "Child",
+    "Adolescent",
+    "Risk Factors",
+    "Cohort Studies",
+    "Prospective Studies",
+    "Retrospective Studies",
+    "Diet",
+    "Neoplasms",
+    "Breast Neoplasms",
+    "Cardiovascular Diseases",
+    "Diabetes Mellitus, Type 2",
+    "Obesity",
+    "Vitamin D",
+    "Dietary Supplements",
+    "Inflammation",
+    "Oxidative Stress",
+    "Brain",
+    "Liver",
+    "Treatment Outcome",
+    "Prognosis",
+    "Cell Line, Tumor",
+    "Gene Expression",
+    "Apoptosis",
 )
-PUBLICATION_TYPES = ("Journal Article", "Review", "Randomized Controlled Trial", "Comparative Study",
-                     "Case Reports", "Meta-Analysis", "Research Support, Non-U.S. Gov't")
+PUBLICATION_TYPES = (
+    "Journal Article",
+    "Review",
+    "Randomized Controlled Trial",
+    "Comparative Study",
+    "Case Reports",
+    "Meta-Analysis",
+    "Research Support, Non-U.S. Gov't",
+)
 SECTION_LABELS = ("BACKGROUND", "METHODS", "RESULTS", "CONCLUSIONS")
 _SYLLABLES = ("Kb", "Tr", "Zn", "Ad", "Fox", "Sl", "Mt", "Hn", "Cd", "Pl", "Gp", "Rx")
 
@@ -149,10 +230,16 @@ def load_pool(data_root: Path) -> TextPool:
     if not titles or not sentences:
         raise GenerationError(f"no titled abstracts under {data_root}; point --data at ../shared/data")
     k, beta, vocabulary = heaps_fit(token_lists)
-    return TextPool(tuple(titles), tuple(sentences),
-                    np.array([len(tokenize(s)) for s in sentences], dtype=np.int32),
-                    np.array([len(tokenize(t)) for t in titles], dtype=np.int32),
-                    np.array(counts, dtype=np.int32), k, beta, vocabulary)
+    return TextPool(
+        tuple(titles),
+        tuple(sentences),
+        np.array([len(tokenize(s)) for s in sentences], dtype=np.int32),
+        np.array([len(tokenize(t)) for t in titles], dtype=np.int32),
+        np.array(counts, dtype=np.int32),
+        k,
+        beta,
+        vocabulary,
+    )
 
 
 def minted_word(number: int) -> str:
@@ -193,22 +280,33 @@ class Article:
 
     def xml(self) -> str:
         """The ``PubmedArticle`` element."""
-        authors = "".join(f"<Author ValidYN=\"Y\"><LastName>{escape(last)}</LastName><ForeName>{escape(first)}"
-                          f"</ForeName><Initials>{first[0]}</Initials></Author>" for last, first in self.authors)
-        sections = "".join(f"<AbstractText Label=\"{label}\">{escape(text)}</AbstractText>" if label
-                           else f"<AbstractText>{escape(text)}</AbstractText>" for label, text in self.sections)
+        authors = "".join(
+            f'<Author ValidYN="Y"><LastName>{escape(last)}</LastName><ForeName>{escape(first)}'
+            f"</ForeName><Initials>{first[0]}</Initials></Author>"
+            for last, first in self.authors
+        )
+        sections = "".join(
+            f'<AbstractText Label="{label}">{escape(text)}</AbstractText>'
+            if label
+            else f"<AbstractText>{escape(text)}</AbstractText>"
+            for label, text in self.sections
+        )
         abstract = f"<Abstract>{sections}</Abstract>" if self.sections else ""
-        mesh = "".join(f"<MeshHeading><DescriptorName MajorTopicYN=\"N\">{escape(m)}</DescriptorName></MeshHeading>"
-                       for m in self.mesh)
+        mesh = "".join(
+            f'<MeshHeading><DescriptorName MajorTopicYN="N">{escape(m)}</DescriptorName></MeshHeading>'
+            for m in self.mesh
+        )
         types = "".join(f"<PublicationType>{escape(t)}</PublicationType>" for t in self.publication_types)
-        return (f"<PubmedArticle><MedlineCitation Status=\"MEDLINE\" Owner=\"NLM\">"
-                f"<PMID Version=\"1\">{self.pmid}</PMID><Article PubModel=\"Print\"><Journal><JournalIssue "
-                f"CitedMedium=\"Print\"><PubDate><Year>{self.year}</Year></PubDate></JournalIssue>"
-                f"<Title>{escape(self.journal)}</Title></Journal><ArticleTitle>{escape(self.title)}</ArticleTitle>"
-                f"<ELocationID EIdType=\"doi\" ValidYN=\"Y\">{self.doi}</ELocationID>{abstract}"
-                f"<AuthorList CompleteYN=\"Y\">{authors}</AuthorList><Language>eng</Language>"
-                f"<PublicationTypeList>{types}</PublicationTypeList></Article>"
-                f"<MeshHeadingList>{mesh}</MeshHeadingList></MedlineCitation></PubmedArticle>\n")
+        return (
+            f'<PubmedArticle><MedlineCitation Status="MEDLINE" Owner="NLM">'
+            f'<PMID Version="1">{self.pmid}</PMID><Article PubModel="Print"><Journal><JournalIssue '
+            f'CitedMedium="Print"><PubDate><Year>{self.year}</Year></PubDate></JournalIssue>'
+            f"<Title>{escape(self.journal)}</Title></Journal><ArticleTitle>{escape(self.title)}</ArticleTitle>"
+            f'<ELocationID EIdType="doi" ValidYN="Y">{self.doi}</ELocationID>{abstract}'
+            f'<AuthorList CompleteYN="Y">{authors}</AuthorList><Language>eng</Language>'
+            f"<PublicationTypeList>{types}</PublicationTypeList></Article>"
+            f"<MeshHeadingList>{mesh}</MeshHeadingList></MedlineCitation></PubmedArticle>\n"
+        )
 
 
 @dataclass
@@ -230,7 +328,7 @@ class ArticleMaker:
         words = [pool.sentences[r].split(" ") for r in rows]
         self.tokens += int(pool.title_tokens[title_row]) + int(pool.sentence_tokens[rows].sum())
         # Heaps: K·T^β distinct terms after T tokens; the pool's own words cover the first `vocabulary`.
-        new = max(0, int(pool.heaps_k * self.tokens ** pool.heaps_beta) - pool.vocabulary - self.minted)
+        new = max(0, int(pool.heaps_k * self.tokens**pool.heaps_beta) - pool.vocabulary - self.minted)
         entities = [minted_word(self.minted + i) for i in range(new)]
         self.minted += new
         if self.minted:  # reuse: rank r drawn with density ~ 1/r (Zipf-like), so a few are common
@@ -250,13 +348,24 @@ class ArticleMaker:
             sections = [(label, " ".join(texts[i] for i in cut)) for label, cut in zip(SECTION_LABELS, cuts)]
         else:
             sections = [("", " ".join(texts))] if texts else []
-        authors = [(SURNAMES[int(a)], FORENAMES[int(b)])
-                   for a, b in rng.integers((len(SURNAMES), len(FORENAMES)), size=(int(rng.integers(1, 9)), 2))]
+        authors = [
+            (SURNAMES[int(a)], FORENAMES[int(b)])
+            for a, b in rng.integers((len(SURNAMES), len(FORENAMES)), size=(int(rng.integers(1, 9)), 2))
+        ]
         mesh = sorted({MESH[int(m)] for m in rng.integers(len(MESH), size=int(rng.integers(3, 12)))})
-        types = ["Journal Article"] + ([PUBLICATION_TYPES[int(rng.integers(1, len(PUBLICATION_TYPES)))]]
-                                       if rng.random() < 0.4 else [])
-        return Article(pmid, title, sections, JOURNALS[int(rng.integers(len(JOURNALS)))],
-                       int(rng.integers(1975, 2026)), authors, mesh, types)
+        types = ["Journal Article"] + (
+            [PUBLICATION_TYPES[int(rng.integers(1, len(PUBLICATION_TYPES)))]] if rng.random() < 0.4 else []
+        )
+        return Article(
+            pmid,
+            title,
+            sections,
+            JOURNALS[int(rng.integers(len(JOURNALS)))],
+            int(rng.integers(1975, 2026)),
+            authors,
+            mesh,
+            types,
+        )
 
 
 @dataclass
@@ -268,8 +377,15 @@ class UpdatePlan:
     deleted: list[np.ndarray] = field(default_factory=list)
 
 
-def plan_updates(n_docs: int, update_files: int, seed: int, new_fraction: float, revise_fraction: float,
-                 delete_fraction: float, first_pmid: int) -> UpdatePlan:
+def plan_updates(
+    n_docs: int,
+    update_files: int,
+    seed: int,
+    new_fraction: float,
+    revise_fraction: float,
+    delete_fraction: float,
+    first_pmid: int,
+) -> UpdatePlan:
     """Choose the PMIDs each update file adds, revises and deletes (earlier updates' PMIDs included)."""
     rng = np.random.default_rng([seed, 0xC0FFEE])
     plan = UpdatePlan()
@@ -338,14 +454,26 @@ class _XmlFile:
         fileobj.close()
 
 
-def generate_pubmed(out: Path, docs: int, pool: TextPool, seed: int = 0, per_file: int = 30_000,
-                    update_files: int = 2, new_fraction: float = 0.01, revise_fraction: float = 0.005,
-                    delete_fraction: float = 0.001, first_pmid: int = 1, beir: bool = True,
-                    progress: bool = True) -> GenerationReport:
+def generate_pubmed(
+    out: Path,
+    docs: int,
+    pool: TextPool,
+    seed: int = 0,
+    per_file: int = 30_000,
+    update_files: int = 2,
+    new_fraction: float = 0.01,
+    revise_fraction: float = 0.005,
+    delete_fraction: float = 0.001,
+    first_pmid: int = 1,
+    beir: bool = True,
+    progress: bool = True,
+) -> GenerationReport:
     """Write ``docs`` baseline articles, ``update_files`` update files and the final BEIR corpus under ``out``."""
     if docs < 1 or per_file < 1 or update_files < 0:
-        raise GenerationError(f"docs={docs}, per_file={per_file}, update_files={update_files}: give at least one "
-                              "document and one article per file, and zero or more update files")
+        raise GenerationError(
+            f"docs={docs}, per_file={per_file}, update_files={update_files}: give at least one "
+            "document and one article per file, and zero or more update files"
+        )
     for name in ("baseline", "updatefiles", "beir"):
         if (out / name).exists() and any((out / name).iterdir()):
             raise GenerationError(f"{out / name} is not empty; generate into a new folder")
@@ -361,13 +489,18 @@ def generate_pubmed(out: Path, docs: int, pool: TextPool, seed: int = 0, per_fil
         nonlocal final_docs
         final_docs += 1
         if beir_out is not None:
-            line = json.dumps({"_id": str(article.pmid), "title": article.title, "text": article.abstract},
-                              ensure_ascii=False)
+            line = json.dumps(
+                {"_id": str(article.pmid), "title": article.title, "text": article.abstract}, ensure_ascii=False
+            )
             beir_out.write((line + "\n").encode("utf-8"))
 
     number = 0
-    bar = tqdm(total=docs + sum(len(n) + len(r) for n, r in zip(plan.new, plan.revised)), unit="doc",
-               desc="generating", disable=not progress)
+    bar = tqdm(
+        total=docs + sum(len(n) + len(r) for n, r in zip(plan.new, plan.revised)),
+        unit="doc",
+        desc="generating",
+        disable=not progress,
+    )
     for start in range(0, docs, per_file):
         number += 1
         xml = _XmlFile(out / "baseline" / f"{FILE_PREFIX}{number:04d}.xml.gz")
@@ -383,8 +516,9 @@ def generate_pubmed(out: Path, docs: int, pool: TextPool, seed: int = 0, per_fil
     for update in range(update_files):
         number += 1
         xml = _XmlFile(out / "updatefiles" / f"{FILE_PREFIX}{number:04d}.xml.gz")
-        records = sorted([(int(p), "revised") for p in plan.revised[update]] +
-                         [(int(p), "new") for p in plan.new[update]])
+        records = sorted(
+            [(int(p), "revised") for p in plan.revised[update]] + [(int(p), "new") for p in plan.new[update]]
+        )
         for pmid, _kind in records:
             versions[pmid] = versions.get(pmid, 1) + 1
             article = maker.make(pmid, versions[pmid])
@@ -393,18 +527,35 @@ def generate_pubmed(out: Path, docs: int, pool: TextPool, seed: int = 0, per_fil
                 to_beir(article)
             bar.update(1)
         if len(plan.deleted[update]):
-            xml.write("<DeleteCitation>" + "".join(f"<PMID Version=\"1\">{p}</PMID>" for p in plan.deleted[update])
-                      + "</DeleteCitation>\n")
+            xml.write(
+                "<DeleteCitation>"
+                + "".join(f'<PMID Version="1">{p}</PMID>' for p in plan.deleted[update])
+                + "</DeleteCitation>\n"
+            )
         xml.close()
     bar.close()
     if beir_out is not None:
         fileobj = beir_out.fileobj
         beir_out.close()
         fileobj.close()
-    report = GenerationReport(docs, seed, per_file, baseline_files, update_files,
-                              sum(len(n) for n in plan.new), sum(len(r) for r in plan.revised),
-                              sum(len(d) for d in plan.deleted), final_docs, maker.tokens, maker.minted,
-                              pool.heaps_k, pool.heaps_beta, pool.vocabulary, len(pool.titles), len(pool.sentences))
+    report = GenerationReport(
+        docs,
+        seed,
+        per_file,
+        baseline_files,
+        update_files,
+        sum(len(n) for n in plan.new),
+        sum(len(r) for r in plan.revised),
+        sum(len(d) for d in plan.deleted),
+        final_docs,
+        maker.tokens,
+        maker.minted,
+        pool.heaps_k,
+        pool.heaps_beta,
+        pool.vocabulary,
+        len(pool.titles),
+        len(pool.sentences),
+    )
     (out / "generation.json").write_text(json.dumps(asdict(report), indent=2) + "\n", encoding="utf-8")
     return report
 
@@ -439,31 +590,55 @@ def generate() -> None:
 
 @generate.command()
 @click.option("--docs", type=click.IntRange(min=1), required=True, help="Baseline articles to write.")
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="Folder for baseline/, updatefiles/, beir/ and generation.json (new or empty).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Folder for baseline/, updatefiles/, beir/ and generation.json (new or empty).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same corpus.")
-@click.option("--per-file", type=click.IntRange(min=1), default=30_000, show_default=True,
-              help="Articles per baseline file (the real baseline: about 30,000).")
-@click.option("--update-files", type=click.IntRange(min=0), default=2, show_default=True,
-              help="Update files after the baseline (new, revised and deleted citations).")
-@click.option("--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="The real text to recombine (default: ../shared/data).")
-@click.option("--beir/--no-beir", default=True, show_default=True,
-              help="Also write beir/corpus.jsonl.gz: the corpus after the updates.")
-def pubmed(docs: int, out: Path, seed: int, per_file: int, update_files: int, data: Path | None,
-           beir: bool) -> None:
+@click.option(
+    "--per-file",
+    type=click.IntRange(min=1),
+    default=30_000,
+    show_default=True,
+    help="Articles per baseline file (the real baseline: about 30,000).",
+)
+@click.option(
+    "--update-files",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Update files after the baseline (new, revised and deleted citations).",
+)
+@click.option(
+    "--data",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="The real text to recombine (default: ../shared/data).",
+)
+@click.option(
+    "--beir/--no-beir",
+    default=True,
+    show_default=True,
+    help="Also write beir/corpus.jsonl.gz: the corpus after the updates.",
+)
+def pubmed(docs: int, out: Path, seed: int, per_file: int, update_files: int, data: Path | None, beir: bool) -> None:
     """Write a PubMed-like baseline + update files (gzipped XML) and its BEIR JSONL, deterministic from --seed."""
     from index_setup.nfcorpus import DEFAULT_NFCORPUS
 
     try:
         pool = load_pool(data or DEFAULT_NFCORPUS.parent)
-        click.echo(f"pool: {len(pool.titles):,} titles, {len(pool.sentences):,} sentences, vocabulary "
-                   f"{pool.vocabulary:,}; Heaps fit V = {pool.heaps_k:.2f} * T^{pool.heaps_beta:.3f}")
-        report = generate_pubmed(out, docs, pool, seed=seed, per_file=per_file, update_files=update_files,
-                                 beir=beir)
+        click.echo(
+            f"pool: {len(pool.titles):,} titles, {len(pool.sentences):,} sentences, vocabulary "
+            f"{pool.vocabulary:,}; Heaps fit V = {pool.heaps_k:.2f} * T^{pool.heaps_beta:.3f}"
+        )
+        report = generate_pubmed(out, docs, pool, seed=seed, per_file=per_file, update_files=update_files, beir=beir)
     except GenerationError as error:
         raise click.ClickException(str(error)) from None
-    click.echo(f"wrote {report.baseline_files} baseline and {report.update_files} update files under {out}: "
-               f"{report.docs:,} articles, {report.new_in_updates:,} new, {report.revised:,} revised and "
-               f"{report.deleted:,} deleted in updates; {report.final_docs:,} documents after the updates; "
-               f"{report.tokens:,} tokens, {report.minted_words:,} minted words")
+    click.echo(
+        f"wrote {report.baseline_files} baseline and {report.update_files} update files under {out}: "
+        f"{report.docs:,} articles, {report.new_in_updates:,} new, {report.revised:,} revised and "
+        f"{report.deleted:,} deleted in updates; {report.final_docs:,} documents after the updates; "
+        f"{report.tokens:,} tokens, {report.minted_words:,} minted words"
+    )

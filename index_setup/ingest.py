@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import multiprocessing
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from itertools import chain, islice
-from typing import Iterable, Iterator
 
 from es_rerank.machine import usable_cores
 from es_rerank.stats import Document
@@ -40,8 +40,9 @@ def _with_sources(batch: TokenizedBatch, sources: list[dict]) -> TokenizedBatch:
     return batch
 
 
-def tokenized_batches(documents: Iterable[Document], workers: int | None = None,
-                      batch_size: int = BATCH_SIZE) -> Iterator[tuple[Raw, TokenizedBatch]]:
+def tokenized_batches(
+    documents: Iterable[Document], workers: int | None = None, batch_size: int = BATCH_SIZE
+) -> Iterator[tuple[Raw, TokenizedBatch]]:
     """The corpus in order, batch by batch: the documents and their ``TokenizedBatch``, tokenized by
     ``workers`` processes (0: this one)."""
     workers = usable_cores() if workers is None else workers
@@ -65,8 +66,10 @@ def tokenized_batches(documents: Iterable[Document], workers: int | None = None,
             raw, sources, future = pending.popleft()
             yield raw, _with_sources(future.result(), sources)
     except BrokenProcessPool as error:
-        raise RuntimeError(f"a tokenizing process died ({error}); if memory ran out, build with fewer workers "
-                           "(--workers), or with --workers 0 to tokenize in one process") from None
+        raise RuntimeError(
+            f"a tokenizing process died ({error}); if memory ran out, build with fewer workers "
+            "(--workers), or with --workers 0 to tokenize in one process"
+        ) from None
     finally:
         for _, _, future in pending:
             future.cancel()

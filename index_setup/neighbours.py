@@ -27,11 +27,18 @@ def neighbours() -> None:
 
 
 @neighbours.command()
-@click.option("--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="NFCorpus in BEIR layout (default: ../shared/data/nfcorpus).")
+@click.option(
+    "--data",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="NFCorpus in BEIR layout (default: ../shared/data/nfcorpus).",
+)
 @vote_options(DEFAULTS)
-@click.option("--keep-existing", is_flag=True,
-              help="Do nothing when a votes file for the served index's corpus exists (scripts/run.sh).")
+@click.option(
+    "--keep-existing",
+    is_flag=True,
+    help="Do nothing when a votes file for the served index's corpus exists (scripts/run.sh).",
+)
 def build(data: Path | None, k: int, power: float, weight: float, confidence: float, keep_existing: bool) -> None:
     """Build the file from NFCorpus train queries and judgments (defaults chosen on dev), for the served index."""
     from es_rerank.cli_options import load_settings
@@ -53,31 +60,42 @@ def build(data: Path | None, k: int, power: float, weight: float, confidence: fl
             click.echo(f"kept {path} (built earlier for this corpus; drop --keep-existing to rebuild)")
             return
         click.echo(f"rebuilding {path}: {problem}")
-    built = JudgedNeighbours(nfcorpus.queries("train"), nfcorpus.qrels("train"),
-                             NeighbourParams(k=k, power=power, weight=weight, confidence=confidence))
+    built = JudgedNeighbours(
+        nfcorpus.queries("train"),
+        nfcorpus.qrels("train"),
+        NeighbourParams(k=k, power=power, weight=weight, confidence=confidence),
+    )
     if len(built.query_ids) < 2:  # with one query every term's IDF is 0: nothing would ever vote
-        raise click.ClickException(f"{len(built.query_ids)} train queries in {nfcorpus.root} have both a text "
-                                   "and a relevant judgment; votes need at least 2 (check qrels/train.tsv, the "
-                                   "graded train qrels and queries.jsonl)")
+        raise click.ClickException(
+            f"{len(built.query_ids)} train queries in {nfcorpus.root} have both a text "
+            "and a relevant judgment; votes need at least 2 (check qrels/train.tsv, the "
+            "graded train qrels and queries.jsonl)"
+        )
     if not any(idf > 0 for idf in built.idf.values()):  # no word in some queries but not all: no query is like another
-        raise click.ClickException(f"no word of the {len(built.query_ids)} judged train queries in {nfcorpus.root} "
-                                   "tells them apart (they are identical or have no words), so nothing would "
-                                   "ever vote; check queries.jsonl")
+        raise click.ClickException(
+            f"no word of the {len(built.query_ids)} judged train queries in {nfcorpus.root} "
+            "tells them apart (they are identical or have no words), so nothing would "
+            "ever vote; check queries.jsonl"
+        )
     stats = _served_stats(settings)
     judged = built.judged_documents()
     missing = sorted(d for d in judged if d not in stats)
     if 2 * len(missing) >= len(judged):  # votes for documents the index does not hold would never count
-        raise click.ClickException(f"{len(missing)} of the {len(judged)} documents judged relevant in "
-                                   f"{nfcorpus.qrels_path('train')} (e.g. {missing[0]}) are not in the served index "
-                                   f"{stats.version} ({stats.n_docs} documents): it holds another corpus. Build the "
-                                   f"index of these judgments first: `esrr index build --data {nfcorpus.root}`")
+        raise click.ClickException(
+            f"{len(missing)} of the {len(judged)} documents judged relevant in "
+            f"{nfcorpus.qrels_path('train')} (e.g. {missing[0]}) are not in the served index "
+            f"{stats.version} ({stats.n_docs} documents): it holds another corpus. Build the "
+            f"index of these judgments first: `esrr index build --data {nfcorpus.root}`"
+        )
     built.corpus = CorpusIdentity.of(stats)
     path.parent.mkdir(parents=True, exist_ok=True)
     built.save(path)
     judgments = sum(len(docs) for docs in built.judged.values())
-    click.echo(f"{len(built.query_ids)} train queries, {judgments} relevant judgments, k={k} power={power} "
-               f"weight={weight} confidence={confidence}, for index {stats.version} ({stats.n_docs} documents) "
-               f"-> {path}")
+    click.echo(
+        f"{len(built.query_ids)} train queries, {judgments} relevant judgments, k={k} power={power} "
+        f"weight={weight} confidence={confidence}, for index {stats.version} ({stats.n_docs} documents) "
+        f"-> {path}"
+    )
 
 
 def _served_stats(settings: CommonSettings) -> CorpusStats:

@@ -25,14 +25,13 @@ import json
 import logging
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from es_rerank.settings import DEFAULT_NFCORPUS, CommonSettings
 from es_rerank.stats import Document
-from index_setup.readers import (BEIR_CORPUS_NAMES, LoadReport, beir_corpus_file, read_corpus, read_qrels,
-                                  read_queries)
+from index_setup.readers import BEIR_CORPUS_NAMES, LoadReport, beir_corpus_file, read_corpus, read_qrels, read_queries
 
 logger = logging.getLogger(__name__)
 
@@ -74,15 +73,17 @@ def missing_parts(directory: Path) -> list[str]:
 
 def _checked(directory: Path, origin: str) -> Path:
     if directory.is_file():
-        raise NFCorpusNotFoundError(f"{directory} ({origin}) is a file; NFCorpus is a BEIR directory holding "
-                                    "corpus.jsonl[.gz], queries.jsonl and qrels/: name that directory.\n" + HOW_TO_GET)
+        raise NFCorpusNotFoundError(
+            f"{directory} ({origin}) is a file; NFCorpus is a BEIR directory holding "
+            "corpus.jsonl[.gz], queries.jsonl and qrels/: name that directory.\n" + HOW_TO_GET
+        )
     if not directory.is_dir():
         raise NFCorpusNotFoundError(f"{directory} ({origin}) does not exist.\n" + HOW_TO_GET)
     missing = missing_parts(directory)
     if missing:
         raise NFCorpusNotFoundError(
-            f"{directory} ({origin}) is not an NFCorpus BEIR directory: it lacks {', '.join(missing)}.\n"
-            + HOW_TO_GET)
+            f"{directory} ({origin}) is not an NFCorpus BEIR directory: it lacks {', '.join(missing)}.\n" + HOW_TO_GET
+        )
     return directory
 
 
@@ -110,7 +111,8 @@ def find_nfcorpus(explicit: Path | None = None, settings: CommonSettings | None 
     except ImportError:
         raise NFCorpusNotFoundError(
             f"NFCorpus was not found (looked at {DEFAULT_NFCORPUS} and {exported}; {ENV_VAR} is "
-            "not set) and the ir_datasets package is not installed.\n" + HOW_TO_GET) from None
+            "not set) and the ir_datasets package is not installed.\n" + HOW_TO_GET
+        ) from None
     try:
         return export_from_ir_datasets(exported)
     except NFCorpusNotFoundError:
@@ -118,7 +120,8 @@ def find_nfcorpus(explicit: Path | None = None, settings: CommonSettings | None 
     except Exception as error:  # ir_datasets wraps network and format failures in many types
         raise NFCorpusNotFoundError(
             f"NFCorpus was not found locally and ir_datasets could not provide it "
-            f"({type(error).__name__}: {error}).\n" + HOW_TO_GET) from error
+            f"({type(error).__name__}: {error}).\n" + HOW_TO_GET
+        ) from error
 
 
 def _write_jsonl(path: Path, records: Iterator[dict]) -> int:
@@ -144,10 +147,10 @@ def export_from_ir_datasets(target: Path) -> Path:
     try:
         logger.info("exporting %s from ir_datasets to %s", IR_DATASETS_ID, target)
         base = ir_datasets.load(IR_DATASETS_ID)
-        n_docs = _write_jsonl(work / "corpus.jsonl", (
-            {"_id": d.doc_id, "title": d.title, "text": d.text} for d in base.docs_iter()))
-        _write_jsonl(work / "queries.jsonl", (
-            {"_id": q.query_id, "text": q.text} for q in base.queries_iter()))
+        n_docs = _write_jsonl(
+            work / "corpus.jsonl", ({"_id": d.doc_id, "title": d.title, "text": d.text} for d in base.docs_iter())
+        )
+        _write_jsonl(work / "queries.jsonl", ({"_id": q.query_id, "text": q.text} for q in base.queries_iter()))
         (work / "qrels").mkdir()
         train_pairs: set[tuple[str, str]] = set()
         for split in SPLITS:
@@ -176,8 +179,11 @@ def _export_graded_train(ir_datasets, work: Path, train_pairs: set[tuple[str, st
             if qrel.relevance >= 1 and (qrel.query_id, qrel.doc_id) in train_pairs:
                 lines.append(f"{qrel.query_id} 0 {qrel.doc_id} {qrel.relevance}\n")
     except Exception as error:  # optional extra: the flattened BEIR train labels remain
-        logger.warning("graded NFCorpus train labels unavailable (%s: %s); train qrels stay at "
-                       "grade 1", type(error).__name__, error)
+        logger.warning(
+            "graded NFCorpus train labels unavailable (%s: %s); train qrels stay at grade 1",
+            type(error).__name__,
+            error,
+        )
         return
     path = work / GRADED_TRAIN_QRELS
     path.parent.mkdir(parents=True)
@@ -192,7 +198,7 @@ class NFCorpus:
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
-    def locate(cls, explicit: Path | None = None, settings: CommonSettings | None = None) -> "NFCorpus":
+    def locate(cls, explicit: Path | None = None, settings: CommonSettings | None = None) -> NFCorpus:
         """Find the data (see ``find_nfcorpus``) and wrap it."""
         return cls(find_nfcorpus(explicit, settings))
 
@@ -235,8 +241,13 @@ class NFCorpus:
         every = self.all_queries()
         missing = [q for q in judged if q not in every]
         if missing:
-            logger.warning("%d %s query ids have qrels but no text in %s (e.g. %s); left out",
-                           len(missing), split, self.root / "queries.jsonl", missing[0])
+            logger.warning(
+                "%d %s query ids have qrels but no text in %s (e.g. %s); left out",
+                len(missing),
+                split,
+                self.root / "queries.jsonl",
+                missing[0],
+            )
         return {q: every[q] for q in judged if q in every}
 
 

@@ -65,9 +65,10 @@ import logging
 import re
 import unicodedata
 import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterable, Iterator, NamedTuple
+from typing import IO, NamedTuple
 from xml.etree import ElementTree
 
 import numpy as np
@@ -145,8 +146,10 @@ class LoadReport:
         """One line: what was read and what was skipped."""
         text = f"read {self.read} records, skipped {self.skipped} malformed"
         if self.updates:
-            text += (f"; baseline + updates: {self.added} added, {self.replaced} replaced, {self.removed} "
-                     f"removed by DeleteCitation")
+            text += (
+                f"; baseline + updates: {self.added} added, {self.replaced} replaced, {self.removed} "
+                f"removed by DeleteCitation"
+            )
         elif self.deleted:
             text += f", {self.deleted} deleted citations ignored"
         if self.problems:
@@ -187,36 +190,56 @@ def _numbered_lines(path: Path, report: LoadReport, strict: bool) -> Iterator[tu
                     # utf-8-sig on the first line: editors on Windows start files with a byte-order mark.
                     line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 except UnicodeDecodeError as error:
-                    _problem(report, strict, path, f"line {number}",
-                             f"not UTF-8 text ({error.reason} at byte {error.start}); "
-                             "re-encode the file as UTF-8")
+                    _problem(
+                        report,
+                        strict,
+                        path,
+                        f"line {number}",
+                        f"not UTF-8 text ({error.reason} at byte {error.start}); re-encode the file as UTF-8",
+                    )
                     continue
                 if line.strip():
                     yield number, line
     except _GZIP_ERRORS as error:
-        raise DamagedFileError(path, f"after line {number}",
-                               f"the gzip stream is truncated or corrupt ({error}); download or compress the "
-                               "file again") from None
+        raise DamagedFileError(
+            path,
+            f"after line {number}",
+            f"the gzip stream is truncated or corrupt ({error}); download or compress the file again",
+        ) from None
 
 
 def _json_object(path: Path, number: int, line: str, report: LoadReport, strict: bool) -> dict | None:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as error:
-        _problem(report, strict, path, f"line {number}", f"not valid JSON ({error.msg} at column "
-                 f"{error.colno}); each line must hold one JSON object")
+        _problem(
+            report,
+            strict,
+            path,
+            f"line {number}",
+            f"not valid JSON ({error.msg} at column {error.colno}); each line must hold one JSON object",
+        )
         return None
     except RecursionError:
-        _problem(report, strict, path, f"line {number}", "JSON nested deeper than the parser allows; a record "
-                 "holds a flat object: \"_id\", \"title\", \"text\"")
+        _problem(
+            report,
+            strict,
+            path,
+            f"line {number}",
+            'JSON nested deeper than the parser allows; a record holds a flat object: "_id", "title", "text"',
+        )
         return None
     except ValueError as error:  # an integer of more than 4,300 digits (sys.int_info.default_max_str_digits)
-        _problem(report, strict, path, f"line {number}", f"a number the parser refuses ({error}); "
-                 "write ids and numbers as short strings")
+        _problem(
+            report,
+            strict,
+            path,
+            f"line {number}",
+            f"a number the parser refuses ({error}); write ids and numbers as short strings",
+        )
         return None
     if not isinstance(record, dict):
-        _problem(report, strict, path, f"line {number}",
-                 f"expected a JSON object, found {type(record).__name__}")
+        _problem(report, strict, path, f"line {number}", f"expected a JSON object, found {type(record).__name__}")
         return None
     return record
 
@@ -224,12 +247,11 @@ def _json_object(path: Path, number: int, line: str, report: LoadReport, strict:
 def _record_id(path: Path, number: int, record: dict, report: LoadReport, strict: bool) -> str | None:
     value = record.get("_id")
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
-        found = "no \"_id\"" if value is None else f"\"_id\" = {value!r}"
-        _problem(report, strict, path, f"line {number}",
-                 f"{found}; every record needs a non-empty string \"_id\"")
+        found = 'no "_id"' if value is None else f'"_id" = {value!r}'
+        _problem(report, strict, path, f"line {number}", f'{found}; every record needs a non-empty string "_id"')
         return None
     if problem := _id_problem(str(value)):
-        _problem(report, strict, path, f"line {number}", f"\"_id\": {problem}")
+        _problem(report, strict, path, f"line {number}", f'"_id": {problem}')
         return None
     return str(value)
 
@@ -258,15 +280,19 @@ def _id_problem(value: str) -> str | None:
     return None
 
 
-def _string_field(path: Path, number: int, record: dict, name: str,
-                  report: LoadReport, strict: bool) -> str | None:
+def _string_field(path: Path, number: int, record: dict, name: str, report: LoadReport, strict: bool) -> str | None:
     """A text field; absent or null reads as empty, any other non-string is a problem."""
     value = record.get(name)
     if value is None:
         return ""
     if not isinstance(value, str):
-        _problem(report, strict, path, f"line {number}",
-                 f"\"{name}\" is a {type(value).__name__} ({str(value)[:40]!r}), expected a string")
+        _problem(
+            report,
+            strict,
+            path,
+            f"line {number}",
+            f'"{name}" is a {type(value).__name__} ({str(value)[:40]!r}), expected a string',
+        )
         return None
     # JSON can spell half a UTF-16 pair (\ud800) that no file can store; the index refuses it,
     # so it becomes U+FFFD, as a decoder replaces bytes that are not text. Encoding finds one in C,
@@ -290,8 +316,7 @@ def _finish(report: LoadReport, own_report: bool, what: str) -> None:
 
 def read_beir_corpus(path: Path, strict: bool = False, report: LoadReport | None = None) -> Iterator[Document]:
     """Stream documents from a BEIR ``corpus.jsonl[.gz]`` (``text`` is the abstract)."""
-    path = _require_file(path, "a BEIR corpus file corpus.jsonl[.gz] with one "
-                               '{"_id", "title", "text"} object per line')
+    path = _require_file(path, 'a BEIR corpus file corpus.jsonl[.gz] with one {"_id", "title", "text"} object per line')
     return _beir_corpus(path, strict, report)
 
 
@@ -299,13 +324,18 @@ def _first_time(seen: KeySet, doc_id: str, report: LoadReport, strict: bool, pat
     """Whether ``doc_id`` is new to the load; a repeat is reported as a problem at ``path``, ``location``."""
     if seen.add(string_key(doc_id)):
         return True
-    _problem(report, strict, path, location, f"document id {doc_id!r} was read before in this load; ids must be "
-             "unique, so the first one is kept: remove or rename this one")
+    _problem(
+        report,
+        strict,
+        path,
+        location,
+        f"document id {doc_id!r} was read before in this load; ids must be "
+        "unique, so the first one is kept: remove or rename this one",
+    )
     return False
 
 
-def _beir_corpus(path: Path, strict: bool, report: LoadReport | None,
-                 seen: KeySet | None = None) -> Iterator[Document]:
+def _beir_corpus(path: Path, strict: bool, report: LoadReport | None, seen: KeySet | None = None) -> Iterator[Document]:
     report, own_report = _report_to_fill(report)
     seen = KeySet() if seen is None else seen
     for number, line in _numbered_lines(path, report, strict):
@@ -332,8 +362,9 @@ def read_queries(path: Path, strict: bool = False, report: LoadReport | None = N
 
     A repeated query id is a problem; the first text is kept.
     """
-    path = _require_file(path, "a BEIR queries.jsonl with one {\"_id\", \"text\"} object per "
-                               "line, or a TSV file of ID<TAB>TEXT lines")
+    path = _require_file(
+        path, 'a BEIR queries.jsonl with one {"_id", "text"} object per line, or a TSV file of ID<TAB>TEXT lines'
+    )
     report, own_report = _report_to_fill(report)
     is_jsonl = path.name.lower().endswith(_JSON_LINES_SUFFIXES)
     queries: dict[str, str] = {}
@@ -347,8 +378,13 @@ def read_queries(path: Path, strict: bool = False, report: LoadReport | None = N
         else:
             query_id, tab, text = line.rstrip("\r\n").partition("\t")
             if not tab or not query_id.strip():
-                _problem(report, strict, path, f"line {number}",
-                         "expected ID<TAB>TEXT (a tab-separated query id and query text)")
+                _problem(
+                    report,
+                    strict,
+                    path,
+                    f"line {number}",
+                    "expected ID<TAB>TEXT (a tab-separated query id and query text)",
+                )
                 continue
             query_id, text = query_id.strip(), text.strip()
             if problem := _id_problem(query_id):
@@ -357,8 +393,13 @@ def read_queries(path: Path, strict: bool = False, report: LoadReport | None = N
         if query_id is None or text is None:
             continue
         if query_id in queries:
-            _problem(report, strict, path, f"line {number}",
-                     f"query id {query_id!r} appears again; each query id must be unique")
+            _problem(
+                report,
+                strict,
+                path,
+                f"line {number}",
+                f"query id {query_id!r} appears again; each query id must be unique",
+            )
             continue
         queries[query_id] = text
         report.read += 1
@@ -387,8 +428,9 @@ def read_qrels(path: Path, strict: bool = False, report: LoadReport | None = Non
     separated by tabs or spaces. A pair judged twice with different grades is a
     problem; the first grade is kept.
     """
-    path = _require_file(path, "a qrels file: BEIR TSV lines 'query-id<TAB>corpus-id<TAB>score' "
-                               "or TREC lines 'QID 0 DOCID GRADE'")
+    path = _require_file(
+        path, "a qrels file: BEIR TSV lines 'query-id<TAB>corpus-id<TAB>score' or TREC lines 'QID 0 DOCID GRADE'"
+    )
     report, own_report = _report_to_fill(report)
     qrels: dict[str, dict[str, int]] = {}
     first = True
@@ -403,26 +445,39 @@ def read_qrels(path: Path, strict: bool = False, report: LoadReport | None = Non
         elif len(parts) == 3:
             qid, doc_id, grade_text = parts
         else:
-            _problem(report, strict, path, f"line {number}",
-                     f"{len(parts)} columns; expected 3 (query-id corpus-id score) "
-                     "or 4 (QID ITERATION DOCID GRADE)")
+            _problem(
+                report,
+                strict,
+                path,
+                f"line {number}",
+                f"{len(parts)} columns; expected 3 (query-id corpus-id score) or 4 (QID ITERATION DOCID GRADE)",
+            )
             continue
         grade = _integer(grade_text)
         if grade is None:
-            _problem(report, strict, path, f"line {number}",
-                     f"grade {grade_text!r} is not an integer")
+            _problem(report, strict, path, f"line {number}", f"grade {grade_text!r} is not an integer")
             continue
         if abs(grade) > MAX_GRADE:
-            _problem(report, strict, path, f"line {number}",
-                     f"grade {grade_text[:20]!r} is outside -{MAX_GRADE}..{MAX_GRADE}; relevance grades are small "
-                     "integers (NFCorpus: 0-2)")
+            _problem(
+                report,
+                strict,
+                path,
+                f"line {number}",
+                f"grade {grade_text[:20]!r} is outside -{MAX_GRADE}..{MAX_GRADE}; relevance grades are small "
+                "integers (NFCorpus: 0-2)",
+            )
             continue
         judged = qrels.setdefault(qid, {})
         if doc_id in judged:
             if judged[doc_id] != grade:
-                _problem(report, strict, path, f"line {number}",
-                         f"({qid}, {doc_id}) judged again with grade {grade} after {judged[doc_id]}; "
-                         "keep one judgment per pair")
+                _problem(
+                    report,
+                    strict,
+                    path,
+                    f"line {number}",
+                    f"({qid}, {doc_id}) judged again with grade {grade} after {judged[doc_id]}; "
+                    "keep one judgment per pair",
+                )
             continue  # the same judgment repeated: read once
         judged[doc_id] = grade
         report.read += 1
@@ -431,6 +486,7 @@ def read_qrels(path: Path, strict: bool = False, report: LoadReport | None = Non
 
 
 # --- PubMed XML ------------------------------------------------------------------
+
 
 def _text_of(element: ElementTree.Element | None) -> str:
     """All text inside an element (inner markup kept as text), whitespace collapsed."""
@@ -488,10 +544,14 @@ def _article_metadata(record: ElementTree.Element, article: ElementTree.Element)
         "journal": _text_of(article.find("Journal/Title")) or _text_of(article.find("Journal/ISOAbbreviation")),
         "year": _year_of(article.find("Journal/JournalIssue/PubDate")),
         "authors": tuple(name for name in authors if name),
-        "mesh": tuple(name for heading in record.iterfind("MedlineCitation/MeshHeadingList/MeshHeading")
-                      if (name := _text_of(heading.find("DescriptorName")))),
-        "publication_types": tuple(name for element in article.iterfind("PublicationTypeList/PublicationType")
-                                   if (name := _text_of(element))),
+        "mesh": tuple(
+            name
+            for heading in record.iterfind("MedlineCitation/MeshHeadingList/MeshHeading")
+            if (name := _text_of(heading.find("DescriptorName")))
+        ),
+        "publication_types": tuple(
+            name for element in article.iterfind("PublicationTypeList/PublicationType") if (name := _text_of(element))
+        ),
         "doi": _doi_of(record, article),
     }
 
@@ -560,8 +620,13 @@ def scan_updates(files: list[Path]) -> UpdatePlan:
     # The last action wins: unique over the reversed sequence keeps each key's last occurrence.
     unique, last_from_end = np.unique(all_keys[::-1], return_index=True)
     last = len(all_keys) - 1 - last_from_end
-    return UpdatePlan(unique, np.concatenate(file_index)[last], np.concatenate(records)[last],
-                      np.concatenate(deletes)[last], np.zeros(len(unique), dtype=bool))
+    return UpdatePlan(
+        unique,
+        np.concatenate(file_index)[last],
+        np.concatenate(records)[last],
+        np.concatenate(deletes)[last],
+        np.zeros(len(unique), dtype=bool),
+    )
 
 
 def _pubmed_records(path: Path, strict: bool, report: LoadReport) -> Iterator[tuple[int, ElementTree.Element]]:
@@ -578,9 +643,14 @@ def _pubmed_records(path: Path, strict: bool, report: LoadReport) -> Iterator[tu
                 if root is None:
                     root = element
                     if root.tag != PUBMED_ROOT:
-                        _problem(report, strict, path, "line 1",
-                                 f"root element is <{root.tag}>, expected <{PUBMED_ROOT}>; "
-                                 "this is not a PubMed/MEDLINE XML file, so it was not read")
+                        _problem(
+                            report,
+                            strict,
+                            path,
+                            "line 1",
+                            f"root element is <{root.tag}>, expected <{PUBMED_ROOT}>; "
+                            "this is not a PubMed/MEDLINE XML file, so it was not read",
+                        )
                         return
                     continue
                 if event != "end" or element.tag not in _PUBMED_RECORDS:
@@ -591,13 +661,17 @@ def _pubmed_records(path: Path, strict: bool, report: LoadReport) -> Iterator[tu
     except ElementTree.ParseError as error:
         line, column = error.position
         reason = str(error).rsplit(": line", 1)[0]  # the position is in the location already
-        raise DamagedFileError(path, f"line {line}, column {column}",
-                               f"XML syntax error after record {record_number} ({reason}); download the file "
-                               "again") from None
+        raise DamagedFileError(
+            path,
+            f"line {line}, column {column}",
+            f"XML syntax error after record {record_number} ({reason}); download the file again",
+        ) from None
     except _GZIP_ERRORS as error:
-        raise DamagedFileError(path, f"after record {record_number}",
-                               f"the gzip stream is truncated or corrupt ({error}); download the file "
-                               "again") from None
+        raise DamagedFileError(
+            path,
+            f"after record {record_number}",
+            f"the gzip stream is truncated or corrupt ({error}); download the file again",
+        ) from None
     finally:
         if root is not None:
             root.clear()
@@ -615,8 +689,14 @@ def _pubmed_pmids(path: Path) -> Iterator[tuple[int, list[str], bool]]:
                 yield record_number, [document.doc_id], False
 
 
-def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None, seen: KeySet | None = None,
-                updates: UpdatePlan | None = None, update_file: int | None = None) -> Iterator[Document]:
+def _pubmed_xml(
+    path: Path,
+    strict: bool,
+    report: LoadReport | None,
+    seen: KeySet | None = None,
+    updates: UpdatePlan | None = None,
+    update_file: int | None = None,
+) -> Iterator[Document]:
     """The documents of one PubMed file; with ``updates``, the baseline (``update_file`` None) or update file
     ``update_file`` of a baseline + updates load."""
     report, own_report = _report_to_fill(report)
@@ -630,8 +710,13 @@ def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None, seen: KeySe
             if updates is not None and update_file is not None:
                 for pmid in pmids:
                     row = updates.find(pmid)
-                    if (row is not None and updates.delete[row] and updates.file[row] == update_file
-                            and updates.record[row] == record_number and updates.earlier[row]):
+                    if (
+                        row is not None
+                        and updates.delete[row]
+                        and updates.file[row] == update_file
+                        and updates.record[row] == record_number
+                        and updates.earlier[row]
+                    ):
                         report.removed += 1
             continue
         document, missing = _pubmed_document(element)
@@ -643,8 +728,12 @@ def _pubmed_xml(path: Path, strict: bool, report: LoadReport | None, seen: KeySe
             continue
         row = updates.find(document.doc_id) if updates is not None else None
         if row is not None:
-            final = (not updates.delete[row] and update_file is not None and updates.file[row] == update_file
-                     and updates.record[row] == record_number)
+            final = (
+                not updates.delete[row]
+                and update_file is not None
+                and updates.file[row] == update_file
+                and updates.record[row] == record_number
+            )
             if not final:  # a later update revises or deletes it
                 updates.earlier[row] = True
                 continue
@@ -671,8 +760,9 @@ def pubmed_files(directory: Path) -> list[Path]:
     return sorted(gz + plain, key=lambda p: p.name)
 
 
-def _chain(readers: Iterable[Iterator[Document]], report: LoadReport, own_report: bool,
-           what: str) -> Iterator[Document]:
+def _chain(
+    readers: Iterable[Iterator[Document]], report: LoadReport, own_report: bool, what: str
+) -> Iterator[Document]:
     for reader in readers:
         yield from reader
     _finish(report, own_report, what)
@@ -683,15 +773,18 @@ def _baseline_and_updates(directory: Path, strict: bool, report: LoadReport | No
     baseline = pubmed_files(directory / BASELINE_DIR) if (directory / BASELINE_DIR).is_dir() else []
     updates = pubmed_files(directory / UPDATES_DIR) if (directory / UPDATES_DIR).is_dir() else []
     if not baseline and not updates:
-        raise CorpusNotFoundError(f"{directory}: neither {BASELINE_DIR}/ nor {UPDATES_DIR}/ holds pubmed*.xml[.gz] "
-                                  "files; put the baseline files in the first and the update files in the second")
+        raise CorpusNotFoundError(
+            f"{directory}: neither {BASELINE_DIR}/ nor {UPDATES_DIR}/ holds pubmed*.xml[.gz] "
+            "files; put the baseline files in the first and the update files in the second"
+        )
     report, own_report = _report_to_fill(report)
     report.updates = True
     return _chain(_update_readers(baseline, updates, strict, report), report, own_report, str(directory))
 
 
-def _update_readers(baseline: list[Path], updates: list[Path], strict: bool,
-                    report: LoadReport) -> Iterator[Iterator[Document]]:
+def _update_readers(
+    baseline: list[Path], updates: list[Path], strict: bool, report: LoadReport
+) -> Iterator[Iterator[Document]]:
     plan = scan_updates(updates)  # when the load starts, not when read_corpus is called
     seen = KeySet()
     for path in baseline:
@@ -704,8 +797,10 @@ def beir_corpus_file(directory: Path) -> Path | None:
     """The one ``corpus.jsonl[.gz]`` in a BEIR ``directory``, None if it has none; two are an error."""
     found = [directory / name for name in BEIR_CORPUS_NAMES if (directory / name).is_file()]
     if len(found) > 1:  # a stale copy beside a fresh one: loading either could be the wrong corpus
-        raise CorpusNotFoundError(f"{directory} holds both {' and '.join(f.name for f in found)}; pass the one to "
-                                  f"load with --data {found[0]} (or {found[1].name}), or remove the other")
+        raise CorpusNotFoundError(
+            f"{directory} holds both {' and '.join(f.name for f in found)}; pass the one to "
+            f"load with --data {found[0]} (or {found[1].name}), or remove the other"
+        )
     return found[0] if found else None
 
 
@@ -719,9 +814,11 @@ def read_corpus(path: Path, strict: bool = False, report: LoadReport | None = No
     is checked now; the documents come as the iterator is consumed.
     """
     path = Path(path)
-    expected = ("a BEIR directory (corpus.jsonl[.gz] inside), a corpus .jsonl[.gz] file, a PubMed "
-                ".xml[.gz] file, a directory of PubMed baseline files pubmed*.xml[.gz], or one with baseline/ "
-                "and updatefiles/ folders of them")
+    expected = (
+        "a BEIR directory (corpus.jsonl[.gz] inside), a corpus .jsonl[.gz] file, a PubMed "
+        ".xml[.gz] file, a directory of PubMed baseline files pubmed*.xml[.gz], or one with baseline/ "
+        "and updatefiles/ folders of them"
+    )
     if not path.exists():
         raise CorpusNotFoundError(f"{path} does not exist; expected {expected}")
     if path.is_dir():
@@ -732,8 +829,9 @@ def read_corpus(path: Path, strict: bool = False, report: LoadReport | None = No
             return _baseline_and_updates(path, strict, report)
         files = pubmed_files(path)
         if not files:
-            raise CorpusNotFoundError(f"{path} holds neither corpus.jsonl[.gz] nor pubmed*.xml[.gz] "
-                                      f"files; expected {expected}")
+            raise CorpusNotFoundError(
+                f"{path} holds neither corpus.jsonl[.gz] nor pubmed*.xml[.gz] files; expected {expected}"
+            )
         report, own_report = _report_to_fill(report)
         seen = KeySet()
         # Each file's reader shares the report; the summary is logged once, at the end.

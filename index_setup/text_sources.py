@@ -41,9 +41,9 @@ import hashlib
 import json
 import re
 import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
 
 from es_rerank.text import embedding_tokens, tokenize
 from index_setup.readers import CorpusFormatError, read_beir_corpus
@@ -229,8 +229,10 @@ def _read_file(source: Source, path: Path) -> Iterator[TextDoc]:
         raise
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error, KeyError, TypeError, ValueError) as error:
         problem = f"missing field {error}" if isinstance(error, KeyError) else f"{type(error).__name__}: {error}"
-        raise TextSourceError(f"{path}: cannot read it as {source.name} data ({problem}); fix or replace "
-                              "the file (word2vec reads it strictly)") from error
+        raise TextSourceError(
+            f"{path}: cannot read it as {source.name} data ({problem}); fix or replace "
+            "the file (word2vec reads it strictly)"
+        ) from error
 
 
 def split_sentences(text: str) -> list[str]:

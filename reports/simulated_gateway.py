@@ -29,8 +29,9 @@ def esrr(env: dict[str, str], *args: str, log: Path) -> str:
 
 def start_gateway(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
     """`esrr serve` on ``port``, once it answers."""
-    process = subprocess.Popen([*ESRR, "serve", "--port", str(port)], env=env, stdout=log.open("w"),
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [*ESRR, "serve", "--port", str(port)], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:

@@ -12,10 +12,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from click.testing import CliRunner, Result
@@ -29,9 +29,9 @@ from es_rerank.stats import CorpusStats, Document, build_stats
 REPO = Path(__file__).resolve().parents[1]
 
 
-
-def ranked(pipeline: SearchPipeline, text: str, k: int, clock: StageClock = no_clock,
-           window: int | None = None) -> Ranking:
+def ranked(
+    pipeline: SearchPipeline, text: str, k: int, clock: StageClock = no_clock, window: int | None = None
+) -> Ranking:
     """The ranking of the request a client sends for ``text`` and ``k`` hits (``window``: ext.esrr.window_size),
     answered as ``_search`` answers it."""
     return answer(pipeline, text_request(text, k, window), clock=clock).ranking
@@ -60,10 +60,12 @@ def tiny_stats(tiny_docs: list[Document]) -> CorpusStats:
 @pytest.fixture(scope="session")
 def free_port() -> Callable[[], int]:
     """A function returning a loopback TCP port that is free right now (for servers the tests start)."""
+
     def pick() -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
             return sock.getsockname()[1]
+
     return pick
 
 
@@ -81,8 +83,11 @@ class QuietElasticsearchHandler(BaseHTTPRequestHandler):
     def reply(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
         """Send ``status`` and ``payload`` (none to a HEAD) with the ``X-Elastic-Product`` header the client insists on."""
         self.send_response(status)
-        for name, value in {"Content-Type": "application/json", "X-Elastic-Product": "Elasticsearch",
-                            **(headers or {})}.items():
+        for name, value in {
+            "Content-Type": "application/json",
+            "X-Elastic-Product": "Elasticsearch",
+            **(headers or {}),
+        }.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -94,7 +99,7 @@ class QuietElasticsearchHandler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def official_client(app, port: int) -> Iterator["Elasticsearch"]:
+def official_client(app, port: int) -> Iterator[Elasticsearch]:
     """The official Elasticsearch client of a Flask ``app`` served over HTTP on loopback ``port``."""
     from elasticsearch import Elasticsearch
     from werkzeug.serving import make_server
@@ -168,8 +173,9 @@ def esrr(home: Path):
 
 
 @contextmanager
-def esrr_serve(env: dict[str, str], port: int, *args: str, log_path: Path | None = None,
-               ready_path: str = "/") -> Iterator[tuple[str, subprocess.Popen]]:
+def esrr_serve(
+    env: dict[str, str], port: int, *args: str, log_path: Path | None = None, ready_path: str = "/"
+) -> Iterator[tuple[str, subprocess.Popen]]:
     """``esrr serve --port PORT ARGS`` with exactly ``env``, until ``ready_path`` answers (any status); yields
     its URL and process, and stops it after. Its output goes to ``log_path`` (a temporary file if None),
     never to a pipe nobody reads, and is shown if it exits before it answers."""
@@ -177,15 +183,18 @@ def esrr_serve(env: dict[str, str], port: int, *args: str, log_path: Path | None
         log_path = log_path or Path(scratch) / "gateway.log"
         url = f"http://127.0.0.1:{port}"
         with open(log_path, "wb") as log:
-            process = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
-                                        "--port", str(port), *args], cwd=REPO, env=env, stdout=log,
-                                       stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [sys.executable, "-c", "from es_rerank.cli import main; main()", "serve", "--port", str(port), *args],
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         try:
             deadline = time.monotonic() + 60
             while True:
                 if process.poll() is not None:
-                    pytest.fail(f"esrr serve exited with {process.returncode}:\n"
-                                f"{log_path.read_text(errors='replace')}")
+                    pytest.fail(f"esrr serve exited with {process.returncode}:\n{log_path.read_text(errors='replace')}")
                 try:
                     urllib.request.urlopen(f"{url}{ready_path}", timeout=30).close()
                     break

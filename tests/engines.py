@@ -86,34 +86,50 @@ def start_engine(engine: str, work_dir: Path, *launcher_args: str) -> Engine:
     """Start ``engine`` (elasticsearch or opensearch) on a free loopback port; ``EngineUnavailable`` without Java
     or Maven, ``EngineFailed`` when it does not answer within ``START_TIMEOUT_S``."""
     if missing := missing_tools():
-        raise EngineUnavailable(f"{', '.join(missing)} not on PATH: apt-get install -y openjdk-17-jdk-headless "
-                                "maven (scripts/test.sh does so when it runs as root)")
+        raise EngineUnavailable(
+            f"{', '.join(missing)} not on PATH: apt-get install -y openjdk-17-jdk-headless "
+            "maven (scripts/test.sh does so when it runs as root)"
+        )
     prepare_log = work_dir / f"{engine}-prepare.log"
     with prepare_log.open("wb") as log:
         try:
-            prepared = subprocess.run(["bash", str(ENGINE_SCRIPT), "prepare", engine], stdout=log,
-                                      stderr=subprocess.STDOUT, timeout=PREPARE_TIMEOUT_S)
+            prepared = subprocess.run(
+                ["bash", str(ENGINE_SCRIPT), "prepare", engine],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=PREPARE_TIMEOUT_S,
+            )
         except subprocess.TimeoutExpired:
-            raise EngineFailed(f"resolving {engine}'s jars took over {PREPARE_TIMEOUT_S:.0f} s:\n"
-                               f"{_tail(prepare_log)}") from None
+            raise EngineFailed(
+                f"resolving {engine}'s jars took over {PREPARE_TIMEOUT_S:.0f} s:\n{_tail(prepare_log)}"
+            ) from None
     if prepared.returncode != 0:
-        raise EngineFailed(f"`scripts/engine.sh prepare {engine}` exited {prepared.returncode}:\n"
-                           f"{_tail(prepare_log)}")
+        raise EngineFailed(f"`scripts/engine.sh prepare {engine}` exited {prepared.returncode}:\n{_tail(prepare_log)}")
     log_path = work_dir / f"{engine}.log"
     started = time.monotonic()
     with log_path.open("wb") as log:
-        process = subprocess.Popen(["bash", str(ENGINE_SCRIPT), engine, "--stop-on-stdin-eof", *launcher_args],
-                                   stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            ["bash", str(ENGINE_SCRIPT), engine, "--stop-on-stdin-eof", *launcher_args],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     while time.monotonic() - started < START_TIMEOUT_S and process.poll() is None:
         if ready := _READY.search(_tail(log_path, 1 << 20)):
-            return Engine(ready.group(1), ready.group(2), ready.group(3), Path(ready.group(4)),
-                          time.monotonic() - started, process, log_path)
+            return Engine(
+                ready.group(1),
+                ready.group(2),
+                ready.group(3),
+                Path(ready.group(4)),
+                time.monotonic() - started,
+                process,
+                log_path,
+            )
         time.sleep(0.1)
     _stop(process)
     state = f"exited with {process.returncode}" if process.returncode is not None else "did not answer"
-    raise EngineFailed(f"{engine} {state} within {START_TIMEOUT_S:.0f} s of its start; its output:\n"
-                       f"{_tail(log_path)}")
+    raise EngineFailed(f"{engine} {state} within {START_TIMEOUT_S:.0f} s of its start; its output:\n{_tail(log_path)}")
 
 
 def in_ci() -> bool:

@@ -6,10 +6,10 @@ layer, or two modules import each other fails here, naming the import chain.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from importlinter.cli import lint_imports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,8 +26,19 @@ def test_the_layers_hold(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
 
 def test_the_contracts_cover_every_room() -> None:
     declared = tomllib.loads(CONFIG.read_text(encoding="utf-8"))["tool"]["importlinter"]
-    checked = {module for contract in declared["contracts"]
-               for module in contract.get("source_modules", []) + contract.get("ancestors", [])}
-    rooms = {"es_rerank.gateway", "es_rerank.ranking", "es_rerank.backends", "es_rerank.learning", "worker", "index_setup", "benchmarks"}
+    checked = {
+        module
+        for contract in declared["contracts"]
+        for module in contract.get("source_modules", []) + contract.get("ancestors", [])
+    }
+    rooms = {
+        "es_rerank.gateway",
+        "es_rerank.ranking",
+        "es_rerank.backends",
+        "es_rerank.learning",
+        "worker",
+        "index_setup",
+        "benchmarks",
+    }
     assert rooms <= checked
     assert set(declared["root_packages"]) == {"es_rerank", "worker", "index_setup", "benchmarks"}

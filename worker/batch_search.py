@@ -23,29 +23,43 @@ RUN_TAG = "esrr"
 
 @click.command(name="batch-search")
 @click.argument("queries_file", metavar="QUERIES", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="The TREC run file to write (qid Q0 docid rank score tag).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The TREC run file to write (qid Q0 docid rank score tag).",
+)
 @click.option("-k", "k", default=1000, show_default=True, type=click.IntRange(1, MAX_K), help="Hits per query.")
 @stage_options
 @click.option("--tag", default=RUN_TAG, show_default=True, help="The run's tag (last column).")
-def batch_search(queries_file: Path, out: Path, k: int, window: int, rerank: bool | None, use_feedback: bool | None,
-                 use_neighbours: bool | None, via_worker: bool, tag: str) -> None:
+def batch_search(
+    queries_file: Path,
+    out: Path,
+    k: int,
+    window: int,
+    rerank: bool | None,
+    use_feedback: bool | None,
+    use_neighbours: bool | None,
+    via_worker: bool,
+    tag: str,
+) -> None:
     """Rank every query of QUERIES (BEIR queries.jsonl or ID<TAB>TEXT lines) and write a TREC run."""
     from es_rerank.backends import BackendError
     from es_rerank.backends.base import QueryRefused
     from es_rerank.cli_options import load_settings, writable_file
-    from es_rerank.ranking.answer import answer
-    from es_rerank.ranking.request import text_request
     from es_rerank.payload import PayloadError, WorkerSetupError
+    from es_rerank.ranking.answer import answer
     from es_rerank.ranking.assemble import served_pipeline
+    from es_rerank.ranking.request import text_request
     from es_rerank.text import tokenize
     from index_setup.readers import CorpusFormatError, LoadReport, read_queries
     from worker.local import LocalReranker
     from worker.settings import WorkerSettings
 
     if not tag or any(c.isspace() for c in tag):
-        raise click.BadParameter(f"{tag!r}: a run tag is one word (a space would break the run's six columns)",
-                                 param_hint="--tag")
+        raise click.BadParameter(
+            f"{tag!r}: a run tag is one word (a space would break the run's six columns)", param_hint="--tag"
+        )
     writable_file(out, "pass a file path you can write to as --out")
     report = LoadReport()
     try:
@@ -53,14 +67,24 @@ def batch_search(queries_file: Path, out: Path, k: int, window: int, rerank: boo
     except (CorpusFormatError, FileNotFoundError) as error:
         raise click.ClickException(str(error)) from None
     if not queries:
-        raise click.ClickException(f"{queries_file} holds no query ({report.summary()}); write one ID<TAB>TEXT "
-                                   "line (or BEIR JSON object) per query")
+        raise click.ClickException(
+            f"{queries_file} holds no query ({report.summary()}); write one ID<TAB>TEXT "
+            "line (or BEIR JSON object) per query"
+        )
     if report.skipped:
         click.echo(f"warning: {queries_file}: {report.summary()}; those lines are left out of the run", err=True)
     wordless = {q for q, text in queries.items() if not tokenize(text)}
     settings = load_settings(WorkerSettings)
-    pipeline = served_pipeline(settings, window, rerank, use_feedback, use_neighbours, keep_vectors=True,
-                               via_worker=via_worker, local_reranker=lambda: LocalReranker(settings))
+    pipeline = served_pipeline(
+        settings,
+        window,
+        rerank,
+        use_feedback,
+        use_neighbours,
+        keep_vectors=True,
+        via_worker=via_worker,
+        local_reranker=lambda: LocalReranker(settings),
+    )
     rankers: dict[str, int] = {}
     fallbacks = 0
     started = time.perf_counter()
@@ -84,8 +108,10 @@ def batch_search(queries_file: Path, out: Path, k: int, window: int, rerank: boo
             pipeline.reranker.close()
     seconds = time.perf_counter() - started
     ranked = len(queries) - len(wordless)
-    click.echo(f"{ranked} queries in {seconds:.1f} s ({ranked / max(seconds, 1e-9):.1f} queries/s, model load "
-               f"included) -> {out}")
+    click.echo(
+        f"{ranked} queries in {seconds:.1f} s ({ranked / max(seconds, 1e-9):.1f} queries/s, model load "
+        f"included) -> {out}"
+    )
     for ranker, count in sorted(rankers.items(), key=lambda pair: -pair[1]):
         click.echo(f"  {count} ranked by {ranker}")
     if wordless:

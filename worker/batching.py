@@ -26,10 +26,11 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Sequence, TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -59,9 +60,16 @@ class MicroBatcher(Generic[T, R]):
     item heavier than ``max_items`` on its own still runs, alone.
     """
 
-    def __init__(self, run_batch: Callable[[list[T]], Sequence[R]], *, max_wait_s: float = 0.002,
-                 max_requests: int = 8, max_items: int | None = None,
-                 size: Callable[[T], int] = lambda item: 1, name: str = "esrr-batcher") -> None:
+    def __init__(
+        self,
+        run_batch: Callable[[list[T]], Sequence[R]],
+        *,
+        max_wait_s: float = 0.002,
+        max_requests: int = 8,
+        max_items: int | None = None,
+        size: Callable[[T], int] = lambda item: 1,
+        name: str = "esrr-batcher",
+    ) -> None:
         if max_wait_s < 0 or max_requests < 1 or (max_items is not None and max_items < 1):
             raise ValueError("max_wait_s must be >= 0, max_requests and max_items >= 1")
         self.run_batch = run_batch
@@ -78,7 +86,7 @@ class MicroBatcher(Generic[T, R]):
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, item: T) -> "Future[R]":
+    def submit(self, item: T) -> Future[R]:
         """Queue ``item``; the future gets its result or the exception its scoring raised.
 
         Once done, ``future.batch_size`` tells how many requests shared its ``run_batch`` call.
@@ -108,8 +116,7 @@ class MicroBatcher(Generic[T, R]):
             pending, self._carry = self._carry, None
             return pending
         try:
-            return self._queue.get(timeout=timeout) if timeout is None or timeout > 0 \
-                else self._queue.get_nowait()
+            return self._queue.get(timeout=timeout) if timeout is None or timeout > 0 else self._queue.get_nowait()
         except queue.Empty:
             return None
 
@@ -151,7 +158,7 @@ class MicroBatcher(Generic[T, R]):
         self.requests += len(batch)
         try:
             results = self._call([p.item for p in batch])
-        except Exception as error:  # noqa: BLE001 - routed to the callers below
+        except Exception as error:
             if len(batch) == 1:
                 batch[0].future.set_exception(error)
                 return
@@ -160,7 +167,7 @@ class MicroBatcher(Generic[T, R]):
                 pending.future.batch_size = 1
                 try:
                     pending.future.set_result(self._call([pending.item])[0])
-                except Exception as single_error:  # noqa: BLE001 - this caller's own error
+                except Exception as single_error:
                     pending.future.set_exception(single_error)
             return
         for pending, result in zip(batch, results):
@@ -174,7 +181,7 @@ class MicroBatcher(Generic[T, R]):
         return results
 
 
-def result_or_cancel(future: "Future[R]", timeout: float | None) -> R:
+def result_or_cancel(future: Future[R], timeout: float | None) -> R:
     """The future's result; if ``timeout`` passes first it is cancelled (skipped unless already running)."""
     try:
         return future.result(timeout)

@@ -12,8 +12,9 @@ checked without loading the model or initialising CUDA.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import click
 
@@ -56,12 +57,24 @@ def _environment_with(overrides: dict[str, object]) -> Iterator[None]:
 
 
 @worker.command(context_settings={"ignore_unknown_options": True})
-@click.option("--pool", type=click.Choice(["threads", "solo", "prefork"]), default=None,
-              help="Celery pool (default: ESRR_POOL, else threads: tasks share one model and batch).")
-@click.option("--concurrency", type=click.IntRange(1, 256), default=None,
-              help="Tasks in flight (default: ESRR_CONCURRENCY, else 8).")
-@click.option("--loglevel", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False),
-              default=None, help="Log level (default: ESRR_LOGLEVEL, else INFO).")
+@click.option(
+    "--pool",
+    type=click.Choice(["threads", "solo", "prefork"]),
+    default=None,
+    help="Celery pool (default: ESRR_POOL, else threads: tasks share one model and batch).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Tasks in flight (default: ESRR_CONCURRENCY, else 8).",
+)
+@click.option(
+    "--loglevel",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False),
+    default=None,
+    help="Log level (default: ESRR_LOGLEVEL, else INFO).",
+)
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def start(pool: str | None, concurrency: int | None, loglevel: str | None, celery_args: tuple[str, ...]) -> None:
     """Start a worker; extra arguments go to `celery worker` (e.g. -n NAME)."""
@@ -75,11 +88,16 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
 
     app.conf.update(celery_config(settings))  # with the command-line overrides
     app.esrr_settings = settings
-    click.echo(f"broker: {maybe_sanitize_url(settings.broker_url)}  results: "
-               f"{maybe_sanitize_url(settings.result_backend_url)}  queue: {settings.queue}")
-    batching = ("no batching across tasks: each child runs one" if settings.pool == "prefork" else
-                f"batches of <= {settings.batch_max_requests} requests / {settings.batch_max_docs} docs, "
-                f"wait <= {settings.batch_wait_ms} ms")
+    click.echo(
+        f"broker: {maybe_sanitize_url(settings.broker_url)}  results: "
+        f"{maybe_sanitize_url(settings.result_backend_url)}  queue: {settings.queue}"
+    )
+    batching = (
+        "no batching across tasks: each child runs one"
+        if settings.pool == "prefork"
+        else f"batches of <= {settings.batch_max_requests} requests / {settings.batch_max_docs} docs, "
+        f"wait <= {settings.batch_wait_ms} ms"
+    )
     click.echo(f"pool: {settings.pool} x {settings.concurrency}, prefetch 1, acks late; {batching}")
     try:
         if settings.pool == "prefork":  # load in each child after the fork; only check here
@@ -94,9 +112,23 @@ def start(pool: str | None, concurrency: int | None, loglevel: str | None, celer
         raise click.ClickException(str(error)) from None
     # Passed explicitly although celery_config sets them too: `celery worker` defaults
     # --pool to prefork and --loglevel to WARNING whatever the app's configuration says.
-    status = _run_celery_worker(app, ["worker", "--pool", settings.pool, "--concurrency", str(settings.concurrency),
-                                      "--prefetch-multiplier", "1", "--loglevel", settings.loglevel,
-                                      "--queues", settings.queue, *celery_args])
+    status = _run_celery_worker(
+        app,
+        [
+            "worker",
+            "--pool",
+            settings.pool,
+            "--concurrency",
+            str(settings.concurrency),
+            "--prefetch-multiplier",
+            "1",
+            "--loglevel",
+            settings.loglevel,
+            "--queues",
+            settings.queue,
+            *celery_args,
+        ],
+    )
     if status:
         raise click.ClickException(f"the worker stopped with exit status {status}; its log above says why")
 

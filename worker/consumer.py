@@ -53,13 +53,19 @@ class WorkerConsumer(PoisonProofConsumer):
         channels = _redis_channels(self.connection)
         for channel in channels:
             channel.do_restore = False  # the restore over the dead connection (1. in the module's docstring)
-        orphans = {request for request in (*state.active_requests, *state.reserved_requests)  # a set: one
-                   if not request.acknowledged and getattr(request.message, "channel", None) in channels}  # in both
+        orphans = {
+            request
+            for request in (*state.active_requests, *state.reserved_requests)  # a set: one
+            if not request.acknowledged and getattr(request.message, "channel", None) in channels
+        }  # in both
         for request in orphans:
             request.acknowledged = True  # their ack on the closed channel (2.)
         if orphans:
-            log.warning("the broker connection was lost under %d tasks; they will not be acknowledged, and "
-                        "Redis redelivers them after ESRR_VISIBILITY_TIMEOUT_S if it kept them", len(orphans))
+            log.warning(
+                "the broker connection was lost under %d tasks; they will not be acknowledged, and "
+                "Redis redelivers them after ESRR_VISIBILITY_TIMEOUT_S if it kept them",
+                len(orphans),
+            )
         super().on_connection_error_after_connected(exc)
 
 

@@ -10,7 +10,7 @@ not comparable across requests (a single model's raw scores are).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -24,8 +24,10 @@ def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]
 
     A query whose scores are all equal contributes zeros.
     """
-    return [np.mean([standardised(scores) for scores in per_member], axis=0).astype(np.float32)
-            for per_member in zip(*members)]
+    return [
+        np.mean([standardised(scores) for scores in per_member], axis=0).astype(np.float32)
+        for per_member in zip(*members)
+    ]
 
 
 class EnsembleScorer:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -33,5 +33,5 @@ def query_rows(tokens: Sequence[str], embeddings: Embeddings, query_len: int) ->
     rows = np.full(query_len, PAD_ID, dtype=np.int64)
     tokens = list(tokens[:query_len])
     if tokens:
-        rows[:len(tokens)] = embeddings.lookup(tokens)
+        rows[: len(tokens)] = embeddings.lookup(tokens)
     return rows

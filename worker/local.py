@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from es_rerank.backends.base import Hit
+from es_rerank.payload import WorkerSetupError, build_request
 from es_rerank.ranking.pipeline import StageClock, no_clock
-from es_rerank.payload import build_request
 from es_rerank.stats import CorpusStats
-from es_rerank.payload import WorkerSetupError
 from worker.settings import WorkerSettings
 
 if TYPE_CHECKING:
@@ -37,8 +37,9 @@ class LocalReranker:
             try:
                 from worker.runtime import Runtime  # torch: imported only when the model is first used
             except ImportError as error:  # a core install
-                raise WorkerSetupError(f"reranking needs the model extra ({error}): pip install "
-                                       "'es-rerank[model]', or pass --no-rerank") from None
+                raise WorkerSetupError(
+                    f"reranking needs the model extra ({error}): pip install 'es-rerank[model]', or pass --no-rerank"
+                ) from None
             self._runtime = Runtime.load(self.settings)
         return self._runtime
 
@@ -51,8 +52,7 @@ class LocalReranker:
         """Never: the model is in this process."""
         return None
 
-    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
-                 clock: StageClock = no_clock) -> np.ndarray:
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock) -> np.ndarray:
         """float32 [len(hits)] Delta scores of ``hits`` for ``query``; ``stats`` describe the hits' index."""
         runtime = self.runtime
         with clock("features"):
@@ -66,9 +66,8 @@ class LocalReranker:
             self._runtime.close()
             self._runtime = None
 
-    def __enter__(self) -> "LocalReranker":
+    def __enter__(self) -> LocalReranker:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

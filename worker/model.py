@@ -48,8 +48,14 @@ class DeltaConfig:
     use_delta_features: bool = True  # Table 6: "no Delta features" sets False
 
     def __post_init__(self) -> None:
-        sizes = {"embedding_dim": self.embedding_dim, "doc_len": self.doc_len, "query_len": self.query_len,
-                 "n_filters": self.n_filters, "kernel_width": self.kernel_width, "n_conv": self.n_conv}
+        sizes = {
+            "embedding_dim": self.embedding_dim,
+            "doc_len": self.doc_len,
+            "query_len": self.query_len,
+            "n_filters": self.n_filters,
+            "kernel_width": self.kernel_width,
+            "n_conv": self.n_conv,
+        }
         problems = [f"{name}={value}" for name, value in sizes.items() if not isinstance(value, int) or value < 1]
         if not self.hidden or min(self.hidden) < 1:
             problems.append(f"hidden={self.hidden}")
@@ -69,7 +75,7 @@ class DeltaConfig:
         return 3 * self.use_delta_features + (self.embedding_dim if self.use_difference else 0)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DeltaConfig":
+    def from_dict(cls, data: dict[str, Any]) -> DeltaConfig:
         """Inverse of ``dataclasses.asdict``."""
         data = dict(data, hidden=tuple(data["hidden"]), lex_names=tuple(data["lex_names"]))
         return cls(**data)
@@ -86,8 +92,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def delta_matrix(doc: torch.Tensor, query: torch.Tensor, doc_mask: torch.Tensor,
-                 query_mask: torch.Tensor, config: DeltaConfig) -> torch.Tensor:
+def delta_matrix(
+    doc: torch.Tensor, query: torch.Tensor, doc_mask: torch.Tensor, query_mask: torch.Tensor, config: DeltaConfig
+) -> torch.Tensor:
     """The unparameterised Delta stage (section 3.2): [B, N, V] x [B, M, V] -> [B, N, C]."""
     distances = torch.cdist(doc, query)  # [B, N, M]
     distances = distances.masked_fill(~query_mask[:, None, :], float("inf"))
@@ -115,14 +122,15 @@ class DeltaModel(nn.Module):
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             vectors = torch.as_tensor(np.asarray(embeddings), dtype=torch.float32)
         if vectors.shape[1] != config.embedding_dim:
-            raise ValueError(f"embeddings have {vectors.shape[1]} dimensions, the config expects "
-                             f"{config.embedding_dim}; use the embeddings the model was trained with")
+            raise ValueError(
+                f"embeddings have {vectors.shape[1]} dimensions, the config expects "
+                f"{config.embedding_dim}; use the embeddings the model was trained with"
+            )
         # Frozen and not saved in checkpoints: they come from the versioned embeddings artifact.
         self.register_buffer("embeddings", vectors, persistent=False)
         widths = [config.delta_width] + [config.n_filters] * config.n_conv
         self.convs = nn.ModuleList(
-            nn.Conv1d(c_in, c_out, config.kernel_width, padding="same")
-            for c_in, c_out in zip(widths[:-1], widths[1:])
+            nn.Conv1d(c_in, c_out, config.kernel_width, padding="same") for c_in, c_out in zip(widths[:-1], widths[1:])
         )
         self.dropout = nn.Dropout(config.dropout)
         n_lex = len(config.lex_names)
@@ -132,8 +140,7 @@ class DeltaModel(nn.Module):
         self.register_buffer("lex_mean", torch.zeros(n_lex))
         self.register_buffer("lex_std", torch.ones(n_lex))
 
-    def forward(self, doc_ids: torch.Tensor, query_ids: torch.Tensor,
-                lex: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, doc_ids: torch.Tensor, query_ids: torch.Tensor, lex: torch.Tensor | None = None) -> torch.Tensor:
         """Scores [B] for doc ids [B, N], query ids [B, M] and Lex features [B, L]."""
         doc_mask = doc_ids != PAD_ID  # [B, N]
         query_mask = query_ids != PAD_ID  # [B, M]
@@ -149,8 +156,10 @@ class DeltaModel(nn.Module):
         y = torch.where(torch.isinf(y), torch.zeros_like(y), y)  # an all-padding document pools to 0
         if self.config.lex_names:
             if lex is None or lex.shape[-1] != len(self.config.lex_names):
-                raise ValueError(f"this model reads the Lex features {list(self.config.lex_names)}: pass lex as "
-                                 f"[B, {len(self.config.lex_names)}], got {None if lex is None else list(lex.shape)}")
+                raise ValueError(
+                    f"this model reads the Lex features {list(self.config.lex_names)}: pass lex as "
+                    f"[B, {len(self.config.lex_names)}], got {None if lex is None else list(lex.shape)}"
+                )
             y = torch.cat([y, (lex - self.lex_mean) / self.lex_std], dim=1)  # [B, F + L]
         for layer in self.dense:
             y = F.leaky_relu(layer(y), self.config.leaky_slope)
@@ -197,11 +206,18 @@ class SavedModel:
         # sees half a file, and a failed write (disk full) leaves the old checkpoint in place.
         partial = path.with_name(f".{path.name}.partial")
         try:
-            torch.save({
-                "format": CHECKPOINT_FORMAT, "model": self.MODEL, "config": asdict(self.config),
-                "state_dict": self.state_dict, "embeddings_version": self.embeddings_version,
-                "stats_version": self.stats_version, "metrics": self.metrics,
-            }, partial)
+            torch.save(
+                {
+                    "format": CHECKPOINT_FORMAT,
+                    "model": self.MODEL,
+                    "config": asdict(self.config),
+                    "state_dict": self.state_dict,
+                    "embeddings_version": self.embeddings_version,
+                    "stats_version": self.stats_version,
+                    "metrics": self.metrics,
+                },
+                partial,
+            )
             os.replace(partial, path)
         except (OSError, RuntimeError) as error:  # torch reports a full disk as a RuntimeError
             partial.unlink(missing_ok=True)
@@ -225,8 +241,10 @@ class SavedModel:
         if model != cls.MODEL:
             raise CheckpointError(f"{path} is a {model} checkpoint, not a {cls.MODEL} model's")
         if data.get("format") != CHECKPOINT_FORMAT:
-            raise CheckpointError(f"checkpoint {path} has format {data.get('format')}; this code reads format "
-                                  f"{CHECKPOINT_FORMAT}, retrain with `{cls.TRAIN_COMMAND}`")
+            raise CheckpointError(
+                f"checkpoint {path} has format {data.get('format')}; this code reads format "
+                f"{CHECKPOINT_FORMAT}, retrain with `{cls.TRAIN_COMMAND}`"
+            )
         try:
             config = cls.config_from_dict(data["config"])
             versions = data["embeddings_version"], data["stats_version"]
@@ -235,15 +253,23 @@ class SavedModel:
             raise CheckpointError(f"{damaged} (missing or unknown field: {error}); {fix}") from None
         except ValueError as error:  # the config's own checks
             raise CheckpointError(f"{damaged} ({error}); {fix}") from None
-        if not all(isinstance(v, str) and v for v in versions) or not isinstance(state_dict, dict) or not all(
-                isinstance(value, torch.Tensor) for value in state_dict.values()):
+        if (
+            not all(isinstance(v, str) and v for v in versions)
+            or not isinstance(state_dict, dict)
+            or not all(isinstance(value, torch.Tensor) for value in state_dict.values())
+        ):
             raise CheckpointError(f"{damaged} (versions must be names, state_dict a mapping of tensors); {fix}")
-        not_finite = sorted(name for name, value in state_dict.items()
-                            if value.is_floating_point() and not bool(torch.isfinite(value).all()))
+        not_finite = sorted(
+            name
+            for name, value in state_dict.items()
+            if value.is_floating_point() and not bool(torch.isfinite(value).all())
+        )
         if not_finite:  # a diverged run's weights would score every document nan or inf
-            raise CheckpointError(f"checkpoint {path} holds weights that are not finite numbers "
-                                  f"({', '.join(not_finite[:3])}{', ...' if len(not_finite) > 3 else ''}): the "
-                                  f"training that wrote it diverged or the file is damaged; {fix}")
+            raise CheckpointError(
+                f"checkpoint {path} holds weights that are not finite numbers "
+                f"({', '.join(not_finite[:3])}{', ...' if len(not_finite) > 3 else ''}): the "
+                f"training that wrote it diverged or the file is damaged; {fix}"
+            )
         return cls(config, state_dict, *versions, metrics)
 
     @classmethod

@@ -33,7 +33,8 @@ import binascii
 import json
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import redis
 from celery.worker.consumer import Consumer
@@ -71,8 +72,9 @@ def envelope_problem(item: bytes, codecs: dict[str, Any]) -> str | None:
     if not isinstance(properties.get("delivery_tag"), str):
         return "no string 'properties.delivery_tag'"
     info = properties.get("delivery_info")
-    if not (isinstance(info, dict) and isinstance(info.get("exchange"), str)
-            and isinstance(info.get("routing_key"), str)):
+    if not (
+        isinstance(info, dict) and isinstance(info.get("exchange"), str) and isinstance(info.get("routing_key"), str)
+    ):
         return "no 'properties.delivery_info' with a string exchange and routing_key"
     headers = envelope.get("headers")
     if headers is not None and not isinstance(headers, dict):
@@ -106,13 +108,24 @@ def keep(client: redis.Redis, key: str, record: dict[str, Any], kept: int) -> No
 
 def poison_record(queue: str, problem: str, message: bytes) -> dict[str, Any]:
     """What is logged and kept of one poison message."""
-    return {"queue": queue, "problem": problem, "bytes": len(message), "at": time.time(),
-            "message": message[:KEPT_BYTES].decode("utf-8", "backslashreplace")}
+    return {
+        "queue": queue,
+        "problem": problem,
+        "bytes": len(message),
+        "at": time.time(),
+        "message": message[:KEPT_BYTES].decode("utf-8", "backslashreplace"),
+    }
 
 
 def _report(record: dict[str, Any]) -> None:
-    log.warning("dropped a message on queue %s that is not a task: %s (%d bytes, starting %r); kept in %s",
-                record["queue"], record["problem"], record["bytes"], record["message"][:120], POISON_LIST)
+    log.warning(
+        "dropped a message on queue %s that is not a task: %s (%d bytes, starting %r); kept in %s",
+        record["queue"],
+        record["problem"],
+        record["bytes"],
+        record["message"][:120],
+        POISON_LIST,
+    )
 
 
 class BrokerScreen:
@@ -185,8 +198,11 @@ class PoisonProofConsumer(Consumer):
     def _reject_malformed(self, message: Any, error: Exception) -> None:
         info = message.delivery_info or {}
         body = message.body if isinstance(message.body, bytes) else str(message.body).encode("utf-8", "replace")
-        record = poison_record(str(info.get("routing_key", "?")),
-                               f"a task message Celery cannot read ({type(error).__name__}: {error})"[:300], body)
+        record = poison_record(
+            str(info.get("routing_key", "?")),
+            f"a task message Celery cannot read ({type(error).__name__}: {error})"[:300],
+            body,
+        )
         _report(record)
         message.reject_log_error(log, self.connection_errors)  # not requeued: it would fail again
         channel = getattr(message, "channel", None)

@@ -18,19 +18,19 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
+from es_rerank.embeddings import UNK, Embeddings, EmbeddingsError
 from es_rerank.payload import DOC_LEN, DOC_PAD, LexFeaturesMismatch, PayloadError, ScoreRequest, WorkerSetupError
 from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
 from es_rerank.versions import VersionNameError, check_version
-from es_rerank.embeddings import UNK, Embeddings, EmbeddingsError
 from worker.batching import MicroBatcher, result_or_cancel
 from worker.ensemble import EnsembleScorer
 from worker.inputs import query_rows, term_rows
@@ -61,7 +61,8 @@ def find_stats_dir(settings: WorkerSettings, version: str, build_id: str | None 
             f"no statistics for index version {version!r} under {root}/*/{version}/stats; the worker "
             f"must read the same ESRR_HOME ({settings.home}) as the gateway (a shared volume), and "
             "the index must have been built there (`esrr index build`); a copied index version serves "
-            "under the name it was built with, so keep the original folder or rebuild")
+            "under the name it was built with, so keep the original folder or rebuild"
+        )
     holding = [path for path in found if build_id is not None and saved_build_id(path) == build_id]
     preferred = [path for path in found if path.parent.parent.name == settings.backend]
     return (holding or preferred or found)[0]
@@ -71,15 +72,19 @@ def embeddings_version_dir(settings: WorkerSettings, version: str) -> Path:
     """The embeddings artifact for a checkpoint trained on embeddings ``version``."""
     if settings.embeddings is not None:
         if not (settings.embeddings / "vectors.npy").is_file():
-            raise WorkerSetupError(f"ESRR_EMBEDDINGS={settings.embeddings} holds no vectors.npy; point "
-                                   "it at an embeddings directory (`esrr embeddings train`)")
+            raise WorkerSetupError(
+                f"ESRR_EMBEDDINGS={settings.embeddings} holds no vectors.npy; point "
+                "it at an embeddings directory (`esrr embeddings train`)"
+            )
         return settings.embeddings
     root = settings.embeddings_dir
     for candidate in (root / version, root):
         if (candidate / "vectors.npy").is_file():
             return candidate
-    raise WorkerSetupError(f"no embeddings version {version!r} at {root / version} or {root}; train "
-                           "them (`esrr embeddings train`) or set ESRR_EMBEDDINGS to their directory")
+    raise WorkerSetupError(
+        f"no embeddings version {version!r} at {root / version} or {root}; train "
+        "them (`esrr embeddings train`) or set ESRR_EMBEDDINGS to their directory"
+    )
 
 
 def scoring_device(settings: WorkerSettings) -> torch.device:
@@ -90,14 +95,17 @@ def scoring_device(settings: WorkerSettings) -> torch.device:
         raise WorkerSetupError(f"{error} (ESRR_DEVICE={settings.device})") from error
 
 
-def _scorer(path: Path, checkpoint: Checkpoint, embeddings: Embeddings, directory: Path,
-            device: torch.device) -> DeltaScorer:
+def _scorer(
+    path: Path, checkpoint: Checkpoint, embeddings: Embeddings, directory: Path, device: torch.device
+) -> DeltaScorer:
     try:
         model = checkpoint.build_model(embeddings.vectors)
     except (ValueError, RuntimeError) as error:
-        raise WorkerSetupError(f"checkpoint {path} does not fit embeddings {directory}, or its weights are damaged "
-                               f"({error}); retrain with `esrr train`, or point ESRR_CHECKPOINT at a model "
-                               "trained on these embeddings") from error
+        raise WorkerSetupError(
+            f"checkpoint {path} does not fit embeddings {directory}, or its weights are damaged "
+            f"({error}); retrain with `esrr train`, or point ESRR_CHECKPOINT at a model "
+            "trained on these embeddings"
+        ) from error
     return DeltaScorer.from_model(model, device)
 
 
@@ -113,25 +121,34 @@ def _load_checkpoint(path: Path, named: bool) -> Checkpoint:
         checkpoint = Checkpoint.load(path)
     except (FileNotFoundError, ValueError) as error:
         if isinstance(error, FileNotFoundError) and not named:  # <home>/models: perhaps run from another folder
-            raise WorkerSetupError(missing_from_home(
-                f"no model checkpoint at {path.absolute()}",
-                f"train one there with `{Checkpoint.TRAIN_COMMAND}` (`bash scripts/run.sh --train` trains the "
-                "embeddings too), or set ESRR_CHECKPOINT to a trained one")) from error
+            raise WorkerSetupError(
+                missing_from_home(
+                    f"no model checkpoint at {path.absolute()}",
+                    f"train one there with `{Checkpoint.TRAIN_COMMAND}` (`bash scripts/run.sh --train` trains the "
+                    "embeddings too), or set ESRR_CHECKPOINT to a trained one",
+                )
+            ) from error
         fix = "check ESRR_CHECKPOINT, which names it" if named else "or set ESRR_CHECKPOINT"
         raise WorkerSetupError(f"{error} ({fix})") from error
     if checkpoint.config.doc_len != DOC_LEN:
-        raise WorkerSetupError(f"checkpoint {path} reads {checkpoint.config.doc_len} document tokens, "
-                               f"the payload carries {DOC_LEN}; retrain with doc_len={DOC_LEN}")
+        raise WorkerSetupError(
+            f"checkpoint {path} reads {checkpoint.config.doc_len} document tokens, "
+            f"the payload carries {DOC_LEN}; retrain with doc_len={DOC_LEN}"
+        )
     return checkpoint
 
 
-def describe_setup(settings: WorkerSettings, checkpoints: Sequence[Checkpoint], device: torch.device,
-                   embeddings: str) -> dict[str, str]:
+def describe_setup(
+    settings: WorkerSettings, checkpoints: Sequence[Checkpoint], device: torch.device, embeddings: str
+) -> dict[str, str]:
     """What a worker serves and where from (a prefork parent says it too, before any child loads it)."""
     paths = settings.checkpoint_paths
     return {
-        "model": (f"{paths[0].stem} ({paths[0]})" if len(paths) == 1 else
-                  f"ensemble of {len(paths)} ({', '.join(map(str, paths))})"),
+        "model": (
+            f"{paths[0].stem} ({paths[0]})"
+            if len(paths) == 1
+            else f"ensemble of {len(paths)} ({', '.join(map(str, paths))})"
+        ),
         "lex features": ", ".join(checkpoints[0].config.lex_names) or "none",
         "embeddings": embeddings,
         "statistics": f"{settings.indexes_dir}/*/<version>/stats, per request",
@@ -151,13 +168,20 @@ def _check_ensemble(paths: Sequence[Path], checkpoints: Sequence[Checkpoint]) ->
     """Members of one ensemble answer the same request: same embeddings, Lex features, query length."""
     first, config = checkpoints[0], checkpoints[0].config
     for path, checkpoint in zip(paths[1:], checkpoints[1:]):
-        differences = [f"{name} {theirs!r} against {ours!r}" for name, theirs, ours in [
-            ("embeddings", checkpoint.embeddings_version, first.embeddings_version),
-            ("Lex features", list(checkpoint.config.lex_names), list(config.lex_names)),
-            ("query length", checkpoint.config.query_len, config.query_len)] if theirs != ours]
+        differences = [
+            f"{name} {theirs!r} against {ours!r}"
+            for name, theirs, ours in [
+                ("embeddings", checkpoint.embeddings_version, first.embeddings_version),
+                ("Lex features", list(checkpoint.config.lex_names), list(config.lex_names)),
+                ("query length", checkpoint.config.query_len, config.query_len),
+            ]
+            if theirs != ours
+        ]
         if differences:
-            raise WorkerSetupError(f"ensemble member {path} does not fit {paths[0]}: {'; '.join(differences)}; "
-                                   "serve together only models trained on the same embeddings and features")
+            raise WorkerSetupError(
+                f"ensemble member {path} does not fit {paths[0]}: {'; '.join(differences)}; "
+                "serve together only models trained on the same embeddings and features"
+            )
 
 
 @dataclass(frozen=True)
@@ -183,12 +207,12 @@ class Runtime:
     batcher: MicroBatcher
     pid: int = field(default_factory=os.getpid)
     scale: ScaleMonitor | None = None
-    _tables: "OrderedDict[str, _StatsTable]" = field(default_factory=OrderedDict)
+    _tables: OrderedDict[str, _StatsTable] = field(default_factory=OrderedDict)
     _tables_lock: threading.Lock = field(default_factory=threading.Lock)
     _load_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def load(cls, settings: WorkerSettings) -> "Runtime":
+    def load(cls, settings: WorkerSettings) -> Runtime:
         """Load the checkpoint(s), embeddings and scorer; ``WorkerSetupError`` names the fix."""
         paths = settings.checkpoint_paths
         checkpoints = load_checkpoints(settings)
@@ -199,19 +223,28 @@ class Runtime:
             raise WorkerSetupError(
                 f"checkpoint {paths[0]} was trained on embeddings {version!r} but "
                 f"{directory} holds {embeddings.version!r}; point ESRR_EMBEDDINGS at the right version "
-                "or retrain the model on these embeddings")
+                "or retrain the model on these embeddings"
+            )
         if settings.torch_threads:
             torch.set_num_threads(settings.torch_threads)
         device = scoring_device(settings)
-        scorers = [_scorer(path, checkpoint, embeddings, directory, device)
-                   for path, checkpoint in zip(paths, checkpoints)]
+        scorers = [
+            _scorer(path, checkpoint, embeddings, directory, device) for path, checkpoint in zip(paths, checkpoints)
+        ]
         scorer = scorers[0] if len(scorers) == 1 else EnsembleScorer(scorers)
-        batcher = MicroBatcher(scorer.score_many, max_wait_s=settings.batch_wait_ms / 1000,
-                               max_requests=settings.batch_max_requests,
-                               max_items=settings.batch_max_docs, size=lambda item: item[1].shape[0])
+        batcher = MicroBatcher(
+            scorer.score_many,
+            max_wait_s=settings.batch_wait_ms / 1000,
+            max_requests=settings.batch_max_requests,
+            max_items=settings.batch_max_docs,
+            size=lambda item: item[1].shape[0],
+        )
         state = checkpoints[0].state_dict
-        scale = (ScaleMonitor(checkpoints[0].config.lex_names, state["lex_mean"].numpy(), state["lex_std"].numpy())
-                 if checkpoints[0].config.lex_names else None)
+        scale = (
+            ScaleMonitor(checkpoints[0].config.lex_names, state["lex_mean"].numpy(), state["lex_std"].numpy())
+            if checkpoints[0].config.lex_names
+            else None
+        )
         runtime = cls(settings, paths, checkpoints, directory, embeddings, scorer, batcher, scale=scale)
         runtime.check_served_index()
         log.info("loaded: %s", "; ".join(f"{key}: {value}" for key, value in runtime.describe().items()))
@@ -257,8 +290,7 @@ class Runtime:
 
     def describe(self) -> dict[str, str]:
         """Where the model, embeddings and statistics come from, and how the model fits them (logs, the CLI)."""
-        embeddings = (f"{self.embeddings.version} ({self.embeddings_path}, "
-                      f"{self.embeddings.vectors.shape[0]} words)")
+        embeddings = f"{self.embeddings.version} ({self.embeddings_path}, {self.embeddings.vectors.shape[0]} words)"
         described = describe_setup(self.settings, self.checkpoints, self.scorer.device, embeddings)
         with self._tables_lock:
             fits = [held.fit for held in self._tables.values() if held.fit is not None]
@@ -286,11 +318,13 @@ class Runtime:
             if self._tables.get(version) is held:
                 self._tables.move_to_end(version)
         if build_id is not None and held.build_id != build_id:
-            raise WorkerSetupError(f"the request's statistics {version!r} are build {build_id}, but no folder "
-                                   f"{self.settings.indexes_dir}/*/{version}/stats holds it (this worker's are "
-                                   f"build {held.build_id}, {held.directory}): the gateway and the worker read "
-                                   "different folders for that version; give them one ESRR_HOME (or the same "
-                                   "copy of it)")
+            raise WorkerSetupError(
+                f"the request's statistics {version!r} are build {build_id}, but no folder "
+                f"{self.settings.indexes_dir}/*/{version}/stats holds it (this worker's are "
+                f"build {held.build_id}, {held.directory}): the gateway and the worker read "
+                "different folders for that version; give them one ESRR_HOME (or the same "
+                "copy of it)"
+            )
         return held.table
 
     def _load_table(self, version: str, stale: _StatsTable | None, directory: Path) -> _StatsTable:
@@ -305,12 +339,19 @@ class Runtime:
             except StatsError as error:
                 raise WorkerSetupError(str(error)) from error
             if stats.version != version:
-                raise WorkerSetupError(f"{directory} holds statistics version {stats.version!r}, not "
-                                       f"{version!r}; rebuild that index")
+                raise WorkerSetupError(
+                    f"{directory} holds statistics version {stats.version!r}, not {version!r}; rebuild that index"
+                )
             table = term_rows(stats.vocab.terms, self.embeddings)
             fit = index_fit(stats, table, self.lex_names)
-            log.info("statistics %s (build %s): %d terms, %d without an embedding; %s", version, stats.build_id,
-                     len(table), int((table == UNK).sum()), fit.summary())
+            log.info(
+                "statistics %s (build %s): %d terms, %d without an embedding; %s",
+                version,
+                stats.build_id,
+                len(table),
+                int((table == UNK).sum()),
+                fit.summary(),
+            )
             for warning in fit.warnings:
                 log.warning("%s", warning)
             loaded = _StatsTable(directory, stats.build_id, table, fit)
@@ -324,16 +365,21 @@ class Runtime:
     def prepare(self, request: ScoreRequest) -> Prepared:
         """(query_rows int64 [M], doc_rows int64 [n, N], lex float32 [n, L], L may be 0) for the scorer."""
         if request.lex_names != self.lex_names:
-            raise LexFeaturesMismatch(f"the request carries Lex features {list(request.lex_names)}, model "
-                                      f"{self.model_name} was trained with {list(self.lex_names)}; set "
-                                      f"ESRR_LEX_FEATURES={','.join(self.lex_names)} where the gateway or `esrr "
-                                      "search --worker` runs", ",".join(self.lex_names))
+            raise LexFeaturesMismatch(
+                f"the request carries Lex features {list(request.lex_names)}, model "
+                f"{self.model_name} was trained with {list(self.lex_names)}; set "
+                f"ESRR_LEX_FEATURES={','.join(self.lex_names)} where the gateway or `esrr "
+                "search --worker` runs",
+                ",".join(self.lex_names),
+            )
         table = self.stats_table(request.stats_version, request.stats_build or None)  # "": unchecked
         docs = request.doc_tokens
         if docs.size and int(docs.max()) >= len(table):
-            raise PayloadError(f"doc_tokens holds id {int(docs.max())} but statistics version "
-                               f"{request.stats_version!r} has {len(table)} terms; the gateway and the "
-                               "worker read different statistics for that version")
+            raise PayloadError(
+                f"doc_tokens holds id {int(docs.max())} but statistics version "
+                f"{request.stats_version!r} has {len(table)} terms; the gateway and the "
+                "worker read different statistics for that version"
+            )
         doc_rows = np.where(docs == DOC_PAD, PAD_ID, table[np.maximum(docs, 0)])  # [n, N]
         rows = query_rows(request.query_tokens, self.embeddings, self.checkpoint.config.query_len)  # [M]
         drift = self.scale.observe(request.lex) if self.scale is not None else None

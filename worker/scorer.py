@@ -89,8 +89,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -135,16 +135,18 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         if count == 0:
             raise ValueError(f"device {device} requested but CUDA is not available; use device='cpu'")
         if (device.index or 0) >= count:
-            raise ValueError(f"device {device} requested but this machine has {count} CUDA device(s), "
-                             f"cuda:0 to cuda:{count - 1}")
+            raise ValueError(
+                f"device {device} requested but this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}"
+            )
     return device
 
 
 class DeltaScorer:
     """Fast inference for a trained DeltaModel; same scores as DeltaModel.forward (eval mode)."""
 
-    def __init__(self, model: DeltaModel, device: torch.device, layout: str | None = None,
-                 cuda_graphs: bool | None = None) -> None:
+    def __init__(
+        self, model: DeltaModel, device: torch.device, layout: str | None = None, cuda_graphs: bool | None = None
+    ) -> None:
         config = model.config
         if config.n_conv < 1:
             raise ValueError("DeltaScorer needs at least one convolution layer (config.n_conv >= 1)")
@@ -185,15 +187,16 @@ class DeltaScorer:
             # Conv-1 bias rides on the centre tap of every word (a padded row is masked anyway).
             self.conv1_bias = param(model.convs[0].bias)  # [F]
             self.bias_taps = torch.zeros(k * n_f, device=device)  # [k*F]
-            self.bias_taps[self.left * n_f:(self.left + 1) * n_f] = self.conv1_bias
+            self.bias_taps[self.left * n_f : (self.left + 1) * n_f] = self.conv1_bias
             # Conv layers 2..N_C: one [F_in, F_out] matrix per tap.
-            self.convs = [(param(conv.weight).permute(2, 1, 0).contiguous(), param(conv.bias))
-                          for conv in model.convs[1:]]  # [k, F_in, F_out], [F_out]
+            self.convs = [
+                (param(conv.weight).permute(2, 1, 0).contiguous(), param(conv.bias)) for conv in model.convs[1:]
+            ]  # [k, F_in, F_out], [F_out]
             self.dense = [(param(layer.weight).t().contiguous(), param(layer.bias)) for layer in model.dense]
             self.lex_mean, self.lex_std = param(model.lex_mean), param(model.lex_std)
 
     @classmethod
-    def from_model(cls, model: DeltaModel, device: str | torch.device | None = None) -> "DeltaScorer":
+    def from_model(cls, model: DeltaModel, device: str | torch.device | None = None) -> DeltaScorer:
         """Precompute the tables of ``model`` on ``device`` (None = CUDA if available else CPU)."""
         return cls(model, resolve_device(device))
 
@@ -234,57 +237,61 @@ class DeltaScorer:
 
     # -- stages ---------------------------------------------------------------------------
 
-    def _check(self, index: int, query_rows: np.ndarray, doc_rows: np.ndarray,
-               lex: np.ndarray | None) -> Request:
+    def _check(self, index: int, query_rows: np.ndarray, doc_rows: np.ndarray, lex: np.ndarray | None) -> Request:
         """Validate one request on the host (cheap; a bad id would crash a CUDA kernel)."""
         query_rows = np.array(query_rows, dtype=np.int64).reshape(-1)  # a private, writable copy
         doc_rows = np.asarray(doc_rows, dtype=np.int64)
         if doc_rows.ndim != 2:
-            raise ValueError(f"request {index}: doc_rows must be 2-D [n_docs, doc_len], got shape "
-                             f"{doc_rows.shape}")
+            raise ValueError(f"request {index}: doc_rows must be 2-D [n_docs, doc_len], got shape {doc_rows.shape}")
         for name, rows in (("query_rows", query_rows), ("doc_rows", doc_rows)):
             if rows.size and (rows.min() < 0 or rows.max() >= self.n_words):
-                raise ValueError(f"request {index}: {name} holds ids outside [0, {self.n_words}); "
-                                 "map tokens to rows of the model's embedding table")
+                raise ValueError(
+                    f"request {index}: {name} holds ids outside [0, {self.n_words}); "
+                    "map tokens to rows of the model's embedding table"
+                )
         if self.n_lex:
             if lex is None:
-                raise ValueError(f"request {index}: the model uses {self.n_lex} Lex features "
-                                 f"{self.config.lex_names}; pass lex [n_docs, {self.n_lex}]")
+                raise ValueError(
+                    f"request {index}: the model uses {self.n_lex} Lex features "
+                    f"{self.config.lex_names}; pass lex [n_docs, {self.n_lex}]"
+                )
             lex = np.asarray(lex, dtype=np.float32)
             if lex.shape != (doc_rows.shape[0], self.n_lex):
-                raise ValueError(f"request {index}: lex has shape {lex.shape}, expected "
-                                 f"({doc_rows.shape[0]}, {self.n_lex})")
+                raise ValueError(
+                    f"request {index}: lex has shape {lex.shape}, expected ({doc_rows.shape[0]}, {self.n_lex})"
+                )
         elif lex is not None and np.size(lex):
             raise ValueError(f"request {index}: this model uses no Lex features; pass lex=None")
         if query_rows.size == 0:
             query_rows = np.zeros(1, np.int64)  # an empty query behaves as an all-PAD one
         return query_rows, doc_rows, lex
 
-    def _forward(self, requests: Sequence[Request], plan: "_Plan") -> torch.Tensor:
+    def _forward(self, requests: Sequence[Request], plan: _Plan) -> torch.Tensor:
         """Scores [n_total] for the requests laid out by ``plan``."""
         device, k, n_f, gap = self._device, self.k, self.n_f, self.gap
         # Conv-1 tap contributions of every distinct word of every request, plus the PAD row.
         contributions = torch.empty(plan.n_rows + 1, k * n_f, device=device)  # [sum U + 1, k*F]
         for (query_rows, _, _), (start, words) in zip(requests, plan.words):
             if len(words):
-                self._word_contributions(query_rows, words, contributions[start:start + len(words)])
+                self._word_contributions(query_rows, words, contributions[start : start + len(words)])
         contributions[plan.n_rows] = self.bias_taps
         # Layer 1: output row r sums tap t of the word at r + t - left: one embedding_bag.
         rows = torch.from_numpy(plan.rows).to(device)  # [L + 2 gap]
         length = rows.shape[0] - 2 * gap
-        bags = torch.stack([rows[gap + t - self.left:gap + t - self.left + length] * k + t
-                            for t in range(k)], dim=1)  # [L, k]
+        bags = torch.stack(
+            [rows[gap + t - self.left : gap + t - self.left + length] * k + t for t in range(k)], dim=1
+        )  # [L, k]
         y = F.embedding_bag(bags, contributions.view(-1, n_f), mode="sum")  # [L, F]
         padding = torch.from_numpy(plan.padding).to(device)  # [L - n_real] rows to zero
         for weight, bias in self.convs:
             y = F.leaky_relu_(y, self.slope).index_fill_(0, padding, 0.0)  # masked activation
             out = torch.empty_like(y)  # [L, F]
             out[:gap] = 0
-            out[length - gap:] = 0
-            inner = out[gap:length - gap]
+            out[length - gap :] = 0
+            inner = out[gap : length - gap]
             for t in range(k):
                 shift = t - self.left
-                source = y[gap + shift:length - gap + shift]
+                source = y[gap + shift : length - gap + shift]
                 if t == 0:
                     torch.addmm(bias, source, weight[t], out=inner)
                 else:
@@ -331,13 +338,13 @@ class DeltaScorer:
         per_query = self.bias_taps.expand(len(query_rows), -1)  # [M, k*F]
         if self.table is not None:
             per_query = per_query - self.table.index_select(0, query)
-        one_hot = torch.zeros(len(words), len(query_rows), device=device).scatter_(
-            1, closest[:, None], 1.0)  # [U, M]
+        one_hot = torch.zeros(len(words), len(query_rows), device=device).scatter_(1, closest[:, None], 1.0)  # [U, M]
         if self.feature_taps is None:
             inputs, weights = one_hot, per_query
         else:
-            inputs = torch.cat([self._delta_features(words_t, query, q_vectors, dots,
-                                                     sq_d, sq_closest, closest), one_hot], dim=1)
+            inputs = torch.cat(
+                [self._delta_features(words_t, query, q_vectors, dots, sq_d, sq_closest, closest), one_hot], dim=1
+            )
             weights = torch.cat([self.feature_taps, per_query])  # [3 + M, k*F]
         if self.table is not None:
             torch.index_select(self.table, 0, words_t, out=out)
@@ -345,9 +352,16 @@ class DeltaScorer:
         else:
             torch.mm(inputs, weights, out=out)
 
-    def _delta_features(self, words: torch.Tensor, query: torch.Tensor, q_vectors: torch.Tensor,
-                        dots: torch.Tensor, sq_d: torch.Tensor,
-                        sq_closest: torch.Tensor, closest: torch.Tensor) -> torch.Tensor:
+    def _delta_features(
+        self,
+        words: torch.Tensor,
+        query: torch.Tensor,
+        q_vectors: torch.Tensor,
+        dots: torch.Tensor,
+        sq_d: torch.Tensor,
+        sq_closest: torch.Tensor,
+        closest: torch.Tensor,
+    ) -> torch.Tensor:
         """[cos, |d - q*|, 1 - |d - q*| / (|d| + |q*|)] per document word [U, 3]."""
         q_star = query.index_select(0, closest)  # [U] embedding rows of the closest query words
         distance = sq_closest.clamp_min(0).sqrt_()  # [U]
@@ -356,10 +370,16 @@ class DeltaScorer:
         sq_dq = sq_d + self.sq_norm.index_select(0, q_star)  # [U] |d|^2 + |q*|^2
         near = torch.nonzero(sq_closest < NEAR_FRACTION * sq_dq)[:, 0]
         if len(near):
-            distance[near] = (self.embeddings.index_select(0, words.index_select(0, near))
-                              - q_vectors.index_select(0, closest.index_select(0, near))).norm(dim=1)
-        return _delta_word_features(dots.gather(1, closest[:, None])[:, 0], distance,
-                                    self.norm.index_select(0, words), self.norm.index_select(0, q_star))  # [U, 3]
+            distance[near] = (
+                self.embeddings.index_select(0, words.index_select(0, near))
+                - q_vectors.index_select(0, closest.index_select(0, near))
+            ).norm(dim=1)
+        return _delta_word_features(
+            dots.gather(1, closest[:, None])[:, 0],
+            distance,
+            self.norm.index_select(0, words),
+            self.norm.index_select(0, q_star),
+        )  # [U, 3]
 
     # -- dense layout (GPU) -----------------------------------------------------------------
 
@@ -380,8 +400,9 @@ class DeltaScorer:
             scores = self._dense_scores(*(torch.from_numpy(a).to(self._device) for a in batch.arrays)).cpu().numpy()
         return np.concatenate([scores[i, :n] for i, n in enumerate(batch.sizes)])
 
-    def _dense_scores(self, ids: torch.Tensor, query: torch.Tensor, excluded: torch.Tensor,
-                      lex: torch.Tensor) -> torch.Tensor:
+    def _dense_scores(
+        self, ids: torch.Tensor, query: torch.Tensor, excluded: torch.Tensor, lex: torch.Tensor
+    ) -> torch.Tensor:
         """Scores [R, n_max] from the device tensors of a ``_DenseBatch`` (no host sync)."""
         k, n_f, left = self.k, self.n_f, self.left
         n_req, n_max, width = ids.shape  # ids [R, n_max, W]; query, excluded [R, M]
@@ -400,28 +421,30 @@ class DeltaScorer:
         if self.feature_taps is not None:
             q_star_vectors = q_vectors.gather(1, closest[:, :, None].expand(-1, -1, q_vectors.shape[2]))
             distance = (d_vectors - q_star_vectors).norm(dim=2)  # [R, S], exact as in the reference
-            features = _delta_word_features(dots.gather(2, closest[:, :, None])[:, :, 0], distance,
-                                            self.norm[flat], self.norm[q_star])  # [R, S, 3]
+            features = _delta_word_features(
+                dots.gather(2, closest[:, :, None])[:, :, 0], distance, self.norm[flat], self.norm[q_star]
+            )  # [R, S, 3]
             parts.append(features @ self.feature_taps)
         taps = torch.stack(parts).sum(dim=0) if len(parts) > 1 else parts[0]  # [R, S, k*F]
         mask = (ids != PAD_ID).view(n_req * n_max, width)  # [B, W], B = R * n_max documents
         taps = taps.view(n_req * n_max, width, k, n_f) * mask[:, :, None, None]  # PAD positions add nothing
         # 'same' convolution: output i sums tap t of the input at i + t - left.
         taps = F.pad(taps, (0, 0, 0, 0, left, k - 1 - left))  # [B, W + k - 1, k, F]
-        y = self.conv1_bias + sum(taps[:, t:t + width, t] for t in range(k))  # [B, W, F]
+        y = self.conv1_bias + sum(taps[:, t : t + width, t] for t in range(k))  # [B, W, F]
         mask_f = mask[:, :, None].to(y.dtype)  # [B, W, 1]
         y = F.leaky_relu(y, self.slope) * mask_f
         for weight, bias in self.convs:  # weight [k, F_in, F_out]
             padded = F.pad(y, (0, 0, left, k - 1 - left))  # [B, W + k - 1, F]
-            y = bias + sum(padded[:, t:t + width] @ weight[t] for t in range(k))  # [B, W, F]
+            y = bias + sum(padded[:, t : t + width] @ weight[t] for t in range(k))  # [B, W, F]
             y = F.leaky_relu(y, self.slope) * mask_f
         pooled = y.masked_fill(~mask[:, :, None], float("-inf")).amax(dim=1)  # [B, F]
         lex = lex.view(n_req * n_max, self.n_lex) if self.n_lex else None  # [B, L]
         return self._head(pooled, lex).view(n_req, n_max)
 
 
-def _delta_word_features(dot: torch.Tensor, distance: torch.Tensor, d_norm: torch.Tensor,
-                         q_norm: torch.Tensor) -> torch.Tensor:
+def _delta_word_features(
+    dot: torch.Tensor, distance: torch.Tensor, d_norm: torch.Tensor, q_norm: torch.Tensor
+) -> torch.Tensor:
     """[..., 3] = [cos, |d - q*|, 1 - |d - q*| / (|d| + |q*|)] per word from d.q*, |d - q*|, |d| and |q*| [...]."""
     cosine = dot / (d_norm.clamp_min(COS_EPS) * q_norm.clamp_min(COS_EPS))
     proximity = 1 - distance / (d_norm + q_norm).clamp_min(PROX_EPS)
@@ -444,7 +467,7 @@ class _DenseBatch:
         return self.ids, self.query, self.excluded, self.lex
 
     @classmethod
-    def build(cls, requests: Sequence[Request], query_len: int, bucket_width: int | None = None) -> "_DenseBatch":
+    def build(cls, requests: Sequence[Request], query_len: int, bucket_width: int | None = None) -> _DenseBatch:
         """Pad the requests into one block; with ``bucket_width`` the shape is rounded up to one
         of few (for CUDA graphs): requests to a power of two, documents to a multiple of 128,
         width to at least ``bucket_width``. Padding is exact: PAD words, documents and query
@@ -463,10 +486,10 @@ class _DenseBatch:
         lex = np.zeros((n_req, n_max, n_lex), np.float32)
         for i, (query_rows, docs, doc_lex) in enumerate(requests):
             used = docs[:, :width]
-            ids[i, :len(docs), :used.shape[1]] = used
-            query[i, :len(query_rows)] = query_rows
+            ids[i, : len(docs), : used.shape[1]] = used
+            query[i, : len(query_rows)] = query_rows
             if n_lex:
-                lex[i, :len(docs)] = doc_lex
+                lex[i, : len(docs)] = doc_lex
         excluded = query == PAD_ID
         # An all-PAD query: the reference's argmin over all-inf distances picks slot 0.
         excluded[excluded.all(axis=1), 0] = False
@@ -491,7 +514,7 @@ class _Plan:
     width: int  # positions per document after dropping the all-PAD tail columns
 
     @classmethod
-    def build(cls, requests: Sequence[Request], gap: int) -> "_Plan":
+    def build(cls, requests: Sequence[Request], gap: int) -> _Plan:
         """The plan of one forward pass over ``requests``, documents ``gap`` padding rows apart."""
         n_docs = sum(docs.shape[0] for _, docs, _ in requests)
         width = max((_used_width(docs) for _, docs, _ in requests), default=0)
@@ -502,10 +525,10 @@ class _Plan:
         for _, docs, _ in requests:
             n = docs.shape[0]
             used = docs[:, :width]
-            ids[first_doc:first_doc + n, :used.shape[1]] = used
-            flat = ids[first_doc:first_doc + n, :width].reshape(-1)
+            ids[first_doc : first_doc + n, : used.shape[1]] = used
+            flat = ids[first_doc : first_doc + n, :width].reshape(-1)
             distinct, inverse = _distinct(flat)
-            table_rows[first_doc:first_doc + n] = (inverse + start).reshape(n, width)
+            table_rows[first_doc : first_doc + n] = (inverse + start).reshape(n, width)
             words.append((start, distinct))
             start += len(distinct)
             first_doc += n
@@ -513,7 +536,7 @@ class _Plan:
         rows = np.full((n_docs, width + gap), pad_row, np.int64)
         rows[:, :width] = np.where(ids[:, :width] == PAD_ID, pad_row, table_rows)
         rows = np.concatenate([np.full(2 * gap, pad_row), rows.reshape(-1), np.full(gap, pad_row)])
-        padding = np.flatnonzero(rows[gap:len(rows) - gap] == pad_row)
+        padding = np.flatnonzero(rows[gap : len(rows) - gap] == pad_row)
         return cls(words, start, rows, padding, n_docs, width)
 
 
@@ -594,7 +617,7 @@ def _row_sq_norms(embeddings: torch.Tensor, chunk: int = 65536) -> torch.Tensor:
     """Squared L2 norm of every row [W]."""
     out = torch.empty(embeddings.shape[0], dtype=torch.float32, device=embeddings.device)
     for start in range(0, embeddings.shape[0], chunk):
-        out[start:start + chunk] = embeddings[start:start + chunk].pow(2).sum(dim=1)
+        out[start : start + chunk] = embeddings[start : start + chunk].pow(2).sum(dim=1)
     return out
 
 
@@ -603,7 +626,7 @@ def _word_table(embeddings: torch.Tensor, taps: torch.Tensor, chunk: int = 32768
     taps64 = taps.double()
     out = torch.empty(embeddings.shape[0], taps.shape[1], dtype=torch.float32, device=embeddings.device)
     for start in range(0, embeddings.shape[0], chunk):
-        out[start:start + chunk] = (embeddings[start:start + chunk].double() @ taps64).float()
+        out[start : start + chunk] = (embeddings[start : start + chunk].double() @ taps64).float()
     return out
 
 

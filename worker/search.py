@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import click
 
@@ -17,21 +17,43 @@ from es_rerank.cli_options import BACKEND_OPTION
 def stage_options(command: Callable) -> Callable:
     """The options that turn the served stages on or off: ``--window``, ``--rerank``, ``--feedback``,
     ``--neighbours`` and ``--worker`` (``esrr search`` and ``esrr batch-search``)."""
-    for option in reversed([
-        click.option("--window", default=500, show_default=True, type=click.IntRange(0, MAX_WINDOW),
-                     help="BM25 hits the model reranks (0: BM25 order)."),
-        click.option("--rerank/--no-rerank", default=None,
-                     help="Rerank with the Delta model (default: when a trained checkpoint exists)."),
-        click.option("--feedback/--no-feedback", "use_feedback", default=None,
-                     help="Let each hit's most similar hits in the window vote with their scores (default: "
-                          "when ESRR_FEEDBACK_WEIGHT is above 0)."),
-        click.option("--neighbours/--no-neighbours", "use_neighbours", default=None,
-                     help="Add the votes of similar training queries' judgments (default: when the votes "
-                          "file exists and belongs to the served corpus)."),
-        click.option("--worker", "via_worker", is_flag=True,
-                     help="Have a running worker (`esrr worker start`) score through the broker instead of "
-                          "loading the model here; past ESRR_SCORE_DEADLINE_S the hits keep BM25's order."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--window",
+                default=500,
+                show_default=True,
+                type=click.IntRange(0, MAX_WINDOW),
+                help="BM25 hits the model reranks (0: BM25 order).",
+            ),
+            click.option(
+                "--rerank/--no-rerank",
+                default=None,
+                help="Rerank with the Delta model (default: when a trained checkpoint exists).",
+            ),
+            click.option(
+                "--feedback/--no-feedback",
+                "use_feedback",
+                default=None,
+                help="Let each hit's most similar hits in the window vote with their scores (default: "
+                "when ESRR_FEEDBACK_WEIGHT is above 0).",
+            ),
+            click.option(
+                "--neighbours/--no-neighbours",
+                "use_neighbours",
+                default=None,
+                help="Add the votes of similar training queries' judgments (default: when the votes "
+                "file exists and belongs to the served corpus).",
+            ),
+            click.option(
+                "--worker",
+                "via_worker",
+                is_flag=True,
+                help="Have a running worker (`esrr worker start`) score through the broker instead of "
+                "loading the model here; past ESRR_SCORE_DEADLINE_S the hits keep BM25's order.",
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
@@ -49,8 +71,10 @@ class _SearchCommand(click.Command):
             # "-statin" is no option; "-kinase" reads as -k with the value "inase"
             if word is not None and "=" not in word and not misspelt:
                 example = " ".join(["esrr search", *self._options_given(given), "--", f'"{word}"'])
-                error.message = (f"{error.message.rstrip('.')}. A query that starts with a dash goes after "
-                                 f'"--", options before it, as in: {example}')
+                error.message = (
+                    f"{error.message.rstrip('.')}. A query that starts with a dash goes after "
+                    f'"--", options before it, as in: {example}'
+                )
             raise
 
     def _dashed_word(self, args: list[str]) -> str | None:
@@ -67,9 +91,11 @@ class _SearchCommand(click.Command):
 
     def _takes_value(self) -> dict[str, bool]:
         """Every option name (``--feedback`` and ``--no-feedback`` alike) and whether a value follows it."""
-        return {name: not getattr(param, "is_flag", False) and not getattr(param, "count", False)
-                for param in self.params
-                for name in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))}
+        return {
+            name: not getattr(param, "is_flag", False) and not getattr(param, "count", False)
+            for param in self.params
+            for name in (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))
+        }
 
     def _options_given(self, args: list[str]) -> list[str]:
         """The options among ``args``, each with its value, quoted for a shell."""
@@ -88,30 +114,48 @@ class _SearchCommand(click.Command):
 @click.argument("query")
 @click.option("-k", "k", default=10, show_default=True, type=click.IntRange(1, MAX_K), help="Hits to show.")
 @stage_options
-@click.option("--json", "as_json", is_flag=True,
-              help="Print an Elasticsearch-shaped _search response (JSON) instead of a table.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print an Elasticsearch-shaped _search response (JSON) instead of a table."
+)
 @BACKEND_OPTION
-def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: bool | None,
-           use_neighbours: bool | None, via_worker: bool, as_json: bool, backend: str | None) -> None:
+def search(
+    query: str,
+    k: int,
+    window: int,
+    rerank: bool | None,
+    use_feedback: bool | None,
+    use_neighbours: bool | None,
+    via_worker: bool,
+    as_json: bool,
+    backend: str | None,
+) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.backends import BackendError
     from es_rerank.backends.base import QueryRefused
+    from es_rerank.cli_options import load_settings
+    from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.ranking.answer import answer
+    from es_rerank.ranking.assemble import served_pipeline
     from es_rerank.ranking.request import text_request
     from es_rerank.ranking.response import search_response
-    from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.text import tokenize
-    from es_rerank.cli_options import load_settings
-    from es_rerank.ranking.assemble import served_pipeline
     from worker.local import LocalReranker
     from worker.settings import WorkerSettings
 
     if not tokenize(query):
-        raise click.UsageError(f"the query {query!r} has no words to search for (only spaces or punctuation); "
-                               "give it at least one word")
+        raise click.UsageError(
+            f"the query {query!r} has no words to search for (only spaces or punctuation); give it at least one word"
+        )
     settings = load_settings(WorkerSettings, backend=backend)
-    pipeline = served_pipeline(settings, window, rerank, use_feedback, use_neighbours,
-                               via_worker=via_worker, local_reranker=lambda: LocalReranker(settings))
+    pipeline = served_pipeline(
+        settings,
+        window,
+        rerank,
+        use_feedback,
+        use_neighbours,
+        via_worker=via_worker,
+        local_reranker=lambda: LocalReranker(settings),
+    )
     try:
         started = time.perf_counter()
         # The request a client sends for these words, answered as _search answers it; stored fields (the title,
@@ -127,8 +171,21 @@ def search(query: str, k: int, window: int, rerank: bool | None, use_feedback: b
     if ranking.fallback:
         click.echo(f"(not reranked: {ranking.fallback})", err=True)
     if as_json:
-        click.echo(json.dumps(search_response(ranking.ranked, pipeline.backend.index, took_ms, ranking.retrieved,
-                                              ranking.depth, ranking.ranker, ranking.fallback, shown), indent=2))
+        click.echo(
+            json.dumps(
+                search_response(
+                    ranking.ranked,
+                    pipeline.backend.index,
+                    took_ms,
+                    ranking.retrieved,
+                    ranking.depth,
+                    ranking.ranker,
+                    ranking.fallback,
+                    shown,
+                ),
+                indent=2,
+            )
+        )
         return
     if not ranking.ranked:
         click.echo("no hits")
@@ -155,5 +212,7 @@ def ranked_by(ranker: str, window: int, shown: int) -> list[str]:
     if ranker == "BM25":
         return ["ranked by: BM25 (no stage reordered the hits)", "ordered by score: BM25's"]
     rest = ", then the rest in BM25's order" if shown > window else ""
-    return [f"ranked by: BM25 top {window} → {ranker}{rest}",
-            "ordered by score, the last ranker's; the BM25 column is each hit's first-stage score, for comparison"]
+    return [
+        f"ranked by: BM25 top {window} → {ranker}{rest}",
+        "ordered by score, the last ranker's; the BM25 column is each hit's first-stage score, for comparison",
+    ]

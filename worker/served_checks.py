@@ -21,8 +21,8 @@ feature scale. Three things are measured, with the figure in every warning:
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -51,9 +51,11 @@ class IndexFit:
 
     def summary(self) -> str:
         """One line for logs and ``esrr worker start``."""
-        return (f"index {self.version}: {self.token_coverage:.1%} of the documents' first 50 tokens and "
-                f"{self.term_coverage:.1%} of its terms have an embedding; {self.empty_titles:.1%} of its "
-                "documents have no title")
+        return (
+            f"index {self.version}: {self.token_coverage:.1%} of the documents' first 50 tokens and "
+            f"{self.term_coverage:.1%} of its terms have an embedding; {self.empty_titles:.1%} of its "
+            "documents have no title"
+        )
 
 
 def index_fit(stats: CorpusStats, rows_of_terms: np.ndarray, lex_names: Sequence[str]) -> IndexFit:
@@ -68,16 +70,20 @@ def index_fit(stats: CorpusStats, rows_of_terms: np.ndarray, lex_names: Sequence
     empty_titles = float((title_lengths == 0).mean()) if stats.n_docs else 0.0
     warnings = []
     if token_coverage < MIN_COVERAGE:
-        warnings.append(f"only {token_coverage:.1%} of the first 50 tokens of index {stats.version}'s documents "
-                        f"have an embedding (below {MIN_COVERAGE:.0%}): the model reads the rest as one unknown "
-                        "word; train embeddings on text of this collection (`esrr embeddings train`) and the "
-                        "model on them")
+        warnings.append(
+            f"only {token_coverage:.1%} of the first 50 tokens of index {stats.version}'s documents "
+            f"have an embedding (below {MIN_COVERAGE:.0%}): the model reads the rest as one unknown "
+            "word; train embeddings on text of this collection (`esrr embeddings train`) and the "
+            "model on them"
+        )
     paper_title_features = [n for n in lex_names if n.startswith("title_") and not n.endswith(WINDOW_SUFFIX)]
     if paper_title_features and empty_titles > MAX_EMPTY_TITLES:
-        warnings.append(f"{empty_titles:.1%} of index {stats.version}'s documents have no title, so the model's "
-                        f"title features ({', '.join(paper_title_features)}) are 0 for them, as for a title that "
-                        "matches nothing; a window-standardised model (`esrr train --variant "
-                        "delta-32-lex3-window`) reads an empty title as unknown")
+        warnings.append(
+            f"{empty_titles:.1%} of index {stats.version}'s documents have no title, so the model's "
+            f"title features ({', '.join(paper_title_features)}) are 0 for them, as for a title that "
+            "matches nothing; a window-standardised model (`esrr train --variant "
+            "delta-32-lex3-window`) reads an empty title as unknown"
+        )
     return IndexFit(stats.version, token_coverage, term_coverage, empty_titles, tuple(warnings))
 
 
@@ -112,8 +118,10 @@ class ScaleMonitor:
             if windows < MIN_REQUESTS or drifting / windows <= DRIFT_SHARE or not due:
                 return None
             self._warned_at = windows
-        return (f"{drifting} of the {windows} windows scored so far ({drifting / windows:.0%}) have a Lex feature "
-                f"more than {SCALE_LIMIT:g} training standard deviations from the model's training mean (this one: "
-                f"{self.names[worst]} at {units[worst]:+.1f}): the model reads inputs off the scale it was trained "
-                "on (long queries, another collection); a window-standardised model (`esrr train --variant "
-                "delta-32-lex3-window`) reads them on the window's own scale")
+        return (
+            f"{drifting} of the {windows} windows scored so far ({drifting / windows:.0%}) have a Lex feature "
+            f"more than {SCALE_LIMIT:g} training standard deviations from the model's training mean (this one: "
+            f"{self.names[worst]} at {units[worst]:+.1f}): the model reads inputs off the scale it was trained "
+            "on (long queries, another collection); a window-standardised model (`esrr train --variant "
+            "delta-32-lex3-window`) reads them on the window's own scale"
+        )

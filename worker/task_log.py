@@ -35,5 +35,7 @@ def install() -> None:
 
 def summary(task_id: Any, result: dict[str, Any]) -> str:
     """One line for the log: how many documents, which model, how long, how many requests shared the batch."""
-    return (f"{TASK_NAME}[{task_id}] scored {len(result['scores'])} documents with {result['model']} in "
-            f"{result['took_ms']:.1f} ms (batch of {result['batch']})")
+    return (
+        f"{TASK_NAME}[{task_id}] scored {len(result['scores'])} documents with {result['model']} in "
+        f"{result['took_ms']:.1f} ms (batch of {result['batch']})"
+    )

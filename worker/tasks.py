@@ -61,8 +61,13 @@ def score(self: ScoringTask, payload: dict[str, Any]) -> dict[str, Any]:
     runtime = self.runtime
     future = runtime.submit(request)
     scores = result_or_cancel(future, self.settings.time_limit_s)  # the threads pool has no time limit
-    result = {"v": RESULT_VERSION, "scores": scores.tolist(), "model": runtime.model_name,
-              "took_ms": round((time.perf_counter() - start) * 1000, 3), "batch": future.batch_size}
+    result = {
+        "v": RESULT_VERSION,
+        "scores": scores.tolist(),
+        "model": runtime.model_name,
+        "took_ms": round((time.perf_counter() - start) * 1000, 3),
+        "batch": future.batch_size,
+    }
     log.info(task_log.summary(self.request.id, result))
     return result
 
@@ -85,7 +90,7 @@ def _preload(sender: Any = None, instance: Any = None, **_: Any) -> None:
         return
     try:
         get_runtime(instance.app.esrr_settings)  # logs where model, embeddings, statistics come from
-    except Exception as error:  # noqa: BLE001 - re-raised as the reason the worker does not start
+    except Exception as error:
         raise SystemExit(f"esrr worker cannot start: {error}") from error
 
 

@@ -24,11 +24,19 @@ would be a search).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from es_rerank.backends.query_tree import (
-    AGGREGATABLE, NUMBER_FIELDS, ON_ELASTICSEARCH, Bool, MatchAll, Node, UnsupportedQuery, shortened,
+    AGGREGATABLE,
+    NUMBER_FIELDS,
+    ON_ELASTICSEARCH,
+    Bool,
+    MatchAll,
+    Node,
+    UnsupportedQuery,
+    shortened,
 )
 
 METRICS = ("stats", "min", "max", "avg", "sum", "value_count", "cardinality")
@@ -70,7 +78,7 @@ class Aggregation:
     name: str
     kind: str
     options: Mapping[str, Any]
-    subs: tuple["Aggregation", ...] = ()
+    subs: tuple[Aggregation, ...] = ()
     filters: tuple[tuple[str | None, Node], ...] = ()  # filter / filters: (bucket key, query); None: a list's
     other: str | None = None  # filters: the key of the bucket of documents no filter matches
     meta: Any = None
@@ -118,29 +126,40 @@ class AggregationPlan:
         return _shaped(self.aggregations, result or {}, (), self.run_scope)
 
 
-def read_aggregations(aggs: Any, read_query: Callable[[Any], Node], facts: FieldFacts,
-                      max_buckets: int) -> AggregationPlan:
+def read_aggregations(
+    aggs: Any, read_query: Callable[[Any], Node], facts: FieldFacts, max_buckets: int
+) -> AggregationPlan:
     """The plan of a request's ``aggs``; ``UnsupportedQuery`` names what is not served, or the bucket limit passed."""
     counter = {"aggregations": 0, "scopes": 0}
     aggregations = _read_level(aggs, read_query, facts, counter, in_buckets=False, depth=0)
     buckets = _buckets(aggregations, facts)
     if buckets > max_buckets:
-        raise UnsupportedQuery(f"Trying to create too many buckets. Must be less than or equal to: [{max_buckets}] but "
-                               f"was [{buckets}]. This limit can be set by changing the [search.max_buckets] cluster "
-                               f"level setting (here {MAX_BUCKETS_SETTING}={max_buckets}): ask for smaller terms sizes "
-                               "or wider histogram intervals")
+        raise UnsupportedQuery(
+            f"Trying to create too many buckets. Must be less than or equal to: [{max_buckets}] but "
+            f"was [{buckets}]. This limit can be set by changing the [search.max_buckets] cluster "
+            f"level setting (here {MAX_BUCKETS_SETTING}={max_buckets}): ask for smaller terms sizes "
+            "or wider histogram intervals"
+        )
     inside = _tantivy_buckets(aggregations, facts)
     if inside > TANTIVY_MAX_BUCKETS:
-        raise UnsupportedQuery(f"the aggregations would make up to {inside} buckets inside the embedded index, which "
-                               f"makes at most {TANTIVY_MAX_BUCKETS} per search (a terms aggregation holding another "
-                               "makes one for every value of its field before its size cuts them): nest fewer "
-                               "buckets (a field of fewer values outside, a wider histogram interval); such "
-                               f"aggregations are {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"the aggregations would make up to {inside} buckets inside the embedded index, which "
+            f"makes at most {TANTIVY_MAX_BUCKETS} per search (a terms aggregation holding another "
+            "makes one for every value of its field before its size cuts them): nest fewer "
+            "buckets (a field of fewer values outside, a wider histogram interval); such "
+            f"aggregations are {ON_ELASTICSEARCH}"
+        )
     return AggregationPlan(aggregations)
 
 
-def _read_level(aggs: Any, read_query: Callable[[Any], Node], facts: FieldFacts, counter: dict[str, int],
-                in_buckets: bool, depth: int) -> tuple[Aggregation, ...]:
+def _read_level(
+    aggs: Any,
+    read_query: Callable[[Any], Node],
+    facts: FieldFacts,
+    counter: dict[str, int],
+    in_buckets: bool,
+    depth: int,
+) -> tuple[Aggregation, ...]:
     if not isinstance(aggs, dict):
         raise UnsupportedQuery(f"[aggs] must be an object of named aggregations, got {shortened(aggs)}")
     if depth > 5:
@@ -154,42 +173,61 @@ def _read_level(aggs: Any, read_query: Callable[[Any], Node], facts: FieldFacts,
     return tuple(read)
 
 
-def _read_one(name: str, spec: Any, read_query: Callable[[Any], Node], facts: FieldFacts, counter: dict[str, int],
-              in_buckets: bool, depth: int) -> Aggregation:
+def _read_one(
+    name: str,
+    spec: Any,
+    read_query: Callable[[Any], Node],
+    facts: FieldFacts,
+    counter: dict[str, int],
+    in_buckets: bool,
+    depth: int,
+) -> Aggregation:
     where = f"aggregation [{shortened(name)}]"
     kinds = [key for key in spec if key not in ("aggs", "aggregations", "meta")] if isinstance(spec, dict) else []
     if not isinstance(spec, dict) or len(kinds) != 1:
-        raise UnsupportedQuery(f"{where} must name one aggregation type, as in {{\"terms\": {{\"field\": \"year\"}}}}, "
-                               f"got {shortened(spec)}")
+        raise UnsupportedQuery(
+            f'{where} must name one aggregation type, as in {{"terms": {{"field": "year"}}}}, got {shortened(spec)}'
+        )
     kind = kinds[0]
     if kind not in METRICS + BUCKETS:
-        raise UnsupportedQuery(f"{where}: [{shortened(kind)}] aggregations are not served by the embedded backend, "
-                               f"which serves {', '.join(BUCKETS + METRICS)}; they are {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"{where}: [{shortened(kind)}] aggregations are not served by the embedded backend, "
+            f"which serves {', '.join(BUCKETS + METRICS)}; they are {ON_ELASTICSEARCH}"
+        )
     body = spec[kind]
     sub_specs = spec.get("aggs", spec.get("aggregations"))
     if kind in METRICS and sub_specs:
         raise UnsupportedQuery(f"Aggregator [{shortened(name)}] of type [{kind}] cannot accept sub-aggregations")
     if kind in ("filter", "filters"):
         if in_buckets:
-            raise UnsupportedQuery(f"{where}: a [{kind}] aggregation under a terms or histogram bucket is not served by "
-                                   "the embedded backend (each bucket would be one more search); put it at the top "
-                                   f"or in another filter; it is {ON_ELASTICSEARCH}")
+            raise UnsupportedQuery(
+                f"{where}: a [{kind}] aggregation under a terms or histogram bucket is not served by "
+                "the embedded backend (each bucket would be one more search); put it at the top "
+                f"or in another filter; it is {ON_ELASTICSEARCH}"
+            )
         return _read_filters(name, kind, body, spec.get("meta"), sub_specs, read_query, facts, counter, depth)
     if not isinstance(body, dict):
         raise UnsupportedQuery(f"{where}: [{kind}] must be an object, got {shortened(body)}")
     unknown = next((key for key in body if key not in _OPTIONS[kind]), None)
     if unknown is not None:
-        raise UnsupportedQuery(f"{where}: [{kind}] option [{shortened(unknown)}] is not served by the embedded "
-                               f"backend (it reads {', '.join(_OPTIONS[kind])}); it is {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"{where}: [{kind}] option [{shortened(unknown)}] is not served by the embedded "
+            f"backend (it reads {', '.join(_OPTIONS[kind])}); it is {ON_ELASTICSEARCH}"
+        )
     _check_field(where, kind, body.get("field"), facts)
-    options = _terms_options(where, body) if kind == "terms" else (
-        _histogram_options(where, body) if kind == "histogram" else {"field": body["field"]})
+    options = (
+        _terms_options(where, body)
+        if kind == "terms"
+        else (_histogram_options(where, body) if kind == "histogram" else {"field": body["field"]})
+    )
     subs = _read_level(sub_specs, read_query, facts, counter, True, depth + 1) if sub_specs else ()
     if kind == "terms":
         _check_order(where, options["order"], subs)
         if options["min_doc_count"] == 0 and subs:
-            raise UnsupportedQuery(f"{where}: min_doc_count 0 with sub-aggregations is not served by the embedded "
-                                   f"backend; it is {ON_ELASTICSEARCH}")
+            raise UnsupportedQuery(
+                f"{where}: min_doc_count 0 with sub-aggregations is not served by the embedded "
+                f"backend; it is {ON_ELASTICSEARCH}"
+            )
         if options["min_doc_count"] == 0:  # every value of the index, those the query misses counted 0
             options["values"] = facts.values.get(options["field"], ())
     return Aggregation(name, kind, options, subs, meta=spec.get("meta"))
@@ -199,12 +237,16 @@ def _check_field(where: str, kind: str, name: Any, facts: FieldFacts) -> None:
     numeric = kind not in ("terms",) + KEYWORD_METRICS
     fields = NUMBER_FIELDS if numeric else AGGREGATABLE
     if name not in fields:
-        raise UnsupportedQuery(f"{where}: [{kind}] on [{shortened(name)}] is not served by the embedded backend, which "
-                               f"reads {'the number field' if numeric else 'the fields'} {', '.join(fields)} there; it "
-                               f"is {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"{where}: [{kind}] on [{shortened(name)}] is not served by the embedded backend, which "
+            f"reads {'the number field' if numeric else 'the fields'} {', '.join(fields)} there; it "
+            f"is {ON_ELASTICSEARCH}"
+        )
     if name not in facts.aggregatable:
-        raise UnsupportedQuery(f"{where}: this index version was built before [{name}] could be aggregated; rebuild it "
-                               "(`esrr index build`) to aggregate on it")
+        raise UnsupportedQuery(
+            f"{where}: this index version was built before [{name}] could be aggregated; rebuild it "
+            "(`esrr index build`) to aggregate on it"
+        )
 
 
 def _whole(where: str, name: str, value: Any, lowest: int) -> int:
@@ -225,14 +267,19 @@ def _terms_options(where: str, body: Mapping[str, Any]) -> dict[str, Any]:
     keys = []
     for item in listed:
         if not isinstance(item, dict) or len(item) != 1:
-            raise UnsupportedQuery(f"{where}: [order] takes objects such as {{\"_count\": \"desc\"}}, got "
-                                   f"{shortened(order)}")
-        (path, direction), = item.items()
+            raise UnsupportedQuery(
+                f'{where}: [order] takes objects such as {{"_count": "desc"}}, got {shortened(order)}'
+            )
+        ((path, direction),) = item.items()
         if direction not in ("asc", "desc"):
             raise UnsupportedQuery(f"{where}: [order] direction must be asc or desc, got {shortened(direction)}")
         keys.append(("_key" if path == "_term" else str(path), direction))
-    return {"field": body["field"], "size": _whole(where, "size", body.get("size", 10), 1),
-            "min_doc_count": _whole(where, "min_doc_count", body.get("min_doc_count", 1), 0), "order": tuple(keys)}
+    return {
+        "field": body["field"],
+        "size": _whole(where, "size", body.get("size", 10), 1),
+        "min_doc_count": _whole(where, "min_doc_count", body.get("min_doc_count", 1), 0),
+        "order": tuple(keys),
+    }
 
 
 def _check_order(where: str, order: tuple[tuple[str, str], ...], subs: tuple[Aggregation, ...]) -> None:
@@ -242,46 +289,65 @@ def _check_order(where: str, order: tuple[tuple[str, str], ...], subs: tuple[Agg
             continue
         name, _, statistic = path.partition(".")
         sub = metrics.get(name)
-        valid = sub is not None and (statistic in ("count", "min", "max", "avg", "sum") if sub.kind == "stats"
-                                     else not statistic)
+        valid = sub is not None and (
+            statistic in ("count", "min", "max", "avg", "sum") if sub.kind == "stats" else not statistic
+        )
         if not valid:
-            raise UnsupportedQuery(f"{where}: [order] by [{shortened(path)}]: the embedded backend orders by _count, "
-                                   "_key or a metric sub-aggregation (avg_year, or stats_year.max); name one of them")
+            raise UnsupportedQuery(
+                f"{where}: [order] by [{shortened(path)}]: the embedded backend orders by _count, "
+                "_key or a metric sub-aggregation (avg_year, or stats_year.max); name one of them"
+            )
 
 
 def _histogram_options(where: str, body: Mapping[str, Any]) -> dict[str, Any]:
     interval = _number(where, "interval", body.get("interval"))
     if interval <= 0:
         raise UnsupportedQuery(f"{where}: [interval] must be greater than 0 for histogram aggregation, got {interval}")
-    options: dict[str, Any] = {"field": body["field"], "interval": interval,
-                               "offset": _number(where, "offset", body.get("offset", 0)),
-                               "min_doc_count": _whole(where, "min_doc_count", body.get("min_doc_count", 0), 0),
-                               "keyed": body.get("keyed", False)}
+    options: dict[str, Any] = {
+        "field": body["field"],
+        "interval": interval,
+        "offset": _number(where, "offset", body.get("offset", 0)),
+        "min_doc_count": _whole(where, "min_doc_count", body.get("min_doc_count", 0), 0),
+        "keyed": body.get("keyed", False),
+    }
     if not isinstance(options["keyed"], bool):
         raise UnsupportedQuery(f"{where}: [keyed] must be true or false")
     for name in ("extended_bounds", "hard_bounds"):
         bounds = body.get(name)
         if bounds is not None:
             if not isinstance(bounds, dict) or set(bounds) - {"min", "max"}:
-                raise UnsupportedQuery(f"{where}: [{name}] must be an object such as {{\"min\": 1990, \"max\": 2020}}")
+                raise UnsupportedQuery(f'{where}: [{name}] must be an object such as {{"min": 1990, "max": 2020}}')
             options[name] = {key: _number(where, f"{name}.{key}", value) for key, value in bounds.items()}
     return options
 
 
-def _read_filters(name: str, kind: str, body: Any, meta: Any, sub_specs: Any, read_query: Callable[[Any], Node],
-                  facts: FieldFacts, counter: dict[str, int], depth: int) -> Aggregation:
+def _read_filters(
+    name: str,
+    kind: str,
+    body: Any,
+    meta: Any,
+    sub_specs: Any,
+    read_query: Callable[[Any], Node],
+    facts: FieldFacts,
+    counter: dict[str, int],
+    depth: int,
+) -> Aggregation:
     where = f"aggregation [{shortened(name)}]"
     other = None
     if kind == "filter":
         filters: tuple[tuple[str | None, Node], ...] = (("", read_query(body)),)
     else:
         if not isinstance(body, dict) or "filters" not in body:
-            raise UnsupportedQuery(f"{where}: [filters] must hold its filters, as in {{\"filters\": {{\"filters\": "
-                                   "{\"reviews\": {\"term\": {\"publication_types\": \"Review\"}}}}}}")
+            raise UnsupportedQuery(
+                f'{where}: [filters] must hold its filters, as in {{"filters": {{"filters": '
+                '{"reviews": {"term": {"publication_types": "Review"}}}}}}'
+            )
         unknown = next((key for key in body if key not in _OPTIONS["filters"]), None)
         if unknown is not None:
-            raise UnsupportedQuery(f"{where}: [filters] option [{shortened(unknown)}] is not served by the embedded "
-                                   f"backend; it is {ON_ELASTICSEARCH}")
+            raise UnsupportedQuery(
+                f"{where}: [filters] option [{shortened(unknown)}] is not served by the embedded "
+                f"backend; it is {ON_ELASTICSEARCH}"
+            )
         listed = body["filters"]
         if isinstance(listed, dict):
             filters = tuple((str(key), read_query(query)) for key, query in listed.items())
@@ -293,11 +359,13 @@ def _read_filters(name: str, kind: str, body: Any, meta: Any, sub_specs: Any, re
             other = str(body.get("other_bucket_key") or "_other_")
     counter["scopes"] += len(filters) + (other is not None)
     if counter["scopes"] > MAX_SCOPES:
-        raise UnsupportedQuery(f"[aggs] hold more than {MAX_SCOPES} filter buckets (each one more search here); ask "
-                               "for fewer")
+        raise UnsupportedQuery(
+            f"[aggs] hold more than {MAX_SCOPES} filter buckets (each one more search here); ask for fewer"
+        )
     subs = _read_level(sub_specs, read_query, facts, counter, False, depth + 1) if sub_specs else ()
-    return Aggregation(name, kind, {"keyed": kind == "filters" and isinstance(body["filters"], dict)}, subs, filters,
-                       other, meta)
+    return Aggregation(
+        name, kind, {"keyed": kind == "filters" and isinstance(body["filters"], dict)}, subs, filters, other, meta
+    )
 
 
 def _buckets(aggregations: tuple[Aggregation, ...], facts: FieldFacts, around: int = 1) -> int:
@@ -359,8 +427,11 @@ def _tantivy_request(aggregations: tuple[Aggregation, ...]) -> dict[str, Any]:
         if aggregation.kind == "terms":
             body: dict[str, Any] = {"terms": {"field": options["field"], "size": ALL_TERMS, "min_doc_count": 1}}
         elif aggregation.kind == "histogram":
-            inner = {key: options[key] for key in ("field", "interval", "offset", "min_doc_count", "extended_bounds",
-                                                   "hard_bounds") if key in options}
+            inner = {
+                key: options[key]
+                for key in ("field", "interval", "offset", "min_doc_count", "extended_bounds", "hard_bounds")
+                if key in options
+            }
             body = {"histogram": inner}
         else:
             body = {aggregation.kind: {"field": options["field"]}}
@@ -370,8 +441,12 @@ def _tantivy_request(aggregations: tuple[Aggregation, ...]) -> dict[str, Any]:
     return request
 
 
-def _shaped(aggregations: tuple[Aggregation, ...], result: Mapping[str, Any], scope: tuple[Node, ...],
-            run_scope: ScopeRunner | None) -> dict[str, Any]:
+def _shaped(
+    aggregations: tuple[Aggregation, ...],
+    result: Mapping[str, Any],
+    scope: tuple[Node, ...],
+    run_scope: ScopeRunner | None,
+) -> dict[str, Any]:
     """Elasticsearch's answer to ``aggregations`` over the documents of ``scope`` (filters beside the query), from
     tantivy's ``result`` for their native part."""
     shaped = {}
@@ -390,8 +465,12 @@ def _shaped_filters(aggregation: Aggregation, scope: tuple[Node, ...], run_scope
     buckets: list[tuple[str | None, dict[str, Any]]] = []
     scopes = [(key, scope + (query,)) for key, query in aggregation.filters]
     if aggregation.other is not None:
-        scopes.append((aggregation.other, scope + (Bool(must=(MatchAll(),),
-                                                        must_not=tuple(query for _, query in aggregation.filters)),)))
+        scopes.append(
+            (
+                aggregation.other,
+                scope + (Bool(must=(MatchAll(),), must_not=tuple(query for _, query in aggregation.filters)),),
+            )
+        )
     for key, inner in scopes:
         count, result = run_scope(inner, _tantivy_request(aggregation.subs)) if run_scope is not None else (0, {})
         buckets.append((key, {"doc_count": count, **_shaped(aggregation.subs, result, inner, run_scope)}))
@@ -407,17 +486,27 @@ def _shaped_native(aggregation: Aggregation, result: Mapping[str, Any]) -> dict[
     if kind == "terms":
         return _shaped_terms(aggregation, result)
     if kind == "histogram":
-        buckets = [{"key": float(bucket["key"]), "doc_count": int(bucket["doc_count"]),
-                    **_shaped_subs(aggregation.subs, bucket)} for bucket in result.get("buckets", [])]
+        buckets = [
+            {
+                "key": float(bucket["key"]),
+                "doc_count": int(bucket["doc_count"]),
+                **_shaped_subs(aggregation.subs, bucket),
+            }
+            for bucket in result.get("buckets", [])
+        ]
         buckets.sort(key=lambda bucket: bucket["key"])
         if options["keyed"]:
             return {"buckets": {str(bucket["key"]): bucket for bucket in buckets}}
         return {"buckets": buckets}
     if kind == "stats":
         count = int(result.get("count") or 0)
-        return {"count": count, "min": result.get("min") if count else None,
-                "max": result.get("max") if count else None, "avg": result.get("avg") if count else None,
-                "sum": float(result.get("sum") or 0.0)}
+        return {
+            "count": count,
+            "min": result.get("min") if count else None,
+            "max": result.get("max") if count else None,
+            "avg": result.get("avg") if count else None,
+            "sum": float(result.get("sum") or 0.0),
+        }
     value = result.get("value")
     if kind in ("value_count", "cardinality"):
         return {"value": int(value or 0)}
@@ -433,16 +522,25 @@ def _shaped_subs(subs: tuple[Aggregation, ...], bucket: Mapping[str, Any]) -> di
 def _shaped_terms(aggregation: Aggregation, result: Mapping[str, Any]) -> dict[str, Any]:
     options = aggregation.options
     numeric = options["field"] in NUMBER_FIELDS
-    buckets = [{"key": int(bucket["key"]) if numeric else bucket["key"], "doc_count": int(bucket["doc_count"]),
-                **_shaped_subs(aggregation.subs, bucket)} for bucket in result.get("buckets", [])]
+    buckets = [
+        {
+            "key": int(bucket["key"]) if numeric else bucket["key"],
+            "doc_count": int(bucket["doc_count"]),
+            **_shaped_subs(aggregation.subs, bucket),
+        }
+        for bucket in result.get("buckets", [])
+    ]
     buckets = [bucket for bucket in buckets if bucket["doc_count"] >= max(options["min_doc_count"], 1)]
     if options["min_doc_count"] == 0:
         found = {bucket["key"] for bucket in buckets}
         buckets += [{"key": value, "doc_count": 0} for value in options.get("values", ()) if value not in found]
     buckets.sort(key=_order_key(options["order"]))
-    shown = buckets[:options["size"]]
-    return {"doc_count_error_upper_bound": 0, "sum_other_doc_count": sum(b["doc_count"] for b in buckets[len(shown):]),
-            "buckets": shown}
+    shown = buckets[: options["size"]]
+    return {
+        "doc_count_error_upper_bound": 0,
+        "sum_other_doc_count": sum(b["doc_count"] for b in buckets[len(shown) :]),
+        "buckets": shown,
+    }
 
 
 def _order_key(order: tuple[tuple[str, str], ...]) -> Callable[[Mapping[str, Any]], tuple]:
@@ -459,8 +557,9 @@ def _order_key(order: tuple[tuple[str, str], ...]) -> Callable[[Mapping[str, Any
         for path, direction in (*order, ("_key", "asc")):
             found = value(bucket, path)
             missing = found is None  # a metric over no document sorts last either way, as in Elasticsearch
-            parts.append((missing, _Reversed(found) if direction == "desc" and not missing else found if not missing
-                          else 0))
+            parts.append(
+                (missing, _Reversed(found) if direction == "desc" and not missing else found if not missing else 0)
+            )
         return tuple(parts)
 
     return key
@@ -474,7 +573,7 @@ class _Reversed:
     def __init__(self, value: Any) -> None:
         self.value = value
 
-    def __lt__(self, other: "_Reversed") -> bool:
+    def __lt__(self, other: _Reversed) -> bool:
         return other.value < self.value
 
     def __eq__(self, other: object) -> bool:

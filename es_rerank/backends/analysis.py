@@ -24,14 +24,17 @@ _PART_END = rf"(?!{_ALNUM}|{_THOUSANDS}|\.{_D}|['’]{_ALNUM})"  # where a word 
 _PLAIN = r"(?:[A-Za-z]*[a-z][A-Za-z]*|[A-Za-z])"  # ASCII word, not an upper-case abbreviation
 # A word part that is not plain English (a trailing possessive does not count).
 _ENTITY_PART = rf"(?!{_PLAIN}{_PART_END}|{_PLAIN}['’]s{_PART_END}(?!-{_ALNUM})){_WORD_PART}"
-TOKEN_PATTERN = "|".join([
-    rf"\$\s?{_NUMBER_BODY}",  # dollar amount
-    r"(?:\p{L}\.){2,}",  # dotted abbreviation
-    rf"(?<!{_W}|\.)-?{_NUMBER_BODY}(?:\s?%)?{_NUMBER_END}",  # number, percentage
-    rf"(?<!{_W}|\.)-?{_NUMBER_BODY}(?=(?:-{_NUMBER_BODY})+(?:\s?%)?{_NUMBER_END})",  # range start
-    rf"(?:{_PLAIN}-)*{_ENTITY_PART}(?:-{_WORD_PART})*",  # compound kept whole (IL-6)
-    _WORD_PART,  # word, or one part of a plain compound (well-known)
-])
+TOKEN_PATTERN = "|".join(
+    [
+        rf"\$\s?{_NUMBER_BODY}",  # dollar amount
+        r"(?:\p{L}\.){2,}",  # dotted abbreviation
+        rf"(?<!{_W}|\.)-?{_NUMBER_BODY}(?:\s?%)?{_NUMBER_END}",  # number, percentage
+        rf"(?<!{_W}|\.)-?{_NUMBER_BODY}(?=(?:-{_NUMBER_BODY})+(?:\s?%)?{_NUMBER_END})",  # range start
+        rf"(?:{_PLAIN}-)*{_ENTITY_PART}(?:-{_WORD_PART})*",  # compound kept whole (IL-6)
+        _WORD_PART,  # word, or one part of a plain compound (well-known)
+    ]
+)
+
 
 def analysis_settings() -> dict:
     """The ``esrr_text`` analyzer (see the module docstring for what it mirrors)."""
@@ -41,6 +44,11 @@ def analysis_settings() -> dict:
             "esrr_no_space": {"type": "pattern_replace", "pattern": r"\s", "replacement": ""},
             "esrr_possessive": {"type": "pattern_replace", "pattern": "['’]s$", "replacement": ""},
         },
-        "analyzer": {ANALYZER: {"type": "custom", "tokenizer": "esrr_tokens",
-                                "filter": ["esrr_no_space", "esrr_possessive", "lowercase"]}},
+        "analyzer": {
+            ANALYZER: {
+                "type": "custom",
+                "tokenizer": "esrr_tokens",
+                "filter": ["esrr_no_space", "esrr_possessive", "lowercase"],
+            }
+        },
     }

@@ -15,8 +15,8 @@ bounds ``highlight_chars``, the hits times the text each highlighted field cover
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from es_rerank.backends.base import QueryRefused
 from es_rerank.backends.highlight import FieldHighlight
@@ -34,14 +34,17 @@ class AnswerTooLarge(QueryRefused):
 
 def too_large(bytes_: int, limit: int, hits: int, how: str) -> AnswerTooLarge:
     """The refusal of an answer of ``bytes_`` (estimated or counted, as ``how`` says) for ``hits`` hits."""
-    return AnswerTooLarge(f"the answer to this search {how} {bytes_:,} bytes for {hits} hits, over the gateway's "
-                          f"limit of {limit:,} bytes ({SETTING}={limit}); ask for fewer hits (size), fewer or shorter "
-                          "highlight fragments or tags, or less _source (\"_source\": [\"title\"]), and page through "
-                          "the rest with from")
+    return AnswerTooLarge(
+        f"the answer to this search {how} {bytes_:,} bytes for {hits} hits, over the gateway's "
+        f"limit of {limit:,} bytes ({SETTING}={limit}); ask for fewer hits (size), fewer or shorter "
+        'highlight fragments or tags, or less _source ("_source": ["title"]), and page through '
+        "the rest with from"
+    )
 
 
-def estimate_answer_bytes(hits: int, source_bytes: float, with_source: bool,
-                          highlight: Sequence[FieldHighlight]) -> int:
+def estimate_answer_bytes(
+    hits: int, source_bytes: float, with_source: bool, highlight: Sequence[FieldHighlight]
+) -> int:
     """The expected weight of an answer of ``hits`` hits whose stored ``_source`` weighs ``source_bytes`` on average.
 
     A highlighted field is counted as its fragments (``number_of_fragments`` x
@@ -67,22 +70,32 @@ class AnswerLimits:
 def highlight_chars(hits: int, source_bytes: float, highlight: Sequence[FieldHighlight]) -> int:
     """The stored text a highlight reads for ``hits`` hits: each distinct field's fragments (``number_of_fragments``
     x ``fragment_size``), no more than a whole field, which is counted as a whole ``_source`` of ``source_bytes``."""
-    return round(hits * sum(source_bytes if asked.number_of_fragments == 0 else
-                            min(asked.number_of_fragments * asked.fragment_size, source_bytes) for asked in highlight))
+    return round(
+        hits
+        * sum(
+            source_bytes
+            if asked.number_of_fragments == 0
+            else min(asked.number_of_fragments * asked.fragment_size, source_bytes)
+            for asked in highlight
+        )
+    )
 
 
-def check_estimate(hits: int, source_bytes: float, with_source: bool, highlight: Sequence[FieldHighlight],
-                   limits: AnswerLimits) -> None:
+def check_estimate(
+    hits: int, source_bytes: float, with_source: bool, highlight: Sequence[FieldHighlight], limits: AnswerLimits
+) -> None:
     """``AnswerTooLarge`` when the highlight would read over ``limits.max_highlight_chars`` or the expected answer
     (``estimate_answer_bytes``) weigh over ``limits.max_bytes``, before any work."""
     chars = highlight_chars(hits, source_bytes, highlight)
     if chars > limits.max_highlight_chars:
         shown = ", ".join(f"{asked.name}: {asked.number_of_fragments} x {asked.fragment_size}" for asked in highlight)
-        raise AnswerTooLarge(f"the highlight of this search would read about {chars:,} characters of stored text "
-                             f"({hits} hits x fields {shown}; number_of_fragments 0 reads the whole field, about "
-                             f"{round(source_bytes):,}), over the gateway's limit of {limits.max_highlight_chars:,} "
-                             f"({HIGHLIGHT_SETTING}={limits.max_highlight_chars}); highlight fewer hits (size) or "
-                             "fewer, shorter fragments")
+        raise AnswerTooLarge(
+            f"the highlight of this search would read about {chars:,} characters of stored text "
+            f"({hits} hits x fields {shown}; number_of_fragments 0 reads the whole field, about "
+            f"{round(source_bytes):,}), over the gateway's limit of {limits.max_highlight_chars:,} "
+            f"({HIGHLIGHT_SETTING}={limits.max_highlight_chars}); highlight fewer hits (size) or "
+            "fewer, shorter fragments"
+        )
     expected = estimate_answer_bytes(hits, source_bytes, with_source, highlight)
     if expected > limits.max_bytes:
         raise too_large(expected, limits.max_bytes, hits, "would weigh about")

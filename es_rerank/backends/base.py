@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from es_rerank.stats import CorpusStats, DocTerms
 
@@ -58,7 +59,7 @@ class SearchBackend(Protocol):
         """The term statistics of the index version being served."""
         ...
 
-    def current(self) -> "SearchBackend":
+    def current(self) -> SearchBackend:
         """This backend, or one serving the version now current if a reindex swapped it in."""
         ...
 

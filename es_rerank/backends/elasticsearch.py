@@ -41,16 +41,23 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from elasticsearch import (
-    ApiError, BadRequestError, Elasticsearch, NotFoundError, SSLError, TransportError, UnsupportedProductError,
+    ApiError,
+    BadRequestError,
+    ConnectionTimeout,
+    Elasticsearch,
+    NotFoundError,
+    SSLError,
+    TransportError,
+    UnsupportedProductError,
 )
 from elasticsearch import ConnectionError as ESConnectionError
-from elasticsearch import ConnectionTimeout
 
 from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
@@ -68,13 +75,22 @@ HIT_FIELDS = ["doc_id", "title"]
 TERM_FIELDS = ("title_ids", "abstract_ids", "first_ids")  # each document's precomputed ids, stored, not indexed
 TEXT_FIELD = "text"  # title and abstract as one field, indexed only
 INTERNAL_FIELDS = [TEXT_FIELD, *TERM_FIELDS]  # never shown in a hit's _source
-PAGE_KEYS = ("highlight", "_source", "fields", "docvalue_fields", "stored_fields", "script_fields", "explain",
-             "version", "seq_no_primary_term")  # what the fetch of the page reads
+PAGE_KEYS = (
+    "highlight",
+    "_source",
+    "fields",
+    "docvalue_fields",
+    "stored_fields",
+    "script_fields",
+    "explain",
+    "version",
+    "seq_no_primary_term",
+)  # what the fetch of the page reads
 BUILD_HINT = "build the index first: esrr index build --backend elasticsearch"
 SEARCH_CONTEXT_CALLS = ("scroll", "clear_scroll", "open_point_in_time", "close_point_in_time")
 
 
-def stats_root(settings: "CommonSettings") -> Path:
+def stats_root(settings: CommonSettings) -> Path:
     """Directory holding one ``<version>/stats`` directory per Elasticsearch index version."""
     return settings.indexes_dir / "elasticsearch"
 
@@ -84,7 +100,7 @@ def stats_dir(root: Path, version: str) -> Path:
     return root / version / "stats"
 
 
-def connect(settings: "CommonSettings") -> Elasticsearch:
+def connect(settings: CommonSettings) -> Elasticsearch:
     """A client for ``ESRR_ES_URL`` with the configured timeout, API key and CA certificates: the official
     Elasticsearch client, or for ``ESRR_BACKEND=opensearch`` opensearch-py in its shape (``opensearch_client.py``)."""
     if settings.backend == "opensearch":
@@ -101,8 +117,13 @@ def connect(settings: "CommonSettings") -> Elasticsearch:
     # A request that timed out is not retried: the client's 3 retries made one hung cluster cost
     # 4 x ESRR_ES_TIMEOUT_S per call (refused connections are still retried, at no cost).
     # VersionedTransport: a cluster too old for the 8.x client (before 7.14) is refused naming its version.
-    return Elasticsearch(settings.es_url, request_timeout=settings.es_timeout_s, retry_on_timeout=False,
-                         transport_class=VersionedTransport, **security)
+    return Elasticsearch(
+        settings.es_url,
+        request_timeout=settings.es_timeout_s,
+        retry_on_timeout=False,
+        transport_class=VersionedTransport,
+        **security,
+    )
 
 
 def product(client: Elasticsearch) -> str:
@@ -134,9 +155,11 @@ def _api_problem(exc: ApiError) -> str:
     return f"HTTP {exc.meta.status} ({detail})"
 
 
-NOT_ELASTICSEARCH_FIX = ("it is not Elasticsearch 8 (its answers lack the X-Elastic-Product header); set ESRR_ES_URL "
-                         "to the cluster's address, or check that no proxy answers in its place (for an OpenSearch "
-                         "cluster set ESRR_BACKEND=opensearch)")
+NOT_ELASTICSEARCH_FIX = (
+    "it is not Elasticsearch 8 (its answers lack the X-Elastic-Product header); set ESRR_ES_URL "
+    "to the cluster's address, or check that no proxy answers in its place (for an OpenSearch "
+    "cluster set ESRR_BACKEND=opensearch)"
+)
 
 
 # Answers that Elasticsearch always sends with its product header; others may lack it (401 to an
@@ -159,11 +182,15 @@ def _api_fix(exc: ApiError, engine: str = "Elasticsearch") -> str:
     if engine == "Elasticsearch" and not_elasticsearch(status, exc.meta.headers):
         return NOT_ELASTICSEARCH_FIX
     if status == 401:
-        return ("the cluster has security on: put a user and password it accepts in ESRR_ES_URL, e.g. "
-                "https://USER:PASSWORD@HOST:9200, or an API key in ESRR_ES_API_KEY")
+        return (
+            "the cluster has security on: put a user and password it accepts in ESRR_ES_URL, e.g. "
+            "https://USER:PASSWORD@HOST:9200, or an API key in ESRR_ES_API_KEY"
+        )
     if status == 403:
-        return ("the credentials (ESRR_ES_URL's user or ESRR_ES_API_KEY) lack privileges on the ESRR_ES_ALIAS "
-                "alias and its indices (<alias>-*); grant them (e.g. a role with all on those names) or use others")
+        return (
+            "the credentials (ESRR_ES_URL's user or ESRR_ES_API_KEY) lack privileges on the ESRR_ES_ALIAS "
+            "alias and its indices (<alias>-*); grant them (e.g. a role with all on those names) or use others"
+        )
     if status == 429 or status >= 500:
         return "the cluster is overloaded or failing; check GET _cluster/health and its logs, then retry"
     return "fix what the reason names (index names come from ESRR_ES_ALIAS) and retry"
@@ -174,43 +201,57 @@ def _tls_fix(exc: SSLError) -> str:
     # A plain-HTTP server answers a TLS hello with HTTP bytes (WRONG_VERSION_NUMBER, or "record layer
     # failure" in newer OpenSSL) or by hanging up (UNEXPECTED_EOF); a CA mismatch is a verify failure.
     if any(sign in str(exc) for sign in ("WRONG_VERSION_NUMBER", "record layer failure", "UNEXPECTED_EOF")):
-        return ("the server there does not complete a TLS handshake; if it serves plain HTTP, use http:// in "
-                "ESRR_ES_URL, else check the host and port")
-    return ("ESRR_ES_CA_CERTS must name the PEM file of the CA that signed the cluster's certificate "
-            "(Elasticsearch 8: config/certs/http_ca.crt); set it, or check that the file it names is that CA "
-            "and that ESRR_ES_URL's host is one the certificate names")
+        return (
+            "the server there does not complete a TLS handshake; if it serves plain HTTP, use http:// in "
+            "ESRR_ES_URL, else check the host and port"
+        )
+    return (
+        "ESRR_ES_CA_CERTS must name the PEM file of the CA that signed the cluster's certificate "
+        "(Elasticsearch 8: config/certs/http_ca.crt); set it, or check that the file it names is that CA "
+        "and that ESRR_ES_URL's host is one the certificate names"
+    )
 
 
 @contextmanager
-def translate_errors(client: Elasticsearch,
-                     passing: tuple[type[ApiError], ...] = ()) -> Iterator[None]:
+def translate_errors(client: Elasticsearch, passing: tuple[type[ApiError], ...] = ()) -> Iterator[None]:
     """Turn Elasticsearch client errors (other than ``passing``) into a ``BackendError`` that names the fix."""
     try:
         yield
     except passing:
         raise
     except SSLError as exc:  # before ConnectionError, of which it is a kind
-        raise BackendError(f"the TLS handshake with {product(client)} at {cluster_url(client)} failed; "
-                           f"{_tls_fix(exc)} ({exc})") from exc
+        raise BackendError(
+            f"the TLS handshake with {product(client)} at {cluster_url(client)} failed; {_tls_fix(exc)} ({exc})"
+        ) from exc
     except ConnectionTimeout as exc:
-        raise BackendError(f"{product(client)} at {cluster_url(client)} did not answer within ESRR_ES_TIMEOUT_S; "
-                           f"check the cluster (GET _cluster/health, its logs) or raise ESRR_ES_TIMEOUT_S "
-                           f"({exc})") from exc
+        raise BackendError(
+            f"{product(client)} at {cluster_url(client)} did not answer within ESRR_ES_TIMEOUT_S; "
+            f"check the cluster (GET _cluster/health, its logs) or raise ESRR_ES_TIMEOUT_S "
+            f"({exc})"
+        ) from exc
     except ESConnectionError as exc:
-        raise BackendError(f"cannot reach {product(client)} at {cluster_url(client)}; start it or set "
-                           f"ESRR_ES_URL ({type(exc).__name__}: {exc})") from exc
+        raise BackendError(
+            f"cannot reach {product(client)} at {cluster_url(client)}; start it or set "
+            f"ESRR_ES_URL ({type(exc).__name__}: {exc})"
+        ) from exc
     except UnsupportedProductError as exc:
-        raise BackendError(f"{cluster_url(client)} does not answer as Elasticsearch 8; set ESRR_ES_URL to an "
-                           f"Elasticsearch cluster, or ESRR_BACKEND=opensearch for an OpenSearch one ({exc})") from exc
+        raise BackendError(
+            f"{cluster_url(client)} does not answer as Elasticsearch 8; set ESRR_ES_URL to an "
+            f"Elasticsearch cluster, or ESRR_BACKEND=opensearch for an OpenSearch one ({exc})"
+        ) from exc
     except ServerTooOld as exc:
         raise BackendError(f"{product(client)} at {cluster_url(client)}: {exc.message}") from exc
     except ApiError as exc:
-        raise BackendError(f"{product(client)} at {cluster_url(client)} refused a request with "
-                           f"{_api_problem(exc)}; {_api_fix(exc, product(client))}") from exc
+        raise BackendError(
+            f"{product(client)} at {cluster_url(client)} refused a request with "
+            f"{_api_problem(exc)}; {_api_fix(exc, product(client))}"
+        ) from exc
     except TransportError as exc:
-        raise BackendError(f"the request to {product(client)} at {cluster_url(client)} failed "
-                           f"({type(exc).__name__}: {exc}); check ESRR_ES_URL and the cluster logs, "
-                           "then retry") from exc
+        raise BackendError(
+            f"the request to {product(client)} at {cluster_url(client)} failed "
+            f"({type(exc).__name__}: {exc}); check ESRR_ES_URL and the cluster logs, "
+            "then retry"
+        ) from exc
 
 
 def alias_targets(client: Elasticsearch, alias: str) -> list[str]:
@@ -227,7 +268,8 @@ def alias_targets(client: Elasticsearch, alias: str) -> list[str]:
         raise BackendError(
             f"{alias!r} at {cluster_url(client)} is a concrete index, not an alias; esrr serves "
             f"versioned indices through an alias. Delete that index (DELETE /{alias}) and rebuild, "
-            "or set ESRR_ES_ALIAS to another name")
+            "or set ESRR_ES_ALIAS to another name"
+        )
     return []
 
 
@@ -252,8 +294,10 @@ def index_meta(client: Elasticsearch, index: str) -> IndexMeta:
     meta = mapping.get("_meta") or {}
     version = meta.get(META_KEY)
     if not version:
-        raise BackendError(f"index {index!r} has no {META_KEY!r} in its mapping _meta, so it was not "
-                           f"built by esrr and has no statistics; {BUILD_HINT}")
+        raise BackendError(
+            f"index {index!r} has no {META_KEY!r} in its mapping _meta, so it was not "
+            f"built by esrr and has no statistics; {BUILD_HINT}"
+        )
     build_id = meta.get(BUILD_META_KEY)
     return IndexMeta(str(version), str(build_id) if build_id else None)
 
@@ -265,9 +309,11 @@ def served_index(client: Elasticsearch, alias: str) -> ServedIndex | None:
         if not targets:
             return None
         if len(targets) > 1:
-            raise BackendError(f"alias {alias!r} points at {len(targets)} indices {targets}; it must point "
-                               "at one: rebuild the index (esrr index build --backend elasticsearch) to "
-                               "repair it")
+            raise BackendError(
+                f"alias {alias!r} points at {len(targets)} indices {targets}; it must point "
+                "at one: rebuild the index (esrr index build --backend elasticsearch) to "
+                "repair it"
+            )
         return ServedIndex(targets[0], *index_meta(client, targets[0]))
 
 
@@ -292,7 +338,7 @@ class ElasticsearchBackend:
         self._served = served or self._resolve()
 
     @classmethod
-    def from_settings(cls, settings: "CommonSettings") -> "ElasticsearchBackend":
+    def from_settings(cls, settings: CommonSettings) -> ElasticsearchBackend:
         """Connect to ``ESRR_ES_URL`` and serve ``ESRR_ES_ALIAS``."""
         return cls(connect(settings), settings.es_alias, stats_root(settings))
 
@@ -308,14 +354,18 @@ class ElasticsearchBackend:
         try:
             stats = CorpusStats.load(directory)
         except StatsError as exc:
-            raise BackendError(f"index {index!r} needs statistics version {version!r} at {directory}, "
-                               f"which cannot be read ({exc}); run this process with the ESRR_HOME the "
-                               "index was built with, or rebuild: esrr index build --backend "
-                               "elasticsearch") from exc
+            raise BackendError(
+                f"index {index!r} needs statistics version {version!r} at {directory}, "
+                f"which cannot be read ({exc}); run this process with the ESRR_HOME the "
+                "index was built with, or rebuild: esrr index build --backend "
+                "elasticsearch"
+            ) from exc
         if stats.version != version or build_id not in (None, stats.build_id):
-            raise BackendError(f"statistics at {directory} are version {stats.version!r} (build "
-                               f"{stats.build_id}), index {index!r} is {version!r} (build {build_id}), so they "
-                               "come from different loads; rebuild: esrr index build --backend elasticsearch")
+            raise BackendError(
+                f"statistics at {directory} are version {stats.version!r} (build "
+                f"{stats.build_id}), index {index!r} is {version!r} (build {build_id}), so they "
+                "come from different loads; rebuild: esrr index build --backend elasticsearch"
+            )
         return _Served(index, stats)
 
     def reload(self) -> bool:
@@ -326,7 +376,7 @@ class ElasticsearchBackend:
             self._served = served
         return changed
 
-    def current(self) -> "ElasticsearchBackend":
+    def current(self) -> ElasticsearchBackend:
         """This backend while the alias still names its index, else a backend of the index it names now.
 
         Two requests; the statistics load only when the alias has moved. This backend is
@@ -387,13 +437,22 @@ class ElasticsearchBackend:
         """The top-``k`` hits of the body's query (ties by doc id), with its total, aggregations and shards."""
         check_k(k)
         request = {key: value for key, value in prepared.items() if key not in PAGE_KEYS}
-        request.update(size=k, sort=[{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}], track_scores=True,
-                       _source=HIT_FIELDS)
+        request.update(
+            size=k,
+            sort=[{"_score": {"order": "desc"}}, {"doc_id": {"order": "asc"}}],
+            track_scores=True,
+            _source=HIT_FIELDS,
+        )
         request["from"] = 0
         response, served = self._on_served(lambda index: self.client.search(index=index, body=request).body)
         hits = response.get("hits", {})
-        return FirstStage([self._hit(hit, served) for hit in hits.get("hits", [])], hits.get("total"),
-                          response.get("aggregations"), response.get("_shards"), bool(response.get("timed_out")))
+        return FirstStage(
+            [self._hit(hit, served) for hit in hits.get("hits", [])],
+            hits.get("total"),
+            response.get("aggregations"),
+            response.get("_shards"),
+            bool(response.get("timed_out")),
+        )
 
     def reading(self) -> AbstractContextManager:
         """Nothing to check: the hits' statistics were read when the index was opened, and Elasticsearch's files
@@ -403,8 +462,9 @@ class ElasticsearchBackend:
     def check_answer(self, prepared: Mapping[str, Any], hits: int, limits: AnswerLimits) -> None:
         """Nothing to weigh beforehand: Elasticsearch renders the answer, which ``page`` weighs as it passes it on."""
 
-    def page(self, prepared: Mapping[str, Any] | None, hits: Sequence[Hit],
-             max_bytes: int | None = None) -> list[dict[str, Any]]:
+    def page(
+        self, prepared: Mapping[str, Any] | None, hits: Sequence[Hit], max_bytes: int | None = None
+    ) -> list[dict[str, Any]]:
         """Each hit's ``_source``, ``highlight`` and ``fields`` as the body asks, fetched for these hits only.
 
         Elasticsearch filters and highlights; ``max_bytes`` bounds what the gateway passes on (``AnswerTooLarge``).
@@ -416,16 +476,26 @@ class ElasticsearchBackend:
         request: dict[str, Any] = {key: prepared[key] for key in PAGE_KEYS if key in prepared}
         request["_source"] = _without_internal(prepared.get("_source", True))
         query = prepared.get("query") or {"match_all": {}}
-        request.update(query={"bool": {"must": [query], "filter": [{"ids": {"values": ids}}]}}, size=len(ids),
-                       track_total_hits=False)
+        request.update(
+            query={"bool": {"must": [query], "filter": [{"ids": {"values": ids}}]}},
+            size=len(ids),
+            track_total_hits=False,
+        )
         request["from"] = 0
         response, _ = self._on_served(lambda index: self.client.search(index=index, body=request).body)
         found = {hit["_id"]: hit for hit in response["hits"]["hits"]}
-        shown = [{key: found[doc_id][key] for key in ("_source", "highlight", "fields", "_explanation", "_version")
-                  if key in found.get(doc_id, {})} for doc_id in ids]
+        shown = [
+            {
+                key: found[doc_id][key]
+                for key in ("_source", "highlight", "fields", "_explanation", "_version")
+                if key in found.get(doc_id, {})
+            }
+            for doc_id in ids
+        ]
         if max_bytes is not None:
-            AnswerBudget(max_bytes, len(ids)).spend(len(ids) * HIT_ENVELOPE_BYTES
-                                                    + len(json.dumps(shown, ensure_ascii=False)))
+            AnswerBudget(max_bytes, len(ids)).spend(
+                len(ids) * HIT_ENVELOPE_BYTES + len(json.dumps(shown, ensure_ascii=False))
+            )
         return shown
 
     def count(self, prepared: Mapping[str, Any]) -> int:
@@ -451,8 +521,10 @@ class ElasticsearchBackend:
         failed = next((doc["error"] for doc in docs if "error" in doc), None)
         if failed is not None:
             reason = failed.get("reason", failed) if isinstance(failed, dict) else failed
-            raise BackendError(f"{product(self.client)} at {cluster_url(self.client)} could not read documents of "
-                               f"index {self.index!r}: {str(reason)[:300]}; check GET _cluster/health and its logs")
+            raise BackendError(
+                f"{product(self.client)} at {cluster_url(self.client)} could not read documents of "
+                f"index {self.index!r}: {str(reason)[:300]}; check GET _cluster/health and its logs"
+            )
         return [doc.get("_source") if doc.get("found") else None for doc in docs]
 
     def description(self) -> dict[str, Any]:
@@ -460,8 +532,9 @@ class ElasticsearchBackend:
         response, served = self._on_served(lambda index: self.client.indices.get(index=index).body)
         info = response.get(served.index) or next(iter(response.values()), {})
         mappings = dict(info.get("mappings") or {})
-        mappings["properties"] = {name: spec for name, spec in (mappings.get("properties") or {}).items()
-                                  if name not in TERM_FIELDS}
+        mappings["properties"] = {
+            name: spec for name, spec in (mappings.get("properties") or {}).items() if name not in TERM_FIELDS
+        }
         return {"mappings": mappings, "settings": info.get("settings") or {}}
 
     def passthrough(self, body: Mapping[str, Any], params: Mapping[str, str]) -> dict[str, Any]:
@@ -470,8 +543,7 @@ class ElasticsearchBackend:
         if "pit" in body:  # a point in time names its index itself
             response, _ = self._on_served(lambda index: self.client.search(body=dict(body), **params).body)
         else:
-            response, _ = self._on_served(lambda index: self.client.search(index=index, body=dict(body),
-                                                                            **params).body)
+            response, _ = self._on_served(lambda index: self.client.search(index=index, body=dict(body), **params).body)
         return _without_internal_fields(response)
 
     def search_context(self, action: str, body: Mapping[str, Any], keep_alive: str | None = None) -> tuple[int, dict]:
@@ -541,14 +613,22 @@ def _on_text(query: Any, depth: int = 0) -> Any:
         if kind == "match" and isinstance(clause, dict) and len(clause) == 1 and TEXT_FIELD in clause:
             value = clause[TEXT_FIELD]
             options = value if isinstance(value, dict) else {"query": value}
-            if set(options) <= {"query", "boost"} or (set(options) <= {"query", "boost", "operator"}
-                                                     and str(options.get("operator", "or")).lower() == "or"):
+            if set(options) <= {"query", "boost"} or (
+                set(options) <= {"query", "boost", "operator"} and str(options.get("operator", "or")).lower() == "or"
+            ):
                 should = [{"match": {field: {"query": options.get("query")}}} for field in ("title", "abstract")]
                 rewritten["bool"] = {"should": should, **({"boost": options["boost"]} if "boost" in options else {})}
                 continue
         if kind == "bool" and isinstance(clause, dict):
-            clause = {occur: ([_on_text(item, depth + 1) for item in value] if isinstance(value, list)
-                              else _on_text(value, depth + 1)) if occur in ("must", "should", "filter", "must_not")
-                      else value for occur, value in clause.items()}
+            clause = {
+                occur: (
+                    [_on_text(item, depth + 1) for item in value]
+                    if isinstance(value, list)
+                    else _on_text(value, depth + 1)
+                )
+                if occur in ("must", "should", "filter", "must_not")
+                else value
+                for occur, value in clause.items()
+            }
         rewritten[kind] = clause
     return rewritten

@@ -20,31 +20,64 @@ import functools
 import json
 import math
 import os
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import tantivy
 
-from es_rerank.backends.analysis import ANALYZER, analysis_settings
-from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
-from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits, check_estimate
-from es_rerank.backends.highlight import (FieldHighlight, SourceFilter, filter_source, highlight, read_highlight,
-                                         read_source_filter, with_searched_text)
-from es_rerank.backends.query_dsl import read_query
-from es_rerank.backends.sorting import (BY_SCORE, SortKey, after, by_score_alone, in_order, read_search_after,
-                                        read_sort, sort_values)
-from es_rerank.backends.query_tree import (
-    AGGREGATABLE, MAX_SHOULD_EXPANSION, ON_ELASTICSEARCH, Bool, Fuzzy, Keyword, MatchAll, MatchNone, Node, Pattern,
-    Phrase, PhrasePrefix, QueryCost, Range, UnsupportedQuery, Words, active_limits, check_cost, shortened,
-)
-from es_rerank.backends.term_expansion import TermDictionary, fuzzy_query, phrase_prefix_query
 from es_rerank.backends.aggregations import AggregationPlan, FieldFacts, read_aggregations
+from es_rerank.backends.analysis import ANALYZER, analysis_settings
+from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits, check_estimate
+from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
+from es_rerank.backends.highlight import (
+    FieldHighlight,
+    SourceFilter,
+    filter_source,
+    highlight,
+    read_highlight,
+    read_source_filter,
+    with_searched_text,
+)
+from es_rerank.backends.query_dsl import read_query
+from es_rerank.backends.query_tree import (
+    AGGREGATABLE,
+    MAX_SHOULD_EXPANSION,
+    ON_ELASTICSEARCH,
+    Bool,
+    Fuzzy,
+    Keyword,
+    MatchAll,
+    MatchNone,
+    Node,
+    Pattern,
+    Phrase,
+    PhrasePrefix,
+    QueryCost,
+    Range,
+    UnsupportedQuery,
+    Words,
+    active_limits,
+    check_cost,
+    shortened,
+)
+from es_rerank.backends.sorting import (
+    BY_SCORE,
+    SortKey,
+    after,
+    by_score_alone,
+    in_order,
+    read_search_after,
+    read_sort,
+    sort_values,
+)
 from es_rerank.backends.tantivy_files import TantivyFileError, hold_tantivy_files
+from es_rerank.backends.term_expansion import TermDictionary, fuzzy_query, phrase_prefix_query
 from es_rerank.held_files import FileBeingWritten, FileGuard
 from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
@@ -73,8 +106,19 @@ MAPPING_PROPERTIES = {
     "metadata": {"type": "object", "enabled": False},
 }
 # timeout: a search here is answered whole, never cut short, so it changes nothing (the gateway checks its value).
-BODY_KEYS = ("query", "post_filter", "aggs", "aggregations", "track_total_hits", "_source", "highlight", "timeout",
-             "sort", "search_after", "track_scores")
+BODY_KEYS = (
+    "query",
+    "post_filter",
+    "aggs",
+    "aggregations",
+    "track_total_hits",
+    "_source",
+    "highlight",
+    "timeout",
+    "sort",
+    "search_after",
+    "track_scores",
+)
 SOURCE_SAMPLE = 1000  # stored documents read to estimate an answer's weight (ESRR_GATEWAY_MAX_ANSWER_BYTES)
 DEFAULT_TOTAL_LIMIT = 10_000  # Elasticsearch counts hits exactly up to 10,000 unless track_total_hits says otherwise
 
@@ -87,8 +131,9 @@ def index_schema() -> tantivy.Schema:
     builder.add_integer_field("row", stored=False, indexed=False, fast=True)
     builder.add_text_field("doc_id", stored=False, tokenizer_name="raw", index_option="basic")
     for name in KEYWORD_FIELDS:
-        builder.add_text_field(name, stored=False, fast=name in AGGREGATABLE, tokenizer_name="raw",
-                               index_option="basic")
+        builder.add_text_field(
+            name, stored=False, fast=name in AGGREGATABLE, tokenizer_name="raw", index_option="basic"
+        )
     builder.add_integer_field("year", stored=False, indexed=True, fast=True)
     builder.add_bytes_field("source", stored=True, indexed=False, fast=False)
     return builder.build()
@@ -96,8 +141,9 @@ def index_schema() -> tantivy.Schema:
 
 def index_document(row: int, text: str, source: Mapping[str, Any]) -> tantivy.Document:
     """The tantivy document of one corpus record: its tokens, statistics row, filters and ``_source``."""
-    document = tantivy.Document(text=text, row=row, doc_id=source["doc_id"],
-                                source=json.dumps(source, ensure_ascii=False).encode("utf-8"))
+    document = tantivy.Document(
+        text=text, row=row, doc_id=source["doc_id"], source=json.dumps(source, ensure_ascii=False).encode("utf-8")
+    )
     if isinstance(source.get("journal"), str):  # "" too: Elasticsearch indexes an empty keyword, and a term finds it
         document.add_text("journal", source["journal"])
     for name in ("mesh", "publication_types"):
@@ -142,8 +188,12 @@ class EmbeddedSearch:
         """The query with the post_filter: what the hits match."""
         if self.post_filter is None:
             return self.aggs_query
-        return tantivy.Query.boolean_query([(tantivy.Occur.Must, self.aggs_query), (tantivy.Occur.Must,
-                                            tantivy.Query.const_score_query(self.translate(self.post_filter), 0.0))])
+        return tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, self.aggs_query),
+                (tantivy.Occur.Must, tantivy.Query.const_score_query(self.translate(self.post_filter), 0.0)),
+            ]
+        )
 
 
 def current_version(root: Path) -> str:
@@ -153,11 +203,16 @@ def current_version(root: Path) -> str:
     except VersionNameError as error:
         raise BackendError(f"{error} (`esrr index use VERSION`, see `esrr index versions`)") from None
     if version is None and not (root / CURRENT_FILE).is_file():
-        raise BackendError(missing_from_home(f"no embedded index in {Path(root).absolute()}",
-                                             "build one there with `esrr index build`"))
+        raise BackendError(
+            missing_from_home(
+                f"no embedded index in {Path(root).absolute()}", "build one there with `esrr index build`"
+            )
+        )
     if version is None:
-        raise BackendError(f"{root / CURRENT_FILE} is empty; serve a version with `esrr index use VERSION` "
-                           "(see `esrr index versions`) or build one with `esrr index build`")
+        raise BackendError(
+            f"{root / CURRENT_FILE} is empty; serve a version with `esrr index use VERSION` "
+            "(see `esrr index versions`) or build one with `esrr index build`"
+        )
     return version
 
 
@@ -167,10 +222,12 @@ class IndexBeingWritten(BackendError):
 
 def changed_reason(version: str, change: str) -> str:
     """Why a version's searches are refused: its files changed on disk (names, no paths), and the admin's fix."""
-    return (f"the files of index version {version!r} changed on disk after they were opened and verified ({change}); "
-            "its searches are refused rather than read other data than the build wrote: serve another version "
-            "(`esrr index use VERSION`) or rebuild it (`esrr index build`); the gateway serves this version again "
-            "once its files verify (checksums), at its next look at the index (ESRR_GATEWAY_INDEX_CHECK_S)")
+    return (
+        f"the files of index version {version!r} changed on disk after they were opened and verified ({change}); "
+        "its searches are refused rather than read other data than the build wrote: serve another version "
+        "(`esrr index use VERSION`) or rebuild it (`esrr index build`); the gateway serves this version again "
+        "once its files verify (checksums), at its next look at the index (ESRR_GATEWAY_INDEX_CHECK_S)"
+    )
 
 
 def _folder_state(version_dir: Path) -> tuple:
@@ -190,7 +247,7 @@ def _reads_files(method: Callable) -> Callable:
     """The method reads the version's files inside ``EmbeddedBackend.reading``."""
 
     @functools.wraps(method)
-    def checked(self: "EmbeddedBackend", *args: Any, **kwargs: Any) -> Any:
+    def checked(self: EmbeddedBackend, *args: Any, **kwargs: Any) -> Any:
         with self.reading():
             return method(self, *args, **kwargs)
 
@@ -206,14 +263,18 @@ class EmbeddedBackend:
         self.version_dir = version_dir
         meta_path = version_dir / "meta.json"
         if not meta_path.is_file():
-            raise BackendError(f"{version_dir} is not a complete embedded index; build one with "
-                               "`esrr index build` or serve another version with `esrr index use VERSION` "
-                               "(`esrr index versions` lists them)")
+            raise BackendError(
+                f"{version_dir} is not a complete embedded index; build one with "
+                "`esrr index build` or serve another version with `esrr index use VERSION` "
+                "(`esrr index versions` lists them)"
+            )
         try:
             self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as error:
-            raise BackendError(f"{meta_path} is damaged ({type(error).__name__}: {error}); rebuild the index "
-                               "(`esrr index build`) or serve another version (`esrr index use`)") from None
+            raise BackendError(
+                f"{meta_path} is damaged ({type(error).__name__}: {error}); rebuild the index "
+                "(`esrr index build`) or serve another version (`esrr index use`)"
+            ) from None
         # A damaged copy (statistics or tantivy files missing) is a BackendError like
         # a missing meta.json, so callers that handle one handle all.
         try:
@@ -222,20 +283,28 @@ class EmbeddedBackend:
         except StatsError as error:
             raise BackendError(f"{error} (index version {version_dir.name})") from None
         except FileBeingWritten as error:
-            raise IndexBeingWritten(f"index version {version_dir.name} is being written ({error.strerror}); it is "
-                                    "served once it is done and verifies, or serve another version "
-                                    "(`esrr index use VERSION`)") from None
+            raise IndexBeingWritten(
+                f"index version {version_dir.name} is being written ({error.strerror}); it is "
+                "served once it is done and verifies, or serve another version "
+                "(`esrr index use VERSION`)"
+            ) from None
         except TantivyFileError as error:
-            raise BackendError(f"the tantivy index of {version_dir} is damaged ({error}); rebuild it with "
-                               "`esrr index build` or serve another version with `esrr index use VERSION`") from None
+            raise BackendError(
+                f"the tantivy index of {version_dir} is damaged ({error}); rebuild it with "
+                "`esrr index build` or serve another version with `esrr index use VERSION`"
+            ) from None
         except OSError as error:
-            raise BackendError(f"cannot read the tantivy index of {version_dir} ({error.strerror}); rebuild "
-                               "it with `esrr index build` or serve another version with `esrr index use VERSION`"
-                               ) from None
+            raise BackendError(
+                f"cannot read the tantivy index of {version_dir} ({error.strerror}); rebuild "
+                "it with `esrr index build` or serve another version with `esrr index use VERSION`"
+            ) from None
         # The segment files are held (and leased) before tantivy maps them: a change from then on is seen.
         version = self._stats.version
-        self._files = FileGuard(self._stats.held_files + tuple(segments), label=str(version_dir),
-                                refusal=lambda change: BackendError(changed_reason(version, change)))
+        self._files = FileGuard(
+            self._stats.held_files + tuple(segments),
+            label=str(version_dir),
+            refusal=lambda change: BackendError(changed_reason(version, change)),
+        )
         self._refused: tuple[tuple, str] | None = None  # the last failed verification of a changed folder
         self._schema = index_schema()
         try:
@@ -244,14 +313,18 @@ class EmbeddedBackend:
             self._searcher = self._index.searcher()
         except ValueError as error:
             if "Lockfile" in str(error):  # tantivy writes lock files even to read
-                raise BackendError(f"cannot open the tantivy index of {version_dir} ({error}): tantivy needs "
-                                   "to write lock files there; make ESRR_HOME writable") from None
-            raise BackendError(f"cannot open the tantivy index of {version_dir} ({error}); it is "
-                               "incomplete or damaged: rebuild it with `esrr index build` or serve "
-                               "another version with `esrr index use VERSION`") from None
+                raise BackendError(
+                    f"cannot open the tantivy index of {version_dir} ({error}): tantivy needs "
+                    "to write lock files there; make ESRR_HOME writable"
+                ) from None
+            raise BackendError(
+                f"cannot open the tantivy index of {version_dir} ({error}); it is "
+                "incomplete or damaged: rebuild it with `esrr index build` or serve "
+                "another version with `esrr index use VERSION`"
+            ) from None
 
     @classmethod
-    def open_current(cls, root: Path) -> "EmbeddedBackend":
+    def open_current(cls, root: Path) -> EmbeddedBackend:
         """Open the version that ``root/CURRENT`` points at."""
         return cls(root / current_version(root))
 
@@ -260,7 +333,7 @@ class EmbeddedBackend:
         """The served index version (its statistics' version)."""
         return self._stats.version
 
-    def current(self) -> "EmbeddedBackend":
+    def current(self) -> EmbeddedBackend:
         """This backend while ``CURRENT`` still names its folder and build and its files are as verified, else the
         version it names now, opened.
 
@@ -278,9 +351,14 @@ class EmbeddedBackend:
         deleted = self._files.deleted()
         if change is None and not deleted:
             return self
-        why = changed_reason(self.version, change) if change else (
-            f"{', '.join(deleted)} of index version {self.version!r} {'was' if len(deleted) == 1 else 'were'} "
-            "unlinked while served (this gateway serves the copy it holds)")
+        why = (
+            changed_reason(self.version, change)
+            if change
+            else (
+                f"{', '.join(deleted)} of index version {self.version!r} {'was' if len(deleted) == 1 else 'were'} "
+                "unlinked while served (this gateway serves the copy it holds)"
+            )
+        )
         state = _folder_state(self.version_dir)
         if self._refused is not None and self._refused[0] == state:  # not read again until the folder changes
             raise BackendError(self._refused[1])
@@ -327,16 +405,20 @@ class EmbeddedBackend:
         ids = self._stats.doc_ids_at(rows)  # one lookup for all, not one per hit
         ranked = sorted(zip(scored, rows, ids), key=lambda item: (-item[0][0], item[2]))[:k]
         terms = self._stats.doc_terms_at([row for _, row, _ in ranked])
-        return [Hit(doc_id, float(score), "", data, address)
-                for ((score, address), _, doc_id), data in zip(ranked, terms, strict=True)]
+        return [
+            Hit(doc_id, float(score), "", data, address)
+            for ((score, address), _, doc_id), data in zip(ranked, terms, strict=True)
+        ]
 
     def prepare(self, body: Mapping[str, Any]) -> EmbeddedSearch:
         """A search body checked (translated when first searched); ``QueryRefused`` names what the embedded backend
         cannot serve, or the limit of ``active_limits()`` (the request's ``QueryLimits``) that its query passes."""
         unknown = next((key for key in body if key not in BODY_KEYS), None)
         if unknown is not None:
-            raise QueryRefused(f"[{str(unknown)[:40]}] in the search body is not served by the embedded backend, "
-                               f"which reads {', '.join(BODY_KEYS)} (and size, from, ext); it is {ON_ELASTICSEARCH}")
+            raise QueryRefused(
+                f"[{str(unknown)[:40]}] in the search body is not served by the embedded backend, "
+                f"which reads {', '.join(BODY_KEYS)} (and size, from, ext); it is {ON_ELASTICSEARCH}"
+            )
         aggs = body.get("aggs", body.get("aggregations"))
         try:
             tree = read_query(body["query"]) if body.get("query") is not None else MatchAll()
@@ -359,30 +441,47 @@ class EmbeddedBackend:
             sort = None  # the default order
         if not isinstance(body.get("track_scores", False), bool):
             raise QueryRefused(f"[track_scores] must be true or false, got {str(body['track_scores'])[:40]}")
-        return EmbeddedSearch(tree, post_filter, self._tantivy, cost, plan,
-                              _total_limit(body.get("track_total_hits")), read_source_filter(body.get("_source")),
-                              read_highlight(body["highlight"]) if body.get("highlight") is not None else (),
-                              frozenset(_words(tree)), sort, search_after, bool(body.get("track_scores", False)))
+        return EmbeddedSearch(
+            tree,
+            post_filter,
+            self._tantivy,
+            cost,
+            plan,
+            _total_limit(body.get("track_total_hits")),
+            read_source_filter(body.get("_source")),
+            read_highlight(body["highlight"]) if body.get("highlight") is not None else (),
+            frozenset(_words(tree)),
+            sort,
+            search_after,
+            bool(body.get("track_scores", False)),
+        )
 
     @_reads_files
     def first_stage(self, prepared: EmbeddedSearch, k: int) -> FirstStage:
         """The top-``k`` hits of a prepared search, its hit count and aggregations."""
         check_k(k)
         if self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
-            return FirstStage([], {"value": 0, "relation": "eq"} if prepared.total_limit is not None else None,
-                              _empty_aggs(prepared.aggs), _SHARDS)
+            return FirstStage(
+                [],
+                {"value": 0, "relation": "eq"} if prepared.total_limit is not None else None,
+                _empty_aggs(prepared.aggs),
+                _SHARDS,
+            )
         if prepared.sort is not None:
             scored, count = self._sorted(prepared, k)
         else:
             scored, count = self._top(prepared.query, k, count=prepared.total_limit is not None)
         total = None
         if prepared.total_limit is not None and count is not None:
-            total = {"value": min(count, prepared.total_limit),
-                     "relation": "gte" if count > prepared.total_limit else "eq"}
+            total = {
+                "value": min(count, prepared.total_limit),
+                "relation": "gte" if count > prepared.total_limit else "eq",
+            }
         aggregations = None
         if prepared.aggs:
-            aggregations = _es_aggregations(self._searcher.aggregate(prepared.aggs_query, _tantivy_aggs(prepared.aggs)),
-                                            prepared.aggs)
+            aggregations = _es_aggregations(
+                self._searcher.aggregate(prepared.aggs_query, _tantivy_aggs(prepared.aggs)), prepared.aggs
+            )
         hits = self._ranked(scored, k) if prepared.sort is None else self._in_place(scored)
         return FirstStage(hits, total, aggregations, _SHARDS)
 
@@ -397,8 +496,10 @@ class EmbeddedBackend:
         rows = self._searcher.fast_field_values("row", addresses)
         years = self._searcher.fast_field_values("year", addresses)
         ids = self._stats.doc_ids_at(rows)
-        items = [(sort_values(prepared.sort, float(score), int(row), doc_id, year), int(row), (score, address))
-                 for (score, address), row, doc_id, year in zip(matched.hits, rows, ids, years, strict=True)]
+        items = [
+            (sort_values(prepared.sort, float(score), int(row), doc_id, year), int(row), (score, address))
+            for (score, address), row, doc_id, year in zip(matched.hits, rows, ids, years, strict=True)
+        ]
         if prepared.search_after is not None:
             items = [item for item in items if after(item[0], prepared.search_after, prepared.sort)]
         return [payload for _, _, payload in in_order(items, prepared.sort)[:k]], matched.count
@@ -408,12 +509,15 @@ class EmbeddedBackend:
         rows = self._searcher.fast_field_values("row", [address for _, address in scored])
         ids = self._stats.doc_ids_at(rows)
         terms = self._stats.doc_terms_at(list(rows))
-        return [Hit(doc_id, float(score), "", data, address)
-                for (score, address), doc_id, data in zip(scored, ids, terms, strict=True)]
+        return [
+            Hit(doc_id, float(score), "", data, address)
+            for (score, address), doc_id, data in zip(scored, ids, terms, strict=True)
+        ]
 
     @_reads_files
-    def page(self, prepared: EmbeddedSearch | None, hits: Sequence[Hit],
-             max_bytes: int | None = None) -> list[dict[str, Any]]:
+    def page(
+        self, prepared: EmbeddedSearch | None, hits: Sequence[Hit], max_bytes: int | None = None
+    ) -> list[dict[str, Any]]:
         """Each hit's ``_source`` (filtered) and ``highlight``, read from the stored documents of these hits only.
 
         ``max_bytes`` bounds what is rendered: ``AnswerTooLarge`` before any highlighting when
@@ -434,18 +538,30 @@ class EmbeddedBackend:
             self._add_sort_values(prepared, hits, shown)
         budget = AnswerBudget(max_bytes, len(hits)) if max_bytes is not None else None
         if budget is not None:
-            budget.spend(sum(HIT_ENVELOPE_BYTES + _shown_bytes(raw, source, entry.get("_source"))
-                             for raw, source, entry in zip(stored, sources, shown)), "would weigh at least")
+            budget.spend(
+                sum(
+                    HIT_ENVELOPE_BYTES + _shown_bytes(raw, source, entry.get("_source"))
+                    for raw, source, entry in zip(stored, sources, shown)
+                ),
+                "would weigh at least",
+            )
             if marks:  # the tags alone, before the work of placing them
                 budget.spend(self._fewest_tag_bytes(prepared, hits), "would weigh at least")
         for hit_source, entry in zip(sources, shown):
-            marked = {field.name: fragments for field in marks
-                      if (fragments := highlight(str(hit_source.get(field.name, "")), prepared.words, field))}
+            marked = {
+                field.name: fragments
+                for field in marks
+                if (fragments := highlight(str(hit_source.get(field.name, "")), prepared.words, field))
+            }
             if marked:
                 entry["highlight"] = marked
                 if budget is not None:
-                    budget.spend(sum(len(name) + 8 + sum(len(fragment) + 3 for fragment in fragments)
-                                     for name, fragments in marked.items()))
+                    budget.spend(
+                        sum(
+                            len(name) + 8 + sum(len(fragment) + 3 for fragment in fragments)
+                            for name, fragments in marked.items()
+                        )
+                    )
         return shown
 
     def _add_sort_values(self, prepared: EmbeddedSearch, hits: Sequence[Hit], shown: list[dict[str, Any]]) -> None:
@@ -469,8 +585,9 @@ class EmbeddedBackend:
         for field in prepared.highlight:
             tags = len(field.pre_tag) + len(field.post_tag)
             for hit in hits:
-                found = int(np.isin(hit.terms.title_ids if field.name == "title" else hit.terms.abstract_ids,
-                                    ids).sum())
+                found = int(
+                    np.isin(hit.terms.title_ids if field.name == "title" else hit.terms.abstract_ids, ids).sum()
+                )
                 total += tags * (found if field.number_of_fragments == 0 else min(found, field.number_of_fragments))
         return total
 
@@ -529,9 +646,17 @@ class EmbeddedBackend:
     def description(self) -> dict[str, Any]:
         """The mappings of what this index searches, filters and stores, and its settings, as Elasticsearch shows
         an index."""
-        return {"mappings": {"_meta": {"esrr_stats_version": self.version}, "properties": MAPPING_PROPERTIES},
-                "settings": {"index": {"number_of_shards": "1", "number_of_replicas": "0",
-                                       "provided_name": self.index, "analysis": analysis_settings()}}}
+        return {
+            "mappings": {"_meta": {"esrr_stats_version": self.version}, "properties": MAPPING_PROPERTIES},
+            "settings": {
+                "index": {
+                    "number_of_shards": "1",
+                    "number_of_replicas": "0",
+                    "provided_name": self.index,
+                    "analysis": analysis_settings(),
+                }
+            },
+        }
 
     def _tantivy(self, node: Node, scored: bool = True) -> tantivy.Query:
         """The tantivy query of one node, scored as Elasticsearch scores it (BM25 sums; filters score nothing)."""
@@ -553,27 +678,35 @@ class EmbeddedBackend:
             try:
                 pattern = Query.regex_query(schema, node.field, node.regex)
             except ValueError as error:  # tantivy's automaton over its size limit, or a regex it cannot read
-                raise QueryRefused(f"the wildcard {shortened(node.wildcard)!r} cannot be searched here "
-                                   f"({str(error)[:120]}); use fewer ? and * in it") from None
+                raise QueryRefused(
+                    f"the wildcard {shortened(node.wildcard)!r} cannot be searched here "
+                    f"({str(error)[:120]}); use fewer ? and * in it"
+                ) from None
             return Query.const_score_query(pattern, 1.0)
         if isinstance(node, Keyword):
             if node.field == "year":
-                query = Query.boolean_query([(Occur.Should, Query.range_query(
-                    schema, "year", tantivy.FieldType.Integer, value, value)) for value in node.values])
+                query = Query.boolean_query(
+                    [
+                        (Occur.Should, Query.range_query(schema, "year", tantivy.FieldType.Integer, value, value))
+                        for value in node.values
+                    ]
+                )
             else:
                 query = Query.term_set_query(schema, node.field, list(node.values))
             return Query.const_score_query(query, 1.0)
         if isinstance(node, Range):
-            return Query.const_score_query(Query.range_query(schema, node.field, tantivy.FieldType.Integer,
-                                                             node.lower, node.upper), 1.0)
+            return Query.const_score_query(
+                Query.range_query(schema, node.field, tantivy.FieldType.Integer, node.lower, node.upper), 1.0
+            )
         if isinstance(node, MatchAll):
             return Query.all_query()
         if isinstance(node, MatchNone):
             return Query.empty_query()
         return self._bool(node)
 
-    def _scoped_aggregation(self, tree: Node, filters: tuple[Node, ...],
-                            request: Mapping[str, Any]) -> tuple[int, Mapping[str, Any]]:
+    def _scoped_aggregation(
+        self, tree: Node, filters: tuple[Node, ...], request: Mapping[str, Any]
+    ) -> tuple[int, Mapping[str, Any]]:
         """How many documents ``tree`` and ``filters`` match, and tantivy's ``request`` aggregated over them (a
         filter bucket of an aggregation)."""
         query = self._tantivy(Bool(must=(tree,), filter=filters))
@@ -607,8 +740,9 @@ class EmbeddedBackend:
     def text_words(self) -> TermDictionary:
         """The words of the ``text`` field (those of the vocabulary with a document), which fuzzy words and a
         phrase's prefix expand to; read once per version, on its first such search (0.2 s for NFCorpus's 32k)."""
-        return TermDictionary(word for word, frequency in zip(self._stats.vocab.terms, self._stats.df["text"])
-                              if frequency > 0)
+        return TermDictionary(
+            word for word, frequency in zip(self._stats.vocab.terms, self._stats.df["text"]) if frequency > 0
+        )
 
     def _bool(self, node: Bool) -> tantivy.Query:
         Query, Occur = tantivy.Query, tantivy.Occur
@@ -623,8 +757,9 @@ class EmbeddedBackend:
             clauses.append((Occur.Must, _at_least(should, node.required_should)))
         if not any(occur != Occur.MustNot for occur, _ in clauses):
             # Only exclusions (or nothing): every other document, as Elasticsearch's bool makes it.
-            clauses.append((Occur.Must, Query.all_query() if not clauses else Query.const_score_query(
-                Query.all_query(), 0.0)))
+            clauses.append(
+                (Occur.Must, Query.all_query() if not clauses else Query.const_score_query(Query.all_query(), 0.0))
+            )
         query = Query.boolean_query(clauses)
         return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
 
@@ -654,12 +789,19 @@ def _at_least(queries: list[tantivy.Query], required: int) -> tantivy.Query:
     if required >= len(queries):
         return Query.boolean_query([(Occur.Must, query) for query in queries])
     if math.comb(len(queries), required) > MAX_SHOULD_EXPANSION:
-        raise QueryRefused(f"minimum_should_match of {required} out of {len(queries)} clauses is more than the "
-                           f"embedded backend expands ({MAX_SHOULD_EXPANSION} combinations); it is {ON_ELASTICSEARCH}")
-    enough = Query.boolean_query([(Occur.Should, Query.boolean_query([(Occur.Must, queries[i]) for i in chosen]))
-                                  for chosen in combinations(range(len(queries)), required)])
-    return Query.boolean_query([(Occur.Must, Query.const_score_query(enough, 0.0))]
-                               + [(Occur.Should, query) for query in queries])
+        raise QueryRefused(
+            f"minimum_should_match of {required} out of {len(queries)} clauses is more than the "
+            f"embedded backend expands ({MAX_SHOULD_EXPANSION} combinations); it is {ON_ELASTICSEARCH}"
+        )
+    enough = Query.boolean_query(
+        [
+            (Occur.Should, Query.boolean_query([(Occur.Must, queries[i]) for i in chosen]))
+            for chosen in combinations(range(len(queries)), required)
+        ]
+    )
+    return Query.boolean_query(
+        [(Occur.Must, Query.const_score_query(enough, 0.0))] + [(Occur.Should, query) for query in queries]
+    )
 
 
 def _words(node: Node) -> set[str]:

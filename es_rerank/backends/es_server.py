@@ -65,10 +65,12 @@ class VersionedTransport(Transport):
             if self._major is None:
                 probe = {"accept": "application/json"}
                 if headers is not DEFAULT:  # the caller's credentials (api key, basic auth) go with the probe
-                    probe.update({name: value for name, value in headers.items()
-                                  if name.lower() in ("authorization", "cookie")})
-                options = {key: kwargs[key] for key in ("request_timeout", "client_meta", "max_retries")
-                           if key in kwargs}
+                    probe.update(
+                        {name: value for name, value in headers.items() if name.lower() in ("authorization", "cookie")}
+                    )
+                options = {
+                    key: kwargs[key] for key in ("request_timeout", "client_meta", "max_retries") if key in kwargs
+                }
                 meta, body = super().perform_request("GET", "/", headers=probe, **options)
                 self._major = _checked_major(meta, body)
 
@@ -84,5 +86,6 @@ def _checked_major(meta: ApiResponseMeta, body: Any) -> int | None:
         raise ServerTooOld(
             f"the server is Elasticsearch {body['version']['number']}, older than {OLDEST[0]}.{OLDEST[1]}, the "
             f"oldest esrr talks to (its 8.x client needs the X-Elastic-Product header {OLDEST[0]}.{OLDEST[1]} "
-            "introduced); upgrade the cluster to 7.17 or 8.x, or set ESRR_ES_URL to a newer one")
+            "introduced); upgrade the cluster to 7.17 or 8.x, or set ESRR_ES_URL to a newer one"
+        )
     return version[0]

@@ -27,16 +27,26 @@ from __future__ import annotations
 import fnmatch
 import heapq
 import html
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterator, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from es_rerank.backends.base import QueryRefused
 from es_rerank.text import token_spans
 
 HIGHLIGHTABLE = ("title", "abstract")
-FIELD_OPTIONS = ("fragment_size", "number_of_fragments", "no_match_size", "pre_tags", "post_tags", "type",
-                 "order", "encoder", "require_field_match")
+FIELD_OPTIONS = (
+    "fragment_size",
+    "number_of_fragments",
+    "no_match_size",
+    "pre_tags",
+    "post_tags",
+    "type",
+    "order",
+    "encoder",
+    "require_field_match",
+)
 TOP_OPTIONS = ("fields", *FIELD_OPTIONS, "tags_schema")
 ON_ELASTICSEARCH = "served by the Elasticsearch backend (ESRR_BACKEND=elasticsearch)"
 
@@ -57,8 +67,9 @@ class FieldHighlight:
 def read_highlight(spec: Any) -> tuple[FieldHighlight, ...]:
     """The fields a ``highlight`` object asks for, or ``QueryRefused`` naming what is not served."""
     if not isinstance(spec, dict):
-        raise QueryRefused(f"[highlight] must be an object such as {{\"fields\": {{\"abstract\": {{}}}}}}, got "
-                           f"{type(spec).__name__}")
+        raise QueryRefused(
+            f'[highlight] must be an object such as {{"fields": {{"abstract": {{}}}}}}, got {type(spec).__name__}'
+        )
     _check_options("highlight", spec, TOP_OPTIONS)
     fields = spec.get("fields")
     if isinstance(fields, list):  # Elasticsearch also takes [{"title": {}}, {"abstract": {}}]
@@ -66,35 +77,50 @@ def read_highlight(spec: Any) -> tuple[FieldHighlight, ...]:
     elif isinstance(fields, dict):
         pairs = list(fields.items())
     else:
-        raise QueryRefused("[highlight] needs [fields], e.g. {\"fields\": {\"title\": {}, \"abstract\": {}}}")
+        raise QueryRefused('[highlight] needs [fields], e.g. {"fields": {"title": {}, "abstract": {}}}')
     read: dict[str, FieldHighlight] = {}  # one per field, as Elasticsearch keeps one highlighter per field
     for name, options in pairs:
         names = [field for field in HIGHLIGHTABLE if fnmatch.fnmatchcase(field, name)]
         if not names:
-            raise QueryRefused(f"[highlight] of field [{str(name)[:40]}] is not served by the embedded backend, "
-                               f"which highlights {', '.join(HIGHLIGHTABLE)}; it is {ON_ELASTICSEARCH}")
+            raise QueryRefused(
+                f"[highlight] of field [{str(name)[:40]}] is not served by the embedded backend, "
+                f"which highlights {', '.join(HIGHLIGHTABLE)}; it is {ON_ELASTICSEARCH}"
+            )
         if not isinstance(options, dict):
             raise QueryRefused(f"[highlight] options of [{name}] must be an object")
         _check_options(f"highlight.fields.{name}", options, FIELD_OPTIONS)
         merged = {**spec, **options}
-        read.update((field, FieldHighlight(field, _count(merged, "fragment_size", 100, 18),
-                                           _count(merged, "number_of_fragments", 5, 0),
-                                           _count(merged, "no_match_size", 0, 0), _tag(merged, "pre_tags", "<em>"),
-                                           _tag(merged, "post_tags", "</em>"), _encoder(merged)))
-                    for field in names)
+        read.update(
+            (
+                field,
+                FieldHighlight(
+                    field,
+                    _count(merged, "fragment_size", 100, 18),
+                    _count(merged, "number_of_fragments", 5, 0),
+                    _count(merged, "no_match_size", 0, 0),
+                    _tag(merged, "pre_tags", "<em>"),
+                    _tag(merged, "post_tags", "</em>"),
+                    _encoder(merged),
+                ),
+            )
+            for field in names
+        )
     return tuple(read.values())
 
 
 def _check_options(where: str, options: Mapping, allowed: tuple[str, ...]) -> None:
     unknown = next((key for key in options if key not in allowed), None)
     if unknown is not None:
-        raise QueryRefused(f"[{where}] option [{str(unknown)[:40]}] is not served by the embedded backend (it reads "
-                           f"{', '.join(allowed)}); it is {ON_ELASTICSEARCH}")
+        raise QueryRefused(
+            f"[{where}] option [{str(unknown)[:40]}] is not served by the embedded backend (it reads "
+            f"{', '.join(allowed)}); it is {ON_ELASTICSEARCH}"
+        )
     if options.get("type", "unified") not in ("unified", "plain", "fvh"):
         raise QueryRefused(f"[{where}] type must be unified, plain or fvh")
     if options.get("tags_schema") not in (None, "styled") or options.get("order", "none") not in ("none", "score"):
-        raise QueryRefused(f"[{where}] tags_schema / order values are not served by the embedded backend; they are "
-                           f"{ON_ELASTICSEARCH}")
+        raise QueryRefused(
+            f"[{where}] tags_schema / order values are not served by the embedded backend; they are {ON_ELASTICSEARCH}"
+        )
 
 
 def _count(options: Mapping, name: str, default: int, least: int) -> int:
@@ -109,14 +135,14 @@ def _tag(options: Mapping, name: str, default: str) -> str:
     if isinstance(tags, str):
         tags = [tags]
     if not isinstance(tags, list) or not tags or not all(isinstance(tag, str) and len(tag) <= 100 for tag in tags):
-        raise QueryRefused(f"[highlight] {name} must be a list of short strings, as [\"{default}\"]")
+        raise QueryRefused(f'[highlight] {name} must be a list of short strings, as ["{default}"]')
     return tags[0]
 
 
 def _encoder(options: Mapping) -> bool:
     encoder = options.get("encoder", "default")
     if encoder not in ("default", "html"):
-        raise QueryRefused(f"[highlight] encoder must be \"default\" or \"html\", got {str(encoder)[:40]}")
+        raise QueryRefused(f'[highlight] encoder must be "default" or "html", got {str(encoder)[:40]}')
     return encoder == "html"
 
 
@@ -178,8 +204,11 @@ def _word_spans(text: str, words: frozenset[str]) -> Iterator[tuple[int, int]]:
             continue
         stop = lowered.find(" ", at + len(needle))
         begin, read_to = lowered.rfind(" ", 0, at) + 1, len(text) if stop < 0 else stop
-        yield from ((begin + start, begin + end) for start, end, tokens in token_spans(text[begin:read_to])
-                    if not words.isdisjoint(tokens))
+        yield from (
+            (begin + start, begin + end)
+            for start, end, tokens in token_spans(text[begin:read_to])
+            if not words.isdisjoint(tokens)
+        )
 
 
 def _word_start(text: str, at: int) -> int:
@@ -232,7 +261,7 @@ class SourceFilter(_Patterns):
         return kept
 
     @cached_property
-    def _compiled(self) -> tuple["_Compiled", "_Compiled"]:
+    def _compiled(self) -> tuple[_Compiled, _Compiled]:
         return _compile(self.includes), _compile(self.excludes)
 
     @cached_property
@@ -252,16 +281,22 @@ def read_source_filter(spec: Any) -> SourceFilter | None:
         return SourceFilter(tuple(spec), ())
     # exclude_vectors (Elasticsearch 9; elasticsearch-dsl 9 sends false): the index holds no vector field, so
     # either value leaves the _source as it is.
-    if isinstance(spec, dict) and isinstance(spec.get("exclude_vectors", False), bool) and set(spec) <= {
-            "includes", "excludes", "include", "exclude", "exclude_vectors"}:
+    if (
+        isinstance(spec, dict)
+        and isinstance(spec.get("exclude_vectors", False), bool)
+        and set(spec) <= {"includes", "excludes", "include", "exclude", "exclude_vectors"}
+    ):
         includes = spec.get("includes", spec.get("include", []))
         excludes = spec.get("excludes", spec.get("exclude", []))
         includes, excludes = ([value] if isinstance(value, str) else value for value in (includes, excludes))
-        if all(isinstance(value, list) and all(isinstance(item, str) for item in value)
-               for value in (includes, excludes)):
+        if all(
+            isinstance(value, list) and all(isinstance(item, str) for item in value) for value in (includes, excludes)
+        ):
             return SourceFilter(tuple(includes), tuple(excludes))
-    raise QueryRefused("[_source] must be true, false, a field name or pattern, a list of them, or "
-                       "{\"includes\": [...], \"excludes\": [...], \"exclude_vectors\": true|false}")
+    raise QueryRefused(
+        "[_source] must be true, false, a field name or pattern, a list of them, or "
+        '{"includes": [...], "excludes": [...], "exclude_vectors": true|false}'
+    )
 
 
 def source_patterns(spec: Any) -> int:

@@ -49,8 +49,25 @@ from luqum.exceptions import ParseError
 from luqum.thread import parse as thread_safe_parse
 
 from es_rerank.backends.query_tree import (
-    KEYWORD_FIELDS, MAX_CLAUSES, MAX_DEPTH, NUMBER_FIELDS, ON_ELASTICSEARCH, TEXT_FIELDS, WHOLE_TEXT, Bool, Fuzziness,
-    MatchAll, MatchNone, Node, Pattern, Range, UnsupportedQuery, Words, active_limits, keyword_node, phrase_node,
+    KEYWORD_FIELDS,
+    MAX_CLAUSES,
+    MAX_DEPTH,
+    NUMBER_FIELDS,
+    ON_ELASTICSEARCH,
+    TEXT_FIELDS,
+    WHOLE_TEXT,
+    Bool,
+    Fuzziness,
+    MatchAll,
+    MatchNone,
+    Node,
+    Pattern,
+    Range,
+    UnsupportedQuery,
+    Words,
+    active_limits,
+    keyword_node,
+    phrase_node,
     whole_number,
 )
 from es_rerank.text import tokenize
@@ -95,16 +112,22 @@ def raw_shape(text: str) -> RawShape:
 def _check_raw(text: str, kind: str) -> None:
     shape = raw_shape(text)
     if shape.depth > MAX_DEPTH:
-        raise UnsupportedQuery(f"[{kind}] parentheses nest {shape.depth} deep; this gateway reads at most {MAX_DEPTH} "
-                               "levels: flatten the query")
+        raise UnsupportedQuery(
+            f"[{kind}] parentheses nest {shape.depth} deep; this gateway reads at most {MAX_DEPTH} "
+            "levels: flatten the query"
+        )
     if shape.words > MAX_CLAUSES:  # refused once parsed anyway (query_dsl's clause budget): not worth parsing
-        raise UnsupportedQuery(f"[{kind}] the query has {shape.words} words and groups, more than {MAX_CLAUSES} "
-                               f"clauses; this gateway reads at most {MAX_CLAUSES} per request: split it")
+        raise UnsupportedQuery(
+            f"[{kind}] the query has {shape.words} words and groups, more than {MAX_CLAUSES} "
+            f"clauses; this gateway reads at most {MAX_CLAUSES} per request: split it"
+        )
     limit = active_limits().max_wildcard_terms
     if shape.wildcard_words > limit:
-        raise UnsupportedQuery(f"[{kind}] the query has {shape.wildcard_words} wildcard words; this gateway reads at "
-                               f"most {limit} per search (ESRR_GATEWAY_MAX_WILDCARD_TERMS): search fewer wildcard "
-                               "words, or escape a literal ? or * as \\? or \\*")
+        raise UnsupportedQuery(
+            f"[{kind}] the query has {shape.wildcard_words} wildcard words; this gateway reads at "
+            f"most {limit} per search (ESRR_GATEWAY_MAX_WILDCARD_TERMS): search fewer wildcard "
+            "words, or escape a literal ? or * as \\? or \\*"
+        )
 
 
 @lru_cache(maxsize=32)
@@ -113,8 +136,9 @@ def _parsed(source: str) -> tree.Item:
     return thread_safe_parse(source)
 
 
-def read_lucene(text: str, all_required: bool, simple: bool, budget: Any, depth: int, kind: str,
-                fuzzy: Fuzziness = Fuzziness()) -> Node:
+def read_lucene(
+    text: str, all_required: bool, simple: bool, budget: Any, depth: int, kind: str, fuzzy: Fuzziness = Fuzziness()
+) -> Node:
     """The nodes of a ``query_string`` (``simple`` False) or ``simple_query_string`` text; ``fuzzy`` is the clause's
     fuzzy options (``word~`` without a number takes its fuzziness)."""
     _check_raw(text, kind)
@@ -127,8 +151,10 @@ def read_lucene(text: str, all_required: bool, simple: bool, budget: Any, depth:
         if simple:  # lenient, as Elasticsearch: the words are searched
             tokens = tuple(dict.fromkeys(tokenize(text)))
             return Words(tokens, len(tokens) if all_required else 1) if tokens else MatchNone()
-        raise UnsupportedQuery(f"[{kind}] cannot parse {text[:40]!r}: {error}; check its quotes, parentheses and "
-                               "operators (AND, OR, NOT, +, -)") from None
+        raise UnsupportedQuery(
+            f"[{kind}] cannot parse {text[:40]!r}: {error}; check its quotes, parentheses and "
+            "operators (AND, OR, NOT, +, -)"
+        ) from None
     return _Reader(all_required, simple, budget, kind, fuzzy).node(parsed, depth, "text")
 
 
@@ -201,14 +227,18 @@ class _Reader:
             return "text" if {name} in WHOLE_TEXT else name
         if name not in TEXT_FIELDS:
             return None
-        raise UnsupportedQuery(f"[{self.kind}] field [{name[:40]}]: the embedded backend searches the whole text "
-                               f"(text:) and filters on {', '.join(KEYWORD_FIELDS + NUMBER_FIELDS)}; a search of "
-                               f"[{name[:40]}] is {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"[{self.kind}] field [{name[:40]}]: the embedded backend searches the whole text "
+            f"(text:) and filters on {', '.join(KEYWORD_FIELDS + NUMBER_FIELDS)}; a search of "
+            f"[{name[:40]}] is {ON_ELASTICSEARCH}"
+        )
 
     def word(self, value: str, field: str) -> Node:
         if re.search(r"(?<!\\)!", value):  # Lucene's parser (and so Elasticsearch's) reads `!` as NOT, not in a word
-            raise UnsupportedQuery(f"[{self.kind}] cannot parse {value[:40]!r}: '!' is the NOT operator; put it "
-                                   "before a word (!coffee) or escape it (\\!)")
+            raise UnsupportedQuery(
+                f"[{self.kind}] cannot parse {value[:40]!r}: '!' is the NOT operator; put it "
+                "before a word (!coffee) or escape it (\\!)"
+            )
         if _UNESCAPED_WILDCARD.search(value):
             if value == "*" and field == "text":
                 return MatchAll()
@@ -241,9 +271,11 @@ class _Reader:
             raise UnsupportedQuery(f"[{self.kind}] a phrase's slop (~N) must be a whole number, got ~{degree[:40]}")
         if len(degree) > 9:  # over any budget (QueryLimits.max_phrase_cost), and over what tantivy takes
             limit = active_limits().max_phrase_cost
-            raise UnsupportedQuery(f"[{self.kind}] the query has a phrase of slop ~{degree[:40]}; this gateway reads "
-                                   f"at most {limit} phrase words times slop per search "
-                                   "(ESRR_GATEWAY_MAX_PHRASE_COST): lower the slop")
+            raise UnsupportedQuery(
+                f"[{self.kind}] the query has a phrase of slop ~{degree[:40]}; this gateway reads "
+                f"at most {limit} phrase words times slop per search "
+                "(ESRR_GATEWAY_MAX_PHRASE_COST): lower the slop"
+            )
         return int(degree)
 
     def phrase(self, item: tree.Phrase, slop: int, field: str) -> Node:

@@ -21,7 +21,7 @@ class OpenSearchBackend(ElasticsearchBackend):
     engine = "opensearch"
 
     @classmethod
-    def from_settings(cls, settings: "CommonSettings") -> "OpenSearchBackend":
+    def from_settings(cls, settings: CommonSettings) -> OpenSearchBackend:
         """Connect to the OpenSearch cluster at ``ESRR_ES_URL`` and serve ``ESRR_ES_ALIAS``."""
         return cls(connect_opensearch(settings), settings.es_alias, stats_root(settings))
 

@@ -25,16 +25,23 @@ its messages). What differs between the engines is translated here:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import elasticsearch
 import elasticsearch.helpers
 import opensearchpy
 from elastic_transport import (
-    ApiResponseMeta, HeadApiResponse, HttpHeaders, ListApiResponse, NodeConfig, ObjectApiResponse, TextApiResponse,
+    ApiResponseMeta,
+    HeadApiResponse,
+    HttpHeaders,
+    ListApiResponse,
+    NodeConfig,
+    ObjectApiResponse,
+    TextApiResponse,
 )
 from elasticsearch.exceptions import HTTP_EXCEPTIONS
 from opensearchpy import helpers as os_helpers
@@ -48,18 +55,45 @@ PRODUCT = "OpenSearch"
 
 # Keyword arguments the Elasticsearch 8 client sends in the body, per API; the others are URL parameters.
 _BODY_FIELDS: dict[str, frozenset[str]] = {
-    "search": frozenset({
-        "query", "size", "from_", "sort", "aggs", "aggregations", "post_filter", "highlight", "track_total_hits",
-        "track_scores", "search_after", "pit", "fields", "docvalue_fields", "stored_fields", "script_fields",
-        "explain", "min_score", "collapse", "suggest", "version", "seq_no_primary_term", "rescore", "indices_boost",
-        "profile", "source", "terminate_after"}),
+    "search": frozenset(
+        {
+            "query",
+            "size",
+            "from_",
+            "sort",
+            "aggs",
+            "aggregations",
+            "post_filter",
+            "highlight",
+            "track_total_hits",
+            "track_scores",
+            "search_after",
+            "pit",
+            "fields",
+            "docvalue_fields",
+            "stored_fields",
+            "script_fields",
+            "explain",
+            "min_score",
+            "collapse",
+            "suggest",
+            "version",
+            "seq_no_primary_term",
+            "rescore",
+            "indices_boost",
+            "profile",
+            "source",
+            "terminate_after",
+        }
+    ),
     "count": frozenset({"query"}),
     "mget": frozenset({"ids", "docs"}),
     "indices.create": frozenset({"settings", "mappings", "aliases"}),
     "indices.put_settings": frozenset({"settings"}),
     "indices.update_aliases": frozenset({"actions"}),
-    "indices.analyze": frozenset({"analyzer", "text", "tokenizer", "filter", "char_filter", "field", "normalizer",
-                                  "explain"}),
+    "indices.analyze": frozenset(
+        {"analyzer", "text", "tokenizer", "filter", "char_filter", "field", "normalizer", "explain"}
+    ),
     "scroll": frozenset({"scroll_id", "scroll"}),
     "clear_scroll": frozenset({"scroll_id"}),
 }
@@ -106,7 +140,7 @@ def _answer(value: Any, meta: Callable[[int], ApiResponseMeta]) -> Any:
 class _Namespace:
     """One of the client's API groups (``indices``, ``cluster``, ``cat``, ``nodes``) in the Elasticsearch 8 shape."""
 
-    def __init__(self, client: "OpenSearchClient", name: str) -> None:
+    def __init__(self, client: OpenSearchClient, name: str) -> None:
         self._client = client
         self._name = name
 
@@ -121,24 +155,44 @@ class OpenSearchClient:
 
     product = PRODUCT
 
-    def __init__(self, url: str, *, request_timeout: float = 30.0, ca_certs: str | None = None,
-                 retry_on_timeout: bool = False, retry_on_status: tuple[int, ...] = (),
-                 max_retries: int = 3, _shared: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        request_timeout: float = 30.0,
+        ca_certs: str | None = None,
+        retry_on_timeout: bool = False,
+        retry_on_status: tuple[int, ...] = (),
+        max_retries: int = 3,
+        _shared: dict[str, Any] | None = None,
+    ) -> None:
         self.url = url
-        self._config = {"request_timeout": request_timeout, "ca_certs": ca_certs,
-                        "retry_on_timeout": retry_on_timeout, "retry_on_status": tuple(retry_on_status),
-                        "max_retries": max_retries}
+        self._config = {
+            "request_timeout": request_timeout,
+            "ca_certs": ca_certs,
+            "retry_on_timeout": retry_on_timeout,
+            "retry_on_status": tuple(retry_on_status),
+            "max_retries": max_retries,
+        }
         parts = urlsplit(url)
-        self._node = NodeConfig(parts.scheme or "http", parts.hostname or "127.0.0.1",
-                                parts.port or (443 if parts.scheme == "https" else 9200))
+        self._node = NodeConfig(
+            parts.scheme or "http",
+            parts.hostname or "127.0.0.1",
+            parts.port or (443 if parts.scheme == "https" else 9200),
+        )
         self._ignore: tuple[int, ...] = ()
         self._timeout: float | None = None
         # The product check and the server version are read once for all the views options() makes.
         self._shared = _shared if _shared is not None else {"lock": threading.Lock(), "version": None, "views": {}}
         extra = {"ca_certs": ca_certs} if ca_certs else {}
         self.raw = opensearchpy.OpenSearch(
-            [url], timeout=request_timeout, retry_on_timeout=retry_on_timeout, retry_on_status=tuple(retry_on_status),
-            max_retries=max_retries, **extra)
+            [url],
+            timeout=request_timeout,
+            retry_on_timeout=retry_on_timeout,
+            retry_on_status=tuple(retry_on_status),
+            max_retries=max_retries,
+            **extra,
+        )
 
     @property
     def cluster_url(self) -> str:
@@ -150,13 +204,14 @@ class OpenSearchClient:
         """The OpenSearch version (major, minor), once a request has read it."""
         return self._shared["version"]
 
-    def options(self, **options: Any) -> "OpenSearchClient":
+    def options(self, **options: Any) -> OpenSearchClient:
         """A view with other per-request options, as the Elasticsearch 8 client's ``options()``."""
         unknown = set(options) - set(_OPTIONS)
         if unknown:
             raise TypeError(f"options {sorted(unknown)} are not supported by the OpenSearch client")
-        transport = {key: options[key] for key in ("retry_on_timeout", "retry_on_status", "max_retries")
-                     if key in options}
+        transport = {
+            key: options[key] for key in ("retry_on_timeout", "retry_on_status", "max_retries") if key in options
+        }
         if transport:  # another opensearch-py client (its transport retries), one per set of options
             config = {**self._config, **transport}
             key = repr(sorted(config.items()))
@@ -188,7 +243,7 @@ class OpenSearchClient:
         for view in self._shared["views"].values():
             view.raw.close()
 
-    def __enter__(self) -> "OpenSearchClient":
+    def __enter__(self) -> OpenSearchClient:
         return self
 
     def __exit__(self, *_exc: Any) -> None:
@@ -197,8 +252,7 @@ class OpenSearchClient:
     # --- the calls ---
 
     def _meta(self, status: int) -> ApiResponseMeta:
-        return ApiResponseMeta(status=status, http_version="1.1", headers=HttpHeaders(), duration=0.0,
-                               node=self._node)
+        return ApiResponseMeta(status=status, http_version="1.1", headers=HttpHeaders(), duration=0.0, node=self._node)
 
     def _check_server(self) -> None:
         """Read ``GET /`` once: refuse a server that is not OpenSearch; a refused read (401, 403) is tried again."""
@@ -217,8 +271,10 @@ class OpenSearchClient:
             if not isinstance(version, dict) or version.get("distribution") != "opensearch":
                 number = version.get("number") if isinstance(version, dict) else None
                 what = f"Elasticsearch {number}" if number else "not OpenSearch (its GET / names no version)"
-                raise NotOpenSearch(f"the server is {what}, not OpenSearch; set ESRR_BACKEND=elasticsearch for an "
-                                    "Elasticsearch cluster, or ESRR_ES_URL to an OpenSearch one")
+                raise NotOpenSearch(
+                    f"the server is {what}, not OpenSearch; set ESRR_BACKEND=elasticsearch for an "
+                    "Elasticsearch cluster, or ESRR_ES_URL to an OpenSearch one"
+                )
             self._shared["version"] = server_version(info)
 
     def _call(self, api: str, **kwargs: Any) -> Any:
@@ -259,7 +315,7 @@ class OpenSearchClient:
 
         return self._send(lambda: self.raw.create_pit(index=index, keep_alive=keep_alive, **params), as_elasticsearch)
 
-    def _close_point_in_time(self, *, body: dict | None = None, id: str | None = None) -> Any:  # noqa: A002
+    def _close_point_in_time(self, *, body: dict | None = None, id: str | None = None) -> Any:
         pit_id = id if id is not None else (body or {}).get("id")
 
         def as_elasticsearch(answer: dict) -> dict:
@@ -303,11 +359,14 @@ def as_elasticsearch_error(error: BaseException, client: OpenSearchClient) -> Ex
     return elasticsearch.TransportError(str(error))
 
 
-def connect_opensearch(settings: "CommonSettings") -> OpenSearchClient:
+def connect_opensearch(settings: CommonSettings) -> OpenSearchClient:
     """A client for the OpenSearch cluster at ``ESRR_ES_URL`` with the configured timeout and CA certificates."""
     # As for Elasticsearch: a request that timed out is not retried (one hung cluster would cost 4 timeouts).
-    return OpenSearchClient(settings.es_url, request_timeout=settings.es_timeout_s,
-                            ca_certs=str(settings.es_ca_certs) if settings.es_ca_certs is not None else None)
+    return OpenSearchClient(
+        settings.es_url,
+        request_timeout=settings.es_timeout_s,
+        ca_certs=str(settings.es_ca_certs) if settings.es_ca_certs is not None else None,
+    )
 
 
 __all__ = ["NotOpenSearch", "OpenSearchClient", "PRODUCT", "connect_opensearch"]

@@ -32,16 +32,41 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from es_rerank.backends.lucene_syntax import lucene_words, read_lucene  # luqum builds its parser tables at import
 from es_rerank.backends.query_tree import (  # noqa: F401  (the tree's names, read here, used by the backends)
-    AGGREGATABLE, KEYWORD_FIELDS, MAX_CLAUSES, MAX_DEPTH, MAX_SHOULD_EXPANSION, NUMBER_FIELDS, ON_ELASTICSEARCH,
-    TEXT_FIELDS, WHOLE_TEXT, Bool, Fuzziness, Keyword, MatchAll, MatchNone, Node, Phrase, PhrasePrefix, Range,
-    UnsupportedQuery, Words, expansions, keyword_node, phrase_node, prefix_pattern, read_fuzziness, shortened,
+    AGGREGATABLE,
+    KEYWORD_FIELDS,
+    MAX_CLAUSES,
+    MAX_DEPTH,
+    MAX_SHOULD_EXPANSION,
+    NUMBER_FIELDS,
+    ON_ELASTICSEARCH,
+    TEXT_FIELDS,
+    WHOLE_TEXT,
+    Bool,
+    Fuzziness,
+    Keyword,
+    MatchAll,
+    MatchNone,
+    Node,
+    Phrase,
+    PhrasePrefix,
+    Range,
+    UnsupportedQuery,
+    Words,
+    expansions,
+    keyword_node,
+    phrase_node,
+    prefix_pattern,
+    read_fuzziness,
+    shortened,
     whole_number,
 )
 from es_rerank.text import tokenize
+
 
 class _Budget:
     """Counts clauses read, refusing more than ``MAX_CLAUSES``."""
@@ -52,8 +77,10 @@ class _Budget:
     def spend(self, depth: int) -> None:
         self.clauses += 1
         if self.clauses > MAX_CLAUSES:
-            raise UnsupportedQuery(f"the query has more than {MAX_CLAUSES} clauses; this gateway reads at most "
-                                   f"{MAX_CLAUSES} per request: split it")
+            raise UnsupportedQuery(
+                f"the query has more than {MAX_CLAUSES} clauses; this gateway reads at most "
+                f"{MAX_CLAUSES} per request: split it"
+            )
         if depth > MAX_DEPTH:
             raise UnsupportedQuery(f"the query nests more than {MAX_DEPTH} levels deep; flatten it")
 
@@ -65,8 +92,9 @@ def read_query(query: Any) -> Node:
 
 def _one_clause(query: Any, where: str) -> tuple[str, Any]:
     if not isinstance(query, dict) or len(query) != 1:
-        raise UnsupportedQuery(f"[{where}] must be an object with one query clause, e.g. "
-                               '{"match": {"text": "green tea"}}')
+        raise UnsupportedQuery(
+            f'[{where}] must be an object with one query clause, e.g. {{"match": {{"text": "green tea"}}}}'
+        )
     return next(iter(query.items()))
 
 
@@ -75,8 +103,10 @@ def _read(query: Any, budget: _Budget, depth: int) -> Node:
     kind, clause = _one_clause(query, "query")
     reader = _READERS.get(kind)
     if reader is None:
-        raise UnsupportedQuery(f"[{shortened(kind)}] queries are not served by the embedded backend, which reads "
-                               f"{', '.join(_READERS)}; they are {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"[{shortened(kind)}] queries are not served by the embedded backend, which reads "
+            f"{', '.join(_READERS)}; they are {ON_ELASTICSEARCH}"
+        )
     if not isinstance(clause, dict):
         raise UnsupportedQuery(f"[{kind}] must be an object, got {shortened(clause)}")
     return reader(clause, budget, depth)
@@ -85,8 +115,10 @@ def _read(query: Any, budget: _Budget, depth: int) -> Node:
 def _allowed(kind: str, clause: dict, keys: tuple[str, ...]) -> None:
     unknown = next((key for key in clause if key not in keys), None)
     if unknown is not None:
-        raise UnsupportedQuery(f"[{kind}] option [{shortened(unknown)}] is not served by the embedded backend "
-                               f"(it reads {', '.join(keys)}); it is {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"[{kind}] option [{shortened(unknown)}] is not served by the embedded backend "
+            f"(it reads {', '.join(keys)}); it is {ON_ELASTICSEARCH}"
+        )
 
 
 def _boost(kind: str, clause: dict) -> float:
@@ -116,9 +148,11 @@ def _minimum(kind: str, value: Any, optional: int, default: int) -> int:
     text = str(value).strip() if not isinstance(value, bool) else ""
     found = re.fullmatch(r"(-?)([0-9]{1,6})(%?)", text)
     if found is None:
-        raise UnsupportedQuery(f"[{kind}] minimum_should_match {shortened(value)} is not served by the embedded "
-                               "backend, which reads a whole number or a percentage (3, -1, \"75%\", \"-25%\"); "
-                               f"other forms are {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"[{kind}] minimum_should_match {shortened(value)} is not served by the embedded "
+            'backend, which reads a whole number or a percentage (3, -1, "75%", "-25%"); '
+            f"other forms are {ON_ELASTICSEARCH}"
+        )
     negative, number, percent = found.group(1) == "-", int(found.group(2)), bool(found.group(3))
     count = math.floor(optional * number / 100) if percent else number  # Elasticsearch rounds down
     required = optional - count if negative else count
@@ -138,9 +172,11 @@ def _text_field(kind: str, fields: Any) -> None:
         raise UnsupportedQuery(f"[{kind}] fields must be a field name or a list of them, got {shortened(fields)}")
     names = {name.split("^")[0] for name in listed}  # a boost ("title^2") does not change what is searched
     if names not in WHOLE_TEXT:
-        raise UnsupportedQuery(f"[{kind}] on {shortened(sorted(names))}: the embedded backend searches title and "
-                               "abstract together, as the field 'text' (name it, or title and abstract both); "
-                               f"a search of one of them alone is {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"[{kind}] on {shortened(sorted(names))}: the embedded backend searches title and "
+            "abstract together, as the field 'text' (name it, or title and abstract both); "
+            f"a search of one of them alone is {ON_ELASTICSEARCH}"
+        )
 
 
 def _text(kind: str, value: Any) -> str:
@@ -149,15 +185,22 @@ def _text(kind: str, value: Any) -> str:
     return value
 
 
-def _words(kind: str, text: str, operator: Any, minimum: Any, boost: float, fuzzy: Fuzziness | None = None,
-           prefix_last: bool = False) -> Node:
+def _words(
+    kind: str,
+    text: str,
+    operator: Any,
+    minimum: Any,
+    boost: float,
+    fuzzy: Fuzziness | None = None,
+    prefix_last: bool = False,
+) -> Node:
     """A match's words: each a clause (fuzzy with ``fuzzy``; the last a prefix with ``prefix_last``, as
     match_bool_prefix), at least one of them required, all with operator and, or ``minimum_should_match``."""
     tokens = tokenize(text)
     if not tokens:
         return MatchNone()
     if operator not in (None, "or", "OR", "and", "AND"):
-        raise UnsupportedQuery(f"[{kind}] operator must be \"or\" or \"and\", got {shortened(operator)}")
+        raise UnsupportedQuery(f'[{kind}] operator must be "or" or "and", got {shortened(operator)}')
     words = tuple(dict.fromkeys(tokens[:-1] if prefix_last else tokens))
     count = len(words) + prefix_last
     required = count if operator in ("and", "AND") else max(1, _minimum(kind, minimum, count, 1))
@@ -182,8 +225,14 @@ def _match(clause: dict, budget: _Budget, depth: int) -> Node:
     if not isinstance(value, dict):
         return _words("match", _text("match", value), None, None, 1.0)
     _allowed("match", value, ("query", "operator", "minimum_should_match", "boost") + _FUZZY_OPTIONS)
-    return _words("match", _text("match", value.get("query")), value.get("operator"),
-                  value.get("minimum_should_match"), _boost("match", value), _fuzzy("match", value))
+    return _words(
+        "match",
+        _text("match", value.get("query")),
+        value.get("operator"),
+        value.get("minimum_should_match"),
+        _boost("match", value),
+        _fuzzy("match", value),
+    )
 
 
 def _match_bool_prefix(clause: dict, budget: _Budget, depth: int) -> Node:
@@ -192,9 +241,15 @@ def _match_bool_prefix(clause: dict, budget: _Budget, depth: int) -> Node:
     if not isinstance(value, dict):
         return _words("match_bool_prefix", _text("match_bool_prefix", value), None, None, 1.0, prefix_last=True)
     _allowed("match_bool_prefix", value, ("query", "operator", "minimum_should_match", "boost") + _FUZZY_OPTIONS)
-    return _words("match_bool_prefix", _text("match_bool_prefix", value.get("query")), value.get("operator"),
-                  value.get("minimum_should_match"), _boost("match_bool_prefix", value),
-                  _fuzzy("match_bool_prefix", value), prefix_last=True)
+    return _words(
+        "match_bool_prefix",
+        _text("match_bool_prefix", value.get("query")),
+        value.get("operator"),
+        value.get("minimum_should_match"),
+        _boost("match_bool_prefix", value),
+        _fuzzy("match_bool_prefix", value),
+        prefix_last=True,
+    )
 
 
 def _phrase_prefix(kind: str, text: str, slop: int, max_expansions: int, boost: float) -> Node:
@@ -209,8 +264,13 @@ def _match_phrase_prefix(clause: dict, budget: _Budget, depth: int) -> Node:
     if not isinstance(value, dict):
         return _phrase_prefix(kind, _text(kind, value), 0, expansions(kind, {}), 1.0)
     _allowed(kind, value, ("query", "slop", "max_expansions", "boost"))
-    return _phrase_prefix(kind, _text(kind, value.get("query")), _slop(kind, value.get("slop", 0)),
-                          expansions(kind, value), _boost(kind, value))
+    return _phrase_prefix(
+        kind,
+        _text(kind, value.get("query")),
+        _slop(kind, value.get("slop", 0)),
+        expansions(kind, value),
+        _boost(kind, value),
+    )
 
 
 def _term_field(kind: str, field: Any) -> str:
@@ -226,14 +286,18 @@ def _prefix(clause: dict, budget: _Budget, depth: int) -> Node:
     options = value if isinstance(value, dict) else {"value": value}
     _allowed("prefix", options, ("value", "boost", "case_insensitive", "rewrite"))
     if options.get("rewrite", "constant_score") not in ("constant_score", "constant_score_boolean"):
-        raise UnsupportedQuery(f"[prefix] rewrite {shortened(options['rewrite'])} is not served by the embedded "
-                               f"backend, which scores a prefix as constant_score does; it is {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"[prefix] rewrite {shortened(options['rewrite'])} is not served by the embedded "
+            f"backend, which scores a prefix as constant_score does; it is {ON_ELASTICSEARCH}"
+        )
     if not isinstance(options.get("case_insensitive", False), bool):
-        raise UnsupportedQuery(f"[prefix] case_insensitive must be true or false, got "
-                               f"{shortened(options['case_insensitive'])}")
+        raise UnsupportedQuery(
+            f"[prefix] case_insensitive must be true or false, got {shortened(options['case_insensitive'])}"
+        )
     # A term-level query: the prefix is not analysed (`Gre` finds no lower-cased `green`), as in Elasticsearch.
-    pattern = prefix_pattern(_text("prefix", options.get("value")), _term_field("prefix", field),
-                             options.get("case_insensitive", False))
+    pattern = prefix_pattern(
+        _text("prefix", options.get("value")), _term_field("prefix", field), options.get("case_insensitive", False)
+    )
     boost = _boost("prefix", options)
     return pattern if boost == 1.0 else Bool(must=(pattern,), boost=boost)
 
@@ -241,13 +305,19 @@ def _prefix(clause: dict, budget: _Budget, depth: int) -> Node:
 def _fuzzy_query(clause: dict, budget: _Budget, depth: int) -> Node:
     field, value = _field_value("fuzzy", clause)
     options = value if isinstance(value, dict) else {"value": value}
-    _allowed("fuzzy", options, ("value", "fuzziness", "prefix_length", "max_expansions", "transpositions", "boost",
-                                "rewrite"))
+    _allowed(
+        "fuzzy",
+        options,
+        ("value", "fuzziness", "prefix_length", "max_expansions", "transpositions", "boost", "rewrite"),
+    )
     if _term_field("fuzzy", field) != "text":
-        raise UnsupportedQuery(f"[fuzzy] on [{shortened(field)}] is not served by the embedded backend, which "
-                               f"searches fuzzy words in the text; it is {ON_ELASTICSEARCH}")
-    fuzzy = read_fuzziness("fuzzy", {"fuzziness": "AUTO", **options},
-                           ("fuzziness", "prefix_length", "max_expansions", "transpositions"))
+        raise UnsupportedQuery(
+            f"[fuzzy] on [{shortened(field)}] is not served by the embedded backend, which "
+            f"searches fuzzy words in the text; it is {ON_ELASTICSEARCH}"
+        )
+    fuzzy = read_fuzziness(
+        "fuzzy", {"fuzziness": "AUTO", **options}, ("fuzziness", "prefix_length", "max_expansions", "transpositions")
+    )
     assert fuzzy is not None
     # Term-level: the word is searched as written, not analysed (as Elasticsearch's fuzzy query).
     return fuzzy.word("fuzzy", _text("fuzzy", options.get("value")), _boost("fuzzy", options))
@@ -265,8 +335,11 @@ def _match_phrase(clause: dict, budget: _Budget, depth: int) -> Node:
     if not isinstance(value, dict):
         return phrase_node(tokenize(_text("match_phrase", value)), 0, 1.0)
     _allowed("match_phrase", value, ("query", "slop", "boost"))
-    return phrase_node(tokenize(_text("match_phrase", value.get("query"))), _slop("match_phrase", value.get("slop", 0)),
-                   _boost("match_phrase", value))
+    return phrase_node(
+        tokenize(_text("match_phrase", value.get("query"))),
+        _slop("match_phrase", value.get("slop", 0)),
+        _boost("match_phrase", value),
+    )
 
 
 _MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "phrase_prefix", "bool_prefix")
@@ -274,36 +347,58 @@ _MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "p
 
 def _multi_match(clause: dict, budget: _Budget, depth: int) -> Node:
     # tie_breaker weighs the fields other than the best one; the embedded index searches one: it changes nothing.
-    _allowed("multi_match", clause, ("query", "fields", "type", "operator", "minimum_should_match", "slop", "boost",
-                                     "tie_breaker") + _FUZZY_OPTIONS)
+    _allowed(
+        "multi_match",
+        clause,
+        ("query", "fields", "type", "operator", "minimum_should_match", "slop", "boost", "tie_breaker")
+        + _FUZZY_OPTIONS,
+    )
     fields = clause.get("fields", ["*"])
     _text_field("multi_match", fields)
     kind = clause.get("type", "best_fields")
     text = _text("multi_match", clause.get("query"))
     separate = {name.split("^")[0] for name in ([fields] if isinstance(fields, str) else fields)} - {"text"}
     if kind not in _MULTI_MATCH_TYPES:
-        raise UnsupportedQuery(f"[multi_match] type {shortened(kind)} is not served by the embedded backend (it reads "
-                               f"{', '.join(_MULTI_MATCH_TYPES)}); it is {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"[multi_match] type {shortened(kind)} is not served by the embedded backend (it reads "
+            f"{', '.join(_MULTI_MATCH_TYPES)}); it is {ON_ELASTICSEARCH}"
+        )
     fuzzy = _fuzzy("multi_match", clause)
     if fuzzy is not None and kind in ("cross_fields", "phrase", "phrase_prefix"):
-        raise UnsupportedQuery(f"[multi_match] Fuzziness not allowed for type [{kind}] (as in Elasticsearch); send "
-                               "type best_fields or most_fields")
+        raise UnsupportedQuery(
+            f"[multi_match] Fuzziness not allowed for type [{kind}] (as in Elasticsearch); send "
+            "type best_fields or most_fields"
+        )
     if kind == "phrase":
         return phrase_node(tokenize(text), _slop("multi_match", clause.get("slop", 0)), _boost("multi_match", clause))
     if kind == "phrase_prefix":
-        return _phrase_prefix("multi_match", text, _slop("multi_match", clause.get("slop", 0)),
-                              expansions("multi_match", clause), _boost("multi_match", clause))
+        return _phrase_prefix(
+            "multi_match",
+            text,
+            _slop("multi_match", clause.get("slop", 0)),
+            expansions("multi_match", clause),
+            _boost("multi_match", clause),
+        )
     if kind == "bool_prefix" and clause.get("slop") is not None:
         raise UnsupportedQuery("[multi_match] slop not allowed for type [bool_prefix] (as in Elasticsearch)")
     requires_all = clause.get("operator") in ("and", "AND") or clause.get("minimum_should_match") is not None
     if requires_all and kind != "cross_fields" and len(separate) > 1:
         # best_fields/most_fields with AND want every word in one field; the embedded index has their union only.
-        raise UnsupportedQuery(f"[multi_match] type {kind} with an operator or minimum_should_match over "
-                               f"{sorted(separate)} counts words per field, which the embedded backend, holding "
-                               "title and abstract together, cannot; use type cross_fields or the field 'text' (such a "
-                               f"multi_match is {ON_ELASTICSEARCH})")
-    return _words("multi_match", text, clause.get("operator"), clause.get("minimum_should_match"),
-                  _boost("multi_match", clause), fuzzy, prefix_last=kind == "bool_prefix")
+        raise UnsupportedQuery(
+            f"[multi_match] type {kind} with an operator or minimum_should_match over "
+            f"{sorted(separate)} counts words per field, which the embedded backend, holding "
+            "title and abstract together, cannot; use type cross_fields or the field 'text' (such a "
+            f"multi_match is {ON_ELASTICSEARCH})"
+        )
+    return _words(
+        "multi_match",
+        text,
+        clause.get("operator"),
+        clause.get("minimum_should_match"),
+        _boost("multi_match", clause),
+        fuzzy,
+        prefix_last=kind == "bool_prefix",
+    )
 
 
 def _term(clause: dict, budget: _Budget, depth: int) -> Node:
@@ -318,8 +413,10 @@ def _terms(clause: dict, budget: _Budget, depth: int) -> Node:
     fields = {key: value for key, value in clause.items() if key != "boost"}
     field, values = _field_value("terms", fields)
     if not isinstance(values, list):
-        raise UnsupportedQuery(f"[terms] on [{shortened(field)}] takes a list of values (a terms lookup is "
-                               f"{ON_ELASTICSEARCH}), got {shortened(values)}")
+        raise UnsupportedQuery(
+            f"[terms] on [{shortened(field)}] takes a list of values (a terms lookup is "
+            f"{ON_ELASTICSEARCH}), got {shortened(values)}"
+        )
     if len(values) > MAX_CLAUSES:
         raise UnsupportedQuery(f"[terms] lists {len(values)} values; at most {MAX_CLAUSES} are read")
     return keyword_node("terms", field, values)
@@ -328,16 +425,18 @@ def _terms(clause: dict, budget: _Budget, depth: int) -> Node:
 def _range(clause: dict, budget: _Budget, depth: int) -> Node:
     field, bounds = _field_value("range", clause)
     if field not in NUMBER_FIELDS:
-        raise UnsupportedQuery(f"[range] on [{shortened(field)}] is not served by the embedded backend, which reads "
-                               f"ranges of {', '.join(NUMBER_FIELDS)}; it is {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"[range] on [{shortened(field)}] is not served by the embedded backend, which reads "
+            f"ranges of {', '.join(NUMBER_FIELDS)}; it is {ON_ELASTICSEARCH}"
+        )
     if not isinstance(bounds, dict):
-        raise UnsupportedQuery(f"[range] on [{field}] must be an object such as {{\"gte\": 2000, \"lte\": 2010}}")
+        raise UnsupportedQuery(f'[range] on [{field}] must be an object such as {{"gte": 2000, "lte": 2010}}')
     _allowed("range", bounds, ("gte", "gt", "lte", "lt", "boost"))
     lower = upper = None
     if "gte" in bounds:
         lower = whole_number("range", field, bounds["gte"])
     if "gt" in bounds:
-        lower = max(lower if lower is not None else -2**62, whole_number("range", field, bounds["gt"]) + 1)
+        lower = max(lower if lower is not None else -(2**62), whole_number("range", field, bounds["gt"]) + 1)
     if "lte" in bounds:
         upper = whole_number("range", field, bounds["lte"])
     if "lt" in bounds:
@@ -390,14 +489,32 @@ def _lucene(kind: str, clause: dict, budget: _Budget, depth: int, simple: bool) 
 
 
 _READERS = {
-    "bool": _bool, "match": _match, "match_phrase": _match_phrase, "multi_match": _multi_match,
-    "match_bool_prefix": _match_bool_prefix, "match_phrase_prefix": _match_phrase_prefix, "prefix": _prefix,
+    "bool": _bool,
+    "match": _match,
+    "match_phrase": _match_phrase,
+    "multi_match": _multi_match,
+    "match_bool_prefix": _match_bool_prefix,
+    "match_phrase_prefix": _match_phrase_prefix,
+    "prefix": _prefix,
     "fuzzy": _fuzzy_query,
-    "query_string": _query_string, "simple_query_string": _simple_query_string,
-    "term": _term, "terms": _terms, "range": _range, "ids": _ids, "match_all": _match_all, "match_none": _match_none,
+    "query_string": _query_string,
+    "simple_query_string": _simple_query_string,
+    "term": _term,
+    "terms": _terms,
+    "range": _range,
+    "ids": _ids,
+    "match_all": _match_all,
+    "match_none": _match_none,
 }
-TEXT_CLAUSES = ("match", "match_phrase", "match_bool_prefix", "match_phrase_prefix", "multi_match", "query_string",
-                "simple_query_string")
+TEXT_CLAUSES = (
+    "match",
+    "match_phrase",
+    "match_bool_prefix",
+    "match_phrase_prefix",
+    "multi_match",
+    "query_string",
+    "simple_query_string",
+)
 
 
 def query_text(query: Any) -> str:

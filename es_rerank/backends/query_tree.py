@@ -9,10 +9,11 @@ request (``bind_limits``), the defaults hold elsewhere.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Union
+from typing import Any, Union
 
 TEXT_FIELDS = ("text", "title", "abstract")  # `text` is title and abstract together
 WHOLE_TEXT = ({"text"}, {"title", "abstract"}, {"text", "title", "abstract"}, {"*"}, {"_all"})
@@ -128,10 +129,10 @@ class Range:
 class Bool:
     """Elasticsearch's bool: ``should`` needs ``required_should`` matches (the rest optional, scored)."""
 
-    must: tuple["Node", ...] = ()
-    should: tuple["Node", ...] = ()
-    filter: tuple["Node", ...] = ()
-    must_not: tuple["Node", ...] = ()
+    must: tuple[Node, ...] = ()
+    should: tuple[Node, ...] = ()
+    filter: tuple[Node, ...] = ()
+    must_not: tuple[Node, ...] = ()
     required_should: int = 0
     boost: float = 1.0
 
@@ -170,9 +171,11 @@ def keyword_node(kind: str, field: Any, values: list[Any]) -> Node:
         numbers = [whole_number(kind, field, value) for value in values]
         return Keyword(field, tuple(numbers))
     if field not in KEYWORD_FIELDS:
-        raise UnsupportedQuery(f"[{kind}] on field [{shortened(field)}] is not served by the embedded backend, which "
-                               f"filters on {', '.join(KEYWORD_FIELDS + NUMBER_FIELDS)}; a filter on another field "
-                               f"is {ON_ELASTICSEARCH}")
+        raise UnsupportedQuery(
+            f"[{kind}] on field [{shortened(field)}] is not served by the embedded backend, which "
+            f"filters on {', '.join(KEYWORD_FIELDS + NUMBER_FIELDS)}; a filter on another field "
+            f"is {ON_ELASTICSEARCH}"
+        )
     if not all(isinstance(value, (str, int)) and not isinstance(value, bool) for value in values):
         raise UnsupportedQuery(f"[{kind}] on [{field}] takes strings, got {shortened(values)}")
     return Keyword(field, tuple(str(value) for value in values))
@@ -186,13 +189,16 @@ def edits_for(kind: str, fuzziness: Any, token: str) -> int:
     if auto is not None:
         low, high = (int(auto.group(1)), int(auto.group(2))) if auto.group(1) else (3, 6)
         if low > high:
-            raise UnsupportedQuery(f"[{kind}] fuzziness {shortened(fuzziness)}: AUTO's low length must not be over its "
-                                   "high one, as in \"AUTO:3,6\"")
+            raise UnsupportedQuery(
+                f"[{kind}] fuzziness {shortened(fuzziness)}: AUTO's low length must not be over its "
+                'high one, as in "AUTO:3,6"'
+            )
         length = len(token)
         return 0 if length < low else 1 if length < high else 2
     if not re.fullmatch(r"[0-9]{1,6}(\.[0-9]{0,6})?", text):
-        raise UnsupportedQuery(f"[{kind}] fuzziness must be 0, 1, 2, \"AUTO\" or \"AUTO:low,high\", got "
-                               f"{shortened(fuzziness)}")
+        raise UnsupportedQuery(
+            f'[{kind}] fuzziness must be 0, 1, 2, "AUTO" or "AUTO:low,high", got {shortened(fuzziness)}'
+        )
     return min(MAX_EDITS, int(float(text)))
 
 
@@ -225,10 +231,15 @@ def read_fuzziness(kind: str, clause: Mapping[str, Any], names: tuple[str, str, 
     edits_for(kind, setting, "")  # the setting's form, checked once before any word
     prefix_length = clause.get(prefix_name, 0)
     if isinstance(prefix_length, bool) or not isinstance(prefix_length, int) or prefix_length < 0:
-        raise UnsupportedQuery(f"[{kind}] {prefix_name} must be a whole number of at least 0, got "
-                               f"{shortened(prefix_length)}")
-    return Fuzziness(setting, prefix_length, expansions(kind, clause, expansions_name),
-                     transpositions(kind, clause, transpositions_name))
+        raise UnsupportedQuery(
+            f"[{kind}] {prefix_name} must be a whole number of at least 0, got {shortened(prefix_length)}"
+        )
+    return Fuzziness(
+        setting,
+        prefix_length,
+        expansions(kind, clause, expansions_name),
+        transpositions(kind, clause, transpositions_name),
+    )
 
 
 def expansions(kind: str, clause: Mapping[str, Any], name: str = "max_expansions") -> int:
@@ -355,22 +366,48 @@ def check_cost(node: Node, limits: QueryLimits) -> QueryCost:
         elif isinstance(item, Bool):
             stack.extend((*item.must, *item.should, *item.filter, *item.must_not))
     widest = max(patterns, key=lambda pattern: pattern.marks, default=None)
-    _within("words searched (a fuzzy word, or a phrase's last word as a prefix, counting as its max_expansions)",
-            terms, limits.max_query_terms, "MAX_QUERY_TERMS", "search fewer words, or lower max_expansions")
-    _within("phrase words times slop (summed over its phrases)", phrase_cost, limits.max_phrase_cost,
-            "MAX_PHRASE_COST", "lower the slop (~N) or shorten the phrase")
-    _within("wildcard words", len(patterns), limits.max_wildcard_terms, "MAX_WILDCARD_TERMS",
-            "search fewer wildcard words, or escape a literal ? or * as \\? or \\*")
+    _within(
+        "words searched (a fuzzy word, or a phrase's last word as a prefix, counting as its max_expansions)",
+        terms,
+        limits.max_query_terms,
+        "MAX_QUERY_TERMS",
+        "search fewer words, or lower max_expansions",
+    )
+    _within(
+        "phrase words times slop (summed over its phrases)",
+        phrase_cost,
+        limits.max_phrase_cost,
+        "MAX_PHRASE_COST",
+        "lower the slop (~N) or shorten the phrase",
+    )
+    _within(
+        "wildcard words",
+        len(patterns),
+        limits.max_wildcard_terms,
+        "MAX_WILDCARD_TERMS",
+        "search fewer wildcard words, or escape a literal ? or * as \\? or \\*",
+    )
     if widest is not None:
-        _within(f"'?' and '*' in the wildcard {shortened(widest.wildcard)!r}", widest.marks, limits.max_wildcard_marks,
-                "MAX_WILDCARD_MARKS", "use fewer wildcards in one word", per="per wildcard word")
-    _within("wildcard words starting with ? or * (each tries every word of the index)", leading,
-            limits.max_leading_wildcards, "MAX_LEADING_WILDCARDS", "start each wildcard word with a letter "
-            "(gree*, not *ree*), or escape a lone ? as \\?")
+        _within(
+            f"'?' and '*' in the wildcard {shortened(widest.wildcard)!r}",
+            widest.marks,
+            limits.max_wildcard_marks,
+            "MAX_WILDCARD_MARKS",
+            "use fewer wildcards in one word",
+            per="per wildcard word",
+        )
+    _within(
+        "wildcard words starting with ? or * (each tries every word of the index)",
+        leading,
+        limits.max_leading_wildcards,
+        "MAX_LEADING_WILDCARDS",
+        "start each wildcard word with a letter (gree*, not *ree*), or escape a lone ? as \\?",
+    )
     return QueryCost(terms, phrase_cost, len(patterns), sum(pattern.light_prefix for pattern in patterns))
 
 
 def _within(what: str, value: int, limit: int, setting: str, fix: str, per: str = "per search") -> None:
     if value > limit:
-        raise UnsupportedQuery(f"the query has {value} {what}; this gateway reads at most {limit} {per} "
-                               f"(ESRR_GATEWAY_{setting}): {fix}")
+        raise UnsupportedQuery(
+            f"the query has {value} {what}; this gateway reads at most {limit} {per} (ESRR_GATEWAY_{setting}): {fix}"
+        )

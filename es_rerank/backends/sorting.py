@@ -11,8 +11,9 @@ returned in each hit's ``sort``, and answers the hits strictly after it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from es_rerank.backends.base import QueryRefused
 
@@ -52,8 +53,10 @@ def read_search_after(values: Any, keys: Sequence[SortKey]) -> tuple[Any, ...]:
     """``search_after`` as one value per sort key (a number, or a string for ``_id``)."""
     if not isinstance(values, list) or len(values) != len(keys):
         count = len(values) if isinstance(values, list) else 0
-        raise QueryRefused(f"search_after has {count} value(s) but sort has {len(keys)}; send the sort values of the "
-                           "last hit of the page before, as its [sort] shows them")
+        raise QueryRefused(
+            f"search_after has {count} value(s) but sort has {len(keys)}; send the sort values of the "
+            "last hit of the page before, as its [sort] shows them"
+        )
     read = []
     for value, key in zip(values, keys):
         if key.field == "_id":
@@ -113,12 +116,16 @@ def _key(item: Any) -> SortKey:
 
 def _checked(name: Any, spec: dict[str, Any]) -> SortKey:
     if name not in SORTABLE:
-        raise QueryRefused(f"[sort] on [{str(name)[:40]}]: the embedded backend sorts by {', '.join(SORTABLE)}; "
-                           "another field is served by the Elasticsearch backend (ESRR_BACKEND=elasticsearch)")
+        raise QueryRefused(
+            f"[sort] on [{str(name)[:40]}]: the embedded backend sorts by {', '.join(SORTABLE)}; "
+            "another field is served by the Elasticsearch backend (ESRR_BACKEND=elasticsearch)"
+        )
     unknown = next((option for option in spec if option not in ("order", "missing", "unmapped_type")), None)
     if unknown is not None:
-        raise QueryRefused(f"[sort] option [{str(unknown)[:40]}] of [{name}] is not served by the embedded backend, "
-                           "which reads order, missing, unmapped_type")
+        raise QueryRefused(
+            f"[sort] option [{str(unknown)[:40]}] of [{name}] is not served by the embedded backend, "
+            "which reads order, missing, unmapped_type"
+        )
     order = spec.get("order", "desc" if name == "_score" else "asc")
     if order not in ("asc", "desc"):
         raise QueryRefused(f"[sort] order of [{name}] must be asc or desc, got {str(order)[:40]}")

@@ -21,7 +21,7 @@ numpy, about a millisecond; its expansions count against ``ESRR_GATEWAY_MAX_QUER
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import tantivy
@@ -42,8 +42,9 @@ class TermDictionary:
             matrix = _code_points(members, length)
             self._by_length[length] = (members, matrix, _histograms(matrix))
 
-    def fuzzy(self, word: str, edits: int, prefix_length: int = 0, max_expansions: int = 50,
-              transpositions: bool = True) -> list[tuple[str, float]]:
+    def fuzzy(
+        self, word: str, edits: int, prefix_length: int = 0, max_expansions: int = 50, transpositions: bool = True
+    ) -> list[tuple[str, float]]:
         """The words within ``edits`` edits of ``word`` whose first ``prefix_length`` characters are its own, each with
         Lucene's similarity, the ``max_expansions`` most similar (then first in term order) best first."""
         length = len(word)
@@ -76,7 +77,7 @@ class TermDictionary:
         """The first ``limit`` words starting with ``prefix``, in term order."""
         start = bisect_left(self.words, prefix)
         found = []
-        for word in self.words[start:start + limit]:
+        for word in self.words[start : start + limit]:
             if not word.startswith(prefix):
                 break
             found.append(word)
@@ -125,14 +126,15 @@ def fuzzy_query(schema: tantivy.Schema, field: str, words: TermDictionary, node:
     expanded = words.fuzzy(node.token, node.edits, node.prefix_length, node.max_expansions, node.transpositions)
     if not expanded:
         return Query.empty_query()
-    clauses = [(Occur.Should, Query.boost_query(Query.term_query(schema, field, word), max(similarity, 0.0)))
-               for word, similarity in expanded]
+    clauses = [
+        (Occur.Should, Query.boost_query(Query.term_query(schema, field, word), max(similarity, 0.0)))
+        for word, similarity in expanded
+    ]
     query = Query.boolean_query(clauses)
     return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
 
 
-def phrase_prefix_query(schema: tantivy.Schema, field: str, words: TermDictionary,
-                        node: PhrasePrefix) -> tantivy.Query:
+def phrase_prefix_query(schema: tantivy.Schema, field: str, words: TermDictionary, node: PhrasePrefix) -> tantivy.Query:
     """The tantivy query of a phrase whose last word is a prefix: the phrase with that word any of its expansions."""
     Query, Occur = tantivy.Query, tantivy.Occur
     expanded = words.starting_with(node.tokens[-1], node.max_expansions)
@@ -145,9 +147,26 @@ def phrase_prefix_query(schema: tantivy.Schema, field: str, words: TermDictionar
         # (when the search runs), so the expansions are split into expressions that stay well within it.
         leading = [regex_literal(token) for token in node.tokens[:-1]]
         prefix = node.tokens[-1]
-        query = Query.boolean_query([(Occur.Should, Query.regex_phrase_query(schema, field, leading + [
-            regex_literal(prefix) + "(" + "|".join(regex_literal(word[len(prefix):]) for word in group) + ")"],
-            node.slop)) for group in _within_states(expanded, len(prefix))])
+        query = Query.boolean_query(
+            [
+                (
+                    Occur.Should,
+                    Query.regex_phrase_query(
+                        schema,
+                        field,
+                        leading
+                        + [
+                            regex_literal(prefix)
+                            + "("
+                            + "|".join(regex_literal(word[len(prefix) :]) for word in group)
+                            + ")"
+                        ],
+                        node.slop,
+                    ),
+                )
+                for group in _within_states(expanded, len(prefix))
+            ]
+        )
     return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
 
 

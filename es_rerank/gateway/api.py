@@ -31,8 +31,7 @@ log = logging.getLogger(__name__)
 # The Elasticsearch API the gateway answers in: the lowest 8.x, so that a client switching features on by the
 # server's version assumes none that came later.
 API_VERSION = "8.0.0"
-ENGINE_NAMES = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch",
-                "embedded": "the embedded tantivy index"}
+ENGINE_NAMES = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch", "embedded": "the embedded tantivy index"}
 
 
 def _served() -> ServedSearch:
@@ -56,13 +55,30 @@ def info() -> Response:
     ranked = "BM25, reranked by Delta-32-Lex3" if serving["reranks"] else "BM25"
     # Every field Elasticsearch's own has (typed clients require them), and ours: the distribution (as OpenSearch
     # names itself there) and the backend behind it. No Lucene: "none" rather than a version it does not run.
-    version = {"number": API_VERSION, "build_flavor": "default", "build_type": "es-rerank", "build_hash": "unknown",
-               "build_date": "unknown", "build_snapshot": False, "lucene_version": "none",
-               "minimum_wire_compatibility_version": "7.17.0", "minimum_index_compatibility_version": "7.0.0",
-               "distribution": "es-rerank", "distribution_version": _package_version(), "backend": engine}
-    return jsonify({"name": "es-rerank", "cluster_name": "es-rerank", "cluster_uuid": "_na_", "version": version,
-                    "tagline": f"es-rerank in front of {ENGINE_NAMES.get(engine, engine)}: {ranked}",
-                    "esrr": {**serving, "backend": engine, "window": pipeline.window}})
+    version = {
+        "number": API_VERSION,
+        "build_flavor": "default",
+        "build_type": "es-rerank",
+        "build_hash": "unknown",
+        "build_date": "unknown",
+        "build_snapshot": False,
+        "lucene_version": "none",
+        "minimum_wire_compatibility_version": "7.17.0",
+        "minimum_index_compatibility_version": "7.0.0",
+        "distribution": "es-rerank",
+        "distribution_version": _package_version(),
+        "backend": engine,
+    }
+    return jsonify(
+        {
+            "name": "es-rerank",
+            "cluster_name": "es-rerank",
+            "cluster_uuid": "_na_",
+            "version": version,
+            "tagline": f"es-rerank in front of {ENGINE_NAMES.get(engine, engine)}: {ranked}",
+            "esrr": {**serving, "backend": engine, "window": pipeline.window},
+        }
+    )
 
 
 @api.route("/_search", methods=["GET", "POST"])
@@ -86,8 +102,9 @@ def health() -> Response:
         return jsonify(health_body(served, _probe()))
     except BackendError as error:
         log.error("health: the search backend cannot answer: %s", error)
-        body = red_body(served.pipeline().backend.index,
-                        f"the search backend cannot answer: {public_reason(str(error))}")
+        body = red_body(
+            served.pipeline().backend.index, f"the search backend cannot answer: {public_reason(str(error))}"
+        )
         return jsonify(body), 503
 
 
@@ -99,9 +116,11 @@ def reload() -> Response:
         changed = served.follow()
     except BackendError as error:
         log.error("still serving index %s: cannot follow the served index: %s", served.pipeline().backend.index, error)
-        raise ServiceUnavailable(f"still serving index [{served.pipeline().backend.index}]: cannot follow the "
-                                 f"served index: {public_reason(str(error))} (the gateway's log names the "
-                                 "paths)") from None
+        raise ServiceUnavailable(
+            f"still serving index [{served.pipeline().backend.index}]: cannot follow the "
+            f"served index: {public_reason(str(error))} (the gateway's log names the "
+            "paths)"
+        ) from None
     return jsonify({"index": served.pipeline().backend.index, "changed": changed})
 
 

@@ -12,7 +12,7 @@ application's existing ES client can point at the gateway unchanged.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from flask import Flask, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException
@@ -22,8 +22,15 @@ from es_rerank.backends.query_tree import bind_limits, unbind_limits
 from es_rerank.gateway.api import api
 from es_rerank.gateway.client_api import client_api
 from es_rerank.gateway.config import GatewaySettings
-from es_rerank.gateway.errors import (PRODUCT_HEADER, SERVED_APIS, GatewayError, WriteRefused, clipped, error_body,
-                                      public_reason)
+from es_rerank.gateway.errors import (
+    PRODUCT_HEADER,
+    SERVED_APIS,
+    GatewayError,
+    WriteRefused,
+    clipped,
+    error_body,
+    public_reason,
+)
 from es_rerank.gateway.events import install_events
 from es_rerank.gateway.experiment import load_experiment
 from es_rerank.gateway.health import ModelProbe
@@ -36,15 +43,16 @@ from es_rerank.gateway.search_request import url_parameters
 from es_rerank.gateway.site import site
 from es_rerank.gateway.url_limit import UrlLengthLimit
 from es_rerank.gateway.writes import is_write
-from es_rerank.ranking.served import ServedSearch
 from es_rerank.payload import PayloadError, WorkerSetupError
+from es_rerank.ranking.served import ServedSearch
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20
 
 
-def create_app(served: ServedSearch, settings: GatewaySettings | None = None,
-               heavy_app: Callable[[], Flask] | None = None) -> Flask:
+def create_app(
+    served: ServedSearch, settings: GatewaySettings | None = None, heavy_app: Callable[[], Flask] | None = None
+) -> Flask:
     """A gateway serving ``served``'s pipeline; ``settings`` default to the ``ESRR_*`` environment. With
     ``heavy_app`` (picklable; it builds this app, without ``heavy_app``, around the same pipeline in another
     process) and ``ESRR_GATEWAY_HEAVY_PROCESS``, heavy searches run in processes of their own (``heavy_process``);
@@ -52,14 +60,17 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None,
     settings = settings or GatewaySettings()
     app = Flask(__name__)
     # A search body is a few hundred bytes; a larger one is a 413 before it is read.
-    app.config.update(ESRR_ALIAS=settings.es_alias, MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
-                      ESRR_MAX_QUERY_WORDS=settings.gateway_max_query_words,
-                      ESRR_MAX_MGET_DOCS=settings.gateway_max_mget_docs,
-                      ESRR_MAX_MSEARCH_SEARCHES=settings.gateway_max_msearch_searches,
-                      ESRR_MAX_ANSWER_BYTES=settings.gateway_max_answer_bytes,
-                      ESRR_MAX_HIGHLIGHT_CHARS=settings.gateway_max_highlight_chars,
-                      ESRR_MAX_SOURCE_PATTERNS=settings.gateway_max_source_patterns,
-                      ESRR_QUERY_LIMITS=settings.query_limits)
+    app.config.update(
+        ESRR_ALIAS=settings.es_alias,
+        MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
+        ESRR_MAX_QUERY_WORDS=settings.gateway_max_query_words,
+        ESRR_MAX_MGET_DOCS=settings.gateway_max_mget_docs,
+        ESRR_MAX_MSEARCH_SEARCHES=settings.gateway_max_msearch_searches,
+        ESRR_MAX_ANSWER_BYTES=settings.gateway_max_answer_bytes,
+        ESRR_MAX_HIGHLIGHT_CHARS=settings.gateway_max_highlight_chars,
+        ESRR_MAX_SOURCE_PATTERNS=settings.gateway_max_source_patterns,
+        ESRR_QUERY_LIMITS=settings.query_limits,
+    )
     app.json.sort_keys = False  # keep Elasticsearch's key order
     metrics = GatewayMetrics()
     app.extensions["esrr.served"] = served
@@ -68,10 +79,16 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None,
     app.extensions["esrr.experiment"] = load_experiment(settings, served.pipeline())  # ESRR_EXPERIMENT, or None
     apart = None
     if heavy_app is not None and settings.gateway_heavy_process:
-        apart = HeavyProcesses(heavy_app, settings.gateway_heavy_slots, settings.gateway_heavy_timeout_s,
-                               settings.gateway_heavy_nice, settings.gateway_heavy_wait_s)
-    app.extensions["esrr.heavy_lane"] = HeavyLane(settings.gateway_heavy_slots, settings.gateway_heavy_queue,
-                                                  settings.gateway_heavy_wait_s, apart)
+        apart = HeavyProcesses(
+            heavy_app,
+            settings.gateway_heavy_slots,
+            settings.gateway_heavy_timeout_s,
+            settings.gateway_heavy_nice,
+            settings.gateway_heavy_wait_s,
+        )
+    app.extensions["esrr.heavy_lane"] = HeavyLane(
+        settings.gateway_heavy_slots, settings.gateway_heavy_queue, settings.gateway_heavy_wait_s, apart
+    )
     app.register_blueprint(api)
     app.register_blueprint(client_api)
     install_events(app, settings, metrics)  # POST /_esrr/events, and the site page's report of what it showed
@@ -79,10 +96,12 @@ def create_app(served: ServedSearch, settings: GatewaySettings | None = None,
     if settings.gateway_site:  # the search page for browsers at / (site.py)
         app.register_blueprint(site)
     # A heavy search repeated against a full lane: its 429 before it is read (heavy_refusal.py).
-    app.wsgi_app = RefuseKnownHeavy(app.wsgi_app, app.extensions["esrr.heavy_lane"],
-                                    on_refused=metrics.requests.labels("/_search", "429").inc)
-    app.wsgi_app = UrlLengthLimit(app.wsgi_app, settings.gateway_max_url_bytes,
-                                  on_refused=metrics.requests.labels("unrouted", "414").inc)
+    app.wsgi_app = RefuseKnownHeavy(
+        app.wsgi_app, app.extensions["esrr.heavy_lane"], on_refused=metrics.requests.labels("/_search", "429").inc
+    )
+    app.wsgi_app = UrlLengthLimit(
+        app.wsgi_app, settings.gateway_max_url_bytes, on_refused=metrics.requests.labels("unrouted", "414").inc
+    )
 
     @app.before_request
     def _bound_the_searches() -> None:  # every search this request prepares, in this thread, has these limits
@@ -131,11 +150,22 @@ def _capped(response: Response, limit: int) -> Response:
     weight = response.content_length
     if response.is_streamed or weight is None or weight <= limit:
         return response
-    log.warning("answer of %d bytes to %s %s refused (ESRR_GATEWAY_MAX_ANSWER_BYTES=%d)", weight, request.method,
-                clipped(request.path), limit)
-    refused = jsonify(error_body("illegal_argument_exception", f"the answer to this request weighs {weight:,} bytes, "
-                                 f"over the gateway's limit of {limit:,} bytes (ESRR_GATEWAY_MAX_ANSWER_BYTES={limit});"
-                                 " ask for fewer hits, documents or searches at once, or less _source", 400))
+    log.warning(
+        "answer of %d bytes to %s %s refused (ESRR_GATEWAY_MAX_ANSWER_BYTES=%d)",
+        weight,
+        request.method,
+        clipped(request.path),
+        limit,
+    )
+    refused = jsonify(
+        error_body(
+            "illegal_argument_exception",
+            f"the answer to this request weighs {weight:,} bytes, "
+            f"over the gateway's limit of {limit:,} bytes (ESRR_GATEWAY_MAX_ANSWER_BYTES={limit});"
+            " ask for fewer hits, documents or searches at once, or less _source",
+            400,
+        )
+    )
     refused.status_code = 400
     return refused
 
@@ -158,17 +188,20 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(BackendError)
     def _backend_down(error: BackendError) -> tuple[Response, int]:
         log.error("search backend failed: %s", error)
-        return render("search_phase_execution_exception",
-                      f"the search backend cannot answer: {public_reason(str(error))}", 503)
+        return render(
+            "search_phase_execution_exception", f"the search backend cannot answer: {public_reason(str(error))}", 503
+        )
 
     @app.errorhandler(WorkerSetupError)
     @app.errorhandler(PayloadError)
     def _worker_refused(error: Exception) -> tuple[Response, int]:
         # Every query would meet it: a worker set up for another index or model.
         log.error("the scoring worker refused the request: %s", error)
-        return render("search_phase_execution_exception",
-                      f"the scoring worker refused the request: {public_reason(str(error))} (the gateway's log "
-                      "names the paths)", 503)
+        return render(
+            "search_phase_execution_exception",
+            f"the scoring worker refused the request: {public_reason(str(error))} (the gateway's log names the paths)",
+            503,
+        )
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> tuple[Response, int]:
@@ -179,8 +212,10 @@ def _register_error_handlers(app: Flask) -> None:
         kind = {404: "no_handler_found_exception", 405: "method_not_allowed_exception"}.get(status, "exception")
         reason = f"{error.name}: {error.description}"
         if status == 404:  # Elasticsearch's words, then what is served here
-            reason = (f"no handler found for uri [{clipped(request.path)}] and method [{request.method}]; "
-                      f"the gateway serves {SERVED_APIS}")
+            reason = (
+                f"no handler found for uri [{clipped(request.path)}] and method [{request.method}]; "
+                f"the gateway serves {SERVED_APIS}"
+            )
         response, status = render(kind, reason, status)
         allowed = getattr(error, "valid_methods", None)
         if allowed:  # a 405 must name the methods the route takes (RFC 9110)
@@ -190,5 +225,8 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> tuple[Response, int]:
         log.exception("unexpected error in a request")
-        return render("exception", f"internal error ({type(error).__name__}); the gateway's log has the "
-                                   "traceback, please report it", 500)
+        return render(
+            "exception",
+            f"internal error ({type(error).__name__}); the gateway's log has the traceback, please report it",
+            500,
+        )

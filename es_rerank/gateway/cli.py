@@ -22,12 +22,21 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.option("--host", default=None, help="Address to listen on [ESRR_GATEWAY_HOST, default 127.0.0.1].")
-@click.option("--port", type=click.IntRange(1, 65535), default=None,
-              help="Port to listen on [ESRR_GATEWAY_PORT, default 8000].")
-@click.option("--threads", type=click.IntRange(1, 256), default=None,
-              help="Requests served at once, per process [ESRR_GATEWAY_THREADS, default 8].")
-@click.option("--processes", type=click.IntRange(1, 64), default=None,
-              help="Gateway processes sharing the port [ESRR_GATEWAY_PROCESSES, default 1].")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None, help="Port to listen on [ESRR_GATEWAY_PORT, default 8000]."
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Requests served at once, per process [ESRR_GATEWAY_THREADS, default 8].",
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Gateway processes sharing the port [ESRR_GATEWAY_PROCESSES, default 1].",
+)
 def serve(host: str | None, port: int | None, threads: int | None, processes: int | None) -> None:
     """Serve _search over HTTP: BM25 top-window, scored by running workers (`esrr worker start`).
 
@@ -43,8 +52,9 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
     from es_rerank.gateway.server import ServeError, ensure_open_files, listening_socket, supervise
     from es_rerank.ranking.experiment import ExperimentError
 
-    settings = load_settings(GatewaySettings, gateway_host=host, gateway_port=port, gateway_threads=threads,
-                             gateway_processes=processes)
+    settings = load_settings(
+        GatewaySettings, gateway_host=host, gateway_port=port, gateway_threads=threads, gateway_processes=processes
+    )
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     served = served_search(settings)  # a set-up that cannot serve fails here, once, with its fix
     try:
@@ -62,18 +72,25 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
         resolves = not isinstance(error, socket.gaierror) and error.strerror
         reason = error.strerror if resolves else "not an address or a host name that resolves"
         served.close()
-        raise click.ClickException(f"cannot listen on {settings.gateway_host}:{settings.gateway_port} "
-                                   f"({reason}); choose another --port or --host") from None
-    options = {"threads": settings.gateway_threads, "connection_limit": settings.gateway_connection_limit,
-               "channel_timeout_s": settings.gateway_channel_timeout_s, "max_body_bytes": MAX_BODY_BYTES}
+        raise click.ClickException(
+            f"cannot listen on {settings.gateway_host}:{settings.gateway_port} "
+            f"({reason}); choose another --port or --host"
+        ) from None
+    options = {
+        "threads": settings.gateway_threads,
+        "connection_limit": settings.gateway_connection_limit,
+        "channel_timeout_s": settings.gateway_channel_timeout_s,
+        "max_body_bytes": MAX_BODY_BYTES,
+    }
     if settings.gateway_processes == 1:
         # Opened again with its files leased, once it is sure to serve: a start that fails takes no SIGIO handler.
         served.close()
         _serve_one(settings, _leased_served_search(settings), sock, options)
         return
     served.close()  # each process opens its own, after the fork
-    status = supervise(settings.gateway_processes,
-                       lambda: _serve_one(settings, _leased_served_search(settings), sock, options))
+    status = supervise(
+        settings.gateway_processes, lambda: _serve_one(settings, _leased_served_search(settings), sock, options)
+    )
     sock.close()
     if status:
         raise click.ClickException("the gateway processes exited as soon as they started; their log above says why")
@@ -85,8 +102,13 @@ def served_search(settings: GatewaySettings) -> ServedSearch:
     from es_rerank.ranking.served import ServedSearch
 
     via_worker = settings.gateway_rerank and settings.gateway_window > 0
-    pipeline = served_pipeline(settings, settings.gateway_window, rerank=None if via_worker else False,
-                               keep_vectors=True, via_worker=via_worker)
+    pipeline = served_pipeline(
+        settings,
+        settings.gateway_window,
+        rerank=None if via_worker else False,
+        keep_vectors=True,
+        via_worker=via_worker,
+    )
     return ServedSearch(pipeline, settings.gateway_index_check_s)
 
 
@@ -116,8 +138,11 @@ def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.soc
     pipeline = served.pipeline()
     via_worker = settings.gateway_rerank and settings.gateway_window > 0
     scored = f"scored by the workers on {settings.queue!r}" if via_worker else "not reranked"
-    click.echo(f"es-rerank gateway (pid {os.getpid()}) on {address}: index {pipeline.backend.index}, window "
-               f"{settings.gateway_window}, {scored}; try: curl '{address}/_search?q=green+tea'", err=True)
+    click.echo(
+        f"es-rerank gateway (pid {os.getpid()}) on {address}: index {pipeline.backend.index}, window "
+        f"{settings.gateway_window}, {scored}; try: curl '{address}/_search?q=green+tea'",
+        err=True,
+    )
     sys.stderr.flush()
     app = create_app(served, settings, heavy_app=functools.partial(heavy_searches_app, settings))
     try:

@@ -27,18 +27,41 @@ from werkzeug.exceptions import NotFound
 
 from es_rerank.backends.base import BackendError, SearchBackend, SearchContexts
 from es_rerank.backends.query_tree import ON_ELASTICSEARCH
-from es_rerank.gateway.client_requests import (MSEARCH_PARAMETERS, check_id, document, document_source, read_mget,
-                                               read_msearch)
-from es_rerank.gateway.errors import (AliasNotFound, BadSearchRequest, DocumentNotFound, GatewayError, clipped,
-                                      error_body, public_reason)
+from es_rerank.gateway.client_requests import (
+    MSEARCH_PARAMETERS,
+    check_id,
+    document,
+    document_source,
+    read_mget,
+    read_msearch,
+)
+from es_rerank.gateway.errors import (
+    AliasNotFound,
+    BadSearchRequest,
+    DocumentNotFound,
+    GatewayError,
+    clipped,
+    error_body,
+    public_reason,
+)
 from es_rerank.gateway.health import health_body
 from es_rerank.gateway.index_names import ANY_INDEX, unserved_name
 from es_rerank.gateway.request_parts import QUERY_ID_HEADER, json_body, query_id
 from es_rerank.gateway.search_request import body_object, check_parameters, parse_count, url_parameters
-from es_rerank.gateway.searching import (check_index, cleared_scrolls, continue_scroll, in_elasticsearchs_order,
-                                         run_search)
-from es_rerank.gateway.url_options import (FORMAT_PARAMETERS, SHAPING_PARAMETERS, check_url_options, flag,
-                                            total_as_number)
+from es_rerank.gateway.searching import (
+    check_index,
+    cleared_scrolls,
+    continue_scroll,
+    in_elasticsearchs_order,
+    run_search,
+)
+from es_rerank.gateway.url_options import (
+    FORMAT_PARAMETERS,
+    SHAPING_PARAMETERS,
+    check_url_options,
+    flag,
+    total_as_number,
+)
 from es_rerank.payload import PayloadError, WorkerSetupError
 
 client_api = Blueprint("client_api", __name__)
@@ -47,9 +70,18 @@ SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
 HEALTH_ORDER = ("red", "yellow", "green")
 SCROLL_PARAMETERS = ("scroll", "scroll_id", "rest_total_hits_as_int") + FORMAT_PARAMETERS
 PIT_PARAMETERS = ("keep_alive",) + FORMAT_PARAMETERS
-HEALTH_PARAMETERS = ("wait_for_status", "timeout", "master_timeout", "level", "local", "wait_for_active_shards",
-                     "wait_for_nodes", "wait_for_events", "wait_for_no_relocating_shards",
-                     "wait_for_no_initializing_shards") + FORMAT_PARAMETERS
+HEALTH_PARAMETERS = (
+    "wait_for_status",
+    "timeout",
+    "master_timeout",
+    "level",
+    "local",
+    "wait_for_active_shards",
+    "wait_for_nodes",
+    "wait_for_events",
+    "wait_for_no_relocating_shards",
+    "wait_for_no_initializing_shards",
+) + FORMAT_PARAMETERS
 
 
 def _backend() -> SearchBackend:
@@ -120,8 +152,10 @@ def get_source(index: str, doc_id: str) -> Response:
     backend = _served_backend(index)
     wanted = document_source(url_parameters(request.query_string))
     if wanted is None:
-        raise BadSearchRequest("_source=false asks the _source endpoint for nothing; drop it, or read the document "
-                               "without its source at /<index>/_doc/<id>?_source=false")
+        raise BadSearchRequest(
+            "_source=false asks the _source endpoint for nothing; drop it, or read the document "
+            "without its source at /<index>/_doc/<id>?_source=false"
+        )
     source = backend.sources([check_id(doc_id)])[0]
     if source is None:
         raise DocumentNotFound(f"Document not found [{backend.index}]/[{clipped(doc_id)}]")
@@ -133,8 +167,9 @@ def get_source(index: str, doc_id: str) -> Response:
 def mget(index: str | None = None) -> Response:
     """``_mget``: many documents in one request, each found, not found, or in an index the gateway does not serve."""
     backend = _backend() if index is None else _served_backend(index)
-    reads = read_mget(json_body(), url_parameters(request.query_string), index,
-                      current_app.config["ESRR_MAX_MGET_DOCS"])
+    reads = read_mget(
+        json_body(), url_parameters(request.query_string), index, current_app.config["ESRR_MAX_MGET_DOCS"]
+    )
     served = (backend.index, _alias())
     elsewhere = [read.index is not None and unserved_name(read.index, served) is not None for read in reads]
     readable = [read.doc_id for read, other in zip(reads, elsewhere) if not other]
@@ -142,8 +177,9 @@ def mget(index: str | None = None) -> Response:
     docs = []
     for read, other in zip(reads, elsewhere):
         if other:
-            problem = error_body("index_not_found_exception", f"no such index [{clipped(str(read.index))}]",
-                                 404)["error"]
+            problem = error_body("index_not_found_exception", f"no such index [{clipped(str(read.index))}]", 404)[
+                "error"
+            ]
             docs.append({"_index": read.index, "_id": read.doc_id, "error": problem})
         else:
             docs.append(document(backend.index, read.doc_id, sources[read.doc_id], read.source))
@@ -162,9 +198,12 @@ def msearch(index: str | None = None) -> Response:
     shaping = {name: params[name] for name in SHAPING_PARAMETERS if name in params}  # each search's answer
     searches = read_msearch(request.get_data(cache=False), index, current_app.config["ESRR_MAX_MSEARCH_SEARCHES"])
     started, asked_id = time.perf_counter(), query_id()
-    responses = [_one_search(search.index, search.body, shaping, f"{asked_id}-{n}") if search.error is None else
-                 error_body(search.error.error_type, search.error.reason, search.error.status)
-                 for n, search in enumerate(searches)]
+    responses = [
+        _one_search(search.index, search.body, shaping, f"{asked_id}-{n}")
+        if search.error is None
+        else error_body(search.error.error_type, search.error.reason, search.error.status)
+        for n, search in enumerate(searches)
+    ]
     response = jsonify({"took": round((time.perf_counter() - started) * 1000), "responses": responses})
     response.headers[QUERY_ID_HEADER] = asked_id
     return response
@@ -178,13 +217,16 @@ def _one_search(index: str | None, body: Any, params: dict[str, str], search_id:
         return error_body(error.error_type, error.reason, error.status)
     except BackendError as error:
         log.error("search backend failed in an _msearch: %s", error)
-        return error_body("search_phase_execution_exception",
-                          f"the search backend cannot answer: {public_reason(str(error))}", 503)
+        return error_body(
+            "search_phase_execution_exception", f"the search backend cannot answer: {public_reason(str(error))}", 503
+        )
     except (WorkerSetupError, PayloadError) as error:  # this search's window refused; one without a window is not
         log.error("the scoring worker refused a search of an _msearch: %s", error)
-        return error_body("search_phase_execution_exception",
-                          f"the scoring worker refused the request: {public_reason(str(error))} (the gateway's log "
-                          "names the paths)", 503)
+        return error_body(
+            "search_phase_execution_exception",
+            f"the scoring worker refused the request: {public_reason(str(error))} (the gateway's log names the paths)",
+            503,
+        )
 
 
 @client_api.route("/_search/scroll", methods=["GET", "POST", "DELETE"])
@@ -195,8 +237,12 @@ def scroll(scroll_id: str | None = None) -> tuple[Response, int]:
     (``searching.continue_scroll``)."""
     params = url_parameters(request.query_string)
     check_parameters("/_search/scroll", params, SCROLL_PARAMETERS)
-    body = _context_body({**({"scroll_id": scroll_id} if scroll_id else {}),
-                          **{name: params[name] for name in ("scroll", "scroll_id") if name in params}})
+    body = _context_body(
+        {
+            **({"scroll_id": scroll_id} if scroll_id else {}),
+            **{name: params[name] for name in ("scroll", "scroll_id") if name in params},
+        }
+    )
     if not isinstance(_backend(), SearchContexts):  # the embedded backend: the id carries the scroll
         return _embedded_scroll(body, params)
     if request.method == "DELETE":
@@ -222,8 +268,9 @@ def _embedded_scroll(body: dict[str, Any], params: dict[str, str]) -> tuple[Resp
         # 200 even when none was live (Elasticsearch: a 404 with this body): nothing is held, nothing fails.
         return jsonify({"succeeded": True, "num_freed": cleared_scrolls([name for name in ids if name != "_all"])}), 200
     if "scroll_id" not in body:
-        raise BadSearchRequest("[scroll_id] is missing; send the _scroll_id of the last page, as in "
-                               '{"scroll_id": "...", "scroll": "1m"}')
+        raise BadSearchRequest(
+            '[scroll_id] is missing; send the _scroll_id of the last page, as in {"scroll_id": "...", "scroll": "1m"}'
+        )
     scroll = body.get("scroll")
     if scroll is not None and not isinstance(scroll, str):
         raise BadSearchRequest(f"[scroll] must be a keep-alive such as 1m, got {clipped(str(scroll))}")
@@ -258,9 +305,11 @@ def _search_contexts() -> Any:
     """The backend's calls on scrolls and points in time; a 400 naming the backend that serves them elsewhere."""
     backend = _backend()
     if not isinstance(backend, SearchContexts):  # only Elasticsearch keeps search contexts
-        raise BadSearchRequest(f"points in time are {ON_ELASTICSEARCH}; the embedded backend pages with from and "
-                               "size (the first 10,000 hits), a sort with search_after (the last hit's sort values), "
-                               "or a scroll (?scroll=1m)")
+        raise BadSearchRequest(
+            f"points in time are {ON_ELASTICSEARCH}; the embedded backend pages with from and "
+            "size (the first 10,000 hits), a sort with search_after (the last hit's sort values), "
+            "or a scroll (?scroll=1m)"
+        )
     return backend.search_context
 
 
@@ -291,10 +340,22 @@ def cluster_health(index: str | None = None) -> tuple[Response, int]:
     status = state["status"]
     timed_out = wanted is not None and HEALTH_ORDER.index(status) < HEALTH_ORDER.index(wanted)
     shards = 0 if status == "red" else 1
-    body = {"cluster_name": "es-rerank", "status": status, "timed_out": timed_out, "number_of_nodes": 1,
-            "number_of_data_nodes": 1, "active_primary_shards": shards, "active_shards": shards,
-            "relocating_shards": 0, "initializing_shards": 0, "unassigned_shards": 1 - shards,
-            "delayed_unassigned_shards": 0, "number_of_pending_tasks": 0, "number_of_in_flight_fetch": 0,
-            "task_max_waiting_in_queue_millis": 0, "active_shards_percent_as_number": 100.0 * shards,
-            "esrr": state}
+    body = {
+        "cluster_name": "es-rerank",
+        "status": status,
+        "timed_out": timed_out,
+        "number_of_nodes": 1,
+        "number_of_data_nodes": 1,
+        "active_primary_shards": shards,
+        "active_shards": shards,
+        "relocating_shards": 0,
+        "initializing_shards": 0,
+        "unassigned_shards": 1 - shards,
+        "delayed_unassigned_shards": 0,
+        "number_of_pending_tasks": 0,
+        "number_of_in_flight_fetch": 0,
+        "task_max_waiting_in_queue_millis": 0,
+        "active_shards_percent_as_number": 100.0 * shards,
+        "esrr": state,
+    }
     return jsonify(body), 408 if timed_out else 200

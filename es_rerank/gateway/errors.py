@@ -25,9 +25,11 @@ _URL_OR_PATH = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*|(?:~|\.{1,2})?(?
 HIDDEN_PATH = "<path>"
 # On every answer, errors included: the header by which Elasticsearch's 8.x clients recognise a server.
 PRODUCT_HEADER = ("X-Elastic-Product", "Elasticsearch")
-SERVED_APIS = ("GET / (info), _search, _msearch, _count, GET /<index>, <index>/_mapping, _alias/<name>, "
-               "<index>/_doc/<id>, <index>/_source/<id>, _mget, _search/scroll, <index>/_pit and _cluster/health "
-               "(docs/elasticsearch-api.md)")
+SERVED_APIS = (
+    "GET / (info), _search, _msearch, _count, GET /<index>, <index>/_mapping, _alias/<name>, "
+    "<index>/_doc/<id>, <index>/_source/<id>, _mget, _search/scroll, <index>/_pit and _cluster/health "
+    "(docs/elasticsearch-api.md)"
+)
 
 
 class GatewayError(Exception):
@@ -77,9 +79,11 @@ class WriteRefused(GatewayError):
     error_type = "cluster_block_exception"
 
     def __init__(self, method: str, path: str) -> None:
-        super().__init__(f"[{method} {clipped(path)}] writes to or administers the index, and the gateway is "
-                         f"read-only: it serves {SERVED_APIS}. Admins load and reindex the corpus with `esrr index build` "
-                         "(docs/operations.md)")
+        super().__init__(
+            f"[{method} {clipped(path)}] writes to or administers the index, and the gateway is "
+            f"read-only: it serves {SERVED_APIS}. Admins load and reindex the corpus with `esrr index build` "
+            "(docs/operations.md)"
+        )
 
 
 class RequestTooLong(GatewayError):
@@ -116,7 +120,7 @@ def excerpt(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
         return "a number of over 30 digits"  # str() of a huge int is quadratic and capped by Python
     text = _EXCERPT.repr(value)
-    return text if len(text) <= 2 * EXCERPT_CHARS else text[:2 * EXCERPT_CHARS] + "..."
+    return text if len(text) <= 2 * EXCERPT_CHARS else text[: 2 * EXCERPT_CHARS] + "..."
 
 
 def clipped(text: str) -> str:
@@ -127,9 +131,11 @@ def clipped(text: str) -> str:
 def public_reason(message: str) -> str:
     """``message`` with every file path cut to its last name (``/srv/esrr/indexes/CURRENT`` -> ``CURRENT``):
     the client learns which file, not this machine's layout; the full path belongs in the log."""
+
     def last_name(found: re.Match[str]) -> str:
         text = found.group()
         if "://" in text:
             return text
         return text.rstrip("/").rsplit("/", 1)[-1] or HIDDEN_PATH
+
     return _URL_OR_PATH.sub(last_name, message)

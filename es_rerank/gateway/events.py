@@ -58,17 +58,26 @@ def install_events(app: Flask, settings: GatewaySettings, metrics: GatewayMetric
     """Register ``POST /_esrr/events`` on ``app``, and when ``settings.events`` a recorder writing to the store
     (opened by its writer thread on the first event) and the site page's script."""
     app.register_blueprint(events)
-    app.config.update(ESRR_EVENTS_MAX_PER_REQUEST=settings.events_max_per_request,
-                      ESRR_EVENTS_MAX_BODY_BYTES=settings.events_max_body_bytes)
-    app.jinja_env.globals.update(esrr_events=settings.events, esrr_events_path=EVENTS_PATH,
-                                 esrr_events_script=Markup(PAGE_SCRIPT), esrr_new_impression_id=new_impression_id)
+    app.config.update(
+        ESRR_EVENTS_MAX_PER_REQUEST=settings.events_max_per_request,
+        ESRR_EVENTS_MAX_BODY_BYTES=settings.events_max_body_bytes,
+    )
+    app.jinja_env.globals.update(
+        esrr_events=settings.events,
+        esrr_events_path=EVENTS_PATH,
+        esrr_events_script=Markup(PAGE_SCRIPT),
+        esrr_new_impression_id=new_impression_id,
+    )
     if not settings.events:
         return
     url = settings.events_store_url
     app.extensions["esrr.events"] = EventRecorder(
-        lambda: open_store(url), settings.events_queue, settings.events_retention_ms,
+        lambda: open_store(url),
+        settings.events_queue,
+        settings.events_retention_ms,
         on_dropped=lambda reason, count: metrics.events_dropped.labels(reason).inc(count),
-        on_stored=metrics.events_stored.inc)
+        on_stored=metrics.events_stored.inc,
+    )
 
 
 def close_events(app: Flask, timeout_s: float = 2.0) -> None:
@@ -84,21 +93,25 @@ def record_events() -> tuple[Response, int]:
     """Queue one event or a list of them; 202 with how many were queued and dropped."""
     recorder: EventRecorder | None = current_app.extensions.get("esrr.events")
     if recorder is None:
-        raise EventsOff("this gateway records no events (ESRR_EVENTS=false); set ESRR_EVENTS=true to record them "
-                        "(docs/learning.md)")
+        raise EventsOff(
+            "this gateway records no events (ESRR_EVENTS=false); set ESRR_EVENTS=true to record them (docs/learning.md)"
+        )
     limit = current_app.config["ESRR_EVENTS_MAX_BODY_BYTES"]
     data = request.stream.read(limit + 1)  # chunked bodies have no length to check first
     if len(data) > limit or (request.content_length or 0) > limit:
         size = f"{request.content_length:,} bytes" if request.content_length else f"over {limit:,} bytes"
-        raise EventsTooLarge(f"the events request is {size}, over the gateway's limit of {limit:,} bytes "
-                             f"(ESRR_EVENTS_MAX_BODY_BYTES={limit}); send fewer events per request")
+        raise EventsTooLarge(
+            f"the events request is {size}, over the gateway's limit of {limit:,} bytes "
+            f"(ESRR_EVENTS_MAX_BODY_BYTES={limit}); send fewer events per request"
+        )
     try:
         payload = read_json(data, "the events request")
     except InvalidText as error:
         raise BadEvent(error.reason) from None
     except BadSearchRequest:
-        raise BadEvent("the events request is not JSON; send one event object or a list of them "
-                       "(docs/learning.md)") from None
+        raise BadEvent(
+            "the events request is not JSON; send one event object or a list of them (docs/learning.md)"
+        ) from None
     try:
         reported = read_events(payload, current_app.config["ESRR_EVENTS_MAX_PER_REQUEST"])
     except EventError as error:

@@ -30,12 +30,24 @@ def load_experiment(settings: GatewaySettings, pipeline: SearchPipeline) -> Expe
 def takes_part(asked: SearchRequest) -> bool:
     """Whether a search is interleaved: a first page of at least one hit, ranked by score (no scroll, no
     search_after: their pages follow one order)."""
-    return (asked.offset == 0 and asked.size >= 1 and asked.skipped is None and not asked.sorts_by_field
-            and "scroll" not in asked.passthrough and "search_after" not in asked.body)
+    return (
+        asked.offset == 0
+        and asked.size >= 1
+        and asked.skipped is None
+        and not asked.sorts_by_field
+        and "scroll" not in asked.passthrough
+        and "search_after" not in asked.body
+    )
 
 
-def interleaved_page(experiment: Experiment, answered: Answer, asked: SearchRequest, backend: Any, prepared: object,
-                     max_bytes: int | None) -> tuple[list[RankedHit], list[dict[str, Any]], list[str]]:
+def interleaved_page(
+    experiment: Experiment,
+    answered: Answer,
+    asked: SearchRequest,
+    backend: Any,
+    prepared: object,
+    max_bytes: int | None,
+) -> tuple[list[RankedHit], list[dict[str, Any]], list[str]]:
     """The interleaved first page of ``answered``: its hits, each one's rendered ``_source`` and highlight, and the
     team that picked it."""
     drafted = experiment.interleave(answered.ranking, asked.text, asked.size, random.Random(), asked.combination)
@@ -43,5 +55,8 @@ def interleaved_page(experiment: Experiment, answered: Answer, asked: SearchRequ
     missing = [item.hit for item, _ in drafted if item.hit.doc_id not in rendered]
     if missing:
         rendered.update((hit.doc_id, shown) for hit, shown in zip(missing, backend.page(prepared, missing, max_bytes)))
-    return [item for item, _ in drafted], [rendered[item.hit.doc_id] for item, _ in drafted], \
-        [team for _, team in drafted]
+    return (
+        [item for item, _ in drafted],
+        [rendered[item.hit.doc_id] for item, _ in drafted],
+        [team for _, team in drafted],
+    )

@@ -68,8 +68,11 @@ def health_body(served: ServedSearch, probe: ModelProbe) -> dict[str, Any]:
     if fallback is not None:
         body.update(status="yellow", fallback=fallback)
     if served.problem is not None:  # logged with its paths by ServedSearch
-        body.update(status="yellow", problem=f"the index version current on disk cannot be served, so "
-                                             f"[{pipeline.backend.index}] still is: {public_reason(served.problem)}")
+        body.update(
+            status="yellow",
+            problem=f"the index version current on disk cannot be served, so "
+            f"[{pipeline.backend.index}] still is: {public_reason(served.problem)}",
+        )
     return body
 
 
@@ -100,8 +103,11 @@ def reranks_now(pipeline: SearchPipeline) -> bool:
 def serving_state(pipeline: SearchPipeline, model_answers: bool) -> dict[str, Any]:
     """The served index, its documents, whether a model scores the window now (which one a worker
     names per search, in ``esrr.ranker``), and whether the judged-neighbour votes apply to this index."""
-    serving: dict[str, Any] = {"index": pipeline.backend.index, "documents": pipeline.backend.stats.n_docs,
-                               "reranks": pipeline.reranker is not None and pipeline.window > 0 and model_answers}
+    serving: dict[str, Any] = {
+        "index": pipeline.backend.index,
+        "documents": pipeline.backend.stats.n_docs,
+        "reranks": pipeline.reranker is not None and pipeline.window > 0 and model_answers,
+    }
     if pipeline.neighbours is not None:
         problem = pipeline.neighbours_problem()
         serving["judged_neighbours"] = "applied" if problem is None else f"not applied: {problem}"

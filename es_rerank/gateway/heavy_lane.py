@@ -25,8 +25,9 @@ so of the cost limits, where a search's CPU passes about four times a plain one'
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from es_rerank.backends.highlight import FieldHighlight
 from es_rerank.backends.query_tree import QueryCost
@@ -43,14 +44,21 @@ HEAVY_TERMS = 256  # words looked up (the limit is ESRR_GATEWAY_MAX_QUERY_TERMS,
 
 def highlighted_chars(hits: int, highlight: Sequence[FieldHighlight]) -> int:
     """The stored text a highlight of ``hits`` hits reads at most: each field's fragments times their size."""
-    return hits * sum(WHOLE_FIELD_CHARS if field.number_of_fragments == 0 else
-                      field.number_of_fragments * field.fragment_size for field in highlight)
+    return hits * sum(
+        WHOLE_FIELD_CHARS if field.number_of_fragments == 0 else field.number_of_fragments * field.fragment_size
+        for field in highlight
+    )
 
 
 def is_heavy(hits: int, highlight: Sequence[FieldHighlight], cost: QueryCost) -> bool:
     """Whether a search rendering ``hits`` hits with ``highlight``, whose query costs ``cost``, takes the heavy lane."""
-    return (hits > HEAVY_HITS or highlighted_chars(hits, highlight) > HEAVY_HIGHLIGHT_CHARS
-            or cost.phrase_cost > HEAVY_PHRASE_COST or cost.heavy_wildcards > 0 or cost.terms > HEAVY_TERMS)
+    return (
+        hits > HEAVY_HITS
+        or highlighted_chars(hits, highlight) > HEAVY_HIGHLIGHT_CHARS
+        or cost.phrase_cost > HEAVY_PHRASE_COST
+        or cost.heavy_wildcards > 0
+        or cost.terms > HEAVY_TERMS
+    )
 
 
 class HeavyLane:
@@ -116,4 +124,5 @@ class HeavyLane:
             f"{self.slots} heavy searches (many hits, long highlights, sloppy phrases or wildcards) are already "
             f"running in this gateway process and {why} (ESRR_GATEWAY_HEAVY_SLOTS={self.slots}, "
             f"ESRR_GATEWAY_HEAVY_QUEUE={self.queue}, ESRR_GATEWAY_HEAVY_WAIT_S={self.wait_s:g}); retry later, or ask "
-            "for fewer hits or a lighter highlight")
+            "for fewer hits or a lighter highlight"
+        )

@@ -27,8 +27,9 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 from es_rerank.gateway.errors import ServiceUnavailable
 
@@ -45,8 +46,9 @@ class HeavyProcesses:
     ``functools.partial`` of one) builds that app in the child: the gateway's, around the same served pipeline,
     running its heavy searches itself."""
 
-    def __init__(self, build_app: Callable[[], Any], count: int, timeout_s: float, nice: int,
-                 ready_wait_s: float) -> None:
+    def __init__(
+        self, build_app: Callable[[], Any], count: int, timeout_s: float, nice: int, ready_wait_s: float
+    ) -> None:
         self._build_app = build_app
         self.timeout_s, self.nice, self.ready_wait_s = timeout_s, nice, ready_wait_s
         self._context = multiprocessing.get_context("spawn")
@@ -66,7 +68,8 @@ class HeavyProcesses:
             raise ServiceUnavailable(
                 f"no process for heavy searches is ready after {self.ready_wait_s:g} s: one is starting "
                 f"(ESRR_GATEWAY_HEAVY_WAIT_S={self.ready_wait_s:g}); retry in a few seconds, and if this persists "
-                "the gateway's log says why they cannot start") from None
+                "the gateway's log says why they cannot start"
+            ) from None
         if not child.alive():
             self._replace(child, "was found dead")
             return self.run(function, *args)
@@ -77,7 +80,8 @@ class HeavyProcesses:
             raise ServiceUnavailable(
                 f"the process running heavy searches {lost} during this search and is being started again; "
                 f"retry, or ask for a lighter search (fewer hits, a shorter highlight, no wildcard or sloppy phrase)"
-                f" (ESRR_GATEWAY_HEAVY_TIMEOUT_S={self.timeout_s:g})") from None
+                f" (ESRR_GATEWAY_HEAVY_TIMEOUT_S={self.timeout_s:g})"
+            ) from None
         self._ready.put(child)
         return answer.value()
 
@@ -147,8 +151,9 @@ class _Child:
 
     def __init__(self, context: Any, build_app: Callable[[], Any], nice: int) -> None:
         self._conn, child_end = context.Pipe()
-        self._process = context.Process(target=serve_heavy, args=(child_end, build_app, nice),
-                                        name="esrr-heavy-searches", daemon=True)
+        self._process = context.Process(
+            target=serve_heavy, args=(child_end, build_app, nice), name="esrr-heavy-searches", daemon=True
+        )
         self._process.start()
         child_end.close()
         self.pid = self._process.pid
@@ -181,8 +186,9 @@ class _Child:
             self._conn.send((function, args))
             kind, payload = self._conn.recv()
         except (EOFError, OSError, ValueError):
-            raise _ChildLost(f"answered nothing within {timeout_s:g} s (killed)" if late.is_set()
-                             else self._death()) from None
+            raise _ChildLost(
+                f"answered nothing within {timeout_s:g} s (killed)" if late.is_set() else self._death()
+            ) from None
         finally:
             watchdog.cancel()
         return _Answer(kind, payload)
@@ -212,7 +218,7 @@ def serve_heavy(conn: Connection, build_app: Callable[[], Any], nice: int) -> No
     try:
         app = build_app()  # its own lane runs every search here, in this process
         served = app.extensions["esrr.served"]
-    except Exception as error:  # noqa: BLE001 - the parent logs why and tries again later
+    except Exception as error:
         conn.send(f"{type(error).__name__}: {error}")
         return
     bind_limits(app.config["ESRR_QUERY_LIMITS"])  # this thread prepares every search: the gateway's limits
@@ -225,7 +231,7 @@ def serve_heavy(conn: Connection, build_app: Callable[[], Any], nice: int) -> No
         with app.app_context():
             try:
                 answer = ("value", function(served.pipeline(), *args))
-            except Exception as error:  # noqa: BLE001 - raised again in the parent, which renders it
+            except Exception as error:
                 answer = ("error", _sendable(error))
         try:
             conn.send(answer)
@@ -239,6 +245,6 @@ def _sendable(error: Exception) -> Exception:
     as it would have in-process)."""
     try:
         pickle.loads(pickle.dumps(error))
-    except Exception:  # noqa: BLE001 - any pickling failure
+    except Exception:
         return RuntimeError(f"{type(error).__name__}: {error}")
     return error

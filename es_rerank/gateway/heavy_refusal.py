@@ -19,9 +19,10 @@ import io
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from http import HTTPStatus
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 from es_rerank.gateway.errors import PRODUCT_HEADER, GatewayError, error_body
 
@@ -51,8 +52,9 @@ class RefuseKnownHeavy:
     """WSGI middleware: a ``_search`` whose bytes were weighed heavy before is the lane's 429 while ``lane`` is full,
     before the app reads it; ``on_refused`` is called for each (the metrics)."""
 
-    def __init__(self, app: Callable[..., Iterable[bytes]], lane: FullLane,
-                 on_refused: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, app: Callable[..., Iterable[bytes]], lane: FullLane, on_refused: Callable[[], None] = lambda: None
+    ) -> None:
         self._app, self._lane, self._on_refused = app, lane, on_refused
         self._known: OrderedDict[bytes, None] = OrderedDict()
         self._lock = threading.Lock()
@@ -110,6 +112,8 @@ class RefuseKnownHeavy:
     def _refuse(self, start_response: Callable[..., Any]) -> Iterable[bytes]:
         error = self._lane.refusal_when_full()
         body = json.dumps(error_body(error.error_type, error.reason, error.status)).encode()
-        start_response(f"{error.status} {HTTPStatus(error.status).phrase}",
-                       [("Content-Type", "application/json"), ("Content-Length", str(len(body))), PRODUCT_HEADER])
+        start_response(
+            f"{error.status} {HTTPStatus(error.status).phrase}",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body))), PRODUCT_HEADER],
+        )
         return [body]

@@ -8,7 +8,7 @@ the name, where ``fnmatch`` compiled a regular expression per pattern (cached, u
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 ANY_INDEX = ("_all", "*")
 MAX_NAME_BYTES = 255  # Elasticsearch's limit on an index name
@@ -37,7 +37,10 @@ def unserved_name(named: str, served: Iterable[str]) -> str | None:
     for name in named.split(","):
         if name in ANY_INDEX:
             continue
-        if not name or len(name.encode()) > MAX_NAME_BYTES or not any(wildcard_matches(name, index)
-                                                                         for index in served):
+        if (
+            not name
+            or len(name.encode()) > MAX_NAME_BYTES
+            or not any(wildcard_matches(name, index) for index in served)
+        ):
             return name
     return None

@@ -6,8 +6,8 @@ Each app has its own registry, so several apps in one process (tests) count apar
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -20,22 +20,42 @@ class GatewayMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("esrr_http_requests", "HTTP requests answered, by route and status",
-                                ["route", "status"], registry=self.registry)
-        self.search_seconds = Histogram("esrr_search_seconds", "Time to rank one search, first stage to merge",
-                                        buckets=BUCKETS_S, registry=self.registry)
-        self.stage_seconds = Histogram("esrr_search_stage_seconds", "Time in each stage of the pipeline",
-                                       ["stage"], buckets=BUCKETS_S, registry=self.registry)
-        self.fallbacks = Counter("esrr_model_fallbacks", "Searches answered in BM25 order because no worker "
-                                 "scored them in time", registry=self.registry)
+        self.requests = Counter(
+            "esrr_http_requests",
+            "HTTP requests answered, by route and status",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        self.search_seconds = Histogram(
+            "esrr_search_seconds",
+            "Time to rank one search, first stage to merge",
+            buckets=BUCKETS_S,
+            registry=self.registry,
+        )
+        self.stage_seconds = Histogram(
+            "esrr_search_stage_seconds",
+            "Time in each stage of the pipeline",
+            ["stage"],
+            buckets=BUCKETS_S,
+            registry=self.registry,
+        )
+        self.fallbacks = Counter(
+            "esrr_model_fallbacks",
+            "Searches answered in BM25 order because no worker scored them in time",
+            registry=self.registry,
+        )
         # Events (POST /_esrr/events, es_rerank/learning/recorder.py): taken, written, and dropped by reason.
-        self.events_received = Counter("esrr_events_received", "Events accepted by POST /_esrr/events, by type",
-                                       ["type"], registry=self.registry)
-        self.events_stored = Counter("esrr_events_stored", "Events written to the event store",
-                                     registry=self.registry)
-        self.events_dropped = Counter("esrr_events_dropped", "Events dropped: queue_full (the writer is behind), "
-                                      "store_error or store_unavailable (the store cannot be written)", ["reason"],
-                                      registry=self.registry)
+        self.events_received = Counter(
+            "esrr_events_received", "Events accepted by POST /_esrr/events, by type", ["type"], registry=self.registry
+        )
+        self.events_stored = Counter("esrr_events_stored", "Events written to the event store", registry=self.registry)
+        self.events_dropped = Counter(
+            "esrr_events_dropped",
+            "Events dropped: queue_full (the writer is behind), "
+            "store_error or store_unavailable (the store cannot be written)",
+            ["reason"],
+            registry=self.registry,
+        )
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:

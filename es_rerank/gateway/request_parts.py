@@ -41,16 +41,22 @@ def read_json(data: bytes, what: str) -> Any:
     try:
         value = json.loads(data)
         if _MAY_HOLD_A_SURROGATE.search(data) and _holds_a_lone_surrogate(value):
-            raise InvalidText(f"{what} holds a lone UTF-16 surrogate (such as \\ud800), which is no "
-                                   "character; send valid Unicode text (a pair such as \\ud83d\\ude00 is one "
-                                   "character)")
+            raise InvalidText(
+                f"{what} holds a lone UTF-16 surrogate (such as \\ud800), which is no "
+                "character; send valid Unicode text (a pair such as \\ud83d\\ude00 is one "
+                "character)"
+            )
         return value
     except (ValueError, UnicodeDecodeError) as error:
-        raise BadSearchRequest(f"{what} is not JSON ({error}); send a JSON object such as "
-                               '{"query": {"match": {"text": "green tea"}}}') from None
+        raise BadSearchRequest(
+            f"{what} is not JSON ({error}); send a JSON object such as "
+            '{"query": {"match": {"text": "green tea"}}}'
+        ) from None
     except RecursionError:
-        raise BadSearchRequest(f"{what} nests too deeply to read; send a search body such as "
-                               '{"query": {"match": {"text": "green tea"}}}') from None
+        raise BadSearchRequest(
+            f"{what} nests too deeply to read; send a search body such as "
+            '{"query": {"match": {"text": "green tea"}}}'
+        ) from None
 
 
 def _holds_a_lone_surrogate(value: Any) -> bool:

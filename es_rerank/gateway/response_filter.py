@@ -35,18 +35,23 @@ def read_filter_path(value: str) -> FilterPath:
     """``filter_path``'s value as paths to keep and to exclude; a 400 when it lists none or too many."""
     paths = [path.strip() for path in value.split(",") if path.strip()]
     if not paths:
-        raise BadSearchRequest("[filter_path] names no field; send dotted paths such as "
-                               "filter_path=hits.hits._id,hits.total")
+        raise BadSearchRequest(
+            "[filter_path] names no field; send dotted paths such as filter_path=hits.hits._id,hits.total"
+        )
     if len(paths) > MAX_PATHS:
-        raise BadSearchRequest(f"[filter_path] lists {len(paths)} paths, over the {MAX_PATHS} the gateway reads; "
-                               "use * and ** wildcards to name many fields with one path")
+        raise BadSearchRequest(
+            f"[filter_path] lists {len(paths)} paths, over the {MAX_PATHS} the gateway reads; "
+            "use * and ** wildcards to name many fields with one path"
+        )
     includes, excludes = [], []
     for path in paths:
         wanted = excludes if path.startswith("-") else includes
         segments = tuple(path.lstrip("-").split("."))
         if not all(segments):
-            raise BadSearchRequest(f"[filter_path] path {excerpt(path)} has an empty segment; write dotted field "
-                                   "names such as hits.hits._id")
+            raise BadSearchRequest(
+                f"[filter_path] path {excerpt(path)} has an empty segment; write dotted field "
+                "names such as hits.hits._id"
+            )
         wanted.append(segments)
     return FilterPath(tuple(includes), tuple(excludes))
 

@@ -53,9 +53,11 @@ def keep_alive_seconds(text: str) -> float:
         raise BadSearchRequest(f"[scroll] must be a keep-alive such as 1m or 30s, got {excerpt(text)}")
     seconds = int(match.group(1)) * _UNITS_S[match.group(2)]
     if seconds > MAX_KEEP_ALIVE_S:
-        raise BadSearchRequest(f"Keep alive for request ({text}) is too large. It must be less than (1d), the "
-                               "gateway's fixed limit (Elasticsearch's default search.max_keep_alive); scroll with "
-                               "a shorter keep-alive, renewed by each page's ?scroll=")
+        raise BadSearchRequest(
+            f"Keep alive for request ({text}) is too large. It must be less than (1d), the "
+            "gateway's fixed limit (Elasticsearch's default search.max_keep_alive); scroll with "
+            "a shorter keep-alive, renewed by each page's ?scroll="
+        )
     return seconds
 
 
@@ -67,8 +69,10 @@ def encode(state: ScrollState) -> str:
 
 def decode(scroll_id: Any) -> ScrollState:
     """The state a scroll id carries; a 400 when it is not one this gateway wrote."""
-    problem = BadSearchRequest(f"Cannot parse scroll id {excerpt(scroll_id)}; send the _scroll_id of the last "
-                               "page, as a search with ?scroll= or the scroll before answered it")
+    problem = BadSearchRequest(
+        f"Cannot parse scroll id {excerpt(scroll_id)}; send the _scroll_id of the last "
+        "page, as a search with ?scroll= or the scroll before answered it"
+    )
     if not isinstance(scroll_id, str) or not scroll_id or len(scroll_id) > MAX_ID_CHARS:
         raise problem
     try:
@@ -78,8 +82,13 @@ def decode(scroll_id: Any) -> ScrollState:
         state = ScrollState(**data)
     except (ValueError, TypeError, UnicodeError, binascii.Error, zlib.error):
         raise problem from None
-    if not (isinstance(state.body, dict) and isinstance(state.size, int) and isinstance(state.version, str)
-            and isinstance(state.keep_alive, str) and isinstance(state.expires_s, (int, float))
-            and (state.after is None or isinstance(state.after, list))):
+    if not (
+        isinstance(state.body, dict)
+        and isinstance(state.size, int)
+        and isinstance(state.version, str)
+        and isinstance(state.keep_alive, str)
+        and isinstance(state.expires_s, (int, float))
+        and (state.after is None or isinstance(state.after, list))
+    ):
         raise problem
     return state

@@ -30,14 +30,21 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import parse_qsl
 
 from es_rerank.backends.base import MAX_K, MAX_WINDOW
 from es_rerank.backends.query_dsl import MAX_DEPTH, query_text
 from es_rerank.gateway.errors import BadSearchRequest, clipped, excerpt
-from es_rerank.gateway.url_options import (FORMAT_PARAMETERS, SHAPING_PARAMETERS, UNCHANGING_PARAMETERS,
-                                            check_time_value, check_url_options, flag)
+from es_rerank.gateway.url_options import (
+    FORMAT_PARAMETERS,
+    SHAPING_PARAMETERS,
+    UNCHANGING_PARAMETERS,
+    check_time_value,
+    check_url_options,
+    flag,
+)
 from es_rerank.ranking.merge import SCORE_MODES, Combination
 from es_rerank.ranking.request import DEFAULT_SIZE, NO_WORDS_SKIPPED, SearchRequest, by_score
 from es_rerank.text import tokenize
@@ -46,11 +53,34 @@ SEARCHED_FIELD = "text"
 # URL parameters; pretty, human and error_trace change only how Elasticsearch formats a response, which this one
 # keeps as is; filter_path is applied to every answer by the app (response_filter). The others of url_options are
 # checked there: they shape the answer (typed_keys, rest_total_hits_as_int) or change nothing on one index.
-COUNT_PARAMETERS = ("q", "df", "default_operator", "ignore_unavailable", "allow_no_indices", "expand_wildcards",
-                    "preference", "routing") + FORMAT_PARAMETERS
-URL_PARAMETERS = (("q", "df", "default_operator", "size", "from", "track_total_hits", "sort", "scroll", "_source",
-                   "_source_includes", "_source_excludes") + UNCHANGING_PARAMETERS + SHAPING_PARAMETERS
-                  + FORMAT_PARAMETERS)
+COUNT_PARAMETERS = (
+    "q",
+    "df",
+    "default_operator",
+    "ignore_unavailable",
+    "allow_no_indices",
+    "expand_wildcards",
+    "preference",
+    "routing",
+) + FORMAT_PARAMETERS
+URL_PARAMETERS = (
+    (
+        "q",
+        "df",
+        "default_operator",
+        "size",
+        "from",
+        "track_total_hits",
+        "sort",
+        "scroll",
+        "_source",
+        "_source_includes",
+        "_source_excludes",
+    )
+    + UNCHANGING_PARAMETERS
+    + SHAPING_PARAMETERS
+    + FORMAT_PARAMETERS
+)
 PAGING_KEYS = ("size", "from", "ext")  # read here; the rest of the body is the first stage's
 EXT_OPTIONS = ("window_size", "query_text", "score_mode", "query_weight", "rerank_weight", "explain")
 DEFAULT_MAX_WORDS = 256
@@ -69,16 +99,19 @@ def url_parameters(query_string: bytes) -> dict[str, str]:
     try:
         pairs = parse_qsl(query_string.decode("utf-8"), keep_blank_values=True, encoding="utf-8", errors="strict")
     except UnicodeDecodeError:
-        raise BadSearchRequest("the URL's parameters are not UTF-8 (after %-decoding); percent-encode the search "
-                               "text's UTF-8 bytes, as in q=caf%C3%A9") from None
+        raise BadSearchRequest(
+            "the URL's parameters are not UTF-8 (after %-decoding); percent-encode the search "
+            "text's UTF-8 bytes, as in q=caf%C3%A9"
+        ) from None
     params: dict[str, str] = {}
     for name, value in pairs:
         params.setdefault(name, value)
     return params
 
 
-def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_MAX_WORDS,
-                 max_window: int = MAX_WINDOW) -> SearchRequest:
+def parse_search(
+    params: Mapping[str, str], body: Any, max_words: int = DEFAULT_MAX_WORDS, max_window: int = MAX_WINDOW
+) -> SearchRequest:
     """The search that URL ``params`` and a decoded JSON ``body`` (None when empty) ask for; the model's text of at
     most ``max_words`` words, a window of at most ``max_window`` hits."""
     body = _body_object("/_search", params, URL_PARAMETERS, body, EXAMPLE)
@@ -88,17 +121,22 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
     size = _count("size", params.get("size", body.get("size", DEFAULT_SIZE)))
     offset = _count("from", params.get("from", body.get("from", 0)))
     if offset + size > MAX_K:
-        raise BadSearchRequest(f"Result window is too large, from + size must be less than or equal to: [{MAX_K}] "
-                               f"but was [{offset + size}]. See the scroll api for a more efficient way to request "
-                               "large data sets (Elasticsearch's index.max_result_window, which this gateway keeps): "
-                               f"page within the first {MAX_K} hits, or scroll or search_after past them")
+        raise BadSearchRequest(
+            f"Result window is too large, from + size must be less than or equal to: [{MAX_K}] "
+            f"but was [{offset + size}]. See the scroll api for a more efficient way to request "
+            "large data sets (Elasticsearch's index.max_result_window, which this gateway keeps): "
+            f"page within the first {MAX_K} hits, or scroll or search_after past them"
+        )
     if "q" in params and "query" in body:
-        raise BadSearchRequest("the search text is given twice, as q= in the URL and as query in the body; "
-                               "send one of them")
+        raise BadSearchRequest(
+            "the search text is given twice, as q= in the URL and as query in the body; send one of them"
+        )
     first_stage = {key: value for key, value in body.items() if key not in PAGING_KEYS}
     if "search_after" in first_stage and offset:
-        raise BadSearchRequest(f"[from] parameter must be set to 0 when [search_after] is used, got {offset}; the "
-                               "next page starts after the last hit's sort values")
+        raise BadSearchRequest(
+            f"[from] parameter must be set to 0 when [search_after] is used, got {offset}; the "
+            "next page starts after the last hit's sort values"
+        )
     if "q" in params:
         first_stage["query"] = url_query(params)
     if "query" in first_stage and not isinstance(first_stage["query"], dict):
@@ -108,11 +146,15 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
     if flag(params, "rest_total_hits_as_int"):  # a number answers an exact count only, as in Elasticsearch
         tracked = first_stage.setdefault("track_total_hits", True)
         if not isinstance(tracked, bool):
-            raise BadSearchRequest(f"[rest_total_hits_as_int] cannot be used if the tracking of total hits is not "
-                                   f"accurate, got {excerpt(tracked)}; send track_total_hits true or false")
+            raise BadSearchRequest(
+                f"[rest_total_hits_as_int] cannot be used if the tracking of total hits is not "
+                f"accurate, got {excerpt(tracked)}; send track_total_hits true or false"
+            )
     if "sort" in params:  # "year:desc,_score" as the body's [{"year": "desc"}, "_score"]
-        first_stage["sort"] = [{name: order} if order else name for name, _, order in
-                               (part.strip().partition(":") for part in params["sort"].split(",") if part.strip())]
+        first_stage["sort"] = [
+            {name: order} if order else name
+            for name, _, order in (part.strip().partition(":") for part in params["sort"].split(",") if part.strip())
+        ]
     source = url_source(params)
     if source is not None:
         first_stage["_source"] = source
@@ -125,11 +167,21 @@ def parse_search(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_
     skipped = _skipped(params, first_stage)
     if skipped is None and not tokenize(text):
         skipped = NO_WORDS_SKIPPED
-    combination = Combination(options.get("score_mode", "replace"), options.get("query_weight", 1.0),
-                              options.get("rerank_weight", 1.0))
+    combination = Combination(
+        options.get("score_mode", "replace"), options.get("query_weight", 1.0), options.get("rerank_weight", 1.0)
+    )
     passthrough = {"scroll": params["scroll"]} if "scroll" in params else {}
-    return SearchRequest(text, size, offset, first_stage, options.get("window_size"), combination,
-                         bool(options.get("explain", False)), skipped, passthrough)
+    return SearchRequest(
+        text,
+        size,
+        offset,
+        first_stage,
+        options.get("window_size"),
+        combination,
+        bool(options.get("explain", False)),
+        skipped,
+        passthrough,
+    )
 
 
 def parse_count(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_MAX_WORDS) -> dict[str, Any]:
@@ -155,12 +207,14 @@ def check_parameters(route: str, params: Mapping[str, str], read: tuple[str, ...
     """A 400 naming the first of the URL's ``params`` that ``route`` does not read, and those it does."""
     unknown = next((name for name in params if name not in read), None)
     if unknown is not None:
-        raise BadSearchRequest(f"request [{route}] contains unrecognized parameter: [{clipped(unknown)}]; it reads "
-                               f"{', '.join(read)}")
+        raise BadSearchRequest(
+            f"request [{route}] contains unrecognized parameter: [{clipped(unknown)}]; it reads {', '.join(read)}"
+        )
 
 
-def _body_object(route: str, params: Mapping[str, str], read: tuple[str, ...], body: Any,
-                 example: str) -> dict[str, Any]:
+def _body_object(
+    route: str, params: Mapping[str, str], read: tuple[str, ...], body: Any, example: str
+) -> dict[str, Any]:
     """``body`` as an object (``{}`` when there is none), once ``params`` are known to hold only names ``read``."""
     check_parameters(route, params, read)
     return body_object(body, example)
@@ -212,15 +266,19 @@ def _skipped(params: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
     """Why the request is answered in Elasticsearch's order rather than reranked (None: it is reranked)."""
     sort = params.get("sort", body.get("sort"))
     if sort is not None and not by_score(sort):
-        return (f"the request sorts by {excerpt(sort)}, not by _score; like Elasticsearch's rescore, reranking "
-                "applies to a score order only, so the hits are in the order the sort gives")
+        return (
+            f"the request sorts by {excerpt(sort)}, not by _score; like Elasticsearch's rescore, reranking "
+            "applies to a score order only, so the hits are in the order the sort gives"
+        )
     if "scroll" in params:
         return "the request scrolls; scrolled pages are Elasticsearch's order, not reranked"
     if "pit" in body:
         return "the request pages a point in time; such pages are Elasticsearch's order, not reranked"
     if "search_after" in body:
-        return ("the request pages with search_after; such pages are in the sort's order (by _score: the first "
-                "stage's), not reranked")
+        return (
+            "the request pages with search_after; such pages are in the sort's order (by _score: the first "
+            "stage's), not reranked"
+        )
     return None
 
 
@@ -229,21 +287,26 @@ def _esrr_options(ext: Any, max_window: int) -> dict[str, Any]:
     if ext is None:
         return {}
     if not isinstance(ext, dict) or set(ext) - {"esrr"}:
-        raise BadSearchRequest(f"[ext] holds only the section [esrr] here, got {excerpt(ext)}; send "
-                               '{"ext": {"esrr": {"window_size": 100, "score_mode": "total"}}}')
+        raise BadSearchRequest(
+            f"[ext] holds only the section [esrr] here, got {excerpt(ext)}; send "
+            '{"ext": {"esrr": {"window_size": 100, "score_mode": "total"}}}'
+        )
     options = ext.get("esrr") or {}
     if not isinstance(options, dict):
         raise BadSearchRequest(f"[ext.esrr] must be an object, got {excerpt(options)}")
     unknown = next((key for key in options if key not in EXT_OPTIONS), None)
     if unknown is not None:
-        raise BadSearchRequest(f"unknown option [{clipped(str(unknown))}] in [ext.esrr]; it reads "
-                               f"{', '.join(EXT_OPTIONS)}")
+        raise BadSearchRequest(
+            f"unknown option [{clipped(str(unknown))}] in [ext.esrr]; it reads {', '.join(EXT_OPTIONS)}"
+        )
     read: dict[str, Any] = {}
     if "window_size" in options:
         window = options["window_size"]
         if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= max_window:
-            raise BadSearchRequest(f"[ext.esrr.window_size] must be a whole number from 0 to {max_window} (the "
-                                   f"gateway's window, ESRR_GATEWAY_WINDOW), got {excerpt(window)}")
+            raise BadSearchRequest(
+                f"[ext.esrr.window_size] must be a whole number from 0 to {max_window} (the "
+                f"gateway's window, ESRR_GATEWAY_WINDOW), got {excerpt(window)}"
+            )
         read["window_size"] = window
     if "query_text" in options:
         if not isinstance(options["query_text"], str):
@@ -251,8 +314,9 @@ def _esrr_options(ext: Any, max_window: int) -> dict[str, Any]:
         read["query_text"] = options["query_text"]
     if "score_mode" in options:
         if options["score_mode"] not in SCORE_MODES:
-            raise BadSearchRequest(f"[ext.esrr.score_mode] must be one of {', '.join(SCORE_MODES)}, got "
-                                   f"{excerpt(options['score_mode'])}")
+            raise BadSearchRequest(
+                f"[ext.esrr.score_mode] must be one of {', '.join(SCORE_MODES)}, got {excerpt(options['score_mode'])}"
+            )
         read["score_mode"] = options["score_mode"]
     for name in ("query_weight", "rerank_weight"):
         if name in options:
@@ -285,16 +349,20 @@ def _check_text_size(body: Mapping[str, Any], max_words: int) -> None:
             stack.extend((item, depth + 1) for item in value)
         if total > max_chars:
             # Counting stops here: the text is this long or longer.
-            raise BadSearchRequest(f"the query's text is {total} characters long (at least); this gateway searches "
-                                   f"at most {max_words} words ({max_chars} characters) per query "
-                                   "(ESRR_GATEWAY_MAX_QUERY_WORDS); shorten it")
+            raise BadSearchRequest(
+                f"the query's text is {total} characters long (at least); this gateway searches "
+                f"at most {max_words} words ({max_chars} characters) per query "
+                "(ESRR_GATEWAY_MAX_QUERY_WORDS); shorten it"
+            )
 
 
 def _check_length(text: str, max_words: int) -> None:
     """``BadSearchRequest`` unless ``text`` has at most ``max_words`` words; long text is refused before tokenizing."""
     max_chars = max_words * CHARS_PER_WORD
-    fix = (f"this gateway searches at most {max_words} words ({max_chars} characters) per query "
-           "(ESRR_GATEWAY_MAX_QUERY_WORDS); shorten it")
+    fix = (
+        f"this gateway searches at most {max_words} words ({max_chars} characters) per query "
+        "(ESRR_GATEWAY_MAX_QUERY_WORDS); shorten it"
+    )
     if len(text) > max_chars:
         raise BadSearchRequest(f"the query is {len(text)} characters long; {fix}")
     words = len(tokenize(text))
@@ -309,6 +377,8 @@ def _count(name: str, value: Any, limit: int = MAX_K) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise BadSearchRequest(f"[{name}] must be a whole number of at least 0, got {excerpt(value)}")
     if value > limit:
-        raise BadSearchRequest(f"[{name}] is {excerpt(value)}; this gateway pages through at most {MAX_K} hits per "
-                               "query (Elasticsearch's index.max_result_window)")
+        raise BadSearchRequest(
+            f"[{name}] is {excerpt(value)}; this gateway pages through at most {MAX_K} hits per "
+            "query (Elasticsearch's index.max_result_window)"
+        )
     return value

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any
 
 from flask import current_app
 
@@ -79,11 +80,31 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     metrics.search_seconds.observe(took)
     if ranking.fallback:
         metrics.fallbacks.inc()
-        log.warning(json.dumps({"event": "model_fallback", "query_id": query_id, "index": pipeline.backend.index,
-                                "took_ms": round(took * 1000, 1), "reason": ranking.fallback}))
-    response = search_response(page, backend.index, round(took * 1000), ranking.retrieved, ranking.depth,
-                               ranking.ranker, ranking.fallback, shown, ranking.first_stage, asked.skipped,
-                               asked.explain, _max_score(ranking.ranked, asked.size))
+        log.warning(
+            json.dumps(
+                {
+                    "event": "model_fallback",
+                    "query_id": query_id,
+                    "index": pipeline.backend.index,
+                    "took_ms": round(took * 1000, 1),
+                    "reason": ranking.fallback,
+                }
+            )
+        )
+    response = search_response(
+        page,
+        backend.index,
+        round(took * 1000),
+        ranking.retrieved,
+        ranking.depth,
+        ranking.ranker,
+        ranking.fallback,
+        shown,
+        ranking.first_stage,
+        asked.skipped,
+        asked.explain,
+        _max_score(ranking.ranked, asked.size),
+    )
     if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
         response["hits"]["max_score"] = None
     if teams is not None:
@@ -91,21 +112,25 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     return response
 
 
-def scroll_page(pipeline: SearchPipeline, asked: SearchRequest, after: list[Any] | None,
-                query_id: str) -> dict[str, Any]:
+def scroll_page(
+    pipeline: SearchPipeline, asked: SearchRequest, after: list[Any] | None, query_id: str
+) -> dict[str, Any]:
     """One page of a scroll on the embedded backend, after the sort values ``after`` (None: the first page), with
     the ``_scroll_id`` that continues it: the request's sort with index order as the last key, ``search_after``."""
     keep_alive = asked.passthrough["scroll"]
     seconds = keep_alive_seconds(keep_alive)
     if asked.offset:
-        raise BadSearchRequest("using [from] is not allowed in a scroll context; page with the _scroll_id each "
-                               "page returns")
+        raise BadSearchRequest(
+            "using [from] is not allowed in a scroll context; page with the _scroll_id each page returns"
+        )
     if "search_after" in asked.body:
-        raise BadSearchRequest("[search_after] cannot be used in a scroll context; page with the _scroll_id each "
-                               "page returns")
+        raise BadSearchRequest(
+            "[search_after] cannot be used in a scroll context; page with the _scroll_id each page returns"
+        )
     if not asked.size:
-        raise BadSearchRequest("[size] cannot be [0] in a scroll context; ask for the hits of each page (helpers.scan "
-                               "asks for 1,000)")
+        raise BadSearchRequest(
+            "[size] cannot be [0] in a scroll context; ask for the hits of each page (helpers.scan asks for 1,000)"
+        )
     asked_sort = asked.body.get("sort")
     body = {**asked.body, "sort": _then_index_order(asked_sort)}
     if after is not None:
@@ -128,16 +153,24 @@ def continue_scroll(scroll_id: Any, keep_alive: str | None, query_id: str) -> di
     """The next page of a scroll this gateway began on the embedded backend (``_search/scroll``)."""
     state = decode(scroll_id)
     if time.time() > state.expires_s:
-        raise ScrollMissing(f"No search context found for id [{clipped(str(scroll_id))}]: the scroll's keep-alive "
-                            f"({state.keep_alive}) passed; start it again, with a longer ?scroll=")
+        raise ScrollMissing(
+            f"No search context found for id [{clipped(str(scroll_id))}]: the scroll's keep-alive "
+            f"({state.keep_alive}) passed; start it again, with a longer ?scroll="
+        )
     pipeline = current_app.extensions["esrr.served"].pipeline()
     if pipeline.backend.version != state.version:
-        raise ScrollMissing(f"No search context found for id [{clipped(str(scroll_id))}]: the scroll began on index "
-                            f"version [{clipped(state.version)}], and [{pipeline.backend.version}] is served now (a "
-                            "reindex); start the scroll again")
+        raise ScrollMissing(
+            f"No search context found for id [{clipped(str(scroll_id))}]: the scroll began on index "
+            f"version [{clipped(state.version)}], and [{pipeline.backend.version}] is served now (a "
+            "reindex); start the scroll again"
+        )
     check_source_patterns({}, state.body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
-    asked = parse_search({"scroll": keep_alive or state.keep_alive}, {**state.body, "size": state.size},
-                         current_app.config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
+    asked = parse_search(
+        {"scroll": keep_alive or state.keep_alive},
+        {**state.body, "size": state.size},
+        current_app.config["ESRR_MAX_QUERY_WORDS"],
+        pipeline.window,
+    )
     return scroll_page(pipeline, asked, state.after, query_id)
 
 
@@ -158,23 +191,23 @@ def _then_index_order(sort: Any) -> list[Any]:
     return [*keys, "_doc"]
 
 
-
-
 def _max_score(ranked: Any, size: int) -> float | None:
     """The whole result's highest ``_score`` (its first hit's, whatever the page); none for ``size`` 0, as in
     Elasticsearch, which does not score a search that shows no hit."""
     return float(ranked[0].score) if ranked and size else None
 
 
-def shaped(response: dict[str, Any], params: Mapping[str, str], body: Mapping[str, Any],
-           backend: Any) -> dict[str, Any]:
+def shaped(
+    response: dict[str, Any], params: Mapping[str, str], body: Mapping[str, Any], backend: Any
+) -> dict[str, Any]:
     """A search's answer as ``rest_total_hits_as_int`` and ``typed_keys`` in the URL ``params`` ask for it."""
     if flag(params, "rest_total_hits_as_int"):
         total_as_number(response)
     if flag(params, "typed_keys") and isinstance(response.get("aggregations"), dict):
         types = field_types(backend.description()["mappings"].get("properties", {}))
-        response["aggregations"] = typed_aggregations(response["aggregations"],
-                                                      body.get("aggs", body.get("aggregations")), types)
+        response["aggregations"] = typed_aggregations(
+            response["aggregations"], body.get("aggs", body.get("aggregations")), types
+        )
     return response
 
 
@@ -199,22 +232,29 @@ def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) ->
 def check_source_patterns(params: Mapping[str, str], body: Any, limit: int) -> None:
     """``BadSearchRequest`` when the ``_source`` of the URL and the body list more than ``limit`` patterns (before
     the request is parsed)."""
-    listed = sum(len([name for name in params.get(key, "").split(",") if name])
-                 for key in ("_source", "_source_includes", "_source_excludes"))
+    listed = sum(
+        len([name for name in params.get(key, "").split(",") if name])
+        for key in ("_source", "_source_includes", "_source_excludes")
+    )
     if isinstance(body, dict):
         listed += source_patterns(body.get("_source"))
     if listed > limit:
-        raise BadSearchRequest(f"_source lists {listed} patterns, over the gateway's limit of {limit} "
-                               f"(ESRR_GATEWAY_MAX_SOURCE_PATTERNS={limit}); name the fields wanted, or use a "
-                               "wildcard such as \"meta*\" for many")
+        raise BadSearchRequest(
+            f"_source lists {listed} patterns, over the gateway's limit of {limit} "
+            f"(ESRR_GATEWAY_MAX_SOURCE_PATTERNS={limit}); name the fields wanted, or use a "
+            'wildcard such as "meta*" for many'
+        )
 
 
 def in_elasticsearchs_order(response: dict[str, Any], why: str) -> dict[str, Any]:
     """Elasticsearch's answer with each hit marked as not reranked and ``esrr`` saying why (a sort, a scroll)."""
     for hit in response.get("hits", {}).get("hits", []):
         score = hit.get("_score")
-        hit["fields"] = {**hit.get("fields", {}), "bm25_score": [score] if score is not None else [],
-                         "reranked": [False]}
+        hit["fields"] = {
+            **hit.get("fields", {}),
+            "bm25_score": [score] if score is not None else [],
+            "reranked": [False],
+        }
     response["esrr"] = {"ranker": "Elasticsearch", "skipped": why}
     return response
 
@@ -227,5 +267,7 @@ def check_index(named: str | None, served: str) -> None:
     alias = current_app.config["ESRR_ALIAS"]
     unserved = unserved_name(named, (served, alias))
     if unserved is not None:
-        raise IndexNotFound(f"no such index [{clipped(unserved)}]; "
-                            f"this gateway serves [{alias}] (index [{served}]): search /{alias}/_search or /_search")
+        raise IndexNotFound(
+            f"no such index [{clipped(unserved)}]; "
+            f"this gateway serves [{alias}] (index [{served}]): search /{alias}/_search or /_search"
+        )

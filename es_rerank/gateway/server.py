@@ -33,7 +33,8 @@ import signal
 import socket
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,15 @@ class ServeError(RuntimeError):
 
 def waitress_options(connection_limit: int, channel_timeout_s: float, threads: int, max_body_bytes: int) -> dict:
     """waitress's adjustments for the gateway (see the module's docstring)."""
-    return {"threads": threads, "connection_limit": connection_limit, "channel_timeout": channel_timeout_s,
-            "cleanup_interval": max(channel_timeout_s / 4, 0.5), "asyncore_use_poll": True,
-            "max_request_body_size": max_body_bytes,
-            "ident": "es-rerank"}
+    return {
+        "threads": threads,
+        "connection_limit": connection_limit,
+        "channel_timeout": channel_timeout_s,
+        "cleanup_interval": max(channel_timeout_s / 4, 0.5),
+        "asyncore_use_poll": True,
+        "max_request_body_size": max_body_bytes,
+        "ident": "es-rerank",
+    }
 
 
 def ensure_open_files(connections: int) -> None:
@@ -63,8 +69,10 @@ def ensure_open_files(connections: int) -> None:
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return
     if hard != resource.RLIM_INFINITY and hard < needed:
-        raise ServeError(f"ESRR_GATEWAY_CONNECTION_LIMIT={connections} needs {needed} open files, but this process "
-                         f"may open at most {hard} (ulimit -Hn); lower the setting or raise the limit")
+        raise ServeError(
+            f"ESRR_GATEWAY_CONNECTION_LIMIT={connections} needs {needed} open files, but this process "
+            f"may open at most {hard} (ulimit -Hn); lower the setting or raise the limit"
+        )
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
@@ -141,8 +149,13 @@ def supervise(processes: int, serve_one: Callable[[], None]) -> int:
             continue
         lived = time.monotonic() - started
         quick_deaths = quick_deaths + 1 if lived < QUICK_DEATH_S else 0
-        log.warning("gateway process %d exited (%s) after %.1f s; %s", pid, _status(status), lived,
-                    "giving up" if quick_deaths >= QUICK_DEATHS else "starting another")
+        log.warning(
+            "gateway process %d exited (%s) after %.1f s; %s",
+            pid,
+            _status(status),
+            lived,
+            "giving up" if quick_deaths >= QUICK_DEATHS else "starting another",
+        )
         if quick_deaths >= QUICK_DEATHS:
             stop()
             continue
@@ -161,7 +174,7 @@ def _serve_child(serve_one: Callable[[], None]) -> None:
         serve_one()
     except SystemExit as done:
         status = done.code if isinstance(done.code, int) else 1
-    except BaseException:  # noqa: BLE001 - the child reports and exits; the parent decides what next
+    except BaseException:
         log.exception("a gateway process stopped")
         status = 1
     finally:

@@ -32,8 +32,15 @@ from es_rerank.backends.base import BackendError
 from es_rerank.gateway.errors import GatewayError, public_reason
 from es_rerank.gateway.events import PAGE_SCRIPT_SOURCE
 from es_rerank.gateway.searching import run_search
-from es_rerank.gateway.site_search import (MAX_QUERY_CHARS, ResultsView, SiteQuery, SiteQueryError, results_view,
-                                           search_body, site_query)
+from es_rerank.gateway.site_search import (
+    MAX_QUERY_CHARS,
+    ResultsView,
+    SiteQuery,
+    SiteQueryError,
+    results_view,
+    search_body,
+    site_query,
+)
 from es_rerank.payload import PayloadError, WorkerSetupError
 
 site = Blueprint("site", __name__, template_folder="templates")
@@ -41,14 +48,19 @@ log = logging.getLogger(__name__)
 PAGE_PATH = "/"
 _OFFERED = ("application/json", "text/html")  # JSON first: it wins a tie
 # Scripts: only the events report (events.py), by its hash; its beacons go to this gateway only.
-CONTENT_SECURITY_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; "
-                           f"frame-ancestors 'none'; script-src {PAGE_SCRIPT_SOURCE}; connect-src 'self'")
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; "
+    f"frame-ancestors 'none'; script-src {PAGE_SCRIPT_SOURCE}; connect-src 'self'"
+)
 
 
 def wants_page() -> bool:
     """Whether this request is a browser's ``GET /``: ``text/html`` is its best match of ``_OFFERED``."""
-    return (request.method in ("GET", "HEAD") and request.path == PAGE_PATH
-            and request.accept_mimetypes.best_match(_OFFERED) == "text/html")
+    return (
+        request.method in ("GET", "HEAD")
+        and request.path == PAGE_PATH
+        and request.accept_mimetypes.best_match(_OFFERED) == "text/html"
+    )
 
 
 @site.before_app_request
@@ -68,11 +80,11 @@ def search_page() -> Response:
     """The page: the form, and when it has words, a page of reranked results with the filters' counts."""
     args = request.args
     try:
-        query = site_query(args.get("q"), args.get("page"), args.get("year_from"), args.get("year_to"),
-                           args.getlist("type"))
+        query = site_query(
+            args.get("q"), args.get("page"), args.get("year_from"), args.get("year_to"), args.getlist("type")
+        )
     except SiteQueryError as error:
-        return _page(SiteQuery(" ".join((args.get("q") or "").split())[:MAX_QUERY_CHARS]), error=str(error),
-                     status=400)
+        return _page(SiteQuery(" ".join((args.get("q") or "").split())[:MAX_QUERY_CHARS]), error=str(error), status=400)
     if not query.text:
         return _page(query)
     try:
@@ -81,19 +93,17 @@ def search_page() -> Response:
         return _page(query, error=error.reason, status=error.status)
     except BackendError as error:
         log.error("search backend failed: %s", error)
-        return _page(query, error=f"The search engine cannot answer right now: {public_reason(str(error))}",
-                     status=503)
+        return _page(query, error=f"The search engine cannot answer right now: {public_reason(str(error))}", status=503)
     except (WorkerSetupError, PayloadError) as error:
         log.error("the scoring worker refused the request: %s", error)
-        return _page(query, error=f"The scoring worker refused the search: {public_reason(str(error))}",
-                     status=503)
+        return _page(query, error=f"The scoring worker refused the search: {public_reason(str(error))}", status=503)
     return _page(query, view=results_view(response, query))
 
 
-def _page(query: SiteQuery, view: ResultsView | None = None, error: str | None = None,
-          status: int = 200) -> Response:
-    page = render_template("site/search.html", query=query, view=view, error=error,
-                           link=lambda number: _link(query, number))
+def _page(query: SiteQuery, view: ResultsView | None = None, error: str | None = None, status: int = 200) -> Response:
+    page = render_template(
+        "site/search.html", query=query, view=view, error=error, link=lambda number: _link(query, number)
+    )
     response = Response(page, status, mimetype="text/html")
     # Nothing but this page's own form and inline style: a snippet that slipped past the escaping runs nothing.
     response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY

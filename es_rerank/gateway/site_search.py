@@ -13,8 +13,9 @@ from __future__ import annotations
 import html
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from markupsafe import Markup, escape
 
@@ -32,13 +33,19 @@ SNIPPET_FRAGMENTS = 3  # highlighted fragments of the abstract shown (Elasticsea
 PUBMED_URL = "https://pubmed.ncbi.nlm.nih.gov/{}/"
 _PMID = re.compile(r"[0-9]{1,10}")
 # A record's own PubMed address (BEIR's NFCorpus keeps ``metadata.url`` as http://www.ncbi.nlm.nih.gov/pubmed/N).
-_PUBMED_ADDRESS = re.compile(r"https?://(?:www\.)?(?:ncbi\.nlm\.nih\.gov/pubmed|pubmed\.ncbi\.nlm\.nih\.gov)/"
-                             r"([0-9]{1,10})/?")
+_PUBMED_ADDRESS = re.compile(
+    r"https?://(?:www\.)?(?:ncbi\.nlm\.nih\.gov/pubmed|pubmed\.ncbi\.nlm\.nih\.gov)/"
+    r"([0-9]{1,10})/?"
+)
 _EM_TAG = re.compile(r"(</?em>)")
 # Lucene's English stop set (Elasticsearch's ``_english_``): a query's "and" or "of" matches, yet marking every one
 # of them in a title and an abstract hides the words that made the hit.
-UNMARKED_WORDS = frozenset(("a an and are as at be but by for if in into is it no not of on or such that the their "
-                            "then there these they this to was will with").split())
+UNMARKED_WORDS = frozenset(
+    (
+        "a an and are as at be but by for if in into is it no not of on or such that the their "
+        "then there these they this to was will with"
+    ).split()
+)
 
 
 class SiteQueryError(ValueError):
@@ -74,8 +81,9 @@ class SiteQuery:
         return fields
 
 
-def site_query(text: str | None, page: str | None, year_from: str | None, year_to: str | None,
-               types: Sequence[str]) -> SiteQuery:
+def site_query(
+    text: str | None, page: str | None, year_from: str | None, year_to: str | None, types: Sequence[str]
+) -> SiteQuery:
     """The form's fields as a ``SiteQuery``; ``SiteQueryError`` names a field out of range."""
     text = " ".join((text or "").split())
     if len(text) > MAX_QUERY_CHARS:
@@ -84,8 +92,9 @@ def site_query(text: str | None, page: str | None, year_from: str | None, year_t
     if len(chosen) > MAX_TYPES:
         raise SiteQueryError(f"{len(chosen)} publication types are chosen; choose at most {MAX_TYPES}")
     if any(len(kind) > MAX_TYPE_CHARS for kind in chosen):
-        raise SiteQueryError(f"a publication type is longer than {MAX_TYPE_CHARS} characters; "
-                             "choose one of the listed types")
+        raise SiteQueryError(
+            f"a publication type is longer than {MAX_TYPE_CHARS} characters; choose one of the listed types"
+        )
     low = _whole_number("year from", year_from, MIN_YEAR, MAX_YEAR)
     high = _whole_number("year to", year_to, MIN_YEAR, MAX_YEAR)
     if low is not None and high is not None and low > high:
@@ -101,11 +110,14 @@ def _whole_number(name: str, value: str | None, lowest: int, highest: int) -> in
     try:
         number = int(value.strip())
     except ValueError:
-        raise SiteQueryError(f"{name} is {value.strip()[:20]!r}; give a whole number from {lowest} to "
-                             f"{highest}") from None
+        raise SiteQueryError(
+            f"{name} is {value.strip()[:20]!r}; give a whole number from {lowest} to {highest}"
+        ) from None
     if not lowest <= number <= highest:
-        raise SiteQueryError(f"{name} is {number}; give a whole number from {lowest} to {highest}"
-                             + (f" (the site shows the first {MAX_WINDOW} hits)" if name == "page" else ""))
+        raise SiteQueryError(
+            f"{name} is {number}; give a whole number from {lowest} to {highest}"
+            + (f" (the site shows the first {MAX_WINDOW} hits)" if name == "page" else "")
+        )
     return number
 
 
@@ -120,10 +132,16 @@ def search_body(query: SiteQuery) -> dict[str, Any]:
     condition: dict[str, Any] = {"must": [{"match": {"text": {"query": query.text}}}]}
     if filters:
         condition["filter"] = filters
-    return {"query": {"bool": condition}, "from": query.offset, "size": PAGE_SIZE,  # the whole title, highlighted
-            "highlight": {"encoder": "html", "fields": {"title": {"number_of_fragments": 0}, "abstract": {}}},
-            "aggs": {"year": {"terms": {"field": "year", "size": 50}},
-                     "publication_types": {"terms": {"field": "publication_types", "size": MAX_TYPES}}}}
+    return {
+        "query": {"bool": condition},
+        "from": query.offset,
+        "size": PAGE_SIZE,  # the whole title, highlighted
+        "highlight": {"encoder": "html", "fields": {"title": {"number_of_fragments": 0}, "abstract": {}}},
+        "aggs": {
+            "year": {"terms": {"field": "year", "size": 50}},
+            "publication_types": {"terms": {"field": "publication_types", "size": MAX_TYPES}},
+        },
+    }
 
 
 @dataclass(frozen=True)
@@ -185,16 +203,32 @@ def results_view(response: Mapping[str, Any], query: SiteQuery) -> ResultsView:
         notes.append(f"Reranking fell back to the search engine's order: {esrr['fallback']}")
     aggregations = response.get("aggregations", {})
     chosen = set(query.types)
-    years = sorted((Facet(str(bucket["key"]), int(bucket["doc_count"]))
-                    for bucket in aggregations.get("year", {}).get("buckets", ())), key=lambda facet: facet.value)
-    types = tuple(Facet(str(bucket["key"]), int(bucket["doc_count"]), str(bucket["key"]) in chosen)
-                  for bucket in aggregations.get("publication_types", {}).get("buckets", ()))
+    years = sorted(
+        (
+            Facet(str(bucket["key"]), int(bucket["doc_count"]))
+            for bucket in aggregations.get("year", {}).get("buckets", ())
+        ),
+        key=lambda facet: facet.value,
+    )
+    types = tuple(
+        Facet(str(bucket["key"]), int(bucket["doc_count"]), str(bucket["key"]) in chosen)
+        for bucket in aggregations.get("publication_types", {}).get("buckets", ())
+    )
     listed = {facet.value for facet in types}
     types += tuple(Facet(kind, 0, True) for kind in query.types if kind not in listed)  # chosen, none left
     last_page = max(1, min(MAX_PAGE, math.ceil(count / PAGE_SIZE)))
-    return ResultsView(tuple(result_view(hit) for hit in hits.get("hits", ())), count, relation == "gte",
-                       query.page, last_page, str(esrr.get("ranker", "the search engine")), tuple(notes),
-                       tuple(years), types, *_experiment(esrr.get("experiment")))
+    return ResultsView(
+        tuple(result_view(hit) for hit in hits.get("hits", ())),
+        count,
+        relation == "gte",
+        query.page,
+        last_page,
+        str(esrr.get("ranker", "the search engine")),
+        tuple(notes),
+        tuple(years),
+        types,
+        *_experiment(esrr.get("experiment")),
+    )
 
 
 def _experiment(experiment: Any) -> tuple[str | None, tuple[str, ...]]:
@@ -217,10 +251,17 @@ def result_view(hit: Mapping[str, Any]) -> ResultView:
     else:
         snippet = escape(_clipped(source.get("abstract") or "", SNIPPET_CHARS))
     year = source.get("year")
-    return ResultView(title, pubmed_url(doc_id, source.get("metadata")), doc_id,
-                      author_line(source.get("authors") or ()), str(source.get("journal") or ""),
-                      year if isinstance(year, int) else None, tuple(source.get("publication_types") or ()),
-                      snippet, bool((hit.get("fields") or {}).get("reranked", [False])[0]))
+    return ResultView(
+        title,
+        pubmed_url(doc_id, source.get("metadata")),
+        doc_id,
+        author_line(source.get("authors") or ()),
+        str(source.get("journal") or ""),
+        year if isinstance(year, int) else None,
+        tuple(source.get("publication_types") or ()),
+        snippet,
+        bool((hit.get("fields") or {}).get("reranked", [False])[0]),
+    )
 
 
 def pubmed_url(doc_id: str, metadata: Any) -> str | None:

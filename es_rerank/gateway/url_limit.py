@@ -9,7 +9,8 @@ Elasticsearch's error shape with status 414.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from es_rerank.gateway.errors import PRODUCT_HEADER, RequestTooLong, error_body
 
@@ -26,10 +27,14 @@ class UrlLengthLimit:
         if length <= self.max_bytes:
             return self.app(environ, start_response)
         self.on_refused()
-        reason = (f"the URL is {length} bytes long, over the {self.max_bytes} this gateway reads "
-                  "(ESRR_GATEWAY_MAX_URL_BYTES); send the search text in a JSON body instead of q=, "
-                  "and name one index")
+        reason = (
+            f"the URL is {length} bytes long, over the {self.max_bytes} this gateway reads "
+            "(ESRR_GATEWAY_MAX_URL_BYTES); send the search text in a JSON body instead of q=, "
+            "and name one index"
+        )
         body = json.dumps(error_body(RequestTooLong.error_type, reason, RequestTooLong.status)).encode()
-        start_response("414 URI Too Long", [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-                                           PRODUCT_HEADER])
+        start_response(
+            "414 URI Too Long",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body))), PRODUCT_HEADER],
+        )
         return [body]

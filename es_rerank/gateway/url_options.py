@@ -12,25 +12,57 @@ and changes nothing (``timeout`` too: a search here is answered whole, never tim
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from es_rerank.gateway.errors import BadSearchRequest, excerpt
 
 FORMAT_PARAMETERS = ("filter_path", "pretty", "human", "error_trace")  # how an answer is written
-BOOLEAN_PARAMETERS = ("request_cache", "ignore_unavailable", "allow_no_indices", "ccs_minimize_roundtrips",
-                      "allow_partial_search_results", "typed_keys", "rest_total_hits_as_int")
+BOOLEAN_PARAMETERS = (
+    "request_cache",
+    "ignore_unavailable",
+    "allow_no_indices",
+    "ccs_minimize_roundtrips",
+    "allow_partial_search_results",
+    "typed_keys",
+    "rest_total_hits_as_int",
+)
 COUNT_PARAMETERS = ("batched_reduce_size", "max_concurrent_shard_requests", "pre_filter_shard_size")
-UNCHANGING_PARAMETERS = ("request_cache", "preference", "routing", "timeout", "search_type", "ignore_unavailable",
-                         "allow_no_indices", "expand_wildcards", "batched_reduce_size", "ccs_minimize_roundtrips",
-                         "max_concurrent_shard_requests", "pre_filter_shard_size", "allow_partial_search_results")
+UNCHANGING_PARAMETERS = (
+    "request_cache",
+    "preference",
+    "routing",
+    "timeout",
+    "search_type",
+    "ignore_unavailable",
+    "allow_no_indices",
+    "expand_wildcards",
+    "batched_reduce_size",
+    "ccs_minimize_roundtrips",
+    "max_concurrent_shard_requests",
+    "pre_filter_shard_size",
+    "allow_partial_search_results",
+)
 SHAPING_PARAMETERS = ("typed_keys", "rest_total_hits_as_int")
 SEARCH_TYPES = ("query_then_fetch", "dfs_query_then_fetch")  # one shard: both score with the same statistics
 WILDCARD_STATES = ("open", "closed", "hidden", "none", "all")
 _TIME_VALUE = re.compile(r"-1|0|[0-9]{1,12}(?:nanos|micros|ms|s|m|h|d)")
-_TERMS_TYPES = {"keyword": "sterms", "text": "sterms", "ip": "sterms", "boolean": "lterms", "date": "lterms",
-                "long": "lterms", "integer": "lterms", "short": "lterms", "byte": "lterms",
-                "unsigned_long": "lterms", "double": "dterms", "float": "dterms", "half_float": "dterms",
-                "scaled_float": "dterms"}
+_TERMS_TYPES = {
+    "keyword": "sterms",
+    "text": "sterms",
+    "ip": "sterms",
+    "boolean": "lterms",
+    "date": "lterms",
+    "long": "lterms",
+    "integer": "lterms",
+    "short": "lterms",
+    "byte": "lterms",
+    "unsigned_long": "lterms",
+    "double": "dterms",
+    "float": "dterms",
+    "half_float": "dterms",
+    "scaled_float": "dterms",
+}
 _TYPE_NAMES = {"percentiles": "tdigest_percentiles", "percentile_ranks": "tdigest_percentile_ranks"}
 
 
@@ -43,16 +75,18 @@ def check_url_options(params: Mapping[str, str]) -> None:
         if name in params and not re.fullmatch(r"[1-9][0-9]{0,9}", params[name]):
             raise BadSearchRequest(f"[{name}] must be a whole number of at least 1, got {excerpt(params[name])}")
     if "search_type" in params and params["search_type"] not in SEARCH_TYPES:
-        raise BadSearchRequest(f"No search type for [{excerpt(params['search_type'])}]; send one of "
-                               f"{', '.join(SEARCH_TYPES)}")
+        raise BadSearchRequest(
+            f"No search type for [{excerpt(params['search_type'])}]; send one of {', '.join(SEARCH_TYPES)}"
+        )
     if "timeout" in params:
         check_time_value("timeout", params["timeout"])
     if "expand_wildcards" in params:
         states = [state.strip() for state in params["expand_wildcards"].split(",")]
         unknown = next((state for state in states if state not in WILDCARD_STATES), None)
         if unknown is not None:
-            raise BadSearchRequest(f"No valid expand wildcard value [{excerpt(unknown)}]; send one or more of "
-                                   f"{', '.join(WILDCARD_STATES)}")
+            raise BadSearchRequest(
+                f"No valid expand wildcard value [{excerpt(unknown)}]; send one or more of {', '.join(WILDCARD_STATES)}"
+            )
 
 
 def check_time_value(name: str, value: Any) -> None:
@@ -70,8 +104,9 @@ def flag(params: Mapping[str, str], name: str) -> bool:
         return True
     if value == "false":
         return False
-    raise BadSearchRequest(f"Failed to parse value [{excerpt(value)}] of [{name}] as only [true] or [false] are "
-                           "allowed")
+    raise BadSearchRequest(
+        f"Failed to parse value [{excerpt(value)}] of [{name}] as only [true] or [false] are allowed"
+    )
 
 
 def total_as_number(response: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +131,8 @@ def typed_aggregations(answered: Any, asked: Any, field_types: Mapping[str, str]
             continue
         kind = next((key for key in spec if key not in ("aggs", "aggregations", "meta")), None)
         typed[f"{_type_name(kind, spec.get(kind), field_types)}#{name}"] = _typed_inside(
-            result, spec.get("aggs", spec.get("aggregations")), field_types)
+            result, spec.get("aggs", spec.get("aggregations")), field_types
+        )
     return typed
 
 
@@ -119,8 +155,7 @@ def _type_name(kind: str | None, body: Any, types: Mapping[str, str]) -> str:
     if kind in ("terms", "significant_terms", "rare_terms"):
         field = body.get("field") if isinstance(body, dict) else None
         terms = _TERMS_TYPES.get(types.get(field, "keyword"), "sterms")
-        return {"terms": terms, "significant_terms": f"sig{terms}",
-                "rare_terms": f"{terms[0]}rareterms"}[kind]
+        return {"terms": terms, "significant_terms": f"sig{terms}", "rare_terms": f"{terms[0]}rareterms"}[kind]
     return _TYPE_NAMES.get(kind or "", kind or "unknown")
 
 

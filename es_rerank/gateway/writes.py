@@ -13,12 +13,43 @@ not a refusal that calls them writes. A wrong method on one of the gateway's own
 from __future__ import annotations
 
 WRITE_METHODS = ("PUT", "POST", "DELETE", "PATCH")
-WRITE_APIS = frozenset({
-    "_doc", "_create", "_update", "_bulk", "_delete_by_query", "_update_by_query", "_reindex", "_mapping",
-    "_mappings", "_settings", "_alias", "_aliases", "_refresh", "_flush", "_forcemerge", "_open", "_close",
-    "_rollover", "_shrink", "_split", "_clone", "_block", "_cache", "_snapshot", "_ingest", "_security",
-    "_index_template", "_component_template", "_template", "_ilm", "_data_stream", "_cluster", "_license",
-})
+WRITE_APIS = frozenset(
+    {
+        "_doc",
+        "_create",
+        "_update",
+        "_bulk",
+        "_delete_by_query",
+        "_update_by_query",
+        "_reindex",
+        "_mapping",
+        "_mappings",
+        "_settings",
+        "_alias",
+        "_aliases",
+        "_refresh",
+        "_flush",
+        "_forcemerge",
+        "_open",
+        "_close",
+        "_rollover",
+        "_shrink",
+        "_split",
+        "_clone",
+        "_block",
+        "_cache",
+        "_snapshot",
+        "_ingest",
+        "_security",
+        "_index_template",
+        "_component_template",
+        "_template",
+        "_ilm",
+        "_data_stream",
+        "_cluster",
+        "_license",
+    }
+)
 RELEASES = ("_pit", "scroll")  # DELETE /_pit, DELETE /_search/scroll: a search context let go, nothing written
 
 

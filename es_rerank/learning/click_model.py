@@ -70,8 +70,9 @@ class FittedClickModel:
         return [float(t / s) if s else float("nan") for t, s in zip(total, shown)]
 
 
-def examination_classes(name: ModelName, rank: np.ndarray, clicked: np.ndarray, impression: np.ndarray,
-                        max_rank: int) -> np.ndarray:
+def examination_classes(
+    name: ModelName, rank: np.ndarray, clicked: np.ndarray, impression: np.ndarray, max_rank: int
+) -> np.ndarray:
     """Each shown result's examination class: its rank (PBM), or rank and distance to the last click above (UBM,
     DCM): ``rank * (max_rank + 1) + distance``, the distance being ``rank + 1`` when nothing above was clicked."""
     if name == "pbm":
@@ -90,9 +91,17 @@ def examination_classes(name: ModelName, rank: np.ndarray, clicked: np.ndarray, 
     return rank.astype(np.int64) * (max_rank + 1) + distance
 
 
-def fit_click_model(name: ModelName, pair: np.ndarray, rank: np.ndarray, clicked: np.ndarray,
-                    impression: np.ndarray, n_pairs: int, max_rank: int, max_iterations: int = 100,
-                    tolerance: float = 1e-4) -> FittedClickModel:
+def fit_click_model(
+    name: ModelName,
+    pair: np.ndarray,
+    rank: np.ndarray,
+    clicked: np.ndarray,
+    impression: np.ndarray,
+    n_pairs: int,
+    max_rank: int,
+    max_iterations: int = 100,
+    tolerance: float = 1e-4,
+) -> FittedClickModel:
     """Fit ``name`` (``dcm``, ``ubm`` or ``pbm``) by EM to shown results (``pair``, 0-based ``rank`` below ``max_rank``,
     ``clicked``, ``impression``); stops when no parameter moves more than ``tolerance`` in an iteration."""
     if name not in MODELS:
@@ -117,12 +126,14 @@ def fit_click_model(name: ModelName, pair: np.ndarray, rank: np.ndarray, clicked
         attractive = np.where(clicked, 1.0, a * (1.0 - g) / denominator)
         examined = np.where(clicked, 1.0, g * (1.0 - a) / denominator)
         new_alpha = (np.bincount(pair, weights=attractive, minlength=n_pairs) + PRIOR_CLICKS) / (
-            shown_pair + PRIOR_VIEWS)
+            shown_pair + PRIOR_VIEWS
+        )
         seen = np.bincount(classes, weights=examined, minlength=n_classes)
         new_gamma = np.where(shown_class > 0, seen / np.maximum(shown_class, 1.0), gamma)
         new_gamma[always_seen] = 1.0
-        change = max(float(np.abs(new_alpha - alpha).max(initial=0.0)),
-                     float(np.abs(new_gamma - gamma).max(initial=0.0)))
+        change = max(
+            float(np.abs(new_alpha - alpha).max(initial=0.0)), float(np.abs(new_gamma - gamma).max(initial=0.0))
+        )
         alpha, gamma = new_alpha, new_gamma
         if change < tolerance:
             converged = True

@@ -50,8 +50,11 @@ def click_log(rows: StoredRows, max_position: int = PAGE) -> ClickLog:
     session_of = []
     for index, (key, session, query, first, docs, positions) in enumerate(rows.impressions):
         numbers = np.frombuffer(bytes(docs), dtype="<i4")
-        places = (np.asarray(json.loads(positions), dtype=np.int64) if positions
-                  else np.arange(first, first + len(numbers), dtype=np.int64))
+        places = (
+            np.asarray(json.loads(positions), dtype=np.int64)
+            if positions
+            else np.arange(first, first + len(numbers), dtype=np.int64)
+        )
         keep = places <= max_position
         impression_keys.append(key)
         session_of.append(sessions.setdefault(session, len(sessions)))
@@ -72,15 +75,25 @@ def click_log(rows: StoredRows, max_position: int = PAGE) -> ClickLog:
     doc_ids, doc_index = np.unique(doc_of, return_inverse=True)
     pairs, pair = np.unique(query_index * max(len(doc_ids), 1) + doc_index, return_inverse=True)
     width = max(len(doc_ids), 1)
-    return ClickLog(queries=[rows.queries[int(number)] for number in query_ids],
-                    documents=[rows.documents[int(number)] for number in doc_ids],
-                    pair_query=pairs // width, pair_doc=pairs % width, pair=pair.astype(np.int64), rank=rank,
-                    clicked=clicked, impression=impression, session=session, impressions=len(rows.impressions),
-                    sessions=len(sessions), orphan_clicks=orphans)
+    return ClickLog(
+        queries=[rows.queries[int(number)] for number in query_ids],
+        documents=[rows.documents[int(number)] for number in doc_ids],
+        pair_query=pairs // width,
+        pair_doc=pairs % width,
+        pair=pair.astype(np.int64),
+        rank=rank,
+        clicked=clicked,
+        impression=impression,
+        session=session,
+        impressions=len(rows.impressions),
+        sessions=len(sessions),
+        orphan_clicks=orphans,
+    )
 
 
-def _clicked(rows: StoredRows, impression_keys: np.ndarray, impression: np.ndarray,
-             doc_of: np.ndarray) -> tuple[np.ndarray, int]:
+def _clicked(
+    rows: StoredRows, impression_keys: np.ndarray, impression: np.ndarray, doc_of: np.ndarray
+) -> tuple[np.ndarray, int]:
     """Whether each shown result was clicked, and how many clicks match no stored result."""
     clicked = np.zeros(len(doc_of), dtype=bool)
     if not rows.clicks:
@@ -89,8 +102,11 @@ def _clicked(rows: StoredRows, impression_keys: np.ndarray, impression: np.ndarr
     order = np.argsort(impression_keys, kind="stable")
     at = np.searchsorted(impression_keys[order], clicks[:, 0])
     at = np.minimum(at, max(len(order) - 1, 0))
-    known = (len(order) > 0) & (impression_keys[order][at] == clicks[:, 0]) if len(order) else np.zeros(
-        len(clicks), dtype=bool)
+    known = (
+        (len(order) > 0) & (impression_keys[order][at] == clicks[:, 0])
+        if len(order)
+        else np.zeros(len(clicks), dtype=bool)
+    )
     # One number per (impression, document): the shown results' and the clicks', matched by sorting.
     width = int(max(doc_of.max(initial=0), clicks[:, 1].max(initial=0))) + 1
     shown_keys = impression * width + doc_of

@@ -11,11 +11,20 @@ IP address, no user agent): docs/learning.md has the JSON and what is stored.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Sequence, Union
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, field_validator, \
-    model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 MAX_RESULTS = 100  # shown on one page; the site shows 10
 MAX_POSITION = 10_000
@@ -23,8 +32,10 @@ MAX_QUERY_CHARS = 1000
 MAX_NAME_CHARS = 200  # a ranker's or an arm's name
 MAX_DOC_ID_BYTES = 512  # Elasticsearch's limit on an _id
 _EXCERPT_CHARS = 40
-_PATTERNS = {"session_id": "takes 16 to 64 letters, digits, '-' or '_' (a random id per browser tab)",
-             "impression_id": "takes 16 hex digits (0-9, a-f): the id of the page the results were shown on"}
+_PATTERNS = {
+    "session_id": "takes 16 to 64 letters, digits, '-' or '_' (a random id per browser tab)",
+    "impression_id": "takes 16 hex digits (0-9, a-f): the id of the page the results were shown on",
+}
 
 ImpressionId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
 SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{16,64}$")]
@@ -67,7 +78,7 @@ class Impression(_Event):
         return words
 
     @model_validator(mode="after")
-    def _each_once(self) -> "Impression":
+    def _each_once(self) -> Impression:
         positions = [shown.position for shown in self.results]
         if len(set(positions)) != len(positions):
             raise ValueError("results: two results share a position; each position is shown once")
@@ -87,7 +98,7 @@ class Click(_Event):
     position: Position
 
 
-Event = Annotated[Union[Impression, Click], Field(discriminator="type")]
+Event = Annotated[Impression | Click, Field(discriminator="type")]
 _ONE = TypeAdapter(Event)
 
 
@@ -103,19 +114,25 @@ class Received:
     at_ms: int
 
 
-def read_events(payload: Any, max_events: int, setting: str = "ESRR_EVENTS_MAX_PER_REQUEST") -> list[Impression | Click]:
+def read_events(
+    payload: Any, max_events: int, setting: str = "ESRR_EVENTS_MAX_PER_REQUEST"
+) -> list[Impression | Click]:
     """The events of a decoded JSON ``payload`` (one event object, or a list of them); ``EventError`` names the first
     bad event and field, or a list longer than ``max_events`` (the ``setting`` that bounds it)."""
     if isinstance(payload, dict):
         payload = [payload]
     if not isinstance(payload, list):
-        raise EventError(f"the body is {_json_kind(payload)}; send one event object or a list of them, such as "
-                         '{"type": "click", "impression_id": "...", "session_id": "...", "id": "...", "position": 1}')
+        raise EventError(
+            f"the body is {_json_kind(payload)}; send one event object or a list of them, such as "
+            '{"type": "click", "impression_id": "...", "session_id": "...", "id": "...", "position": 1}'
+        )
     if not payload:
         raise EventError("the body is an empty list; send at least one event")
     if len(payload) > max_events:
-        raise EventError(f"{len(payload)} events in one request, over the gateway's limit of {max_events} "
-                         f"({setting}={max_events}); send them in several requests")
+        raise EventError(
+            f"{len(payload)} events in one request, over the gateway's limit of {max_events} "
+            f"({setting}={max_events}); send them in several requests"
+        )
     events = []
     for number, item in enumerate(payload):
         try:
@@ -131,11 +148,12 @@ def _first_problem(error: ValidationError, number: int, count: int) -> str:
     where = ".".join(str(part) for part in problem["loc"] if part not in ("impression", "click"))
     what = f"event {number}" if count > 1 else "the event"
     if problem["type"] == "union_tag_invalid" or problem["type"] == "union_tag_not_found":
-        return (f"{what}: type is {_excerpt(problem['input'].get('type') if isinstance(problem['input'], dict) else None)}"
-                "; an event's type is \"impression\" or \"click\" (docs/learning.md)")
+        return (
+            f"{what}: type is {_excerpt(problem['input'].get('type') if isinstance(problem['input'], dict) else None)}"
+            '; an event\'s type is "impression" or "click" (docs/learning.md)'
+        )
     if problem["type"] == "extra_forbidden":
-        extra = ("; the server sets each event's time itself" if where.endswith("at") or where.endswith("time")
-                 else "")
+        extra = "; the server sets each event's time itself" if where.endswith("at") or where.endswith("time") else ""
         return f"{what}: {where} is not a field of this event{extra} (docs/learning.md lists the fields)"
     message = _PATTERNS.get(where, problem["msg"]) if problem["type"] == "string_pattern_mismatch" else problem["msg"]
     message = message.removeprefix("Value error, ")
@@ -152,7 +170,8 @@ def _excerpt(value: Any) -> str:
 
 def _json_kind(value: Any) -> str:
     return {str: "a string", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}.get(
-        type(value), type(value).__name__)
+        type(value), type(value).__name__
+    )
 
 
 def new_impression_id() -> str:

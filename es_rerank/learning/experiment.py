@@ -12,15 +12,16 @@ from __future__ import annotations
 import os
 import shutil
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from es_rerank.learning.events import Click, Impression
 from es_rerank.ranking.interleaving import Verdict, verdict
 
 
-def outcomes(impressions: Iterable[Impression], clicks: Iterable[Click],
-             arm: str) -> list[tuple[list[str | None], list[int]]]:
+def outcomes(
+    impressions: Iterable[Impression], clicks: Iterable[Click], arm: str
+) -> list[tuple[list[str | None], list[int]]]:
     """Each interleaved impression of ``arm`` as (each result's team in position order, the clicked positions counted
     from 1 on that list): ``interleaving.verdict``'s input. Clicks on other impressions, or on positions the
     impression did not show, are left out."""

@@ -23,8 +23,8 @@ the judged query with the same text, its grade being the higher of the two.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -77,8 +77,18 @@ def judge(log: ClickLog, model: FittedClickModel, rule: GradeRule = GradeRule())
     grade = np.where(alpha >= two, 2, np.where(alpha > one, 1, 0))
     grade = np.where(clicks >= rule.min_clicks, grade, 0)
     keep = sessions >= rule.min_sessions
-    return ClickJudgments(log.pair_query[keep], log.pair_doc[keep], grade[keep], alpha[keep], sessions[keep],
-                          impressions[keep], clicks[keep], examinations[keep], mean, (one, two))
+    return ClickJudgments(
+        log.pair_query[keep],
+        log.pair_doc[keep],
+        grade[keep],
+        alpha[keep],
+        sessions[keep],
+        impressions[keep],
+        clicks[keep],
+        examinations[keep],
+        mean,
+        (one, two),
+    )
 
 
 def _distinct_per(group: np.ndarray, member: np.ndarray, n_groups: int) -> np.ndarray:
@@ -105,9 +115,13 @@ class VotesInput:
     merged_queries: int  # click queries whose text a judged query has
 
 
-def votes_input(log: ClickLog, judged: ClickJudgments, in_index: set[str] | None = None,
-                queries: Mapping[str, str] | None = None,
-                qrels: Mapping[str, Mapping[str, int]] | None = None) -> VotesInput:
+def votes_input(
+    log: ClickLog,
+    judged: ClickJudgments,
+    in_index: set[str] | None = None,
+    queries: Mapping[str, str] | None = None,
+    qrels: Mapping[str, Mapping[str, int]] | None = None,
+) -> VotesInput:
     """The relevant click judgments (documents outside ``in_index`` left out), alone or merged with ``qrels``
     of ``queries`` (by query text; a pair judged both ways keeps the higher grade)."""
     texts: dict[str, str] = {}
@@ -153,15 +167,21 @@ def summary(log: ClickLog, judged: ClickJudgments) -> dict:
             "clicks_total": int(judged.clicks[chosen].sum()),
         }
     relevant = judged.grade > 0
-    return {"impressions": log.impressions, "sessions": log.sessions, "clicks": log.clicks,
-            "orphan_clicks": log.orphan_clicks, "queries": len(log.queries), "shown_results": int(len(log.pair)),
-            "pairs": int(len(log.pair_query)), "judged_pairs": int(len(judged.grade)),
-            "judged_queries": int(len(np.unique(judged.query))),
-            "queries_with_relevant": int(len(np.unique(judged.query[relevant]))),
-            "mean_attractiveness": round(judged.mean_attractiveness, 4),
-            "thresholds": {"grade_1_above": round(judged.thresholds[0], 4),
-                           "grade_2_from": round(judged.thresholds[1], 4)},
-            "by_grade": per_grade}
+    return {
+        "impressions": log.impressions,
+        "sessions": log.sessions,
+        "clicks": log.clicks,
+        "orphan_clicks": log.orphan_clicks,
+        "queries": len(log.queries),
+        "shown_results": int(len(log.pair)),
+        "pairs": int(len(log.pair_query)),
+        "judged_pairs": int(len(judged.grade)),
+        "judged_queries": int(len(np.unique(judged.query))),
+        "queries_with_relevant": int(len(np.unique(judged.query[relevant]))),
+        "mean_attractiveness": round(judged.mean_attractiveness, 4),
+        "thresholds": {"grade_1_above": round(judged.thresholds[0], 4), "grade_2_from": round(judged.thresholds[1], 4)},
+        "by_grade": per_grade,
+    }
 
 
 def _quartiles(values: np.ndarray) -> list[float]:
@@ -175,7 +195,9 @@ def judgment_rows(log: ClickLog, judged: ClickJudgments) -> list[str]:
     lines = ["query_id\tquery\tdoc\tgrade\tattractiveness\tsessions\timpressions\tclicks\texaminations"]
     for index in np.lexsort((judged.doc, judged.query)):
         text = log.queries[judged.query[index]]
-        lines.append(f"{click_query_id(text)}\t{' '.join(text.split())}\t{log.documents[judged.doc[index]]}\t"
-                     f"{judged.grade[index]}\t{judged.attractiveness[index]:.4f}\t{judged.sessions[index]}\t"
-                     f"{judged.impressions[index]}\t{judged.clicks[index]}\t{judged.examinations[index]:.2f}")
+        lines.append(
+            f"{click_query_id(text)}\t{' '.join(text.split())}\t{log.documents[judged.doc[index]]}\t"
+            f"{judged.grade[index]}\t{judged.attractiveness[index]:.4f}\t{judged.sessions[index]}\t"
+            f"{judged.impressions[index]}\t{judged.clicks[index]}\t{judged.examinations[index]:.2f}"
+        )
     return lines

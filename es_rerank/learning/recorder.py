@@ -16,7 +16,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from es_rerank.learning.events import Click, Impression, Received
 from es_rerank.learning.store import EventStore, EventStoreError
@@ -30,10 +30,16 @@ DROP_REASONS = ("queue_full", "store_error", "store_unavailable")
 class EventRecorder:
     """Events put on a bounded queue by request threads and written to a store by one thread of its own."""
 
-    def __init__(self, open_store: Callable[[], EventStore], capacity: int, retention_ms: int | None = None,
-                 on_dropped: Callable[[str, int], None] = lambda reason, count: None,
-                 on_stored: Callable[[int], None] = lambda count: None, retry_s: float = 5.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        open_store: Callable[[], EventStore],
+        capacity: int,
+        retention_ms: int | None = None,
+        on_dropped: Callable[[str, int], None] = lambda reason, count: None,
+        on_stored: Callable[[int], None] = lambda count: None,
+        retry_s: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._open_store = open_store
         self._queue: queue.Queue[Received] = queue.Queue(capacity)
         self._retention_ms = retention_ms
@@ -146,8 +152,9 @@ class EventRecorder:
 
     def _broken(self, error: EventStoreError) -> None:
         """Log the failure (once per retry period) and close the store, to be opened again later."""
-        log.warning("events are dropped until the store works again (tried again every %.0f s): %s",
-                    self._retry_s, error)
+        log.warning(
+            "events are dropped until the store works again (tried again every %.0f s): %s", self._retry_s, error
+        )
         self._failed_at = self._clock()
         if self._store is not None:
             try:

@@ -19,20 +19,40 @@ DAY_MS = 86_400_000
 class EventSettings(CommonSettings):
     """Whether searches' impressions and clicks are recorded, where, for how long, and the bounds on a flood."""
 
-    events: bool = Field(True, description="record the impressions and clicks the site page (or an API client) "
-                                           "reports to POST /_esrr/events; false: that route answers 404 and the "
-                                           "page reports nothing")
-    events_url: str = Field("", description="the event store: a path or sqlite:/// URL (SQLite in WAL mode), or a "
-                                            "postgresql:// URL for gateways on several machines; "
-                                            f"default <home>/{EVENTS_FILE.as_posix()}")
-    events_retention_days: float = Field(90.0, ge=0, le=36_500, description="events older than this are deleted "
-                                         "(checked once an hour by the writer); 0 keeps them forever")
-    events_queue: int = Field(10_000, ge=1, le=1_000_000, description="events waiting in memory for the writer, "
-                              "per gateway process; more are dropped and counted (esrr_events_dropped_total)")
-    events_max_per_request: int = Field(50, ge=1, le=1000, description="most events one POST /_esrr/events may "
-                                        "carry; more is a 400 naming the limit")
-    events_max_body_bytes: int = Field(64 << 10, ge=1 << 10, le=1 << 20, description="largest body of one POST "
-                                       "/_esrr/events; larger is a 413 naming the limit")
+    events: bool = Field(
+        True,
+        description="record the impressions and clicks the site page (or an API client) "
+        "reports to POST /_esrr/events; false: that route answers 404 and the "
+        "page reports nothing",
+    )
+    events_url: str = Field(
+        "",
+        description="the event store: a path or sqlite:/// URL (SQLite in WAL mode), or a "
+        "postgresql:// URL for gateways on several machines; "
+        f"default <home>/{EVENTS_FILE.as_posix()}",
+    )
+    events_retention_days: float = Field(
+        90.0,
+        ge=0,
+        le=36_500,
+        description="events older than this are deleted (checked once an hour by the writer); 0 keeps them forever",
+    )
+    events_queue: int = Field(
+        10_000,
+        ge=1,
+        le=1_000_000,
+        description="events waiting in memory for the writer, "
+        "per gateway process; more are dropped and counted (esrr_events_dropped_total)",
+    )
+    events_max_per_request: int = Field(
+        50, ge=1, le=1000, description="most events one POST /_esrr/events may carry; more is a 400 naming the limit"
+    )
+    events_max_body_bytes: int = Field(
+        64 << 10,
+        ge=1 << 10,
+        le=1 << 20,
+        description="largest body of one POST /_esrr/events; larger is a 413 naming the limit",
+    )
 
     @field_validator("events_url")
     @classmethod
@@ -62,9 +82,12 @@ class ExperimentSettings(EventSettings):
     """The candidate ranker the gateway interleaves with the served one (``es_rerank/gateway/experiment.py``), whose
     impressions ``esrr experiment report`` reads."""
 
-    experiment: str = Field("", description="a candidate ranker interleaved with the served one on first pages: "
-                            "bm25 (BM25's order), or votes:/path/to/judged-neighbours.json (the served pipeline "
-                            "with those votes); empty: none")
+    experiment: str = Field(
+        "",
+        description="a candidate ranker interleaved with the served one on first pages: "
+        "bm25 (BM25's order), or votes:/path/to/judged-neighbours.json (the served pipeline "
+        "with those votes); empty: none",
+    )
 
     @field_validator("experiment")
     @classmethod

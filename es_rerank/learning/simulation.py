@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 MAX_GRADE = 2
 PAGE = 10
@@ -42,11 +43,14 @@ class CascadeClickModel:
         return clicked
 
 
-CLICK_MODELS = {model.name: model for model in (
-    CascadeClickModel("perfect", (0.0, 0.5, 1.0), (0.0, 0.0, 0.0)),
-    CascadeClickModel("navigational", (0.05, 0.5, 0.95), (0.2, 0.5, 0.9)),
-    CascadeClickModel("informational", (0.4, 0.7, 0.9), (0.1, 0.3, 0.5)),
-)}
+CLICK_MODELS = {
+    model.name: model
+    for model in (
+        CascadeClickModel("perfect", (0.0, 0.5, 1.0), (0.0, 0.0, 0.0)),
+        CascadeClickModel("navigational", (0.05, 0.5, 0.95), (0.2, 0.5, 0.9)),
+        CascadeClickModel("informational", (0.4, 0.7, 0.9), (0.1, 0.3, 0.5)),
+    )
+}
 
 
 @dataclass
@@ -61,9 +65,13 @@ class SimulationTally:
 
     def as_dict(self) -> dict[str, Any]:
         """The tally as JSON-ready values."""
-        return {"sessions": self.sessions, "impressions": self.impressions, "clicks": self.clicks,
-                "clicks_by_grade": {str(grade): count for grade, count in self.clicks_by_grade.items()},
-                "rankers": sorted(self.rankers)}
+        return {
+            "sessions": self.sessions,
+            "impressions": self.impressions,
+            "clicks": self.clicks,
+            "clicks_by_grade": {str(grade): count for grade, count in self.clicks_by_grade.items()},
+            "rankers": sorted(self.rankers),
+        }
 
 
 class GatewayRefused(RuntimeError):
@@ -73,26 +81,53 @@ class GatewayRefused(RuntimeError):
 Post = Callable[[str, dict | list], tuple[int, Any]]
 
 
-def session_events(query: str, ids: Sequence[str], ranker: str, clicked: Sequence[int], session_id: str,
-                   impression_id: str, experiment: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def session_events(
+    query: str,
+    ids: Sequence[str],
+    ranker: str,
+    clicked: Sequence[int],
+    session_id: str,
+    impression_id: str,
+    experiment: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """The events the site page would report for one page of ``ids``: its impression, then each click; on an
     interleaved page (the answer's ``esrr.experiment``), the impression's arm and each result's team."""
     results = [{"id": doc, "position": rank + 1} for rank, doc in enumerate(ids)]
-    impression = {"type": "impression", "impression_id": impression_id, "session_id": session_id, "query": query,
-                  "ranker": ranker, "results": results}
+    impression = {
+        "type": "impression",
+        "impression_id": impression_id,
+        "session_id": session_id,
+        "query": query,
+        "ranker": ranker,
+        "results": results,
+    }
     if experiment:
         impression["arm"] = str(experiment["name"])
         for result, team in zip(results, experiment["teams"]):
             result["team"] = team
     events: list[dict[str, Any]] = [impression]
-    events += [{"type": "click", "impression_id": impression_id, "session_id": session_id, "id": ids[rank],
-                "position": rank + 1} for rank in clicked]
+    events += [
+        {
+            "type": "click",
+            "impression_id": impression_id,
+            "session_id": session_id,
+            "id": ids[rank],
+            "position": rank + 1,
+        }
+        for rank in clicked
+    ]
     return events
 
 
-def run_sessions(post: Post, queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
-                 model: CascadeClickModel, sessions: int, seed: int,
-                 advance: Callable[[int], None] = lambda count: None) -> SimulationTally:
+def run_sessions(
+    post: Post,
+    queries: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, int]],
+    model: CascadeClickModel,
+    sessions: int,
+    seed: int,
+    advance: Callable[[int], None] = lambda count: None,
+) -> SimulationTally:
     """Play ``sessions`` simulated sessions through ``post(path, body) -> (status, decoded answer)``: each draws a
     judged query, searches a page of ``PAGE`` results, and reports the impression and the model's clicks."""
     rng = random.Random(seed)
@@ -110,8 +145,15 @@ def run_sessions(post: Post, queries: Mapping[str, str], qrels: Mapping[str, Map
         ranker = str(answer.get("esrr", {}).get("ranker", "unknown"))
         grades = [qrels[query_id].get(doc, 0) for doc in ids]
         clicked = model.clicks(grades, rng)
-        events = session_events(text, ids, ranker, clicked, f"{rng.getrandbits(128):032x}",
-                                f"{rng.getrandbits(64):016x}", answer.get("esrr", {}).get("experiment"))
+        events = session_events(
+            text,
+            ids,
+            ranker,
+            clicked,
+            f"{rng.getrandbits(128):032x}",
+            f"{rng.getrandbits(64):016x}",
+            answer.get("esrr", {}).get("experiment"),
+        )
         status, answer = post("/_esrr/events", events)
         if status != 202:
             raise GatewayRefused(f"the events of query {query_id} answered HTTP {status}: {_reason(answer)}")

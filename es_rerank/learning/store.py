@@ -16,8 +16,15 @@ from urllib.parse import urlsplit
 
 from es_rerank.learning.tables import EventStore, EventStoreError, TableStore
 
-__all__ = ["EventStore", "EventStoreError", "SqliteEventStore", "TableStore", "is_postgres", "open_store",
-           "sqlite_path"]
+__all__ = [
+    "EventStore",
+    "EventStoreError",
+    "SqliteEventStore",
+    "TableStore",
+    "is_postgres",
+    "open_store",
+    "sqlite_path",
+]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS queries (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
@@ -50,13 +57,17 @@ def sqlite_path(url: str) -> Path:
     if url.startswith("sqlite:"):
         parts = urlsplit(url)
         if parts.netloc or not parts.path.startswith("/") or len(parts.path) < 2:
-            raise EventStoreError(f"{url!r} is no SQLite URL; write sqlite:///relative/events.sqlite3 or "
-                                  "sqlite:////absolute/events.sqlite3, or a plain path")
+            raise EventStoreError(
+                f"{url!r} is no SQLite URL; write sqlite:///relative/events.sqlite3 or "
+                "sqlite:////absolute/events.sqlite3, or a plain path"
+            )
         return Path(parts.path[1:])
     if "://" in url:
         scheme = url.split("://", 1)[0]
-        raise EventStoreError(f"the event store {scheme}:// is not one this version opens: give a path, a "
-                              "sqlite:/// URL or a postgresql:// URL (docs/learning.md)")
+        raise EventStoreError(
+            f"the event store {scheme}:// is not one this version opens: give a path, a "
+            "sqlite:/// URL or a postgresql:// URL (docs/learning.md)"
+        )
     return Path(url)
 
 
@@ -82,11 +93,13 @@ class SqliteEventStore(TableStore):
             if "teams" not in {row[1] for row in db.execute("PRAGMA table_info(impressions)")}:  # a store of before
                 db.execute("ALTER TABLE impressions ADD COLUMN teams TEXT")
         except (OSError, sqlite3.Error) as error:
-            raise EventStoreError(f"cannot open the event store {path}: {error}; make its folder writable, point "
-                                  "ESRR_EVENTS_URL elsewhere, or turn logging off with ESRR_EVENTS=false") from None
+            raise EventStoreError(
+                f"cannot open the event store {path}: {error}; make its folder writable, point "
+                "ESRR_EVENTS_URL elsewhere, or turn logging off with ESRR_EVENTS=false"
+            ) from None
         super().__init__(db)
 
-    def _transaction(self) -> "_Transaction":
+    def _transaction(self) -> _Transaction:
         return _Transaction(self._db)
 
     def _insert_number(self, table: str, column: str, value: str) -> int:

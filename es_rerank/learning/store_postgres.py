@@ -50,26 +50,32 @@ def public_url(url: str) -> str:
 class PostgresEventStore(TableStore):
     """Events in a PostgreSQL database; the connection belongs to the thread that opened the store."""
 
-    IGNORED_IMPRESSION = (
-        "INSERT INTO impressions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+    IGNORED_IMPRESSION = "INSERT INTO impressions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
 
     def __init__(self, url: str, connect_timeout_s: float = 5.0) -> None:
         try:
             import psycopg
         except ImportError:
-            raise EventStoreError("ESRR_EVENTS_URL names PostgreSQL, and psycopg is not installed: "
-                                  "pip install 'es-rerank[postgres]'") from None
+            raise EventStoreError(
+                "ESRR_EVENTS_URL names PostgreSQL, and psycopg is not installed: pip install 'es-rerank[postgres]'"
+            ) from None
         self.errors = (psycopg.Error,)
         self.where = public_url(url)
         try:
-            db = psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(connect_timeout_s)),
-                                 options=f"-c lock_timeout={LOCK_TIMEOUT_MS}")
+            db = psycopg.connect(
+                url,
+                autocommit=True,
+                connect_timeout=max(1, round(connect_timeout_s)),
+                options=f"-c lock_timeout={LOCK_TIMEOUT_MS}",
+            )
             with db.transaction():
                 db.execute(SCHEMA)
         except psycopg.Error as error:
-            raise EventStoreError(f"cannot open the event store {self.where}: {' '.join(str(error).split())}; check that the "
-                                  "server runs and the user may create tables there, or turn logging off with "
-                                  "ESRR_EVENTS=false") from None
+            raise EventStoreError(
+                f"cannot open the event store {self.where}: {' '.join(str(error).split())}; check that the "
+                "server runs and the user may create tables there, or turn logging off with "
+                "ESRR_EVENTS=false"
+            ) from None
         super().__init__(db)
 
     def _sql(self, text: str) -> str:
@@ -79,8 +85,9 @@ class PostgresEventStore(TableStore):
         return self._db.transaction()
 
     def _insert_number(self, table: str, column: str, value: str) -> int:
-        row = self._run(f"INSERT INTO {table} ({column}) VALUES (?) ON CONFLICT ({column}) DO NOTHING RETURNING id",
-                        (value,)).fetchone()
+        row = self._run(
+            f"INSERT INTO {table} ({column}) VALUES (?) ON CONFLICT ({column}) DO NOTHING RETURNING id", (value,)
+        ).fetchone()
         if row is None:  # another writer added it meanwhile
             row = self._run(f"SELECT id FROM {table} WHERE {column} = ?", (value,)).fetchone()
         return row[0]
@@ -88,5 +95,8 @@ class PostgresEventStore(TableStore):
     def size_bytes(self) -> int:
         """The bytes the event tables take on the server, with their indexes and TOAST."""
         tables = ("queries", "names", "documents", "impressions", "clicks")
-        return int(self._run("SELECT sum(pg_total_relation_size(name::regclass)) FROM unnest(?::text[]) AS name",
-                             (list(tables),)).fetchone()[0])
+        return int(
+            self._run(
+                "SELECT sum(pg_total_relation_size(name::regclass)) FROM unnest(?::text[]) AS name", (list(tables),)
+            ).fetchone()[0]
+        )

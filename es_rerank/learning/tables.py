@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ContextManager, Iterator, Protocol, Sequence
+from typing import Any, ContextManager, Protocol
 
-from es_rerank.learning.events import Click, Impression, Received, Shown, impression_id_of, impression_key, \
-    positions_are_a_run
+from es_rerank.learning.events import (
+    Click,
+    Impression,
+    Received,
+    Shown,
+    impression_id_of,
+    impression_key,
+    positions_are_a_run,
+)
 
 
 class EventStoreError(RuntimeError):
@@ -73,9 +81,15 @@ class TableStore:
                     if isinstance(event, Impression):
                         impressions.append(self._impression_row(event, received.at_ms))
                     else:
-                        clicks.append((received.at_ms, event.session_id, impression_key(event.impression_id),
-                                       self._number("documents", "doc", event.id, self._documents),
-                                       event.position))
+                        clicks.append(
+                            (
+                                received.at_ms,
+                                event.session_id,
+                                impression_key(event.impression_id),
+                                self._number("documents", "doc", event.id, self._documents),
+                                event.position,
+                            )
+                        )
                 cursor = self._db.cursor()
                 if impressions:
                     cursor.executemany(self._sql(self.IGNORED_IMPRESSION), impressions)
@@ -89,11 +103,18 @@ class TableStore:
         results = event.results
         first = results[0].position if results else 1
         positions = None if positions_are_a_run(results) else json.dumps([shown.position for shown in results])
-        return (impression_key(event.impression_id), at_ms, event.session_id, self._number("queries", "text",
-                event.query, self._queries), self._number("names", "name", event.ranker, self._names),
-                None if event.arm is None else self._number("names", "name", event.arm, self._names), first,
-                _packed([self._number("documents", "doc", shown.id, self._documents) for shown in results]), positions,
-                packed_teams(results))
+        return (
+            impression_key(event.impression_id),
+            at_ms,
+            event.session_id,
+            self._number("queries", "text", event.query, self._queries),
+            self._number("names", "name", event.ranker, self._names),
+            None if event.arm is None else self._number("names", "name", event.arm, self._names),
+            first,
+            _packed([self._number("documents", "doc", shown.id, self._documents) for shown in results]),
+            positions,
+            packed_teams(results),
+        )
 
     def _number(self, table: str, column: str, value: str, known: dict[str, int]) -> int:
         """The row number of ``value`` in ``table``, added when new; cached, as texts repeat."""
@@ -131,33 +152,50 @@ class TableStore:
         rows = self._run(
             "SELECT i.id, i.at, i.session, q.text, r.name, a.name, i.first_position, i.docs, i.positions, i.teams "
             "FROM impressions i JOIN queries q ON q.id = i.query JOIN names r ON r.id = i.ranker "
-            "LEFT JOIN names a ON a.id = i.arm ORDER BY i.at").fetchall()
+            "LEFT JOIN names a ON a.id = i.arm ORDER BY i.at"
+        ).fetchall()
         for key, at, session, query, ranker, arm, first, docs, positions, teams in rows:
             ids = [documents[number] for number in _unpacked(bytes(docs))]
             places = json.loads(positions) if positions else range(first, first + len(ids))
-            yield Impression(type="impression", impression_id=impression_id_of(key), session_id=session, query=query,
-                             ranker=ranker, arm=arm,
-                             results=[Shown(id=doc, position=place, team=team)
-                                      for doc, place, team in zip(ids, places, unpacked_teams(teams, len(ids)))]), at
+            yield (
+                Impression(
+                    type="impression",
+                    impression_id=impression_id_of(key),
+                    session_id=session,
+                    query=query,
+                    ranker=ranker,
+                    arm=arm,
+                    results=[
+                        Shown(id=doc, position=place, team=team)
+                        for doc, place, team in zip(ids, places, unpacked_teams(teams, len(ids)))
+                    ],
+                ),
+                at,
+            )
 
     def clicks(self) -> Iterator[tuple[Click, int]]:
         """Every stored click and the time it was received (ms), oldest first."""
         for at, session, key, doc, position in self._run(
-                "SELECT c.at, c.session, c.impression, d.doc, c.position FROM clicks c "
-                "JOIN documents d ON d.id = c.doc ORDER BY c.at").fetchall():
-            yield Click(type="click", impression_id=impression_id_of(key), session_id=session, id=doc,
-                        position=position), at
+            "SELECT c.at, c.session, c.impression, d.doc, c.position FROM clicks c "
+            "JOIN documents d ON d.id = c.doc ORDER BY c.at"
+        ).fetchall():
+            yield (
+                Click(type="click", impression_id=impression_id_of(key), session_id=session, id=doc, position=position),
+                at,
+            )
 
-    def learning_rows(self) -> "StoredRows":
+    def learning_rows(self) -> StoredRows:
         """The stored impressions and clicks as row numbers, unvalidated and unjoined: what ``esrr learn`` reads
         (some 10x faster than ``impressions()`` and ``clicks()``, which rebuild each event)."""
         try:
             return StoredRows(
                 queries=dict(self._run("SELECT id, text FROM queries").fetchall()),
                 documents=dict(self._run("SELECT id, doc FROM documents").fetchall()),
-                impressions=self._run("SELECT id, session, query, first_position, docs, positions "
-                                      "FROM impressions").fetchall(),
-                clicks=self._run("SELECT impression, doc FROM clicks").fetchall())
+                impressions=self._run(
+                    "SELECT id, session, query, first_position, docs, positions FROM impressions"
+                ).fetchall(),
+                clicks=self._run("SELECT impression, doc FROM clicks").fetchall(),
+            )
         except self.errors as error:
             raise EventStoreError(f"cannot read the events in {self.where}: {error}") from None
 
@@ -176,7 +214,9 @@ class StoredRows:
 
     queries: dict[int, str]
     documents: dict[int, str]
-    impressions: list[tuple[int, str, int, int, bytes, str | None]]  # id, session, query, first position, docs, positions
+    impressions: list[
+        tuple[int, str, int, int, bytes, str | None]
+    ]  # id, session, query, first position, docs, positions
     clicks: list[tuple[int, int]]  # impression id, document number
 
 

@@ -27,8 +27,13 @@ class Answer:
     shown: list[dict[str, Any]]
 
 
-def answer(pipeline: SearchPipeline, asked: SearchRequest, limits: AnswerLimits | None = None,
-           clock: StageClock = no_clock, prepared: object | None = None) -> Answer:
+def answer(
+    pipeline: SearchPipeline,
+    asked: SearchRequest,
+    limits: AnswerLimits | None = None,
+    clock: StageClock = no_clock,
+    prepared: object | None = None,
+) -> Answer:
     """``asked`` ranked by ``pipeline`` and its page read, its answer within ``limits`` (None: unbounded, for a
     shell reading its own index); ``prepared`` is ``asked.body`` already prepared by the pipeline's backend.
 
@@ -40,9 +45,14 @@ def answer(pipeline: SearchPipeline, asked: SearchRequest, limits: AnswerLimits 
         prepared = backend.prepare(asked.body)
     if limits is not None:
         backend.check_answer(prepared, asked.size, limits)
-    ranking = pipeline.rank(asked.text, asked.depth, prepared, clock=clock,
-                            window=0 if asked.skipped or not asked.size else asked.window,  # size 0: counts
-                            combination=asked.combination)
-    page = ranking.ranked[asked.offset:asked.offset + asked.size]
+    ranking = pipeline.rank(
+        asked.text,
+        asked.depth,
+        prepared,
+        clock=clock,
+        window=0 if asked.skipped or not asked.size else asked.window,  # size 0: counts
+        combination=asked.combination,
+    )
+    page = ranking.ranked[asked.offset : asked.offset + asked.size]
     shown = backend.page(prepared, [item.hit for item in page], None if limits is None else limits.max_bytes)
     return Answer(ranking, page, shown)

@@ -7,7 +7,8 @@ Problems are click errors that name the fix, as both callers are commands.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,11 +21,17 @@ if TYPE_CHECKING:
     from es_rerank.ranking.pipeline import Reranker, SearchPipeline
 
 
-def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None = None,
-                    use_feedback: bool | None = None, use_neighbours: bool | None = None,
-                    keep_vectors: bool = False, via_worker: bool = False,
-                    local_reranker: Callable[[], Reranker] | None = None,
-                    backend: SearchBackend | None = None) -> SearchPipeline:
+def served_pipeline(
+    settings: BrokerSettings,
+    window: int,
+    rerank: bool | None = None,
+    use_feedback: bool | None = None,
+    use_neighbours: bool | None = None,
+    keep_vectors: bool = False,
+    via_worker: bool = False,
+    local_reranker: Callable[[], Reranker] | None = None,
+    backend: SearchBackend | None = None,
+) -> SearchPipeline:
     """The stages over the top ``window`` hits, each on when asked, off when refused, else where set up.
 
     ``keep_vectors`` keeps the feedback's document vectors between queries, for a process
@@ -45,16 +52,20 @@ def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None =
     # Named on purpose, a missing checkpoint must not fall back to BM25 quietly; a worker checks its own.
     missing = [] if via_worker else [str(path) for path in settings.checkpoint if not path.is_file()]
     if missing and rerank is not False:
-        raise click.ClickException(f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
-                                   "path, or unset it to serve <home>/models (`esrr search --no-rerank` "
-                                   "searches without the model)")
+        raise click.ClickException(
+            f"ESRR_CHECKPOINT names {', '.join(missing)}, which does not exist; fix the "
+            "path, or unset it to serve <home>/models (`esrr search --no-rerank` "
+            "searches without the model)"
+        )
     model_option = "--worker" if via_worker else "--rerank"
     for option, asked in ((model_option, rerank), ("--feedback", use_feedback), ("--neighbours", use_neighbours)):
         if asked and not window:
             raise click.UsageError(f"{option} reorders the top --window hits; give a window above 0")
     if use_feedback and settings.feedback_weight == 0:
-        raise click.UsageError("--feedback asks for candidate feedback, but ESRR_FEEDBACK_WEIGHT is 0; "
-                               "set it above 0, or unset it for the default")
+        raise click.UsageError(
+            "--feedback asks for candidate feedback, but ESRR_FEEDBACK_WEIGHT is 0; "
+            "set it above 0, or unset it for the default"
+        )
     untrained = rerank is None and window > 0 and not checkpoint.is_file()  # said once, below
     if rerank is None:
         rerank = checkpoint.is_file() and window > 0
@@ -72,23 +83,44 @@ def served_pipeline(settings: BrokerSettings, window: int, rerank: bool | None =
         reranker = _worker_reranker(settings)
     elif rerank:
         if local_reranker is None:
-            raise click.UsageError("this command scores only through a worker; drop --rerank, or use "
-                                   "`esrr search`, which can load the model itself")
+            raise click.UsageError(
+                "this command scores only through a worker; drop --rerank, or use "
+                "`esrr search`, which can load the model itself"
+            )
         reranker = local_reranker()
     elif untrained:  # asked for no model (--no-rerank, a window of 0): nothing to say
-        click.echo("(not reranked: " + missing_from_home(
-            f"no model at {checkpoint.absolute()}", "train the embeddings and the model with `bash scripts/run.sh "
-            "--train`, or `esrr embeddings train` then `esrr train`") + ")", err=True)
+        click.echo(
+            "(not reranked: "
+            + missing_from_home(
+                f"no model at {checkpoint.absolute()}",
+                "train the embeddings and the model with `bash scripts/run.sh "
+                "--train`, or `esrr embeddings train` then `esrr train`",
+            )
+            + ")",
+            err=True,
+        )
     guard = settings.bm25_guard_weight if reranker is not None else 0.0
     if not use_feedback:
-        return SearchPipeline(served, window, reranker, None, neighbours, guard_weight=guard,
-                              refine_while_skipped=settings.breaker_refine)
+        return SearchPipeline(
+            served, window, reranker, None, neighbours, guard_weight=guard, refine_while_skipped=settings.breaker_refine
+        )
     from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams  # scipy: only where feedback runs
 
-    cache = (DocumentVectorCache(settings.feedback_cache_documents)
-             if keep_vectors and settings.feedback_cache_documents else None)
-    return SearchPipeline(served, window, reranker, FeedbackParams.from_settings(settings), neighbours, cache, guard,
-                          settings.breaker_refine)
+    cache = (
+        DocumentVectorCache(settings.feedback_cache_documents)
+        if keep_vectors and settings.feedback_cache_documents
+        else None
+    )
+    return SearchPipeline(
+        served,
+        window,
+        reranker,
+        FeedbackParams.from_settings(settings),
+        neighbours,
+        cache,
+        guard,
+        settings.breaker_refine,
+    )
 
 
 def _worker_reranker(settings: BrokerSettings) -> WorkerReranker:
@@ -99,8 +131,14 @@ def _worker_reranker(settings: BrokerSettings) -> WorkerReranker:
     from es_rerank.ranking.dispatch import WorkerReranker
 
     breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_cooldown_s)
-    return WorkerReranker(client_app(settings), settings.queue, settings.score_deadline_s, settings.lex_features,
-                          breaker=breaker, max_queued=settings.queue_max_tasks)
+    return WorkerReranker(
+        client_app(settings),
+        settings.queue,
+        settings.score_deadline_s,
+        settings.lex_features,
+        breaker=breaker,
+        max_queued=settings.queue_max_tasks,
+    )
 
 
 def _load_neighbours(settings: CommonSettings) -> JudgedNeighbours:

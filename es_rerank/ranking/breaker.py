@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,10 @@ class CircuitBreaker:
 
     def _skip_reason(self, left: float) -> str:
         wait = f"for {left:.1f} s more" if self._state == OPEN else "until the search probing them is answered"
-        return (f"the model stage is skipped {wait}: {self._in_a_row} searches in a row got no worker answer, "
-                f"the last because {self._last_failure}")
+        return (
+            f"the model stage is skipped {wait}: {self._in_a_row} searches in a row got no worker answer, "
+            f"the last because {self._last_failure}"
+        )
 
     def succeeded(self) -> None:
         """A worker answered (scores, or a refusal): close."""
@@ -84,8 +86,13 @@ class CircuitBreaker:
             self._last_failure = reason
             if self._state == PROBING or (self._state == CLOSED and self._in_a_row >= self.failures):
                 if self._state == CLOSED:
-                    log.warning("model stage: %d searches in a row got no worker answer; skipping the workers "
-                                "for %g s (breaker open): %s", self._in_a_row, self.cooldown_s, reason)
+                    log.warning(
+                        "model stage: %d searches in a row got no worker answer; skipping the workers "
+                        "for %g s (breaker open): %s",
+                        self._in_a_row,
+                        self.cooldown_s,
+                        reason,
+                    )
                 self._state, self._opened_at = OPEN, self._clock()
 
     def abandoned(self) -> None:

@@ -31,7 +31,8 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from celery.backends.asynchronous import E_RETRY_LIMIT_EXCEEDED
@@ -41,10 +42,10 @@ from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
 from es_rerank.backends.base import Hit
-from es_rerank.ranking.breaker import CLOSED, CircuitBreaker
-from es_rerank.ranking.pipeline import ScoringUnavailable, StageClock, no_clock
 from es_rerank.lex import LEX3, UnknownFeatureError
 from es_rerank.payload import TASK_NAME, LexFeaturesMismatch, PayloadError, build_request, encode, result_scores
+from es_rerank.ranking.breaker import CLOSED, CircuitBreaker
+from es_rerank.ranking.pipeline import ScoringUnavailable, StageClock, no_clock
 from es_rerank.settings import MAX_GATEWAY_THREADS
 from es_rerank.stats import CorpusStats
 
@@ -88,8 +89,7 @@ def caller_config(conf: Any, deadline_s: float) -> dict[str, Any]:
         "broker_transport_options": {**(conf.broker_transport_options or {}), **give_up, **sockets},
         "broker_connection_timeout": socket_s,
         "broker_pool_limit": max(pool, MAX_GATEWAY_THREADS) if pool else pool,
-        "result_backend_transport_options": {**(conf.result_backend_transport_options or {}),
-                                             "retry_policy": give_up},
+        "result_backend_transport_options": {**(conf.result_backend_transport_options or {}), "retry_policy": give_up},
         "redis_socket_timeout": socket_s,
         "redis_socket_connect_timeout": socket_s,
     }
@@ -108,8 +108,10 @@ def queued_tasks(channel: Any, queue: str) -> int | None:
 
 def payload_summary(payload: dict[str, Any]) -> str:
     """A short description of a scoring payload, shown for its arguments by a broker monitor."""
-    return (f"[<{payload.get('n')} documents of index {payload.get('stats_version')!r}, query "
-            f"{payload.get('query_tokens')!r}>]")
+    return (
+        f"[<{payload.get('n')} documents of index {payload.get('stats_version')!r}, query "
+        f"{payload.get('query_tokens')!r}>]"
+    )
 
 
 class WorkerReranker:
@@ -125,8 +127,15 @@ class WorkerReranker:
     before a send is refused. Safe to share between threads.
     """
 
-    def __init__(self, client: Any, queue: str, deadline_s: float, lex_names: Sequence[str] = LEX3,
-                 breaker: CircuitBreaker | None = None, max_queued: int | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        queue: str,
+        deadline_s: float,
+        lex_names: Sequence[str] = LEX3,
+        breaker: CircuitBreaker | None = None,
+        max_queued: int | None = None,
+    ) -> None:
         if deadline_s <= 0:
             raise ValueError(f"deadline_s must be above 0, got {deadline_s}")
         if max_queued is not None and max_queued < 1:
@@ -156,8 +165,7 @@ class WorkerReranker:
         """Why a query would skip the workers now (the breaker is open), without admitting one; None: it would not."""
         return self.breaker.skipping() if self.breaker is not None else None
 
-    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
-                 clock: StageClock = no_clock) -> np.ndarray:
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock) -> np.ndarray:
         """float32 [len(hits)] scores from a worker; ``ScoringUnavailable`` when none answers in time."""
         started = time.monotonic()
         skipped = self.breaker.admit() if self.breaker is not None else None
@@ -179,8 +187,9 @@ class WorkerReranker:
         self._answered.model = str(result.get("model") or UNANSWERED_NAME)
         return scores
 
-    def _follow(self, mismatch: LexFeaturesMismatch, query: str, hits: Sequence[Hit], stats: CorpusStats,
-                deadline: float) -> Any:
+    def _follow(
+        self, mismatch: LexFeaturesMismatch, query: str, hits: Sequence[Hit], stats: CorpusStats, deadline: float
+    ) -> Any:
         """The worker's answer to the request built again with the Lex features its model reads, which later
         searches use too; ``ScoringUnavailable`` (BM25's order, with why) when they cannot be built here."""
         followed = mismatch.served
@@ -188,14 +197,21 @@ class WorkerReranker:
             payload = encode(build_request(query, [h.terms for h in hits], stats, followed))
         except (PayloadError, UnknownFeatureError) as error:  # a model newer than this gateway's code
             raise ScoringUnavailable(f"{mismatch}; this gateway cannot compute them ({error}): upgrade it") from None
-        log.warning("the worker's model reads the Lex features %s, not %s: following it (ESRR_LEX_FEATURES=%s "
-                    "makes that the first guess)", list(followed), list(self.lex_names), ",".join(followed))
+        log.warning(
+            "the worker's model reads the Lex features %s, not %s: following it (ESRR_LEX_FEATURES=%s "
+            "makes that the first guess)",
+            list(followed),
+            list(self.lex_names),
+            ",".join(followed),
+        )
         try:
             result = self.answer(payload, deadline)
         except LexFeaturesMismatch as again:  # workers of two models on one queue
-            raise ScoringUnavailable(f"the workers on queue {self.queue!r} serve models of different Lex features "
-                                     f"({list(followed)}, then {list(again.served)}); serve one model per "
-                                     "queue") from None
+            raise ScoringUnavailable(
+                f"the workers on queue {self.queue!r} serve models of different Lex features "
+                f"({list(followed)}, then {list(again.served)}); serve one model per "
+                "queue"
+            ) from None
         self.lex_names = followed
         return result
 
@@ -219,9 +235,11 @@ class WorkerReranker:
         """Send the task unless ``max_queued`` tasks wait already; ``ScoringUnavailable`` then, or past ``deadline``."""
         # A send waits at most one socket wait on a broker that does not answer: take a turn only while one fits.
         if not self._sending.acquire(timeout=max(deadline - time.monotonic() - self.deadline_s / SOCKET_WAITS, 0)):
-            raise ScoringUnavailable(f"cannot reach the broker at {self.broker}: the send before this one waited "
-                                     f"on it past this search's {self.deadline_s:g} s; check ESRR_BROKER_URL and that "
-                                     "it runs")
+            raise ScoringUnavailable(
+                f"cannot reach the broker at {self.broker}: the send before this one waited "
+                f"on it past this search's {self.deadline_s:g} s; check ESRR_BROKER_URL and that "
+                "it runs"
+            )
         try:
             with self.client.producer_or_acquire() as producer:
                 queued = queued_tasks(producer.channel, self.queue) if self.max_queued is not None else None
@@ -229,15 +247,25 @@ class WorkerReranker:
                     raise ScoringUnavailable(
                         f"{queued} tasks wait on queue {self.queue!r} at {self.broker}, its cap "
                         f"(ESRR_QUEUE_MAX_TASKS={self.max_queued}): no worker is taking them; start one with "
-                        "`esrr worker start`, or raise the cap if the workers are only busy")
+                        "`esrr worker start`, or raise the cap if the workers are only busy"
+                    )
                 left = max(deadline - time.monotonic(), 0.001)
                 # expires: a worker drops it late; expiration: a broker with message TTLs (RabbitMQ) drops it
                 # unconsumed. retry=False: a broker that is down fails now, not after retries outlast the deadline.
                 # argsrepr: what a broker monitor shows of the arguments; Celery's own, a repr of the 140 KB
                 # payload cut to 1 KB, cost 0.3 ms of a search's CPU (reports/profile/micro.py).
-                self.client.send_task(TASK_NAME, args=[payload], queue=self.queue, task_id=task_id, expires=left,
-                                      expiration=left, retry=False, producer=producer,
-                                      argsrepr=payload_summary(payload), kwargsrepr="{}")
+                self.client.send_task(
+                    TASK_NAME,
+                    args=[payload],
+                    queue=self.queue,
+                    task_id=task_id,
+                    expires=left,
+                    expiration=left,
+                    retry=False,
+                    producer=producer,
+                    argsrepr=payload_summary(payload),
+                    kwargsrepr="{}",
+                )
         finally:
             self._sending.release()
 
@@ -245,30 +273,40 @@ class WorkerReranker:
         """The task's result, by ``deadline`` (a ``time.monotonic`` time); its stored result is deleted once read."""
         # Our own id: a send that fails half-way has subscribed to it, and must unsubscribe.
         pending = self.client.AsyncResult(str(uuid.uuid4()))
-        unreachable = (OperationalError, RuntimeError, *REDIS_ERRORS,
-                       *getattr(self.client.backend, "connection_errors", ()))
+        unreachable = (
+            OperationalError,
+            RuntimeError,
+            *REDIS_ERRORS,
+            *getattr(self.client.backend, "connection_errors", ()),
+        )
         try:
             self._send(payload, pending.id, deadline)
             result = pending.get(timeout=max(deadline - time.monotonic(), 0.001))
         except CeleryTimeoutError:
             self._forget(pending, unreachable, stored=True)  # a result the worker stores later lives result_expires_s
-            raise ScoringUnavailable(f"no worker answered on queue {self.queue!r} at {self.broker} within "
-                                     f"{self.deadline_s:g} s; start one with `esrr worker start`, or raise "
-                                     "ESRR_SCORE_DEADLINE_S") from None
+            raise ScoringUnavailable(
+                f"no worker answered on queue {self.queue!r} at {self.broker} within "
+                f"{self.deadline_s:g} s; start one with `esrr worker start`, or raise "
+                "ESRR_SCORE_DEADLINE_S"
+            ) from None
         except ScoringUnavailable:  # refused before it was sent: nothing subscribed to forget
             raise
         except TaskRevokedError:  # it expired in the queue: the workers were busy
             self._forget(pending, unreachable, stored=True)
-            raise ScoringUnavailable(f"the task waited on queue {self.queue!r} past its {self.deadline_s:g} s: "
-                                     "the workers are busy; add workers, or raise ESRR_SCORE_DEADLINE_S") from None
+            raise ScoringUnavailable(
+                f"the task waited on queue {self.queue!r} past its {self.deadline_s:g} s: "
+                "the workers are busy; add workers, or raise ESRR_SCORE_DEADLINE_S"
+            ) from None
         except unreachable as error:
             if isinstance(error, RuntimeError) and str(error) != E_RETRY_LIMIT_EXCEEDED:
                 self._forget(pending, unreachable, stored=True)
                 raise  # the worker's own failure (e.g. WorkerSetupError): every query would meet it
             self._forget(pending, unreachable)
             cause = "" if isinstance(error, RuntimeError) else f" ({error})"
-            raise ScoringUnavailable(f"cannot reach the broker or its result backend at {self.broker}{cause}; check "
-                                     "ESRR_BROKER_URL (and ESRR_RESULT_BACKEND) and that they run") from None
+            raise ScoringUnavailable(
+                f"cannot reach the broker or its result backend at {self.broker}{cause}; check "
+                "ESRR_BROKER_URL (and ESRR_RESULT_BACKEND) and that they run"
+            ) from None
         self._forget(pending, unreachable, stored=True)
         return result
 
@@ -287,7 +325,7 @@ class WorkerReranker:
         """Close the app's connections to the broker and the result backend."""
         self.client.close()
 
-    def __enter__(self) -> "WorkerReranker":
+    def __enter__(self) -> WorkerReranker:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -51,13 +51,17 @@ def parse_experiment(value: str) -> ExperimentSpec | None:
         return ExperimentSpec(BM25)
     kind, _, path = value.partition(":")
     if kind.lower() != VOTES or not path.strip():
-        raise ExperimentError(f"{SETTING}={value!r} is no candidate this gateway serves; set {_FORMS}, or leave it "
-                              "empty for no experiment")
+        raise ExperimentError(
+            f"{SETTING}={value!r} is no candidate this gateway serves; set {_FORMS}, or leave it "
+            "empty for no experiment"
+        )
     file = Path(path.strip()).expanduser()
     if not file.is_file():
-        raise ExperimentError(f"{SETTING} names the votes file {file}, which does not exist; write it with `esrr "
-                              "learn` (or `esrr neighbours build`) or fix the path, or leave it empty for no "
-                              "experiment")
+        raise ExperimentError(
+            f"{SETTING} names the votes file {file}, which does not exist; write it with `esrr "
+            "learn` (or `esrr neighbours build`) or fix the path, or leave it empty for no "
+            "experiment"
+        )
     return ExperimentSpec(VOTES, file)
 
 
@@ -74,7 +78,7 @@ class Experiment:
         return self.spec.name
 
     @classmethod
-    def load(cls, spec: ExperimentSpec, stats: CorpusStats) -> "Experiment":
+    def load(cls, spec: ExperimentSpec, stats: CorpusStats) -> Experiment:
         """The experiment ``spec`` names, its votes read and checked against the served index's ``stats``."""
         if spec.kind == BM25:
             return cls(spec)
@@ -84,8 +88,10 @@ class Experiment:
             raise ExperimentError(f"{SETTING}: {error}") from None
         problem = neighbours.mismatch(stats)
         if problem:
-            raise ExperimentError(f"{SETTING} names votes of another corpus ({problem}); learn them again over the "
-                                  "served index (`esrr learn`), or leave it empty for no experiment")
+            raise ExperimentError(
+                f"{SETTING} names votes of another corpus ({problem}); learn them again over the "
+                "served index (`esrr learn`), or leave it empty for no experiment"
+            )
         return cls(spec, neighbours)
 
     def applies(self, stats: CorpusStats) -> bool:
@@ -105,8 +111,9 @@ class Experiment:
         votes = self.neighbours.scores(query, [hit.doc_id for hit in hits[:scored]])
         return merge(hits, fuse(before_votes, votes, self.neighbours.params.weight), scored, combination, k)
 
-    def interleave(self, ranking: Ranking, query: str, k: int, rng: random.Random,
-                   combination: Combination = REPLACE) -> list[tuple[RankedHit, str]]:
+    def interleave(
+        self, ranking: Ranking, query: str, k: int, rng: random.Random, combination: Combination = REPLACE
+    ) -> list[tuple[RankedHit, str]]:
         """The first ``k`` hits of the served ranking and the candidate's, team-draft interleaved, each with its
         team."""
         served = ranking.ranked[:k]

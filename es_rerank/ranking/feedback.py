@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import sparse
@@ -45,20 +45,24 @@ class FeedbackParams:
     weight: float
 
     @classmethod
-    def from_settings(cls, settings: CommonSettings) -> "FeedbackParams":
+    def from_settings(cls, settings: CommonSettings) -> FeedbackParams:
         """The served parameters, ``ESRR_FEEDBACK_K`` and ``ESRR_FEEDBACK_WEIGHT``."""
         return cls(settings.feedback_k, settings.feedback_weight)
 
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ValueError(f"k must be a whole number of at least 1, got {self.k!r}")
-        if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not (
-                np.isfinite(self.weight) and 0 <= self.weight <= MAX_VOTE_WEIGHT):
+        if (
+            isinstance(self.weight, bool)
+            or not isinstance(self.weight, (int, float))
+            or not (np.isfinite(self.weight) and 0 <= self.weight <= MAX_VOTE_WEIGHT)
+        ):
             raise ValueError(f"weight must be a number from 0 to {MAX_VOTE_WEIGHT:g}, got {self.weight!r}")
 
 
-def document_vectors(docs: Sequence[DocTerms], stats: CorpusStats,
-                     terms_per_document: int = TERMS_PER_DOCUMENT) -> sparse.csr_matrix:
+def document_vectors(
+    docs: Sequence[DocTerms], stats: CorpusStats, terms_per_document: int = TERMS_PER_DOCUMENT
+) -> sparse.csr_matrix:
     """[len(docs), vocab] unit-length (1 + log tf) * idf vectors of the documents' title + abstract.
 
     Built from the hits' own precomputed data, as the Lex features are, so it needs no
@@ -69,8 +73,14 @@ def document_vectors(docs: Sequence[DocTerms], stats: CorpusStats,
     n, vocab = len(docs), len(stats.vocab)
     ids = [np.concatenate([d.title_ids, d.abstract_ids]) for d in docs]
     lengths = [len(i) for i in ids]
-    counts = sparse.csr_matrix((np.ones(sum(lengths)), np.concatenate([np.zeros(0, np.int32), *ids]),
-                                np.concatenate([[0], np.cumsum(lengths)])), shape=(n, vocab))
+    counts = sparse.csr_matrix(
+        (
+            np.ones(sum(lengths)),
+            np.concatenate([np.zeros(0, np.int32), *ids]),
+            np.concatenate([[0], np.cumsum(lengths)]),
+        ),
+        shape=(n, vocab),
+    )
     counts.sum_duplicates()  # one entry per (document, term), its tf; terms ascending within a document
     doc, term = np.repeat(np.arange(n), np.diff(counts.indptr)), counts.indices
     weights = (1.0 + np.log(counts.data)) * stats.idf(term)

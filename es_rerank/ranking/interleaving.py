@@ -13,8 +13,9 @@ Hand-written: the method is a dozen lines, and no maintained library on PyPI pro
 from __future__ import annotations
 
 import random
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence, TypeVar
+from typing import TypeVar
 
 from scipy.stats import binomtest
 
@@ -22,8 +23,7 @@ SERVED, CANDIDATE = "served", "candidate"  # the teams: the ranker served now, a
 Doc = TypeVar("Doc", bound=Hashable)
 
 
-def team_draft(served: Sequence[Doc], candidate: Sequence[Doc], k: int,
-               rng: random.Random) -> list[tuple[Doc, str]]:
+def team_draft(served: Sequence[Doc], candidate: Sequence[Doc], k: int, rng: random.Random) -> list[tuple[Doc, str]]:
     """The first ``k`` documents of the two rankings interleaved, each with the team that picked it."""
     shown: list[tuple[Doc, str]] = []
     taken: set[Doc] = set()

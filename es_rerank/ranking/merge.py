@@ -15,8 +15,9 @@ The lift is computed over the whole window, which every page of a query scores.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -66,8 +67,13 @@ class Combination:
 REPLACE = Combination()
 
 
-def merge(hits: Sequence[Hit], scores: np.ndarray | None, window: int,
-          combination: Combination = REPLACE, k: int | None = None) -> list[RankedHit]:
+def merge(
+    hits: Sequence[Hit],
+    scores: np.ndarray | None,
+    window: int,
+    combination: Combination = REPLACE,
+    k: int | None = None,
+) -> list[RankedHit]:
     """The first ``k`` (all when None) of the reranked window (by combined score, ties by doc id) above the
     untouched BM25 tail, each with its ``_score`` (see the module's docstring).
 
@@ -96,8 +102,9 @@ def merge(hits: Sequence[Hit], scores: np.ndarray | None, window: int,
         kth = float(np.partition(np.asarray(combined), window - shown)[window - shown])
         candidates = [i for i, c in enumerate(combined) if c >= kth]
     head = sorted(candidates, key=lambda i: (-combined[i], scored[i].doc_id))[:shown]
-    return ([RankedHit(scored[i], combined[i] + lift, True, float(model[i]), combined[i]) for i in head]
-            + [RankedHit(h, _bm25(h), False) for h in hits[window:k]])
+    return [RankedHit(scored[i], combined[i] + lift, True, float(model[i]), combined[i]) for i in head] + [
+        RankedHit(h, _bm25(h), False) for h in hits[window:k]
+    ]
 
 
 def _bm25(hit: Hit) -> float:

@@ -34,9 +34,9 @@ import math
 import os
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -44,7 +44,6 @@ from es_rerank.lex import standardised  # re-exported: the guard, the feedback a
 from es_rerank.settings import MAX_VOTE_WEIGHT
 from es_rerank.stats import CorpusStats
 from es_rerank.text import tokenize
-
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +75,17 @@ class NeighbourParams:
             raise NeighboursError(f"k must be a whole number of at least 1, got {self.k!r}")
         for name in ("power", "weight"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value)
-                                                                                    and value > 0):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value > 0)
+            ):
                 raise NeighboursError(f"{name} must be a positive number, got {value!r}")
         if self.weight > MAX_VOTE_WEIGHT:
-            raise NeighboursError(f"weight must be at most {MAX_VOTE_WEIGHT:g}, got {self.weight!r}: beyond it the "
-                                  "votes alone decide the order")
+            raise NeighboursError(
+                f"weight must be at most {MAX_VOTE_WEIGHT:g}, got {self.weight!r}: beyond it the "
+                "votes alone decide the order"
+            )
         value = self.confidence
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
             raise NeighboursError(f"confidence must be a number of at least 0, got {value!r}")
@@ -114,7 +118,7 @@ class CorpusIdentity:
     build_id: str = ""
 
     @classmethod
-    def of(cls, stats: CorpusStats) -> "CorpusIdentity":
+    def of(cls, stats: CorpusStats) -> CorpusIdentity:
         """The identity of the corpus that ``stats`` describe."""
         return cls(stats.n_docs, doc_ids_digest(stats.doc_ids), stats.version, stats.build_id)
 
@@ -126,15 +130,22 @@ class CorpusIdentity:
         if stats.n_docs == self.n_docs and doc_ids_digest(stats.doc_ids) == self.doc_ids_sha256:
             return None
         other = "other document ids" if stats.n_docs == self.n_docs else f"{stats.n_docs} documents"
-        return (f"built for another corpus ({self.n_docs} documents, index {self.index_version or 'unnamed'}); the "
-                f"served index {stats.version} holds {other}")
+        return (
+            f"built for another corpus ({self.n_docs} documents, index {self.index_version or 'unnamed'}); the "
+            f"served index {stats.version} holds {other}"
+        )
 
 
 class JudgedNeighbours:
     """Training queries with their judged documents, and the vote of the most similar ones."""
 
-    def __init__(self, queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
-                 params: NeighbourParams = NeighbourParams(), corpus: CorpusIdentity | None = None) -> None:
+    def __init__(
+        self,
+        queries: Mapping[str, str],
+        qrels: Mapping[str, Mapping[str, int]],
+        params: NeighbourParams = NeighbourParams(),
+        corpus: CorpusIdentity | None = None,
+    ) -> None:
         self.params = params
         self.corpus = corpus
         self._mismatches: dict[str, str | None] = {}  # build id -> mismatch, a few builds at most
@@ -152,13 +163,15 @@ class JudgedNeighbours:
             for term, weight in weights.items():
                 self.postings[term].append((index, weight))
         # The same as arrays, so that a search adds them up in numpy (in the same order, to the same bits).
-        self._posting_arrays = {term: (np.array([i for i, _ in found], dtype=np.intp),
-                                       np.array([w for _, w in found], dtype=np.float64))
-                                for term, found in self.postings.items()}
+        self._posting_arrays = {
+            term: (np.array([i for i, _ in found], dtype=np.intp), np.array([w for _, w in found], dtype=np.float64))
+            for term, found in self.postings.items()
+        }
         self._documents = sorted({doc_id for docs in self.judged.values() for doc_id in docs})
         self._document_row = {doc_id: row for row, doc_id in enumerate(self._documents)}
-        self._judged_rows = [np.array([self._document_row[d] for d in self.judged[q]], dtype=np.intp)
-                             for q in self.query_ids]
+        self._judged_rows = [
+            np.array([self._document_row[d] for d in self.judged[q]], dtype=np.intp) for q in self.query_ids
+        ]
         self._judged_grades = [np.array(list(self.judged[q].values()), dtype=np.float64) for q in self.query_ids]
 
     def _weights(self, terms: set[str]) -> dict[str, float]:
@@ -186,7 +199,7 @@ class JudgedNeighbours:
         candidates = np.unique(touched)
         if exclude is not None and exclude in self.texts:
             candidates = candidates[candidates != self.query_ids.index(exclude)]
-        best = candidates[np.lexsort((candidates, -similarity[candidates]))][:self.params.k]
+        best = candidates[np.lexsort((candidates, -similarity[candidates]))][: self.params.k]
         return [(int(i), float(similarity[i])) for i in best]
 
     def scores(self, text: str, doc_ids: Sequence[str], exclude: str | None = None) -> np.ndarray:
@@ -196,8 +209,7 @@ class JudgedNeighbours:
             return np.zeros(len(doc_ids), dtype=np.float32)
         # Each voter's judged documents weighted by its similarity, added up in voter order (as a loop would).
         rows = np.concatenate([self._judged_rows[i] for i, _ in voters])
-        weights = np.concatenate([similarity ** self.params.power * self._judged_grades[i]
-                                  for i, similarity in voters])
+        weights = np.concatenate([similarity**self.params.power * self._judged_grades[i] for i, similarity in voters])
         votes = np.bincount(rows, weights=weights, minlength=len(self._documents))
         top = float(votes.max())
         where = np.fromiter((self._document_row.get(d, -1) for d in doc_ids), dtype=np.intp, count=len(doc_ids))
@@ -205,7 +217,7 @@ class JudgedNeighbours:
         if top <= 0:
             return out.astype(np.float32)
         nearest = min(voters[0][1], 1.0)  # a cosine; rounding may pass 1 by an ulp
-        return (out / top * nearest ** self.params.confidence).astype(np.float32)
+        return (out / top * nearest**self.params.confidence).astype(np.float32)
 
     def mismatch(self, stats: CorpusStats) -> str | None:
         """Why these votes must not be applied to the index ``stats`` describe (None: they belong to it).
@@ -216,8 +228,10 @@ class JudgedNeighbours:
             if stats.build_id in self._mismatches:
                 return self._mismatches[stats.build_id]
         if self.corpus is None:
-            problem = ("the votes file does not say which corpus it was built for (written before votes recorded "
-                       "it); rebuild it with `esrr neighbours build`")
+            problem = (
+                "the votes file does not say which corpus it was built for (written before votes recorded "
+                "it); rebuild it with `esrr neighbours build`"
+            )
         else:
             problem = self.corpus.mismatch(stats)
             if problem is not None:
@@ -236,15 +250,19 @@ class JudgedNeighbours:
 
     def save(self, path: Path) -> None:
         """Write the training queries, judgments, parameters and the corpus they belong to as JSON (atomically)."""
-        payload = {"kind": "judged-neighbours", "params": asdict(self.params),
-                   "queries": self.texts, "qrels": self.judged,
-                   **({"corpus": asdict(self.corpus)} if self.corpus is not None else {})}
+        payload = {
+            "kind": "judged-neighbours",
+            "params": asdict(self.params),
+            "queries": self.texts,
+            "qrels": self.judged,
+            **({"corpus": asdict(self.corpus)} if self.corpus is not None else {}),
+        }
         temporary = path.with_name(path.name + ".tmp")
         temporary.write_text(json.dumps(payload), encoding="utf-8")
         os.replace(temporary, path)
 
     @classmethod
-    def load(cls, path: Path) -> "JudgedNeighbours":
+    def load(cls, path: Path) -> JudgedNeighbours:
         """Read a file written by ``save``; a damaged one is a NeighboursError naming the fix."""
         fix = "rebuild it with `esrr neighbours build`"
         try:
@@ -278,15 +296,19 @@ def _saved_corpus(corpus: object) -> CorpusIdentity | None:
     if corpus is None:
         return None
     fields = ("n_docs", "doc_ids_sha256", "index_version", "build_id")
-    if (not isinstance(corpus, dict) or sorted(corpus) != sorted(fields) or type(corpus["n_docs"]) is not int
-            or not all(isinstance(corpus[name], str) for name in fields[1:])):
+    if (
+        not isinstance(corpus, dict)
+        or sorted(corpus) != sorted(fields)
+        or type(corpus["n_docs"]) is not int
+        or not all(isinstance(corpus[name], str) for name in fields[1:])
+    ):
         raise TypeError(f"corpus must hold exactly {', '.join(fields)}")
     return CorpusIdentity(**corpus)
 
 
 def _whole_grades(docs: object) -> bool:
     # bool is no grade; below 2**53 a grade is exactly a float, so votes stay finite
-    return isinstance(docs, dict) and all(type(g) is int and 0 <= g < 2 ** 53 for g in docs.values())
+    return isinstance(docs, dict) and all(type(g) is int and 0 <= g < 2**53 for g in docs.values())
 
 
 def fuse(scores: np.ndarray, votes: np.ndarray, weight: float) -> np.ndarray:

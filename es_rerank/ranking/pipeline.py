@@ -12,9 +12,10 @@ benchmark's records how long each took (``STAGES`` lists them in order).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -56,8 +57,9 @@ class Reranker(Protocol):
 
     name: str
 
-    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
-                 clock: StageClock = no_clock) -> np.ndarray: ...
+    def __call__(
+        self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock
+    ) -> np.ndarray: ...
 
     def skipping(self) -> str | None:
         """Why a query would skip the model now (a breaker open), without admitting one; None: it would ask it."""
@@ -129,8 +131,9 @@ class SearchPipeline:
     @property
     def reorders(self) -> bool:
         """Whether any stage reorders the window."""
-        return self.window > 0 and (self.reranker is not None or self.feedback is not None
-                                    or self.neighbours is not None)
+        return self.window > 0 and (
+            self.reranker is not None or self.feedback is not None or self.neighbours is not None
+        )
 
     def depth(self, k: int) -> int:
         """Hits to retrieve for ``k`` shown: the whole window when a stage reorders it (the votes too)."""
@@ -148,8 +151,9 @@ class SearchPipeline:
         if self.reranker is None or self.window == 0 or stats.n_docs == 0:
             return None
         with self.reading():
-            probe = [Hit(stats.doc_ids[row], 0.0, "", stats.doc_terms(row))
-                     for row in range(min(self.window, stats.n_docs))]
+            probe = [
+                Hit(stats.doc_ids[row], 0.0, "", stats.doc_terms(row)) for row in range(min(self.window, stats.n_docs))
+            ]
             try:
                 self.reranker(PROBE_QUERY, probe, stats)
             except ScoringUnavailable as error:
@@ -167,8 +171,9 @@ class SearchPipeline:
             return None
         return self.neighbours.mismatch(stats if stats is not None else self.backend.stats)
 
-    def score_window(self, query: str, window: Sequence[Hit], stats: CorpusStats,
-                     clock: StageClock = no_clock) -> WindowScores:
+    def score_window(
+        self, query: str, window: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock
+    ) -> WindowScores:
         """The window's scores after each stage; the backend's and the reranker's errors pass through."""
         stages = [("BM25", np.array([h.score for h in window], dtype=np.float32))]
         fallback = skipped = None
@@ -191,8 +196,11 @@ class SearchPipeline:
 
             with clock("feedback vectors"):
                 terms = [h.terms for h in window]
-                vectors = (document_vectors(terms, stats) if self.feedback_vectors is None
-                           else self.feedback_vectors.vectors([h.doc_id for h in window], terms, stats))
+                vectors = (
+                    document_vectors(terms, stats)
+                    if self.feedback_vectors is None
+                    else self.feedback_vectors.vectors([h.doc_id for h in window], terms, stats)
+                )
             name, scores = stages[-1]
             with clock("feedback votes"):
                 stages.append((name + FEEDBACK_ROW_SUFFIX, with_feedback(scores, vectors, self.feedback)))
@@ -205,8 +213,15 @@ class SearchPipeline:
                     stages.append((name + FUSED_ROW_SUFFIX, fuse(scores, votes, self.neighbours.params.weight)))
         return WindowScores(stages, fallback, skipped)
 
-    def rank(self, query: str, k: int, prepared: object, clock: StageClock = no_clock, window: int | None = None,
-             combination: Combination = REPLACE) -> Ranking:
+    def rank(
+        self,
+        query: str,
+        k: int,
+        prepared: object,
+        clock: StageClock = no_clock,
+        window: int | None = None,
+        combination: Combination = REPLACE,
+    ) -> Ranking:
         """The top ``k`` of a search body the backend ``prepared``, ``query`` being what the model reads; the
         backend's and the reranker's errors pass through (``es_rerank.ranking.answer`` asks for a request).
 
@@ -216,8 +231,9 @@ class SearchPipeline:
         with self.reading():  # a file changed during the ranking: a BackendError, never its answer
             return self._rank(query, k, prepared, clock, window, combination)
 
-    def _rank(self, query: str, k: int, prepared: object, clock: StageClock, window: int | None,
-              combination: Combination) -> Ranking:
+    def _rank(
+        self, query: str, k: int, prepared: object, clock: StageClock, window: int | None, combination: Combination
+    ) -> Ranking:
         window = self.window if window is None else min(window, self.window)
         skipped_model = None
         if window > 0 and self.reorders and not self.refine_while_skipped:

@@ -8,8 +8,9 @@ ranks (``es_rerank.ranking.answer``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from es_rerank.backends.base import text_body
 from es_rerank.ranking.merge import REPLACE, Combination
@@ -17,8 +18,9 @@ from es_rerank.text import tokenize
 
 DEFAULT_SIZE = 10
 NO_WORDS = "the query has no words for the model"
-NO_WORDS_SKIPPED = (f"{NO_WORDS} to score (only filters, or no text clause); send ext.esrr.query_text to rerank "
-                    "by its words")
+NO_WORDS_SKIPPED = (
+    f"{NO_WORDS} to score (only filters, or no text clause); send ext.esrr.query_text to rerank by its words"
+)
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,9 @@ class SearchRequest:
 def text_request(text: str, size: int = DEFAULT_SIZE, window: int | None = None) -> SearchRequest:
     """The search a client asks for with the words ``text`` and ``size`` hits (``text_body``: ``q=`` with plain
     words, the site page's query), as ``parse_search`` reads it; ``window`` as ``ext.esrr.window_size``."""
-    return SearchRequest(text, size, body=text_body(text), window=window,
-                         skipped=None if tokenize(text) else NO_WORDS_SKIPPED)
+    return SearchRequest(
+        text, size, body=text_body(text), window=window, skipped=None if tokenize(text) else NO_WORDS_SKIPPED
+    )
 
 
 def by_score(sort: Any) -> bool:

@@ -6,16 +6,27 @@ It lives with the ranking, not the gateway, because two rooms render it: the gat
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from es_rerank.backends.base import FirstStage
 from es_rerank.ranking.merge import RankedHit
 
 
-def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retrieved: int, depth: int,
-                    ranker: str, fallback: str | None = None, shown: Sequence[Mapping[str, Any]] | None = None,
-                    first_stage: FirstStage | None = None, skipped: str | None = None,
-                    explain: bool = False, max_score: float | None = None) -> dict[str, Any]:
+def search_response(
+    ranked: Sequence[RankedHit],
+    index: str,
+    took_ms: int,
+    retrieved: int,
+    depth: int,
+    ranker: str,
+    fallback: str | None = None,
+    shown: Sequence[Mapping[str, Any]] | None = None,
+    first_stage: FirstStage | None = None,
+    skipped: str | None = None,
+    explain: bool = False,
+    max_score: float | None = None,
+) -> dict[str, Any]:
     """An ES 8 ``_search`` body for ``ranked`` (already cut to the hits shown).
 
     ``retrieved`` hits came back from a first stage asked for ``depth``; when it returned
@@ -36,14 +47,20 @@ def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retri
     ``explain`` adds each hit's ``_explanation`` (first-stage and model scores).
     """
     scores = [float(item.score) for item in ranked]
-    shown = shown if shown is not None else [{"_source": {"doc_id": item.hit.doc_id, "title": item.hit.title}}
-                                             for item in ranked]
+    shown = (
+        shown
+        if shown is not None
+        else [{"_source": {"doc_id": item.hit.doc_id, "title": item.hit.title}} for item in ranked]
+    )
     hits = []
     for item, score, extra in zip(ranked, scores, shown):
         hit: dict[str, Any] = {"_index": index, "_id": item.hit.doc_id, "_score": score}
         hit.update((key, value) for key, value in extra.items() if key != "fields")
-        hit["fields"] = {**extra.get("fields", {}), "bm25_score": [float(item.hit.score)],
-                         "reranked": [item.reranked and not fallback]}
+        hit["fields"] = {
+            **extra.get("fields", {}),
+            "bm25_score": [float(item.hit.score)],
+            "reranked": [item.reranked and not fallback],
+        }
         if explain:
             hit["_explanation"] = _explanation(item, score)
         hits.append(hit)
@@ -51,17 +68,22 @@ def search_response(ranked: Sequence[RankedHit], index: str, took_ms: int, retri
         total: Mapping[str, Any] | None = {"value": retrieved, "relation": "gte" if retrieved >= depth else "eq"}
     else:
         total = first_stage.total
-    esrr: dict[str, Any] = {"ranker": ranker, **({"fallback": fallback} if fallback else {}),
-                            **({"skipped": skipped} if skipped else {})}
+    esrr: dict[str, Any] = {
+        "ranker": ranker,
+        **({"fallback": fallback} if fallback else {}),
+        **({"skipped": skipped} if skipped else {}),
+    }
     response: dict[str, Any] = {
         "took": took_ms,
         "timed_out": bool(first_stage.timed_out) if first_stage is not None else False,
     }
     if first_stage is not None and first_stage.shards is not None:
         response["_shards"] = first_stage.shards
-    response["hits"] = {**({"total": total} if total is not None else {}),
-                        "max_score": max_score if max_score is not None else max(scores, default=None),
-                        "hits": hits}
+    response["hits"] = {
+        **({"total": total} if total is not None else {}),
+        "max_score": max_score if max_score is not None else max(scores, default=None),
+        "hits": hits,
+    }
     if first_stage is not None and first_stage.aggregations is not None:
         response["aggregations"] = first_stage.aggregations
     response["esrr"] = esrr
@@ -75,6 +97,9 @@ def _explanation(item: RankedHit, score: float) -> dict[str, Any]:
         details.append({"value": float(item.model_score), "description": "model score", "details": []})
     if item.combined is not None:
         details.append({"value": float(item.combined), "description": "the window's combined score", "details": []})
-    description = ("reranked: the window's combined score, lifted one point above the window's lowest BM25 score"
-                   if item.reranked else "not reranked: the first-stage score (below the window, in its order)")
+    description = (
+        "reranked: the window's combined score, lifted one point above the window's lowest BM25 score"
+        if item.reranked
+        else "not reranked: the first-stage score (below the window, in its order)"
+    )
     return {"value": float(score), "description": description, "details": details}

@@ -44,8 +44,11 @@ class ServedSearch:
                 self._follow()
             except BackendError as error:
                 if str(error) != said:  # once per problem, not at every look
-                    log.warning("still serving index %s: cannot follow the served index (%s)",
-                                self._pipeline.backend.index, error)
+                    log.warning(
+                        "still serving index %s: cannot follow the served index (%s)",
+                        self._pipeline.backend.index,
+                        error,
+                    )
             finally:
                 self._lock.release()
         return self._pipeline

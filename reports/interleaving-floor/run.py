@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # reports/: the shared helpers
-from simulated_gateway import esrr, start_gateway, stop_gateway  # noqa: E402
+from simulated_gateway import esrr, start_gateway, stop_gateway
 
 
 def prefixes(store: Path, arm: str, counts: tuple[int, ...] = (100, 200, 500, 1000)) -> list[dict]:
@@ -44,23 +44,35 @@ def prefixes(store: Path, arm: str, counts: tuple[int, ...] = (100, 200, 500, 10
     for count in counts:
         if count <= len(found):
             first = verdict(found[:count])
-            rows.append({"impressions": count, "wins": first.wins, "ties": first.ties, "losses": first.losses,
-                         "p_value": first.p_value})
+            rows.append(
+                {
+                    "impressions": count,
+                    "wins": first.wins,
+                    "ties": first.ties,
+                    "losses": first.losses,
+                    "p_value": first.p_value,
+                }
+            )
     return rows
 
 
 def table(out: Path) -> str:
     """The markdown table over every seed-*/summary.json under ``out`` (``--table``)."""
-    lines = ["| seed | candidate | impressions | wins / ties / losses | unclicked | p | preference | p at 100 / 200 / "
-             "500 / 1,000 impressions |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| seed | candidate | impressions | wins / ties / losses | unclicked | p | preference | p at 100 / 200 / "
+        "500 / 1,000 impressions |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for path in sorted(out.glob("seed-*/summary.json"), key=lambda found: int(found.parent.name.split("-")[1])):
         summary = json.loads(path.read_text(encoding="utf-8"))
         for row in summary["experiments"]:
             name = "BM25" if row["candidate"] == "bm25" else "itself (the served votes)"
             first = " / ".join(f"{step['p_value']:.2g}" for step in row["first"])
-            lines.append(f"| {summary['seed']} | {name} | {row['impressions']:,} | {row['wins']:,} / {row['ties']:,} / "
-                         f"{row['losses']:,} | {row['unclicked']} | {row['p_value']:.3g} | {row['preference']:+.3f} | "
-                         f"{first} |")
+            lines.append(
+                f"| {summary['seed']} | {name} | {row['impressions']:,} | {row['wins']:,} / {row['ties']:,} / "
+                f"{row['losses']:,} | {row['unclicked']} | {row['p_value']:.3g} | {row['preference']:+.3f} | "
+                f"{first} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -84,15 +96,24 @@ def main() -> None:
     shutil.rmtree(options.work, ignore_errors=True)
     home = options.work / "home"
     shutil.copytree(source / "indexes", home / "indexes")
-    base = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
-            "ESRR_GATEWAY_RERANK": "false", "ESRR_EVENTS_RETENTION_DAYS": "0"}
+    base = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")},
+        "ESRR_HOME": str(home),
+        "ESRR_GATEWAY_RERANK": "false",
+        "ESRR_EVENTS_RETENTION_DAYS": "0",
+    }
     if os.environ.get("ESRR_NFCORPUS"):
         base["ESRR_NFCORPUS"] = os.environ["ESRR_NFCORPUS"]
     esrr(base, "neighbours", "build", log=options.work / "neighbours.log")
     served_votes = home / "models" / "judged-neighbours.json"
-    summary = {"command": " ".join(sys.argv), "sessions": options.sessions, "seed": options.seed,
-               "model": options.model, "served_default": "BM25 + candidate feedback + judged neighbours (train "
-               "judgments), ESRR_GATEWAY_RERANK=false", "experiments": []}
+    summary = {
+        "command": " ".join(sys.argv),
+        "sessions": options.sessions,
+        "seed": options.seed,
+        "model": options.model,
+        "served_default": "BM25 + candidate feedback + judged neighbours (train judgments), ESRR_GATEWAY_RERANK=false",
+        "experiments": [],
+    }
     chosen = options.candidates.split(",")
     for experiment, folder in (("bm25", "bm25"), (f"votes:{served_votes}", "self")):
         if folder not in chosen:
@@ -104,17 +125,41 @@ def main() -> None:
         began = time.monotonic()
         gateway = start_gateway(env, options.port, options.work / f"serve-{folder}.log")
         try:
-            esrr(env, "simulate", "--url", f"http://127.0.0.1:{options.port}", "--model", options.model,
-                 "--sessions", str(options.sessions), "--seed", str(options.seed), "--json-out",
-                 str(target / "simulate.json"), log=options.work / f"simulate-{folder}.log")
+            esrr(
+                env,
+                "simulate",
+                "--url",
+                f"http://127.0.0.1:{options.port}",
+                "--model",
+                options.model,
+                "--sessions",
+                str(options.sessions),
+                "--seed",
+                str(options.seed),
+                "--json-out",
+                str(target / "simulate.json"),
+                log=options.work / f"simulate-{folder}.log",
+            )
         finally:
             stop_gateway(gateway, store, options.sessions)
-        text = esrr(env, "experiment", "report", "--json-out", str(target / "report.json"),
-                    log=options.work / f"report-{folder}.log")
+        text = esrr(
+            env,
+            "experiment",
+            "report",
+            "--json-out",
+            str(target / "report.json"),
+            log=options.work / f"report-{folder}.log",
+        )
         (target / "report.txt").write_text(text, encoding="utf-8")
         verdict = json.loads((target / "report.json").read_text(encoding="utf-8"))
-        summary["experiments"].append({"candidate": folder, **verdict, "seconds": round(time.monotonic() - began, 1),
-                                       "first": prefixes(store, verdict["experiment"])})
+        summary["experiments"].append(
+            {
+                "candidate": folder,
+                **verdict,
+                "seconds": round(time.monotonic() - began, 1),
+                "first": prefixes(store, verdict["experiment"]),
+            }
+        )
         print(text, flush=True)
     (options.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
 

@@ -20,8 +20,13 @@ from pathlib import Path
 
 
 def esrr(home: Path, *args: str) -> None:
-    subprocess.run([sys.executable, "-c", "from es_rerank.cli import main; main()", *args], check=True,
-                   env={**os.environ, "ESRR_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-c", "from es_rerank.cli import main; main()", *args],
+        check=True,
+        env={**os.environ, "ESRR_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def main() -> None:
@@ -40,9 +45,11 @@ def main() -> None:
     mean = None
     for index in range(4):
         if index == 1:  # the rules relative to the mean need it: the first learn reports it
-            rules += [("the mean, halfway", ["--grade-1", f"{mean:.4f}", "--grade-2", f"{(1 + mean) / 2:.4f}"]),
-                      ("0.72, 0.90", ["--grade-1", "0.72", "--grade-2", "0.9"]),
-                      ("0.80, 0.95", ["--grade-1", "0.8", "--grade-2", "0.95"])]
+            rules += [
+                ("the mean, halfway", ["--grade-1", f"{mean:.4f}", "--grade-2", f"{(1 + mean) / 2:.4f}"]),
+                ("0.72, 0.90", ["--grade-1", "0.72", "--grade-2", "0.9"]),
+                ("0.80, 0.95", ["--grade-1", "0.8", "--grade-2", "0.95"]),
+            ]
         name, extra = rules[index]
         learned, measured = options.work / f"learn-{index}.json", options.work / f"eval-{index}"
         esrr(home, "learn", "--events", options.events, *extra, "--json-out", str(learned))
@@ -51,10 +58,12 @@ def main() -> None:
         mean = report["mean_attractiveness"] if mean is None else mean
         results = json.loads((measured / "results.json").read_text())
         rows = {row["name"]: row for row in results["rows"]}
-        lines.append(f"{name:<22} grade 1 above {report['thresholds']['grade_1_above']:.3f}, grade 2 from "
-                     f"{report['thresholds']['grade_2_from']:.3f}: {report['votes']['relevant_judgments']:>6,} relevant "
-                     f"judgments, nDCG@10 {rows[results['served_default']]['means']['nDCG@10']:.4f} "
-                     f"(BM25 {rows['BM25']['means']['nDCG@10']:.4f})")
+        lines.append(
+            f"{name:<22} grade 1 above {report['thresholds']['grade_1_above']:.3f}, grade 2 from "
+            f"{report['thresholds']['grade_2_from']:.3f}: {report['votes']['relevant_judgments']:>6,} relevant "
+            f"judgments, nDCG@10 {rows[results['served_default']]['means']['nDCG@10']:.4f} "
+            f"(BM25 {rows['BM25']['means']['nDCG@10']:.4f})"
+        )
         print(lines[-1], flush=True)
     if options.out is not None:
         options.out.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -36,12 +36,17 @@ def main() -> None:
         grade = qrels.get(query_id, {}).get(log.documents[doc], 0)
         if grade > 0:
             judged.setdefault(query_id, {})[log.documents[doc]] = min(grade, 2)
-    votes = JudgedNeighbours({query_id: queries[query_id] for query_id in judged}, judged,
-                             corpus=CorpusIdentity.of(open_backend(settings).stats))
+    votes = JudgedNeighbours(
+        {query_id: queries[query_id] for query_id in judged},
+        judged,
+        corpus=CorpusIdentity.of(open_backend(settings).stats),
+    )
     settings.neighbours_path.parent.mkdir(parents=True, exist_ok=True)
     votes.save(settings.neighbours_path)
-    print(f"{len(log.pair_query):,} shown pairs of {len(log.queries):,} queries: {len(judged):,} queries and "
-          f"{sum(len(docs) for docs in judged.values()):,} relevant judgments -> {settings.neighbours_path}")
+    print(
+        f"{len(log.pair_query):,} shown pairs of {len(log.queries):,} queries: {len(judged):,} queries and "
+        f"{sum(len(docs) for docs in judged.values()):,} relevant judgments -> {settings.neighbours_path}"
+    )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # reports/: the shared helpers
-from simulated_gateway import esrr, start_gateway, stop_gateway  # noqa: E402
+from simulated_gateway import esrr, start_gateway, stop_gateway
 
 MEASURE = "nDCG@10"
 
@@ -39,8 +39,13 @@ def measured(results: Path) -> dict:
     rows = {row["name"]: row for row in report["rows"]}
     base, served = rows["BM25"], rows[report["served_default"]]
     value, bm25 = served["means"][MEASURE], base["means"][MEASURE]
-    return {"served_default": report["served_default"], "bm25": round(bm25, 4), "served": round(value, 4),
-            "change": round(value / bm25 - 1, 4), "p": served["p_values"].get(MEASURE, 1.0)}
+    return {
+        "served_default": report["served_default"],
+        "bm25": round(bm25, 4),
+        "served": round(value, 4),
+        "change": round(value / bm25 - 1, 4),
+        "p": served["p_values"].get(MEASURE, 1.0),
+    }
 
 
 def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, out: Path) -> None:
@@ -54,9 +59,14 @@ def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, ou
     shutil.copytree(source / "indexes", home / "indexes")
     (home / "embeddings").symlink_to(source / "embeddings", target_is_directory=True)
     store = work / "events.sqlite3"
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")},
-           "ESRR_HOME": str(home), "ESRR_EVENTS_URL": str(store), "ESRR_GATEWAY_RERANK": "false",
-           "ESRR_EVENTS_RETENTION_DAYS": "0", "ESRR_NFCORPUS": os.environ.get("ESRR_NFCORPUS", "")}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")},
+        "ESRR_HOME": str(home),
+        "ESRR_EVENTS_URL": str(store),
+        "ESRR_GATEWAY_RERANK": "false",
+        "ESRR_EVENTS_RETENTION_DAYS": "0",
+        "ESRR_NFCORPUS": os.environ.get("ESRR_NFCORPUS", ""),
+    }
     env = {k: v for k, v in env.items() if v}
     target = out / model
     target.mkdir(parents=True, exist_ok=True)
@@ -72,23 +82,48 @@ def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, ou
         gateway = start_gateway(env, port, work / f"serve-{checkpoint}.log")
         began = time.monotonic()
         try:
-            esrr(env, "simulate", "--url", f"http://127.0.0.1:{port}", "--model", model, "--sessions",
-                 str(checkpoint - done), "--seed", str(seed * 1000 + round_number), "--json-out",
-                 str(step / "simulate.json"), log=work / f"simulate-{checkpoint}.log")
+            esrr(
+                env,
+                "simulate",
+                "--url",
+                f"http://127.0.0.1:{port}",
+                "--model",
+                model,
+                "--sessions",
+                str(checkpoint - done),
+                "--seed",
+                str(seed * 1000 + round_number),
+                "--json-out",
+                str(step / "simulate.json"),
+                log=work / f"simulate-{checkpoint}.log",
+            )
         finally:
             stop_gateway(gateway, store, checkpoint)
         simulated_s = time.monotonic() - began
         done = checkpoint
         esrr(env, "learn", "--json-out", str(step / "learn.json"), log=work / f"learn-{checkpoint}.log")
-        esrr(env, "eval", "--no-baselines", "--split", "test", "--out", str(work / f"eval-{checkpoint}"),
-             log=work / f"eval-{checkpoint}.log")
+        esrr(
+            env,
+            "eval",
+            "--no-baselines",
+            "--split",
+            "test",
+            "--out",
+            str(work / f"eval-{checkpoint}"),
+            log=work / f"eval-{checkpoint}.log",
+        )
         for name in ("table.md", "results.json"):
             shutil.copy(work / f"eval-{checkpoint}" / name, step / f"eval-{name}")
         learned = json.loads((step / "learn.json").read_text(encoding="utf-8"))
-        row = {"sessions": checkpoint, **measured(work / f"eval-{checkpoint}" / "results.json"),
-               "clicks": learned["clicks"], "relevant_judgments": learned["votes"]["relevant_judgments"],
-               "vote_queries": learned["votes"]["queries"], "simulate_s": round(simulated_s, 1),
-               "learn_s": learned["seconds"]["total"]}
+        row = {
+            "sessions": checkpoint,
+            **measured(work / f"eval-{checkpoint}" / "results.json"),
+            "clicks": learned["clicks"],
+            "relevant_judgments": learned["votes"]["relevant_judgments"],
+            "vote_queries": learned["votes"]["queries"],
+            "simulate_s": round(simulated_s, 1),
+            "learn_s": learned["seconds"]["total"],
+        }
         summary["checkpoints"].append(row)
         print(json.dumps(row), flush=True)
         (target / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
@@ -104,24 +139,41 @@ def chart(out: Path) -> None:
     import matplotlib.pyplot as plt
 
     summaries = [json.loads(path.read_text()) for path in sorted(out.glob("*/summary.json"))]
-    lines = ["| click model | sessions | clicks | relevant judgments | nDCG@10 | BM25 | change | p (paired t) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| click model | sessions | clicks | relevant judgments | nDCG@10 | BM25 | change | p (paired t) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     figure, axes = plt.subplots(figsize=(6.5, 4))
     for summary in summaries:
         points = summary["checkpoints"]
         for row in points:
-            lines.append(f"| {summary['model']} | {row['sessions']:,} | {row.get('clicks', 0):,} | "
-                         f"{row.get('relevant_judgments', 0):,} | {row['served']:.4f} | {row['bm25']:.4f} | "
-                         f"{row['change']:+.1%} | {row['p']:.2g} |")
-        axes.plot([max(row["sessions"], 100) for row in points], [row["served"] for row in points], marker="o",
-                  label=summary["model"])
+            lines.append(
+                f"| {summary['model']} | {row['sessions']:,} | {row.get('clicks', 0):,} | "
+                f"{row.get('relevant_judgments', 0):,} | {row['served']:.4f} | {row['bm25']:.4f} | "
+                f"{row['change']:+.1%} | {row['p']:.2g} |"
+            )
+        axes.plot(
+            [max(row["sessions"], 100) for row in points],
+            [row["served"] for row in points],
+            marker="o",
+            label=summary["model"],
+        )
     oracle = out / "oracle" / "eval-results.json"
     if oracle.is_file():  # oracle.py: true grades of every pair the 20,000 informational sessions were shown
         row = measured(oracle)
-        axes.plot([20_000], [row["served"]], marker="*", markersize=12, linestyle="none", color="black",
-                  label="true grades of the shown pairs (20k informational)")
-        lines.append(f"| true grades of the pairs shown to 20,000 informational sessions (oracle.py) | 20,000 | - | "
-                     f"- | {row['served']:.4f} | {row['bm25']:.4f} | {row['change']:+.1%} | {row['p']:.2g} |")
+        axes.plot(
+            [20_000],
+            [row["served"]],
+            marker="*",
+            markersize=12,
+            linestyle="none",
+            color="black",
+            label="true grades of the shown pairs (20k informational)",
+        )
+        lines.append(
+            f"| true grades of the pairs shown to 20,000 informational sessions (oracle.py) | 20,000 | - | "
+            f"- | {row['served']:.4f} | {row['bm25']:.4f} | {row['change']:+.1%} | {row['p']:.2g} |"
+        )
     if summaries:
         bm25 = summaries[0]["checkpoints"][0]["bm25"]
         axes.axhline(bm25, color="grey", linestyle="--", label="BM25")
@@ -150,8 +202,14 @@ def main() -> None:
     if options.chart:
         chart(options.out)
         return
-    run(options.model, sorted(int(value) for value in options.checkpoints.split(",")), options.seed, options.port,
-        options.work, options.out)
+    run(
+        options.model,
+        sorted(int(value) for value in options.checkpoints.split(",")),
+        options.seed,
+        options.port,
+        options.work,
+        options.out,
+    )
     chart(options.out)
 
 

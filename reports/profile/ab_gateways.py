@@ -20,9 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlencode
 
 import click
@@ -41,8 +42,13 @@ def gateway(code: Path, port: int, log: Path) -> Iterator[tuple[str, ProcessCpu]
 
     env = {**os.environ, "PYTHONPATH": str(code)}
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "serve",
-                                    "--port", str(port)], cwd=code, env=env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, "-c", "from es_rerank.cli import main; main()", "serve", "--port", str(port)],
+            cwd=code,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -72,10 +78,21 @@ def top(pool: Any, url: str, query: str, k: int) -> list[tuple[str, float]]:
 
 
 @click.command()
-@click.option("--old", "old", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
-              help="A tree of the old code.")
-@click.option("--new", "new", type=click.Path(exists=True, file_okay=False, path_type=Path), default=REPO,
-              show_default=True, help="A tree of the new code.")
+@click.option(
+    "--old",
+    "old",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="A tree of the old code.",
+)
+@click.option(
+    "--new",
+    "new",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=REPO,
+    show_default=True,
+    help="A tree of the new code.",
+)
 @click.option("--queries", default=324, show_default=True, help="NFCorpus dev queries, the first by id.")
 @click.option("--rounds", default=3, show_default=True, help="Timed passes, after one that compares rankings.")
 @click.option("--ports", default="8401,8402", show_default=True, help="The old and the new gateway's ports.")
@@ -95,13 +112,18 @@ def main(old: Path, new: Path, queries: int, rounds: int, ports: str, k: int, js
     pool = urllib3.PoolManager(maxsize=2, retries=False, timeout=urllib3.Timeout(30))
     with ExitStack() as stack:
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        served = {"old": stack.enter_context(gateway(old, old_port, logs / "old.log")),
-                  "new": stack.enter_context(gateway(new, new_port, logs / "new.log"))}
-        differ = [query for query in texts
-                  if top(pool, served["old"][0], query, k) != top(pool, served["new"][0], query, k)]
+        served = {
+            "old": stack.enter_context(gateway(old, old_port, logs / "old.log")),
+            "new": stack.enter_context(gateway(new, new_port, logs / "new.log")),
+        }
+        differ = [
+            query for query in texts if top(pool, served["old"][0], query, k) != top(pool, served["new"][0], query, k)
+        ]
         for query in differ[:10]:
-            click.echo(f"differs: {query!r}\n  old {top(pool, served['old'][0], query, k)}\n"
-                       f"  new {top(pool, served['new'][0], query, k)}")
+            click.echo(
+                f"differs: {query!r}\n  old {top(pool, served['old'][0], query, k)}\n"
+                f"  new {top(pool, served['new'][0], query, k)}"
+            )
         spent: dict[str, list[float]] = {"old": [], "new": []}
         for round_number in range(rounds):
             for number, query in enumerate(texts):
@@ -112,24 +134,38 @@ def main(old: Path, new: Path, queries: int, rounds: int, ports: str, k: int, js
                     search_once(pool, url, query, k)
                     spent[name].append((cpu.thread_ns() - before) / 1e6)
     old_ms, new_ms = np.array(spent["old"]), np.array(spent["new"])
-    figures = {"machine": machine_description(), "old": str(old), "new": str(new), "queries": len(texts),
-               "rounds": rounds, "rankings_differ": len(differ),
-               "cpu_ms": {name: {"p50": float(np.median(ms)), "mean": float(ms.mean())}
-                          for name, ms in (("old", old_ms), ("new", new_ms))},
-               "ratio": {"of_means": float(new_ms.mean() / old_ms.mean()),
-                         "median_of_pairs": float(np.median(new_ms / old_ms)),
-                         "of_means_per_round": [float(n.mean() / o.mean()) for o, n in
-                                                zip(np.split(old_ms, rounds), np.split(new_ms, rounds))]}}
-    click.echo(f"{figures['machine']} | {len(texts)} dev queries x {rounds} rounds, one search at a time, "
-               "old and new in turn")
+    figures = {
+        "machine": machine_description(),
+        "old": str(old),
+        "new": str(new),
+        "queries": len(texts),
+        "rounds": rounds,
+        "rankings_differ": len(differ),
+        "cpu_ms": {
+            name: {"p50": float(np.median(ms)), "mean": float(ms.mean())}
+            for name, ms in (("old", old_ms), ("new", new_ms))
+        },
+        "ratio": {
+            "of_means": float(new_ms.mean() / old_ms.mean()),
+            "median_of_pairs": float(np.median(new_ms / old_ms)),
+            "of_means_per_round": [
+                float(n.mean() / o.mean()) for o, n in zip(np.split(old_ms, rounds), np.split(new_ms, rounds))
+            ],
+        },
+    }
+    click.echo(
+        f"{figures['machine']} | {len(texts)} dev queries x {rounds} rounds, one search at a time, old and new in turn"
+    )
     click.echo(f"{'':<6} {'CPU p50 ms':>10} {'mean ms':>8}")
     for name in ("old", "new"):
         row = figures["cpu_ms"][name]
         click.echo(f"{name:<6} {row['p50']:>10.2f} {row['mean']:>8.2f}")
     ratio = figures["ratio"]
     by_round = ", ".join(f"{r:.3f}" for r in ratio["of_means_per_round"])
-    click.echo(f"new/old: {ratio['of_means']:.3f} of the means ({by_round} by round), "
-               f"{ratio['median_of_pairs']:.3f} median of the pairs")
+    click.echo(
+        f"new/old: {ratio['of_means']:.3f} of the means ({by_round} by round), "
+        f"{ratio['median_of_pairs']:.3f} median of the pairs"
+    )
     click.echo(f"rankings (top {k}, ids and scores): {'the same' if not differ else f'{len(differ)} queries differ'}")
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

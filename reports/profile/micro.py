@@ -13,8 +13,9 @@ environment; the two variants of each pair alternate query by query, which goes 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import click
 import numpy as np
@@ -59,10 +60,14 @@ def main(queries: int) -> None:
     settings = load_settings(GatewaySettings)
     backend = EmbeddedBackend.open_current(settings.indexes_dir / "embedded")
     stats = backend.stats
-    windows = [(text, hits) for text in dev_query_texts(None, settings, 324)
-               if len(hits := backend.search(text, settings.gateway_window)) == settings.gateway_window][:queries]
-    reranker = served_pipeline(settings, settings.gateway_window, rerank=None, keep_vectors=True,
-                               via_worker=True).reranker
+    windows = [
+        (text, hits)
+        for text in dev_query_texts(None, settings, 324)
+        if len(hits := backend.search(text, settings.gateway_window)) == settings.gateway_window
+    ][:queries]
+    reranker = served_pipeline(
+        settings, settings.gateway_window, rerank=None, keep_vectors=True, via_worker=True
+    ).reranker
     names = reranker.lex_names
 
     def zlib_encode(request: Any) -> dict[str, Any]:
@@ -78,19 +83,25 @@ def main(queries: int) -> None:
         def run(window: tuple[str, list]) -> Any:
             with patched(dispatch, attribute, value):
                 return call(window)
+
         return run
 
     for window in windows[:3]:
         call(window)  # connections open, the worker warm
     results["call, ids"] = paired({"raw (served)": call, "zlib": call_with("encode", zlib_encode)}, windows)
-    results["call, argsrepr"] = paired({"ours (served)": call,
-                                        "Celery's": call_with("payload_summary", lambda payload: None)}, windows)
-    click.echo(f"{machine_description()} | {len(windows)} dev queries with a full window of "
-               f"{settings.gateway_window}, thread CPU per query")
+    results["call, argsrepr"] = paired(
+        {"ours (served)": call, "Celery's": call_with("payload_summary", lambda payload: None)}, windows
+    )
+    click.echo(
+        f"{machine_description()} | {len(windows)} dev queries with a full window of "
+        f"{settings.gateway_window}, thread CPU per query"
+    )
     for pair, spent in results.items():
         (first, a), (second, b) = spent.items()
-        click.echo(f"{pair:<16} {first}: p50 {np.median(a):.3f} ms, mean {a.mean():.3f} | {second}: p50 "
-                   f"{np.median(b):.3f} ms, mean {b.mean():.3f} | ratio of the means {a.mean() / b.mean():.2f}")
+        click.echo(
+            f"{pair:<16} {first}: p50 {np.median(a):.3f} ms, mean {a.mean():.3f} | {second}: p50 "
+            f"{np.median(b):.3f} ms, mean {b.mean():.3f} | ratio of the means {a.mean() / b.mean():.2f}"
+        )
 
 
 if __name__ == "__main__":

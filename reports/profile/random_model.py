@@ -34,8 +34,9 @@ def main() -> None:
     directory.mkdir(parents=True, exist_ok=True)
     np.save(directory / "vectors.npy", vectors)
     (directory / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
-    (directory / "meta.json").write_text(json.dumps({"format": 1, "version": VERSION, "dim": DIM,
-                                                     "n_words": len(words)}), encoding="utf-8")
+    (directory / "meta.json").write_text(
+        json.dumps({"format": 1, "version": VERSION, "dim": DIM, "n_words": len(words)}), encoding="utf-8"
+    )
     write_pointer(settings.embeddings_dir, VERSION)
     torch.manual_seed(13)
     config = DeltaConfig(**VARIANTS["delta-32-lex3-window"])

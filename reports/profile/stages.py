@@ -22,9 +22,10 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlencode
 
 import click
@@ -129,8 +130,12 @@ def stage_table(parts: dict[str, int]) -> dict[str, float]:
 @click.option("--queries", default=324, show_default=True, help="NFCorpus dev queries, the first by id.")
 @click.option("--rounds", default=2, show_default=True, help="Timed passes after one untimed pass.")
 @click.option("--json-out", type=click.Path(path_type=Path), default=None, help="Write the figures as JSON.")
-@click.option("--rankings", type=click.Path(path_type=Path), default=None,
-              help="Write every query's top 10 (ids, scores) as JSON.")
+@click.option(
+    "--rankings",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write every query's top 10 (ids, scores) as JSON.",
+)
 def main(queries: int, rounds: int, json_out: Path | None, rankings: Path | None) -> None:
     """Each stage's thread CPU per served search (median and mean over the timed searches)."""
     from benchmarks.queries import dev_query_texts
@@ -160,16 +165,27 @@ def main(queries: int, rounds: int, json_out: Path | None, rankings: Path | None
             per_search.append(table)
             totals.append(total)
     names = list(per_search[0])
-    figures = {"machine": machine_description(), "queries": len(texts), "rounds": rounds, "stages": STAGES,
-               "total_ms": {"p50": statistics.median(totals), "mean": statistics.fmean(totals)},
-               "stages_ms": {name: {"p50": statistics.median(row[name] for row in per_search),
-                                    "mean": statistics.fmean(row[name] for row in per_search)} for name in names}}
+    figures = {
+        "machine": machine_description(),
+        "queries": len(texts),
+        "rounds": rounds,
+        "stages": STAGES,
+        "total_ms": {"p50": statistics.median(totals), "mean": statistics.fmean(totals)},
+        "stages_ms": {
+            name: {
+                "p50": statistics.median(row[name] for row in per_search),
+                "mean": statistics.fmean(row[name] for row in per_search),
+            }
+            for name in names
+        },
+    }
     click.echo(f"{figures['machine']} | {len(texts)} dev queries x {rounds} rounds, thread CPU per search, in-process")
     click.echo(f"{'stage':<26} {'p50 ms':>8} {'mean ms':>8} {'share':>6}")
     for name in names:
         row = figures["stages_ms"][name]
-        click.echo(f"{name:<26} {row['p50']:>8.3f} {row['mean']:>8.3f} "
-                   f"{row['mean'] / figures['total_ms']['mean']:>6.1%}")
+        click.echo(
+            f"{name:<26} {row['p50']:>8.3f} {row['mean']:>8.3f} {row['mean'] / figures['total_ms']['mean']:>6.1%}"
+        )
     click.echo(f"{'total':<26} {figures['total_ms']['p50']:>8.3f} {figures['total_ms']['mean']:>8.3f}")
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")

@@ -30,15 +30,17 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import NamedTuple
 
 import pytest
 from elasticsearch import Elasticsearch
 from werkzeug.serving import make_server
 
 from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.es_server import VersionedTransport
 from es_rerank.backends.opensearch import OpenSearchBackend, OpenSearchClient
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
@@ -47,7 +49,6 @@ from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.settings import CommonSettings
 from index_setup.es_index import load_index
-from es_rerank.backends.es_server import VersionedTransport
 from tests.engines import engine_for_tests, report
 from tests.gateway.test_query_dsl import DOCS
 
@@ -68,8 +69,10 @@ def _noida_command() -> list[str]:
     found = shutil.which("noida-db")
     if found:
         return [found]
-    pytest.fail("noida-db is not installed: `pip install -e .[test]`, or point ESRR_TEST_ES_URL at a "
-                "running Elasticsearch 8", pytrace=False)
+    pytest.fail(
+        "noida-db is not installed: `pip install -e .[test]`, or point ESRR_TEST_ES_URL at a running Elasticsearch 8",
+        pytrace=False,
+    )
 
 
 def _answers(url: str) -> bool:
@@ -105,9 +108,21 @@ def _start_noida(base: Path, free_port: Callable[[], int]) -> tuple[subprocess.P
         log_path = base / f"noida-{attempt}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                [*command, "start", "--data-dir", str(data_dir), "--only", "elasticsearch",
-                 "--elasticsearch-port", str(port)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    *command,
+                    "start",
+                    "--data-dir",
+                    str(data_dir),
+                    "--only",
+                    "elasticsearch",
+                    "--elasticsearch-port",
+                    str(port),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline and proc.poll() is None:
@@ -117,16 +132,20 @@ def _start_noida(base: Path, free_port: Callable[[], int]) -> tuple[subprocess.P
         _stop(proc)
         output = log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
         failures.append(f"attempt {attempt + 1} (port {port}, exit code {proc.returncode}):\n{output}")
-    pytest.fail("noida-db exited or did not answer HTTP within "
-                f"{START_TIMEOUT_S:.0f} s{' (CI)' if os.environ.get('CI') else ''}; set ESRR_TEST_ES_URL "
-                "to a running Elasticsearch 8 to test against it instead.\n" + "\n".join(failures),
-                pytrace=False)
+    pytest.fail(
+        "noida-db exited or did not answer HTTP within "
+        f"{START_TIMEOUT_S:.0f} s{' (CI)' if os.environ.get('CI') else ''}; set ESRR_TEST_ES_URL "
+        "to a running Elasticsearch 8 to test against it instead.\n" + "\n".join(failures),
+        pytrace=False,
+    )
 
 
 def _start_engine(request: pytest.FixtureRequest, name: str, base: Path) -> Iterator[str]:
     engine = engine_for_tests(name, base)
-    report(request.config, f"{PRODUCTS[name]} {engine.version} answered at {engine.url} {engine.start_s:.1f} s "
-                           "after its start")
+    report(
+        request.config,
+        f"{PRODUCTS[name]} {engine.version} answered at {engine.url} {engine.start_s:.1f} s after its start",
+    )
     try:
         yield engine.url
     finally:
@@ -210,8 +229,14 @@ def es_settings(es_url: str, es_backend: str, es_alias: str, tmp_path: Path):
     """CommonSettings for one test: its own ESRR_HOME, alias and small bulk chunks."""
     from es_rerank.settings import CommonSettings
 
-    return CommonSettings(home=tmp_path / "home", backend=es_backend, es_url=es_url,
-                          es_alias=es_alias, es_bulk_chunk_size=20, es_bulk_initial_backoff_s=0.1)
+    return CommonSettings(
+        home=tmp_path / "home",
+        backend=es_backend,
+        es_url=es_url,
+        es_alias=es_alias,
+        es_bulk_chunk_size=20,
+        es_bulk_initial_backoff_s=0.1,
+    )
 
 
 class DocsGateway(NamedTuple):
@@ -232,8 +257,9 @@ def gateway(es_url, es_backend, es_backend_class, es_client, tmp_path_factory: p
     load_index(es_client, DOCS, settings, progress=False)
     backend = es_backend_class(es_client, alias, stats_root(settings))
     served = ServedSearch(SearchPipeline(backend, 10, feedback=FeedbackParams(2, 1.0)), 3600)
-    server = make_server("127.0.0.1", free_port(), create_app(served, GatewaySettings(**settings.model_dump())),
-                         threaded=True)
+    server = make_server(
+        "127.0.0.1", free_port(), create_app(served, GatewaySettings(**settings.model_dump())), threaded=True
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     client = Elasticsearch(f"http://127.0.0.1:{server.server_port}", request_timeout=30)

@@ -19,45 +19,119 @@ from tests.backends.test_query_semantics import CORPUS, elasticsearch, embedded 
 CASES: dict[str, tuple[dict, dict]] = {
     "terms by count, ties by key": ({"match_all": {}}, {"y": {"terms": {"field": "year", "size": 5}}}),
     "terms by key": ({"match_all": {}}, {"t": {"terms": {"field": "publication_types", "order": {"_key": "asc"}}}}),
-    "terms by a metric": ({"match": {"text": "tea"}}, {"j": {"terms": {"field": "journal", "order": {"avg_y": "desc"}},
-                                                            "aggs": {"avg_y": {"avg": {"field": "year"}}}}}),
+    "terms by a metric": (
+        {"match": {"text": "tea"}},
+        {
+            "j": {
+                "terms": {"field": "journal", "order": {"avg_y": "desc"}},
+                "aggs": {"avg_y": {"avg": {"field": "year"}}},
+            }
+        },
+    ),
     "terms min_doc_count": ({"match_all": {}}, {"y": {"terms": {"field": "year", "size": 100, "min_doc_count": 4}}}),
-    "terms min_doc_count 0": ({"bool": {"filter": {"term": {"journal": "Nutrients"}}}}, {
-        "j": {"terms": {"field": "journal", "min_doc_count": 0}},
-        "y": {"terms": {"field": "year", "min_doc_count": 0, "size": 3, "order": {"_key": "desc"}}}}),
-    "metrics": ({"match": {"text": "coffee"}}, {
-        "s": {"stats": {"field": "year"}}, "lo": {"min": {"field": "year"}}, "hi": {"max": {"field": "year"}},
-        "mean": {"avg": {"field": "year"}}, "total": {"sum": {"field": "year"}},
-        "n": {"value_count": {"field": "journal"}}, "kinds": {"cardinality": {"field": "publication_types"}}}),
-    "metrics of no document": ({"match": {"text": "nothingatall"}}, {
-        "s": {"stats": {"field": "year"}}, "lo": {"min": {"field": "year"}}, "total": {"sum": {"field": "year"}},
-        "n": {"value_count": {"field": "journal"}}, "t": {"terms": {"field": "journal"}}}),
-    "histogram with sub-aggregations": ({"match_all": {}}, {
-        "h": {"histogram": {"field": "year", "interval": 5}, "aggs": {"s": {"stats": {"field": "year"}},
-                                                                      "j": {"terms": {"field": "journal"}}}}}),
-    "histogram bounds and offset": ({"match": {"text": "bone"}}, {
-        "h": {"histogram": {"field": "year", "interval": 10, "offset": 2, "extended_bounds": {"min": 1970, "max": 2030}}},
-        "k": {"histogram": {"field": "year", "interval": 3, "min_doc_count": 2}}}),
-    "filter with sub-aggregations": ({"match_all": {}}, {
-        "f": {"filter": {"term": {"journal": "Nutrients"}}, "aggs": {"y": {"terms": {"field": "year"}},
-                                                                     "m": {"max": {"field": "year"}}}}}),
-    "filters keyed, other bucket": ({"match": {"text": "green"}}, {
-        "f": {"filters": {"filters": {"reviews": {"term": {"publication_types": "Review"}},
-                                      "recent": {"range": {"year": {"gte": 2010}}}}, "other_bucket_key": "rest"},
-              "aggs": {"j": {"terms": {"field": "journal"}}}}}),
-    "filters listed": ({"match_all": {}}, {
-        "f": {"filters": {"filters": [{"match": {"text": "tea"}}, {"match": {"text": "coffee"}}]}}}),
-    "FacetedSearch's facets": ({"multi_match": {"query": "vitamin", "fields": ["title", "abstract"]}}, {
-        "_filter_year": {"filter": {"terms": {"publication_types": ["Review"]}},
-                         "aggs": {"year": {"histogram": {"field": "year", "interval": 10, "min_doc_count": 0}}}},
-        "_filter_publication_types": {"filter": {"match_all": {}},
-                                      "aggs": {"publication_types": {"terms": {"field": "publication_types"}}}}}),
+    "terms min_doc_count 0": (
+        {"bool": {"filter": {"term": {"journal": "Nutrients"}}}},
+        {
+            "j": {"terms": {"field": "journal", "min_doc_count": 0}},
+            "y": {"terms": {"field": "year", "min_doc_count": 0, "size": 3, "order": {"_key": "desc"}}},
+        },
+    ),
+    "metrics": (
+        {"match": {"text": "coffee"}},
+        {
+            "s": {"stats": {"field": "year"}},
+            "lo": {"min": {"field": "year"}},
+            "hi": {"max": {"field": "year"}},
+            "mean": {"avg": {"field": "year"}},
+            "total": {"sum": {"field": "year"}},
+            "n": {"value_count": {"field": "journal"}},
+            "kinds": {"cardinality": {"field": "publication_types"}},
+        },
+    ),
+    "metrics of no document": (
+        {"match": {"text": "nothingatall"}},
+        {
+            "s": {"stats": {"field": "year"}},
+            "lo": {"min": {"field": "year"}},
+            "total": {"sum": {"field": "year"}},
+            "n": {"value_count": {"field": "journal"}},
+            "t": {"terms": {"field": "journal"}},
+        },
+    ),
+    "histogram with sub-aggregations": (
+        {"match_all": {}},
+        {
+            "h": {
+                "histogram": {"field": "year", "interval": 5},
+                "aggs": {"s": {"stats": {"field": "year"}}, "j": {"terms": {"field": "journal"}}},
+            }
+        },
+    ),
+    "histogram bounds and offset": (
+        {"match": {"text": "bone"}},
+        {
+            "h": {
+                "histogram": {
+                    "field": "year",
+                    "interval": 10,
+                    "offset": 2,
+                    "extended_bounds": {"min": 1970, "max": 2030},
+                }
+            },
+            "k": {"histogram": {"field": "year", "interval": 3, "min_doc_count": 2}},
+        },
+    ),
+    "filter with sub-aggregations": (
+        {"match_all": {}},
+        {
+            "f": {
+                "filter": {"term": {"journal": "Nutrients"}},
+                "aggs": {"y": {"terms": {"field": "year"}}, "m": {"max": {"field": "year"}}},
+            }
+        },
+    ),
+    "filters keyed, other bucket": (
+        {"match": {"text": "green"}},
+        {
+            "f": {
+                "filters": {
+                    "filters": {
+                        "reviews": {"term": {"publication_types": "Review"}},
+                        "recent": {"range": {"year": {"gte": 2010}}},
+                    },
+                    "other_bucket_key": "rest",
+                },
+                "aggs": {"j": {"terms": {"field": "journal"}}},
+            }
+        },
+    ),
+    "filters listed": (
+        {"match_all": {}},
+        {"f": {"filters": {"filters": [{"match": {"text": "tea"}}, {"match": {"text": "coffee"}}]}}},
+    ),
+    "FacetedSearch's facets": (
+        {"multi_match": {"query": "vitamin", "fields": ["title", "abstract"]}},
+        {
+            "_filter_year": {
+                "filter": {"terms": {"publication_types": ["Review"]}},
+                "aggs": {"year": {"histogram": {"field": "year", "interval": 10, "min_doc_count": 0}}},
+            },
+            "_filter_publication_types": {
+                "filter": {"match_all": {}},
+                "aggs": {"publication_types": {"terms": {"field": "publication_types"}}},
+            },
+        },
+    ),
 }
 
 
 # noida-db's answers differ from Elasticsearch 7.17's (and the embedded index's) on these; the rest it answers alike.
-NOT_ON_NOIDA = {"terms min_doc_count", "terms min_doc_count 0", "histogram bounds and offset",
-                "filters keyed, other bucket"}
+NOT_ON_NOIDA = {
+    "terms min_doc_count",
+    "terms min_doc_count 0",
+    "histogram bounds and offset",
+    "filters keyed, other bucket",
+}
 
 
 def _rounded(value: Any) -> Any:
@@ -100,16 +174,24 @@ def test_a_filter_bucket_counts_the_query_and_its_filter(embedded):
     assert answer["doc_count"] == len(nutrients) and answer["m"]["value"] == max(doc.year for doc in nutrients)
 
 
-@pytest.mark.parametrize("aggs, refused", [
-    ({"y": {"terms": {"field": "year", "size": 20}}, "h": {"histogram": {"field": "year", "interval": 1}}},
-     "Must be less than or equal to: [30] but was ["),
-    ({"h": {"histogram": {"field": "year", "interval": 0.001}}}, "ESRR_GATEWAY_MAX_BUCKETS=30"),
-    ({"p": {"percentiles": {"field": "year"}}}, "[percentiles] aggregations are not served"),
-    ({"a": {"avg": {"field": "journal"}}}, "[avg] on [journal]"),
-    ({"a": {"avg": {"field": "year"}, "aggs": {"b": {"max": {"field": "year"}}}}}, "cannot accept sub-aggregations"),
-    ({"t": {"terms": {"field": "journal"}, "aggs": {"f": {"filter": {"match_all": {}}}}}}, "one more search"),
-    ({"t": {"terms": {"field": "journal", "order": {"nope": "asc"}}}}, "[order] by [nope]"),
-])
+@pytest.mark.parametrize(
+    "aggs, refused",
+    [
+        (
+            {"y": {"terms": {"field": "year", "size": 20}}, "h": {"histogram": {"field": "year", "interval": 1}}},
+            "Must be less than or equal to: [30] but was [",
+        ),
+        ({"h": {"histogram": {"field": "year", "interval": 0.001}}}, "ESRR_GATEWAY_MAX_BUCKETS=30"),
+        ({"p": {"percentiles": {"field": "year"}}}, "[percentiles] aggregations are not served"),
+        ({"a": {"avg": {"field": "journal"}}}, "[avg] on [journal]"),
+        (
+            {"a": {"avg": {"field": "year"}, "aggs": {"b": {"max": {"field": "year"}}}}},
+            "cannot accept sub-aggregations",
+        ),
+        ({"t": {"terms": {"field": "journal"}, "aggs": {"f": {"filter": {"match_all": {}}}}}}, "one more search"),
+        ({"t": {"terms": {"field": "journal", "order": {"nope": "asc"}}}}, "[order] by [nope]"),
+    ],
+)
 def test_what_is_not_served_or_too_many_buckets_is_refused_before_any_work(embedded, aggs, refused):
     with using_limits(QueryLimits(max_buckets=30)):
         with pytest.raises(QueryRefused) as caught:
@@ -119,8 +201,9 @@ def test_what_is_not_served_or_too_many_buckets_is_refused_before_any_work(embed
 
 def test_buckets_tantivy_cannot_make_in_one_pass_are_refused_not_failed(embedded):
     """tantivy stops an aggregation past 65,000 buckets; such a request is a 400 before it runs, never a 500."""
-    deep = {"y": {"terms": {"field": "year", "size": 1},
-                  "aggs": {"h": {"histogram": {"field": "year", "interval": 0.001}}}}}
+    deep = {
+        "y": {"terms": {"field": "year", "size": 1}, "aggs": {"h": {"histogram": {"field": "year", "interval": 0.001}}}}
+    }
     with pytest.raises(QueryRefused, match="at most 65000 per search"):
         embedded.prepare({"aggs": deep})
     wide = {"h": {"histogram": {"field": "year", "interval": 0.0002}}}

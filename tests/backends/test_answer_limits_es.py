@@ -32,8 +32,12 @@ def backend(es_url, es_client, tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_a_page_over_the_answer_cap_is_refused_and_one_under_it_is_passed_on(backend):
-    prepared = backend.prepare({"query": {"match": {"text": "vitamin"}},
-                                "highlight": {"number_of_fragments": 0, "fields": {"title": {}, "abstract": {}}}})
+    prepared = backend.prepare(
+        {
+            "query": {"match": {"text": "vitamin"}},
+            "highlight": {"number_of_fragments": 0, "fields": {"title": {}, "abstract": {}}},
+        }
+    )
     hits = backend.first_stage(prepared, 10).hits
     whole = backend.page(prepared, hits)
     assert len(whole) == len(hits) == 3 and all("highlight" in entry for entry in whole)

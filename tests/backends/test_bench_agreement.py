@@ -6,7 +6,6 @@ The NFCorpus figures (docs/operations.md) come from the same command on the real
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -15,26 +14,45 @@ from tests.benchmarks.test_index_bench import _collection
 
 pytestmark = pytest.mark.es
 
-DOCS = [("D1", "Statins and breast cancer", "Statin use may delay breast cancer recurrence."),
-        ("D2", "Vitamin D and colorectal cancer", "Serum vitamin D lowers colorectal cancer risk."),
-        ("D3", "Green tea", "Green tea catechins and the risk of stroke.")]
+DOCS = [
+    ("D1", "Statins and breast cancer", "Statin use may delay breast cancer recurrence."),
+    ("D2", "Vitamin D and colorectal cancer", "Serum vitamin D lowers colorectal cancer risk."),
+    ("D3", "Green tea", "Green tea catechins and the risk of stroke."),
+]
 
 
-@pytest.mark.parametrize("first, second, expected", [
-    (["a", "b"], ["b", "a"], 1.0), (["a", "b"], ["c"], 0.0), (["a", "b", "c", "d"], ["a", "x"], 0.25),
-    ([], [], 1.0), (["a"], [], 0.0),
-])
+@pytest.mark.parametrize(
+    "first, second, expected",
+    [
+        (["a", "b"], ["b", "a"], 1.0),
+        (["a", "b"], ["c"], 0.0),
+        (["a", "b", "c", "d"], ["a", "x"], 0.25),
+        ([], [], 1.0),
+        (["a"], [], 0.0),
+    ],
+)
 def test_overlap_is_the_shared_documents_over_the_longer_list(first, second, expected):
     assert overlap(first, second) == expected
 
 
-def test_the_tiny_collection_agrees_on_both_models_and_the_index_is_deleted(esrr, es_url, es_client, tmp_path,
-                                                                           es_backend):
+def test_the_tiny_collection_agrees_on_both_models_and_the_index_is_deleted(
+    esrr, es_url, es_client, tmp_path, es_backend
+):
     if es_backend == "opensearch":
         pytest.skip("esrr bench agreement compares the embedded index with Elasticsearch (--es-url)")
     out = tmp_path / "agreement.json"
-    result = esrr("bench", "agreement", "--es-url", es_url, "--data", str(_collection(tmp_path / "data", DOCS, True)),
-                  "--k", "2", "--json-out", str(out))
+    result = esrr(
+        "bench",
+        "agreement",
+        "--es-url",
+        es_url,
+        "--data",
+        str(_collection(tmp_path / "data", DOCS, True)),
+        "--k",
+        "2",
+        "--json-out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     figures = json.loads(out.read_text(encoding="utf-8"))
     assert (figures["queries"], figures["documents"]) == (3, 3)

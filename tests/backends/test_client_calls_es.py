@@ -44,8 +44,10 @@ def test_count_is_elasticsearchs_for_the_same_query(gateway, es_client):
     assert client.count(index=alias).body["count"] == len(DOCS)
     assert client.count(index=alias, query=anded).body["count"] == len(_ids_with("green", "tea"))
     for query in (anded, filtered):
-        assert client.count(index=alias, query=query).body["count"] == es_client.count(index=index,
-                                                                                       query=query).body["count"]
+        assert (
+            client.count(index=alias, query=query).body["count"]
+            == es_client.count(index=index, query=query).body["count"]
+        )
 
 
 def test_documents_come_back_with_their_metadata_and_without_esrrs_fields(gateway):
@@ -63,10 +65,20 @@ def test_documents_come_back_with_their_metadata_and_without_esrrs_fields(gatewa
 
 def test_msearch_reranks_each_search_as_search_does(gateway):
     client, alias, _ = gateway
-    query = {"bool": {"must": [{"match": {"text": "green tea cancer"}}],
-                      "filter": [{"range": {"year": {"gte": 2000, "lte": 2012}}}]}}
-    responses = client.msearch(searches=[{"index": alias}, {"query": query, "aggs": {"year": {"terms": {
-        "field": "year"}}}}, {"index": alias}, {"query": {"no_such_query": {}}}]).body["responses"]
+    query = {
+        "bool": {
+            "must": [{"match": {"text": "green tea cancer"}}],
+            "filter": [{"range": {"year": {"gte": 2000, "lte": 2012}}}],
+        }
+    }
+    responses = client.msearch(
+        searches=[
+            {"index": alias},
+            {"query": query, "aggs": {"year": {"terms": {"field": "year"}}}},
+            {"index": alias},
+            {"query": {"no_such_query": {}}},
+        ]
+    ).body["responses"]
     assert [response["status"] for response in responses] == [200, 400]
     alone = client.search(index=alias, query=query, aggs={"year": {"terms": {"field": "year"}}}).body
     assert [hit["_id"] for hit in responses[0]["hits"]["hits"]] == [hit["_id"] for hit in alone["hits"]["hits"]]
@@ -111,8 +123,9 @@ def test_documents_are_read_from_the_index_the_alias_names_after_a_prune(es_clie
 
     load_index(es_client, DOCS, es_settings, version="v1", progress=False)
     backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
-    client = create_app(ServedSearch(SearchPipeline(backend, 0), check_every_s=3600),
-                        GatewaySettings(**es_settings.model_dump())).test_client()
+    client = create_app(
+        ServedSearch(SearchPipeline(backend, 0), check_every_s=3600), GatewaySettings(**es_settings.model_dump())
+    ).test_client()
     load_index(es_client, DOCS, es_settings, version="v2", progress=False)
     assert delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings)  # v1, still served
     alias = es_settings.es_alias

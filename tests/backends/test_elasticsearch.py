@@ -18,7 +18,12 @@ from elasticsearch import Elasticsearch
 
 from es_rerank.backends.base import MAX_K, BackendError, text_body, text_hits
 from es_rerank.backends.elasticsearch import (
-    BUILD_META_KEY, META_KEY, ElasticsearchBackend, connect, stats_dir, stats_root,
+    BUILD_META_KEY,
+    META_KEY,
+    ElasticsearchBackend,
+    connect,
+    stats_dir,
+    stats_root,
 )
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import DocTerms, Document
@@ -34,8 +39,8 @@ from index_setup.es_index import (
     use_version,
 )
 from index_setup.readers import read_beir_corpus
-from tests.engines import report
 from tests.conftest import ranked
+from tests.engines import report
 
 pytestmark = pytest.mark.es
 
@@ -43,8 +48,11 @@ NFCORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nfc
 N_NFCORPUS = 60
 
 HANDWRITTEN = [
-    Document("ZZ-1", "Zymurgy of xylophagous beetles",
-             "Xylophagous beetles ferment wood; zymurgy explains IL-6 levels in U.S. larvae (3.5% rise)."),
+    Document(
+        "ZZ-1",
+        "Zymurgy of xylophagous beetles",
+        "Xylophagous beetles ferment wood; zymurgy explains IL-6 levels in U.S. larvae (3.5% rise).",
+    ),
     Document("TIE-b", "Quokka habitat survey", "A quokka census on Rottnest island."),
     Document("TIE-a", "Quokka habitat survey", "A quokka census on Rottnest island."),
     Document("EMPTY-1", "", ""),
@@ -62,8 +70,9 @@ def corpus() -> list[Document]:
 def served(es_url, es_backend, es_client, corpus, tmp_path_factory):
     """One loaded index shared by the read-only tests: (settings, load result, backend)."""
     alias = f"esrr-test-ro-{uuid.uuid4().hex[:10]}"
-    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), backend=es_backend, es_url=es_url, es_alias=alias,
-                              es_bulk_chunk_size=25)
+    settings = CommonSettings(
+        home=tmp_path_factory.mktemp("home"), backend=es_backend, es_url=es_url, es_alias=alias, es_bulk_chunk_size=25
+    )
     result = load_index(es_client, corpus, settings, progress=False)
     yield settings, result, ElasticsearchBackend(es_client, alias, stats_root(settings))
     for name in es_client.indices.get(index=f"{alias}*").body:
@@ -121,8 +130,12 @@ def test_stored_terms_equal_the_statistics_that_hits_carry(served, es_client):
     stats = backend.stats
     hits = text_hits(backend, "statin breast cancer survival methylmercury phosphorus", 30)
     assert len(hits) >= 5
-    stored = {doc["_source"]["doc_id"]: DocTerms.from_json(doc["_source"]) for doc in es_client.search(
-        index=backend.index, size=len(hits), query={"terms": {"doc_id": [h.doc_id for h in hits]}})["hits"]["hits"]}
+    stored = {
+        doc["_source"]["doc_id"]: DocTerms.from_json(doc["_source"])
+        for doc in es_client.search(
+            index=backend.index, size=len(hits), query={"terms": {"doc_id": [h.doc_id for h in hits]}}
+        )["hits"]["hits"]
+    }
     assert len(stored) == len(hits)
     for hit in hits:
         expected = stats.doc_terms(stats.row(hit.doc_id))
@@ -152,8 +165,9 @@ def test_searches_fetch_no_stored_ids(served, monkeypatch):
 def test_a_document_written_behind_esrrs_back_is_refused_with_the_fix(es_client, es_settings, corpus):
     load_index(es_client, corpus[:5], es_settings, version="v1", progress=False)
     backend = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings))
-    es_client.index(index=backend.index, document={"doc_id": "INTRUDER-1", "title": "zymurgy", "abstract": "zymurgy"},
-                    refresh=True)
+    es_client.index(
+        index=backend.index, document={"doc_id": "INTRUDER-1", "title": "zymurgy", "abstract": "zymurgy"}, refresh=True
+    )
     with pytest.raises(BackendError, match="returned a hit its statistics lack: document 'INTRUDER-1' .*rebuild"):
         text_hits(backend, "zymurgy", 10)
 
@@ -176,8 +190,10 @@ def test_analyzer_mirrors_the_tokenizer(served, es_client, corpus):
         tokens = es_client.indices.analyze(index=index, analyzer=ANALYZER, text=text).body["tokens"]
         return [t["token"] for t in tokens]
 
-    exact = ("IL-6 levels in U.S. patients (n = 1,024) rose 3.5% (p<0.05) over 18-65 years; "
-             "Müller's well-known TNF-α, 5-HT2A and COVID-19 data, 10(-6), $ 20, .5 and 1,000-fold")
+    exact = (
+        "IL-6 levels in U.S. patients (n = 1,024) rose 3.5% (p<0.05) over 18-65 years; "
+        "Müller's well-known TNF-α, 5-HT2A and COVID-19 data, 10(-6), $ 20, .5 and 1,000-fold"
+    )
     assert analyze(exact) == tokenize(exact)
     # Drift alarm: if es_rerank/text.py changes, update TOKEN_PATTERN in index_setup/es_index.py.
     fields = [text for doc in corpus for text in (doc.title, doc.abstract) if text]
@@ -194,8 +210,10 @@ def test_reindex_swaps_alias_and_keeps_old_index(es_client, es_settings, corpus)
     assert second.previous == (first.index,)
     assert es_client.indices.get_alias(name=alias).body.keys() == {second.index}
     assert list_versions(es_client, alias) == ["v1", "v2"]
-    assert [(v.index, v.serving) for v in list_indices(es_client, alias)] == [(first.index, False),
-                                                                               (second.index, True)]
+    assert [(v.index, v.serving) for v in list_indices(es_client, alias)] == [
+        (first.index, False),
+        (second.index, True),
+    ]
     new_backend = ElasticsearchBackend(es_client, alias, stats_root(es_settings))
     assert new_backend.version == "v2" and new_backend.stats.n_docs == len(corpus)
     assert text_hits(new_backend, "zymurgy", 1)[0].doc_id == "ZZ-1"
@@ -238,9 +256,9 @@ def test_the_gateway_follows_an_alias_swap_without_a_restart(es_client, es_setti
 
 
 def test_a_prune_under_the_gateway_leaves_no_search_with_mixed_versions(es_client, es_settings, corpus):
-    from es_rerank.ranking.feedback import FeedbackParams
     from es_rerank.gateway.app import create_app
     from es_rerank.gateway.config import GatewaySettings
+    from es_rerank.ranking.feedback import FeedbackParams
     from es_rerank.ranking.pipeline import SearchPipeline
     from es_rerank.ranking.served import ServedSearch
 
@@ -303,12 +321,14 @@ def test_searches_running_through_a_reindex_and_a_prune_all_succeed(es_client, e
         for thread in searchers:
             thread.join(30)
     server = es_client.info()["version"]["number"]
-    report(pytestconfig, f"{swapped - before} searches during a reindex and a prune (server {server}), "
-                         f"{len(failed)} failed")
+    report(
+        pytestconfig,
+        f"{swapped - before} searches during a reindex and a prune (server {server}), {len(failed)} failed",
+    )
     assert failed == []
     assert before >= 3 and swapped > before, "no search ran while the index was rebuilt"
     # The searches in flight at the prune (one per thread) may still answer from v1; every later one is v2's.
-    assert set(answered[swapped + len(searchers):]) == {second.index}
+    assert set(answered[swapped + len(searchers) :]) == {second.index}
 
 
 def test_a_search_answered_before_another_followed_the_alias_is_searched_again(es_client, es_settings, corpus):
@@ -336,7 +356,8 @@ def test_a_search_answered_before_another_followed_the_alias_is_searched_again(e
 
 
 def test_a_search_that_follows_the_alias_itself_is_ranked_under_the_statistics_it_followed_to(
-        es_client, es_settings, corpus):
+    es_client, es_settings, corpus
+):
     """The served index is pruned before a search: the first stage follows the alias to v2 while the statistics
     read before it were v1's; the pipeline's one retry searches again under v2's."""
     from es_rerank.ranking.pipeline import SearchPipeline
@@ -373,11 +394,13 @@ def test_prune_keeps_the_statistics_of_a_served_copy_under_another_name(es_clien
     build = ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings)).stats.build_id
     load_index(es_client, corpus[:30], es_settings, version="r2", progress=False)
     restored = f"restored-{first.index}"
-    es_client.indices.create(index=restored, settings=index_settings(es_settings),
-                             mappings=index_mappings("r1", build))
-    es_client.indices.update_aliases(actions=[
-        {"remove": {"index": index_name(es_settings.es_alias, "r2"), "alias": es_settings.es_alias}},
-        {"add": {"index": restored, "alias": es_settings.es_alias}}])
+    es_client.indices.create(index=restored, settings=index_settings(es_settings), mappings=index_mappings("r1", build))
+    es_client.indices.update_aliases(
+        actions=[
+            {"remove": {"index": index_name(es_settings.es_alias, "r2"), "alias": es_settings.es_alias}},
+            {"add": {"index": restored, "alias": es_settings.es_alias}},
+        ]
+    )
     try:
         assert delete_old_versions(es_client, es_settings.es_alias, keep=1, settings=es_settings) == []
         assert (stats_root(es_settings) / "r1" / "stats" / "meta.json").is_file()
@@ -432,8 +455,7 @@ def test_failed_reindex_from_bulk_rejections_keeps_old_index(es_client, es_setti
         es_client.indices.put_settings(index=new_index, settings={"index.blocks.write": True})
 
     with pytest.raises(BackendError, match="rejected while loading"):
-        load_index(es_client, _failing_after(corpus, 45, block_writes), es_settings, version="v2",
-                   progress=False)
+        load_index(es_client, _failing_after(corpus, 45, block_writes), es_settings, version="v2", progress=False)
     _assert_still_serving(es_client, es_settings, first.index, "v2")
 
 
@@ -471,8 +493,9 @@ def test_prune_leaves_a_version_that_is_still_loading(es_client, es_settings, co
     def prune_meanwhile():
         deleted.append(delete_old_versions(es_client, es_settings.es_alias, keep=0, settings=es_settings))
 
-    loaded = load_index(es_client, _failing_after(corpus, 30, prune_meanwhile), es_settings, version="p2",
-                        progress=False)
+    loaded = load_index(
+        es_client, _failing_after(corpus, 30, prune_meanwhile), es_settings, version="p2", progress=False
+    )
     assert deleted == [[]]  # p1 is served, p2 is loading: neither goes
     assert current_version(es_client, es_settings.es_alias) == "p2" and loaded.n_docs == len(corpus)
 
@@ -490,15 +513,17 @@ def test_an_index_deleted_under_its_load_is_not_swapped_in(es_client, es_setting
     _assert_still_serving(es_client, settings, first.index, "v2")
 
 
-def test_prune_keeps_statistics_that_another_aliass_load_wrote_under_the_version_name(es_client, es_settings, corpus,
-                                                                                      tmp_path):
+def test_prune_keeps_statistics_that_another_aliass_load_wrote_under_the_version_name(
+    es_client, es_settings, corpus, tmp_path
+):
     other = es_settings.model_copy(update={"es_alias": f"{es_settings.es_alias}-b", "home": tmp_path / "other"})
     load_index(es_client, corpus[:5], es_settings, version="v", progress=False)
     load_index(es_client, corpus[:5], es_settings, version="w", progress=False)
     load_index(es_client, corpus[:5], other, version="v", progress=False)
     # A prune of the first alias run with the other alias's ESRR_HOME: its index goes, not their statistics.
-    assert delete_old_versions(es_client, es_settings.es_alias, keep=0,
-                               settings=es_settings.model_copy(update={"home": other.home})) == ["v"]
+    assert delete_old_versions(
+        es_client, es_settings.es_alias, keep=0, settings=es_settings.model_copy(update={"home": other.home})
+    ) == ["v"]
     assert text_hits(ElasticsearchBackend(es_client, other.es_alias, stats_root(other)), "alkylphenols", 1)
 
 
@@ -508,8 +533,11 @@ def test_a_load_killed_outright_is_listed_as_interrupted_and_pruned_outside_keep
     for version in ("g1", "g2"):
         load_index(es_client, corpus[:5], es_settings, version=version, progress=False)
     # What a load killed with SIGKILL leaves: its index (with its _meta) and an empty statistics folder, unlocked.
-    es_client.indices.create(index=index_name(es_settings.es_alias, "k"), settings=index_settings(es_settings),
-                             mappings=index_mappings("k", "killed-load"))
+    es_client.indices.create(
+        index=index_name(es_settings.es_alias, "k"),
+        settings=index_settings(es_settings),
+        mappings=index_mappings("k", "killed-load"),
+    )
     (stats_root(es_settings) / "k").mkdir()
     assert unfinished_loads(list_indices(es_client, es_settings.es_alias), es_settings) == {"k": True}
     assert delete_old_versions(es_client, es_settings.es_alias, keep=2, settings=es_settings) == ["k"]
@@ -517,8 +545,9 @@ def test_a_load_killed_outright_is_listed_as_interrupted_and_pruned_outside_keep
     assert not (stats_root(es_settings) / "k").exists()
 
 
-def test_a_failed_load_keeps_the_statistics_of_another_alias_that_built_its_version_name(es_client, es_settings,
-                                                                                        corpus):
+def test_a_failed_load_keeps_the_statistics_of_another_alias_that_built_its_version_name(
+    es_client, es_settings, corpus
+):
     other = es_settings.model_copy(update={"es_alias": f"{es_settings.es_alias}-other"})
     built: list = []
 
@@ -529,8 +558,13 @@ def test_a_failed_load_keeps_the_statistics_of_another_alias_that_built_its_vers
         raise RuntimeError("corpus reader broke")
 
     with pytest.raises(RuntimeError, match="corpus reader broke"):
-        load_index(es_client, _failing_after(corpus, 3, the_other_alias_builds_v1_meanwhile), es_settings,
-                   version="v1", progress=False)
+        load_index(
+            es_client,
+            _failing_after(corpus, 3, the_other_alias_builds_v1_meanwhile),
+            es_settings,
+            version="v1",
+            progress=False,
+        )
     assert not (stats_root(es_settings) / "v1").exists()  # this load's own folder went with it
     backend = ElasticsearchBackend(es_client, other.es_alias, stats_root(other))
     assert backend.index == built[0].index and text_hits(backend, "alkylphenols human milk", 1)
@@ -555,8 +589,10 @@ def test_an_alias_on_two_indices_is_refused_with_the_repair(es_client, es_settin
     first = load_index(es_client, corpus[:5], es_settings, version="v1", progress=False)
     second = load_index(es_client, corpus[:5], es_settings, version="v2", progress=False)
     es_client.indices.put_alias(index=first.index, name=es_settings.es_alias)  # now on both
-    for call in (lambda: ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings)),
-                 lambda: current_version(es_client, es_settings.es_alias)):
+    for call in (
+        lambda: ElasticsearchBackend(es_client, es_settings.es_alias, stats_root(es_settings)),
+        lambda: current_version(es_client, es_settings.es_alias),
+    ):
         with pytest.raises(BackendError, match=r"points at 2 indices.*rebuild the index"):
             call()
     assert second.index != first.index
@@ -587,8 +623,11 @@ def test_a_search_refused_after_the_backend_opened_names_the_fix(served, es_stub
     backend = ElasticsearchBackend(connect(settings), settings.es_alias, stats_root(settings))
     denied = {"error": {"type": "security_exception", "reason": "no read privilege"}, "status": 403}
     backend.client = Elasticsearch(es_stub(403, denied), max_retries=0)  # privileges revoked since
-    with pytest.raises(BackendError, match=r"HTTP 403 \(security_exception: no read privilege\).*lack "
-                                           "privileges"):
+    with pytest.raises(
+        BackendError,
+        match=r"HTTP 403 \(security_exception: no read privilege\).*lack "
+        "privileges",
+    ):
         text_hits(backend, "zymurgy", 3)
 
 
@@ -629,6 +668,14 @@ class _StatsCheckingReranker:
         return None
 
     def __call__(self, query, hits, stats, clock=None):
-        self.seen.append([(h.doc_id, h.doc_id in stats and np.array_equal(
-            h.terms.abstract_ids, stats.doc_terms(stats.row(h.doc_id)).abstract_ids)) for h in hits])
+        self.seen.append(
+            [
+                (
+                    h.doc_id,
+                    h.doc_id in stats
+                    and np.array_equal(h.terms.abstract_ids, stats.doc_terms(stats.row(h.doc_id)).abstract_ids),
+                )
+                for h in hits
+            ]
+        )
         return np.zeros(len(hits), dtype=np.float32)

@@ -26,12 +26,16 @@ from index_setup.embedded_index import build_embedded_index
 from index_setup.readers import read_beir_corpus
 
 DOCS = (
-    Document("vitd", "Vitamin D deficiency and bone loss",
-             "Low serum vitamin D levels predict fractures in older adults."),
+    Document(
+        "vitd", "Vitamin D deficiency and bone loss", "Low serum vitamin D levels predict fractures in older adults."
+    ),
     Document("il6", "IL-6 signalling in inflammation", "Interleukin IL-6 drives the acute phase response."),
     Document("il_6_split", "IL and 6 as separate words", "The IL gene and chromosome 6 are unrelated here."),
-    Document("statin", "Statins and breast cancer survival",
-             "Statin use was associated with lower breast cancer mortality in women."),
+    Document(
+        "statin",
+        "Statins and breast cancer survival",
+        "Statin use was associated with lower breast cancer mortality in women.",
+    ),
     Document("curcumin", "Curcumin in colorectal cancer", "Turmeric curcumin inhibits colorectal tumour growth."),
     Document("screening", "Breast cancer screening", ""),
     Document("empty", "", ""),
@@ -71,6 +75,7 @@ def ids(hits) -> list[str]:
 
 
 # --- ranking -----------------------------------------------------------------------
+
 
 def test_distinctive_query_returns_its_document_first(backend: EmbeddedBackend) -> None:
     hits = text_hits(backend, "curcumin turmeric", 10)
@@ -129,6 +134,7 @@ def test_empty_index_answers_with_no_hits(tmp_path: Path) -> None:
 
 # --- ties ----------------------------------------------------------------------------
 
+
 def test_equal_scores_are_ordered_by_ascending_doc_id(tie_backend: EmbeddedBackend) -> None:
     hits = text_hits(tie_backend, "zebrafish", 10)
     assert ids(hits) == TIE_ORDER
@@ -154,8 +160,11 @@ def test_tie_group_larger_than_the_fetch_margin(tmp_path: Path) -> None:
     n_tied = 2 * _TIE_MARGIN + 20
     tied_ids = [f"dup-{i:04d}" for i in range(n_tied)]
     random.Random(7).shuffle(tied_ids)  # index order != id order
-    docs = [Document("best", "zebrafish zebrafish", ""), *(Document(i, "zebrafish", "") for i in tied_ids),
-            Document("unrelated", "mouse", "")]
+    docs = [
+        Document("best", "zebrafish zebrafish", ""),
+        *(Document(i, "zebrafish", "") for i in tied_ids),
+        Document("unrelated", "mouse", ""),
+    ]
     backend = build(tmp_path, docs)
     expected = ["best", *sorted(tied_ids)]
     for k in (1, 2, 4, _TIE_MARGIN + 5, n_tied - 1, n_tied + 1, MAX_K):
@@ -163,6 +172,7 @@ def test_tie_group_larger_than_the_fetch_margin(tmp_path: Path) -> None:
 
 
 # --- hit data --------------------------------------------------------------------------
+
 
 def test_hits_carry_their_precomputed_terms_and_the_page_their_source(backend: EmbeddedBackend) -> None:
     stats = backend.stats
@@ -192,6 +202,7 @@ def test_backend_exposes_the_version_and_statistics(tmp_path: Path) -> None:
 
 # --- tokenizer --------------------------------------------------------------------------
 
+
 def test_search_uses_our_tokenizer(backend: EmbeddedBackend) -> None:
     """``IL-6`` is one token: it matches the document with ``IL-6``, not one with ``IL`` and ``6``."""
     assert tokenize("IL-6") == ["il-6"]
@@ -207,6 +218,7 @@ def test_search_uses_our_tokenizer(backend: EmbeddedBackend) -> None:
 
 
 # --- errors -------------------------------------------------------------------------------
+
 
 def test_no_current_pointer_names_the_build_command(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="esrr index build"):
@@ -266,6 +278,7 @@ def test_version_missing_a_tantivy_segment_file_is_a_backend_error(tmp_path: Pat
 
 
 # --- BM25 agreement with es_rerank.lex ------------------------------------------------------
+
 
 def _int4_to_long(i: int) -> int:
     """Lucene ``SmallFloat.int4ToLong``."""
@@ -359,14 +372,21 @@ def nfcorpus_backend(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedBacken
 
 LONG_QUERIES = {
     "long_backend": ["w20", "w05 w30", "w10 w11 w12", "w45 w59", "w01 w02 w03 w40"],
-    "nfcorpus_backend": ["breast cancer", "statin cholesterol risk", "cancer", "diet and mortality",
-                         "cancer risk", "meat consumption"],
+    "nfcorpus_backend": [
+        "breast cancer",
+        "statin cholesterol risk",
+        "cancer",
+        "diet and mortality",
+        "cancer risk",
+        "meat consumption",
+    ],
 }
 
 
 @pytest.mark.parametrize("corpus", ["long_backend", "nfcorpus_backend"])
 def test_bm25_on_long_documents_differs_from_lex_only_by_length_encoding(
-        corpus: str, request: pytest.FixtureRequest) -> None:
+    corpus: str, request: pytest.FixtureRequest
+) -> None:
     """Tantivy's BM25 is Lucene's, with one difference from ``lex`` text_bm25.
 
     Same idf (log(1 + (N - df + 0.5) / (df + 0.5))), same k1 1.2 / b 0.75, same
@@ -390,8 +410,7 @@ def test_bm25_on_long_documents_differs_from_lex_only_by_length_encoding(
         # lex's text_bm25 is the textbook formula on exact lengths ...
         np.testing.assert_allclose(lex, reference_bm25(backend, query, hits, quantize=False), rtol=1e-5)
         # ... and tantivy's is the same formula on one-byte-encoded lengths.
-        np.testing.assert_allclose(tantivy_scores, reference_bm25(backend, query, hits, quantize=True),
-                                   rtol=1e-4)
+        np.testing.assert_allclose(tantivy_scores, reference_bm25(backend, query, hits, quantize=True), rtol=1e-4)
         # So tantivy never scores below lex, and by a few percent at most.
         assert np.all(tantivy_scores >= lex * (1 - 1e-5)), query
         relative = (tantivy_scores - lex) / lex
@@ -414,27 +433,39 @@ def test_the_mapping_names_the_analyzer_the_text_is_searched_with(backend: Embed
 
 
 def test_an_empty_journal_is_a_term_as_in_elasticsearch(tmp_path: Path) -> None:
-    docs = [Document("1", "Green tea", "catechins", journal=""), Document("2", "Black tea", "theaflavins",
-                                                                         journal="Nutrients"),
-            Document("3", "White tea", "buds")]
+    docs = [
+        Document("1", "Green tea", "catechins", journal=""),
+        Document("2", "Black tea", "theaflavins", journal="Nutrients"),
+        Document("3", "White tea", "buds"),
+    ]
     served = build(tmp_path, docs)
     found = served.first_stage(served.prepare({"query": {"term": {"journal": ""}}}), 10).hits
     assert sorted(hit.doc_id for hit in found) == ["1", "3"]  # Elasticsearch: every document whose journal is ""
 
 
 def test_source_naming_text_shows_the_searched_text_as_rag_libraries_read_it(tmp_path: Path) -> None:
-    served = build(tmp_path, [Document("1", "Green tea", "Catechins in green tea.", metadata={"url": "u"}),
-                              Document("2", "", "Only an abstract about tea.")])
+    served = build(
+        tmp_path,
+        [
+            Document("1", "Green tea", "Catechins in green tea.", metadata={"url": "u"}),
+            Document("2", "", "Only an abstract about tea."),
+        ],
+    )
 
     def sources(source: object) -> list[dict]:
         prepared = served.prepare({"query": {"match": {"text": "tea"}}, "_source": source})
         hits = served.first_stage(prepared, 10).hits
-        return [entry["_source"] for entry in sorted(served.page(prepared, hits), key=lambda e: e["_source"].get(
-            "doc_id", e["_source"].get("text", "")))]
+        return [
+            entry["_source"]
+            for entry in sorted(
+                served.page(prepared, hits), key=lambda e: e["_source"].get("doc_id", e["_source"].get("text", ""))
+            )
+        ]
 
     # LangChain's ElasticsearchStore asks for its query field and metadata, and reads page_content from "text".
     assert sorted(sources(["text", "metadata"]), key=lambda s: s["text"]) == [
         {"text": "Green tea\n\nCatechins in green tea.", "metadata": {"url": "u"}},
-        {"text": "Only an abstract about tea."}]
+        {"text": "Only an abstract about tea."},
+    ]
     assert all("text" not in source for source in sources(True))  # the default _source stays as stored
     assert all("text" not in source for source in sources(["text*"]))  # only when named

@@ -23,8 +23,12 @@ TEXT = "IL-6 and TNF-α in well-known U.S. trials of 18-65 year-olds: 3.5% lower
 
 
 def _call(method: str, url: str, body: dict | None = None) -> dict:
-    request = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
@@ -44,8 +48,9 @@ def test_opensearch_starts_analyses_like_esrrs_index_and_stops_clean(tmp_path: P
     assert not engine.home.exists()
 
 
-@pytest.mark.parametrize("ci, outcome", [("", pytest.skip.Exception), ("true", pytest.fail.Exception),
-                                         ("false", pytest.skip.Exception)])
+@pytest.mark.parametrize(
+    "ci, outcome", [("", pytest.skip.Exception), ("true", pytest.fail.Exception), ("false", pytest.skip.Exception)]
+)
 def test_without_java_or_maven_the_engine_tests_skip_except_in_ci(monkeypatch, tmp_path: Path, ci: str, outcome):
     monkeypatch.setenv("CI", ci)
     monkeypatch.setattr(engines, "missing_tools", lambda: ["mvn"])

@@ -58,20 +58,31 @@ class BusyProxy:
                         how = reject(proxy.bulk_requests, body)
                         proxy.rejected += how is not None
                     if how == "request":
-                        return self.reply(429, json.dumps({"error": {"type": "es_rejected_execution_exception",
-                                                                     "reason": "rejected (busy proxy)"},
-                                                           "status": 429}).encode())
+                        return self.reply(
+                            429,
+                            json.dumps(
+                                {
+                                    "error": {
+                                        "type": "es_rejected_execution_exception",
+                                        "reason": "rejected (busy proxy)",
+                                    },
+                                    "status": 429,
+                                }
+                            ).encode(),
+                        )
                     if how == "items":
                         return self.reply(200, _rejected_items(body))
                 upstream_conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
                 try:
-                    headers = {k: v for k, v in self.headers.items()
-                               if k.lower() in ("content-type", "accept")}
+                    headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
                     upstream_conn.request(self.command, self.path, body=body or None, headers=headers)
                     response = upstream_conn.getresponse()
                     payload = response.read()
-                    self.reply(response.status, payload,
-                               {"Content-Type": response.getheader("Content-Type", "application/json")})
+                    self.reply(
+                        response.status,
+                        payload,
+                        {"Content-Type": response.getheader("Content-Type", "application/json")},
+                    )
                 finally:
                     upstream_conn.close()
 
@@ -84,10 +95,20 @@ def _rejected_items(ndjson: bytes) -> bytes:
     items = []
     lines = [json.loads(line) for line in ndjson.splitlines() if line.strip()]
     for header in lines[::2]:  # action line, then its document
-        (action, meta), = header.items()
-        items.append({action: {"_index": meta.get("_index"), "_id": meta.get("_id"), "status": 429,
-                               "error": {"type": "es_rejected_execution_exception",
-                                         "reason": "rejected execution (write queue full)"}}})
+        ((action, meta),) = header.items()
+        items.append(
+            {
+                action: {
+                    "_index": meta.get("_index"),
+                    "_id": meta.get("_id"),
+                    "status": 429,
+                    "error": {
+                        "type": "es_rejected_execution_exception",
+                        "reason": "rejected execution (write queue full)",
+                    },
+                }
+            }
+        )
     return json.dumps({"took": 0, "errors": True, "items": items}).encode()
 
 
@@ -123,12 +144,18 @@ def test_several_bulk_loops_load_every_document_with_the_ids_of_the_statistics(e
     assert list(stats.doc_ids) == [d.doc_id for d in corpus]  # rows in corpus order, whichever loop sent them
 
 
-def test_a_busy_cluster_slows_the_load_and_every_document_arrives(es_url, es_backend, es_settings, busy_proxy,
-                                                                 corpus):
+def test_a_busy_cluster_slows_the_load_and_every_document_arrives(es_url, es_backend, es_settings, busy_proxy, corpus):
     """Two whole requests and one request's every document answered 429: each is sent again after a wait."""
     proxy = busy_proxy(lambda n, _body: {1: "request", 2: "items", 4: "request"}.get(n))
-    settings = es_settings.model_copy(update={"es_url": proxy.url, "es_bulk_threads": 2, "es_bulk_chunk_size": 20,
-                                              "es_bulk_max_retries": 3, "es_bulk_initial_backoff_s": 0.05})
+    settings = es_settings.model_copy(
+        update={
+            "es_url": proxy.url,
+            "es_bulk_threads": 2,
+            "es_bulk_chunk_size": 20,
+            "es_bulk_max_retries": 3,
+            "es_bulk_initial_backoff_s": 0.05,
+        }
+    )
     with engine_client(proxy.url, es_backend) as client:
         result = load_index(client, corpus, settings, version="v1", progress=False)
     assert proxy.rejected == 3
@@ -139,18 +166,22 @@ def test_a_busy_cluster_slows_the_load_and_every_document_arrives(es_url, es_bac
 
 
 @pytest.mark.parametrize("how", ["request", "items"])
-def test_a_cluster_that_stays_busy_fails_the_load_and_the_served_index_stays(es_url, es_backend, es_settings,
-                                                                            busy_proxy, corpus, how):
+def test_a_cluster_that_stays_busy_fails_the_load_and_the_served_index_stays(
+    es_url, es_backend, es_settings, busy_proxy, corpus, how
+):
     proxy = busy_proxy(lambda _n, body: how if b"-v2" in body else None)  # v1 loads, v2 meets a full queue
-    settings = es_settings.model_copy(update={"es_url": proxy.url, "es_bulk_max_retries": 2,
-                                              "es_bulk_initial_backoff_s": 0.02})
+    settings = es_settings.model_copy(
+        update={"es_url": proxy.url, "es_bulk_max_retries": 2, "es_bulk_initial_backoff_s": 0.02}
+    )
     with engine_client(proxy.url, es_backend) as client:
         first = load_index(client, corpus[:30], settings, version="v1", progress=False)
         with pytest.raises(BackendError, match="429|rejected") as caught:
             load_index(client, corpus, settings, version="v2", progress=False)
     if how == "items":  # the fix names the settings that give a busy cluster more time
-        assert ("write queue stayed full through ESRR_ES_BULK_MAX_RETRIES=2 retries (waits up to "
-                "ESRR_ES_BULK_MAX_BACKOFF_S=") in str(caught.value)
+        assert (
+            "write queue stayed full through ESRR_ES_BULK_MAX_RETRIES=2 retries (waits up to "
+            "ESRR_ES_BULK_MAX_BACKOFF_S="
+        ) in str(caught.value)
     assert proxy.rejected >= 3  # the first rejected request and its two retries
     with engine_client(es_url, es_backend) as direct:
         assert direct.indices.get_alias(name=settings.es_alias).body.keys() == {first.index}
@@ -158,8 +189,9 @@ def test_a_cluster_that_stays_busy_fails_the_load_and_the_served_index_stays(es_
     assert not (stats_root(settings) / "v2").exists()
 
 
-def test_a_load_writes_without_replicas_or_refresh_and_restores_both_before_the_swap(es_client, es_settings, corpus,
-                                                                                    caplog):
+def test_a_load_writes_without_replicas_or_refresh_and_restores_both_before_the_swap(
+    es_client, es_settings, corpus, caplog
+):
     settings = es_settings.model_copy(update={"es_replicas": 1, "es_replica_wait_s": 0.2})
     index = index_name(settings.es_alias, "v1")
     during = []

@@ -24,8 +24,15 @@ NFCORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nfc
 def test_a_load_with_replicas_places_each_shards_copies_on_both_nodes_and_is_green(tmp_path: Path) -> None:
     cluster = engine_for_tests("elasticsearch", tmp_path, "--nodes", "2")
     try:
-        settings = CommonSettings(home=tmp_path / "home", backend="elasticsearch", es_url=cluster.url,
-                                  es_alias="esrr-two-nodes", es_shards=2, es_replicas=1, es_replica_wait_s=30)
+        settings = CommonSettings(
+            home=tmp_path / "home",
+            backend="elasticsearch",
+            es_url=cluster.url,
+            es_alias="esrr-two-nodes",
+            es_shards=2,
+            es_replicas=1,
+            es_replica_wait_s=30,
+        )
         client = connect(settings)
         assert client.cluster.health().body["number_of_nodes"] == 2
         corpus = list(itertools.islice(read_beir_corpus(NFCORPUS), 100))

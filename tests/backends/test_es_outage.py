@@ -23,14 +23,14 @@ pytestmark = pytest.mark.es
 QUERY = {"query": {"match": {"text": "vitamin"}}}
 
 
-def test_a_node_stopped_under_the_gateway_is_a_503_and_red_and_serves_again_when_it_returns(
-        tmp_path: Path) -> None:
+def test_a_node_stopped_under_the_gateway_is_a_503_and_red_and_serves_again_when_it_returns(tmp_path: Path) -> None:
     data = tmp_path / "data"  # kept across the two starts
     node = engine_for_tests("elasticsearch", tmp_path, "--data", str(data))
     port = node.url.rsplit(":", 1)[1]
     try:
-        settings = CommonSettings(home=tmp_path / "home", backend="elasticsearch", es_url=node.url,
-                                  es_alias="esrr-outage", es_timeout_s=5)
+        settings = CommonSettings(
+            home=tmp_path / "home", backend="elasticsearch", es_url=node.url, es_alias="esrr-outage", es_timeout_s=5
+        )
         load_index(connect(settings), DOCS, settings, progress=False)
         served = ServedSearch(SearchPipeline(ElasticsearchBackend.from_settings(settings), 10), 3600)
         gateway = create_app(served, GatewaySettings(**settings.model_dump())).test_client()

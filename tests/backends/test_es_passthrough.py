@@ -25,15 +25,24 @@ def test_an_applications_request_is_reranked_with_its_aggregations_and_highlight
     client, alias, _ = gateway
     response = client.search(
         index=alias,
-        query={"bool": {"must": [{"match": {"text": {"query": "green tea cancer"}}}],
-                        "filter": [{"range": {"year": {"gte": 2000, "lte": 2012}}}]}},
+        query={
+            "bool": {
+                "must": [{"match": {"text": {"query": "green tea cancer"}}}],
+                "filter": [{"range": {"year": {"gte": 2000, "lte": 2012}}}],
+            }
+        },
         highlight={"encoder": "html", "fields": {"title": {}, "abstract": {}}},
-        aggs={"year": {"terms": {"field": "year", "size": 50}}}, size=10).body
+        aggs={"year": {"terms": {"field": "year", "size": 50}}},
+        size=10,
+    ).body
     hits = response["hits"]["hits"]
     assert {hit["_id"] for hit in hits} == {"1", "2", "5"}  # 3 is 2015, 4 is 1999
     assert response["hits"]["total"] == {"value": 3, "relation": "eq"}
     assert sorted((b["key"], b["doc_count"]) for b in response["aggregations"]["year"]["buckets"]) == [
-        (2001, 1), (2005, 1), (2010, 1)]
+        (2001, 1),
+        (2005, 1),
+        (2010, 1),
+    ]
     assert all(hit["fields"]["reranked"] == [True] for hit in hits)
     assert "candidate feedback" in response["esrr"]["ranker"]
     first = next(hit for hit in hits if hit["_id"] == "1")
@@ -70,8 +79,9 @@ def test_a_sort_skips_reranking_and_says_why(gateway):
 
 def test_ext_esrr_options_reach_the_ranking(gateway):
     client, alias, _ = gateway
-    response = client.search(index=alias, query={"match": {"text": "green tea"}},
-                             ext={"esrr": {"window_size": 1, "explain": True}}).body
+    response = client.search(
+        index=alias, query={"match": {"text": "green tea"}}, ext={"esrr": {"window_size": 1, "explain": True}}
+    ).body
     flags = [hit["fields"]["reranked"][0] for hit in response["hits"]["hits"]]
     assert flags[0] is True and not any(flags[1:])
     assert all("_explanation" in hit for hit in response["hits"]["hits"])

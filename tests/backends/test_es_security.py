@@ -30,8 +30,10 @@ pytestmark = pytest.mark.es
 
 API_KEY = "VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw=="  # the shape ES returns as "encoded"
 API_KEY_PAIR = "VuaCfGcBCdbkQm-e5aOx:ui2lp2axTNmsyakw9tvNnw"  # the ID:API_KEY that API_KEY encodes
-DOCS = [Document("d1", "Vitamin D deficiency", "Vitamin D deficiency causes bone loss."),
-        Document("d2", "Green tea", "Green tea and breast cancer risk.")]
+DOCS = [
+    Document("d1", "Vitamin D deficiency", "Vitamin D deficiency causes bone loss."),
+    Document("d2", "Green tea", "Green tea and breast cancer risk."),
+]
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,11 @@ def _forwarding_handler(upstream: str) -> type[QuietElasticsearchHandler]:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if self.headers.get("Authorization") != f"ApiKey {API_KEY}":
                 reason = "missing authentication credentials for REST request"
-                self.reply(401, json.dumps({"error": {"type": "security_exception", "reason": reason},
-                                            "status": 401}).encode(),
-                           {"WWW-Authenticate": 'ApiKey, Basic realm="security"'})
+                self.reply(
+                    401,
+                    json.dumps({"error": {"type": "security_exception", "reason": reason}, "status": 401}).encode(),
+                    {"WWW-Authenticate": 'ApiKey, Basic realm="security"'},
+                )
                 return
             connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
             forwarded = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "authorization")}
@@ -62,8 +66,11 @@ def _forwarding_handler(upstream: str) -> type[QuietElasticsearchHandler]:
             response = connection.getresponse()
             status, payload = response.status, response.read()
             # Title case, so that Elasticsearch 7's lower-case content-type replaces reply's Content-Type.
-            headers = {k.title(): v for k, v in response.getheaders()
-                       if k.lower() not in ("content-length", "transfer-encoding", "connection")}
+            headers = {
+                k.title(): v
+                for k, v in response.getheaders()
+                if k.lower() not in ("content-length", "transfer-encoding", "connection")
+            }
             connection.close()
             self.reply(status, payload, headers)
 
@@ -86,8 +93,9 @@ def secured_es(es_url: str, tmp_path_factory: pytest.TempPathFactory):
 
 
 def _settings(cluster: SecuredCluster, home: Path, alias: str, **security: object) -> CommonSettings:
-    return CommonSettings(home=home, backend="elasticsearch", es_url=cluster.url, es_alias=alias,
-                          es_timeout_s=10, **security)
+    return CommonSettings(
+        home=home, backend="elasticsearch", es_url=cluster.url, es_alias=alias, es_timeout_s=10, **security
+    )
 
 
 def _needs_api_keys(backend: str) -> None:
@@ -95,8 +103,9 @@ def _needs_api_keys(backend: str) -> None:
         pytest.skip("OpenSearch has no API keys (ESRR_ES_API_KEY is refused for it, test_opensearch.py)")
 
 
-def test_the_ca_file_and_the_api_key_reach_a_secured_cluster(secured_es: SecuredCluster, es_alias: str,
-                                                              tmp_path: Path, es_backend: str) -> None:
+def test_the_ca_file_and_the_api_key_reach_a_secured_cluster(
+    secured_es: SecuredCluster, es_alias: str, tmp_path: Path, es_backend: str
+) -> None:
     _needs_api_keys(es_backend)
     settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY, es_ca_certs=secured_es.ca_pem)
     load_index(connect(settings), DOCS, settings, progress=False)
@@ -104,23 +113,26 @@ def test_the_ca_file_and_the_api_key_reach_a_secured_cluster(secured_es: Secured
     assert [hit.doc_id for hit in hits] == ["d2"]
 
 
-def test_the_api_key_may_be_given_as_its_id_and_key(secured_es: SecuredCluster, es_alias: str,
-                                                    tmp_path: Path, es_backend: str) -> None:
+def test_the_api_key_may_be_given_as_its_id_and_key(
+    secured_es: SecuredCluster, es_alias: str, tmp_path: Path, es_backend: str
+) -> None:
     _needs_api_keys(es_backend)
     settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY_PAIR, es_ca_certs=secured_es.ca_pem)
     load_index(connect(settings), DOCS, settings, progress=False)
     assert [hit.doc_id for hit in text_hits(ElasticsearchBackend.from_settings(settings), "vitamin", 5)] == ["d1"]
 
 
-def test_without_the_ca_file_the_error_names_esrr_es_ca_certs(secured_es: SecuredCluster, es_alias: str,
-                                                              tmp_path: Path) -> None:
+def test_without_the_ca_file_the_error_names_esrr_es_ca_certs(
+    secured_es: SecuredCluster, es_alias: str, tmp_path: Path
+) -> None:
     settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY)
     with pytest.raises(BackendError, match=r"TLS handshake .* failed; ESRR_ES_CA_CERTS must name the PEM file"):
         ElasticsearchBackend.from_settings(settings)
 
 
-def test_another_clusters_ca_is_a_failed_handshake_naming_the_setting(secured_es: SecuredCluster, es_alias: str,
-                                                                    tmp_path: Path) -> None:
+def test_another_clusters_ca_is_a_failed_handshake_naming_the_setting(
+    secured_es: SecuredCluster, es_alias: str, tmp_path: Path
+) -> None:
     other_ca = tmp_path / "other_ca.crt"
     trustme.CA().cert_pem.write_to_path(str(other_ca))
     settings = _settings(secured_es, tmp_path, es_alias, es_api_key=API_KEY, es_ca_certs=other_ca)
@@ -132,22 +144,30 @@ def test_another_clusters_ca_is_a_failed_handshake_naming_the_setting(secured_es
 def test_https_to_a_plain_http_cluster_says_to_use_http(es_url: str, es_alias: str, tmp_path: Path) -> None:
     if not es_url.startswith("http://"):
         pytest.skip("ESRR_TEST_ES_URL is not a plain-HTTP cluster")
-    settings = CommonSettings(home=tmp_path, backend="elasticsearch", es_url=es_url.replace("http://", "https://"),
-                              es_alias=es_alias, es_timeout_s=10)
-    with pytest.raises(BackendError, match=r"TLS handshake .* failed; the server there does not complete a TLS "
-                                           r"handshake; if it serves plain HTTP, use http:// in ESRR_ES_URL"):
+    settings = CommonSettings(
+        home=tmp_path,
+        backend="elasticsearch",
+        es_url=es_url.replace("http://", "https://"),
+        es_alias=es_alias,
+        es_timeout_s=10,
+    )
+    with pytest.raises(
+        BackendError,
+        match=r"TLS handshake .* failed; the server there does not complete a TLS "
+        r"handshake; if it serves plain HTTP, use http:// in ESRR_ES_URL",
+    ):
         ElasticsearchBackend.from_settings(settings)
 
 
-def test_without_the_api_key_the_error_names_esrr_es_api_key(secured_es: SecuredCluster, es_alias: str,
-                                                             tmp_path: Path) -> None:
+def test_without_the_api_key_the_error_names_esrr_es_api_key(
+    secured_es: SecuredCluster, es_alias: str, tmp_path: Path
+) -> None:
     settings = _settings(secured_es, tmp_path, es_alias, es_ca_certs=secured_es.ca_pem)
     with pytest.raises(BackendError, match=r"HTTP 401 .*or an API key in ESRR_ES_API_KEY"):
         ElasticsearchBackend.from_settings(settings)
 
 
-def test_a_wrong_api_key_is_refused_and_never_echoed(secured_es: SecuredCluster, es_alias: str,
-                                                      tmp_path: Path) -> None:
+def test_a_wrong_api_key_is_refused_and_never_echoed(secured_es: SecuredCluster, es_alias: str, tmp_path: Path) -> None:
     settings = _settings(secured_es, tmp_path, es_alias, es_api_key="not-the-key", es_ca_certs=secured_es.ca_pem)
     with pytest.raises(BackendError, match="HTTP 401") as caught:
         ElasticsearchBackend.from_settings(settings)

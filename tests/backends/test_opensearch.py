@@ -10,8 +10,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import elasticsearch
 import elasticsearch.helpers
@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from es_rerank.backends import open_backend
 from es_rerank.backends.base import BackendError
-from es_rerank.backends.opensearch import OpenSearchBackend, OpenSearchClient
 from es_rerank.backends.elasticsearch import stats_root
+from es_rerank.backends.opensearch import OpenSearchBackend, OpenSearchClient
 from es_rerank.backends.opensearch_client import as_elasticsearch_error
 from es_rerank.cli import main
 from es_rerank.settings import CommonSettings
@@ -34,9 +34,10 @@ from tests.gateway.test_query_dsl import DOCS
 pytestmark = pytest.mark.es
 # Only the real OpenSearch of the session (not Elasticsearch 7.17, not noida-db).
 on_opensearch = pytest.mark.parametrize("es_url", ["os2"], indirect=True)
-needs_started_engines = pytest.mark.skipif(bool(os.environ.get("ESRR_TEST_ES_URL")),
-                                           reason="ESRR_TEST_ES_URL names one cluster; these need the OpenSearch "
-                                                  "node the session starts")
+needs_started_engines = pytest.mark.skipif(
+    bool(os.environ.get("ESRR_TEST_ES_URL")),
+    reason="ESRR_TEST_ES_URL names one cluster; these need the OpenSearch node the session starts",
+)
 
 
 def _corpus(folder: Path) -> Path:
@@ -51,9 +52,15 @@ def _corpus(folder: Path) -> Path:
 @needs_started_engines
 @on_opensearch
 def test_the_commands_build_list_and_prune_an_opensearch_index_and_open_backend_serves_it(
-        es_url: str, es_alias: str, tmp_path: Path) -> None:
-    env = {"ESRR_HOME": str(tmp_path / "home"), "ESRR_BACKEND": "opensearch", "ESRR_ES_URL": es_url,
-           "ESRR_ES_ALIAS": es_alias, "ESRR_ES_REPLICAS": "0"}
+    es_url: str, es_alias: str, tmp_path: Path
+) -> None:
+    env = {
+        "ESRR_HOME": str(tmp_path / "home"),
+        "ESRR_BACKEND": "opensearch",
+        "ESRR_ES_URL": es_url,
+        "ESRR_ES_ALIAS": es_alias,
+        "ESRR_ES_REPLICAS": "0",
+    }
     corpus = _corpus(tmp_path / "data")
     runner = CliRunner()
     for version in ("v1", "v2"):
@@ -64,13 +71,14 @@ def test_the_commands_build_list_and_prune_an_opensearch_index_and_open_backend_
     assert listed.exit_code == 0 and "v1" in listed.output and "v2" in listed.output, listed.output
     pruned = runner.invoke(main, ["index", "prune", "--keep", "1"], env=env)
     assert pruned.exit_code == 0 and "v1" in pruned.output, pruned.output
-    backend = open_backend(CommonSettings(home=tmp_path / "home", backend="opensearch", es_url=es_url,
-                                          es_alias=es_alias))
+    backend = open_backend(
+        CommonSettings(home=tmp_path / "home", backend="opensearch", es_url=es_url, es_alias=es_alias)
+    )
     assert isinstance(backend, OpenSearchBackend) and backend.engine == "opensearch"
     assert isinstance(backend.client, OpenSearchClient) and backend.version == "v2"
     first = backend.first_stage(backend.prepare({"query": {"match": {"text": "green tea"}}}), 3)
     green_tea = {doc.doc_id for doc in DOCS if "green tea" in f"{doc.title} {doc.abstract}".lower()}
-    assert first.hits and {hit.doc_id for hit in first.hits[:len(green_tea)]} == green_tea
+    assert first.hits and {hit.doc_id for hit in first.hits[: len(green_tea)]} == green_tea
 
 
 @needs_started_engines
@@ -88,12 +96,16 @@ def test_a_point_in_time_opens_pages_and_closes_in_elasticsearchs_shape(gateway)
     assert closed == {"succeeded": True, "num_freed": 1}
 
 
-def test_the_opensearch_backend_refuses_an_elasticsearch_naming_the_setting(es_stub: Callable[..., str],
-                                                                          tmp_path: Path) -> None:
+def test_the_opensearch_backend_refuses_an_elasticsearch_naming_the_setting(
+    es_stub: Callable[..., str], tmp_path: Path
+) -> None:
     url = es_stub(200, {"name": "es", "version": {"number": "8.19.3"}, "tagline": "You Know, for Search"})
     settings = CommonSettings(home=tmp_path, backend="opensearch", es_url=url)
-    with pytest.raises(BackendError, match=r"OpenSearch at .*: the server is Elasticsearch 8\.19\.3, not OpenSearch; "
-                                           r"set ESRR_BACKEND=elasticsearch"):
+    with pytest.raises(
+        BackendError,
+        match=r"OpenSearch at .*: the server is Elasticsearch 8\.19\.3, not OpenSearch; "
+        r"set ESRR_BACKEND=elasticsearch",
+    ):
         open_backend(settings)
 
 
@@ -111,24 +123,43 @@ def test_an_api_key_is_refused_for_opensearch_with_the_fix(tmp_path: Path) -> No
 
 @needs_started_engines
 @on_opensearch
-def test_the_elasticsearch_backend_pointed_at_opensearch_names_esrr_backend(es_url: str, es_alias: str,
-                                                                            tmp_path: Path) -> None:
+def test_the_elasticsearch_backend_pointed_at_opensearch_names_esrr_backend(
+    es_url: str, es_alias: str, tmp_path: Path
+) -> None:
     settings = CommonSettings(home=tmp_path, backend="elasticsearch", es_url=es_url, es_alias=es_alias)
     with pytest.raises(BackendError, match="not Elasticsearch 8.*ESRR_BACKEND=opensearch"):
         open_backend(settings)
 
 
-@pytest.mark.parametrize("error, kind, status", [
-    (opensearchpy.NotFoundError(404, "index_not_found_exception", {"error": {"type": "index_not_found_exception"}}),
-     elasticsearch.NotFoundError, 404),
-    (opensearchpy.RequestError(400, "parsing_exception", {"error": {"type": "parsing_exception"}}),
-     elasticsearch.BadRequestError, 400),
-    (opensearchpy.TransportError(429, "rejected_execution_exception", {"status": 429}), elasticsearch.ApiError, 429),
-    (opensearchpy.ConnectionTimeout("TIMEOUT", "timed out", None), elasticsearch.ConnectionTimeout, None),
-    (opensearchpy.ConnectionError("N/A", "refused", ConnectionRefusedError()), elasticsearch.ConnectionError, None),
-    (opensearch_helpers.BulkIndexError("1 document(s) failed to index.", [{"index": {"status": 429}}]),
-     elasticsearch.helpers.BulkIndexError, None),
-])
+@pytest.mark.parametrize(
+    "error, kind, status",
+    [
+        (
+            opensearchpy.NotFoundError(
+                404, "index_not_found_exception", {"error": {"type": "index_not_found_exception"}}
+            ),
+            elasticsearch.NotFoundError,
+            404,
+        ),
+        (
+            opensearchpy.RequestError(400, "parsing_exception", {"error": {"type": "parsing_exception"}}),
+            elasticsearch.BadRequestError,
+            400,
+        ),
+        (
+            opensearchpy.TransportError(429, "rejected_execution_exception", {"status": 429}),
+            elasticsearch.ApiError,
+            429,
+        ),
+        (opensearchpy.ConnectionTimeout("TIMEOUT", "timed out", None), elasticsearch.ConnectionTimeout, None),
+        (opensearchpy.ConnectionError("N/A", "refused", ConnectionRefusedError()), elasticsearch.ConnectionError, None),
+        (
+            opensearch_helpers.BulkIndexError("1 document(s) failed to index.", [{"index": {"status": 429}}]),
+            elasticsearch.helpers.BulkIndexError,
+            None,
+        ),
+    ],
+)
 def test_opensearch_py_errors_become_the_elasticsearch_clients_with_their_status_and_body(error, kind, status):
     """What ``translate_errors`` and the index build catch: the same kind, HTTP status, body and refused items."""
     translated = as_elasticsearch_error(error, OpenSearchClient("http://127.0.0.1:9"))
@@ -153,10 +184,13 @@ class _SearchRacingADelete:
     def search(self, index: str | None = None, **kwargs):
         if index == self._index and not self.raced:
             self.raced += 1
-            answer = {"error": {"type": "search_phase_execution_exception", "reason": "all shards failed"},
-                      "status": 503}
-            raise as_elasticsearch_error(opensearchpy.TransportError(503, "search_phase_execution_exception", answer),
-                                         self._client)
+            answer = {
+                "error": {"type": "search_phase_execution_exception", "reason": "all shards failed"},
+                "status": 503,
+            }
+            raise as_elasticsearch_error(
+                opensearchpy.TransportError(503, "search_phase_execution_exception", answer), self._client
+            )
         return self._client.search(index=index, **kwargs)
 
 

@@ -34,8 +34,18 @@ def _corpus() -> list[Document]:
         title = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 5)))
         abstract = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 14)))
         types = ("Journal Article",) + ((rng.choice(TYPES[1:]),) if rng.random() < 0.4 else ())
-        docs.append(Document(f"d{i:02d}", title, abstract, journal=rng.choice(JOURNALS), year=rng.randint(1990, 2020),
-                             authors=(f"Author{i} A",), publication_types=types, doi=f"10.5555/t.{i}"))
+        docs.append(
+            Document(
+                f"d{i:02d}",
+                title,
+                abstract,
+                journal=rng.choice(JOURNALS),
+                year=rng.randint(1990, 2020),
+                authors=(f"Author{i} A",),
+                publication_types=types,
+                doi=f"10.5555/t.{i}",
+            )
+        )
     return docs
 
 
@@ -48,7 +58,7 @@ def tokens(doc: Document) -> list[str]:
 
 
 def has_phrase(words: list[str], phrase: list[str]) -> bool:
-    return any(words[i:i + len(phrase)] == phrase for i in range(len(words) - len(phrase) + 1))
+    return any(words[i : i + len(phrase)] == phrase for i in range(len(words) - len(phrase) + 1))
 
 
 def at_least(doc: Document, words: list[str], n: int) -> bool:
@@ -68,8 +78,11 @@ def edits(a: str, b: str, transpositions: bool = True) -> int:
 
 def near(doc: Document, word: str, most: int, prefix_length: int = 0, transpositions: bool = True) -> bool:
     """Whether the document holds a word within ``most`` edits of ``word``, its first ``prefix_length`` unchanged."""
-    return any(token[:prefix_length] == word[:prefix_length]
-               and edits(token[prefix_length:], word[prefix_length:], transpositions) <= most for token in tokens(doc))
+    return any(
+        token[:prefix_length] == word[:prefix_length]
+        and edits(token[prefix_length:], word[prefix_length:], transpositions) <= most
+        for token in tokens(doc)
+    )
 
 
 def starts(doc: Document, prefix: str) -> bool:
@@ -77,88 +90,165 @@ def starts(doc: Document, prefix: str) -> bool:
 
 
 def has_phrase_prefix(words: list[str], phrase: list[str]) -> bool:
-    return any(words[i:i + len(phrase) - 1] == phrase[:-1] and words[i + len(phrase) - 1].startswith(phrase[-1])
-               for i in range(len(words) - len(phrase) + 1))
+    return any(
+        words[i : i + len(phrase) - 1] == phrase[:-1] and words[i + len(phrase) - 1].startswith(phrase[-1])
+        for i in range(len(words) - len(phrase) + 1)
+    )
 
 
 CASES = {
     "match any word": ({"match": {"text": "green tea"}}, lambda d: at_least(d, ["green", "tea"], 1)),
-    "match operator and": ({"match": {"text": {"query": "green tea", "operator": "and"}}},
-                           lambda d: at_least(d, ["green", "tea"], 2)),
-    "minimum_should_match 2": ({"match": {"text": {"query": "green tea cancer", "minimum_should_match": 2}}},
-                               lambda d: at_least(d, ["green", "tea", "cancer"], 2)),
-    "minimum_should_match -1": ({"match": {"text": {"query": "green tea cancer", "minimum_should_match": "-1"}}},
-                                lambda d: at_least(d, ["green", "tea", "cancer"], 2)),
-    "minimum_should_match 100%": ({"match": {"text": {"query": "black coffee", "minimum_should_match": "100%"}}},
-                                  lambda d: at_least(d, ["black", "coffee"], 2)),
+    "match operator and": (
+        {"match": {"text": {"query": "green tea", "operator": "and"}}},
+        lambda d: at_least(d, ["green", "tea"], 2),
+    ),
+    "minimum_should_match 2": (
+        {"match": {"text": {"query": "green tea cancer", "minimum_should_match": 2}}},
+        lambda d: at_least(d, ["green", "tea", "cancer"], 2),
+    ),
+    "minimum_should_match -1": (
+        {"match": {"text": {"query": "green tea cancer", "minimum_should_match": "-1"}}},
+        lambda d: at_least(d, ["green", "tea", "cancer"], 2),
+    ),
+    "minimum_should_match 100%": (
+        {"match": {"text": {"query": "black coffee", "minimum_should_match": "100%"}}},
+        lambda d: at_least(d, ["black", "coffee"], 2),
+    ),
     "match_phrase": ({"match_phrase": {"text": "green tea"}}, lambda d: has_phrase(tokens(d), ["green", "tea"])),
-    "match_phrase of three": ({"match_phrase": {"text": {"query": "tea cancer risk"}}},
-                              lambda d: has_phrase(tokens(d), ["tea", "cancer", "risk"])),
+    "match_phrase of three": (
+        {"match_phrase": {"text": {"query": "tea cancer risk"}}},
+        lambda d: has_phrase(tokens(d), ["tea", "cancer", "risk"]),
+    ),
     "multi_match cross_fields and": (
         {"multi_match": {"query": "bone diet", "fields": ["text"], "operator": "and"}},
-        lambda d: at_least(d, ["bone", "diet"], 2)),
-    "query_string phrase AND word": ({"query_string": {"query": '"green tea" AND cancer', "default_field": "text"}},
-                                     lambda d: has_phrase(tokens(d), ["green", "tea"]) and "cancer" in tokens(d)),
-    "query_string exclusion": ({"query_string": {"query": "tea -black", "default_field": "text"}},
-                               lambda d: "tea" in tokens(d) and "black" not in tokens(d)),
-    "query_string AND NOT": ({"query_string": {"query": "vitamin AND NOT bone", "default_field": "text"}},
-                             lambda d: "vitamin" in tokens(d) and "bone" not in tokens(d)),
-    "query_string groups": ({"query_string": {"query": "breast OR (coffee AND diet)", "default_field": "text"}},
-                            lambda d: "breast" in tokens(d) or at_least(d, ["coffee", "diet"], 2)),
-    "query_string wildcards": ({"query_string": {"query": "gree* OR bla?k", "default_field": "text"}},
-                               lambda d: "green" in tokens(d) or "black" in tokens(d)),
+        lambda d: at_least(d, ["bone", "diet"], 2),
+    ),
+    "query_string phrase AND word": (
+        {"query_string": {"query": '"green tea" AND cancer', "default_field": "text"}},
+        lambda d: has_phrase(tokens(d), ["green", "tea"]) and "cancer" in tokens(d),
+    ),
+    "query_string exclusion": (
+        {"query_string": {"query": "tea -black", "default_field": "text"}},
+        lambda d: "tea" in tokens(d) and "black" not in tokens(d),
+    ),
+    "query_string AND NOT": (
+        {"query_string": {"query": "vitamin AND NOT bone", "default_field": "text"}},
+        lambda d: "vitamin" in tokens(d) and "bone" not in tokens(d),
+    ),
+    "query_string groups": (
+        {"query_string": {"query": "breast OR (coffee AND diet)", "default_field": "text"}},
+        lambda d: "breast" in tokens(d) or at_least(d, ["coffee", "diet"], 2),
+    ),
+    "query_string wildcards": (
+        {"query_string": {"query": "gree* OR bla?k", "default_field": "text"}},
+        lambda d: "green" in tokens(d) or "black" in tokens(d),
+    ),
     "query_string default_operator AND": (
         {"query_string": {"query": "risk diet", "default_field": "text", "default_operator": "AND"}},
-        lambda d: at_least(d, ["risk", "diet"], 2)),
-    "simple_query_string +": ({"simple_query_string": {"query": "green + tea", "fields": ["text"]}},
-                              lambda d: at_least(d, ["green", "tea"], 2)),
+        lambda d: at_least(d, ["risk", "diet"], 2),
+    ),
+    "simple_query_string +": (
+        {"simple_query_string": {"query": "green + tea", "fields": ["text"]}},
+        lambda d: at_least(d, ["green", "tea"], 2),
+    ),
     "simple_query_string | and phrase": (
         {"simple_query_string": {"query": '"black coffee" | vitamin', "fields": ["text"]}},
-        lambda d: has_phrase(tokens(d), ["black", "coffee"]) or "vitamin" in tokens(d)),
+        lambda d: has_phrase(tokens(d), ["black", "coffee"]) or "vitamin" in tokens(d),
+    ),
     "bool must with filters": (
-        {"bool": {"must": [{"match": {"text": "tea"}}],
-                  "filter": [{"range": {"year": {"gte": 2000, "lte": 2010}}},
-                             {"terms": {"publication_types": ["Review"]}}]}},
-        lambda d: "tea" in tokens(d) and 2000 <= d.year <= 2010 and "Review" in d.publication_types),
+        {
+            "bool": {
+                "must": [{"match": {"text": "tea"}}],
+                "filter": [
+                    {"range": {"year": {"gte": 2000, "lte": 2010}}},
+                    {"terms": {"publication_types": ["Review"]}},
+                ],
+            }
+        },
+        lambda d: "tea" in tokens(d) and 2000 <= d.year <= 2010 and "Review" in d.publication_types,
+    ),
     "bool should minimum_should_match": (
-        {"bool": {"should": [{"match": {"text": "green"}}, {"match": {"text": "coffee"}}, {"match": {"text": "bone"}}],
-                  "minimum_should_match": 2}},
-        lambda d: at_least(d, ["green", "coffee", "bone"], 2)),
-    "bool must_not": ({"bool": {"must": [{"match": {"text": "cancer"}}], "must_not": [{"match": {"text": "risk"}}]}},
-                      lambda d: "cancer" in tokens(d) and "risk" not in tokens(d)),
-    "bool filter only": ({"bool": {"filter": [{"term": {"journal": "Nutrients"}}, {"range": {"year": {"lt": 2000}}}]}},
-                         lambda d: d.journal == "Nutrients" and d.year < 2000),
+        {
+            "bool": {
+                "should": [{"match": {"text": "green"}}, {"match": {"text": "coffee"}}, {"match": {"text": "bone"}}],
+                "minimum_should_match": 2,
+            }
+        },
+        lambda d: at_least(d, ["green", "coffee", "bone"], 2),
+    ),
+    "bool must_not": (
+        {"bool": {"must": [{"match": {"text": "cancer"}}], "must_not": [{"match": {"text": "risk"}}]}},
+        lambda d: "cancer" in tokens(d) and "risk" not in tokens(d),
+    ),
+    "bool filter only": (
+        {"bool": {"filter": [{"term": {"journal": "Nutrients"}}, {"range": {"year": {"lt": 2000}}}]}},
+        lambda d: d.journal == "Nutrients" and d.year < 2000,
+    ),
     # Fuzzy words and prefixes (issue 35): AUTO gives 5-letter words 1 edit, 6 and more 2, 3 to 5 letters 1.
-    "match fuzziness AUTO": ({"match": {"text": {"query": "grean vitamen", "fuzziness": "AUTO"}}},
-                             lambda d: near(d, "grean", 1) or near(d, "vitamen", 2)),
-    "match fuzziness 1 and": ({"match": {"text": {"query": "coffe risc", "fuzziness": 1, "operator": "and"}}},
-                              lambda d: near(d, "coffe", 1) and near(d, "risc", 1)),
-    "fuzziness prefix_length": ({"match": {"text": {"query": "bleck risc", "fuzziness": 1, "prefix_length": 3}}},
-                                lambda d: near(d, "bleck", 1, 3) or near(d, "risc", 1, 3)),
+    "match fuzziness AUTO": (
+        {"match": {"text": {"query": "grean vitamen", "fuzziness": "AUTO"}}},
+        lambda d: near(d, "grean", 1) or near(d, "vitamen", 2),
+    ),
+    "match fuzziness 1 and": (
+        {"match": {"text": {"query": "coffe risc", "fuzziness": 1, "operator": "and"}}},
+        lambda d: near(d, "coffe", 1) and near(d, "risc", 1),
+    ),
+    "fuzziness prefix_length": (
+        {"match": {"text": {"query": "bleck risc", "fuzziness": 1, "prefix_length": 3}}},
+        lambda d: near(d, "bleck", 1, 3) or near(d, "risc", 1, 3),
+    ),
     "fuzziness without transpositions": (
         {"match": {"text": {"query": "tae coffe", "fuzziness": 1, "fuzzy_transpositions": False}}},
-        lambda d: near(d, "tae", 1, transpositions=False) or near(d, "coffe", 1, transpositions=False)),
+        lambda d: near(d, "tae", 1, transpositions=False) or near(d, "coffe", 1, transpositions=False),
+    ),
     "fuzziness 0 is the words": ({"match": {"text": {"query": "tea", "fuzziness": "0"}}}, lambda d: "tea" in tokens(d)),
-    "Haystack's multi_match": ({"bool": {"must": [{"multi_match": {"query": "breest cancr", "fuzziness": "AUTO",
-                                                                   "type": "most_fields", "operator": "OR"}}]}},
-                               lambda d: near(d, "breest", 2) or near(d, "cancr", 1)),
+    "Haystack's multi_match": (
+        {
+            "bool": {
+                "must": [
+                    {
+                        "multi_match": {
+                            "query": "breest cancr",
+                            "fuzziness": "AUTO",
+                            "type": "most_fields",
+                            "operator": "OR",
+                        }
+                    }
+                ]
+            }
+        },
+        lambda d: near(d, "breest", 2) or near(d, "cancr", 1),
+    ),
     "fuzzy query": ({"fuzzy": {"text": {"value": "dyet"}}}, lambda d: near(d, "dyet", 1)),
-    "query_string word~": ({"query_string": {"query": "grean~ AND coffe~1", "default_field": "text"}},
-                           lambda d: near(d, "grean", 1) and near(d, "coffe", 1)),
+    "query_string word~": (
+        {"query_string": {"query": "grean~ AND coffe~1", "default_field": "text"}},
+        lambda d: near(d, "grean", 1) and near(d, "coffe", 1),
+    ),
     "prefix": ({"prefix": {"text": "bre"}}, lambda d: starts(d, "bre")),
-    "prefix is not analysed": ({"bool": {"should": [{"prefix": {"text": "Bre"}}, {"match": {"text": "diet"}}]}},
-                               lambda d: "diet" in tokens(d)),
-    "match_bool_prefix": ({"match_bool_prefix": {"text": "diet bla"}}, lambda d: "diet" in tokens(d) or starts(d, "bla")),
+    "prefix is not analysed": (
+        {"bool": {"should": [{"prefix": {"text": "Bre"}}, {"match": {"text": "diet"}}]}},
+        lambda d: "diet" in tokens(d),
+    ),
+    "match_bool_prefix": (
+        {"match_bool_prefix": {"text": "diet bla"}},
+        lambda d: "diet" in tokens(d) or starts(d, "bla"),
+    ),
     "multi_match bool_prefix and": (
         {"multi_match": {"query": "coffee ri", "type": "bool_prefix", "fields": ["text"], "operator": "and"}},
-        lambda d: "coffee" in tokens(d) and starts(d, "ri")),
-    "match_phrase_prefix": ({"match_phrase_prefix": {"text": "green te"}},
-                            lambda d: has_phrase_prefix(tokens(d), ["green", "te"])),
-    "multi_match phrase_prefix": ({"multi_match": {"query": "breast c", "type": "phrase_prefix", "fields": ["text"]}},
-                                  lambda d: has_phrase_prefix(tokens(d), ["breast", "c"])),
+        lambda d: "coffee" in tokens(d) and starts(d, "ri"),
+    ),
+    "match_phrase_prefix": (
+        {"match_phrase_prefix": {"text": "green te"}},
+        lambda d: has_phrase_prefix(tokens(d), ["green", "te"]),
+    ),
+    "multi_match phrase_prefix": (
+        {"multi_match": {"query": "breast c", "type": "phrase_prefix", "fields": ["text"]}},
+        lambda d: has_phrase_prefix(tokens(d), ["breast", "c"]),
+    ),
     "bool should beside filter is optional": (
         {"bool": {"filter": [{"term": {"year": 2005}}], "should": [{"match": {"text": "green"}}]}},
-        lambda d: d.year == 2005),
+        lambda d: d.year == 2005,
+    ),
 }
 
 
@@ -208,6 +298,7 @@ def test_elasticsearch_hits_are_those_the_query_asks_for(elasticsearch, case, re
 
 def test_the_cases_tell_and_from_or():
     """The corpus is such that AND, phrases and minimum_should_match each leave out documents OR would find."""
+
     def expected(case: str) -> set[str]:
         return {d.doc_id for d in CORPUS if CASES[case][1](d)}
 
@@ -215,18 +306,21 @@ def test_the_cases_tell_and_from_or():
     assert expected("minimum_should_match 2") < {d.doc_id for d in CORPUS if at_least(d, ["green", "tea", "cancer"], 1)}
 
 
-@pytest.mark.parametrize("query, refused", [
-    ({"match": {"title": "tea"}}, "title and abstract together"),
-    ({"fuzzy": {"journal": "Nutrients"}}, "[fuzzy] on [journal]"),
-    ({"prefix": {"text": {"value": "te", "rewrite": "top_terms_10"}}}, "rewrite"),
-    ({"query_string": {"query": "/te.*/", "default_field": "text"}}, "regular expression"),
-    ({"query_string": {"query": "journal:Nutr*"}}, "wildcard"),
-    ({"query_string": {"query": "journal:Nutrients~1"}}, "fuzzy word"),
-    ({"query_string": {"query": "title:tea"}}, "field [title]"),
-    ({"wildcard": {"text": "te*"}}, "[wildcard] queries are not served"),
-    ({"range": {"journal": {"gte": "A"}}}, "[range] on [journal]"),
-    ({"match": {"text": {"query": "a b c d e f g h i j k l", "minimum_should_match": 6}}}, "combinations"),
-])
+@pytest.mark.parametrize(
+    "query, refused",
+    [
+        ({"match": {"title": "tea"}}, "title and abstract together"),
+        ({"fuzzy": {"journal": "Nutrients"}}, "[fuzzy] on [journal]"),
+        ({"prefix": {"text": {"value": "te", "rewrite": "top_terms_10"}}}, "rewrite"),
+        ({"query_string": {"query": "/te.*/", "default_field": "text"}}, "regular expression"),
+        ({"query_string": {"query": "journal:Nutr*"}}, "wildcard"),
+        ({"query_string": {"query": "journal:Nutrients~1"}}, "fuzzy word"),
+        ({"query_string": {"query": "title:tea"}}, "field [title]"),
+        ({"wildcard": {"text": "te*"}}, "[wildcard] queries are not served"),
+        ({"range": {"journal": {"gte": "A"}}}, "[range] on [journal]"),
+        ({"match": {"text": {"query": "a b c d e f g h i j k l", "minimum_should_match": 6}}}, "combinations"),
+    ],
+)
 def test_the_embedded_backend_refuses_what_it_would_answer_otherwise(embedded, query, refused):
     with pytest.raises(QueryRefused, match="Elasticsearch backend") as caught:
         embedded.first_stage(embedded.prepare({"query": query}), 10)

@@ -29,7 +29,8 @@ def test_edit_distances_are_the_dynamic_programmings_of_every_pair():
         matrix = np.stack([_codes(other) for other in others])
         for transpositions in (True, False):
             assert edit_distances(_codes(word), matrix, transpositions).tolist() == [
-                edits(word, other, transpositions) for other in others]
+                edits(word, other, transpositions) for other in others
+            ]
 
 
 def test_the_nearest_words_are_kept_then_the_first_in_term_order():

@@ -19,9 +19,26 @@ from tests.conftest import TINY_DOCS
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads the gateway's /proc")
 
-FIELDS = {"row", "issue", "requests", "concurrency", "statuses", "cpu_ms", "cpu_ms_per_request", "wall_ms",
-          "rss_before_mb", "rss_change_mb", "rss_peak_change_mb", "died", "restarted", "probe_before",
-          "probe_during", "note", "max_response_bytes", "extra"}
+FIELDS = {
+    "row",
+    "issue",
+    "requests",
+    "concurrency",
+    "statuses",
+    "cpu_ms",
+    "cpu_ms_per_request",
+    "wall_ms",
+    "rss_before_mb",
+    "rss_change_mb",
+    "rss_peak_change_mb",
+    "died",
+    "restarted",
+    "probe_before",
+    "probe_during",
+    "note",
+    "max_response_bytes",
+    "extra",
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,18 +50,51 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_bench_reports_status_cpu_memory_and_the_probe_per_row(home, tmp_path):
     figures = tmp_path / "attack.json"
-    result = CliRunner().invoke(main, [
-        "bench", "attack", "--start", str(home), "--only", "invalid UTF-8", "--only", "in _count",
-        "--only", "concurrent", "--only", "health", "--concurrent-searches", "30", "--distinct-queries", "6",
-        "--concurrent-clients", "3", "--max-words", "40", "--heavy-clients", "0", "--trickle-connections", "0",
-        "--timeout", "20", "--log-dir", str(tmp_path / "logs"), "--json-out", str(figures)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "attack",
+            "--start",
+            str(home),
+            "--only",
+            "invalid UTF-8",
+            "--only",
+            "in _count",
+            "--only",
+            "concurrent",
+            "--only",
+            "health",
+            "--concurrent-searches",
+            "30",
+            "--distinct-queries",
+            "6",
+            "--concurrent-clients",
+            "3",
+            "--max-words",
+            "40",
+            "--heavy-clients",
+            "0",
+            "--trickle-connections",
+            "0",
+            "--timeout",
+            "20",
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--json-out",
+            str(figures),
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(figures.read_text())
     rows = {row["row"]: row for row in report["rows"]}
-    assert set(rows) == {"invalid UTF-8 in q=", "lone surrogate \\ud800 in _count",
-                         "3 clients, 30 concurrent query_string searches",
-                         "GET / vs /_esrr/health (the measured gateway)",
-                         "GET / vs /_esrr/health (a gateway that reranks, no worker)"}
+    assert set(rows) == {
+        "invalid UTF-8 in q=",
+        "lone surrogate \\ud800 in _count",
+        "3 clients, 30 concurrent query_string searches",
+        "GET / vs /_esrr/health (the measured gateway)",
+        "GET / vs /_esrr/health (a gateway that reranks, no worker)",
+    }
     for row in rows.values():
         assert set(row) == FIELDS
         assert row["died"] is None and row["cpu_ms"] >= 0 and row["wall_ms"] > 0 and row["rss_before_mb"] > 10
@@ -56,17 +106,42 @@ def test_the_bench_reports_status_cpu_memory_and_the_probe_per_row(home, tmp_pat
     assert sum(searches["statuses"].values()) == 30 and searches["extra"]["wrong"] in range(31)
     assert rows["GET / vs /_esrr/health (the measured gateway)"]["extra"]["agree"] is True  # no model, both say so
     assert isinstance(rows["GET / vs /_esrr/health (a gateway that reranks, no worker)"]["extra"]["agree"], bool)
-    assert report["gateway"].startswith("esrr serve --processes 1 started by the bench") and "RLIMIT_AS 4 GiB" in \
-        report["gateway"]
+    assert (
+        report["gateway"].startswith("esrr serve --processes 1 started by the bench")
+        and "RLIMIT_AS 4 GiB" in report["gateway"]
+    )
     assert "| invalid UTF-8 in q= | 400x3 |" in result.output
 
 
 def test_the_heaviest_row_floods_from_another_process_after_one_answer(home, tmp_path):
     figures = tmp_path / "heaviest.json"
-    result = CliRunner().invoke(main, [
-        "bench", "attack", "--start", str(home), "--only", "heaviest", "--max-words", "20", "--heavy-clients", "4",
-        "--heavy-s", "2", "--concurrent-searches", "0", "--trickle-connections", "0", "--timeout", "20",
-        "--log-dir", str(tmp_path / "logs"), "--json-out", str(figures)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "attack",
+            "--start",
+            str(home),
+            "--only",
+            "heaviest",
+            "--max-words",
+            "20",
+            "--heavy-clients",
+            "4",
+            "--heavy-s",
+            "2",
+            "--concurrent-searches",
+            "0",
+            "--trickle-connections",
+            "0",
+            "--timeout",
+            "20",
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--json-out",
+            str(figures),
+        ],
+    )
     assert result.exit_code == 0, result.output
     (row,) = json.loads(figures.read_text())["rows"]
     assert row["row"] == "4 concurrent 20-word highlighted searches for 2 s (from another process)"

@@ -18,9 +18,25 @@ from tests.learning.test_simulation import _beir_folder
 def test_bench_events_weighs_the_store_it_wrote(tmp_path):
     data = _beir_folder(tmp_path / "beir")
     figures = tmp_path / "figures.json"
-    result = CliRunner().invoke(main, ["bench", "events", "--events", "2000", "--clicks", "1", "--requests", "200",
-                                       "--data", str(data), "--out", str(tmp_path / "store"), "--json-out",
-                                       str(figures)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "events",
+            "--events",
+            "2000",
+            "--clicks",
+            "1",
+            "--requests",
+            "200",
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "store"),
+            "--json-out",
+            str(figures),
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(figures.read_text())
     assert report["bytes"] == sum(path.stat().st_size for path in (tmp_path / "store").glob("events.sqlite3*"))
@@ -35,8 +51,11 @@ def served_tiny_home(tmp_path) -> tuple[dict[str, str], Path]:
     ``esrr bench http`` needs to time it."""
     home = tmp_path / "home"
     build_embedded_index(list(TINY_DOCS), home / "indexes" / "embedded", version="v1", progress=False)
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
-           "ESRR_GATEWAY_RERANK": "false"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")},
+        "ESRR_HOME": str(home),
+        "ESRR_GATEWAY_RERANK": "false",
+    }
     return env, _beir_folder(tmp_path / "beir")
 
 
@@ -44,14 +63,32 @@ def test_bench_http_with_events_times_both_and_the_gateway_stores_the_reports(tm
     env, data = served_tiny_home(tmp_path)
     figures = tmp_path / "figures.json"
     with esrr_serve(env, free_port()) as (url, _):
-        result = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data), "--rounds", "2",
-                                           "--forms", "q,site", "--events", "--json-out", str(figures)])
+        result = CliRunner().invoke(
+            main,
+            [
+                "bench",
+                "http",
+                "--url",
+                url,
+                "--data",
+                str(data),
+                "--rounds",
+                "2",
+                "--forms",
+                "q,site",
+                "--events",
+                "--json-out",
+                str(figures),
+            ],
+        )
         assert result.exit_code == 0, result.output
     report = json.loads(figures.read_text())
     assert set(report["forms"]) == {"q", "q+events", "site", "site+events"}
     assert "events_ms" in report["forms"]["q+events"] and "events_ms" not in report["forms"]["q"]
-    assert report["forms"]["site+events"]["paired_difference_ms"]["p50"] == report["forms"]["site+events"][
-        "paired_difference_ms"]["p50"]  # a number, not NaN
+    assert (
+        report["forms"]["site+events"]["paired_difference_ms"]["p50"]
+        == report["forms"]["site+events"]["paired_difference_ms"]["p50"]
+    )  # a number, not NaN
     assert "recording events: a search's latency p50" in result.output
     store = open_store(str(Path(env["ESRR_HOME"]) / "events" / "events.sqlite3"))
     # Two forms report, once untimed and in two rounds each: one query, so 6 impressions; the first search of

@@ -17,8 +17,10 @@ from es_rerank.cli import main
 from tests.benchmarks.test_events_bench import served_tiny_home
 from tests.conftest import esrr_serve
 
-BURN = ("import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
-        "print('done', flush=True)\ntime.sleep(60)")  # 0.3 s of CPU, then asleep
+BURN = (
+    "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+    "print('done', flush=True)\ntime.sleep(60)"
+)  # 0.3 s of CPU, then asleep
 
 
 def test_the_process_listening_on_a_port_is_found():
@@ -49,11 +51,14 @@ def test_bench_http_reports_the_cpu_of_the_gateway_it_times(tmp_path, free_port)
     env, data = served_tiny_home(tmp_path)
     figures = tmp_path / "figures.json"
     with esrr_serve(env, free_port()) as (url, process):
-        result = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data), "--rounds", "3",
-                                           "--json-out", str(figures)])
+        result = CliRunner().invoke(
+            main, ["bench", "http", "--url", url, "--data", str(data), "--rounds", "3", "--json-out", str(figures)]
+        )
         assert result.exit_code == 0, result.output
-        named = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data), "--rounds", "1",
-                                          "--gateway-pid", str(process.pid)])
+        named = CliRunner().invoke(
+            main,
+            ["bench", "http", "--url", url, "--data", str(data), "--rounds", "1", "--gateway-pid", str(process.pid)],
+        )
         assert named.exit_code == 0, named.output
     report = json.loads(figures.read_text())
     assert report["gateway_cpu_of"].startswith(f"pid {process.pid} (serving port")
@@ -61,8 +66,9 @@ def test_bench_http_reports_the_cpu_of_the_gateway_it_times(tmp_path, free_port)
     assert len(per_round) == 3 and all(ms >= 0 for ms in per_round)
     assert 0 < report["gateway_cpu_ms"]["p50"] <= report["gateway_cpu_ms"]["p99"]
     assert "gateway CPU, 1 at a time" in result.output and f"pid {process.pid} (--gateway-pid)" in named.output
-    gone = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data), "--gateway-pid",
-                                     str(process.pid)])
+    gone = CliRunner().invoke(
+        main, ["bench", "http", "--url", url, "--data", str(data), "--gateway-pid", str(process.pid)]
+    )
     assert gone.exit_code == 2 and "no running process has pid" in gone.output
 
 

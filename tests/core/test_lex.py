@@ -15,8 +15,18 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.lex import (ALL_FEATURES, KNOWN_FEATURES, LEX3, LEX3_WINDOW, WINDOW_FEATURES, WINDOW_SUFFIX, BM25Params,
-                           UnknownFeatureError, check_feature_names, lex_features)
+from es_rerank.lex import (
+    ALL_FEATURES,
+    KNOWN_FEATURES,
+    LEX3,
+    LEX3_WINDOW,
+    WINDOW_FEATURES,
+    WINDOW_SUFFIX,
+    BM25Params,
+    UnknownFeatureError,
+    check_feature_names,
+    lex_features,
+)
 from es_rerank.stats import CorpusStats, Document, build_stats
 from es_rerank.text import tokenize
 
@@ -24,7 +34,9 @@ DF0, DF1, DF2 = math.log(8), math.log(8 / 3), math.log(1.6)
 K1, B = 1.2, 0.75
 
 
-def features(stats: CorpusStats, query: str, names=ALL_FEATURES, bm25: BM25Params = BM25Params()) -> dict[str, np.ndarray]:
+def features(
+    stats: CorpusStats, query: str, names=ALL_FEATURES, bm25: BM25Params = BM25Params()
+) -> dict[str, np.ndarray]:
     query_ids = stats.vocab.lookup(tokenize(query))
     docs = [stats.doc_terms(row) for row in range(stats.n_docs)]
     values = lex_features(query_ids, docs, stats, names, bm25)
@@ -51,12 +63,17 @@ def test_title_and_text_bm25_use_their_own_statistics(tiny_stats: CorpusStats) -
     f = features(tiny_stats, "vitamin bone health")
     # title df: vitamin 1, bone 1, health 1; title lengths 3, 2, 2, average 7/3
     assert f["title_bm25"] == pytest.approx(
-        [bm25_term(DF1, 1, 3, 7 / 3), 2 * bm25_term(DF1, 1, 2, 7 / 3), 0.0], rel=1e-6)
+        [bm25_term(DF1, 1, 3, 7 / 3), 2 * bm25_term(DF1, 1, 2, 7 / 3), 0.0], rel=1e-6
+    )
     # text df: vitamin 2, bone 2, health 1; text lengths 9, 9, 2, average 20/3; a has vitamin twice
     assert f["text_bm25"] == pytest.approx(
-        [bm25_term(DF2, 2, 9, 20 / 3) + bm25_term(DF2, 1, 9, 20 / 3),
-         bm25_term(DF2, 1, 9, 20 / 3) + bm25_term(DF2, 2, 9, 20 / 3) + bm25_term(DF1, 2, 9, 20 / 3),
-         0.0], rel=1e-6)
+        [
+            bm25_term(DF2, 2, 9, 20 / 3) + bm25_term(DF2, 1, 9, 20 / 3),
+            bm25_term(DF2, 1, 9, 20 / 3) + bm25_term(DF2, 2, 9, 20 / 3) + bm25_term(DF1, 2, 9, 20 / 3),
+            0.0,
+        ],
+        rel=1e-6,
+    )
 
 
 def test_title_idf_features_of_lex3(tiny_stats: CorpusStats) -> None:
@@ -69,8 +86,7 @@ def test_title_idf_features_of_lex3(tiny_stats: CorpusStats) -> None:
     # a: T = {vitamin, d, deficiency} -> DF2 / (query_idf + DF2 + 2 DF1 - DF2)
     # b: T = {bone, health} ⊂ Q       -> (DF2 + DF1) / query_idf
     # c: T = {breast, cancer}         -> 0
-    assert f["title_idf_jaccard"] == pytest.approx(
-        [DF2 / (query_idf + 2 * DF1), (DF2 + DF1) / query_idf, 0.0])
+    assert f["title_idf_jaccard"] == pytest.approx([DF2 / (query_idf + 2 * DF1), (DF2 + DF1) / query_idf, 0.0])
 
 
 def test_plain_overlap_and_jaccard(tiny_stats: CorpusStats) -> None:
@@ -178,14 +194,18 @@ def test_window_features_are_the_papers_standardised_within_the_window(tiny_stat
 def test_a_longer_query_raises_bm25_but_not_its_window_feature() -> None:
     """Words that every candidate matches equally add to each document's BM25 alike: the paper's feature moves up,
     the window feature does not move."""
-    docs = [Document("a", "t", "vitamin d and bone loss in the elderly cohort"), Document("b", "", "vitamin c cohort"),
-            Document("c", "t", "bone density and diet cohort")]
+    docs = [
+        Document("a", "t", "vitamin d and bone loss in the elderly cohort"),
+        Document("b", "", "vitamin c cohort"),
+        Document("c", "t", "bone density and diet cohort"),
+    ]
     stats = build_stats("w", docs)
     short, longer = features(stats, "vitamin bone"), features(stats, "vitamin bone cohort")
     assert (longer["abstract_bm25"] > short["abstract_bm25"]).all()
     names = ["abstract_bm25_wz"]
     assert features(stats, "vitamin bone cohort", names)["abstract_bm25_wz"] == pytest.approx(
-        features(stats, "vitamin bone", names)["abstract_bm25_wz"], abs=0.3)
+        features(stats, "vitamin bone", names)["abstract_bm25_wz"], abs=0.3
+    )
     window = features(stats, "vitamin bone", names)["abstract_bm25_wz"]
     assert window.mean() == pytest.approx(0.0, abs=1e-6) and window.std() == pytest.approx(1.0, abs=1e-5)
     assert np.argsort(window).tolist() == np.argsort(short["abstract_bm25"]).tolist()

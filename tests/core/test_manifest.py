@@ -14,10 +14,21 @@ from es_rerank.held_files import NotNumpyError, map_npy
 from es_rerank.manifest import MANIFEST_FILE, checksum_of_file, read_manifest
 from es_rerank.stats import CorpusStats, StatsError
 
-STATS_FILES = {"title_ptr.npy", "title_values.npy", "abstract_ptr.npy", "abstract_values.npy", "embedding_of.npy",
-               "df_title.npy", "df_abstract.npy", "df_text.npy",
-               *(f"{table}{part}" for table in ("vocab", "doc_ids")
-                 for part in (".txt", "_offsets.npy", "_keys.npy", "_rows.npy"))}
+STATS_FILES = {
+    "title_ptr.npy",
+    "title_values.npy",
+    "abstract_ptr.npy",
+    "abstract_values.npy",
+    "embedding_of.npy",
+    "df_title.npy",
+    "df_abstract.npy",
+    "df_text.npy",
+    *(
+        f"{table}{part}"
+        for table in ("vocab", "doc_ids")
+        for part in (".txt", "_offsets.npy", "_keys.npy", "_rows.npy")
+    ),
+}
 
 
 def test_a_build_records_every_file_it_wrote(tiny_stats: CorpusStats, tmp_path: Path) -> None:
@@ -50,8 +61,9 @@ def test_a_rewritten_file_is_refused_where_the_whole_version_is_read(tiny_stats:
         CorpusStats.load(tmp_path, check_ids=True)
 
 
-def test_statistics_without_a_manifest_still_open_and_a_damaged_one_is_named(tiny_stats: CorpusStats,
-                                                                              tmp_path: Path) -> None:
+def test_statistics_without_a_manifest_still_open_and_a_damaged_one_is_named(
+    tiny_stats: CorpusStats, tmp_path: Path
+) -> None:
     tiny_stats.save(tmp_path)
     (tmp_path / MANIFEST_FILE).unlink()  # saved before manifests
     assert CorpusStats.load(tmp_path, check_ids=True).n_docs == 3

@@ -17,15 +17,25 @@ def problems(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> str:
     return settings_problems(caught.value)
 
 
-@pytest.mark.parametrize("alias, rule", [
-    ("ESRR", "upper-case"), ("Esrr-docs", "upper-case"), ("", "is empty"),
-    *[(f"esrr{char}docs", "index names have none of") for char in '\\/*?"<>|,#: '],
-    ("-esrr", "starts with"), ("_esrr", "starts with"), ("+esrr", "starts with"),
-    (".", "'.' or '..'"), ("..", "'.' or '..'"),
-    ("a" * (MAX_ALIAS_BYTES + 1), "bytes long"), ("é" * (MAX_ALIAS_BYTES // 2 + 1), "bytes long"),
-])
+@pytest.mark.parametrize(
+    "alias, rule",
+    [
+        ("ESRR", "upper-case"),
+        ("Esrr-docs", "upper-case"),
+        ("", "is empty"),
+        *[(f"esrr{char}docs", "index names have none of") for char in '\\/*?"<>|,#: '],
+        ("-esrr", "starts with"),
+        ("_esrr", "starts with"),
+        ("+esrr", "starts with"),
+        (".", "'.' or '..'"),
+        ("..", "'.' or '..'"),
+        ("a" * (MAX_ALIAS_BYTES + 1), "bytes long"),
+        ("é" * (MAX_ALIAS_BYTES // 2 + 1), "bytes long"),
+    ],
+)
 def test_an_alias_elasticsearch_refuses_names_the_rule_and_the_fix(
-        monkeypatch: pytest.MonkeyPatch, alias: str, rule: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, alias: str, rule: str
+) -> None:
     message = problems(monkeypatch, "ESRR_ES_ALIAS", alias)
     assert "ESRR_ES_ALIAS: " in message and rule in message and "such as esrr-docs" in message, message
 
@@ -36,8 +46,9 @@ def test_usable_aliases_pass(monkeypatch: pytest.MonkeyPatch, alias: str) -> Non
     assert CommonSettings().es_alias == alias
 
 
-@pytest.mark.parametrize("name", ["ESRR_ES_TIMEOUT_S", "ESRR_ES_BULK_INITIAL_BACKOFF_S", "ESRR_BM25_K1",
-                                  "ESRR_BM25_TITLE_K1"])
+@pytest.mark.parametrize(
+    "name", ["ESRR_ES_TIMEOUT_S", "ESRR_ES_BULK_INITIAL_BACKOFF_S", "ESRR_BM25_K1", "ESRR_BM25_TITLE_K1"]
+)
 @pytest.mark.parametrize("value", ["inf", "Infinity", "nan", "-inf"])
 def test_float_settings_are_finite(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     message = problems(monkeypatch, name, value)
@@ -47,7 +58,8 @@ def test_float_settings_are_finite(monkeypatch: pytest.MonkeyPatch, name: str, v
 @pytest.mark.parametrize("name, default", [("ESRR_HOME", "./artifacts"), ("ESRR_NFCORPUS", "../shared/data/nfcorpus")])
 @pytest.mark.parametrize("value", ["", "  "])
 def test_an_empty_directory_setting_is_an_error_not_the_current_directory(
-        monkeypatch: pytest.MonkeyPatch, name: str, default: str, value: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, name: str, default: str, value: str
+) -> None:
     message = problems(monkeypatch, name, value)
     assert f"{name}: " in message and "is empty" in message and f"unset it for the default ({default})" in message
 
@@ -109,15 +121,18 @@ def test_a_malformed_api_key_is_refused_and_not_echoed(monkeypatch: pytest.Monke
     assert all(part not in message for part in ("c2VjcmV0", "secret", "s3cr3t", "more"))
 
 
-@pytest.mark.parametrize("given, kept", [(" a2V5LXZhbHVl== ", "a2V5LXZhbHVl=="), ("ApiKey a2V5", "a2V5"),
-                                         ("my-id : the_key", "my-id:the_key")])
+@pytest.mark.parametrize(
+    "given, kept",
+    [(" a2V5LXZhbHVl== ", "a2V5LXZhbHVl=="), ("ApiKey a2V5", "a2V5"), ("my-id : the_key", "my-id:the_key")],
+)
 def test_an_api_key_is_normalised(monkeypatch: pytest.MonkeyPatch, given: str, kept: str) -> None:
     monkeypatch.setenv("ESRR_ES_API_KEY", given)
     assert CommonSettings().es_api_key.get_secret_value() == kept
 
 
 def test_the_served_model_is_the_window_variant_once_trained_and_callers_read_its_features(
-        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
     import json
 
     from es_rerank.lex import LEX3, LEX3_WINDOW

@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 from es_rerank.stats import (
-    FIELDS, FIRST_TOKENS, CorpusStats, DocTerms, Document, StatsError, Vocabulary, build_stats, iter_doc_terms,
+    FIELDS,
+    FIRST_TOKENS,
+    CorpusStats,
+    DocTerms,
+    Document,
+    StatsError,
+    Vocabulary,
+    build_stats,
+    iter_doc_terms,
 )
 from es_rerank.text import NUMBER_CLASSES, YEAR_19XX, embedding_tokens, tokenize
 
@@ -60,7 +68,9 @@ def test_doc_terms_by_row(tiny_stats: CorpusStats) -> None:
     terms = tiny_stats.doc_terms(row)
     assert words(tiny_stats, terms.title_ids) == ["bone", "health"]
     assert words(tiny_stats, terms.abstract_ids) == tokenize("Calcium and vitamin K support bone health.")
-    assert words(tiny_stats, terms.first_ids) == ["bone", "health"] + tokenize("Calcium and vitamin K support bone health.")
+    assert words(tiny_stats, terms.first_ids) == ["bone", "health"] + tokenize(
+        "Calcium and vitamin K support bone health."
+    )
     empty = tiny_stats.doc_terms(tiny_stats.row("c"))
     assert len(empty.abstract_ids) == 0 and words(tiny_stats, empty.first_ids) == ["breast", "cancer"]
 
@@ -202,25 +212,32 @@ def _damage(directory: Path, name: str, how: str) -> None:
         path.write_text(json.dumps(meta), encoding="utf-8")
 
 
-@pytest.mark.parametrize(("name", "how", "reason"), [
-    ("title_ptr.npy", "empty file", "title_ptr.npy is not a readable"),
-    ("abstract_values.npy", "2-D", "abstract_values.npy holds a int32 array of shape"),
-    ("df_text.npy", "floats", "df_text.npy holds a float32 array"),
-    ("abstract_values.npy", "ids past the vocabulary", "abstract_values.npy holds term ids outside"),
-    ("embedding_of.npy", "ids past the vocabulary", "embedding_of.npy holds term ids outside"),
-    ("title_ptr.npy", "pointer past the values", "title_ptr.npy does not index title_values.npy"),
-    ("abstract_ptr.npy", "pointer going back", "abstract_ptr.npy does not index abstract_values.npy"),
-    ("title_values.npy", "negative ids", "title_values.npy holds term ids outside"),
-    ("meta.json", "no version", r"meta.json: KeyError: 'version'"),
-])
+@pytest.mark.parametrize(
+    ("name", "how", "reason"),
+    [
+        ("title_ptr.npy", "empty file", "title_ptr.npy is not a readable"),
+        ("abstract_values.npy", "2-D", "abstract_values.npy holds a int32 array of shape"),
+        ("df_text.npy", "floats", "df_text.npy holds a float32 array"),
+        ("abstract_values.npy", "ids past the vocabulary", "abstract_values.npy holds term ids outside"),
+        ("embedding_of.npy", "ids past the vocabulary", "embedding_of.npy holds term ids outside"),
+        ("title_ptr.npy", "pointer past the values", "title_ptr.npy does not index title_values.npy"),
+        ("abstract_ptr.npy", "pointer going back", "abstract_ptr.npy does not index abstract_values.npy"),
+        ("title_values.npy", "negative ids", "title_values.npy holds term ids outside"),
+        ("meta.json", "no version", r"meta.json: KeyError: 'version'"),
+    ],
+)
 def test_statistics_that_would_break_a_search_are_refused_on_load(
-        tiny_stats: CorpusStats, tmp_path: Path, name: str, how: str, reason: str) -> None:
+    tiny_stats: CorpusStats, tmp_path: Path, name: str, how: str, reason: str
+) -> None:
     """A search must never index past a table: what would is refused where the version is opened."""
     tiny_stats.save(tmp_path)
     _damage(tmp_path, name, how)
     with pytest.raises(StatsError, match=rf"damaged \({reason}.*esrr index build"):
         CorpusStats.load(tmp_path, check_ids=True)
-    if how in ("ids past the vocabulary", "negative ids"):  # read only when asked (esrr index use): it reads the whole corpus
+    if how in (
+        "ids past the vocabulary",
+        "negative ids",
+    ):  # read only when asked (esrr index use): it reads the whole corpus
         assert CorpusStats.load(tmp_path).n_docs == tiny_stats.n_docs
     else:
         with pytest.raises(StatsError, match=reason):

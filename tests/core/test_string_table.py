@@ -59,11 +59,11 @@ def test_sorted_runs_find_every_key_with_its_values_whatever_the_batches() -> No
     keys = rng.permutation(np.arange(1, 20_001, dtype=np.uint64) * 7919)
     start = 0
     for size in (1, 3, 500, 40, 4000, 7, 9000, 6449):  # batches of any size, merged as they come
-        runs.add(keys[start:start + size], np.arange(start, start + size))
+        runs.add(keys[start : start + size], np.arange(start, start + size))
         start += size
     assert start == len(keys) == len(runs)
     assert len(runs._runs) <= 6  # sizes at least halve from run to run
     found, (where,) = runs.find(np.concatenate([keys, np.array([3, 5], dtype=np.uint64)]))
     assert found.tolist() == [True] * len(keys) + [False, False]
-    np.testing.assert_array_equal(where[:len(keys)], np.arange(len(keys)))
+    np.testing.assert_array_equal(where[: len(keys)], np.arange(len(keys)))
     assert runs.contains(int(keys[123])) and not runs.contains(3)

@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 
 from es_rerank.text import (
-    DOLLAR, FRACTION, INTEGER, NUMBER_CLASSES, PERCENTAGE, REAL, YEAR_19XX, YEAR_20XX,
-    embedding_token, embedding_tokens, number_class, tokenize,
+    DOLLAR,
+    FRACTION,
+    INTEGER,
+    NUMBER_CLASSES,
+    PERCENTAGE,
+    REAL,
+    YEAR_19XX,
+    YEAR_20XX,
+    embedding_token,
+    embedding_tokens,
+    number_class,
+    tokenize,
 )
 
 # text, lexical tokens, embedding-path tokens
@@ -79,15 +89,43 @@ def test_hard_cases(text: str, lexical: list[str], embedding: list[str]) -> None
 
 def test_sentence_mixes_all_rules() -> None:
     text = "The U.S. FDA (e.g. in 2017) said IL-6 rose 3.5-fold, by 25% or $20."
-    assert tokenize(text) == ["the", "u.s.", "fda", "e.g.", "in", "2017", "said", "il-6",
-                              "rose", "3.5-fold", "by", "25%", "or", "$20"]
+    assert tokenize(text) == [
+        "the",
+        "u.s.",
+        "fda",
+        "e.g.",
+        "in",
+        "2017",
+        "said",
+        "il-6",
+        "rose",
+        "3.5-fold",
+        "by",
+        "25%",
+        "or",
+        "$20",
+    ]
 
 
-@pytest.mark.parametrize(("token", "expected"), [
-    ("0", INTEGER), ("0.0", REAL), ("0.999", FRACTION), ("1999", YEAR_19XX), ("2000", YEAR_20XX),
-    ("19999", INTEGER), ("1,998", INTEGER), ("-1998", INTEGER), ("1998%", PERCENTAGE),
-    ("$1998", DOLLAR), ("il-6", None), ("$", None), ("%", None), ("word", None),
-])
+@pytest.mark.parametrize(
+    ("token", "expected"),
+    [
+        ("0", INTEGER),
+        ("0.0", REAL),
+        ("0.999", FRACTION),
+        ("1999", YEAR_19XX),
+        ("2000", YEAR_20XX),
+        ("19999", INTEGER),
+        ("1,998", INTEGER),
+        ("-1998", INTEGER),
+        ("1998%", PERCENTAGE),
+        ("$1998", DOLLAR),
+        ("il-6", None),
+        ("$", None),
+        ("%", None),
+        ("word", None),
+    ],
+)
 def test_number_class(token: str, expected: str | None) -> None:
     assert number_class(token) == expected
     assert embedding_token(token) == (expected or token)

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from es_rerank.versions import (CURRENT_FILE, VersionNameError, check_version, new_version, read_pointer,
-                                write_pointer)
+from es_rerank.versions import CURRENT_FILE, VersionNameError, check_version, new_version, read_pointer, write_pointer
 
 
 def test_new_versions_sort_in_time_and_are_valid_lower_case_names() -> None:
@@ -36,8 +35,7 @@ def test_pointer_round_trip_and_missing_or_empty_pointer(tmp_path: Path) -> None
         read_pointer(tmp_path)
 
 
-def test_a_folder_in_place_of_the_pointer_is_damage_and_no_swap_leaves_a_temporary_file(
-        tmp_path: Path) -> None:
+def test_a_folder_in_place_of_the_pointer_is_damage_and_no_swap_leaves_a_temporary_file(tmp_path: Path) -> None:
     (tmp_path / CURRENT_FILE).mkdir()
     with pytest.raises(VersionNameError, match="CURRENT is damaged: it is not a file; remove it"):
         read_pointer(tmp_path)

@@ -38,10 +38,19 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_example(name: str, *args: str, home: Path) -> list[str]:
     """The lines ``python examples/NAME ARGS`` prints with ``ESRR_HOME=home`` (a failure shows its output)."""
-    env = {**{key: value for key, value in os.environ.items() if not key.startswith("ESRR_")},
-           "ESRR_HOME": str(home), "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, str(REPO / "examples" / name), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    env = {
+        **{key: value for key, value in os.environ.items() if not key.startswith("ESRR_")},
+        "ESRR_HOME": str(home),
+        "PYTHONPATH": str(REPO),
+    }
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / name), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout.splitlines()
 
@@ -55,19 +64,22 @@ def test_the_library_example_prints_the_pipelines_ranking(home: Path) -> None:
     assert lines[0] == f"index v1: 2 hits, ranker {ranking.ranker}"
     assert [line.split()[-1] for line in lines[1:]] == ["a", "b"]
     assert [float(line.split()[1]) for line in lines[1:]] == pytest.approx(
-        [item.score for item in ranking.ranked], abs=1e-3)
+        [item.score for item in ranking.ranked], abs=1e-3
+    )
 
 
 def test_the_official_client_example_searches_a_running_gateway(home: Path) -> None:
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
     pipeline = SearchPipeline(backend, 10, feedback=FeedbackParams(2, 1.0))
-    server = make_server("127.0.0.1", 0, create_app(ServedSearch(pipeline, 3600), GatewaySettings(home=home)),
-                         threaded=True)
+    server = make_server(
+        "127.0.0.1", 0, create_app(ServedSearch(pipeline, 3600), GatewaySettings(home=home)), threaded=True
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        lines = run_example("search_with_elasticsearch_client.py", f"http://127.0.0.1:{server.server_port}", QUERY,
-                            home=home)
+        lines = run_example(
+            "search_with_elasticsearch_client.py", f"http://127.0.0.1:{server.server_port}", QUERY, home=home
+        )
     finally:
         server.shutdown()
         thread.join(10)

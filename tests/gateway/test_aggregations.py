@@ -34,7 +34,9 @@ class PaperSearch(FacetedSearch):
 
 
 def test_faceted_search_serves_its_facets_each_without_its_own_filter(es):
-    search = type("GatewayPaperSearch", (PaperSearch,), {"using": es})  # FacetedSearch takes its client as a class field
+    search = type(
+        "GatewayPaperSearch", (PaperSearch,), {"using": es}
+    )  # FacetedSearch takes its client as a class field
     response = search("green tea", filters={"publication_types": "Review"}).execute()
     # "green tea" finds 1, 2, 4 and 5; the Review filter keeps 1 and 5 as hits, and every facet but its own.
     assert {hit.meta.id for hit in response} == {"1", "5"}
@@ -45,26 +47,43 @@ def test_faceted_search_serves_its_facets_each_without_its_own_filter(es):
 
 
 def test_numeric_facets_and_mesh_terms(es):
-    answer = es.search(query={"match": {"text": "green"}}, size=0, aggs={
-        "years": {"stats": {"field": "year"}}, "first": {"min": {"field": "year"}},
-        "journals": {"cardinality": {"field": "journal"}}, "mesh": {"terms": {"field": "mesh"}},
-        "decades": {"histogram": {"field": "year", "interval": 10}, "aggs": {"mean": {"avg": {"field": "year"}}}}})
+    answer = es.search(
+        query={"match": {"text": "green"}},
+        size=0,
+        aggs={
+            "years": {"stats": {"field": "year"}},
+            "first": {"min": {"field": "year"}},
+            "journals": {"cardinality": {"field": "journal"}},
+            "mesh": {"terms": {"field": "mesh"}},
+            "decades": {"histogram": {"field": "year", "interval": 10}, "aggs": {"mean": {"avg": {"field": "year"}}}},
+        },
+    )
     aggregations = answer["aggregations"]
     # green: 1 (2001), 2 (2010), 4 (1999), 5 (2005)
     assert aggregations["years"] == {"count": 4, "min": 1999.0, "max": 2010.0, "avg": 2003.75, "sum": 8015.0}
     assert aggregations["first"] == {"value": 1999.0}
     assert aggregations["journals"] == {"value": 3}  # "" is a journal too, as Elasticsearch indexes it
-    assert aggregations["mesh"]["buckets"] == [{"key": "Breast Neoplasms", "doc_count": 1}, {"key": "Tea", "doc_count": 1}]
+    assert aggregations["mesh"]["buckets"] == [
+        {"key": "Breast Neoplasms", "doc_count": 1},
+        {"key": "Tea", "doc_count": 1},
+    ]
     assert aggregations["decades"]["buckets"] == [
         {"key": 1990.0, "doc_count": 1, "mean": {"value": 1999.0}},
         {"key": 2000.0, "doc_count": 2, "mean": {"value": 2003.0}},
-        {"key": 2010.0, "doc_count": 1, "mean": {"value": 2010.0}}]
+        {"key": 2010.0, "doc_count": 1, "mean": {"value": 2010.0}},
+    ]
 
 
 def test_typed_keys_name_the_new_kinds(es):
-    answer = es.search(query={"match": {"text": "tea"}}, size=0, typed_keys=True, aggs={
-        "f": {"filter": {"term": {"journal": "Nutrients"}}, "aggs": {"y": {"terms": {"field": "year"}}}},
-        "s": {"stats": {"field": "year"}}})
+    answer = es.search(
+        query={"match": {"text": "tea"}},
+        size=0,
+        typed_keys=True,
+        aggs={
+            "f": {"filter": {"term": {"journal": "Nutrients"}}, "aggs": {"y": {"terms": {"field": "year"}}}},
+            "s": {"stats": {"field": "year"}},
+        },
+    )
     assert set(answer["aggregations"]) == {"filter#f", "stats#s"}
     assert answer["aggregations"]["filter#f"]["lterms#y"]["buckets"] == [{"key": 2001, "doc_count": 1}]
 

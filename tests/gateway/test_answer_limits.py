@@ -28,31 +28,59 @@ from index_setup.embedded_index import build_embedded_index
 
 N_DOCS = 1100
 COMMON = ("the", "of", "and", "in")
-WORDS = ("cancer", "risk", "diet", "vitamin", "intake", "cohort", "patients", "trial", "serum", "levels", "fiber",
-         "mortality", "associated", "with", "was", "were", "study", "dietary", "women", "men", "increased")
+WORDS = (
+    "cancer",
+    "risk",
+    "diet",
+    "vitamin",
+    "intake",
+    "cohort",
+    "patients",
+    "trial",
+    "serum",
+    "levels",
+    "fiber",
+    "mortality",
+    "associated",
+    "with",
+    "was",
+    "were",
+    "study",
+    "dietary",
+    "women",
+    "men",
+    "increased",
+)
 QUERY = {"match": {"text": "the of and in"}}
 
 
 def _document(n: int, rng: random.Random) -> Document:
     words = [rng.choice(COMMON) if rng.random() < 0.3 else rng.choice(WORDS) for _ in range(250)]
-    return Document(f"D{n}", " ".join(rng.choice(WORDS) for _ in range(8)).capitalize(),
-                    " ".join(words).capitalize() + ".", journal="Nutrients", year=1990 + n % 30,
-                    publication_types=("Journal Article",))
+    return Document(
+        f"D{n}",
+        " ".join(rng.choice(WORDS) for _ in range(8)).capitalize(),
+        " ".join(words).capitalize() + ".",
+        journal="Nutrients",
+        year=1990 + n % 30,
+        publication_types=("Journal Article",),
+    )
 
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("answer-limits")
     rng = random.Random(32)
-    build_embedded_index([_document(n, rng) for n in range(N_DOCS)], home / "indexes" / "embedded", version="v1",
-                         progress=False)
+    build_embedded_index(
+        [_document(n, rng) for n in range(N_DOCS)], home / "indexes" / "embedded", version="v1", progress=False
+    )
     return home
 
 
 def _client(home: Path, **settings: object):
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
-    return create_app(ServedSearch(SearchPipeline(backend, 0), 3600),
-                      GatewaySettings(home=home, **settings)).test_client()
+    return create_app(
+        ServedSearch(SearchPipeline(backend, 0), 3600), GatewaySettings(home=home, **settings)
+    ).test_client()
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +107,9 @@ def test_a_field_listed_1000_times_is_refused_before_the_work_by_the_highlight_b
     listed = {"query": QUERY, "size": 1000, "highlight": {"fields": [{"abstract": {}}] * 1000}}  # the body
     response, cpu = _timed(client, "/_search", listed)
     reason = _reason(response)
-    assert "ESRR_GATEWAY_MAX_HIGHLIGHT_CHARS=200000" in reason and "1000 hits" in reason and "abstract: 5 x 100" in reason
+    assert (
+        "ESRR_GATEWAY_MAX_HIGHLIGHT_CHARS=200000" in reason and "1000 hits" in reason and "abstract: 5 x 100" in reason
+    )
     assert cpu < 1.0  # b2f3ea0: 136 s of CPU on NFCorpus
 
 
@@ -97,8 +127,9 @@ def test_a_field_listed_1000_times_is_highlighted_once(home, client):
 
 
 def test_a_field_named_twice_keeps_the_options_named_last_as_elasticsearch_does():
-    read = read_highlight({"fields": [{"abstract": {"fragment_size": 50}}, {"abs*": {"fragment_size": 80}},
-                                      {"title": {}}]})
+    read = read_highlight(
+        {"fields": [{"abstract": {"fragment_size": 50}}, {"abs*": {"fragment_size": 80}}, {"title": {}}]}
+    )
     assert [(field.name, field.fragment_size) for field in read] == [("abstract", 80), ("title", 100)]
 
 
@@ -138,8 +169,11 @@ def test_source_patterns_match_as_elasticsearch_does():
 
 def test_long_tags_on_whole_fields_are_refused_before_they_are_placed(home, client):
     tag = "x" * 100  # the 1.4 KB request: an 18 MB answer on b2f3ea0
-    body = {"query": QUERY, "size": 1000, "highlight": {"number_of_fragments": 0, "pre_tags": [tag],
-                                                         "post_tags": [tag], "fields": {"abstract": {}}}}
+    body = {
+        "query": QUERY,
+        "size": 1000,
+        "highlight": {"number_of_fragments": 0, "pre_tags": [tag], "post_tags": [tag], "fields": {"abstract": {}}},
+    }
     response, cpu = _timed(client, "/_search", body)
     assert "ESRR_GATEWAY_MAX_HIGHLIGHT_CHARS=200000" in _reason(response)  # whole fields of 1,000 hits
     assert cpu < 1.0
@@ -154,12 +188,19 @@ def test_the_largest_legitimate_answers_are_served(client):
     whole = client.post("/_search", json={"query": QUERY, "size": 1000})
     assert whole.status_code == 200 and len(whole.get_json()["hits"]["hits"]) == 1000
     assert len(whole.get_data()) < 8 << 20
-    marked = client.post("/_search", json={"query": QUERY, "size": 50, "highlight": {
-        "number_of_fragments": 0, "fields": {"title": {}, "abstract": {}}}})
+    marked = client.post(
+        "/_search",
+        json={
+            "query": QUERY,
+            "size": 50,
+            "highlight": {"number_of_fragments": 0, "fields": {"title": {}, "abstract": {}}},
+        },
+    )
     assert marked.status_code == 200
     assert all("<em>" in hit["highlight"]["abstract"][0] for hit in marked.get_json()["hits"]["hits"])
-    fragments = client.post("/_search", json={"query": QUERY, "size": 200, "highlight": {
-        "fields": {"title": {}, "abstract": {}}}})
+    fragments = client.post(
+        "/_search", json={"query": QUERY, "size": 200, "highlight": {"fields": {"title": {}, "abstract": {}}}}
+    )
     assert fragments.status_code == 200 and len(fragments.get_json()["hits"]["hits"]) == 200
 
 
@@ -199,8 +240,9 @@ def test_a_rendered_answer_over_the_cap_is_refused_whatever_route_made_it(home):
     error = mget.get_json()["error"]
     assert error["type"] == "illegal_argument_exception" and "ESRR_GATEWAY_MAX_ANSWER_BYTES=65536" in error["reason"]
     search = '{"query": {"match": {"text": "the of and in"}}, "size": 20}'
-    msearch = client.post("/_msearch", data="\n".join(["{}", search] * 5) + "\n",
-                          headers={"Content-Type": "application/x-ndjson"})
+    msearch = client.post(
+        "/_msearch", data="\n".join(["{}", search] * 5) + "\n", headers={"Content-Type": "application/x-ndjson"}
+    )
     assert msearch.status_code == 400 and "weighs" in msearch.get_json()["error"]["reason"]
     one = client.post("/_msearch", data="{}\n" + search + "\n", headers={"Content-Type": "application/x-ndjson"})
     assert one.status_code == 200 and one.get_json()["responses"][0]["status"] == 200

@@ -6,10 +6,9 @@ HTTP to the official Elasticsearch client, is tested in ``tests/worker/test_gate
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import shutil
 import socket
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -20,11 +19,11 @@ from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
+from es_rerank.ranking.neighbours import CorpusIdentity, JudgedNeighbours
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import Document
 from index_setup.embedded_index import build_embedded_index
-from es_rerank.ranking.neighbours import CorpusIdentity, JudgedNeighbours
 from tests.conftest import TINY_DOCS
 
 MORE_DOCS = (
@@ -66,15 +65,20 @@ def test_search_answers_as_elasticsearch_would(home):
     assert set(body) >= {"took", "timed_out", "hits"}
 
 
-@pytest.mark.parametrize("path", ["/_search", "/esrr-docs/_search", "/v1/_search", "/_all/_search", "/esrr-*/_search",
-                                  "/v1,esrr-docs/_search"])
-@pytest.mark.parametrize("query", [
-    {"match": {"text": "vitamin bone"}},
-    {"match": {"text": {"query": "vitamin bone", "operator": "or"}}},
-    {"multi_match": {"query": "vitamin bone", "fields": ["title", "abstract^2"]}},
-    {"query_string": {"query": "vitamin bone"}},
-    {"simple_query_string": {"query": "vitamin bone", "fields": ["text"]}},
-])
+@pytest.mark.parametrize(
+    "path",
+    ["/_search", "/esrr-docs/_search", "/v1/_search", "/_all/_search", "/esrr-*/_search", "/v1,esrr-docs/_search"],
+)
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"match": {"text": "vitamin bone"}},
+        {"match": {"text": {"query": "vitamin bone", "operator": "or"}}},
+        {"multi_match": {"query": "vitamin bone", "fields": ["title", "abstract^2"]}},
+        {"query_string": {"query": "vitamin bone"}},
+        {"simple_query_string": {"query": "vitamin bone", "fields": ["text"]}},
+    ],
+)
 def test_every_keyword_query_form_searches_the_same_words(home, path, query):
     assert _ids(_client(home).post(path, json={"query": query})) == ["a", "b"]
 
@@ -82,45 +86,52 @@ def test_every_keyword_query_form_searches_the_same_words(home, path, query):
 def test_from_and_size_page_through_the_ranking(home):
     client = _client(home)
     everything = _ids(client.get("/_search?q=vitamin bone"))
-    assert _ids(client.post("/_search", json={"query": {"match": {"text": "vitamin bone"}}, "from": 1,
-                                              "size": 1})) == everything[1:2]
+    assert (
+        _ids(client.post("/_search", json={"query": {"match": {"text": "vitamin bone"}}, "from": 1, "size": 1}))
+        == everything[1:2]
+    )
     counted = client.get("/_search?q=vitamin bone&size=0").get_json()["hits"]
     assert counted["hits"] == [] and counted["total"] == {"value": 2, "relation": "eq"}  # counted, as ES counts
 
 
-@pytest.mark.parametrize("request_args, fix", [
-    ({"json": {"query": {"match": {"text": "bone"}}, "aggs": {"y": {"percentiles": {"field": "year"}}}}},
-     "[percentiles] aggregations are not served"),
-    ({"json": {"query": {"match": {"text": "bone"}}, "rescore": {}}}, "served by the Elasticsearch backend"),
-    ({"json": {"query": {"term": {"text": "bone"}}}}, "served by the Elasticsearch backend"),
-    ({"json": {"query": {"fuzzy": {"journal": "bone"}}}}, "served by the Elasticsearch backend"),
-    ({"json": {"query": {"match": {"text": {"query": "bone", "fuzziness": "lots"}}}}}, "fuzziness must be 0, 1, 2"),
-    ({"json": {"query": {"query_string": {"query": "title:bone"}}}}, "served by the Elasticsearch backend"),
-    ({"json": {"query": {"query_string": {"query": "bone AND (vitamin"}}}}, "cannot parse"),
-    ({"json": {"query": {"match": {"text": "bone"}}, "ext": {"esrr": {"window_size": 11}}}}, "from 0 to 10"),
-    ({"json": {"query": {"match": {"text": "bone"}}, "ext": {"esrr": {"score_mode": "max"}}}}, "replace, total"),
-    ({"json": {"query": {"match": {"text": "bone"}}, "ext": {"other": {}}}}, "only the section [esrr]"),
-    ({"json": {"query": {"match": {"text": "bone"}}, "sort": [{"title": "desc"}]}}, "served by the Elasticsearch"),
-    ({"json": {"query": {"match": {"title": "bone"}}}}, "title and abstract together"),
-    ({"json": {"query": {"match": {"text": "bone", "title": "bone"}}}}, "one field"),
-    ({"json": {"query": {"match": {"text": 3}}}}, "as a string"),
-    ({"json": ["bone"]}, "not an object"),
-    ({"data": "{bone", "content_type": "application/json"}, "not JSON"),
-    ({"query_string": "q=bone&size=-1"}, "[size] must be a whole number"),
-    ({"query_string": "q=bone&from=two"}, "[from] must be a whole number"),
-    ({"json": {"query": {"match": {"text": "bone"}}, "size": True}}, "[size] must be a whole number"),
-    ({"query_string": "q=bone&from=9990&size=20"}, "Result window is too large"),
-    ({"query_string": "q=bone&size=50000"}, "at most 10000 hits"),
-    ({"query_string": "q=bone&size=" + "9" * 5000}, "[size] must be a whole number"),
-    ({"query_string": "q=bone&size=%C2%B2"}, "[size] must be a whole number"),  # a superscript 2
-    ({"query_string": "q=bone&size=%D9%A3"}, "[size] must be a whole number"),  # an Arabic-Indic 3
-    ({"query_string": "q=bone&df=title"}, "title and abstract together"),
-    ({"query_string": "q=bone&analyzer=x"}, "unrecognized parameter: [analyzer]"),
-    ({"json": {"query": {"multi_match": {"query": "bone", "fields": [["title"]]}}}}, "a list of them"),
-    ({"json": {"query": {"multi_match": {"query": "bone", "fields": [{"a": 1}]}}}}, "a list of them"),
-    ({"data": "[" * 100_000 + "]" * 100_000, "content_type": "application/json"}, "nests too deeply"),
-    ({"query_string": "q=bone", "json": {"query": {"match": {"text": "bone"}}}}, "send one of them"),
-])
+@pytest.mark.parametrize(
+    "request_args, fix",
+    [
+        (
+            {"json": {"query": {"match": {"text": "bone"}}, "aggs": {"y": {"percentiles": {"field": "year"}}}}},
+            "[percentiles] aggregations are not served",
+        ),
+        ({"json": {"query": {"match": {"text": "bone"}}, "rescore": {}}}, "served by the Elasticsearch backend"),
+        ({"json": {"query": {"term": {"text": "bone"}}}}, "served by the Elasticsearch backend"),
+        ({"json": {"query": {"fuzzy": {"journal": "bone"}}}}, "served by the Elasticsearch backend"),
+        ({"json": {"query": {"match": {"text": {"query": "bone", "fuzziness": "lots"}}}}}, "fuzziness must be 0, 1, 2"),
+        ({"json": {"query": {"query_string": {"query": "title:bone"}}}}, "served by the Elasticsearch backend"),
+        ({"json": {"query": {"query_string": {"query": "bone AND (vitamin"}}}}, "cannot parse"),
+        ({"json": {"query": {"match": {"text": "bone"}}, "ext": {"esrr": {"window_size": 11}}}}, "from 0 to 10"),
+        ({"json": {"query": {"match": {"text": "bone"}}, "ext": {"esrr": {"score_mode": "max"}}}}, "replace, total"),
+        ({"json": {"query": {"match": {"text": "bone"}}, "ext": {"other": {}}}}, "only the section [esrr]"),
+        ({"json": {"query": {"match": {"text": "bone"}}, "sort": [{"title": "desc"}]}}, "served by the Elasticsearch"),
+        ({"json": {"query": {"match": {"title": "bone"}}}}, "title and abstract together"),
+        ({"json": {"query": {"match": {"text": "bone", "title": "bone"}}}}, "one field"),
+        ({"json": {"query": {"match": {"text": 3}}}}, "as a string"),
+        ({"json": ["bone"]}, "not an object"),
+        ({"data": "{bone", "content_type": "application/json"}, "not JSON"),
+        ({"query_string": "q=bone&size=-1"}, "[size] must be a whole number"),
+        ({"query_string": "q=bone&from=two"}, "[from] must be a whole number"),
+        ({"json": {"query": {"match": {"text": "bone"}}, "size": True}}, "[size] must be a whole number"),
+        ({"query_string": "q=bone&from=9990&size=20"}, "Result window is too large"),
+        ({"query_string": "q=bone&size=50000"}, "at most 10000 hits"),
+        ({"query_string": "q=bone&size=" + "9" * 5000}, "[size] must be a whole number"),
+        ({"query_string": "q=bone&size=%C2%B2"}, "[size] must be a whole number"),  # a superscript 2
+        ({"query_string": "q=bone&size=%D9%A3"}, "[size] must be a whole number"),  # an Arabic-Indic 3
+        ({"query_string": "q=bone&df=title"}, "title and abstract together"),
+        ({"query_string": "q=bone&analyzer=x"}, "unrecognized parameter: [analyzer]"),
+        ({"json": {"query": {"multi_match": {"query": "bone", "fields": [["title"]]}}}}, "a list of them"),
+        ({"json": {"query": {"multi_match": {"query": "bone", "fields": [{"a": 1}]}}}}, "a list of them"),
+        ({"data": "[" * 100_000 + "]" * 100_000, "content_type": "application/json"}, "nests too deeply"),
+        ({"query_string": "q=bone", "json": {"query": {"match": {"text": "bone"}}}}, "send one of them"),
+    ],
+)
 def test_a_bad_search_is_a_400_that_names_the_fix(home, request_args, fix):
     response = _client(home).post("/_search", **request_args)
     error = response.get_json()
@@ -269,8 +280,11 @@ def test_serve_refuses_a_taken_port_with_the_fix(home):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        result = CliRunner().invoke(main, ["serve", "--port", str(taken.getsockname()[1])],
-                                    env={"ESRR_HOME": str(home), "ESRR_GATEWAY_RERANK": "false"})
+        result = CliRunner().invoke(
+            main,
+            ["serve", "--port", str(taken.getsockname()[1])],
+            env={"ESRR_HOME": str(home), "ESRR_GATEWAY_RERANK": "false"},
+        )
     assert result.exit_code == 1 and "Address already in use); choose another --port" in result.output
 
 
@@ -279,10 +293,15 @@ def test_serve_refuses_a_host_that_is_no_address_with_the_fix(home, host):
     with socket.socket() as probe:  # a free port: only the host can be wrong
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    result = CliRunner().invoke(main, ["serve", "--host", host, "--port", str(port)],
-                                env={"ESRR_HOME": str(home), "ESRR_GATEWAY_RERANK": "false"})
-    assert result.exit_code == 1 and "not an address or a host name that resolves); choose another --port or --host" \
-        in result.output, result.output
+    result = CliRunner().invoke(
+        main,
+        ["serve", "--host", host, "--port", str(port)],
+        env={"ESRR_HOME": str(home), "ESRR_GATEWAY_RERANK": "false"},
+    )
+    assert (
+        result.exit_code == 1
+        and "not an address or a host name that resolves); choose another --port or --host" in result.output
+    ), result.output
 
 
 def test_health_and_the_ranker_say_when_the_votes_belong_to_another_corpus(home):

@@ -14,16 +14,16 @@ import re
 from pathlib import Path
 
 import pytest
-from elasticsearch import AuthorizationException, BadRequestError, Elasticsearch, NotFoundError
+from elasticsearch import AuthorizationException, BadRequestError, NotFoundError
 
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
+from es_rerank.payload import WorkerSetupError
 from es_rerank.ranking.feedback import FeedbackParams
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
-from es_rerank.payload import WorkerSetupError
 from index_setup.embedded_index import build_embedded_index
 from tests.conftest import official_client
 from tests.gateway.test_query_dsl import DOCS
@@ -47,8 +47,9 @@ def app(tmp_path_factory: pytest.TempPathFactory):
     build_embedded_index(DOCS, home / "indexes" / "embedded", version="v1", progress=False)
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
     served = ServedSearch(SearchPipeline(backend, 10, feedback=FeedbackParams(2, 1.0)), 3600)
-    return create_app(served, GatewaySettings(home=home, gateway_max_mget_docs=MAX_MGET,
-                                              gateway_max_msearch_searches=MAX_MSEARCH))
+    return create_app(
+        served, GatewaySettings(home=home, gateway_max_mget_docs=MAX_MGET, gateway_max_msearch_searches=MAX_MSEARCH)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -128,11 +129,16 @@ def test_mget_reads_each_document_in_order_found_or_not(es):
 
 
 def test_msearch_answers_each_search_reranked_or_with_its_own_error(es):
-    responses = es.msearch(searches=[
-        {"index": ALIAS}, {"query": {"match": {"text": {"query": "green tea", "operator": "and"}}}, "size": 10},
-        {}, {"query": {"geo_shape": {"x": {}}}},
-        {"index": "other"}, {"query": {"match_all": {}}},
-    ]).body["responses"]
+    responses = es.msearch(
+        searches=[
+            {"index": ALIAS},
+            {"query": {"match": {"text": {"query": "green tea", "operator": "and"}}}, "size": 10},
+            {},
+            {"query": {"geo_shape": {"x": {}}}},
+            {"index": "other"},
+            {"query": {"match_all": {}}},
+        ]
+    ).body["responses"]
     assert [response["status"] for response in responses] == [200, 400, 404]
     assert {hit["_id"] for hit in responses[0]["hits"]["hits"]} == _ids_with("green", "tea")
     assert all(hit["fields"]["reranked"] == [True] for hit in responses[0]["hits"]["hits"])
@@ -150,23 +156,41 @@ def test_cluster_health_is_green_when_searches_are_answered(es):
     assert es.cluster.health(index=ALIAS).body["status"] == "green"
 
 
-@pytest.mark.parametrize("call", [
-    lambda es: es.index(index=ALIAS, id="1", document={"title": "x"}),
-    lambda es: es.index(index=ALIAS, document={"title": "x"}),
-    lambda es: es.create(index=ALIAS, id="9", document={"title": "x"}),
-    lambda es: es.update(index=ALIAS, id="1", doc={"title": "x"}),
-    lambda es: es.delete(index=ALIAS, id="1"),
-    lambda es: es.bulk(operations=[{"delete": {"_index": ALIAS, "_id": "1"}}]),
-    lambda es: es.delete_by_query(index=ALIAS, query={"match_all": {}}),
-    lambda es: es.update_by_query(index=ALIAS, query={"match_all": {}}),
-    lambda es: es.indices.delete(index=ALIAS),
-    lambda es: es.indices.create(index="new-index"),
-    lambda es: es.indices.put_mapping(index=ALIAS, properties={"x": {"type": "keyword"}}),
-    lambda es: es.indices.put_settings(index=ALIAS, settings={"number_of_replicas": 1}),
-    lambda es: es.indices.refresh(index=ALIAS),
-    lambda es: es.indices.update_aliases(actions=[{"remove": {"index": "v1", "alias": ALIAS}}]),
-], ids=["index", "index-auto-id", "create", "update", "delete", "bulk", "delete_by_query", "update_by_query",
-        "indices.delete", "indices.create", "put_mapping", "put_settings", "refresh", "update_aliases"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda es: es.index(index=ALIAS, id="1", document={"title": "x"}),
+        lambda es: es.index(index=ALIAS, document={"title": "x"}),
+        lambda es: es.create(index=ALIAS, id="9", document={"title": "x"}),
+        lambda es: es.update(index=ALIAS, id="1", doc={"title": "x"}),
+        lambda es: es.delete(index=ALIAS, id="1"),
+        lambda es: es.bulk(operations=[{"delete": {"_index": ALIAS, "_id": "1"}}]),
+        lambda es: es.delete_by_query(index=ALIAS, query={"match_all": {}}),
+        lambda es: es.update_by_query(index=ALIAS, query={"match_all": {}}),
+        lambda es: es.indices.delete(index=ALIAS),
+        lambda es: es.indices.create(index="new-index"),
+        lambda es: es.indices.put_mapping(index=ALIAS, properties={"x": {"type": "keyword"}}),
+        lambda es: es.indices.put_settings(index=ALIAS, settings={"number_of_replicas": 1}),
+        lambda es: es.indices.refresh(index=ALIAS),
+        lambda es: es.indices.update_aliases(actions=[{"remove": {"index": "v1", "alias": ALIAS}}]),
+    ],
+    ids=[
+        "index",
+        "index-auto-id",
+        "create",
+        "update",
+        "delete",
+        "bulk",
+        "delete_by_query",
+        "update_by_query",
+        "indices.delete",
+        "indices.create",
+        "put_mapping",
+        "put_settings",
+        "refresh",
+        "update_aliases",
+    ],
+)
 def test_writes_and_admin_calls_are_refused_as_read_only_and_change_nothing(es, call):
     with pytest.raises(AuthorizationException) as refused:
         call(es)
@@ -177,22 +201,30 @@ def test_writes_and_admin_calls_are_refused_as_read_only_and_change_nothing(es, 
     assert es.get(index=ALIAS, id="1").body["_source"] == DOCS[0].source()
 
 
-@pytest.mark.parametrize("call", [
-    lambda es: es.open_point_in_time(index=ALIAS, keep_alive="1m"),
-    lambda es: es.close_point_in_time(id="abc"),
-    lambda es: es.search(index=ALIAS, query={"match_all": {}}, pit={"id": "abc", "keep_alive": "1m"}),
-], ids=["open_point_in_time", "close_point_in_time", "search_pit"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda es: es.open_point_in_time(index=ALIAS, keep_alive="1m"),
+        lambda es: es.close_point_in_time(id="abc"),
+        lambda es: es.search(index=ALIAS, query={"match_all": {}}, pit={"id": "abc", "keep_alive": "1m"}),
+    ],
+    ids=["open_point_in_time", "close_point_in_time", "search_pit"],
+)
 def test_points_in_time_are_400s_naming_the_backend_that_serves_them(es, call):  # scrolls: test_scroll.py
     with pytest.raises(BadRequestError) as refused:
         call(es)
     assert "Elasticsearch backend" in refused.value.body["error"]["reason"]
 
 
-@pytest.mark.parametrize("call", [
-    lambda es: es.cat.indices(),
-    lambda es: es.field_caps(index=ALIAS, fields="*"),
-    lambda es: es.explain(index=ALIAS, id="1", query={"match_all": {}}),
-], ids=["cat.indices", "field_caps", "explain"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda es: es.cat.indices(),
+        lambda es: es.field_caps(index=ALIAS, fields="*"),
+        lambda es: es.explain(index=ALIAS, id="1", query={"match_all": {}}),
+    ],
+    ids=["cat.indices", "field_caps", "explain"],
+)
 def test_a_read_the_gateway_does_not_serve_is_a_404_that_lists_those_it_does(es, call):
     with pytest.raises(NotFoundError) as missing:  # not a 403: these read, they do not write
         call(es)
@@ -218,15 +250,18 @@ def test_the_limits_on_mget_and_msearch_are_400s_that_name_them(es):
 NDJSON = "application/x-ndjson"
 
 
-@pytest.mark.parametrize("data, named", [
-    (b"", "empty"),
-    (b'{"index": "esrr-docs"}\n', "has a header and no body"),
-    (b'{"index": "esrr-docs"\n{}\n', "line 1"),
-    (b'[]\n{}\n', "header object"),
-    (b'{"indexx": "a"}\n{}\n', "unknown key [indexx]"),
-    (b'{"index": 5}\n{}\n', "as a string"),
-    (b'{}\n{"query": \n', "line 2"),
-])
+@pytest.mark.parametrize(
+    "data, named",
+    [
+        (b"", "empty"),
+        (b'{"index": "esrr-docs"}\n', "has a header and no body"),
+        (b'{"index": "esrr-docs"\n{}\n', "line 1"),
+        (b"[]\n{}\n", "header object"),
+        (b'{"indexx": "a"}\n{}\n', "unknown key [indexx]"),
+        (b'{"index": 5}\n{}\n', "as a string"),
+        (b'{}\n{"query": \n', "line 2"),
+    ],
+)
 def test_a_malformed_msearch_is_a_400_naming_the_line(app, data, named):
     response = app.test_client().post("/_msearch", data=data, content_type=NDJSON)
     assert response.status_code == 400 and named in response.get_json()["error"]["reason"]
@@ -238,18 +273,21 @@ def test_msearch_answers_a_search_body_that_is_not_an_object_in_its_slot(app):
     assert (first["status"], second["status"]) == (400, 200) and len(second["hits"]["hits"]) == 1
 
 
-@pytest.mark.parametrize("path, body, named", [
-    ("/_mget", {"ids": ["1"]}, "/<index>/_mget"),
-    ("/_mget", {"docs": [{"_id": "1"}]}, "index is missing for doc 0"),
-    ("/esrr-docs/_mget", {"docs": [{"_id": "1", "stored": 1}]}, "unknown key [stored]"),
-    ("/esrr-docs/_mget", {"docs": [{"_id": None}]}, "must be a string"),
-    ("/esrr-docs/_mget", {"docs": []}, "non-empty list"),
-    ("/esrr-docs/_mget", {"ids": ["1"], "docs": []}, "docs or ids"),
-    ("/esrr-docs/_mget", {"ids": ["x" * 513]}, "too long"),
-    ("/esrr-docs/_mget", {"docs": [{"_id": "1", "_source": 5}]}, "[_source]"),
-    ("/esrr-docs/_count", {"query": {"match_all": {}}, "size": 3}, "request does not support [size]"),
-    ("/esrr-docs/_count", {"query": {"span_near": {}}}, "span_near"),
-])
+@pytest.mark.parametrize(
+    "path, body, named",
+    [
+        ("/_mget", {"ids": ["1"]}, "/<index>/_mget"),
+        ("/_mget", {"docs": [{"_id": "1"}]}, "index is missing for doc 0"),
+        ("/esrr-docs/_mget", {"docs": [{"_id": "1", "stored": 1}]}, "unknown key [stored]"),
+        ("/esrr-docs/_mget", {"docs": [{"_id": None}]}, "must be a string"),
+        ("/esrr-docs/_mget", {"docs": []}, "non-empty list"),
+        ("/esrr-docs/_mget", {"ids": ["1"], "docs": []}, "docs or ids"),
+        ("/esrr-docs/_mget", {"ids": ["x" * 513]}, "too long"),
+        ("/esrr-docs/_mget", {"docs": [{"_id": "1", "_source": 5}]}, "[_source]"),
+        ("/esrr-docs/_count", {"query": {"match_all": {}}, "size": 3}, "request does not support [size]"),
+        ("/esrr-docs/_count", {"query": {"span_near": {}}}, "span_near"),
+    ],
+)
 def test_a_malformed_document_read_or_count_is_a_400_naming_the_problem(app, path, body, named):
     response = app.test_client().post(path, data=json.dumps(body), content_type="application/json")
     assert response.status_code == 400 and named in response.get_json()["error"]["reason"], response.get_json()
@@ -257,8 +295,7 @@ def test_a_malformed_document_read_or_count_is_a_400_naming_the_problem(app, pat
 
 def test_unknown_parameters_are_400s_naming_those_read(app):
     client = app.test_client()
-    for path in ("/esrr-docs/_doc/1?version=3", "/_count?size=3", "/_msearch?analyzer=x",
-                 "/_cluster/health?wait=1"):
+    for path in ("/esrr-docs/_doc/1?version=3", "/_count?size=3", "/_msearch?analyzer=x", "/_cluster/health?wait=1"):
         response = client.get(path)
         assert response.status_code == 400, path
         error = response.get_json()["error"]
@@ -280,10 +317,13 @@ class _RefusingWorker:
 
 def test_a_worker_refusal_fails_only_the_searches_of_an_msearch_that_ask_it(app, tmp_path):
     backend = app.extensions["esrr.served"].pipeline().backend
-    refusing = create_app(ServedSearch(SearchPipeline(backend, 10, _RefusingWorker()), 3600),
-                          GatewaySettings(home=tmp_path)).test_client()
-    data = (b'{}\n{"query": {"match": {"text": "green tea"}}}\n'
-            b'{}\n{"query": {"bool": {"filter": [{"range": {"year": {"gte": 2005}}}]}}}\n')
+    refusing = create_app(
+        ServedSearch(SearchPipeline(backend, 10, _RefusingWorker()), 3600), GatewaySettings(home=tmp_path)
+    ).test_client()
+    data = (
+        b'{}\n{"query": {"match": {"text": "green tea"}}}\n'
+        b'{}\n{"query": {"bool": {"filter": [{"range": {"year": {"gte": 2005}}}]}}}\n'
+    )
     first, second = refusing.post("/_msearch", data=data, content_type=NDJSON).get_json()["responses"]
     assert first["status"] == 503 and "refused" in first["error"]["reason"]
     assert second["status"] == 200 and second["hits"]["total"]["value"] == sum(1 for d in DOCS if (d.year or 0) >= 2005)
@@ -308,8 +348,9 @@ class _BackendThatFails:
 
 def test_health_is_red_not_an_error_while_searches_cannot_be_answered(app, tmp_path):
     backend = app.extensions["esrr.served"].pipeline().backend
-    failing = create_app(ServedSearch(SearchPipeline(_BackendThatFails(backend), 10), 3600),
-                         GatewaySettings(home=tmp_path)).test_client()
+    failing = create_app(
+        ServedSearch(SearchPipeline(_BackendThatFails(backend), 10), 3600), GatewaySettings(home=tmp_path)
+    ).test_client()
     health = failing.get("/_cluster/health")
     assert health.status_code == 200 and health.get_json()["status"] == "red"
     assert "start it or set ESRR_ES_URL" in health.get_json()["esrr"]["problem"]

@@ -28,8 +28,14 @@ from tests.conftest import esrr_serve
 from tests.gateway.test_site import ARTICLES, BROWSER
 
 SESSION = "0123456789abcdef0123456789abcdef"
-IMPRESSION = {"type": "impression", "impression_id": "1234567890abcdef", "session_id": SESSION, "query": "vitamin",
-              "ranker": "BM25", "results": [{"id": "1", "position": 1}, {"id": "MED-3", "position": 2}]}
+IMPRESSION = {
+    "type": "impression",
+    "impression_id": "1234567890abcdef",
+    "session_id": SESSION,
+    "query": "vitamin",
+    "ranker": "BM25",
+    "results": [{"id": "1", "position": 1}, {"id": "MED-3", "position": 2}],
+}
 CLICK = {"type": "click", "impression_id": "1234567890abcdef", "session_id": SESSION, "id": "MED-3", "position": 2}
 PAGE_SCRIPT_RUNNER = Path(__file__).with_name("run_page_script.js")
 
@@ -53,8 +59,9 @@ def _metric(client, line: str) -> float:
 def test_an_impression_and_a_click_are_stored_with_the_servers_time_only(home):
     app = _app(home)
     client = app.test_client()
-    response = client.post("/_esrr/events", json=[IMPRESSION, CLICK],
-                           headers={"User-Agent": "secret-agent", "X-Forwarded-For": "10.1.2.3"})
+    response = client.post(
+        "/_esrr/events", json=[IMPRESSION, CLICK], headers={"User-Agent": "secret-agent", "X-Forwarded-For": "10.1.2.3"}
+    )
     assert response.status_code == 202 and response.get_json() == {"queued": 2, "dropped": 0}
     assert client.post("/_esrr/events", data=json.dumps(CLICK), content_type="text/plain").status_code == 202
     recorder = app.extensions["esrr.events"]
@@ -69,15 +76,22 @@ def test_an_impression_and_a_click_are_stored_with_the_servers_time_only(home):
     assert _metric(client, "esrr_events_stored_total") == 3
 
 
-@pytest.mark.parametrize(("body", "status", "said"), [
-    ({**CLICK, "position": 0}, 400, "the event: position: Input should be greater than or equal to 1 (got 0)"),
-    ([CLICK, {**IMPRESSION, "results": "MED-3"}], 400, "event 1: results"),
-    ({**CLICK, "ip": "10.0.0.1"}, 400, "ip is not a field of this event"),
-    ([CLICK] * 3, 400, "3 events in one request, over the gateway's limit of 2 (ESRR_EVENTS_MAX_PER_REQUEST=2)"),
-    ("not json", 400, "the events request is not JSON"),
-    ('{"type": "click", "id": "\\ud800"}', 400, "lone UTF-16 surrogate"),
-    ([{**CLICK, "id": "x" * 500}] * 2, 413, "over the gateway's limit of 1,024 bytes (ESRR_EVENTS_MAX_BODY_BYTES=1024)"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "said"),
+    [
+        ({**CLICK, "position": 0}, 400, "the event: position: Input should be greater than or equal to 1 (got 0)"),
+        ([CLICK, {**IMPRESSION, "results": "MED-3"}], 400, "event 1: results"),
+        ({**CLICK, "ip": "10.0.0.1"}, 400, "ip is not a field of this event"),
+        ([CLICK] * 3, 400, "3 events in one request, over the gateway's limit of 2 (ESRR_EVENTS_MAX_PER_REQUEST=2)"),
+        ("not json", 400, "the events request is not JSON"),
+        ('{"type": "click", "id": "\\ud800"}', 400, "lone UTF-16 surrogate"),
+        (
+            [{**CLICK, "id": "x" * 500}] * 2,
+            413,
+            "over the gateway's limit of 1,024 bytes (ESRR_EVENTS_MAX_BODY_BYTES=1024)",
+        ),
+    ],
+)
 def test_a_bad_or_too_large_request_is_refused_naming_the_problem(home, body, status, said):
     client = _app(home, events_max_per_request=2, events_max_body_bytes=1024).test_client()
     data = body if isinstance(body, str) else json.dumps(body)
@@ -132,8 +146,14 @@ def test_the_pages_script_reports_what_the_server_stores(home, experiment):
     page = client.get("/?q=vitamin&page=1", headers=BROWSER).get_data(as_text=True)
     [script] = re.findall(r"<script>(.*?)</script>", page, re.S)
     listed = _page_list(page)
-    run = subprocess.run(["node", str(PAGE_SCRIPT_RUNNER)], input=json.dumps({"script": script, "list": listed,
-                         "click": 1}), capture_output=True, text=True, timeout=60, check=True)
+    run = subprocess.run(
+        ["node", str(PAGE_SCRIPT_RUNNER)],
+        input=json.dumps({"script": script, "list": listed, "click": 1}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     beacons = json.loads(run.stdout)
     assert [url for url, _ in beacons] == ["/_esrr/events"] * 2
     for _, body in beacons:  # sendBeacon with a string sends text/plain
@@ -173,8 +193,10 @@ def test_a_store_that_cannot_be_made_never_fails_a_search(home):
         assert client.post("/_esrr/events", json=[IMPRESSION, CLICK]).status_code == 202
         assert _searches(client) == expected
     assert app.extensions["esrr.events"].flush(30)
-    dropped = sum(_metric(client, f'esrr_events_dropped_total{{reason="{reason}"}}')
-                  for reason in ("store_error", "store_unavailable"))
+    dropped = sum(
+        _metric(client, f'esrr_events_dropped_total{{reason="{reason}"}}')
+        for reason in ("store_error", "store_unavailable")
+    )
     assert dropped == 6 and _metric(client, "esrr_events_stored_total") == 0
 
 
@@ -192,8 +214,10 @@ def test_a_locked_store_never_fails_a_search_and_its_events_wait_or_drop(home):
     assert sum(answer["dropped"] for answer in answers) == 12 - queued > 0  # the queue of 5 filled up
     locker.execute("ROLLBACK")
     assert app.extensions["esrr.events"].flush(30)
-    lost = sum(_metric(client, f'esrr_events_dropped_total{{reason="{reason}"}}')
-               for reason in ("store_error", "store_unavailable"))
+    lost = sum(
+        _metric(client, f'esrr_events_dropped_total{{reason="{reason}"}}')
+        for reason in ("store_error", "store_unavailable")
+    )
     # Each queued event was written, or dropped when the lock outlasted the writer's wait.
     assert _metric(client, "esrr_events_stored_total") + lost == 1 + queued
 
@@ -202,8 +226,11 @@ def test_several_gateway_processes_write_one_store_and_flush_when_stopped(home, 
     """``esrr serve --processes 2``: a forked process starts its own writer on its first event, the processes share
     the one SQLite file (WAL), and what they queued is written when they are stopped."""
     port = free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
-           "ESRR_GATEWAY_RERANK": "false"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")},
+        "ESRR_HOME": str(home),
+        "ESRR_GATEWAY_RERANK": "false",
+    }
     sessions = [f"{n:032x}" for n in range(40)]
     with esrr_serve(env, port, "--processes", "2") as (url, _):
         for number, session in enumerate(sessions):  # a new connection each: either process may take it

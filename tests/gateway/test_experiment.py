@@ -31,8 +31,12 @@ def home(tmp_path: Path) -> Path:
 def _votes(home: Path, name: str, judged: str) -> Path:
     """A votes file over the test index in which a query like ours judged document ``judged`` relevant."""
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
-    votes = JudgedNeighbours({"q1": "vitamin", "q2": "bone"}, {"q1": {judged: 2}, "q2": {"2": 1}},
-                             NeighbourParams(weight=50.0, confidence=0.0), CorpusIdentity.of(backend.stats))
+    votes = JudgedNeighbours(
+        {"q1": "vitamin", "q2": "bone"},
+        {"q1": {judged: 2}, "q2": {"2": 1}},
+        NeighbourParams(weight=50.0, confidence=0.0),
+        CorpusIdentity.of(backend.stats),
+    )
     path = home / name
     votes.save(path)
     return path
@@ -72,18 +76,25 @@ def test_bm25_candidate_and_searches_that_take_no_part(home):
     client = _client(home, _votes(home, "served.json", "MED-3"), experiment="bm25")
     answer = client.post("/_search", json=QUERY).get_json()
     assert answer["esrr"]["experiment"]["name"] == "bm25"
-    for body in ({**QUERY, "from": 1}, {**QUERY, "size": 0}, {**QUERY, "sort": [{"year": "desc"}]},
-                 {**QUERY, "sort": ["_score", {"year": "asc"}], "search_after": [1.0, 2000]}):
+    for body in (
+        {**QUERY, "from": 1},
+        {**QUERY, "size": 0},
+        {**QUERY, "sort": [{"year": "desc"}]},
+        {**QUERY, "sort": ["_score", {"year": "asc"}], "search_after": [1.0, 2000]},
+    ):
         response = client.post("/_search", json=body)
         assert response.status_code == 200 and "experiment" not in response.get_json()["esrr"]
     scrolled = client.post("/_search?scroll=1m", json=QUERY)
     assert scrolled.status_code == 200 and "experiment" not in scrolled.get_json()["esrr"]
 
 
-@pytest.mark.parametrize(("value", "said"), [
-    ("bm26", "ESRR_EXPERIMENT='bm26' is no candidate this gateway serves; set bm25"),
-    ("votes:/no/such.json", "names the votes file /no/such.json, which does not exist"),
-])
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("bm26", "ESRR_EXPERIMENT='bm26' is no candidate this gateway serves; set bm25"),
+        ("votes:/no/such.json", "names the votes file /no/such.json, which does not exist"),
+    ],
+)
 def test_a_bad_experiment_is_a_settings_error_naming_the_fix(home, value, said):
     with pytest.raises(ValidationError, match="experiment") as error:
         GatewaySettings(home=home, experiment=value)
@@ -96,7 +107,8 @@ def test_votes_of_another_corpus_refuse_to_start_and_take_no_part_after_a_reinde
     votes = _votes(other, "votes.json", "1")
     with pytest.raises(ExperimentError, match="ESRR_EXPERIMENT names votes of another corpus"):
         _client(home, experiment=f"votes:{votes}")
-    experiment = Experiment.load(parse_experiment(f"votes:{votes}"),
-                                 EmbeddedBackend.open_current(other / "indexes" / "embedded").stats)
+    experiment = Experiment.load(
+        parse_experiment(f"votes:{votes}"), EmbeddedBackend.open_current(other / "indexes" / "embedded").stats
+    )
     assert experiment.applies(EmbeddedBackend.open_current(other / "indexes" / "embedded").stats)
     assert not experiment.applies(EmbeddedBackend.open_current(home / "indexes" / "embedded").stats)

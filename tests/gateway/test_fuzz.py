@@ -26,28 +26,63 @@ from es_rerank.ranking.served import ServedSearch
 from index_setup.embedded_index import build_embedded_index
 from tests.conftest import TINY_DOCS
 
-FUZZ = settings(max_examples=200, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 # CPU time of this thread, never wall-clock; a generous margin over the 100 ms floor (one try per example, on a
 # shared machine): the floor itself is held by tests/gateway/test_limits.py, the least of three tries per attack.
 CPU_BUDGET_S = 0.3
 ANSWERS = {200, 400, 403, 404, 405, 413, 414}  # 403: a write, refused as read-only
 
-KNOWN_KEYS = ["query", "size", "from", "track_total_hits", "match", "multi_match", "query_string",
-              "simple_query_string", "text", "fields", "title", "abstract", "default_field", "q", "sort", "aggs"]
+KNOWN_KEYS = [
+    "query",
+    "size",
+    "from",
+    "track_total_hits",
+    "match",
+    "multi_match",
+    "query_string",
+    "simple_query_string",
+    "text",
+    "fields",
+    "title",
+    "abstract",
+    "default_field",
+    "q",
+    "sort",
+    "aggs",
+]
 keys = st.one_of(st.sampled_from(KNOWN_KEYS), st.text(max_size=20))
-scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10 ** 40), max_value=10 ** 40),
-                    st.floats(allow_nan=False), st.text(max_size=200),
-                    st.sampled_from(["bone", "vitamin d", "*", "a*a*a*", "\u0000", "?!", "%fe", "1e999"]))
-json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=5),
-                                                            st.dictionaries(keys, inner, max_size=5)), max_leaves=30)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**40), max_value=10**40),
+    st.floats(allow_nan=False),
+    st.text(max_size=200),
+    st.sampled_from(["bone", "vitamin d", "*", "a*a*a*", "\u0000", "?!", "%fe", "1e999"]),
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(keys, inner, max_size=5)),
+    max_leaves=30,
+)
 # Never empty as a whole: the test client would read "//_search" as a URL to the host "_search".
-index_names = st.lists(st.one_of(st.sampled_from(["esrr-docs", "v1", "_all", "*", "esrr-*", "x*", "", "a*a*a*b"]),
-                                 st.text(alphabet="ab*?,-_.", max_size=30)),
-                       min_size=1, max_size=4).filter(lambda names: ",".join(names) != "")
+index_names = st.lists(
+    st.one_of(
+        st.sampled_from(["esrr-docs", "v1", "_all", "*", "esrr-*", "x*", "", "a*a*a*b"]),
+        st.text(alphabet="ab*?,-_.", max_size=30),
+    ),
+    min_size=1,
+    max_size=4,
+).filter(lambda names: ",".join(names) != "")
 raw_values = st.one_of(st.text(max_size=60), st.binary(max_size=30).map(lambda b: "".join(f"%{x:02x}" for x in b)))
-parameters = st.lists(st.tuples(st.one_of(st.sampled_from(["q", "size", "from", "pretty", "df"]), st.text(max_size=10)),
-                                raw_values), max_size=4)
+parameters = st.lists(
+    st.tuples(st.one_of(st.sampled_from(["q", "size", "from", "pretty", "df"]), st.text(max_size=10)), raw_values),
+    max_size=4,
+)
 
 
 @pytest.fixture(scope="module")
@@ -101,21 +136,42 @@ def test_any_url_gets_an_answer_or_a_short_4xx(client, params, index):
 
 
 @FUZZ
-@given(data=st.binary(max_size=2000), path=st.sampled_from(["/_search", "/esrr-docs/_search", "/", "/_esrr/health",
-                                                             "/_count", "/_esrr/reload", "/_msearch", "/_mget",
-                                                             "/esrr-docs/_mget", "/esrr-docs/_doc/a", "/esrr-docs",
-                                                             "/_cluster/health", "/esrr-docs/_source/b",
-                                                             "/_search/scroll", "/esrr-docs/_pit", "/_pit"]),
-       method=st.sampled_from(["GET", "POST", "PUT", "DELETE"]))
+@given(
+    data=st.binary(max_size=2000),
+    path=st.sampled_from(
+        [
+            "/_search",
+            "/esrr-docs/_search",
+            "/",
+            "/_esrr/health",
+            "/_count",
+            "/_esrr/reload",
+            "/_msearch",
+            "/_mget",
+            "/esrr-docs/_mget",
+            "/esrr-docs/_doc/a",
+            "/esrr-docs",
+            "/_cluster/health",
+            "/esrr-docs/_source/b",
+            "/_search/scroll",
+            "/esrr-docs/_pit",
+            "/_pit",
+        ]
+    ),
+    method=st.sampled_from(["GET", "POST", "PUT", "DELETE"]),
+)
 def test_any_bytes_on_any_route_get_an_answer_or_a_short_4xx(client, data, path, method):
-    _check(*_timed(client, path=path, method=method, data=data, content_type="application/json"),
-           may_be_a_write=method in WRITE_METHODS)
-
+    _check(
+        *_timed(client, path=path, method=method, data=data, content_type="application/json"),
+        may_be_a_write=method in WRITE_METHODS,
+    )
 
 
 @FUZZ
-@given(lines=st.lists(st.one_of(json_values.map(json.dumps), st.text(max_size=40)), max_size=8),
-       index=st.one_of(st.none(), index_names))
+@given(
+    lines=st.lists(st.one_of(json_values.map(json.dumps), st.text(max_size=40)), max_size=8),
+    index=st.one_of(st.none(), index_names),
+)
 def test_any_msearch_lines_get_answers_or_a_short_4xx(client, lines, index):
     path = "/_msearch" if index is None else "/" + quote(",".join(index), safe=",*") + "/_msearch"
     data = "\n".join(lines).encode("utf-8", "surrogatepass") + b"\n"

@@ -18,8 +18,16 @@ from tests.gateway.test_query_dsl import docs_app
 def haystack_bm25_body(query: str, top_k: int = 10) -> dict:
     """What elasticsearch-haystack's ``ElasticsearchDocumentStore._bm25_retrieval`` sends with the retriever's
     defaults (fuzziness "AUTO", no fields; haystack-core-integrations, integrations/elasticsearch)."""
-    return {"size": top_k, "query": {"bool": {"must": [{"multi_match": {
-        "query": query, "fuzziness": "AUTO", "type": "most_fields", "operator": "OR"}}]}}}
+    return {
+        "size": top_k,
+        "query": {
+            "bool": {
+                "must": [
+                    {"multi_match": {"query": query, "fuzziness": "AUTO", "type": "most_fields", "operator": "OR"}}
+                ]
+            }
+        },
+    }
 
 
 @pytest.fixture(scope="module")

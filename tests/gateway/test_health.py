@@ -7,8 +7,8 @@ count their calls, so what the probe costs the workers can be read off them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pytest
@@ -16,8 +16,8 @@ import pytest
 from es_rerank.backends.base import Hit
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.gateway.health import ModelProbe
-from es_rerank.ranking.pipeline import ScoringUnavailable, SearchPipeline, StageClock, no_clock
 from es_rerank.payload import WorkerSetupError
+from es_rerank.ranking.pipeline import ScoringUnavailable, SearchPipeline, StageClock, no_clock
 from es_rerank.stats import CorpusStats
 from index_setup.embedded_index import build_embedded_index
 from tests.conftest import TINY_DOCS
@@ -37,8 +37,7 @@ class CountingReranker:
     def skipping(self) -> None:
         return None
 
-    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
-                 clock: StageClock = no_clock) -> np.ndarray:
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock) -> np.ndarray:
         self.windows.append(len(hits))
         self.entered.set()
         if self.gate is not None:

@@ -46,15 +46,18 @@ def test_a_default_search_is_light() -> None:
     assert not is_heavy(100, (), QueryCost(terms=256, phrase_cost=100))
 
 
-@pytest.mark.parametrize(("hits", "highlight", "cost"), [
-    (101, (), QueryCost()),  # many hits rendered
-    (30, BOTH_FIELDS, QueryCost()),  # 30 x 2 x 5 x 100 characters highlighted
-    (11, read_highlight({"fields": {"abstract": {"number_of_fragments": 0}}}), QueryCost()),  # whole abstracts
-    (10, (), QueryCost(phrase_cost=101)),  # a sloppy phrase
-    (10, (), QueryCost(wildcards=1)),
-    (10, (), QueryCost(wildcards=2, light_prefixes=1)),  # a prefix, and a wildcard that is not one
-    (10, (), QueryCost(terms=257)),
-])
+@pytest.mark.parametrize(
+    ("hits", "highlight", "cost"),
+    [
+        (101, (), QueryCost()),  # many hits rendered
+        (30, BOTH_FIELDS, QueryCost()),  # 30 x 2 x 5 x 100 characters highlighted
+        (11, read_highlight({"fields": {"abstract": {"number_of_fragments": 0}}}), QueryCost()),  # whole abstracts
+        (10, (), QueryCost(phrase_cost=101)),  # a sloppy phrase
+        (10, (), QueryCost(wildcards=1)),
+        (10, (), QueryCost(wildcards=2, light_prefixes=1)),  # a prefix, and a wildcard that is not one
+        (10, (), QueryCost(terms=257)),
+    ],
+)
 def test_what_makes_a_search_heavy(hits, highlight, cost) -> None:
     assert is_heavy(hits, highlight, cost)
 
@@ -87,8 +90,10 @@ def test_a_full_lane_refuses_a_heavy_search_after_its_wait_and_lets_a_light_one_
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("heavy-lane")
-    docs = [Document(f"D{n}", f"Green tea and bone number {n}", "Green tea and bone density in women " * 20)
-            for n in range(300)]
+    docs = [
+        Document(f"D{n}", f"Green tea and bone number {n}", "Green tea and bone density in women " * 20)
+        for n in range(300)
+    ]
     build_embedded_index(docs, home / "indexes" / "embedded", version="v1", progress=False)
     return home
 
@@ -96,9 +101,10 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def app(home: Path):
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
-    return create_app(ServedSearch(SearchPipeline(backend, 0), 3600),
-                      GatewaySettings(home=home, gateway_heavy_slots=1, gateway_heavy_queue=1,
-                                      gateway_heavy_wait_s=0.05))
+    return create_app(
+        ServedSearch(SearchPipeline(backend, 0), 3600),
+        GatewaySettings(home=home, gateway_heavy_slots=1, gateway_heavy_queue=1, gateway_heavy_wait_s=0.05),
+    )
 
 
 def test_with_the_lane_held_a_heavy_search_is_a_429_and_a_light_one_answers(app) -> None:
@@ -129,14 +135,18 @@ def test_beyond_its_queue_a_heavy_search_is_refused_at_once_whatever_the_wait() 
 
 # Heavy searches in a process of their own (heavy_process.py): the same answers, a clear 503 when it dies or hangs.
 
-HEAVY_BODY = {"query": {"query_string": {"query": "green tea bone gree* \"tea bone\"~30"}}, "size": 150,
-              "highlight": {"fields": {"title": {}, "abstract": {}}}}
+HEAVY_BODY = {
+    "query": {"query_string": {"query": 'green tea bone gree* "tea bone"~30'}},
+    "size": 150,
+    "highlight": {"fields": {"title": {}, "abstract": {}}},
+}
 
 
 def served_index(index_home: str, check_every_s: float = 3600) -> ServedSearch:
     """The index under ``index_home`` served as the ``app`` fixture serves it."""
-    return ServedSearch(SearchPipeline(EmbeddedBackend.open_current(Path(index_home) / "indexes" / "embedded"), 0),
-                        check_every_s)
+    return ServedSearch(
+        SearchPipeline(EmbeddedBackend.open_current(Path(index_home) / "indexes" / "embedded"), 0), check_every_s
+    )
 
 
 def heavy_app(index_home: str, settings: GatewaySettings, check_every_s: float = 3600) -> Flask:
@@ -146,8 +156,14 @@ def heavy_app(index_home: str, settings: GatewaySettings, check_every_s: float =
 
 @pytest.fixture(scope="module")
 def apart_app(home: Path):
-    settings = GatewaySettings(home=home, gateway_heavy_slots=1, gateway_heavy_queue=1, gateway_heavy_wait_s=30,
-                               gateway_heavy_timeout_s=5, gateway_heavy_nice=0)
+    settings = GatewaySettings(
+        home=home,
+        gateway_heavy_slots=1,
+        gateway_heavy_queue=1,
+        gateway_heavy_wait_s=30,
+        gateway_heavy_timeout_s=5,
+        gateway_heavy_nice=0,
+    )
     apart = create_app(served_index(str(home)), settings, heavy_app=partial(heavy_app, str(home), settings))
     yield apart
     apart.extensions["esrr.heavy_lane"].close()
@@ -173,22 +189,27 @@ def test_the_heavy_searches_process_answers_as_this_one_would(app, apart_app) ->
     assert len(there.get_json()["hits"]["hits"]) == 150
     assert _without_took(there.get_json()) == _without_took(here.get_json())
     assert _child_pid(apart_app) != os.getpid()
-    bad = apart_app.test_client().post("/_search", json={**HEAVY_BODY, "highlight": {"fields": {"title": {
-        "number_of_fragments": -1}}}})
-    assert bad.status_code == app.test_client().post("/_search", json={**HEAVY_BODY, "highlight": {"fields": {
-        "title": {"number_of_fragments": -1}}}}).status_code
+    bad = apart_app.test_client().post(
+        "/_search", json={**HEAVY_BODY, "highlight": {"fields": {"title": {"number_of_fragments": -1}}}}
+    )
+    assert (
+        bad.status_code
+        == app.test_client()
+        .post("/_search", json={**HEAVY_BODY, "highlight": {"fields": {"title": {"number_of_fragments": -1}}}})
+        .status_code
+    )
 
 
 def test_the_heavy_searches_process_follows_a_reindex_as_the_gateway_does(tmp_path: Path) -> None:
     def corpus(prefix: str) -> list[Document]:
-        return [Document(f"{prefix}{n}", f"Green tea and bone {n}", "Green tea and bone density " * 10)
-                for n in range(200)]
+        return [
+            Document(f"{prefix}{n}", f"Green tea and bone {n}", "Green tea and bone density " * 10) for n in range(200)
+        ]
 
     root = tmp_path / "indexes" / "embedded"
     build_embedded_index(corpus("old"), root, version="v1", progress=False)
     settings = GatewaySettings(home=tmp_path, gateway_heavy_wait_s=60, gateway_heavy_nice=0)
-    app = create_app(served_index(str(tmp_path), 0), settings,
-                     heavy_app=partial(heavy_app, str(tmp_path), settings, 0))
+    app = create_app(served_index(str(tmp_path), 0), settings, heavy_app=partial(heavy_app, str(tmp_path), settings, 0))
     try:
         client = app.test_client()
         before = client.post("/_search", json=HEAVY_BODY).get_json()
@@ -233,6 +254,7 @@ def test_a_hung_heavy_process_is_a_503_after_its_timeout_then_replaced(apart_app
 
 
 # A heavy search repeated against a full lane is refused before it is read (heavy_refusal.py).
+
 
 def test_a_known_heavy_search_is_refused_before_the_app_reads_it_while_the_lane_is_full() -> None:
     lane = HeavyLane(1, 0, 0.05)
@@ -281,12 +303,17 @@ def test_through_the_app_a_repeated_heavy_search_gets_the_same_429_before_and_af
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")
 def test_esrr_serve_runs_heavy_searches_in_a_child_that_ends_with_it(home, free_port) -> None:
     port = free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
-           "ESRR_GATEWAY_RERANK": "false"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")},
+        "ESRR_HOME": str(home),
+        "ESRR_GATEWAY_RERANK": "false",
+    }
     with esrr_serve(env, port) as (url, process):
+
         def search(body: dict) -> tuple[int, dict]:
-            request = urllib.request.Request(f"{url}/_search", json.dumps(body).encode(),
-                                             {"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                f"{url}/_search", json.dumps(body).encode(), {"Content-Type": "application/json"}
+            )
             try:
                 with urllib.request.urlopen(request, timeout=60) as answer:
                     return answer.status, json.loads(answer.read())
@@ -317,10 +344,17 @@ def _spawned(pid: int) -> set[int]:
     return {child for child in children(pid) if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()}
 
 
-@pytest.mark.parametrize(("wildcard", "light"), [
-    ("can*", True), ("ca*", True),  # search-as-you-type's last word: a range of the term dictionary
-    ("c*", False), ("te?a*", False), ("t*a", False), ("can**", False),
-])
+@pytest.mark.parametrize(
+    ("wildcard", "light"),
+    [
+        ("can*", True),
+        ("ca*", True),  # search-as-you-type's last word: a range of the term dictionary
+        ("c*", False),
+        ("te?a*", False),
+        ("t*a", False),
+        ("can**", False),
+    ],
+)
 def test_a_prefix_of_two_letters_or_more_is_a_light_search(wildcard, light):
     cost = check_cost(Pattern("x", wildcard), QueryLimits())
     assert (cost.wildcards, cost.light_prefixes, cost.heavy_wildcards) == (1, int(light), int(not light))

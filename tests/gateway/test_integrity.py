@@ -12,9 +12,9 @@ import os
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from click.testing import CliRunner
@@ -27,9 +27,7 @@ from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import CorpusStats, Document, StatsError
 from index_setup.embedded_index import build_embedded_index
-from tests.conftest import TINY_DOCS, REPO, esrr_serve
-
-
+from tests.conftest import REPO, TINY_DOCS, esrr_serve
 
 
 @pytest.fixture
@@ -43,8 +41,9 @@ def _stats(home: Path, version: str = "v1") -> Path:
 
 
 def _client(home: Path, check_every_s: float = 5.0):
-    served = ServedSearch(SearchPipeline(EmbeddedBackend.open_current(home / "indexes" / "embedded"), 10),
-                          check_every_s)
+    served = ServedSearch(
+        SearchPipeline(EmbeddedBackend.open_current(home / "indexes" / "embedded"), 10), check_every_s
+    )
     return create_app(served, GatewaySettings(home=home)).test_client()
 
 
@@ -67,8 +66,7 @@ def _get(url: str) -> tuple[int, dict]:
 def _serving(home: Path, port: int) -> Iterator[tuple[str, subprocess.Popen]]:
     """``esrr serve`` over ``home``'s embedded index, BM25 only, until it answers."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("ESRR_")}
-    env.update(ESRR_HOME=str(home), ESRR_GATEWAY_RERANK="false", ESRR_GATEWAY_INDEX_CHECK_S="0",
-               PYTHONPATH=str(REPO))
+    env.update(ESRR_HOME=str(home), ESRR_GATEWAY_RERANK="false", ESRR_GATEWAY_INDEX_CHECK_S="0", PYTHONPATH=str(REPO))
     with esrr_serve(env, port, ready_path="/_esrr/health") as served:
         yield served
 
@@ -127,7 +125,9 @@ def test_a_version_changed_after_its_build_is_refused_when_opened(home):
 
     vocab = _stats(home) / "vocab.txt"
     vocab.write_text(vocab.read_text(encoding="utf-8") + "x", encoding="utf-8")  # grown by a byte, same lines
-    with pytest.raises(StatsError, match=r"vocab.txt (has .* bytes, the build wrote .* grown|\(\d+ bytes\) does not match)"):
+    with pytest.raises(
+        StatsError, match=r"vocab.txt (has .* bytes, the build wrote .* grown|\(\d+ bytes\) does not match)"
+    ):
         CorpusStats.load(_stats(home))
 
 

@@ -7,10 +7,9 @@ refusal or the search), whatever else the machine runs.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -49,16 +48,36 @@ ATTACKS = {
     "100,000-word query in the body": ("POST", "/_search", {"json": {"query": {"match": {"text": WORDS}}}}, 400),
     "long q= in the URL": ("GET", "/_search?q=" + "bone+" * 1500, {}, 400),
     "257 words": ("POST", "/_search", {"json": {"query": {"match": {"text": "bone " * 257}}}}, 400),
-    "1 MB of numbers": ("POST", "/_search", {"data": "[" + ",".join(["1"] * 500_000) + "]",
-                                             "content_type": "application/json"}, 400),
-    "1 MB of keys": ("POST", "/_search", {"data": json.dumps({f"k{i}": 1 for i in range(80_000)}),
-                                          "content_type": "application/json"}, 400),
-    "a number of 100,000 digits": ("POST", "/_search", {"data": '{"size": ' + "9" * 100_000 + "}",
-                                                        "content_type": "application/json"}, 400),
-    "nesting 100,000 deep": ("POST", "/_search", {"data": "[" * 100_000 + "]" * 100_000,
-                                                  "content_type": "application/json"}, 400),
-    "many fields": ("POST", "/_search", {"json": {"query": {"multi_match": {"query": "bone", "fields":
-                                                                          [f"f{i}" for i in range(50_000)]}}}}, 400),
+    "1 MB of numbers": (
+        "POST",
+        "/_search",
+        {"data": "[" + ",".join(["1"] * 500_000) + "]", "content_type": "application/json"},
+        400,
+    ),
+    "1 MB of keys": (
+        "POST",
+        "/_search",
+        {"data": json.dumps({f"k{i}": 1 for i in range(80_000)}), "content_type": "application/json"},
+        400,
+    ),
+    "a number of 100,000 digits": (
+        "POST",
+        "/_search",
+        {"data": '{"size": ' + "9" * 100_000 + "}", "content_type": "application/json"},
+        400,
+    ),
+    "nesting 100,000 deep": (
+        "POST",
+        "/_search",
+        {"data": "[" * 100_000 + "]" * 100_000, "content_type": "application/json"},
+        400,
+    ),
+    "many fields": (
+        "POST",
+        "/_search",
+        {"json": {"query": {"multi_match": {"query": "bone", "fields": [f"f{i}" for i in range(50_000)]}}}},
+        400,
+    ),
     "invalid UTF-8 in q=": ("GET", "/_search?q=%fe", {}, 400),
     "a body over 1 MiB": ("POST", "/_search", {"data": b" " * (2 << 20), "content_type": "application/json"}, 413),
 }
@@ -106,11 +125,13 @@ def test_invalid_utf8_in_the_url_is_a_400_as_in_the_body(home):
 def test_error_bodies_show_a_short_excerpt_of_the_input(home):
     client = _client(home)
     long_name = "k" * 10_000
-    for response in (client.post("/_search", json={"query": {"match": {"text": "bone"}}, long_name: 1}),
-                     client.post("/_search", json={"query": {long_name: {}}}),
-                     client.get(f"/_search?q=bone&{long_name[:5000]}=1"),
-                     client.get(f"/{long_name[:3000]}/_search?q=bone"),
-                     client.post("/_search", json={"query": {"match": {"text": ["x" * 10_000]}}})):
+    for response in (
+        client.post("/_search", json={"query": {"match": {"text": "bone"}}, long_name: 1}),
+        client.post("/_search", json={"query": {long_name: {}}}),
+        client.get(f"/_search?q=bone&{long_name[:5000]}=1"),
+        client.get(f"/{long_name[:3000]}/_search?q=bone"),
+        client.post("/_search", json={"query": {"match": {"text": ["x" * 10_000]}}}),
+    ):
         reason = response.get_json()["error"]["reason"]
         assert response.status_code in (400, 404) and "k" * (EXCERPT_CHARS + 1) not in reason
         assert "x" * (EXCERPT_CHARS + 1) not in reason and len(reason) < MAX_REASON_CHARS

@@ -7,7 +7,6 @@ The real app over a real embedded index, driven in this thread by Flask's test c
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -25,15 +24,22 @@ from index_setup.embedded_index import build_embedded_index
 
 CPU_BUDGET_S = 0.1  # the issue's floor for a refusal
 COMMON = "the of and in to a with for that were was is on by this from as or are study".split()
-VOCABULARY = COMMON + ("vitamin bone calcium cancer breast tea green coffee liver heart fiber soy statin risk diet "
-                       "meat fish oil omega sugar diabetes exercise arsenic rice cohort trial dose serum").split()
+VOCABULARY = (
+    COMMON
+    + (
+        "vitamin bone calcium cancer breast tea green coffee liver heart fiber soy statin risk diet "
+        "meat fish oil omega sugar diabetes exercise arsenic rice cohort trial dose serum"
+    ).split()
+)
 
 
 def synthetic_documents(count: int, seed: int = 32) -> list[Document]:
     """``count`` documents of common and topical words (the same every run), enough that searches differ."""
     draw = random.Random(seed)
-    return [Document(f"d{n}", " ".join(draw.choices(VOCABULARY, k=6)), " ".join(draw.choices(VOCABULARY, k=60)))
-            for n in range(count)]
+    return [
+        Document(f"d{n}", " ".join(draw.choices(VOCABULARY, k=6)), " ".join(draw.choices(VOCABULARY, k=60)))
+        for n in range(count)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -79,38 +85,99 @@ ATTACKS = {
     # row 1: the 117-byte request whose sloppy phrase allocated until the kernel killed the gateway
     "q= 20 common words ~100": ({"path": "/_search?q=" + PHRASE_20}, ("ESRR_GATEWAY_MAX_PHRASE_COST", "2000")),
     "match_phrase of 16 words slop 100": (
-        {"path": "/_search", "method": "POST", "json": {"query": {"match_phrase": {"text": {
-            "query": " ".join(COMMON[:2] * 8), "slop": 100}}}}}, ("ESRR_GATEWAY_MAX_PHRASE_COST", "1600")),
-    "~N without bound": ({"path": "/_search", "method": "POST", "json": {"query": {"query_string": {
-        "query": '"vitamin bone"~99999999'}}}}, ("ESRR_GATEWAY_MAX_PHRASE_COST",)),
+        {
+            "path": "/_search",
+            "method": "POST",
+            "json": {"query": {"match_phrase": {"text": {"query": " ".join(COMMON[:2] * 8), "slop": 100}}}},
+        },
+        ("ESRR_GATEWAY_MAX_PHRASE_COST", "1600"),
+    ),
+    "~N without bound": (
+        {
+            "path": "/_search",
+            "method": "POST",
+            "json": {"query": {"query_string": {"query": '"vitamin bone"~99999999'}}},
+        },
+        ("ESRR_GATEWAY_MAX_PHRASE_COST",),
+    ),
     # row 5: 477 KB of query string, parsed for 39 s before its 400
-    "477 KB query_string": ({"path": "/_search", "method": "POST", "json": {"query": {"query_string": {
-        "query": "(vitamin OR bone) AND " * 21_700}}}}, ("ESRR_GATEWAY_MAX_QUERY_WORDS",)),
+    "477 KB query_string": (
+        {
+            "path": "/_search",
+            "method": "POST",
+            "json": {"query": {"query_string": {"query": "(vitamin OR bone) AND " * 21_700}}},
+        },
+        ("ESRR_GATEWAY_MAX_QUERY_WORDS",),
+    ),
     # row 6: 255 wildcard words of 6 `?` (8 KB): 6-8 s of CPU and +600 MB kept
-    "255 ?????? wildcard words": ({"path": "/_search", "method": "POST", "json": {"query": {"query_string": {
-        "query": " ".join(["??????" + chr(97 + n % 26) for n in range(255)])}}}},
-        ("ESRR_GATEWAY_MAX_WILDCARD_TERMS", "255")),
+    "255 ?????? wildcard words": (
+        {
+            "path": "/_search",
+            "method": "POST",
+            "json": {"query": {"query_string": {"query": " ".join(["??????" + chr(97 + n % 26) for n in range(255)])}}},
+        },
+        ("ESRR_GATEWAY_MAX_WILDCARD_TERMS", "255"),
+    ),
     # row 7: 500s
-    "1,000 nested parentheses": ({"path": "/_search", "method": "POST", "json": {"query": {"query_string": {
-        "query": "(" * 1000 + "bone" + ")" * 1000}}}}, ("nest 1000 deep", "at most 20")),
-    "? x 100": ({"path": "/_search", "method": "POST", "json": {"query": {"query_string": {"query": "?" * 100}}}},
-                ("ESRR_GATEWAY_MAX_WILDCARD_MARKS", "100")),
+    "1,000 nested parentheses": (
+        {
+            "path": "/_search",
+            "method": "POST",
+            "json": {"query": {"query_string": {"query": "(" * 1000 + "bone" + ")" * 1000}}},
+        },
+        ("nest 1000 deep", "at most 20"),
+    ),
+    "? x 100": (
+        {"path": "/_search", "method": "POST", "json": {"query": {"query_string": {"query": "?" * 100}}}},
+        ("ESRR_GATEWAY_MAX_WILDCARD_MARKS", "100"),
+    ),
     "a leading wildcard": ({"path": "/_search?q=*one"}, ("ESRR_GATEWAY_MAX_LEADING_WILDCARDS",)),
-    "lone surrogate in term": ({"path": "/_search", "method": "POST", "data": '{"query": {"term": {"journal": '
-                                '"\\ud800"}}}', "content_type": "application/json"}, ("surrogate",)),
-    "lone surrogate in _count": ({"path": "/_count", "method": "POST", "data": '{"query": {"match": {"text": '
-                                  '"\\ud800"}}}', "content_type": "application/json"}, ("surrogate",)),
-    "lone surrogate in _mget": ({"path": "/esrr-docs/_mget", "method": "POST", "data": '{"ids": ["\\ud800"]}',
-                                 "content_type": "application/json"}, ("surrogate",)),
+    "lone surrogate in term": (
+        {
+            "path": "/_search",
+            "method": "POST",
+            "data": '{"query": {"term": {"journal": "\\ud800"}}}',
+            "content_type": "application/json",
+        },
+        ("surrogate",),
+    ),
+    "lone surrogate in _count": (
+        {
+            "path": "/_count",
+            "method": "POST",
+            "data": '{"query": {"match": {"text": "\\ud800"}}}',
+            "content_type": "application/json",
+        },
+        ("surrogate",),
+    ),
+    "lone surrogate in _mget": (
+        {
+            "path": "/esrr-docs/_mget",
+            "method": "POST",
+            "data": '{"ids": ["\\ud800"]}',
+            "content_type": "application/json",
+        },
+        ("surrogate",),
+    ),
     "a phrase slop that is no whole number": ({"path": "/_search?q=%22vitamin+bone%22~1.5"}, ("cannot parse", "1.5")),
-    "a phrase slop of 30 digits": ({"path": "/_search?q=%22vitamin+bone%22~" + "9" * 30},
-                                   ("ESRR_GATEWAY_MAX_PHRASE_COST", "~999")),
+    "a phrase slop of 30 digits": (
+        {"path": "/_search?q=%22vitamin+bone%22~" + "9" * 30},
+        ("ESRR_GATEWAY_MAX_PHRASE_COST", "~999"),
+    ),
     # luqum spent 40-90 ms on 8 KB of fields or groups before the clause budget refused them
     # (with the model's text given apart, so that the query string is read by the backend alone)
-    "8 KB of field searches": ({"path": "/_search", "method": "POST", "json": {"query": {"query_string": {
-        "query": "x:y " * 2030}}, "ext": {"esrr": {"query_text": "bone"}}}}, ("2030 words and groups", "at most 1024")),
-    "6 KB of groups": ({"path": "/_search", "method": "POST", "json": {"query": {"query_string": {
-        "query": "((a)) " * 1100}}}}, ("has 1100 words", "ESRR_GATEWAY_MAX_QUERY_WORDS")),
+    "8 KB of field searches": (
+        {
+            "path": "/_search",
+            "method": "POST",
+            "json": {"query": {"query_string": {"query": "x:y " * 2030}}, "ext": {"esrr": {"query_text": "bone"}}},
+        },
+        ("2030 words and groups", "at most 1024"),
+    ),
+    "6 KB of groups": (
+        {"path": "/_search", "method": "POST", "json": {"query": {"query_string": {"query": "((a)) " * 1100}}}},
+        ("has 1100 words", "ESRR_GATEWAY_MAX_QUERY_WORDS"),
+    ),
 }
 
 
@@ -123,8 +190,14 @@ def test_each_query_attack_is_a_400_naming_its_limit_within_100_ms(client, name)
 
 
 def test_a_surrogate_in_an_msearch_header_fails_its_own_slot_only(client):
-    lines = ['{"index": "\\ud800"}', "{}", "{}", '{"query": {"query_string": {"query": "' + "?" * 100 + '"}}}',
-             "{}", '{"query": {"match": {"text": "bone"}}}']
+    lines = [
+        '{"index": "\\ud800"}',
+        "{}",
+        "{}",
+        '{"query": {"query_string": {"query": "' + "?" * 100 + '"}}}',
+        "{}",
+        '{"query": {"match": {"text": "bone"}}}',
+    ]
     response = client.post("/_msearch", data="\n".join(lines) + "\n", content_type="application/x-ndjson")
     assert response.status_code == 200
     first, second, third = response.get_json()["responses"]
@@ -138,10 +211,19 @@ def test_the_limits_allow_what_they_name_and_follow_their_settings(home, client)
     assert client.get("/_search?q=" + at_limit).status_code == 200
     assert client.get("/_search?q=" + " ".join(["vit*", "bon?", "calc*"])).status_code == 200
     assert client.get("/_search?q=b?n*").status_code == 200
-    tight = _app(home, gateway_max_phrase_cost=10, gateway_max_wildcard_terms=1, gateway_max_query_terms=3,
-                 gateway_max_leading_wildcards=1).test_client()
-    _refused(tight.get('/_search?q="vitamin bone"~6'), "12 phrase words times slop", "at most 10",
-             "ESRR_GATEWAY_MAX_PHRASE_COST")
+    tight = _app(
+        home,
+        gateway_max_phrase_cost=10,
+        gateway_max_wildcard_terms=1,
+        gateway_max_query_terms=3,
+        gateway_max_leading_wildcards=1,
+    ).test_client()
+    _refused(
+        tight.get('/_search?q="vitamin bone"~6'),
+        "12 phrase words times slop",
+        "at most 10",
+        "ESRR_GATEWAY_MAX_PHRASE_COST",
+    )
     _refused(tight.get("/_search?q=vit* bon*"), "2 wildcard words", "at most 1")
     _refused(tight.get("/_search?q=vitamin bone calcium cancer"), "4 words searched", "ESRR_GATEWAY_MAX_QUERY_TERMS")
     assert tight.get("/_search?q=*one").status_code == 200

@@ -8,8 +8,8 @@ document (negative half the time, as a model's scores are), so what is tested is
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pytest
@@ -36,10 +36,10 @@ class HashReranker:
     def skipping(self) -> None:
         return None
 
-    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
-                 clock: StageClock = no_clock) -> np.ndarray:
-        return np.array([zlib.crc32(f"{query}|{hit.doc_id}".encode()) % 2000 / 100 - 10 for hit in hits],
-                        dtype=np.float32)
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock) -> np.ndarray:
+        return np.array(
+            [zlib.crc32(f"{query}|{hit.doc_id}".encode()) % 2000 / 100 - 10 for hit in hits], dtype=np.float32
+        )
 
     def close(self) -> None:
         pass
@@ -55,8 +55,12 @@ def client(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _page(client, query: str, offset: int, size: int, **esrr) -> dict:
-    body = {"query": {"match": {"text": query}}, "from": offset, "size": size, **({"ext": {"esrr": esrr}} if esrr
-                                                                                   else {})}
+    body = {
+        "query": {"match": {"text": query}},
+        "from": offset,
+        "size": size,
+        **({"ext": {"esrr": esrr}} if esrr else {}),
+    }
     response = client.post("/esrr-docs/_search", json=body)
     assert response.status_code == 200, response.get_json()
     return response.get_json()["hits"]
@@ -79,7 +83,8 @@ def test_a_hit_scores_the_same_on_every_page_and_never_below_zero(client, mode):
             for offset in range(0, len(whole["hits"]) - size + 1, 3):
                 page = _page(client, query, offset, size, score_mode=mode)
                 assert {hit["_id"]: hit["_score"] for hit in page["hits"]} == {
-                    hit["_id"]: scores[hit["_id"]] for hit in whole["hits"][offset:offset + size]}
+                    hit["_id"]: scores[hit["_id"]] for hit in whole["hits"][offset : offset + size]
+                }
                 assert page["max_score"] == whole["max_score"] == ordered[0]
 
 

@@ -25,8 +25,9 @@ def test_scan_returns_every_match_once_in_index_order(es):
 
 
 def test_scan_preserving_order_follows_the_score_then_index_order(es):
-    scanned = list(helpers.scan(es, index=ALIAS, query={"query": {"match": {"text": "diet fish"}}}, size=4,
-                                preserve_order=True))
+    scanned = list(
+        helpers.scan(es, index=ALIAS, query={"query": {"match": {"text": "diet fish"}}}, size=4, preserve_order=True)
+    )
     whole = es.search(index=ALIAS, query={"match": {"text": "diet fish"}}, size=40, sort=[{"_score": "desc"}, "_doc"])
     assert [hit["_id"] for hit in scanned] == _ids(whole) and len(scanned) == len(DOCS)
     assert [hit["_score"] for hit in scanned] == [hit["_score"] for hit in whole["hits"]["hits"]]
@@ -58,14 +59,17 @@ def test_an_expired_or_reindexed_scroll_is_a_404_saying_to_start_again(es):
     assert "reindex" in reindexed.value.body["error"]["reason"]
 
 
-@pytest.mark.parametrize("call, named", [
-    (lambda es: es.scroll(scroll_id="abc", scroll="1m"), "Cannot parse scroll id"),
-    (lambda es: es.search(index=ALIAS, scroll="1m", from_=5), "[from] is not allowed in a scroll context"),
-    (lambda es: es.search(index=ALIAS, scroll="2d"), "Keep alive for request (2d) is too large"),
-    (lambda es: es.search(index=ALIAS, scroll="1m", size=0), "[size] cannot be [0]"),
-    (lambda es: es.search(index=ALIAS, scroll="soon"), "keep-alive such as 1m"),
-    (lambda es: es.search(index=ALIAS, scroll="1m", sort=["_doc"], search_after=[3]), "[search_after] cannot"),
-])
+@pytest.mark.parametrize(
+    "call, named",
+    [
+        (lambda es: es.scroll(scroll_id="abc", scroll="1m"), "Cannot parse scroll id"),
+        (lambda es: es.search(index=ALIAS, scroll="1m", from_=5), "[from] is not allowed in a scroll context"),
+        (lambda es: es.search(index=ALIAS, scroll="2d"), "Keep alive for request (2d) is too large"),
+        (lambda es: es.search(index=ALIAS, scroll="1m", size=0), "[size] cannot be [0]"),
+        (lambda es: es.search(index=ALIAS, scroll="soon"), "keep-alive such as 1m"),
+        (lambda es: es.search(index=ALIAS, scroll="1m", sort=["_doc"], search_after=[3]), "[search_after] cannot"),
+    ],
+)
 def test_a_scroll_elasticsearch_would_refuse_is_a_400_naming_why(es, call, named):
     with pytest.raises(BadRequestError) as refused:
         call(es)

@@ -21,9 +21,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -59,8 +59,9 @@ DELETE = "import os, sys; os.unlink(sys.argv[1])"
 def _documents() -> list[Document]:
     """3,000 documents: the statistics span many pages, so a cut leaves rows past the end."""
     rng = random.Random(7)
-    return [Document(f"d{i}", " ".join(rng.choices(WORDS, k=5)), " ".join(rng.choices(WORDS, k=40)))
-            for i in range(3000)]
+    return [
+        Document(f"d{i}", " ".join(rng.choices(WORDS, k=5)), " ".join(rng.choices(WORDS, k=40))) for i in range(3000)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +119,7 @@ class Load:
                 return
             self.answers.append((query, status, body))
 
-    def __enter__(self) -> "Load":
+    def __enter__(self) -> Load:
         for thread in self._threads:
             thread.start()
         return self
@@ -153,8 +154,7 @@ def _http(url: str) -> tuple[int, dict]:
 @contextmanager
 def _serving(home: Path, port: int, *args: str) -> Iterator[tuple[str, subprocess.Popen]]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("ESRR_")}
-    env.update(ESRR_HOME=str(home), ESRR_GATEWAY_RERANK="false", ESRR_GATEWAY_INDEX_CHECK_S="0",
-               PYTHONPATH=str(REPO))
+    env.update(ESRR_HOME=str(home), ESRR_GATEWAY_RERANK="false", ESRR_GATEWAY_INDEX_CHECK_S="0", PYTHONPATH=str(REPO))
     with esrr_serve(env, port, *args, ready_path="/_esrr/health") as served:
         yield served
 
@@ -165,18 +165,23 @@ def _search_url(url: str) -> Callable[[str], tuple[int, dict]]:
 
 CHANGES = {
     "statistics cut short": (TRUNCATE, lambda home: _version(home) / "stats" / "title_ptr.npy", "title_ptr.npy"),
-    "statistics rewritten, mtime restored": (REWRITE_MTIME_RESTORED, lambda home: _version(home) / "stats" /
-                                             "doc_ids.txt", "doc_ids.txt"),
+    "statistics rewritten, mtime restored": (
+        REWRITE_MTIME_RESTORED,
+        lambda home: _version(home) / "stats" / "doc_ids.txt",
+        "doc_ids.txt",
+    ),
     "tantivy postings cut short": (TRUNCATE, lambda home: _segment_file(home, ".idx"), ".idx"),
-    "tantivy terms rewritten, mtime restored": (REWRITE_MTIME_RESTORED, lambda home: _segment_file(home, ".term"),
-                                                ".term"),
+    "tantivy terms rewritten, mtime restored": (
+        REWRITE_MTIME_RESTORED,
+        lambda home: _segment_file(home, ".term"),
+        ".term",
+    ),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("change, processes", [(change, "1") for change in CHANGES] + [("statistics cut short", "2")])
-def test_a_serving_gateway_answers_from_the_verified_files_or_503_while_one_changes(home, free_port, change,
-                                                                                    processes):
+def test_a_serving_gateway_answers_from_the_verified_files_or_503_while_one_changes(home, free_port, change, processes):
     code, target, name = CHANGES[change]
     with _serving(home, free_port(), "--processes", processes) as (url, process):
         search = _search_url(url)

@@ -10,9 +10,9 @@ import sys
 import textwrap
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -20,7 +20,6 @@ from benchmarks.gateway_process import children
 from benchmarks.slow_clients import _closed_by_server, hold_connections, time_searches
 from index_setup.embedded_index import build_embedded_index
 from tests.conftest import REPO, TINY_DOCS, esrr_serve
-
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +32,12 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @contextmanager
 def serving(home: Path, port: int, *args: str, **settings: object) -> Iterator[subprocess.Popen]:
     """``esrr serve --port PORT ARGS`` without a model, until it answers."""
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
-           "ESRR_GATEWAY_RERANK": "false", **{f"ESRR_{k.upper()}": str(v) for k, v in settings.items()}}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")},
+        "ESRR_HOME": str(home),
+        "ESRR_GATEWAY_RERANK": "false",
+        **{f"ESRR_{k.upper()}": str(v) for k, v in settings.items()},
+    }
     with esrr_serve(env, port, *args) as (_, process):
         yield process
 
@@ -78,8 +81,7 @@ def test_several_processes_share_the_port_and_one_that_dies_is_replaced(home, fr
         os.kill(min(first), signal.SIGKILL)
         answers = time_searches(url, 20, timeout=5)
         assert None not in answers  # the other process answers meanwhile
-        while (len(children(parent.pid)) < 2 or min(first) in children(parent.pid)) \
-                and time.monotonic() < deadline:
+        while (len(children(parent.pid)) < 2 or min(first) in children(parent.pid)) and time.monotonic() < deadline:
             time.sleep(0.1)
         now = children(parent.pid)
         assert len(now) == 2 and min(first) not in now and max(first) in now
@@ -97,8 +99,21 @@ def test_bench_slow_clients_reports_held_connections_and_answered_searches(home,
 
     port, figures = free_port(), tmp_path / "slow.json"
     with serving(home, port):
-        result = CliRunner().invoke(main, ["bench", "slow-clients", "--url", f"http://127.0.0.1:{port}",
-                                           "--connections", "20", "--searches", "3", "--json-out", str(figures)])
+        result = CliRunner().invoke(
+            main,
+            [
+                "bench",
+                "slow-clients",
+                "--url",
+                f"http://127.0.0.1:{port}",
+                "--connections",
+                "20",
+                "--searches",
+                "3",
+                "--json-out",
+                str(figures),
+            ],
+        )
     assert result.exit_code == 0, result.output
     assert "connections held half-sent: 20 of 20" in result.output and "searches answered: 3 of 3" in result.output
     assert json.loads(figures.read_text())["answered"] == 3
@@ -125,8 +140,9 @@ SLOW_STARTING_CHILDREN = textwrap.dedent("""
 def test_a_stop_while_processes_are_still_starting_ends_them_all():
     # A child forked with the parent's SIGTERM handler ran it when stopped before it served: it signalled
     # its siblings and served on, and the parent waited for it for ever (the flaky replacement test above).
-    parent = subprocess.Popen([sys.executable, "-c", SLOW_STARTING_CHILDREN], cwd=REPO,
-                              stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", SLOW_STARTING_CHILDREN], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 30
         while len(children(parent.pid)) < 2 and time.monotonic() < deadline:

@@ -23,10 +23,26 @@ from tests.conftest import TINY_DOCS
 
 # With the metadata people read; 1 and 2 are PMIDs, "MED-3" is not.
 ARTICLES = (
-    Document("1", "Vitamin D and bone loss", "Vitamin D <deficiency> & bone loss in older adults.", "Nutrients",
-             2004, ("Smith JA", "Lee K", "Ortiz M", "Chen W"), (), ("Journal Article", "Review")),
-    Document("2", "Bone health in children", "Calcium and vitamin K support bone health.", "Pediatrics", 2015,
-             ("Doe J",), (), ("Journal Article",)),
+    Document(
+        "1",
+        "Vitamin D and bone loss",
+        "Vitamin D <deficiency> & bone loss in older adults.",
+        "Nutrients",
+        2004,
+        ("Smith JA", "Lee K", "Ortiz M", "Chen W"),
+        (),
+        ("Journal Article", "Review"),
+    ),
+    Document(
+        "2",
+        "Bone health in children",
+        "Calcium and vitamin K support bone health.",
+        "Pediatrics",
+        2015,
+        ("Doe J",),
+        (),
+        ("Journal Article",),
+    ),
     Document("MED-3", "Vitamin C and colds", "Vitamin C shortens colds.", "BMJ", 1999, (), (), ("Letter",)),
 )
 BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"}
@@ -61,14 +77,17 @@ def test_a_browser_gets_the_page_at_the_root(home):
     page = response.get_data(as_text=True)
     assert response.status_code == 200 and response.mimetype == "text/html"
     assert "Accept" in response.vary  # a cache keeps the page and the JSON apart
-    for landmark in ("<header>", "<main ", "role=\"search\"", '<label for="q">', 'aria-live="polite"'):
+    for landmark in ("<header>", "<main ", 'role="search"', '<label for="q">', 'aria-live="polite"'):
         assert landmark in page
     assert "Type words to search" in page and "<aside" not in page  # no filters before a search
     assert "default-src 'none'" in response.headers["Content-Security-Policy"]
 
 
-@pytest.mark.parametrize("headers", [ES_CLIENT, {"Accept": "application/json"}, {"Accept": "*/*"}, {}],
-                         ids=["es-client", "json", "curl", "none"])
+@pytest.mark.parametrize(
+    "headers",
+    [ES_CLIENT, {"Accept": "application/json"}, {"Accept": "*/*"}, {}],
+    ids=["es-client", "json", "curl", "none"],
+)
 def test_every_other_client_still_gets_the_json_info(home, headers):
     response = _client(home).get("/", headers=headers)
     assert response.status_code == 200 and response.get_json()["name"] == "es-rerank"
@@ -85,14 +104,18 @@ def test_a_field_out_of_range_is_a_message_on_the_page_with_the_search_kept(home
     page = response.get_data(as_text=True)
     assert response.status_code == 400 and "put the earlier year first" in _error(page)
     assert 'value="vitamin bone"' in page
+
+
 def test_a_request_the_gateway_refuses_is_a_message_on_the_page(home):
     response = _client(home, gateway_max_query_words=3).get("/?q=vitamin+d+bone+loss+calcium", headers=BROWSER)
     assert response.status_code == 400 and "5 words" in _error(response.get_data(as_text=True))
 
 
 def test_a_backend_that_cannot_answer_is_a_message_on_the_page_not_a_500(home, es_stub, tiny_stats):
-    refusal = {"error": {"type": "cluster_block_exception", "reason": "blocked by: [SERVICE_UNAVAILABLE]"},
-               "status": 503}
+    refusal = {
+        "error": {"type": "cluster_block_exception", "reason": "blocked by: [SERVICE_UNAVAILABLE]"},
+        "status": 503,
+    }
     client = Elasticsearch(es_stub(503, refusal), max_retries=0)
     backend = ElasticsearchBackend(client, "esrr-docs", home, served=_Served("esrr-v1", tiny_stats))
     response = _client(home, backend=backend).get("/?q=vitamin", headers=BROWSER)
@@ -115,7 +138,8 @@ def test_a_search_shows_the_results_filters_and_pages(tmp_path):
 
     filtered = client.get("/?q=vitamin&year_from=2000&type=Review", headers=BROWSER).get_data(as_text=True)
     assert [title for title in _results(filtered)] == [
-        '<a href="https://pubmed.ncbi.nlm.nih.gov/1/"><em>Vitamin</em> D and bone loss</a>']
+        '<a href="https://pubmed.ncbi.nlm.nih.gov/1/"><em>Vitamin</em> D and bone loss</a>'
+    ]
     assert re.search(r'value="Review"\s*checked>', filtered) and 'value="2000"' in filtered
 
     past = client.get("/?q=vitamin&page=2", headers=BROWSER).get_data(as_text=True)
@@ -124,10 +148,21 @@ def test_a_search_shows_the_results_filters_and_pages(tmp_path):
 
 
 def test_a_result_shows_its_whole_title_a_pubmed_link_and_no_marked_stop_words(tmp_path):
-    long_title = ("Effects of a twelve week programme of supervised exercise and dietary advice on bone density "
-                  "in postmenopausal women with low vitamin D")
-    articles = [Document("MED-4", long_title, "Exercise and vitamin D for bone density.", "Bone", 2011,
-                         metadata={"url": "http://www.ncbi.nlm.nih.gov/pubmed/25329299"}), *ARTICLES]
+    long_title = (
+        "Effects of a twelve week programme of supervised exercise and dietary advice on bone density "
+        "in postmenopausal women with low vitamin D"
+    )
+    articles = [
+        Document(
+            "MED-4",
+            long_title,
+            "Exercise and vitamin D for bone density.",
+            "Bone",
+            2011,
+            metadata={"url": "http://www.ncbi.nlm.nih.gov/pubmed/25329299"},
+        ),
+        *ARTICLES,
+    ]
     build_embedded_index(articles, tmp_path / "indexes" / "embedded", version="v1", progress=False)
     page = _client(tmp_path).get("/?q=vitamin+and+bone", headers=BROWSER).get_data(as_text=True)
     shown = {re.sub(r"<[^>]*>", "", title): title for title in _results(page)}

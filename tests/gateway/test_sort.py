@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from elasticsearch import BadRequestError, Elasticsearch
+from elasticsearch import BadRequestError
 from elasticsearch.dsl import Search
 
 from es_rerank.backends.embedded import EmbeddedBackend
@@ -26,8 +26,15 @@ from tests.gateway.test_scores import HashReranker
 ALIAS = "esrr-docs"
 YEARS = (2001, None, 1999, 2010, 2001, 2015, None, 2010, 2005, 1999)
 # 40 documents, every one about diet, every third about fish too; ids out of index order to tell _id from _doc.
-DOCS = [Document(f"d{(n * 7) % 40:02d}", f"Diet study {n}", f"Diet and {'fish oil' if n % 3 == 0 else 'fibre'} "
-                 f"intake, cohort {n}.", year=YEARS[n % len(YEARS)]) for n in range(40)]
+DOCS = [
+    Document(
+        f"d{(n * 7) % 40:02d}",
+        f"Diet study {n}",
+        f"Diet and {'fish oil' if n % 3 == 0 else 'fibre'} intake, cohort {n}.",
+        year=YEARS[n % len(YEARS)],
+    )
+    for n in range(40)
+]
 ROW = {doc.doc_id: n for n, doc in enumerate(DOCS)}
 YEAR = {doc.doc_id: doc.year for doc in DOCS}
 
@@ -64,8 +71,9 @@ def test_newest_first_in_each_form_skips_reranking_and_shows_sort_values(es, sor
     answer = es.search(index=ALIAS, size=40, sort=sort).body
     assert _ids(answer) == _by_year(descending=True)
     assert "sorts by" in answer["esrr"]["skipped"]
-    assert [hit["sort"] for hit in answer["hits"]["hits"]] == [[YEAR[i] if YEAR[i] is not None else LONG_MIN]
-                                                               for i in _ids(answer)]
+    assert [hit["sort"] for hit in answer["hits"]["hits"]] == [
+        [YEAR[i] if YEAR[i] is not None else LONG_MIN] for i in _ids(answer)
+    ]
     assert all(hit["_score"] is None for hit in answer["hits"]["hits"]) and answer["hits"]["max_score"] is None
 
 
@@ -112,13 +120,16 @@ def test_the_dsl_sort_and_extra_search_after(es):
     assert [hit.meta.id for hit in first] + [hit.meta.id for hit in after] == both
 
 
-@pytest.mark.parametrize("kwargs, named", [
-    ({"sort": ["title"]}, "ESRR_BACKEND=elasticsearch"),
-    ({"sort": [{"year": {"order": "up"}}]}, "asc or desc"),
-    ({"sort": ["year", "_id"], "search_after": [2001]}, "search_after has 1 value(s) but sort has 2"),
-    ({"sort": ["_id"], "search_after": [3]}, "must be a string"),
-    ({"sort": ["year"], "search_after": [2001], "from_": 10}, "[from] parameter must be set to 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        ({"sort": ["title"]}, "ESRR_BACKEND=elasticsearch"),
+        ({"sort": [{"year": {"order": "up"}}]}, "asc or desc"),
+        ({"sort": ["year", "_id"], "search_after": [2001]}, "search_after has 1 value(s) but sort has 2"),
+        ({"sort": ["_id"], "search_after": [3]}, "must be a string"),
+        ({"sort": ["year"], "search_after": [2001], "from_": 10}, "[from] parameter must be set to 0"),
+    ],
+)
 def test_a_sort_the_embedded_backend_cannot_serve_is_a_400_naming_why(es, kwargs, named):
     with pytest.raises(BadRequestError) as refused:
         es.search(index=ALIAS, **kwargs)

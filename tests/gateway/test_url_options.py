@@ -32,16 +32,18 @@ def test_filter_path_keeps_the_paths_named_on_a_search(es):
 def test_filter_path_wildcards_and_exclusions(es):
     whole = _unfiltered(es)
     titles = es.search(index=ALIAS, query=QUERY, filter_path="hits.hits._sou*.title").body
-    assert titles == {"hits": {"hits": [{"_source": {"title": hit["_source"]["title"]}}
-                                        for hit in whole["hits"]["hits"]]}}
+    assert titles == {
+        "hits": {"hits": [{"_source": {"title": hit["_source"]["title"]}} for hit in whole["hits"]["hits"]]}
+    }
     anywhere = es.search(index=ALIAS, query=QUERY, filter_path="**._id").body
     assert anywhere == {"hits": {"hits": [{"_id": hit["_id"]} for hit in whole["hits"]["hits"]]}}
     without = es.search(index=ALIAS, query=QUERY, filter_path="-hits.hits._source,-esrr").body
     assert "esrr" not in without and without["hits"]["total"] == whole["hits"]["total"]
     assert [set(hit) for hit in without["hits"]["hits"]] == [set(hit) - {"_source"} for hit in whole["hits"]["hits"]]
     both = es.search(index=ALIAS, query=QUERY, filter_path="hits.hits._source,-hits.hits._source.abstract").body
-    assert both["hits"]["hits"][0]["_source"] == {key: value for key, value in
-                                                  whole["hits"]["hits"][0]["_source"].items() if key != "abstract"}
+    assert both["hits"]["hits"][0]["_source"] == {
+        key: value for key, value in whole["hits"]["hits"][0]["_source"].items() if key != "abstract"
+    }
 
 
 def test_filter_path_on_a_search_without_hits_is_an_empty_object_as_in_elasticsearch(es):
@@ -93,22 +95,36 @@ def test_rest_total_hits_as_int_answers_the_total_as_a_number(es):
 
 def test_shard_cache_and_routing_parameters_are_accepted_and_change_nothing(es):
     whole = _unfiltered(es)
-    accepted = _unfiltered(es, request_cache=True, preference="_local", routing="a", timeout="5s",
-                           search_type="dfs_query_then_fetch", ignore_unavailable=True, allow_no_indices=True,
-                           expand_wildcards="open,hidden", batched_reduce_size=512, ccs_minimize_roundtrips=True,
-                           max_concurrent_shard_requests=5, pre_filter_shard_size=128)
+    accepted = _unfiltered(
+        es,
+        request_cache=True,
+        preference="_local",
+        routing="a",
+        timeout="5s",
+        search_type="dfs_query_then_fetch",
+        ignore_unavailable=True,
+        allow_no_indices=True,
+        expand_wildcards="open,hidden",
+        batched_reduce_size=512,
+        ccs_minimize_roundtrips=True,
+        max_concurrent_shard_requests=5,
+        pre_filter_shard_size=128,
+    )
     assert accepted["hits"] == whole["hits"]
     counted = es.count(index=ALIAS, query=QUERY, preference="_local", routing="a").body["count"]
     assert counted == whole["hits"]["total"]["value"]
 
 
-@pytest.mark.parametrize("params, named", [
-    ({"search_type": "scan"}, "search type"),
-    ({"request_cache": "yes"}, "request_cache"),
-    ({"timeout": "soon"}, "timeout"),
-    ({"expand_wildcards": "everything"}, "expand wildcard"),
-    ({"batched_reduce_size": "0"}, "batched_reduce_size"),
-])
+@pytest.mark.parametrize(
+    "params, named",
+    [
+        ({"search_type": "scan"}, "search type"),
+        ({"request_cache": "yes"}, "request_cache"),
+        ({"timeout": "soon"}, "timeout"),
+        ({"expand_wildcards": "everything"}, "expand wildcard"),
+        ({"batched_reduce_size": "0"}, "batched_reduce_size"),
+    ],
+)
 def test_values_elasticsearch_refuses_are_400s_naming_the_parameter(es, params, named):
     with pytest.raises(BadRequestError) as refused:
         es.perform_request("GET", f"/{ALIAS}/_search", params=params)
@@ -120,6 +136,9 @@ def test_filter_path_semantics_on_arrays_and_nested_wildcards():
     assert filtered(answer, read_filter_path("a.c.d")) == {"a": [{"c": {"d": 2}}]}
     assert filtered(answer, read_filter_path("**.d")) == {"a": [{"c": {"d": 2}}], "f": {"g": {"d": 5}}}
     assert filtered(answer, read_filter_path("f.**")) == {"f": {"g": {"d": 5}}}
-    assert filtered(answer, read_filter_path("-**.d")) == {"a": [{"b": 1, "c": {"e": 3}}, {"b": 4}],
-                                                             "f": {"g": {}}, "h": []}
+    assert filtered(answer, read_filter_path("-**.d")) == {
+        "a": [{"b": 1, "c": {"e": 3}}, {"b": 4}],
+        "f": {"g": {}},
+        "h": [],
+    }
     assert filtered(answer, read_filter_path("*")) == answer

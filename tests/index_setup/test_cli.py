@@ -11,8 +11,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from click.testing import CliRunner, Result
@@ -68,6 +68,7 @@ def assert_ok(result: Result) -> str:
 
 # --- build / reindex ---------------------------------------------------------------
 
+
 def test_build_prints_counts_and_the_load_report(esrr, home: Path, corpus: Path) -> None:
     out = assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
     assert f"loading {corpus} into the embedded backend" in out
@@ -115,8 +116,7 @@ def test_strict_fails_naming_file_and_line(esrr, home: Path, tmp_path: Path) -> 
 def test_strict_reindex_failure_keeps_the_old_version(esrr, home: Path, corpus: Path, tmp_path: Path) -> None:
     assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
     bad = write_corpus(tmp_path / "new.jsonl", NEW_RECORDS + RECORDS, bad_line="[1, 2]")
-    assert_clean_failure(esrr("index", "reindex", "--data", str(bad), "--strict", "--version", "v2"),
-                         f"{bad}, line 2")
+    assert_clean_failure(esrr("index", "reindex", "--data", str(bad), "--strict", "--version", "v2"), f"{bad}, line 2")
     assert not (embedded_root(home) / "v2").exists()
     assert "d2" in assert_ok(esrr("search", "curcumin"))
 
@@ -125,8 +125,11 @@ def test_a_damaged_corpus_file_keeps_the_served_version(esrr, home: Path, corpus
     import gzip
 
     assert_ok(esrr("index", "build", "--data", str(corpus), "--version", "v1"))
-    whole = gzip.compress(b"".join(json.dumps({"_id": f"n{i}", "title": "new", "text": "curcumin " * 50}).encode()
-                                   + b"\n" for i in range(400)))
+    whole = gzip.compress(
+        b"".join(
+            json.dumps({"_id": f"n{i}", "title": "new", "text": "curcumin " * 50}).encode() + b"\n" for i in range(400)
+        )
+    )
     cut = tmp_path / "cut.jsonl.gz"
     cut.write_bytes(whole[: len(whole) // 2])
     result = esrr("index", "reindex", "--data", str(cut), "--version", "v2")  # not --strict: still refused
@@ -137,10 +140,14 @@ def test_a_damaged_corpus_file_keeps_the_served_version(esrr, home: Path, corpus
 
 
 def test_a_duplicate_id_is_skipped_with_its_file_and_line_and_fails_a_strict_load(
-        esrr, home: Path, tmp_path: Path) -> None:
+    esrr, home: Path, tmp_path: Path
+) -> None:
     path = write_corpus(tmp_path / "dup.jsonl", [*RECORDS, RECORDS[0]])
-    assert_clean_failure(esrr("index", "build", "--data", str(path), "--strict"),
-                         f"{path}, line 4: document id 'd1' was read before", "remove or rename this one")
+    assert_clean_failure(
+        esrr("index", "build", "--data", str(path), "--strict"),
+        f"{path}, line 4: document id 'd1' was read before",
+        "remove or rename this one",
+    )
     assert not (embedded_root(home) / CURRENT_FILE).exists()
     output = assert_ok(esrr("index", "build", "--data", str(path)))
     assert "built embedded index" in output and f"{len(RECORDS)} documents" in output
@@ -165,14 +172,16 @@ def test_reindex_swaps_to_the_new_version(esrr, corpus: Path, tmp_path: Path) ->
 
 # --- search ----------------------------------------------------------------------------
 
+
 def test_search_prints_ranked_hits(esrr, corpus: Path) -> None:
     assert_ok(esrr("index", "build", "--data", str(corpus)))
     ranker, order, header, *lines = assert_ok(esrr("search", "cancer curcumin", "--no-feedback")).splitlines()
     assert ranker == "ranked by: BM25 (no stage reordered the hits)" and order == "ordered by score: BM25's"
     assert header.split() == ["rank", "score", "BM25", "id", "title"]
     assert len(lines) == 2
-    ranks, scores, bm25, doc_ids = zip(*[(int(l.split()[0]), float(l.split()[1]), float(l.split()[2]), l.split()[3])
-                                         for l in lines])
+    ranks, scores, bm25, doc_ids = zip(
+        *[(int(l.split()[0]), float(l.split()[1]), float(l.split()[2]), l.split()[3]) for l in lines]
+    )
     assert ranks == (1, 2)
     assert doc_ids == ("d2", "d3")
     assert scores[0] > scores[1] > 0 and scores == bm25  # no model trained: BM25 order and scores
@@ -201,8 +210,10 @@ def test_search_json_is_the_table_as_an_elasticsearch_response(esrr, corpus: Pat
     assert [h["_id"] for h in hits] == [line.split()[3] for line in table]
     assert [h["_score"] for h in hits] == pytest.approx([float(line.split()[1]) for line in table], abs=1e-3)
     assert [h["_source"]["title"] for h in hits][0] == "Curcumin and colorectal cancer"
-    assert all(h["_index"] == "v1" and h["fields"]["bm25_score"] == [h["_score"]] and h["fields"]["reranked"] == [False]
-               for h in hits)  # no model trained: BM25 scores, nothing reordered
+    assert all(
+        h["_index"] == "v1" and h["fields"]["bm25_score"] == [h["_score"]] and h["fields"]["reranked"] == [False]
+        for h in hits
+    )  # no model trained: BM25 scores, nothing reordered
     assert body["hits"]["total"] == {"value": 2, "relation": "eq"} and body["hits"]["max_score"] == hits[0]["_score"]
     assert body["esrr"] == {"ranker": "BM25"} and body["timed_out"] is False and body["took"] >= 0
     capped = json.loads(esrr("search", "cancer", "-k", "1", "--no-feedback", "--json").stdout)
@@ -218,9 +229,13 @@ def test_search_without_an_index_fails_cleanly(esrr) -> None:
 def test_search_from_another_folder_names_where_it_looked_and_both_fixes(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # ESRR_HOME unset: ./artifacts of this folder, which has none
     result = CliRunner().invoke(main, ["search", "cancer"], env={"ESRR_HOME": None, "ESRR_BACKEND": "embedded"})
-    assert_clean_failure(result, f"no embedded index in {tmp_path / 'artifacts' / 'indexes' / 'embedded'}.",
-                         "ESRR_HOME defaults to ./artifacts of the current folder", WRONG_FOLDER_FIX,
-                         "build one there with `esrr index build`")
+    assert_clean_failure(
+        result,
+        f"no embedded index in {tmp_path / 'artifacts' / 'indexes' / 'embedded'}.",
+        "ESRR_HOME defaults to ./artifacts of the current folder",
+        WRONG_FOLDER_FIX,
+        "build one there with `esrr index build`",
+    )
 
 
 def test_the_table_names_its_ranker_and_columns() -> None:
@@ -230,7 +245,8 @@ def test_the_table_names_its_ranker_and_columns() -> None:
     ranker = "delta-32-lex3 + candidate feedback + judged neighbours"
     assert ranked_by(ranker, 500, 10) == [
         f"ranked by: BM25 top 500 → {ranker}",
-        "ordered by score, the last ranker's; the BM25 column is each hit's first-stage score, for comparison"]
+        "ordered by score, the last ranker's; the BM25 column is each hit's first-stage score, for comparison",
+    ]
     assert ranked_by("delta-32-lex3", 3, 8)[0] == "ranked by: BM25 top 3 → delta-32-lex3, then the rest in BM25's order"
     assert ranked_by("BM25", 500, 10) == ["ranked by: BM25 (no stage reordered the hits)", "ordered by score: BM25's"]
 
@@ -244,6 +260,7 @@ def test_search_of_a_damaged_version_fails_cleanly(esrr, home: Path, corpus: Pat
 
 
 # --- versions / use / prune / stats -------------------------------------------------------
+
 
 @pytest.fixture
 def three_versions(esrr, corpus: Path) -> None:
@@ -324,13 +341,18 @@ def test_a_pointer_to_a_missing_version_is_reported_and_stops_prune(esrr, home: 
 def test_interrupted_builds_are_listed_and_pruned(esrr, home: Path) -> None:
     (embedded_root(home) / "half" / "tantivy").mkdir(parents=True)  # a build killed outright: its lock is gone
     assert assert_ok(esrr("index", "versions")).splitlines() == [
-        "  half (interrupted build; `esrr index prune` deletes it)", "  v1", "  v2", "* v3"]
+        "  half (interrupted build; `esrr index prune` deletes it)",
+        "  v1",
+        "  v2",
+        "* v3",
+    ]
     assert assert_ok(esrr("index", "prune", "--keep", "3")).splitlines() == ["deleted half (an interrupted build)"]
     assert assert_ok(esrr("index", "versions")).splitlines() == ["  v1", "  v2", "* v3"]
 
 
-def test_a_reindex_stopped_with_sigterm_removes_its_half_built_version(esrr, home: Path, corpus: Path,
-                                                                        tmp_path: Path) -> None:
+def test_a_reindex_stopped_with_sigterm_removes_its_half_built_version(
+    esrr, home: Path, corpus: Path, tmp_path: Path
+) -> None:
     """`timeout`, `docker stop` and systemd send SIGTERM: the build cleans up as on Ctrl-C."""
     import signal
     import time
@@ -339,9 +361,22 @@ def test_a_reindex_stopped_with_sigterm_removes_its_half_built_version(esrr, hom
     slow = tmp_path / "slow.jsonl"
     os.mkfifo(slow)
     env = {**os.environ, "ESRR_HOME": str(home)}
-    reindex = subprocess.Popen([sys.executable, "-c", "from es_rerank.cli import main; main()", "index", "reindex",
-                                "--data", str(slow), "--version", "half"],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    reindex = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from es_rerank.cli import main; main()",
+            "index",
+            "reindex",
+            "--data",
+            str(slow),
+            "--version",
+            "half",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     with open(os.open(slow, os.O_RDWR), "w", encoding="utf-8") as feed:  # read-write: opens without a reader
         feed.write(json.dumps(NEW_RECORDS[0]) + "\n")
         feed.flush()
@@ -406,6 +441,7 @@ def test_stats_without_an_index_fails_cleanly(esrr) -> None:
 
 # --- help, and no torch -------------------------------------------------------------------
 
+
 def test_help_lists_the_commands(esrr) -> None:
     out = assert_ok(esrr("--help"))
     for command in ("index", "search", "embeddings", "train", "eval", "worker", "bench"):
@@ -431,8 +467,9 @@ print("torch" in sys.modules)
 
 def test_help_and_index_commands_do_not_import_torch(home: Path, corpus: Path) -> None:
     env = {**os.environ, "ESRR_HOME": str(home), "ESRR_BACKEND": "embedded"}
-    done = subprocess.run([sys.executable, "-c", TORCH_PROBE, str(corpus)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", TORCH_PROBE, str(corpus)], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False"
 
@@ -440,19 +477,30 @@ def test_help_and_index_commands_do_not_import_torch(home: Path, corpus: Path) -
 def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
     result = CliRunner().invoke(main, ["index", "versions"], env={"ESRR_HOME": str(home), "ESRR_BACKEND": "bogus"})
     assert_clean_failure(result, "ESRR_BACKEND")
-    result = CliRunner().invoke(main, ["search", "x", "--no-rerank"],
-                                env={"ESRR_HOME": str(home), "ESRR_BROKER_URL": "http://x"})
+    result = CliRunner().invoke(
+        main, ["search", "x", "--no-rerank"], env={"ESRR_HOME": str(home), "ESRR_BROKER_URL": "http://x"}
+    )
     assert_clean_failure(result, "ESRR_BROKER_URL")
-    for name, value in [("ESRR_DEVICE", "gpu"), ("ESRR_ES_TIMEOUT_S", "0"), ("ESRR_ES_URL", "notaurl"),
-                        ("ESRR_ES_URL", "http://127.0.0.1:99999"), ("ESRR_ES_URL", "http://a b:9200"),
-                        ("ESRR_BROKER_URL", "redis://127.0.0.1:6379/abc"), ("ESRR_BM25_B", "2"),
-                        ("ESRR_CHECKPOINT", str(home.parent)), ("ESRR_CHECKPOINT", ","),
-                        ("ESRR_CHECKPOINT", f"{home}/m.pt,{home}/../{home.name}/m.pt"),
-                        ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:99999/0"),
-                        ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:6379/0/x"),
-                        ("ESRR_ES_ALIAS", "ESRR"), ("ESRR_ES_ALIAS", "esrr docs"), ("ESRR_ES_TIMEOUT_S", "inf"),
-                        ("ESRR_ES_BULK_INITIAL_BACKOFF_S", "nan"), ("ESRR_HOME", ""),
-                        ("ESRR_FEEDBACK_WEIGHT", "1e39")]:
+    for name, value in [
+        ("ESRR_DEVICE", "gpu"),
+        ("ESRR_ES_TIMEOUT_S", "0"),
+        ("ESRR_ES_URL", "notaurl"),
+        ("ESRR_ES_URL", "http://127.0.0.1:99999"),
+        ("ESRR_ES_URL", "http://a b:9200"),
+        ("ESRR_BROKER_URL", "redis://127.0.0.1:6379/abc"),
+        ("ESRR_BM25_B", "2"),
+        ("ESRR_CHECKPOINT", str(home.parent)),
+        ("ESRR_CHECKPOINT", ","),
+        ("ESRR_CHECKPOINT", f"{home}/m.pt,{home}/../{home.name}/m.pt"),
+        ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:99999/0"),
+        ("ESRR_BROKER_URL", "redis://:s3cret@127.0.0.1:6379/0/x"),
+        ("ESRR_ES_ALIAS", "ESRR"),
+        ("ESRR_ES_ALIAS", "esrr docs"),
+        ("ESRR_ES_TIMEOUT_S", "inf"),
+        ("ESRR_ES_BULK_INITIAL_BACKOFF_S", "nan"),
+        ("ESRR_HOME", ""),
+        ("ESRR_FEEDBACK_WEIGHT", "1e39"),
+    ]:
         result = CliRunner().invoke(main, ["search", "x", "--no-rerank"], env={"ESRR_HOME": str(home), name: value})
         assert_clean_failure(result, name)
         assert "s3cret" not in result.output
@@ -460,38 +508,52 @@ def test_a_bad_setting_is_a_clear_error_not_a_traceback(home: Path) -> None:
 
 def test_a_bad_alias_stops_an_elasticsearch_build_before_any_request(home: Path, corpus: Path, free_port) -> None:
     env = {"ESRR_HOME": str(home), "ESRR_ES_ALIAS": "ESRR", "ESRR_ES_URL": f"http://127.0.0.1:{free_port()}"}
-    result = CliRunner().invoke(main, ["index", "build", "--backend", "elasticsearch", "--data", str(corpus)],
-                                env=env)
+    result = CliRunner().invoke(main, ["index", "build", "--backend", "elasticsearch", "--data", str(corpus)], env=env)
     assert_clean_failure(result, "ESRR_ES_ALIAS", "upper-case", "such as esrr-docs")
     assert not home.exists()
 
 
-def test_an_empty_home_is_an_error_not_the_current_directory(tmp_path: Path, corpus: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_empty_home_is_an_error_not_the_current_directory(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["index", "build", "--data", str(corpus)], env={"ESRR_HOME": ""})
     assert_clean_failure(result, "ESRR_HOME", "is empty", "./artifacts")
     assert not (tmp_path / "indexes").exists()
 
 
-@pytest.mark.parametrize("args", [["index", "stats"], ["index", "versions"], ["index", "build", "--data", "CORPUS"],
-                                  ["index", "reindex", "--data", "CORPUS"], ["index", "prune"],
-                                  ["index", "use", "v1"], ["search", "vitamin", "--no-rerank"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["index", "stats"],
+        ["index", "versions"],
+        ["index", "build", "--data", "CORPUS"],
+        ["index", "reindex", "--data", "CORPUS"],
+        ["index", "prune"],
+        ["index", "use", "v1"],
+        ["search", "vitamin", "--no-rerank"],
+    ],
+)
 def test_every_elasticsearch_command_without_credentials_names_the_fix(
-        home: Path, corpus: Path, es_stub: Callable[..., str], args: list[str]) -> None:
+    home: Path, corpus: Path, es_stub: Callable[..., str], args: list[str]
+) -> None:
     # An Elasticsearch 8 with security on, asked without credentials.
-    secured = es_stub(401, {"error": {"type": "security_exception", "reason": "missing authentication credentials"},
-                            "status": 401})
+    secured = es_stub(
+        401, {"error": {"type": "security_exception", "reason": "missing authentication credentials"}, "status": 401}
+    )
     env = {"ESRR_HOME": str(home), "ESRR_BACKEND": "elasticsearch", "ESRR_ES_URL": secured}
     result = CliRunner().invoke(main, [str(corpus) if arg == "CORPUS" else arg for arg in args], env=env)
     # Most commands ask HEAD /_alias first, whose answer has no body, so only some can name the reason.
-    assert_clean_failure(result, "refused a request with HTTP 401", "password it accepts in ESRR_ES_URL, e.g. https://USER:")
+    assert_clean_failure(
+        result, "refused a request with HTTP 401", "password it accepts in ESRR_ES_URL, e.g. https://USER:"
+    )
 
 
 def test_reindex_against_an_unreachable_cluster_is_a_clean_error(home: Path, corpus: Path, free_port) -> None:
     env = {"ESRR_HOME": str(home), "ESRR_ES_URL": f"http://127.0.0.1:{free_port()}"}
-    result = CliRunner().invoke(main, ["index", "reindex", "--backend", "elasticsearch", "--data", str(corpus)],
-                                env=env)
+    result = CliRunner().invoke(
+        main, ["index", "reindex", "--backend", "elasticsearch", "--data", str(corpus)], env=env
+    )
     assert_clean_failure(result, "cannot reach Elasticsearch", "ESRR_ES_URL")
 
 
@@ -504,8 +566,9 @@ def test_a_damaged_embeddings_pointer_is_a_clean_error(home: Path) -> None:
 
 def test_a_named_checkpoint_that_does_not_exist_is_an_error_not_bm25(home: Path) -> None:
     env = {"ESRR_HOME": str(home), "ESRR_CHECKPOINT": str(home / "models" / "typo.pt")}
-    assert_clean_failure(CliRunner().invoke(main, ["search", "x"], env=env), "typo.pt, which does not exist",
-                         "--no-rerank")
+    assert_clean_failure(
+        CliRunner().invoke(main, ["search", "x"], env=env), "typo.pt, which does not exist", "--no-rerank"
+    )
 
 
 def test_reordering_without_a_window_is_a_usage_error(home: Path) -> None:
@@ -540,19 +603,29 @@ def test_search_limits_are_option_errors(home: Path) -> None:
         assert result.exit_code == 2 and "is not in the range" in result.output, result.output
 
 
-@pytest.mark.parametrize("args", [["embeddings", "info", "-k", "0"], ["embeddings", "info", "-k", "1001"],
-                                  ["worker", "start", "--concurrency", "0"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["embeddings", "info", "-k", "0"],
+        ["embeddings", "info", "-k", "1001"],
+        ["worker", "start", "--concurrency", "0"],
+    ],
+)
 def test_other_limits_are_option_errors_named_after_the_option(home: Path, args: list[str]) -> None:
     result = CliRunner().invoke(main, args, env={"ESRR_HOME": str(home)})
-    assert result.exit_code == 2 and "is not in the range" in result.output and args[-2] in result.output, \
-        result.output
+    assert result.exit_code == 2 and "is not in the range" in result.output and args[-2] in result.output, result.output
 
 
 def test_a_home_that_is_a_file_is_a_clear_error(tmp_path: Path, corpus: Path) -> None:
     home = tmp_path / "home-file"
     home.write_text("not a directory")
-    for args in (["index", "build", "--data", str(corpus)], ["search", "x"], ["index", "versions"],
-                 ["index", "prune"], ["embeddings", "info"]):
+    for args in (
+        ["index", "build", "--data", str(corpus)],
+        ["search", "x"],
+        ["index", "versions"],
+        ["index", "prune"],
+        ["embeddings", "info"],
+    ):
         result = CliRunner().invoke(main, args, env={"ESRR_HOME": str(home)})
         assert_clean_failure(result, "ESRR_HOME", f"{home} is a file, not a folder")
 

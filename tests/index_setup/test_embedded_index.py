@@ -6,8 +6,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -17,7 +17,13 @@ from es_rerank.stats import CorpusStats, Document
 from es_rerank.stats_writer import StatsWriter
 from es_rerank.versions import new_version
 from index_setup.embedded_index import (
-    BuildResult, PruneError, build_embedded_index, list_versions, prune_versions, switch_current, unfinished_builds,
+    BuildResult,
+    PruneError,
+    build_embedded_index,
+    list_versions,
+    prune_versions,
+    switch_current,
+    unfinished_builds,
 )
 
 OLD_DOCS = (
@@ -250,8 +256,9 @@ def test_prune_refuses_when_the_served_version_is_unknown(four_versions: Path, p
     assert list_versions(four_versions) == ["v1", "v2", "v3", "v4"]
 
 
-def test_prune_deletes_the_link_of_a_symlinked_version_and_leaves_its_target(four_versions: Path,
-                                                                              tmp_path_factory) -> None:
+def test_prune_deletes_the_link_of_a_symlinked_version_and_leaves_its_target(
+    four_versions: Path, tmp_path_factory
+) -> None:
     elsewhere = tmp_path_factory.mktemp("elsewhere") / "v2"
     shutil.move(four_versions / "v2", elsewhere)
     (four_versions / "v2").symlink_to(elsewhere)
@@ -261,7 +268,8 @@ def test_prune_deletes_the_link_of_a_symlinked_version_and_leaves_its_target(fou
 
 
 def test_a_prune_that_cannot_delete_names_the_version_and_what_it_deleted(
-        four_versions: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    four_versions: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real_rmtree = shutil.rmtree
 
     def rmtree(path, *args, **kwargs):
@@ -311,8 +319,9 @@ def test_rebuilding_the_name_of_an_interrupted_build_says_how_to_clear_it(tmp_pa
         build(tmp_path, OLD_DOCS, version="half")
 
 
-def test_a_finished_build_is_not_pruned_before_it_is_served(four_versions: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_finished_build_is_not_pruned_before_it_is_served(
+    four_versions: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import index_setup.embedded_index as module
 
     real_switch, pruned = module.switch_current, []
@@ -332,9 +341,9 @@ def test_prune_of_an_empty_root(tmp_path: Path) -> None:
 
 
 def test_an_empty_corpus_never_replaces_the_served_index(tmp_path: Path) -> None:
-    from index_setup.embedded_index import build_embedded_index, list_versions
     from es_rerank.backends.embedded import current_version
     from es_rerank.stats import Document
+    from index_setup.embedded_index import build_embedded_index, list_versions
 
     first = build_embedded_index([Document("d1", "vitamin D", "bone")], tmp_path, version="v1", progress=False)
     with pytest.raises(ValueError, match="nothing to index"):

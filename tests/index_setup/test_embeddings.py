@@ -13,12 +13,19 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from es_rerank.settings import CommonSettings
-from index_setup import text_sources as ts
 from es_rerank.embeddings import PAD, UNK, Embeddings, EmbeddingsError, current_version, load_current
+from es_rerank.settings import CommonSettings
 from es_rerank.versions import CURRENT_FILE
-from index_setup.embeddings import (Word2VecParams, coverage, embeddings, fast_workers, nfcorpus_query_tokens,
-                                    train_embeddings, train_from_data)
+from index_setup import text_sources as ts
+from index_setup.embeddings import (
+    Word2VecParams,
+    coverage,
+    embeddings,
+    fast_workers,
+    nfcorpus_query_tokens,
+    train_embeddings,
+    train_from_data,
+)
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 FAST = Word2VecParams(vector_size=16, min_count=1, epochs=1, workers=1)
@@ -106,8 +113,9 @@ def test_load_current(trained: tuple[Path, Embeddings], tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["meta.json", "vectors.npy"])
-def test_a_damaged_artifact_is_an_embeddings_error(trained: tuple[Path, Embeddings], tmp_path: Path,
-                                                    damage: str) -> None:
+def test_a_damaged_artifact_is_an_embeddings_error(
+    trained: tuple[Path, Embeddings], tmp_path: Path, damage: str
+) -> None:
     import shutil
 
     emb_dir, emb = trained
@@ -117,14 +125,21 @@ def test_a_damaged_artifact_is_an_embeddings_error(trained: tuple[Path, Embeddin
         Embeddings.load(copy)
 
 
-@pytest.mark.parametrize(("vectors", "problem"), [
-    (np.zeros(0, dtype=np.float32), "shape"), (np.zeros(5, dtype=np.float32), "shape"),
-    (np.zeros((5, 2, 2), dtype=np.float32), "shape"), (np.array(["a"] * 5), "<U1"), (None, "vectors.npy or vocab.txt"),
-    (np.array([[0, 1]] * 4 + [[np.nan, 0]], dtype=np.float32), "NaN or infinite"),
-    (np.array([[0, 1]] * 4 + [[np.inf, 0]], dtype=np.float32), "NaN or infinite"),
-])
-def test_vectors_of_the_wrong_shape_or_kind_are_damaged(trained: tuple[Path, Embeddings], tmp_path: Path,
-                                                         vectors: np.ndarray | None, problem: str) -> None:
+@pytest.mark.parametrize(
+    ("vectors", "problem"),
+    [
+        (np.zeros(0, dtype=np.float32), "shape"),
+        (np.zeros(5, dtype=np.float32), "shape"),
+        (np.zeros((5, 2, 2), dtype=np.float32), "shape"),
+        (np.array(["a"] * 5), "<U1"),
+        (None, "vectors.npy or vocab.txt"),
+        (np.array([[0, 1]] * 4 + [[np.nan, 0]], dtype=np.float32), "NaN or infinite"),
+        (np.array([[0, 1]] * 4 + [[np.inf, 0]], dtype=np.float32), "NaN or infinite"),
+    ],
+)
+def test_vectors_of_the_wrong_shape_or_kind_are_damaged(
+    trained: tuple[Path, Embeddings], tmp_path: Path, vectors: np.ndarray | None, problem: str
+) -> None:
     """An empty file, a flat row, a 3-D block or strings: each named, none a traceback later on."""
     import shutil
 
@@ -185,8 +200,9 @@ def test_a_training_of_the_same_version_is_refused_while_one_runs(tmp_path: Path
     assert refusals == ["v1"] and emb.version == "v1" and current_version(emb_dir) == "v1"
 
 
-def test_a_finished_training_takes_its_version_name_under_the_root_lock(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_finished_training_takes_its_version_name_under_the_root_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import index_setup.embeddings as module
     from es_rerank.versions import is_locked
 
@@ -244,14 +260,25 @@ def write_tiny_data(root: Path) -> None:
     NFCorpus MED-2 repeats MED-1 and medical-abstracts row 2 repeats the OHSUMED
     doc, up to case, punctuation and spacing.
     """
-    _jsonl_gz(root / "nfcorpus" / "corpus.jsonl.gz", [
-        {"_id": "MED-1", "title": "Statins and Breast Cancer", "text": "Statins lower LDL. They cut risk by 12%."},
-        {"_id": "MED-2", "title": "Statins and breast cancer.", "text": "Statins lower LDL; they cut risk by 12%"},
-    ])
-    _jsonl_gz(root / "ohsumed-single23" / "docs.jsonl.gz", [
-        {"id": "test/C01/1", "split": "test", "category": "C01", "title": "Infection in joints.",
-         "abstract": "Most infections arise at operation. Antibiotics help."},
-    ])
+    _jsonl_gz(
+        root / "nfcorpus" / "corpus.jsonl.gz",
+        [
+            {"_id": "MED-1", "title": "Statins and Breast Cancer", "text": "Statins lower LDL. They cut risk by 12%."},
+            {"_id": "MED-2", "title": "Statins and breast cancer.", "text": "Statins lower LDL; they cut risk by 12%"},
+        ],
+    )
+    _jsonl_gz(
+        root / "ohsumed-single23" / "docs.jsonl.gz",
+        [
+            {
+                "id": "test/C01/1",
+                "split": "test",
+                "category": "C01",
+                "title": "Infection in joints.",
+                "abstract": "Most infections arise at operation. Antibiotics help.",
+            },
+        ],
+    )
     (root / "medical-abstracts-tc").mkdir()
     with gzip.open(root / "medical-abstracts-tc" / "medical_tc_test.csv.gz", "wt", encoding="utf-8", newline="") as f:
         w = csv.writer(f)
@@ -268,12 +295,19 @@ def write_tiny_data(root: Path) -> None:
         "439781|a|In rats the decrease was 10 mmHg.\n",
         encoding="utf-8",
     )
-    _jsonl_gz(root / "evidence-inference-pmc" / "docs.jsonl.gz", [
-        {"pmcid": "PMC1", "title": "Diclofenac and codeine", "abstract": "Background text. Methods text.",
-         "abstract_sections": [["BACKGROUND", "Background text."], ["METHODS", "Methods text."]],
-         "body_sections": [["INTRO", "Body one. Body two."], ["METHODS", ""]]},
-        {"pmcid": "PMC2", "title": "", "abstract": "", "abstract_sections": [], "body_sections": []},
-    ])
+    _jsonl_gz(
+        root / "evidence-inference-pmc" / "docs.jsonl.gz",
+        [
+            {
+                "pmcid": "PMC1",
+                "title": "Diclofenac and codeine",
+                "abstract": "Background text. Methods text.",
+                "abstract_sections": [["BACKGROUND", "Background text."], ["METHODS", "Methods text."]],
+                "body_sections": [["INTRO", "Body one. Body two."], ["METHODS", ""]],
+            },
+            {"pmcid": "PMC2", "title": "", "abstract": "", "abstract_sections": [], "body_sections": []},
+        ],
+    )
 
 
 def test_readers_each_format(tmp_path: Path) -> None:
@@ -382,11 +416,14 @@ def test_the_cli_trains_on_every_core_unless_asked_to_be_deterministic(tmp_path:
     assert result.exit_code == 0, result.output
     assert meta("fast")["params"]["workers"] == fast_workers()
     assert (meta("fast")["recipe"], meta("fast")["reproducible"]) == (
-        ("fast", False) if fast_workers() > 1 else ("deterministic", True))
+        ("fast", False) if fast_workers() > 1 else ("deterministic", True)
+    )
     result = runner.invoke(embeddings, ["train", *args, "--version", "det", "--deterministic"])
     assert result.exit_code == 0, result.output
     assert meta("det")["params"]["workers"] == 1 and (meta("det")["recipe"], meta("det")["reproducible"]) == (
-        "deterministic", True)
+        "deterministic",
+        True,
+    )
     assert "deterministic (one thread): the same vectors on every run" in result.output
     result = runner.invoke(embeddings, ["train", *args, "--version", "both", "--deterministic", "--workers", "2"])
     assert result.exit_code == 2 and "--deterministic trains on one thread" in result.output

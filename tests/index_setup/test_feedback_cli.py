@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
-from es_rerank.backends.base import text_hits
 from es_rerank.backends import open_backend
+from es_rerank.backends.base import text_hits
 from es_rerank.cli import main
 from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
 from es_rerank.settings import CommonSettings
@@ -77,9 +77,14 @@ def _lift(hits, refined: np.ndarray) -> float:
 
 
 @pytest.mark.usefixtures("indexed")
-@pytest.mark.parametrize("env, name", [({"ESRR_FEEDBACK_K": "0"}, "ESRR_FEEDBACK_K"),
-                                       ({"ESRR_FEEDBACK_WEIGHT": "-1"}, "ESRR_FEEDBACK_WEIGHT"),
-                                       ({"ESRR_FEEDBACK_WEIGHT": "nan"}, "ESRR_FEEDBACK_WEIGHT")])
+@pytest.mark.parametrize(
+    "env, name",
+    [
+        ({"ESRR_FEEDBACK_K": "0"}, "ESRR_FEEDBACK_K"),
+        ({"ESRR_FEEDBACK_WEIGHT": "-1"}, "ESRR_FEEDBACK_WEIGHT"),
+        ({"ESRR_FEEDBACK_WEIGHT": "nan"}, "ESRR_FEEDBACK_WEIGHT"),
+    ],
+)
 def test_bad_feedback_settings_fail_cleanly(home: Path, env: dict[str, str], name: str) -> None:
     assert_clean_failure(esrr_with(home, "search", "cancer", **env), name)
 

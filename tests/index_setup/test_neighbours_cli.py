@@ -16,11 +16,18 @@ def nfcorpus(tmp_path: Path) -> Path:
     root = tmp_path / "nfcorpus"
     (root / "qrels").mkdir(parents=True)
     write_corpus(root / "corpus.jsonl", RECORDS)
-    queries = [{"_id": "T1", "text": "cancer curcumin"}, {"_id": "T2", "text": "vitamin"},
-               {"_id": "D1", "text": "cancer"}, {"_id": "E1", "text": "bone"}]
+    queries = [
+        {"_id": "T1", "text": "cancer curcumin"},
+        {"_id": "T2", "text": "vitamin"},
+        {"_id": "D1", "text": "cancer"},
+        {"_id": "E1", "text": "bone"},
+    ]
     (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
-    for split, rows in {"train": [("T1", "d3", 2), ("T2", "d1", 1)], "dev": [("D1", "d2", 1)],
-                        "test": [("E1", "d1", 1)]}.items():
+    for split, rows in {
+        "train": [("T1", "d3", 2), ("T2", "d1", 1)],
+        "dev": [("D1", "d2", 1)],
+        "test": [("E1", "d1", 1)],
+    }.items():
         lines = ["query-id\tcorpus-id\tscore", *(f"{q}\t{d}\t{g}" for q, d, g in rows)]
         (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
@@ -72,8 +79,9 @@ def test_a_damaged_votes_file_is_a_clean_search_error(esrr, home: Path, nfcorpus
     assert_clean_failure(esrr("search", "cancer"), "judged-neighbours.json", "esrr neighbours build")
 
 
-@pytest.mark.parametrize("args, fragment", [(["--k", "0"], "--k"), (["--weight", "0"], "--weight"),
-                                            (["--power", "nan"], "--power")])
+@pytest.mark.parametrize(
+    "args, fragment", [(["--k", "0"], "--k"), (["--weight", "0"], "--weight"), (["--power", "nan"], "--power")]
+)
 def test_build_options_are_checked(esrr, nfcorpus: Path, args: list[str], fragment: str) -> None:
     result = esrr("neighbours", "build", "--data", str(nfcorpus), *args)
     assert result.exit_code == 2 and fragment in result.output
@@ -82,18 +90,17 @@ def test_build_options_are_checked(esrr, nfcorpus: Path, args: list[str], fragme
 @pytest.mark.parametrize("rows", ["T1\td3\t0\n", "T1\td3\t2\nT2\td1\t0\n"])
 def test_build_with_fewer_than_two_judged_train_queries_fails_cleanly(esrr, nfcorpus: Path, rows: str) -> None:
     (nfcorpus / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows, encoding="utf-8")
-    assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "votes need at least 2",
-                         "queries.jsonl")
+    assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "votes need at least 2", "queries.jsonl")
 
 
 @pytest.mark.parametrize("texts", [("?!", "..."), ("vitamin", "Vitamin")])
-def test_build_with_train_queries_no_word_tells_apart_fails_cleanly(esrr, nfcorpus: Path,
-                                                                   texts: tuple[str, str]) -> None:
+def test_build_with_train_queries_no_word_tells_apart_fails_cleanly(
+    esrr, nfcorpus: Path, texts: tuple[str, str]
+) -> None:
     """Punctuation only, or the same words: every IDF is 0, so no query could ever vote."""
     queries = [{"_id": "T1", "text": texts[0]}, {"_id": "T2", "text": texts[1]}]
     (nfcorpus / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
-    assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "tells them apart",
-                         "queries.jsonl")
+    assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "tells them apart", "queries.jsonl")
 
 
 def test_votes_belong_to_the_corpus_they_were_built_for(esrr, home: Path, nfcorpus: Path, tmp_path: Path) -> None:
@@ -121,8 +128,9 @@ def test_votes_belong_to_the_corpus_they_were_built_for(esrr, home: Path, nfcorp
     assert "BM25 + judged neighbours" in header
 
 
-def test_a_votes_file_without_its_corpus_is_not_applied_and_keep_existing_rebuilds_it(esrr, home: Path,
-                                                                                      nfcorpus: Path) -> None:
+def test_a_votes_file_without_its_corpus_is_not_applied_and_keep_existing_rebuilds_it(
+    esrr, home: Path, nfcorpus: Path
+) -> None:
     assert_ok(esrr("index", "build", "--data", str(nfcorpus / "corpus.jsonl")))
     assert_ok(esrr("neighbours", "build", "--data", str(nfcorpus)))
     path = home / "models" / "judged-neighbours.json"
@@ -138,5 +146,9 @@ def test_a_votes_file_without_its_corpus_is_not_applied_and_keep_existing_rebuil
 def test_votes_are_not_built_against_an_index_of_another_corpus(esrr, nfcorpus: Path, tmp_path: Path) -> None:
     other = write_corpus(tmp_path / "other.jsonl", [{"_id": "x1", "title": "Cancer", "text": "curcumin"}])
     assert_ok(esrr("index", "build", "--data", str(other)))
-    assert_clean_failure(esrr("neighbours", "build", "--data", str(nfcorpus)), "2 of the 2 documents judged relevant",
-                         "it holds another corpus", f"esrr index build --data {nfcorpus}")
+    assert_clean_failure(
+        esrr("neighbours", "build", "--data", str(nfcorpus)),
+        "2 of the 2 documents judged relevant",
+        "it holds another corpus",
+        f"esrr index build --data {nfcorpus}",
+    )

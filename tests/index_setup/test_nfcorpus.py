@@ -13,11 +13,17 @@ import pytest
 from es_rerank.settings import DEFAULT_NFCORPUS
 from index_setup import nfcorpus
 from index_setup.nfcorpus import (
-    BEIR_URL, ENV_VAR, NFCorpus, NFCorpusNotFoundError, UnknownSplitError, find_nfcorpus,
+    BEIR_URL,
+    ENV_VAR,
+    NFCorpus,
+    NFCorpusNotFoundError,
+    UnknownSplitError,
+    find_nfcorpus,
 )
 
-real_data = pytest.mark.skipif(not (DEFAULT_NFCORPUS / "queries.jsonl").is_file(),
-                               reason=f"NFCorpus is not at {DEFAULT_NFCORPUS}")
+real_data = pytest.mark.skipif(
+    not (DEFAULT_NFCORPUS / "queries.jsonl").is_file(), reason=f"NFCorpus is not at {DEFAULT_NFCORPUS}"
+)
 
 
 @pytest.fixture
@@ -34,10 +40,12 @@ def write_beir(root: Path, graded_train: bool) -> Path:
     (root / "qrels").mkdir(parents=True)
     (root / "corpus.jsonl").write_text(
         "".join(json.dumps({"_id": f"MED-{i}", "title": f"t{i}", "text": f"a{i}"}) + "\n" for i in (1, 2)),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     (root / "queries.jsonl").write_text(
         "".join(json.dumps({"_id": q, "text": q.lower()}) + "\n" for q in ("PLAIN-1", "PLAIN-2", "PLAIN-3")),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     header = "query-id\tcorpus-id\tscore\n"
     (root / "qrels" / "train.tsv").write_text(header + "PLAIN-1\tMED-1\t1\nPLAIN-1\tMED-2\t1\n", encoding="utf-8")
     (root / "qrels" / "dev.tsv").write_text(header + "PLAIN-2\tMED-1\t2\n", encoding="utf-8")
@@ -45,7 +53,8 @@ def write_beir(root: Path, graded_train: bool) -> Path:
     if graded_train:
         (root / "original" / "qrels").mkdir(parents=True)
         (root / "original" / "qrels" / "train.2-1-0.qrel").write_text(
-            "PLAIN-1 0 MED-1 2\nPLAIN-1 0 MED-2 1\n", encoding="utf-8")
+            "PLAIN-1 0 MED-1 2\nPLAIN-1 0 MED-2 1\n", encoding="utf-8"
+        )
     return root
 
 
@@ -114,8 +123,10 @@ def test_nothing_found_says_how_to_get_the_data(nowhere: Path, monkeypatch: pyte
 
 def fake_ir_datasets(fail: str | None = None) -> types.ModuleType:
     """An ``ir_datasets`` stand-in serving a two-document NFCorpus."""
-    docs = [SimpleNamespace(doc_id="MED-1", title="Vitamin D", text="Bone loss.", url="u"),
-            SimpleNamespace(doc_id="MED-2", title="Statins", text="Breast cancer.", url="u")]
+    docs = [
+        SimpleNamespace(doc_id="MED-1", title="Vitamin D", text="Bone loss.", url="u"),
+        SimpleNamespace(doc_id="MED-2", title="Statins", text="Breast cancer.", url="u"),
+    ]
     queries = [SimpleNamespace(query_id=q, text=f"query {q}", url="u") for q in ("PLAIN-1", "PLAIN-2", "PLAIN-3")]
 
     def qrel(q: str, d: str, r: int) -> SimpleNamespace:
@@ -123,14 +134,22 @@ def fake_ir_datasets(fail: str | None = None) -> types.ModuleType:
 
     datasets = {
         "beir/nfcorpus": SimpleNamespace(docs_iter=lambda: iter(docs), queries_iter=lambda: iter(queries)),
-        "beir/nfcorpus/train": SimpleNamespace(qrels_iter=lambda: iter([qrel("PLAIN-1", "MED-1", 1),
-                                                                         qrel("PLAIN-1", "MED-2", 1)])),
+        "beir/nfcorpus/train": SimpleNamespace(
+            qrels_iter=lambda: iter([qrel("PLAIN-1", "MED-1", 1), qrel("PLAIN-1", "MED-2", 1)])
+        ),
         "beir/nfcorpus/dev": SimpleNamespace(qrels_iter=lambda: iter([qrel("PLAIN-2", "MED-1", 2)])),
         "beir/nfcorpus/test": SimpleNamespace(qrels_iter=lambda: iter([qrel("PLAIN-3", "MED-2", 1)])),
         # the original release: grade 0 is "marginally relevant", MED-9 is not in the BEIR corpus
-        "nfcorpus/train": SimpleNamespace(qrels_iter=lambda: iter([
-            qrel("PLAIN-1", "MED-1", 2), qrel("PLAIN-1", "MED-2", 1), qrel("PLAIN-1", "MED-9", 2),
-            qrel("PLAIN-2", "MED-2", 0)])),
+        "nfcorpus/train": SimpleNamespace(
+            qrels_iter=lambda: iter(
+                [
+                    qrel("PLAIN-1", "MED-1", 2),
+                    qrel("PLAIN-1", "MED-2", 1),
+                    qrel("PLAIN-1", "MED-9", 2),
+                    qrel("PLAIN-2", "MED-2", 0),
+                ]
+            )
+        ),
     }
 
     def load(name: str):

@@ -10,8 +10,15 @@ import pytest
 
 from es_rerank.stats import Document
 from index_setup.readers import (
-    CorpusFormatError, CorpusNotFoundError, DamagedFileError, LoadReport, read_beir_corpus, read_corpus,
-    read_pubmed_xml, read_qrels, read_queries,
+    CorpusFormatError,
+    CorpusNotFoundError,
+    DamagedFileError,
+    LoadReport,
+    read_beir_corpus,
+    read_corpus,
+    read_pubmed_xml,
+    read_qrels,
+    read_queries,
 )
 
 BEIR_LINES = [
@@ -62,17 +69,23 @@ def test_a_beir_directory_with_both_corpus_files_is_refused_as_ambiguous(tmp_pat
 
 def test_bad_beir_records_are_skipped_and_counted(tmp_path: Path) -> None:
     path = tmp_path / "corpus.jsonl"
-    path.write_text("\n".join([
-        json.dumps(BEIR_LINES[0]),                            # 1 ok
-        '{"_id": "MED-9", "title": "cut off',                 # 2 bad JSON
-        "",                                                   # 3 blank: ignored
-        json.dumps({"title": "no id", "text": "x"}),          # 4 missing _id
-        json.dumps({"_id": "MED-4", "title": ["a", "list"]}),  # 5 non-string title
-        json.dumps(["not", "an", "object"]),                  # 6 not an object
-        json.dumps({"_id": "", "text": "empty id"}),          # 7 empty _id
-        json.dumps({"_id": "MED-5", "title": None, "text": 5}),  # 8 non-string text
-        json.dumps(BEIR_LINES[1]),                            # 9 ok
-    ]) + "\n", encoding="utf-8")
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps(BEIR_LINES[0]),  # 1 ok
+                '{"_id": "MED-9", "title": "cut off',  # 2 bad JSON
+                "",  # 3 blank: ignored
+                json.dumps({"title": "no id", "text": "x"}),  # 4 missing _id
+                json.dumps({"_id": "MED-4", "title": ["a", "list"]}),  # 5 non-string title
+                json.dumps(["not", "an", "object"]),  # 6 not an object
+                json.dumps({"_id": "", "text": "empty id"}),  # 7 empty _id
+                json.dumps({"_id": "MED-5", "title": None, "text": 5}),  # 8 non-string text
+                json.dumps(BEIR_LINES[1]),  # 9 ok
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     report = LoadReport()
     docs = list(read_corpus(path, report=report))
     assert [d.doc_id for d in docs] == ["MED-1", "MED-2"]
@@ -93,8 +106,11 @@ def test_unpaired_surrogate_escapes_are_replaced_in_text_and_refused_in_ids(tmp_
     from index_setup.embedded_index import build_embedded_index
 
     path = tmp_path / "corpus.jsonl"
-    path.write_text('{"_id": "A", "title": "a\\ud800b", "text": "paired \\ud83d\\ude00 and lone \\udfff"}\n'
-                    '{"_id": "B\\ud800", "title": "t", "text": "x"}\n', encoding="utf-8")
+    path.write_text(
+        '{"_id": "A", "title": "a\\ud800b", "text": "paired \\ud83d\\ude00 and lone \\udfff"}\n'
+        '{"_id": "B\\ud800", "title": "t", "text": "x"}\n',
+        encoding="utf-8",
+    )
     report = LoadReport()
     documents = list(read_corpus(path, report=report))
     assert documents == [Document("A", "a\ufffdb", "paired \U0001f600 and lone \ufffd")]
@@ -122,13 +138,17 @@ def test_invalid_utf8_costs_one_line(tmp_path: Path) -> None:
 
 
 def test_a_truncated_gzip_stops_the_load_with_or_without_strict(tmp_path: Path) -> None:
-    whole = write_jsonl(tmp_path / "whole.jsonl.gz", [{**r, "_id": f"{r['_id']}-{i}"} for i in range(200)
-                                                      for r in BEIR_LINES])
+    whole = write_jsonl(
+        tmp_path / "whole.jsonl.gz", [{**r, "_id": f"{r['_id']}-{i}"} for i in range(200) for r in BEIR_LINES]
+    )
     cut = tmp_path / "cut.jsonl.gz"
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
     for strict in (False, True):  # skipping the rest would index part of the corpus as if it were whole
-        with pytest.raises(DamagedFileError, match=r"cut\.jsonl\.gz, after line \d+: the gzip stream is truncated "
-                                                   r"or corrupt .*download or compress the file again$"):
+        with pytest.raises(
+            DamagedFileError,
+            match=r"cut\.jsonl\.gz, after line \d+: the gzip stream is truncated "
+            r"or corrupt .*download or compress the file again$",
+        ):
             list(read_corpus(cut, strict=strict))
 
 
@@ -150,16 +170,21 @@ def test_missing_paths_name_what_was_expected(tmp_path: Path) -> None:
 
 
 def test_queries_jsonl_and_tsv(tmp_path: Path) -> None:
-    jsonl = write_jsonl(tmp_path / "queries.jsonl", [
-        {"_id": "PLAIN-3", "text": "Breast Cancer Cells Feed on Cholesterol", "metadata": {"url": "u"}},
-        {"_id": "PLAIN-4", "text": "Using Diet to Treat Asthma"},
-        {"_id": "PLAIN-3", "text": "duplicate"},
-        {"_id": "PLAIN-5"},
-    ])
+    jsonl = write_jsonl(
+        tmp_path / "queries.jsonl",
+        [
+            {"_id": "PLAIN-3", "text": "Breast Cancer Cells Feed on Cholesterol", "metadata": {"url": "u"}},
+            {"_id": "PLAIN-4", "text": "Using Diet to Treat Asthma"},
+            {"_id": "PLAIN-3", "text": "duplicate"},
+            {"_id": "PLAIN-5"},
+        ],
+    )
     report = LoadReport()
     assert read_queries(jsonl, report=report) == {
-        "PLAIN-3": "Breast Cancer Cells Feed on Cholesterol", "PLAIN-4": "Using Diet to Treat Asthma",
-        "PLAIN-5": ""}
+        "PLAIN-3": "Breast Cancer Cells Feed on Cholesterol",
+        "PLAIN-4": "Using Diet to Treat Asthma",
+        "PLAIN-5": "",
+    }
     assert report.skipped == 1 and "appears again" in report.problems[0].message
     tsv = tmp_path / "dev.titles.queries"
     tsv.write_text("PLAIN-1\twhy deep fried foods may cause cancer\nno tab here\nPLAIN-2\tddt\n", encoding="utf-8")
@@ -170,8 +195,9 @@ def test_queries_jsonl_and_tsv(tmp_path: Path) -> None:
 
 def test_beir_qrels_tsv(tmp_path: Path) -> None:
     path = tmp_path / "test.tsv"
-    path.write_text("query-id\tcorpus-id\tscore\nPLAIN-1\tMED-1\t2\nPLAIN-1\tMED-2\t1\nPLAIN-2\tMED-1\t1\n",
-                    encoding="utf-8")
+    path.write_text(
+        "query-id\tcorpus-id\tscore\nPLAIN-1\tMED-1\t2\nPLAIN-1\tMED-2\t1\nPLAIN-2\tMED-1\t1\n", encoding="utf-8"
+    )
     assert read_qrels(path) == {"PLAIN-1": {"MED-1": 2, "MED-2": 1}, "PLAIN-2": {"MED-1": 1}}
 
 
@@ -186,8 +212,9 @@ def test_a_byte_order_mark_and_crlf_line_ends_are_read_as_text(tmp_path: Path) -
 
 def test_trec_qrels(tmp_path: Path) -> None:
     path = tmp_path / "train.2-1-0.qrel"
-    path.write_text("PLAIN-3 0 MED-2436 2\nPLAIN-3\t0\tMED-2437\t1\nPLAIN-4 Q0 MED-1 0\nPLAIN-3 0 MED-2436 2\n",
-                    encoding="utf-8")
+    path.write_text(
+        "PLAIN-3 0 MED-2436 2\nPLAIN-3\t0\tMED-2437\t1\nPLAIN-4 Q0 MED-1 0\nPLAIN-3 0 MED-2436 2\n", encoding="utf-8"
+    )
     report = LoadReport()
     assert read_qrels(path, report=report) == {"PLAIN-3": {"MED-2436": 2, "MED-2437": 1}, "PLAIN-4": {"MED-1": 0}}
     assert report.read == 3 and not report.problems  # a judgment repeated word for word is read once
@@ -195,8 +222,11 @@ def test_trec_qrels(tmp_path: Path) -> None:
 
 def test_bad_qrels_lines(tmp_path: Path) -> None:
     path = tmp_path / "dev.tsv"
-    path.write_text("query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD2\nQ1\tD3\thigh\nQ1\tD1\t2\nQ1\tD4\t2.0\n"
-                    f"Q1\tD5\t{10 ** 400}\nQ1\tD6\t-1001\n", encoding="utf-8")
+    path.write_text(
+        "query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD2\nQ1\tD3\thigh\nQ1\tD1\t2\nQ1\tD4\t2.0\n"
+        f"Q1\tD5\t{10**400}\nQ1\tD6\t-1001\n",
+        encoding="utf-8",
+    )
     report = LoadReport()
     assert read_qrels(path, report=report) == {"Q1": {"D1": 1, "D4": 2}}
     assert [p.location for p in report.problems] == ["line 3", "line 4", "line 5", "line 7", "line 8"]
@@ -253,8 +283,9 @@ PUBMED = """<?xml version="1.0" encoding="utf-8"?>
 """
 
 EXPECTED_PUBMED = [
-    Document("101", "Effect of in vivo IL-6 on α-synuclein.",
-             "BACKGROUND: Levels rose 103-fold. RESULTS: p<0.05 & more."),
+    Document(
+        "101", "Effect of in vivo IL-6 on α-synuclein.", "BACKGROUND: Levels rose 103-fold. RESULTS: p<0.05 & more."
+    ),
     Document("102", "No abstract.", ""),
     Document("103", "Titre.", "Unlabelled abstract."),
     Document("104", "A Book", "Book abstract."),
@@ -295,7 +326,7 @@ def test_pubmed_directory_reads_files_in_name_order(tmp_path: Path) -> None:
 
 
 def test_a_pubmed_parse_error_mid_file_stops_the_load(tmp_path: Path) -> None:
-    broken = PUBMED.replace("<PMID Version=\"1\">103</PMID>", "<PMID Version=\"1\">103</PMI>")
+    broken = PUBMED.replace('<PMID Version="1">103</PMID>', '<PMID Version="1">103</PMI>')
     write_pubmed(tmp_path / "pubmed25n0001.xml.gz", broken)
     write_pubmed(tmp_path / "pubmed25n0002.xml.gz")
     with pytest.raises(DamagedFileError) as caught:
@@ -318,8 +349,10 @@ def test_xml_that_is_not_pubmed(tmp_path: Path) -> None:
 
 
 def test_pubmed_streaming_releases_finished_records(tmp_path: Path) -> None:
-    article = ("<PubmedArticle><MedlineCitation><PMID>{}</PMID><Article><ArticleTitle>t</ArticleTitle>"
-               "</Article></MedlineCitation></PubmedArticle>")
+    article = (
+        "<PubmedArticle><MedlineCitation><PMID>{}</PMID><Article><ArticleTitle>t</ArticleTitle>"
+        "</Article></MedlineCitation></PubmedArticle>"
+    )
     body = "".join(article.format(i) for i in range(2000))
     path = write_pubmed(tmp_path / "big.xml.gz", f"<PubmedArticleSet>{body}</PubmedArticleSet>")
     documents = read_pubmed_xml(path)
@@ -373,20 +406,47 @@ def test_pubmed_metadata_people_read(tmp_path: Path) -> None:
     documents = list(read_corpus(write_pubmed(tmp_path / "meta.xml", PUBMED_METADATA)))
     first, second, bare = documents
     assert first.source() == {
-        "doc_id": "201", "title": "Green tea.", "abstract": "", "journal": "The American journal of clinical nutrition",
-        "year": 1998, "authors": ["Smith JA", "van der Berg P", "EPIC Study Group"], "mesh": ["Tea", "Humans"],
-        "publication_types": ["Journal Article", "Review"], "doi": "10.1093/ajcn/68.6.1"}
+        "doc_id": "201",
+        "title": "Green tea.",
+        "abstract": "",
+        "journal": "The American journal of clinical nutrition",
+        "year": 1998,
+        "authors": ["Smith JA", "van der Berg P", "EPIC Study Group"],
+        "mesh": ["Tea", "Humans"],
+        "publication_types": ["Journal Article", "Review"],
+        "doi": "10.1093/ajcn/68.6.1",
+    }
     assert (second.journal, second.year, second.doi) == ("Nutrients", 2021, "10.3390/nu13030001")
-    assert bare.source() == {"doc_id": "203", "title": "Bare.", "abstract": "", "journal": "", "authors": [],
-                             "mesh": [], "publication_types": []}  # no year, DOI or metadata: absent
+    assert bare.source() == {
+        "doc_id": "203",
+        "title": "Bare.",
+        "abstract": "",
+        "journal": "",
+        "authors": [],
+        "mesh": [],
+        "publication_types": [],
+    }  # no year, DOI or metadata: absent
 
 
 def test_beir_metadata_passes_through(tmp_path: Path) -> None:
     path = tmp_path / "corpus.jsonl"
-    path.write_text("\n".join(json.dumps(record) for record in [
-        {"_id": "m1", "title": "t", "text": "a", "metadata": {"url": "https://x.org/1", "pubmed_id": 7, "k": [1, 2]}},
-        {"_id": "m2", "title": "t", "text": "a", "metadata": {}},
-        {"_id": "m3", "title": "t", "text": "a"}]) + "\n", encoding="utf-8")
+    path.write_text(
+        "\n".join(
+            json.dumps(record)
+            for record in [
+                {
+                    "_id": "m1",
+                    "title": "t",
+                    "text": "a",
+                    "metadata": {"url": "https://x.org/1", "pubmed_id": 7, "k": [1, 2]},
+                },
+                {"_id": "m2", "title": "t", "text": "a", "metadata": {}},
+                {"_id": "m3", "title": "t", "text": "a"},
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     documents = list(read_beir_corpus(path))
     assert documents[0].source()["metadata"] == {"url": "https://x.org/1", "pubmed_id": 7, "k": [1, 2]}
     assert "metadata" not in documents[1].source() and "metadata" not in documents[2].source()

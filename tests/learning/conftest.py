@@ -7,8 +7,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -34,16 +34,35 @@ def postgres_server(free_port: Callable[[], int]) -> Iterator[str]:
     if os.geteuid() == 0:
         shutil.chown(scratch, "postgres")
     port = free_port()
-    subprocess.run(_as_owner([str(binaries / "initdb"), "-D", str(scratch / "data"), "-A", "trust", "-U", "esrr"]),
-                   check=True, capture_output=True)
-    subprocess.run(_as_owner([str(binaries / "pg_ctl"), "-D", str(scratch / "data"), "-w", "-l", str(scratch / "log"),
-                              "-o", f"-p {port} -k {scratch} -c listen_addresses=127.0.0.1 -c fsync=off", "start"]),
-                   check=True, capture_output=True)
+    subprocess.run(
+        _as_owner([str(binaries / "initdb"), "-D", str(scratch / "data"), "-A", "trust", "-U", "esrr"]),
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        _as_owner(
+            [
+                str(binaries / "pg_ctl"),
+                "-D",
+                str(scratch / "data"),
+                "-w",
+                "-l",
+                str(scratch / "log"),
+                "-o",
+                f"-p {port} -k {scratch} -c listen_addresses=127.0.0.1 -c fsync=off",
+                "start",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql://esrr@127.0.0.1:{port}"
     finally:
-        subprocess.run(_as_owner([str(binaries / "pg_ctl"), "-D", str(scratch / "data"), "-m", "immediate", "stop"]),
-                       capture_output=True)
+        subprocess.run(
+            _as_owner([str(binaries / "pg_ctl"), "-D", str(scratch / "data"), "-m", "immediate", "stop"]),
+            capture_output=True,
+        )
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -28,14 +28,21 @@ SESSION = "0123456789abcdef0123456789abcdef"
 
 
 def _impression(key: int, teams: tuple[str | None, ...], arm: str | None = "bm25") -> Impression:
-    return Impression(type="impression", impression_id=f"{key:016x}", session_id=SESSION, query="bone loss",
-                      ranker="BM25 + judged neighbours", arm=arm,
-                      results=[Shown(id=f"d{i}", position=i + 1, team=team) for i, team in enumerate(teams)])
+    return Impression(
+        type="impression",
+        impression_id=f"{key:016x}",
+        session_id=SESSION,
+        query="bone loss",
+        ranker="BM25 + judged neighbours",
+        arm=arm,
+        results=[Shown(id=f"d{i}", position=i + 1, team=team) for i, team in enumerate(teams)],
+    )
 
 
 def _click(key: int, position: int) -> Click:
-    return Click(type="click", impression_id=f"{key:016x}", session_id=SESSION, id=f"d{position - 1}",
-                 position=position)
+    return Click(
+        type="click", impression_id=f"{key:016x}", session_id=SESSION, id=f"d{position - 1}", position=position
+    )
 
 
 def test_teams_go_through_the_events_api_into_the_store_and_back(tmp_path):
@@ -45,8 +52,9 @@ def test_teams_go_through_the_events_api_into_the_store_and_back(tmp_path):
     sent = _impression(1, ("candidate", "served", "served"))
     response = app.test_client().post("/_esrr/events", json=[sent.model_dump(), _click(1, 1).model_dump()])
     assert response.status_code == 202
-    refused = app.test_client().post("/_esrr/events", json={**sent.model_dump(), "results": [
-        {"id": "x", "position": 1, "team": "challenger"}]})
+    refused = app.test_client().post(
+        "/_esrr/events", json={**sent.model_dump(), "results": [{"id": "x", "position": 1, "team": "challenger"}]}
+    )
     assert refused.status_code == 400 and "results.0.team" in refused.get_json()["error"]["reason"]
     assert app.extensions["esrr.events"].flush(30)
     store = open_store(str(tmp_path / "events" / "events.sqlite3"))
@@ -56,9 +64,12 @@ def test_teams_go_through_the_events_api_into_the_store_and_back(tmp_path):
 def test_a_store_made_before_teams_gains_the_column_and_keeps_its_rows(tmp_path):
     path = tmp_path / "events.sqlite3"
     old = sqlite3.connect(path)
-    old.executescript(SCHEMA.replace("positions TEXT,", "positions TEXT").replace(
-        "    teams TEXT                       -- interleaved: each result's team, s(erved) c(andidate) or -, in order\n",
-        ""))
+    old.executescript(
+        SCHEMA.replace("positions TEXT,", "positions TEXT").replace(
+            "    teams TEXT                       -- interleaved: each result's team, s(erved) c(andidate) or -, in order\n",
+            "",
+        )
+    )
     assert "teams" not in {row[1] for row in old.execute("PRAGMA table_info(impressions)")}
     old.close()
     store = open_store(str(path))
@@ -84,8 +95,10 @@ def _synthetic_store(path: Path, wins: int, losses: int, ties: int, unclicked: i
             events += [Received(_click(key, position), key) for position in clicked]
     for other in range(5):  # another experiment's wins, and a page without teams
         key += 1
-        events += [Received(_impression(key, ("served", "candidate"), arm="votes:old.json"), key),
-                   Received(_click(key, 2), key)]
+        events += [
+            Received(_impression(key, ("served", "candidate"), arm="votes:old.json"), key),
+            Received(_click(key, 2), key),
+        ]
     key += 1
     events += [Received(_impression(key, (None, None), arm=None), key), Received(_click(key, 1), key)]
     store.write(events)
@@ -107,7 +120,7 @@ def test_the_report_counts_one_experiments_wins_ties_and_losses(tmp_path):
     figures = json.loads(out.read_text())
     assert (figures["wins"], figures["losses"], figures["ties"], figures["promotable"]) == (3, 20, 4, False)
     # The sign test: two-sided, 3 or fewer of 23 decided impressions won at 1/2 each.
-    assert figures["p_value"] == pytest.approx(2 * (1 + 23 + 253 + 1771) / 2 ** 23)
+    assert figures["p_value"] == pytest.approx(2 * (1 + 23 + 253 + 1771) / 2**23)
     other = _esrr(tmp_path, "experiment", "report", "--name", "votes:old.json")
     assert "candidate wins 5, ties 0, losses 0" in other.output and "it may be promoted" not in other.output
     missing = _esrr(tmp_path, "experiment", "report", "--name", "votes:new.json")
@@ -143,8 +156,10 @@ def test_a_candidate_that_won_is_promoted_in_one_rename(tmp_path):
     store = open_store(str(tmp_path / "events" / "events.sqlite3"))
     events = []
     for key in range(1, 11):  # ten wins of the candidate: p = 0.002
-        events += [Received(_impression(key, ("served", "candidate"), arm="votes:learned.json"), key),
-                   Received(_click(key, 2), key)]
+        events += [
+            Received(_impression(key, ("served", "candidate"), arm="votes:learned.json"), key),
+            Received(_click(key, 2), key),
+        ]
     store.write(events)
     store.close()
     with open(served, "rb") as reader:  # a reader that opened the old file keeps reading it whole

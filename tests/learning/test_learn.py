@@ -23,19 +23,28 @@ from index_setup.embedded_index import build_embedded_index
 DOCS = [Document(f"d{number}", f"title {number}", f"words of document {number}") for number in range(12)]
 QUERIES = {"q1": "vitamin d bones", "q2": "green tea cancer", "q3": "statins muscle pain"}
 # The documents each query's users find relevant, by grade; the rest of a page is grade 0.
-GRADES = {"vitamin d bones": {"d3": 2, "d7": 1}, "green tea cancer": {"d1": 2, "d9": 2},
-          "statins muscle pain": {"d5": 1, "d10": 2}}
+GRADES = {
+    "vitamin d bones": {"d3": 2, "d7": 1},
+    "green tea cancer": {"d1": 2, "d9": 2},
+    "statins muscle pain": {"d5": 1, "d10": 2},
+}
 
 
 def impression(number: int, query: str, ids: list[str]) -> Impression:
-    return Impression(type="impression", impression_id=f"{number:016x}", session_id=f"session-{number:010d}",
-                      query=query, ranker="BM25", results=[Shown(id=doc, position=rank + 1)
-                                                           for rank, doc in enumerate(ids)])
+    return Impression(
+        type="impression",
+        impression_id=f"{number:016x}",
+        session_id=f"session-{number:010d}",
+        query=query,
+        ranker="BM25",
+        results=[Shown(id=doc, position=rank + 1) for rank, doc in enumerate(ids)],
+    )
 
 
 def click(number: int, doc: str, position: int) -> Click:
-    return Click(type="click", impression_id=f"{number:016x}", session_id=f"session-{number:010d}", id=doc,
-                 position=position)
+    return Click(
+        type="click", impression_id=f"{number:016x}", session_id=f"session-{number:010d}", id=doc, position=position
+    )
 
 
 def simulated_events(sessions: int, seed: int = 0, model: str = "perfect") -> list[Received]:
@@ -58,30 +67,44 @@ def simulated_events(sessions: int, seed: int = 0, model: str = "perfect") -> li
 def stored(path: Path | str, events: list[Received]) -> Path | str:
     store = open_store(str(path))
     for start in range(0, len(events), 500):
-        store.write(events[start:start + 500])
+        store.write(events[start : start + 500])
     store.close()
     return path
 
 
 def test_clicks_join_the_results_they_were_made_on(tmp_path):
-    events = [Received(impression(1, "bone loss", ["a", "b", "c"]), 1), Received(click(1, "b", 2), 2),
-              Received(click(1, "b", 2), 3),  # a double click counts once
-              Received(click(2, "a", 1), 4),  # its impression was never stored
-              Received(impression(3, "bone loss", ["c", "a"]), 5), Received(click(3, "a", 2), 6)]
+    events = [
+        Received(impression(1, "bone loss", ["a", "b", "c"]), 1),
+        Received(click(1, "b", 2), 2),
+        Received(click(1, "b", 2), 3),  # a double click counts once
+        Received(click(2, "a", 1), 4),  # its impression was never stored
+        Received(impression(3, "bone loss", ["c", "a"]), 5),
+        Received(click(3, "a", 2), 6),
+    ]
     store = open_store(str(stored(tmp_path / "events.sqlite3", events)))
     log = click_log(store.learning_rows())
-    shown = sorted((log.queries[log.pair_query[p]], log.documents[log.pair_doc[p]], int(r), bool(c))
-                   for p, r, c in zip(log.pair, log.rank, log.clicked))
-    assert shown == [("bone loss", "a", 0, False), ("bone loss", "a", 1, True), ("bone loss", "b", 1, True),
-                     ("bone loss", "c", 0, False), ("bone loss", "c", 2, False)]
+    shown = sorted(
+        (log.queries[log.pair_query[p]], log.documents[log.pair_doc[p]], int(r), bool(c))
+        for p, r, c in zip(log.pair, log.rank, log.clicked)
+    )
+    assert shown == [
+        ("bone loss", "a", 0, False),
+        ("bone loss", "a", 1, True),
+        ("bone loss", "b", 1, True),
+        ("bone loss", "c", 0, False),
+        ("bone loss", "c", 2, False),
+    ]
     assert (log.impressions, log.sessions, log.clicks, log.orphan_clicks) == (2, 2, 2, 1)
 
 
 def test_perfect_users_clicks_grade_the_relevant_documents_and_only_them(tmp_path):
     store = open_store(str(stored(tmp_path / "events.sqlite3", simulated_events(600))))
     log = click_log(store.learning_rows())
-    judged = judge(log, fit_click_model("dcm", log.pair, log.rank, log.clicked, log.impression,
-                                        len(log.pair_query), 10), GradeRule(min_sessions=5))
+    judged = judge(
+        log,
+        fit_click_model("dcm", log.pair, log.rank, log.clicked, log.impression, len(log.pair_query), 10),
+        GradeRule(min_sessions=5),
+    )
     found = {(log.queries[q], log.documents[d]): g for q, d, g in zip(judged.query, judged.doc, judged.grade) if g}
     assert set(found) == {(query, doc) for query, docs in GRADES.items() for doc in docs}
     # The perfect user clicks grade 2 always and grade 1 half the time: their grades come out in that order.
@@ -105,8 +128,11 @@ def test_a_pair_below_the_minimum_evidence_is_not_judged(tmp_path):
 def test_click_judgments_combine_with_qrels_by_query_text(tmp_path):
     store = open_store(str(stored(tmp_path / "events.sqlite3", simulated_events(600))))
     log = click_log(store.learning_rows())
-    judged = judge(log, fit_click_model("dcm", log.pair, log.rank, log.clicked, log.impression,
-                                        len(log.pair_query), 10), GradeRule(min_sessions=5))
+    judged = judge(
+        log,
+        fit_click_model("dcm", log.pair, log.rank, log.clicked, log.impression, len(log.pair_query), 10),
+        GradeRule(min_sessions=5),
+    )
     people = {"train-1": "vitamin d bones", "train-2": "coffee"}
     qrels = {"train-1": {"d7": 2, "d0": 1, "d2": 0}, "train-2": {"d4": 1}}
     merged = votes_input(log, judged, None, people, qrels)
@@ -129,8 +155,9 @@ def served_home(tmp_path: Path) -> Path:
 
 def _beir(root: Path) -> Path:
     (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract})
-                                               + "\n" for d in DOCS))
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n" for d in DOCS)
+    )
     (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in QUERIES.items()))
     (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td0\t1\nq1\td3\t1\nq2\td2\t2\n")
     for split in ("dev", "test"):
@@ -146,8 +173,9 @@ def test_esrr_learn_writes_votes_for_the_served_corpus_and_reports_the_evidence(
     assert "600 impressions in 600 sessions" in result.output and "restart the gateway" in result.output
     figures = json.loads(report.read_text())
     assert figures["impressions"] == figures["sessions"] == 600 and figures["queries"] == 3
-    assert figures["clicks"] == sum(1 for event in simulated_events(600, model="navigational")
-                                    if isinstance(event.event, Click))
+    assert figures["clicks"] == sum(
+        1 for event in simulated_events(600, model="navigational") if isinstance(event.event, Click)
+    )
     votes = JudgedNeighbours.load(served_home / "models" / "judged-neighbours.json")
     assert votes.corpus is not None and votes.corpus.n_docs == len(DOCS)
     assert {votes.texts[q] for q in votes.query_ids} == set(GRADES)
@@ -166,8 +194,16 @@ def test_esrr_learn_writes_votes_for_the_served_corpus_and_reports_the_evidence(
 
 def test_esrr_learn_with_qrels_adds_the_judgments_people_made(esrr, served_home, tmp_path):
     stored(served_home / "events" / "events.sqlite3", simulated_events(300))
-    result = esrr("learn", "--with-qrels", "--data", str(_beir(tmp_path / "beir")), "--min-sessions", "3",
-                  "--json-out", str(tmp_path / "report.json"))
+    result = esrr(
+        "learn",
+        "--with-qrels",
+        "--data",
+        str(_beir(tmp_path / "beir")),
+        "--min-sessions",
+        "3",
+        "--json-out",
+        str(tmp_path / "report.json"),
+    )
     assert result.exit_code == 0, result.output
     votes = JudgedNeighbours.load(served_home / "models" / "judged-neighbours.json")
     assert votes.judged["q1"]["d0"] == 1 and votes.judged["q1"]["d3"] == 2  # qrels' d0; clicks raise d3 to 2

@@ -15,8 +15,14 @@ DAY_MS = 86_400_000
 
 
 def impression(number: int) -> Impression:
-    return Impression(type="impression", impression_id=f"{number:016x}", session_id=SESSION, query=f"query {number}",
-                      ranker="BM25", results=[Shown(id=f"d{number}", position=1)])
+    return Impression(
+        type="impression",
+        impression_id=f"{number:016x}",
+        session_id=SESSION,
+        query=f"query {number}",
+        ranker="BM25",
+        results=[Shown(id=f"d{number}", position=1)],
+    )
 
 
 class Counts:
@@ -29,10 +35,15 @@ class Counts:
     def recorder(self, url: str, capacity: int = 1000, **options) -> EventRecorder:
         def stored(count: int) -> None:
             self.stored += count
+
         busy_timeout_s = options.pop("busy_timeout_s", 1.0)
-        return EventRecorder(lambda: open_store(url, busy_timeout_s=busy_timeout_s), capacity,
-                             on_dropped=lambda reason, count: self.dropped.update({reason: count}), on_stored=stored,
-                             **options)
+        return EventRecorder(
+            lambda: open_store(url, busy_timeout_s=busy_timeout_s),
+            capacity,
+            on_dropped=lambda reason, count: self.dropped.update({reason: count}),
+            on_stored=stored,
+            **options,
+        )
 
 
 def test_recorded_events_are_written_by_the_writer_thread(tmp_path):

@@ -62,6 +62,7 @@ def _post_to(client):
     def post(path: str, body):
         response = client.post(path, data=json.dumps(body), content_type="application/json")
         return response.status_code, response.get_json()
+
     return post
 
 
@@ -87,8 +88,9 @@ def test_sessions_through_the_gateway_are_stored_as_the_page_would_report_them(g
         impression = shown[click.impression_id]
         assert click.session_id == impression.session_id
         assert click.id in qrels[next(q for q, text in queries.items() if text == impression.query)]
-        assert {"id": click.id, "position": click.position} in [r.model_dump(exclude_none=True)
-                                                                for r in impression.results]
+        assert {"id": click.id, "position": click.position} in [
+            r.model_dump(exclude_none=True) for r in impression.results
+        ]
     assert tally.clicks_by_grade[0] == 0 and tally.clicks_by_grade[2] > 0
     replay = run_sessions(_post_to(app.test_client()), queries, qrels, CLICK_MODELS["perfect"], 30, seed=3)
     assert replay.as_dict() == tally.as_dict()
@@ -98,8 +100,7 @@ def test_an_interleaved_answers_arm_and_teams_go_into_the_impression(tmp_path):
     build_embedded_index(list(TINY_DOCS), tmp_path / "indexes" / "embedded", version="v1", progress=False)
     served = ServedSearch(SearchPipeline(EmbeddedBackend.open_current(tmp_path / "indexes" / "embedded"), 10), 5.0)
     app = create_app(served, GatewaySettings(home=tmp_path, experiment="bm25"))
-    run_sessions(_post_to(app.test_client()), {"q1": "vitamin d"}, {"q1": {"a": 2}}, CLICK_MODELS["perfect"], 5,
-                 seed=1)
+    run_sessions(_post_to(app.test_client()), {"q1": "vitamin d"}, {"q1": {"a": 2}}, CLICK_MODELS["perfect"], 5, seed=1)
     assert app.extensions["esrr.events"].flush(30)
     impressions = [event for event, _ in open_store(str(tmp_path / "events" / "events.sqlite3")).impressions()]
     assert len(impressions) == 5 and {impression.arm for impression in impressions} == {"bm25"}
@@ -138,12 +139,31 @@ def test_esrr_simulate_drives_a_served_gateway_and_its_events_are_stored(tmp_pat
     home = tmp_path / "home"
     build_embedded_index(list(TINY_DOCS), home / "indexes" / "embedded", version="v1", progress=False)
     data = _beir_folder(tmp_path / "beir")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}, "ESRR_HOME": str(home),
-           "ESRR_GATEWAY_RERANK": "false"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ESRR_")},
+        "ESRR_HOME": str(home),
+        "ESRR_GATEWAY_RERANK": "false",
+    }
     figures = tmp_path / "tally.json"
     with esrr_serve(env, free_port()) as (url, _):
-        result = CliRunner().invoke(main, ["simulate", "--url", url, "--data", str(data), "--model", "perfect",
-                                           "--sessions", "40", "--seed", "5", "--json-out", str(figures)])
+        result = CliRunner().invoke(
+            main,
+            [
+                "simulate",
+                "--url",
+                url,
+                "--data",
+                str(data),
+                "--model",
+                "perfect",
+                "--sessions",
+                "40",
+                "--seed",
+                "5",
+                "--json-out",
+                str(figures),
+            ],
+        )
         assert result.exit_code == 0, result.output
     tally = json.loads(figures.read_text())
     assert "40 sessions (perfect, seed 5) over 3 train queries" in result.output
@@ -159,6 +179,7 @@ def test_esrr_simulate_names_a_gateway_it_cannot_reach(tmp_path, free_port):
     from es_rerank.cli import main
 
     data = _beir_folder(tmp_path / "beir")
-    result = CliRunner().invoke(main, ["simulate", "--url", f"http://127.0.0.1:{free_port()}", "--data", str(data),
-                                       "--sessions", "1"])
+    result = CliRunner().invoke(
+        main, ["simulate", "--url", f"http://127.0.0.1:{free_port()}", "--data", str(data), "--sessions", "1"]
+    )
     assert result.exit_code == 1 and "cannot reach the gateway at" in result.output and "esrr serve" in result.output

@@ -7,24 +7,42 @@ import sqlite3
 import pytest
 
 from es_rerank.learning.events import Click, Impression, Received, Shown
-from es_rerank.learning.store import EventStoreError, SqliteEventStore, open_store, sqlite_path
+from es_rerank.learning.store import EventStoreError, open_store, sqlite_path
 
 SESSION = "0123456789abcdef0123456789abcdef"
 
 
 def shown(*pairs) -> Impression:
-    return Impression(type="impression", impression_id="00000000000000a1", session_id=SESSION, query="bone loss",
-                      ranker="BM25", results=[Shown(id=doc, position=place) for doc, place in pairs])
+    return Impression(
+        type="impression",
+        impression_id="00000000000000a1",
+        session_id=SESSION,
+        query="bone loss",
+        ranker="BM25",
+        results=[Shown(id=doc, position=place) for doc, place in pairs],
+    )
 
 
 def test_events_read_back_as_they_were_written(tmp_path):
     store = open_store(str(tmp_path / "events" / "events.sqlite3"))
     page = shown(("MED-1", 11), ("MED-2", 12))
-    picked = Impression(type="impression", impression_id="ffffffffffffffff", session_id=SESSION, query="bone loss",
-                        ranker="team draft", arm="candidate", results=[Shown(id="a", position=3),
-                                                                        Shown(id="b", position=1)])
-    empty = Impression(type="impression", impression_id="0000000000000001", session_id=SESSION, query="nothing",
-                       ranker="BM25", results=[])
+    picked = Impression(
+        type="impression",
+        impression_id="ffffffffffffffff",
+        session_id=SESSION,
+        query="bone loss",
+        ranker="team draft",
+        arm="candidate",
+        results=[Shown(id="a", position=3), Shown(id="b", position=1)],
+    )
+    empty = Impression(
+        type="impression",
+        impression_id="0000000000000001",
+        session_id=SESSION,
+        query="nothing",
+        ranker="BM25",
+        results=[],
+    )
     hit = Click(type="click", impression_id="00000000000000a1", session_id=SESSION, id="MED-2", position=12)
     store.write([Received(page, 1000), Received(picked, 1001), Received(empty, 1002), Received(hit, 1003)])
     assert [(event, at) for event, at in store.impressions()] == [(page, 1000), (picked, 1001), (empty, 1002)]
@@ -45,8 +63,14 @@ def test_an_impression_sent_twice_is_kept_once(tmp_path):
 def test_retention_deletes_the_old_events_and_the_queries_only_they_used(tmp_path):
     store = open_store(str(tmp_path / "events.sqlite3"))
     old = shown(("a", 1))
-    new = Impression(type="impression", impression_id="00000000000000b2", session_id=SESSION, query="new words",
-                     ranker="BM25", results=[Shown(id="b", position=1)])
+    new = Impression(
+        type="impression",
+        impression_id="00000000000000b2",
+        session_id=SESSION,
+        query="new words",
+        ranker="BM25",
+        results=[Shown(id="b", position=1)],
+    )
     hit = Click(type="click", impression_id="00000000000000a1", session_id=SESSION, id="a", position=1)
     store.write([Received(old, 100), Received(hit, 150), Received(new, 300)])
     assert store.delete_before(200) == 2
@@ -73,14 +97,23 @@ def test_a_locked_store_fails_the_write_within_its_busy_timeout(tmp_path):
     assert store.counts()["impressions"] == 1
 
 
-@pytest.mark.parametrize(("url", "path"), [("events.db", "events.db"), ("/srv/e.db", "/srv/e.db"),
-                                           ("sqlite:///rel/e.db", "rel/e.db"), ("sqlite:////abs/e.db", "/abs/e.db")])
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("events.db", "events.db"),
+        ("/srv/e.db", "/srv/e.db"),
+        ("sqlite:///rel/e.db", "rel/e.db"),
+        ("sqlite:////abs/e.db", "/abs/e.db"),
+    ],
+)
 def test_a_path_or_sqlite_url_names_the_file(url, path):
     assert str(sqlite_path(url)) == path
 
 
-@pytest.mark.parametrize(("url", "said"), [("sqlite://host/e.db", "no SQLite URL"),
-                                           ("mysql://u@h/db", "mysql:// is not one this version opens")])
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [("sqlite://host/e.db", "no SQLite URL"), ("mysql://u@h/db", "mysql:// is not one this version opens")],
+)
 def test_other_urls_are_refused_by_name(url, said):
     with pytest.raises(EventStoreError, match=said):
         sqlite_path(url)

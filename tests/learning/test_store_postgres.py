@@ -27,15 +27,27 @@ SESSION = "0123456789abcdef0123456789abcdef"
 
 
 def impression(key: int, query: str = "bone loss", *pairs) -> Impression:
-    return Impression(type="impression", impression_id=f"{key:016x}", session_id=SESSION, query=query, ranker="BM25",
-                      results=[Shown(id=doc, position=place) for doc, place in (pairs or (("a", 1), ("b", 2)))])
+    return Impression(
+        type="impression",
+        impression_id=f"{key:016x}",
+        session_id=SESSION,
+        query=query,
+        ranker="BM25",
+        results=[Shown(id=doc, position=place) for doc, place in (pairs or (("a", 1), ("b", 2)))],
+    )
 
 
 def test_events_read_back_as_they_were_written(postgres_url):
     store = open_store(postgres_url)
-    picked = Impression(type="impression", impression_id="ffffffffffffffff", session_id=SESSION, query="bone loss",
-                        ranker="team draft", arm="candidate", results=[Shown(id="a", position=3, team="served"),
-                                                                        Shown(id="b", position=1, team="candidate")])
+    picked = Impression(
+        type="impression",
+        impression_id="ffffffffffffffff",
+        session_id=SESSION,
+        query="bone loss",
+        ranker="team draft",
+        arm="candidate",
+        results=[Shown(id="a", position=3, team="served"), Shown(id="b", position=1, team="candidate")],
+    )
     hit = Click(type="click", impression_id="0000000000000001", session_id=SESSION, id="b", position=2)
     store.write([Received(impression(1), 1000), Received(picked, 1001), Received(hit, 1002)])
     store.write([Received(impression(1, "other words"), 1003)])  # the same impression id again: kept as it was
@@ -53,8 +65,15 @@ def test_writers_on_several_connections_agree_on_the_numbers_of_new_texts(postgr
     def write(number: int, store) -> None:
         try:
             for batch in range(10):  # the same new query texts and documents, from every writer at once
-                store.write([Received(impression(number * 1000 + batch * 10 + n, f"query {n}", (f"d{n}", 1),
-                                                 (f"d{n + 1}", 2)), batch) for n in range(10)])
+                store.write(
+                    [
+                        Received(
+                            impression(number * 1000 + batch * 10 + n, f"query {n}", (f"d{n}", 1), (f"d{n + 1}", 2)),
+                            batch,
+                        )
+                        for n in range(10)
+                    ]
+                )
         except BaseException as error:  # reported below, with the writer's number
             failures.append(error)
 
@@ -71,8 +90,9 @@ def test_writers_on_several_connections_agree_on_the_numbers_of_new_texts(postgr
 
 def test_a_server_that_cannot_be_reached_is_named_without_the_password(free_port):
     url = f"postgresql://esrr:s3cret@127.0.0.1:{free_port()}/events"
-    with pytest.raises(EventStoreError, match=r"cannot open the event store postgresql://127\.0\.0\.1:\d+/events") \
-            as refused:
+    with pytest.raises(
+        EventStoreError, match=r"cannot open the event store postgresql://127\.0\.0\.1:\d+/events"
+    ) as refused:
         open_store(url)
     assert "s3cret" not in str(refused.value) and "s3cret" not in public_url(url)
 
@@ -129,7 +149,14 @@ def test_a_database_made_before_teams_gains_the_column(postgres_url):
     with psycopg.connect(postgres_url, autocommit=True) as db:  # the tables as they were before teams
         db.execute(SCHEMA.replace(", teams TEXT", "").split("ALTER TABLE")[0])
     store = open_store(postgres_url)
-    picked = Impression(type="impression", impression_id="00000000000000a2", session_id=SESSION, query="bone loss",
-                        ranker="BM25", arm="bm25", results=[Shown(id="a", position=1, team="candidate")])
+    picked = Impression(
+        type="impression",
+        impression_id="00000000000000a2",
+        session_id=SESSION,
+        query="bone loss",
+        ranker="BM25",
+        arm="bm25",
+        results=[Shown(id="a", position=1, team="candidate")],
+    )
     store.write([Received(impression(1), 1000), Received(picked, 1001)])
     assert list(store.impressions()) == [(impression(1), 1000), (picked, 1001)]

@@ -16,8 +16,10 @@ from es_rerank.stats import Document
 from index_setup.embedded_index import build_embedded_index
 
 # Six documents on vitamins, BM25 preferring the lower numbers; the votes lift others.
-DOCS = [Document(f"d{n}", f"Vitamin study {n}",
-                 " ".join(["vitamin"] * (6 - n) + ["bone", "health", "cancer"][:n % 3 + 1])) for n in range(6)]
+DOCS = [
+    Document(f"d{n}", f"Vitamin study {n}", " ".join(["vitamin"] * (6 - n) + ["bone", "health", "cancer"][: n % 3 + 1]))
+    for n in range(6)
+]
 
 
 @pytest.fixture
@@ -27,10 +29,14 @@ def backend(tmp_path: Path) -> EmbeddedBackend:
 
 
 def _votes(backend: EmbeddedBackend, judged: dict[str, dict[str, int]]) -> JudgedNeighbours:
-    queries = {query: text for query, text in (("q1", "vitamin"), ("q2", "bone health"), ("q3", "cancer risk"))
-               if query in judged}
-    return JudgedNeighbours(queries, judged, NeighbourParams(weight=20.0, confidence=0.0),
-                            CorpusIdentity.of(backend.stats))
+    queries = {
+        query: text
+        for query, text in (("q1", "vitamin"), ("q2", "bone health"), ("q3", "cancer risk"))
+        if query in judged
+    }
+    return JudgedNeighbours(
+        queries, judged, NeighbourParams(weight=20.0, confidence=0.0), CorpusIdentity.of(backend.stats)
+    )
 
 
 @pytest.mark.parametrize("text", ["vitamin", "vitamin bone", "health"])

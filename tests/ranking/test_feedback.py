@@ -14,8 +14,13 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.ranking.feedback import (DocumentVectorCache, FeedbackParams, document_vectors, neighbour_votes,
-                                with_feedback)
+from es_rerank.ranking.feedback import (
+    DocumentVectorCache,
+    FeedbackParams,
+    document_vectors,
+    neighbour_votes,
+    with_feedback,
+)
 from es_rerank.ranking.neighbours import standardised
 from es_rerank.stats import CorpusStats, Document, build_stats
 from es_rerank.text import tokenize
@@ -44,6 +49,7 @@ def vectors(stats: CorpusStats, ids: str = "abcdef", **options: int):
 
 def test_vectors_are_unit_length_log_tf_idf_of_title_and_abstract(stats: CorpusStats) -> None:
     a = vectors(stats, "a").toarray()[0]
+
     # a: green tf 2, tea tf 2, catechins tf 1; df over title + abstract: green 2, tea 3, catechins 3.
     def idf(df: int) -> float:
         return math.log(1 + (6 - df + 0.5) / (df + 0.5))
@@ -110,11 +116,14 @@ def test_statistics_of_another_build_empty_the_cache(stats: CorpusStats, version
     """Another version, or the same version name built again after a prune freed it."""
     cache = DocumentVectorCache(max_documents=100)
     cached(cache, stats, "abc")
-    reindexed = build_stats(stats.version if version == "same name" else version,
-                            [Document(i, t, a) for i, (t, a) in DOCS.items() if i != "d"] +
-                            [Document("d", "unrelated bone", "bone")])  # another vocabulary and idf
-    same_matrix(cached(cache, reindexed, "dab"), document_vectors(
-        [reindexed.doc_terms(reindexed.row(i)) for i in "dab"], reindexed))
+    reindexed = build_stats(
+        stats.version if version == "same name" else version,
+        [Document(i, t, a) for i, (t, a) in DOCS.items() if i != "d"] + [Document("d", "unrelated bone", "bone")],
+    )  # another vocabulary and idf
+    same_matrix(
+        cached(cache, reindexed, "dab"),
+        document_vectors([reindexed.doc_terms(reindexed.row(i)) for i in "dab"], reindexed),
+    )
     assert sorted(cache._rows) == ["a", "b", "d"]  # the rows of the first build are gone
 
 
@@ -188,8 +197,10 @@ def test_mismatched_or_non_finite_scores_are_refused(stats: CorpusStats) -> None
         with_feedback(np.array([1.0, np.nan, 0, 0, 0, 0]), vectors(stats), SERVED)
 
 
-@pytest.mark.parametrize("params", [{"k": 0}, {"k": 2.5}, {"k": True}, {"weight": -1.0},
-                                    {"weight": float("inf")}, {"weight": "1"}, {"weight": 1e39}])
+@pytest.mark.parametrize(
+    "params",
+    [{"k": 0}, {"k": 2.5}, {"k": True}, {"weight": -1.0}, {"weight": float("inf")}, {"weight": "1"}, {"weight": 1e39}],
+)
 def test_parameters_are_checked(params: dict) -> None:
     with pytest.raises(ValueError):
         FeedbackParams(**{"k": 5, "weight": 0.5, **params})

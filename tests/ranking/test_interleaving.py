@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from es_rerank.ranking.interleaving import CANDIDATE, SERVED, Verdict, team_draft, verdict, winner
 

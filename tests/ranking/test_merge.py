@@ -16,14 +16,17 @@ HITS = [Hit("a", 9.0, "", EMPTY), Hit("b", 5.0, "", EMPTY), Hit("c", 1.0, "", EM
 MODEL = np.array([0.1, 0.2, 3.0], dtype=np.float32)  # the model's scores of the first three
 
 
-@pytest.mark.parametrize("combination, order, first_score", [
-    (Combination(), ["c", "b", "a", "d"], 3.0),  # replace: the model's score alone
-    (Combination("replace", rerank_weight=2.0), ["c", "b", "a", "d"], 6.0),
-    (Combination("total"), ["a", "b", "c", "d"], 9.1),  # 9 + 0.1, 5 + 0.2, 1 + 3
-    (Combination("total", query_weight=0.1), ["c", "a", "b", "d"], 0.1 * 1 + 3.0),
-    (Combination("multiply"), ["c", "b", "a", "d"], 3.0),  # 0.9, 1.0, 3.0
-    (Combination("total", rerank_weight=0.0), ["a", "b", "c", "d"], 9.0),  # the first stage's order
-])
+@pytest.mark.parametrize(
+    "combination, order, first_score",
+    [
+        (Combination(), ["c", "b", "a", "d"], 3.0),  # replace: the model's score alone
+        (Combination("replace", rerank_weight=2.0), ["c", "b", "a", "d"], 6.0),
+        (Combination("total"), ["a", "b", "c", "d"], 9.1),  # 9 + 0.1, 5 + 0.2, 1 + 3
+        (Combination("total", query_weight=0.1), ["c", "a", "b", "d"], 0.1 * 1 + 3.0),
+        (Combination("multiply"), ["c", "b", "a", "d"], 3.0),  # 0.9, 1.0, 3.0
+        (Combination("total", rerank_weight=0.0), ["a", "b", "c", "d"], 9.0),  # the first stage's order
+    ],
+)
 def test_each_mode_combines_as_elasticsearch_rescore(combination, order, first_score):
     ranked = merge(HITS, MODEL, 3, combination)
     assert [item.hit.doc_id for item in ranked] == order
@@ -34,31 +37,45 @@ def test_each_mode_combines_as_elasticsearch_rescore(combination, order, first_s
     assert ranked[3].score == 0.5  # the tail's BM25
     assert [item.reranked for item in ranked] == [True, True, True, False]  # the tail keeps BM25's order below
     assert {item.hit.doc_id: item.model_score for item in ranked if item.reranked} == pytest.approx(
-        {"a": 0.1, "b": 0.2, "c": 3.0})
-
+        {"a": 0.1, "b": 0.2, "c": 3.0}
+    )
 
 
 @settings(max_examples=200, deadline=None, database=None)
-@given(data=st.data(), n=st.integers(0, 40), window=st.integers(0, 40), k=st.integers(0, 50),
-       mode=st.sampled_from(["replace", "total", "multiply"]))
+@given(
+    data=st.data(),
+    n=st.integers(0, 40),
+    window=st.integers(0, 40),
+    k=st.integers(0, 50),
+    mode=st.sampled_from(["replace", "total", "multiply"]),
+)
 def test_the_first_k_are_the_whole_rankings_first_k(data, n, window, k, mode):
     # Few distinct scores and ids out of order, so that ties (broken by doc id) are common.
-    hits = [Hit(f"d{data.draw(st.integers(0, 99)):02d}-{i}", data.draw(st.sampled_from([0.5, 1.0, 2.0])), "", EMPTY)
-            for i in range(n)]
+    hits = [
+        Hit(f"d{data.draw(st.integers(0, 99)):02d}-{i}", data.draw(st.sampled_from([0.5, 1.0, 2.0])), "", EMPTY)
+        for i in range(n)
+    ]
     window = min(window, n)
-    model = np.array(data.draw(st.lists(st.sampled_from([0.0, 1.0, -1.0, 2.5]), min_size=window,
-                                        max_size=window)), dtype=np.float32)
+    model = np.array(
+        data.draw(st.lists(st.sampled_from([0.0, 1.0, -1.0, 2.5]), min_size=window, max_size=window)), dtype=np.float32
+    )
     for scored in (model, None):
         whole = merge(hits, scored, window, Combination(mode))
         assert merge(hits, scored, window, Combination(mode), k) == whole[:k]
 
 
 @settings(max_examples=300, deadline=None, database=None)
-@given(data=st.data(), n=st.integers(0, 40), window=st.integers(0, 40), k=st.integers(1, 50),
-       mode=st.sampled_from(["replace", "total", "multiply"]))
+@given(
+    data=st.data(),
+    n=st.integers(0, 40),
+    window=st.integers(0, 40),
+    k=st.integers(1, 50),
+    mode=st.sampled_from(["replace", "total", "multiply"]),
+)
 def test_scores_are_never_negative_and_the_window_sits_above_the_tail(data, n, window, k, mode):
-    bm25 = sorted(data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 7.0, 30.0]), min_size=n, max_size=n)),
-                  reverse=True)  # the first stage's order
+    bm25 = sorted(
+        data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 7.0, 30.0]), min_size=n, max_size=n)), reverse=True
+    )  # the first stage's order
     hits = [Hit(f"d{i:02d}", score, "", EMPTY) for i, score in enumerate(bm25)]
     window = min(window, n)
     model = np.array(data.draw(st.lists(st.floats(-50, 50), min_size=window, max_size=window)), dtype=np.float32)

@@ -6,8 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from es_rerank.ranking.neighbours import (CorpusIdentity, JudgedNeighbours, NeighbourParams, NeighboursError,
-                                         doc_ids_digest, fuse)
+from es_rerank.ranking.neighbours import (
+    CorpusIdentity,
+    JudgedNeighbours,
+    NeighbourParams,
+    NeighboursError,
+    doc_ids_digest,
+    fuse,
+)
 from es_rerank.stats import Document, build_stats
 
 QUERIES = {"A": "vitamin deficiency", "B": "vitamin supplements", "C": "fish oil", "U": "unjudged query"}
@@ -34,15 +40,16 @@ def test_votes_weight_grades_by_similarity_and_lie_in_0_1():
 
 def test_power_sharpens_and_k_limits_the_voters():
     squared = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=2, power=2.0, confidence=0.0))
-    np.testing.assert_allclose(squared.scores("vitamin deficiency", ["d3"]), [SIM_B ** 2 / 2], rtol=1e-6)
+    np.testing.assert_allclose(squared.scores("vitamin deficiency", ["d3"]), [SIM_B**2 / 2], rtol=1e-6)
     nearest_only = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=1, power=1.0, confidence=0.0))
     np.testing.assert_allclose(nearest_only.scores("vitamin deficiency", ["d1", "d3"]), [1.0, 0.0])
 
 
 def test_a_left_out_query_does_not_vote_for_its_own_documents():
     neighbours = JudgedNeighbours(QUERIES, QRELS, NeighbourParams(k=5, power=1.0, confidence=0.0))
-    np.testing.assert_allclose(neighbours.scores("vitamin deficiency", ["d1", "d2", "d3"], exclude="A"),
-                               [0.0, 1.0, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(
+        neighbours.scores("vitamin deficiency", ["d1", "d2", "d3"], exclude="A"), [0.0, 1.0, 0.5], rtol=1e-6
+    )
 
 
 def test_a_query_sharing_no_word_gets_zero_votes():
@@ -65,8 +72,9 @@ def test_saved_neighbours_load_with_the_same_votes(tmp_path):
     loaded = JudgedNeighbours.load(path)
     assert loaded.params == original.params
     docs = ["d1", "d2", "d3", "d4"]
-    np.testing.assert_array_equal(loaded.scores("vitamin supplements", docs),
-                                  original.scores("vitamin supplements", docs))
+    np.testing.assert_array_equal(
+        loaded.scores("vitamin supplements", docs), original.scores("vitamin supplements", docs)
+    )
     assert not path.with_name(path.name + ".tmp").exists()
 
 
@@ -74,22 +82,42 @@ CORPUS = {"n_docs": 3, "doc_ids_sha256": "0" * 64, "index_version": "v1", "build
 
 
 def saved(**changes) -> str:
-    payload = {"kind": "judged-neighbours", "params": {"k": 2, "power": 1.0, "weight": 1.0},
-               "queries": {"A": "vitamin", "B": "fish"}, "qrels": {"A": {"d1": 1}, "B": {"d2": 2}}}
+    payload = {
+        "kind": "judged-neighbours",
+        "params": {"k": 2, "power": 1.0, "weight": 1.0},
+        "queries": {"A": "vitamin", "B": "fish"},
+        "qrels": {"A": {"d1": 1}, "B": {"d2": 2}},
+    }
     return json.dumps({**payload, **changes})
 
 
-@pytest.mark.parametrize("content", [
-    "", "not json", "[]", json.dumps({"kind": "checkpoint"}),
-    saved(params={"k": 0, "power": 1.0, "weight": 1.0}), saved(params={"k": True, "power": 1.0, "weight": 1.0}),
-    saved(params={"k": 2}), saved(params={"k": 2, "power": 1.0, "weight": 1.0, "extra": 1}),
-    saved(queries=[]), saved(queries={"A": 7, "B": "fish"}), saved(qrels={"A": {"d1": "1"}, "B": {"d2": 2}}),
-    saved(qrels={"A": {"d1": True}, "B": {"d2": 2}}), saved(qrels={"A": {"d1": 1.5}, "B": {"d2": 2}}),
-    saved(qrels={"A": ["d1"], "B": {"d2": 2}}), saved(qrels={"A": {"d1": -1}, "B": {"d2": 2}}),
-    saved().replace('"d2": 2', '"d2": Infinity'), saved().replace('"d2": 2', '"d2": NaN'),
-    saved(corpus=[]), saved(corpus={"n_docs": 3}), saved(corpus={**CORPUS, "n_docs": "3"}),
-    saved(corpus={**CORPUS, "build_id": 7}), saved(corpus={**CORPUS, "extra": ""}),
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "",
+        "not json",
+        "[]",
+        json.dumps({"kind": "checkpoint"}),
+        saved(params={"k": 0, "power": 1.0, "weight": 1.0}),
+        saved(params={"k": True, "power": 1.0, "weight": 1.0}),
+        saved(params={"k": 2}),
+        saved(params={"k": 2, "power": 1.0, "weight": 1.0, "extra": 1}),
+        saved(queries=[]),
+        saved(queries={"A": 7, "B": "fish"}),
+        saved(qrels={"A": {"d1": "1"}, "B": {"d2": 2}}),
+        saved(qrels={"A": {"d1": True}, "B": {"d2": 2}}),
+        saved(qrels={"A": {"d1": 1.5}, "B": {"d2": 2}}),
+        saved(qrels={"A": ["d1"], "B": {"d2": 2}}),
+        saved(qrels={"A": {"d1": -1}, "B": {"d2": 2}}),
+        saved().replace('"d2": 2', '"d2": Infinity'),
+        saved().replace('"d2": 2', '"d2": NaN'),
+        saved(corpus=[]),
+        saved(corpus={"n_docs": 3}),
+        saved(corpus={**CORPUS, "n_docs": "3"}),
+        saved(corpus={**CORPUS, "build_id": 7}),
+        saved(corpus={**CORPUS, "extra": ""}),
+    ],
+)
 def test_a_damaged_file_names_the_fix(tmp_path, content):
     path = tmp_path / "neighbours.json"
     path.write_text(content, encoding="utf-8")
@@ -111,13 +139,27 @@ def test_fuse_refuses_mismatched_or_non_finite_input():
 
 
 def test_huge_grades_give_finite_votes():
-    neighbours = JudgedNeighbours({"A": "vitamin", "B": "fish"}, {"A": {"d1": 10 ** 308}, "B": {"d2": 1}})
+    neighbours = JudgedNeighbours({"A": "vitamin", "B": "fish"}, {"A": {"d1": 10**308}, "B": {"d2": 1}})
     np.testing.assert_array_equal(neighbours.scores("vitamin", ["d1", "d2"]), [1.0, 0.0])
 
 
-@pytest.mark.parametrize("params", [{"k": 0}, {"k": 2.5}, {"k": True}, {"power": 0.0}, {"power": float("nan")},
-                                    {"weight": -1.0}, {"weight": "1"}, {"weight": True}, {"weight": 101.0},
-                                    {"confidence": -0.5}, {"confidence": float("inf")}, {"confidence": True}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"k": 0},
+        {"k": 2.5},
+        {"k": True},
+        {"power": 0.0},
+        {"power": float("nan")},
+        {"weight": -1.0},
+        {"weight": "1"},
+        {"weight": True},
+        {"weight": 101.0},
+        {"confidence": -0.5},
+        {"confidence": float("inf")},
+        {"confidence": True},
+    ],
+)
 def test_parameters_are_checked(params):
     with pytest.raises(NeighboursError):
         NeighbourParams(**params)
@@ -148,8 +190,7 @@ def test_votes_are_as_strong_as_the_nearest_training_query_is_similar():
     docs = ["d1", "d2", "d3"]
     # "vitamin" alone: A and B are equally near, each with cosine log(3/2)/sqrt(log(3/2)^2 + log(3)^2)
     nearest = math.log(3 / 2) / math.sqrt(math.log(3 / 2) ** 2 + math.log(3) ** 2)
-    np.testing.assert_allclose(scaled.scores("vitamin", docs), plain.scores("vitamin", docs) * nearest ** 2,
-                               rtol=1e-6)
+    np.testing.assert_allclose(scaled.scores("vitamin", docs), plain.scores("vitamin", docs) * nearest**2, rtol=1e-6)
     exact = scaled.scores("vitamin deficiency", docs)  # A itself is the nearest: similarity 1, full votes
     np.testing.assert_allclose(exact, plain.scores("vitamin deficiency", docs), rtol=1e-6)
     assert NeighbourParams().confidence == 2.0
@@ -171,12 +212,14 @@ def _loop_votes(neighbours: JudgedNeighbours, text: str, doc_ids: list[str], exc
     for term, weight in neighbours._weights(set(tokenize(text))).items():
         for index, other in neighbours.postings.get(term, ()):
             similarity[index] += weight * other
-    voters = sorted(((s, i) for i, s in similarity.items() if neighbours.query_ids[i] != exclude),
-                    key=lambda pair: (-pair[0], pair[1]))[:neighbours.params.k]
+    voters = sorted(
+        ((s, i) for i, s in similarity.items() if neighbours.query_ids[i] != exclude),
+        key=lambda pair: (-pair[0], pair[1]),
+    )[: neighbours.params.k]
     votes: dict[str, float] = defaultdict(float)
     for s, i in voters:
         for doc_id, grade in neighbours.judged[neighbours.query_ids[i]].items():
-            votes[doc_id] += s ** neighbours.params.power * grade
+            votes[doc_id] += s**neighbours.params.power * grade
     top = max(votes.values(), default=0.0)
     out = np.array([votes.get(d, 0.0) for d in doc_ids], dtype=np.float64)
     if top <= 0:
@@ -189,8 +232,14 @@ def test_the_votes_are_the_loops_sums_to_the_bit():
     from tests.worker.conftest import read_documents  # NFCorpus's documents when the data is there
 
     rng = np.random.default_rng(5)
-    words = sorted({word for doc in read_documents(200) for word in f"{doc.title} {doc.abstract}".lower().split()
-                    if word.isalpha()})
+    words = sorted(
+        {
+            word
+            for doc in read_documents(200)
+            for word in f"{doc.title} {doc.abstract}".lower().split()
+            if word.isalpha()
+        }
+    )
     queries = {f"q{i}": " ".join(rng.choice(words, int(rng.integers(1, 6)))) for i in range(300)}
     documents = [f"D{i}" for i in range(20)]  # few: each gets many votes, whose order of addition shows
     qrels = {q: {d: int(rng.integers(0, 3)) for d in rng.choice(documents, 8, replace=False)} for q in queries}
@@ -198,5 +247,6 @@ def test_the_votes_are_the_loops_sums_to_the_bit():
     for query_id, text in list(queries.items())[:100]:
         window = [*rng.choice(documents, 30), "not-judged"]
         for exclude in (None, query_id):
-            assert np.array_equal(neighbours.scores(text, window, exclude),
-                                  _loop_votes(neighbours, text, window, exclude))
+            assert np.array_equal(
+                neighbours.scores(text, window, exclude), _loop_votes(neighbours, text, window, exclude)
+            )

@@ -7,9 +7,9 @@ can be checked against the stage's own function.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pytest
@@ -17,8 +17,8 @@ import pytest
 from es_rerank.backends.base import Hit, text_hits
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
-from es_rerank.ranking.pipeline import STAGES, ScoringUnavailable, SearchPipeline, StageClock, no_clock
 from es_rerank.ranking.neighbours import CorpusIdentity, JudgedNeighbours, NeighbourParams, fuse
+from es_rerank.ranking.pipeline import STAGES, ScoringUnavailable, SearchPipeline, StageClock, no_clock
 from es_rerank.stats import CorpusStats, Document
 from index_setup.embedded_index import build_embedded_index
 from tests.conftest import ranked
@@ -46,13 +46,13 @@ class BoneFirst:
     def skipping(self) -> None:
         return None
 
-    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
-                 clock: StageClock = no_clock) -> np.ndarray:
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock) -> np.ndarray:
         self.windows.append([h.doc_id for h in hits])
         with clock("model"):
             # The title from the corpus: hits carry none where stored fields are read for the page only.
-            return np.array([DOCS[h.doc_id][0].count("bone") - rank / 100 for rank, h in enumerate(hits)],
-                            dtype=np.float32)
+            return np.array(
+                [DOCS[h.doc_id][0].count("bone") - rank / 100 for rank, h in enumerate(hits)], dtype=np.float32
+            )
 
     def close(self) -> None:
         pass
@@ -61,8 +61,7 @@ class BoneFirst:
 class Unanswered(BoneFirst):
     """A reranker whose worker never answers."""
 
-    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
-                 clock: StageClock = no_clock) -> np.ndarray:
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock) -> np.ndarray:
         raise ScoringUnavailable("no worker answered on queue 'rerank'")
 
 
@@ -86,8 +85,12 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedBackend:
 
 def votes_for(corpus: CorpusIdentity | None) -> JudgedNeighbours:
     """Votes of two training queries, recorded as built for ``corpus``."""
-    return JudgedNeighbours({"q1": "tea catechins", "q2": "bone density"}, {"q1": {"b": 2, "f": 1}, "q2": {"d": 1}},
-                            NeighbourParams(k=1, power=1.0, weight=2.0), corpus)
+    return JudgedNeighbours(
+        {"q1": "tea catechins", "q2": "bone density"},
+        {"q1": {"b": 2, "f": 1}, "q2": {"d": 1}},
+        NeighbourParams(k=1, power=1.0, weight=2.0),
+        corpus,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +125,9 @@ def test_a_short_window_leaves_the_bm25_tail_below_it(backend: EmbeddedBackend) 
     assert [item.reranked for item in ranking.ranked] == [True, True] + [False] * (len(bm25) - 2)
 
 
-def test_feedback_and_votes_refine_the_models_scores_in_that_order(backend: EmbeddedBackend,
-                                                                   neighbours: JudgedNeighbours) -> None:
+def test_feedback_and_votes_refine_the_models_scores_in_that_order(
+    backend: EmbeddedBackend, neighbours: JudgedNeighbours
+) -> None:
     clock = Recorder()
     ranking = ranked(SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, neighbours), QUERY, 500, clock)
     window = text_hits(backend, QUERY, 500)
@@ -138,15 +142,20 @@ def test_feedback_and_votes_refine_the_models_scores_in_that_order(backend: Embe
     assert [s for s in STAGES if s in clock.stages] == clock.stages  # STAGES lists them in the order they run
 
 
-@pytest.mark.parametrize("corpus, reason", [
-    (None, "does not say which corpus it was built for"),
-    (CorpusIdentity(6, "0" * 64, "other", "b1"), "built for another corpus (6 documents, index other); the served "
-                                                 "index v1 holds other document ids"),
-    (CorpusIdentity(3633, "0" * 64, "nfcorpus", "b2"), "the served index v1 holds 6 documents"),
-])
-def test_votes_of_another_corpus_are_not_applied_and_the_ranker_says_why(backend: EmbeddedBackend,
-                                                                        corpus: CorpusIdentity | None,
-                                                                        reason: str) -> None:
+@pytest.mark.parametrize(
+    "corpus, reason",
+    [
+        (None, "does not say which corpus it was built for"),
+        (
+            CorpusIdentity(6, "0" * 64, "other", "b1"),
+            "built for another corpus (6 documents, index other); the served index v1 holds other document ids",
+        ),
+        (CorpusIdentity(3633, "0" * 64, "nfcorpus", "b2"), "the served index v1 holds 6 documents"),
+    ],
+)
+def test_votes_of_another_corpus_are_not_applied_and_the_ranker_says_why(
+    backend: EmbeddedBackend, corpus: CorpusIdentity | None, reason: str
+) -> None:
     foreign = SearchPipeline(backend, 500, BoneFirst(), neighbours=votes_for(corpus))
     ranking, plain = ranked(foreign, QUERY, 500), ranked(SearchPipeline(backend, 500, BoneFirst()), QUERY, 500)
     assert ids(ranking) == ids(plain) and [i.score for i in ranking.ranked] == [i.score for i in plain.ranked]
@@ -161,8 +170,9 @@ def test_votes_of_another_corpus_are_not_applied_and_the_ranker_says_why(backend
 def test_without_a_model_the_votes_refine_bm25(backend: EmbeddedBackend) -> None:
     ranking = ranked(SearchPipeline(backend, 500, feedback=FEEDBACK), QUERY, 500)
     window = text_hits(backend, QUERY, 500)
-    fed = with_feedback(np.array([h.score for h in window]), document_vectors([h.terms for h in window],
-                                                                                backend.stats), FEEDBACK)
+    fed = with_feedback(
+        np.array([h.score for h in window]), document_vectors([h.terms for h in window], backend.stats), FEEDBACK
+    )
     assert ranking.ranker == "BM25 + candidate feedback"
     assert [item.combined for item in ranking.ranked] == pytest.approx(sorted(fed, reverse=True))
 
@@ -172,8 +182,9 @@ def test_cached_feedback_vectors_give_the_same_ranking(backend: EmbeddedBackend)
     plain = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK)
     cached = SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, feedback_vectors=cache)
     for query in (QUERY, "bone density", QUERY):  # cold, partly warm, warm
-        assert [(i.hit.doc_id, i.score) for i in ranked(cached, query, 500).ranked] == \
-            [(i.hit.doc_id, i.score) for i in ranked(plain, query, 500).ranked]
+        assert [(i.hit.doc_id, i.score) for i in ranked(cached, query, 500).ranked] == [
+            (i.hit.doc_id, i.score) for i in ranked(plain, query, 500).ranked
+        ]
     assert len(cache) == 6
 
 
@@ -184,8 +195,9 @@ def test_window_zero_turns_every_stage_off(backend: EmbeddedBackend, neighbours:
     assert not pipeline.reorders and ranking.depth == 2 and ranking.ranker == "BM25" and reranker.windows == []
 
 
-def test_a_query_without_hits_runs_no_stage_after_retrieval(backend: EmbeddedBackend,
-                                                            neighbours: JudgedNeighbours) -> None:
+def test_a_query_without_hits_runs_no_stage_after_retrieval(
+    backend: EmbeddedBackend, neighbours: JudgedNeighbours
+) -> None:
     clock = Recorder()
     ranking = ranked(SearchPipeline(backend, 500, BoneFirst(), FEEDBACK, neighbours), "zebra", 10, clock)
     assert ranking.ranked == [] and ranking.retrieved == 0 and clock.stages == ["retrieve", "merge"]
@@ -212,8 +224,7 @@ def test_the_pipeline_does_not_import_torch_or_scipy_until_feedback_runs(tmp_pat
     import subprocess
     import sys
 
-    code = ("import sys, es_rerank.ranking.pipeline; "
-            "print('torch' in sys.modules, 'scipy' in sys.modules)")
+    code = "import sys, es_rerank.ranking.pipeline; print('torch' in sys.modules, 'scipy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -232,8 +243,12 @@ def test_the_guard_blends_the_models_scores_with_bm25s_before_the_feedback(backe
     assert ranking.ranker == "bone-first + BM25 guard + candidate feedback"
     assert clock.stages == ["retrieve", "model", "guard", "feedback vectors", "feedback votes", "merge"]
     stages = pipeline.score_window(QUERY, window, backend.stats).stages
-    assert [name for name, _ in stages] == ["BM25", "bone-first", "bone-first + BM25 guard",
-                                            "bone-first + BM25 guard + candidate feedback"]
+    assert [name for name, _ in stages] == [
+        "BM25",
+        "bone-first",
+        "bone-first + BM25 guard",
+        "bone-first + BM25 guard + candidate feedback",
+    ]
     unanswered = ranked(SearchPipeline(backend, 500, Unanswered(), guard_weight=0.5), QUERY, 500)
     assert unanswered.ranker == "BM25" and unanswered.fallback  # no model scores: nothing to guard
 
@@ -256,8 +271,7 @@ class Skipping(BoneFirst):
     def skipping(self) -> str | None:
         return self.reason
 
-    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats,
-                 clock: StageClock = no_clock) -> np.ndarray:
+    def __call__(self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock) -> np.ndarray:
         self.windows.append([h.doc_id for h in hits])
         raise ScoringUnavailable(self.reason)
 

@@ -38,8 +38,11 @@ def test_the_votes_are_checked_at_start_and_when_a_reindex_is_followed_not_in_a_
     build_embedded_index(OLD, tmp_path, version="v1", progress=False)
     backend = EmbeddedBackend.open_current(tmp_path)
     # The votes' identity names another build of the same documents: only the digest can tell that they belong.
-    votes = JudgedNeighbours({"q1": "green tea"}, {"q1": {"a": 1}},
-                             corpus=CorpusIdentity(2, neighbours_module.doc_ids_digest(["a", "b"]), "v0", "other"))
+    votes = JudgedNeighbours(
+        {"q1": "green tea"},
+        {"q1": {"a": 1}},
+        corpus=CorpusIdentity(2, neighbours_module.doc_ids_digest(["a", "b"]), "v0", "other"),
+    )
     digests.clear()
     served = ServedSearch(SearchPipeline(backend, 10, neighbours=votes), check_every_s=3600)
     assert digests == [2]  # at start

@@ -20,9 +20,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -41,7 +41,11 @@ DIM = 300
 
 FALLBACK_DOCS = [  # used when the NFCorpus file of ../shared/data is not there (CI without data)
     ("D1", "Statin use and breast cancer survival", "Statins may delay breast cancer recurrence in 2005 cohorts."),
-    ("D2", "Vitamin D and colorectal cancer", "Serum vitamin D levels of 30 ng/ml lower colorectal cancer risk by 12%."),
+    (
+        "D2",
+        "Vitamin D and colorectal cancer",
+        "Serum vitamin D levels of 30 ng/ml lower colorectal cancer risk by 12%.",
+    ),
     ("D3", "Dietary fiber and heart disease", "High fiber intake reduces the risk of coronary heart disease."),
     ("D4", "Red meat consumption and mortality", "Processed red meat raises all-cause mortality in 1990s studies."),
     ("D5", "Green tea catechins", "Green tea catechins show antioxidant effects; EGCG at 0.5 mg."),
@@ -102,9 +106,10 @@ def write_embeddings(directory: Path, words: list[str], vectors: np.ndarray, ver
     directory.mkdir(parents=True, exist_ok=True)
     np.save(directory / "vectors.npy", vectors)
     (directory / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
-    (directory / "meta.json").write_text(json.dumps({
-        "format": 1, "version": version, "dim": int(vectors.shape[1]), "n_words": len(words)}),
-        encoding="utf-8")
+    (directory / "meta.json").write_text(
+        json.dumps({"format": 1, "version": version, "dim": int(vectors.shape[1]), "n_words": len(words)}),
+        encoding="utf-8",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -155,8 +160,19 @@ def home_without_index(artifacts: Artifacts, tmp_path: Path) -> Path:
 
 def _redis_server(server: str, port: int, directory: Path) -> list[str]:
     """The command line of a throw-away ``redis-server`` on loopback that keeps nothing on disk."""
-    return [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-            "--dir", str(directory)]
+    return [
+        server,
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(directory),
+    ]
 
 
 def _answers(port: int) -> bool:
@@ -176,17 +192,23 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory, free_port: Callable[[], 
         return
     server = shutil.which("redis-server")
     if server is None:
-        pytest.fail("no Redis answers on 127.0.0.1:6379 and redis-server is not installed; "
-                    "install it (apt-get install -y redis-server) or start Redis on 127.0.0.1:6379")
+        pytest.fail(
+            "no Redis answers on 127.0.0.1:6379 and redis-server is not installed; "
+            "install it (apt-get install -y redis-server) or start Redis on 127.0.0.1:6379"
+        )
     directory = tmp_path_factory.mktemp("redis")
     port = free_port()
-    done = subprocess.run([*_redis_server(server, port, directory), "--daemonize", "yes",
-                           "--pidfile", str(directory / "redis.pid")], capture_output=True, text=True)
+    done = subprocess.run(
+        [*_redis_server(server, port, directory), "--daemonize", "yes", "--pidfile", str(directory / "redis.pid")],
+        capture_output=True,
+        text=True,
+    )
     deadline = time.monotonic() + 10
     while not _answers(port):
         if done.returncode != 0 or time.monotonic() > deadline:
-            pytest.fail(f"could not start redis-server on port {port} (exit {done.returncode}): "
-                        f"{done.stdout} {done.stderr}")
+            pytest.fail(
+                f"could not start redis-server on port {port} (exit {done.returncode}): {done.stdout} {done.stderr}"
+            )
         time.sleep(0.05)
     try:
         yield f"redis://127.0.0.1:{port}/{TEST_DB}"
@@ -271,19 +293,36 @@ class WorkerProcess:
         self.env, self.log_path, self.name = env, log_path, name
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> "WorkerProcess":
+    def start(self) -> WorkerProcess:
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "--hostname", self.name,
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"],
-            cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "worker.celery_app",
+                "worker",
+                "--hostname",
+                self.name,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                "INFO",
+            ],
+            cwd=REPO,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         log.close()
         return self
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.is_file() else ""
 
-    def wait_ready(self, client, timeout: float = 90.0) -> "WorkerProcess":
+    def wait_ready(self, client, timeout: float = 90.0) -> WorkerProcess:
         """Until the worker answers a ping (it preloads the model before consuming)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -321,12 +360,20 @@ class BrokerSetup:
 
     def settings_env(self, queue: str, **overrides: object) -> dict[str, str]:
         values: dict[str, object] = {
-            "home": self.artifacts.home, "broker_url": self.redis_url, "queue": queue,
+            "home": self.artifacts.home,
+            "broker_url": self.redis_url,
+            "queue": queue,
             "broker_key_prefix": self.key_prefix,
-            "device": os.environ.get("ESRR_TEST_DEVICE", "cpu"), "pool": "threads", "concurrency": 8,
+            "device": os.environ.get("ESRR_TEST_DEVICE", "cpu"),
+            "pool": "threads",
+            "concurrency": 8,
             # Short Redis redelivery so a killed worker's tasks come back within seconds.
-            "visibility_timeout_s": 4, "restore_interval_s": 0.5, "time_limit_s": 3, "soft_time_limit_s": 2,
-            "batch_wait_ms": 20, "loglevel": "INFO",
+            "visibility_timeout_s": 4,
+            "restore_interval_s": 0.5,
+            "time_limit_s": 3,
+            "soft_time_limit_s": 2,
+            "batch_wait_ms": 20,
+            "loglevel": "INFO",
         }
         values.update(overrides)
         return {f"ESRR_{key.upper()}": str(value) for key, value in values.items()}
@@ -334,8 +381,9 @@ class BrokerSetup:
     def settings(self, queue: str, **overrides: object):
         from worker.settings import WorkerSettings
 
-        return WorkerSettings(**{key[len("ESRR_"):].lower(): value
-                                 for key, value in self.settings_env(queue, **overrides).items()})
+        return WorkerSettings(
+            **{key[len("ESRR_") :].lower(): value for key, value in self.settings_env(queue, **overrides).items()}
+        )
 
     def client(self, queue: str, **overrides: object):
         """A sending-only Celery app with the worker's configuration."""
@@ -353,8 +401,9 @@ class BrokerSetup:
 
 
 @pytest.fixture(scope="session")
-def broker(artifacts: Artifacts, redis_url: str, key_prefix: str,
-           tmp_path_factory: pytest.TempPathFactory) -> BrokerSetup:
+def broker(
+    artifacts: Artifacts, redis_url: str, key_prefix: str, tmp_path_factory: pytest.TempPathFactory
+) -> BrokerSetup:
     return BrokerSetup(artifacts, redis_url, key_prefix, tmp_path_factory.mktemp("worker-logs"))
 
 

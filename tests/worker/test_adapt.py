@@ -20,7 +20,6 @@ from worker.training.adapt import AdaptationError, adapted_checkpoint_path, plan
 from worker.training.shift import pseudo_queries
 
 
-
 def _corpus(directory: Path, documents) -> Path:
     """A BEIR folder with a corpus only: no queries, no judgments."""
     directory.mkdir(parents=True)
@@ -31,16 +30,21 @@ def _corpus(directory: Path, documents) -> Path:
 
 
 @pytest.mark.slow
-def test_adapt_fine_tunes_beside_the_served_model_and_reports_with_eval(artifacts, corpus_documents, tmp_path,
-                                                                      monkeypatch):
+def test_adapt_fine_tunes_beside_the_served_model_and_reports_with_eval(
+    artifacts, corpus_documents, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)  # the report goes to ./reports/adapt/NAME
     home = home_without_index(artifacts, tmp_path)
     served = home / "models" / "delta-32-lex3.pt"
     served_bytes = served.read_bytes()
     data = _corpus(tmp_path / "My Collection", corpus_documents[:100])
     env = {"ESRR_HOME": str(home)}
-    result = CliRunner().invoke(main, ["train", "--adapt", str(data), "--max-epochs", "1", "--adapt-queries", "30"],
-                                env=env, catch_exceptions=False)
+    result = CliRunner().invoke(
+        main,
+        ["train", "--adapt", str(data), "--max-epochs", "1", "--adapt-queries", "30"],
+        env=env,
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     adapted = home / "models" / "delta-32-lex3-adapted-my-collection.pt"
     assert adapted.is_file() and served.read_bytes() == served_bytes  # beside it, never over it
@@ -80,8 +84,9 @@ def test_adapt_refuses_a_collection_without_titles_and_names_why(artifacts, corp
 
 
 def test_adapt_takes_no_options_of_training_from_judgments(artifacts, tmp_path):
-    result = CliRunner().invoke(main, ["train", "--adapt", str(tmp_path), "--variant", "delta-32"],
-                                env={"ESRR_HOME": str(artifacts.home)})
+    result = CliRunner().invoke(
+        main, ["train", "--adapt", str(tmp_path), "--variant", "delta-32"], env={"ESRR_HOME": str(artifacts.home)}
+    )
     assert result.exit_code == 2 and "--variant do not apply" in result.output
 
 

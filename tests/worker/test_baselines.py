@@ -8,12 +8,19 @@ import numpy as np
 import pytest
 import torch
 
-from es_rerank.stats import Document, build_stats
 from es_rerank.embeddings import Embeddings
+from es_rerank.stats import Document, build_stats
 from worker.model import Checkpoint
 from worker.training.data import QueryCandidates
-from worker.training.drmm import (DRMM, DRMMCheckpoint, DRMMConfig, HistogramBuilder, build_histograms,
-                                  drmm_scores, train_drmm)
+from worker.training.drmm import (
+    DRMM,
+    DRMMCheckpoint,
+    DRMMConfig,
+    HistogramBuilder,
+    build_histograms,
+    drmm_scores,
+    train_drmm,
+)
 from worker.training.feature_selection import greedy_select, linear_evaluator
 from worker.training.train import TrainConfig
 
@@ -45,8 +52,9 @@ def _lex_query(qid: str, rng: np.random.Generator, n: int = 12) -> QueryCandidat
     grades = np.zeros(n, dtype=np.int64)
     grades[:3] = 1
     lex = np.stack([rng.normal(size=n), grades + 0.1 * rng.normal(size=n)], axis=1).astype(np.float32)
-    return QueryCandidates(qid, np.zeros(7, np.int64), [f"{qid}-{i}" for i in range(n)], np.arange(n), lex,
-                           np.ones(n, np.float32), grades)
+    return QueryCandidates(
+        qid, np.zeros(7, np.int64), [f"{qid}-{i}" for i in range(n)], np.arange(n), lex, np.ones(n, np.float32), grades
+    )
 
 
 def test_linear_evaluator_finds_the_informative_feature():
@@ -63,9 +71,10 @@ def test_linear_evaluator_finds_the_informative_feature():
 
 @pytest.fixture()
 def tiny_index():
-    stats = build_stats("v", [Document("a", "zinc", "zinc absorption zinc"),
-                              Document("b", "vitamin", "bone bone"),
-                              Document("c", "", "")])
+    stats = build_stats(
+        "v",
+        [Document("a", "zinc", "zinc absorption zinc"), Document("b", "vitamin", "bone bone"), Document("c", "", "")],
+    )
     words = ["<pad>", "<unk>", "zinc", "absorption", "vitamin", "bone"]
     vectors = np.zeros((len(words), 2), dtype=np.float32)
     vectors[2:] = [[1, 0], [0.6, 0.8], [-1, 0], [0, 1]]  # cos with zinc: 1, 0.6, -1, 0
@@ -90,8 +99,9 @@ def test_unknown_words_match_only_themselves(tiny_index):
     stats, embeddings = tiny_index
     stats = build_stats("v", [Document("a", "", "qwerty"), Document("b", "", "asdfgh")])
     config = DRMMConfig(n_bins=5, query_len=1)
-    counts = np.expm1(HistogramBuilder(stats, embeddings, config).query("qwerty", np.array([0, 1])).histograms
-                      .astype(np.float64))
+    counts = np.expm1(
+        HistogramBuilder(stats, embeddings, config).query("qwerty", np.array([0, 1])).histograms.astype(np.float64)
+    )
     # Both words are UNK to the embeddings: an exact match for the same term, cosine 0 (bin 2) otherwise.
     assert counts[0, 0].round(2).tolist() == [0, 0, 0, 0, 1]
     assert counts[1, 0].round(2).tolist() == [0, 0, 1, 0, 0]
@@ -126,18 +136,33 @@ def test_drmm_learns_exact_matches_and_its_checkpoint_round_trips(tmp_path):
             rows.append(len(docs) - 1)
         grades = np.array([1] * 3 + [0] * 7)
         queries[f"q{q}"] = word
-        candidates.append(QueryCandidates(f"q{q}", np.zeros(7, np.int64), [docs[r].doc_id for r in rows],
-                                          np.array(rows), np.zeros((10, 0), np.float32), np.ones(10, np.float32),
-                                          grades))
+        candidates.append(
+            QueryCandidates(
+                f"q{q}",
+                np.zeros(7, np.int64),
+                [docs[r].doc_id for r in rows],
+                np.array(rows),
+                np.zeros((10, 0), np.float32),
+                np.ones(10, np.float32),
+                grades,
+            )
+        )
     stats = build_stats("v", docs)
     vectors = rng.normal(size=(len(vocab) + 2, 4)).astype(np.float32)
     embeddings = Embeddings(vectors, ["<pad>", "<unk>", *vocab], "e")
     builder = HistogramBuilder(stats, embeddings, DRMMConfig(query_len=3))
     inputs = build_histograms(candidates, queries, builder, progress=False)
     qrels = {c.query_id: {d: 1 for d, g in zip(c.doc_ids, c.grades) if g} for c in candidates}
-    result = train_drmm(candidates[:12], inputs[:12], candidates[12:], inputs[12:], qrels,
-                        TrainConfig(max_epochs=8, patience=8, batch_size=8, learning_rate=0.2),
-                        builder.config, progress=False)
+    result = train_drmm(
+        candidates[:12],
+        inputs[:12],
+        candidates[12:],
+        inputs[12:],
+        qrels,
+        TrainConfig(max_epochs=8, patience=8, batch_size=8, learning_rate=0.2),
+        builder.config,
+        progress=False,
+    )
     assert result.best_dev > 0.9  # random vectors: cosine bins are noise, exact matches are the signal
     path = tmp_path / "drmm.pt"
     DRMMCheckpoint(builder.config, result.model.state_dict(), "e", "v", {"dev_ndcg20": result.best_dev}).save(path)

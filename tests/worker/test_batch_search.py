@@ -28,8 +28,9 @@ def test_a_run_holds_what_search_serves_for_every_query(home: Path, corpus_docum
     texts = {"q1": "cancer risk and diet", "q2": corpus_documents[3].title, "blank": "?!"}
     queries.write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in texts.items()), encoding="utf-8")
     runner, env = CliRunner(), {"ESRR_HOME": str(home)}
-    result = runner.invoke(main, ["batch-search", str(queries), "--out", str(tmp_path / "run.trec"), "-k", "7"],
-                           env=env)
+    result = runner.invoke(
+        main, ["batch-search", str(queries), "--out", str(tmp_path / "run.trec"), "-k", "7"], env=env
+    )
     assert result.exit_code == 0, result.output
     assert "2 queries in " in result.output
     assert "2 ranked by delta-32-lex3 + BM25 guard + candidate feedback" in result.output
@@ -50,22 +51,29 @@ def test_a_run_holds_what_search_serves_for_every_query(home: Path, corpus_docum
 def test_tsv_queries_and_bm25_order_without_the_model(home: Path, tmp_path: Path) -> None:
     queries = tmp_path / "queries.tsv"
     queries.write_text("a\tcancer\nno tab\nb\tdiet\n", encoding="utf-8")
-    result = CliRunner().invoke(main, ["batch-search", str(queries), "--out", str(tmp_path / "bm25.run"),
-                                       "--window", "0"], env={"ESRR_HOME": str(home)})
+    result = CliRunner().invoke(
+        main,
+        ["batch-search", str(queries), "--out", str(tmp_path / "bm25.run"), "--window", "0"],
+        env={"ESRR_HOME": str(home)},
+    )
     assert result.exit_code == 0, result.output
     assert "2 ranked by BM25" in result.output
     assert "read 2 records, skipped 1 malformed (first: " in result.output and "left out of the run" in result.output
 
 
-@pytest.mark.parametrize("content, args, fragment", [
-    ("", [], "holds no query"),
-    ("no tab here\n", [], "skipped 1 malformed (first: "),
-    ("a\tcancer\n", ["--tag", "two words"], "a run tag is one word"),
-])
+@pytest.mark.parametrize(
+    "content, args, fragment",
+    [
+        ("", [], "holds no query"),
+        ("no tab here\n", [], "skipped 1 malformed (first: "),
+        ("a\tcancer\n", ["--tag", "two words"], "a run tag is one word"),
+    ],
+)
 def test_bad_input_is_a_clean_error(home: Path, tmp_path: Path, content: str, args: list[str], fragment: str) -> None:
     queries = tmp_path / "queries.tsv"
     queries.write_text(content, encoding="utf-8")
-    result = CliRunner().invoke(main, ["batch-search", str(queries), "--out", str(tmp_path / "r.run"), *args],
-                                env={"ESRR_HOME": str(home)})
+    result = CliRunner().invoke(
+        main, ["batch-search", str(queries), "--out", str(tmp_path / "r.run"), *args], env={"ESRR_HOME": str(home)}
+    )
     assert result.exit_code != 0 and fragment in result.output and "Traceback" not in result.output
     assert not (tmp_path / "r.run").exists()

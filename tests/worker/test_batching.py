@@ -5,8 +5,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from types import SimpleNamespace
 from concurrent.futures import TimeoutError as FutureTimeout
+from types import SimpleNamespace
 
 import pytest
 
@@ -43,7 +43,7 @@ def submit_concurrently(batcher: MicroBatcher, items: list[int]) -> dict[int, ob
         barrier.wait()
         try:
             outcomes[item] = batcher(item, timeout=10)
-        except Exception as error:  # noqa: BLE001 - recorded for the assertions
+        except Exception as error:
             outcomes[item] = error
 
     threads = [threading.Thread(target=call, args=(item,)) for item in items]

@@ -14,15 +14,21 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
 
 from es_rerank.lex import LEX3
 from es_rerank.payload import (
-    DOC_LEN, TASK_NAME, PayloadError, ScoreRequest, WorkerSetupError, build_request, encode,
+    DOC_LEN,
+    TASK_NAME,
+    PayloadError,
+    ScoreRequest,
+    WorkerSetupError,
+    build_request,
+    encode,
 )
 
 QUERIES = [
@@ -52,10 +58,13 @@ def reference_scores(artifacts, request: ScoreRequest, checkpoint: Path | None =
         if term_id >= 0:
             doc_rows[i, j] = artifacts.embedding_rows([terms[term_id]])[0]
     query_rows = np.zeros(model.config.query_len, dtype=np.int64)
-    query_rows[:len(request.query_tokens)] = artifacts.embedding_rows(list(request.query_tokens))
+    query_rows[: len(request.query_tokens)] = artifacts.embedding_rows(list(request.query_tokens))
     with torch.no_grad():
-        scores = model(torch.from_numpy(doc_rows), torch.from_numpy(query_rows).expand(request.n, -1),
-                       torch.from_numpy(request.lex))
+        scores = model(
+            torch.from_numpy(doc_rows),
+            torch.from_numpy(query_rows).expand(request.n, -1),
+            torch.from_numpy(request.lex),
+        )
     return scores.numpy()
 
 
@@ -77,8 +86,9 @@ def runtime(broker):
 
 def test_runtime_scores_equal_the_model(runtime, artifacts):
     request = make_request(artifacts, QUERIES[0], rows_for(artifacts, 0))
-    np.testing.assert_allclose(runtime.score(request, timeout=TIMEOUT), reference_scores(artifacts, request),
-                               atol=1e-4, rtol=0)
+    np.testing.assert_allclose(
+        runtime.score(request, timeout=TIMEOUT), reference_scores(artifacts, request), atol=1e-4, rtol=0
+    )
     assert runtime.model_name == "delta-32-lex3"
     assert set(runtime.describe()) >= {"model", "embeddings", "statistics", "device"}
 
@@ -105,8 +115,7 @@ def test_runtime_names_a_missing_statistics_version(runtime, artifacts):
     other = ScoreRequest("v-missing", request.query_tokens, request.doc_tokens, request.lex, request.lex_names)
     with pytest.raises(WorkerSetupError, match=r"no statistics for index version 'v-missing'.*ESRR_HOME"):
         runtime.score(other)
-    hostile = ScoreRequest("../v-test", request.query_tokens, request.doc_tokens, request.lex,
-                           request.lex_names)
+    hostile = ScoreRequest("../v-test", request.query_tokens, request.doc_tokens, request.lex, request.lex_names)
     with pytest.raises(PayloadError, match="not a valid index version"):
         runtime.score(hostile)
 
@@ -116,8 +125,7 @@ def test_runtime_rejects_ids_beyond_the_vocabulary(runtime, artifacts):
     docs = request.doc_tokens.copy()
     docs[0, 0] = len(artifacts.stats.vocab) + 5
     with pytest.raises(PayloadError, match="different statistics"):
-        runtime.score(ScoreRequest(request.stats_version, request.query_tokens, docs, request.lex,
-                                   request.lex_names))
+        runtime.score(ScoreRequest(request.stats_version, request.query_tokens, docs, request.lex, request.lex_names))
 
 
 def test_runtime_reloads_a_version_built_again_under_its_name(broker, artifacts, corpus_documents, tmp_path):
@@ -147,8 +155,7 @@ def test_runtime_reloads_a_version_built_again_under_its_name(broker, artifacts,
         runtime.close()
 
 
-def test_runtime_refuses_a_build_of_the_version_that_it_does_not_hold(broker, artifacts, corpus_documents,
-                                                                      tmp_path):
+def test_runtime_refuses_a_build_of_the_version_that_it_does_not_hold(broker, artifacts, corpus_documents, tmp_path):
     """A gateway and a worker that read different folders for one version name would map ids to the wrong words."""
     import dataclasses
     import shutil
@@ -166,20 +173,23 @@ def test_runtime_refuses_a_build_of_the_version_that_it_does_not_hold(broker, ar
         shutil.rmtree(directory)
         rebuilt = build_stats(artifacts.stats.version, corpus_documents[:3])
         rebuilt.save(directory)  # the same name built again, with another vocabulary
-        with pytest.raises(WorkerSetupError, match=rf"are build {request.stats_build}, but no folder .* holds it "
-                                                   rf"\(this worker's are build {rebuilt.build_id}.*one ESRR_HOME"):
+        with pytest.raises(
+            WorkerSetupError,
+            match=rf"are build {request.stats_build}, but no folder .* holds it "
+            rf"\(this worker's are build {rebuilt.build_id}.*one ESRR_HOME",
+        ):
             runtime.score(request)
         newer = make_request(artifacts, QUERIES[0], [0, 1])
-        newer = dataclasses.replace(newer, doc_tokens=np.minimum(newer.doc_tokens, len(rebuilt.vocab) - 1),
-                                    stats_build=rebuilt.build_id)
+        newer = dataclasses.replace(
+            newer, doc_tokens=np.minimum(newer.doc_tokens, len(rebuilt.vocab) - 1), stats_build=rebuilt.build_id
+        )
         assert len(runtime.score(newer)) == 2
         assert len(runtime.score(dataclasses.replace(request, stats_build="", doc_tokens=newer.doc_tokens))) == 2
     finally:
         runtime.close()
 
 
-def test_runtime_finds_the_build_asked_for_in_another_backends_folder(broker, artifacts, corpus_documents,
-                                                                       tmp_path):
+def test_runtime_finds_the_build_asked_for_in_another_backends_folder(broker, artifacts, corpus_documents, tmp_path):
     """An embedded and an Elasticsearch index built under one version name: each gateway gets its own build."""
     import dataclasses
     import shutil
@@ -193,8 +203,9 @@ def test_runtime_finds_the_build_asked_for_in_another_backends_folder(broker, ar
     runtime = Runtime.load(broker.settings("unused", home=home))  # ESRR_BACKEND: embedded
     try:
         embedded = make_request(artifacts, QUERIES[0], [0, 1])
-        from_es = dataclasses.replace(embedded, doc_tokens=np.minimum(embedded.doc_tokens, len(other.vocab) - 1),
-                                      stats_build=other.build_id)
+        from_es = dataclasses.replace(
+            embedded, doc_tokens=np.minimum(embedded.doc_tokens, len(other.vocab) - 1), stats_build=other.build_id
+        )
         for request, vocabulary in [(embedded, artifacts.stats.vocab), (from_es, other.vocab), (embedded, None)]:
             assert len(runtime.score(request)) == 2
             if vocabulary is not None:
@@ -266,14 +277,13 @@ def test_the_worker_logs_a_summary_of_each_task_and_a_refusal_without_a_tracebac
     mine = [line for line in log.splitlines() if scored.id in line or refused.id in line]
     assert any(f"[{scored.id}] scored 7 documents with delta-32-lex3 in" in line for line in mine), mine
     assert not any(repr(scores[0]) in line or "succeeded in" in line for line in mine), mine
-    refusal = log[log.index(f"[{refused.id}] raised"):]
+    refusal = log[log.index(f"[{refused.id}] raised") :]
     assert "raised expected: PayloadError" in refusal and "Traceback" not in refusal.split("\n", 2)[1]
 
 
 @pytest.mark.broker
 def test_concurrent_requests_are_coalesced(running_worker, artifacts):
-    requests = [make_request(artifacts, QUERIES[i % len(QUERIES)], rows_for(artifacts, 10 + i, 12))
-                for i in range(8)]
+    requests = [make_request(artifacts, QUERIES[i % len(QUERIES)], rows_for(artifacts, 10 + i, 12)) for i in range(8)]
     pending = [send(running_worker.client, running_worker.queue, encode(r)) for r in requests]
     results = [p.get(timeout=TIMEOUT) for p in pending]
     for request, result in zip(requests, results):
@@ -307,8 +317,7 @@ def test_a_killed_worker_loses_no_task(broker, artifacts):
         second.wait_ready(client)
         for request, p in zip(requests, pending):
             result = p.get(timeout=TIMEOUT)
-            np.testing.assert_allclose(result["scores"], reference_scores(artifacts, request),
-                                       atol=1e-4, rtol=0)
+            np.testing.assert_allclose(result["scores"], reference_scores(artifacts, request), atol=1e-4, rtol=0)
     finally:
         first.stop()
         if second is not None:
@@ -341,8 +350,9 @@ def test_a_worker_serves_an_ensemble_named_in_the_checkpoint_setting(broker, art
 def test_the_round_trip_benchmark_times_every_request(running_worker, artifacts):
     from benchmarks.roundtrip import measure_round_trips
 
-    payloads = [encode(make_request(artifacts, QUERIES[i % len(QUERIES)], rows_for(artifacts, 50 + i, 6)))
-                for i in range(6)]
+    payloads = [
+        encode(make_request(artifacts, QUERIES[i % len(QUERIES)], rows_for(artifacts, 50 + i, 6))) for i in range(6)
+    ]
     for concurrency in (1, 3):
         row = measure_round_trips(running_worker.client, running_worker.queue, payloads, concurrency, TIMEOUT)
         assert (row.concurrency, row.requests) == (concurrency, 6)
@@ -397,15 +407,23 @@ def rabbitmq_url(tmp_path_factory, free_port) -> Iterator[str]:
     port, dist_port = free_port(), free_port()
     (scratch / "plugins").write_text("[].\n")
     (scratch / "rabbitmq.conf").write_text("")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(scratch),  # its Erlang cookie lives there
-           "RABBITMQ_NODENAME": f"esrr-{port}@localhost", "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-           "RABBITMQ_NODE_PORT": str(port), "RABBITMQ_DIST_PORT": str(dist_port),
-           "RABBITMQ_MNESIA_BASE": str(scratch / "mnesia"), "RABBITMQ_LOG_BASE": str(scratch / "log"),
-           "RABBITMQ_CONFIG_FILE": str(scratch / "rabbitmq"), "RABBITMQ_ENABLED_PLUGINS_FILE": str(scratch / "plugins"),
-           "RABBITMQ_PID_FILE": str(scratch / "pid")}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(scratch),  # its Erlang cookie lives there
+        "RABBITMQ_NODENAME": f"esrr-{port}@localhost",
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+        "RABBITMQ_NODE_PORT": str(port),
+        "RABBITMQ_DIST_PORT": str(dist_port),
+        "RABBITMQ_MNESIA_BASE": str(scratch / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(scratch / "log"),
+        "RABBITMQ_CONFIG_FILE": str(scratch / "rabbitmq"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(scratch / "plugins"),
+        "RABBITMQ_PID_FILE": str(scratch / "pid"),
+    }
     with open(scratch / "out.log", "wb") as log:
-        node = subprocess.Popen([str(RABBITMQ_SERVER)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        node = subprocess.Popen(
+            [str(RABBITMQ_SERVER)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + 60
         while not _accepts(port):

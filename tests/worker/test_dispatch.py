@@ -22,15 +22,15 @@ from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.gateway.app import create_app as create_gateway
 from es_rerank.gateway.config import GatewaySettings
+from es_rerank.payload import WorkerSetupError
 from es_rerank.ranking.dispatch import SOCKET_WAITS, UNANSWERED_NAME, WorkerReranker
 from es_rerank.ranking.pipeline import ScoringUnavailable, SearchPipeline
 from es_rerank.ranking.served import ServedSearch
-from es_rerank.payload import WorkerSetupError
+from tests.conftest import ranked
 from tests.worker.test_local_search import _dev_queries, _home_with_index
 from worker.celery_app import create_app
 from worker.local import LocalReranker
 from worker.settings import WorkerSettings
-from tests.conftest import ranked
 
 QUERY = "cancer risk and diet"
 TIMEOUT = 30
@@ -273,8 +273,7 @@ def test_search_command_scores_with_the_worker(home_worker, served_home, broker)
 
 
 @pytest.mark.broker
-def test_a_model_with_other_lex_features_is_served_once_the_caller_names_them(artifacts, served_home, broker,
-                                                                             tmp_path):
+def test_a_model_with_other_lex_features_is_served_once_the_caller_names_them(artifacts, served_home, broker, tmp_path):
     home, _ = served_home
     lexg = artifacts.another_checkpoint(tmp_path / "delta-32-lexg.pt", lex_names=("text_bm25", "title_jaccard"))
     queue = f"lexg-{uuid.uuid4().hex[:6]}"
@@ -303,15 +302,17 @@ def test_a_model_with_other_lex_features_is_served_once_the_caller_names_them(ar
 
 
 @pytest.mark.broker
-def test_bench_search_times_the_trip_to_the_worker_and_refuses_to_time_a_fallback(home_worker, served_home, broker,
-                                                                                 tmp_path):
+def test_bench_search_times_the_trip_to_the_worker_and_refuses_to_time_a_fallback(
+    home_worker, served_home, broker, tmp_path
+):
     queue, _ = home_worker
     home, _ = served_home
     data = _dev_queries(tmp_path / "nfcorpus", [QUERY, "vitamin d and bone"])
     env = broker.settings_env(queue, home=home, score_deadline_s=30)
     figures = tmp_path / "figures.json"
-    result = CliRunner().invoke(main, ["bench", "search", "--data", str(data), "--rounds", "1", "--worker",
-                                       "--json-out", str(figures)], env=env)
+    result = CliRunner().invoke(
+        main, ["bench", "search", "--data", str(data), "--rounds", "1", "--worker", "--json-out", str(figures)], env=env
+    )
     assert result.exit_code == 0, result.output
     body = json.loads(figures.read_text(encoding="utf-8"))
     assert body["ranker"] == "delta-32-lex3 + BM25 guard + candidate feedback"

@@ -51,8 +51,7 @@ def test_ensemble_scores_are_the_mean_of_standardised_member_scores():
 def test_members_on_different_scales_count_equally():
     scaled = [np.array([1.0, 2.0, 3.0]), np.array([300.0, 100.0, 200.0])]
     # standardised: [-1.22, 0, 1.22] and [1.22, -1.22, 0] -> the large-scale member does not dominate
-    np.testing.assert_allclose(ensemble_scores([[scaled[0]], [scaled[1]]])[0], [0.0, -0.6123724, 0.6123724],
-                               atol=1e-6)
+    np.testing.assert_allclose(ensemble_scores([[scaled[0]], [scaled[1]]])[0], [0.0, -0.6123724, 0.6123724], atol=1e-6)
 
 
 def test_an_ensemble_needs_two_members_on_one_device():

@@ -15,13 +15,12 @@ from click.testing import CliRunner
 
 from es_rerank.cli import main
 from es_rerank.ranking.assemble import served_pipeline
+from tests.conftest import ranked
 from tests.worker.conftest import home_without_index
 from worker.local import LocalReranker
 from worker.settings import WorkerSettings
 from worker.training.collection import CollectionError, JudgedCollection
 from worker.training.evaluate import EvalRow, verdict, wins_ties_losses
-from tests.conftest import ranked
-
 
 
 def _beir(directory: Path, documents, n_queries: int = 12) -> Path:
@@ -34,14 +33,17 @@ def _beir(directory: Path, documents, n_queries: int = 12) -> Path:
         for i in range(n_queries):
             out.write(json.dumps({"_id": f"q{i}", "text": documents[2 * i].title}) + "\n")
     rows = [f"q{i}\t{documents[2 * i].doc_id}\t1" for i in range(n_queries)]
-    (directory / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n",
-                                                  encoding="utf-8")
+    (directory / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n", encoding="utf-8"
+    )
     return directory
 
 
 def _read_run(path: Path) -> dict[str, dict[str, float]]:
-    return {query_id: {doc.doc_id: doc.score for doc in docs} for query_id, docs in
-            groupby(ir_measures.read_trec_run(str(path)), key=lambda doc: doc.query_id)}
+    return {
+        query_id: {doc.doc_id: doc.score for doc in docs}
+        for query_id, docs in groupby(ir_measures.read_trec_run(str(path)), key=lambda doc: doc.query_id)
+    }
 
 
 def test_eval_data_reports_the_served_stages_and_ends_with_the_verdict(artifacts, corpus_documents, tmp_path):
@@ -51,13 +53,21 @@ def test_eval_data_reports_the_served_stages_and_ends_with_the_verdict(artifacts
     result = CliRunner().invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "report")], env=env)
     assert result.exit_code == 0, result.output
     last = result.output.rstrip().splitlines()[-1]
-    assert last.startswith(("the reranker helps this collection (my-collection test): served default: ",
-                            "the reranker does not help this collection (my-collection test)")), last
+    assert last.startswith(
+        (
+            "the reranker helps this collection (my-collection test): served default: ",
+            "the reranker does not help this collection (my-collection test)",
+        )
+    ), last
     assert "delta-32-lex3 + BM25 guard + candidate feedback, nDCG@10 " in last and "queries better" in last
     table = (tmp_path / "report" / "table.md").read_text(encoding="utf-8")
-    for row in ("| BM25 |", "| served: BM25 + candidate feedback |", "| served: delta-32-lex3 |",
-                "| served: delta-32-lex3 + BM25 guard |",
-                "| served default: delta-32-lex3 + BM25 guard + candidate feedback |"):
+    for row in (
+        "| BM25 |",
+        "| served: BM25 + candidate feedback |",
+        "| served: delta-32-lex3 |",
+        "| served: delta-32-lex3 + BM25 guard |",
+        "| served default: delta-32-lex3 + BM25 guard + candidate feedback |",
+    ):
         assert row in table
     assert "| nDCG@10 | NDCG@20 (2^rel-1) |" in table and "12 judged queries" in table
     assert table.rstrip().endswith(last)  # the report keeps the verdict
@@ -75,11 +85,13 @@ def test_eval_data_reports_the_served_stages_and_ends_with_the_verdict(artifacts
     settings = WorkerSettings(home=home)
     from es_rerank.backends.embedded import EmbeddedBackend
 
-    pipeline = served_pipeline(settings, 500, backend=EmbeddedBackend.open_current(index),
-                               local_reranker=lambda: LocalReranker(settings))
+    pipeline = served_pipeline(
+        settings, 500, backend=EmbeddedBackend.open_current(index), local_reranker=lambda: LocalReranker(settings)
+    )
     try:
-        runs = _read_run(home / "runs" / index.name / "test" /
-                         "served_default_delta-32-lex3_BM25_guard_candidate_feedback.run")
+        runs = _read_run(
+            home / "runs" / index.name / "test" / "served_default_delta-32-lex3_BM25_guard_candidate_feedback.run"
+        )
         queries = JudgedCollection.locate(data).queries
         for query_id, text in queries.items():
             ranking = ranked(pipeline, text, 500)
@@ -97,9 +109,21 @@ def test_eval_reads_a_corpus_file_with_tsv_queries_and_trec_qrels(artifacts, cor
     queries.write_text("".join(f"q{i}\t{corpus_documents[2 * i].title}\n" for i in range(8)), encoding="utf-8")
     qrels = tmp_path / "judgments.qrels"
     qrels.write_text("".join(f"q{i} 0 {corpus_documents[2 * i].doc_id} 2\n" for i in range(8)), encoding="utf-8")
-    result = CliRunner().invoke(main, ["eval", "--data", str(beir / "corpus.jsonl.gz"), "--queries", str(queries),
-                                       "--qrels", str(qrels), "--out", str(tmp_path / "r")],
-                                env={"ESRR_HOME": str(home)})
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--data",
+            str(beir / "corpus.jsonl.gz"),
+            "--queries",
+            str(queries),
+            "--qrels",
+            str(qrels),
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        env={"ESRR_HOME": str(home)},
+    )
     assert result.exit_code == 0, result.output
     assert "8 judged queries" in (tmp_path / "r" / "table.md").read_text(encoding="utf-8")
     assert result.output.rstrip().splitlines()[-1].startswith("the reranker ")
@@ -115,11 +139,13 @@ def test_a_collection_that_cannot_be_evaluated_names_the_fix(corpus_documents, t
     (data / "queries.jsonl").write_text(json.dumps({"_id": "other", "text": "x"}) + "\n", encoding="utf-8")
     with pytest.raises(CollectionError, match="none of the 4 queries judged in .* has a text"):
         JudgedCollection.locate(data)
-    result = CliRunner().invoke(main, ["eval", "--data", str(data), "--split", "dev"],
-                                env={"ESRR_HOME": str(tmp_path / "home")})
+    result = CliRunner().invoke(
+        main, ["eval", "--data", str(data), "--split", "dev"], env={"ESRR_HOME": str(tmp_path / "home")}
+    )
     assert result.exit_code == 1 and "pass --split test" in result.output and "Traceback" not in result.output
-    result = CliRunner().invoke(main, ["eval", "--qrels", str(data / "qrels" / "test.tsv")],
-                                env={"ESRR_HOME": str(tmp_path / "home")})
+    result = CliRunner().invoke(
+        main, ["eval", "--qrels", str(data / "qrels" / "test.tsv")], env={"ESRR_HOME": str(tmp_path / "home")}
+    )
     assert result.exit_code == 2 and "given with --data" in result.output
 
 
@@ -133,18 +159,32 @@ def test_a_changed_corpus_gets_an_index_of_its_own(corpus_documents, tmp_path):
 
 
 def _row(name: str, values: list[float]) -> EvalRow:
-    return EvalRow(name, {"nDCG@10": float(np.mean(values))}, {"nDCG@10": {f"q{i}": v for i, v in enumerate(values)}},
-                   {})
+    return EvalRow(
+        name, {"nDCG@10": float(np.mean(values))}, {"nDCG@10": {f"q{i}": v for i, v in enumerate(values)}}, {}
+    )
 
 
-@pytest.mark.parametrize("served, p, start", [
-    ([0.6] * 10, 0.001, "the reranker helps this collection (c test): served default: x, nDCG@10 0.6000 against "
-                        "BM25's 0.5000 (+20.0%, paired t-test p=0.001; 10 queries better, 0 equal, 0 worse)."),
-    ([0.4] * 10, 0.001, "the reranker does not help this collection (c test), it hurts it: served default: x, "
-                        "nDCG@10 0.4000"),
-    ([0.52] * 10, 0.2, "the reranker does not help this collection (c test) measurably: served default: x, "
-                       "nDCG@10 0.5200"),
-])
+@pytest.mark.parametrize(
+    "served, p, start",
+    [
+        (
+            [0.6] * 10,
+            0.001,
+            "the reranker helps this collection (c test): served default: x, nDCG@10 0.6000 against "
+            "BM25's 0.5000 (+20.0%, paired t-test p=0.001; 10 queries better, 0 equal, 0 worse).",
+        ),
+        (
+            [0.4] * 10,
+            0.001,
+            "the reranker does not help this collection (c test), it hurts it: served default: x, nDCG@10 0.4000",
+        ),
+        (
+            [0.52] * 10,
+            0.2,
+            "the reranker does not help this collection (c test) measurably: served default: x, nDCG@10 0.5200",
+        ),
+    ],
+)
 def test_the_verdict_says_helps_hurts_or_within_chance(served: list[float], p: float, start: str):
     base = _row("BM25", [0.5] * 10)
     row = _row("served default: x", served)

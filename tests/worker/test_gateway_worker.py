@@ -11,20 +11,19 @@ import json
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator
 
 import pytest
 from click.testing import CliRunner
 from elasticsearch import Elasticsearch
 
 from es_rerank.cli import main
-from tests.worker.test_local_search import _dev_queries, _home_with_index
 from tests.conftest import REPO, esrr_serve
-
+from tests.worker.test_local_search import _dev_queries, _home_with_index
 
 QUERIES = ("cancer risk and diet", "vitamin d and bone", "breast cancer", "statins", "green tea")
 TIMEOUT = 30
@@ -82,7 +81,8 @@ def test_the_elasticsearch_client_reads_the_reranked_hits_that_esrr_search_shows
     assert "fallback" not in remote["esrr"]
     assert _ids(remote) == _ids(local)
     assert [hit["_score"] for hit in remote["hits"]["hits"]] == pytest.approx(
-        [hit["_score"] for hit in local["hits"]["hits"]], abs=1e-4)
+        [hit["_score"] for hit in local["hits"]["hits"]], abs=1e-4
+    )
     assert _ids(paged) == _ids(remote)[2:5]
 
 
@@ -141,8 +141,23 @@ def test_health_is_a_503_while_the_worker_refuses_every_search(broker, artifacts
 def test_bench_http_times_a_running_gateway_and_refuses_to_time_a_fallback(broker, queue, home, free_port, tmp_path):
     data, figures = _dev_queries(tmp_path / "nfcorpus", list(QUERIES[:3])), tmp_path / "figures.json"
     with _serving(_env(broker, queue, home), free_port()) as url:
-        result = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data), "--rounds", "2",
-                                           "--concurrency", "2", "--json-out", str(figures)])
+        result = CliRunner().invoke(
+            main,
+            [
+                "bench",
+                "http",
+                "--url",
+                url,
+                "--data",
+                str(data),
+                "--rounds",
+                "2",
+                "--concurrency",
+                "2",
+                "--json-out",
+                str(figures),
+            ],
+        )
     assert result.exit_code == 0, result.output
     written = json.loads(figures.read_text())
     assert written["searches"] == 6 and written["rankers"] == ["delta-32-lex3 + BM25 guard + candidate feedback"]
@@ -150,14 +165,16 @@ def test_bench_http_times_a_running_gateway_and_refuses_to_time_a_fallback(broke
     with _serving(_env(broker, f"nobody-{uuid.uuid4().hex[:6]}", home, score_deadline_s=0.3), free_port()) as url:
         refused = CliRunner().invoke(main, ["bench", "http", "--url", url, "--data", str(data)])
     assert refused.exit_code == 1 and "was not reranked" in refused.output
-    unreachable = CliRunner().invoke(main, ["bench", "http", "--url", f"http://127.0.0.1:{free_port()}",
-                                            "--data", str(data)])
+    unreachable = CliRunner().invoke(
+        main, ["bench", "http", "--url", f"http://127.0.0.1:{free_port()}", "--data", str(data)]
+    )
     assert unreachable.exit_code == 1 and "start it with `esrr serve`" in unreachable.output
 
 
 @pytest.mark.broker
-def test_esrr_evals_runner_ranks_what_the_gateway_serves_hit_for_hit(broker, queue, home, corpus_documents,
-                                                                      free_port, monkeypatch):
+def test_esrr_evals_runner_ranks_what_the_gateway_serves_hit_for_hit(
+    broker, queue, home, corpus_documents, free_port, monkeypatch
+):
     from es_rerank.backends.base import text_body
     from es_rerank.backends.embedded import EmbeddedBackend
     from worker.training.cli import _served_rows
@@ -180,5 +197,6 @@ def test_esrr_evals_runner_ranks_what_the_gateway_serves_hit_for_hit(broker, que
         assert body["esrr"]["ranker"] == served.default.removeprefix(DEFAULT_PREFIX) and "fallback" not in body["esrr"]
         assert _ids(body) == [doc_id for doc_id, _ in served.pages[query_id]], queries[query_id]
         assert [hit["_score"] for hit in body["hits"]["hits"]] == pytest.approx(
-            [score for _, score in served.pages[query_id]], abs=1e-4)
+            [score for _, score in served.pages[query_id]], abs=1e-4
+        )
     assert sum(len(page) for page in served.pages.values()) >= 5 * len(queries)  # queries with hits to compare

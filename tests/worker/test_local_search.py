@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from es_rerank.backends.base import text_hits
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
+from es_rerank.lex import LEX3, lex_features
+from es_rerank.payload import WorkerSetupError
 from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
 from es_rerank.ranking.guard import guarded
 from es_rerank.ranking.pipeline import STAGES
-from es_rerank.lex import LEX3, lex_features
-from es_rerank.payload import WorkerSetupError
 from es_rerank.settings import CommonSettings
 from es_rerank.text import embedding_tokens, tokenize
 from index_setup.embedded_index import build_embedded_index
@@ -53,11 +53,11 @@ def test_rerank_scores_equal_the_reference_model(artifacts, corpus_documents, tm
     model = Checkpoint.load(artifacts.checkpoint_path).build_model(artifacts.vectors)
     query_rows = np.zeros((len(hits), 7), dtype=np.int64)
     tokens = embedding_tokens(tokenize(query))[:7]
-    query_rows[:, :len(tokens)] = artifacts.embedding_rows(tokens)
+    query_rows[:, : len(tokens)] = artifacts.embedding_rows(tokens)
     doc_rows = np.zeros((len(hits), 50), dtype=np.int64)
     for i, hit in enumerate(hits):
         words = [backend.stats.vocab.terms[t] for t in hit.terms.first_ids]
-        doc_rows[i, :len(words)] = artifacts.embedding_rows(words)
+        doc_rows[i, : len(words)] = artifacts.embedding_rows(words)
     lex = lex_features(backend.stats.vocab.lookup(tokenize(query)), [h.terms for h in hits], backend.stats, LEX3)
     with torch.inference_mode():
         expected = model(torch.from_numpy(doc_rows), torch.from_numpy(query_rows), torch.from_numpy(lex)).numpy()
@@ -76,23 +76,26 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
     model_scores, _ = rerank_scores("cancer risk and diet", hits, backend.stats, WorkerSettings(home=home))
     settings = CommonSettings()
     blended = guarded(model_scores, np.array([h.score for h in hits]), settings.bm25_guard_weight)
-    fed = with_feedback(blended, document_vectors([h.terms for h in hits], backend.stats),
-                        FeedbackParams.from_settings(settings))
+    fed = with_feedback(
+        blended, document_vectors([h.terms for h in hits], backend.stats), FeedbackParams.from_settings(settings)
+    )
     # The model's scores, fed, lifted as one above the BM25 tail: their differences are the model's.
     best = sorted(fed, reverse=True)[:5]
     assert len(rows) == 5 and np.diff(shown) == pytest.approx(np.diff(best), abs=2e-3)
     assert shown[0] - best[0] == pytest.approx(min(h.score for h in hits) + 1.0 - min(fed), abs=2e-3)
 
     def ranker_of(*options: str) -> str:
-        result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", *options],
-                                    env={"ESRR_HOME": str(home)})
+        result = CliRunner().invoke(
+            main, ["search", "cancer risk and diet", "-k", "5", *options], env={"ESRR_HOME": str(home)}
+        )
         return result.stdout.splitlines()[0]
 
     assert ranker_of("--no-feedback") == f"ranked by: BM25 top {len(hits)} → delta-32-lex3 + BM25 guard"
     assert ranker_of("--no-rerank", "--no-feedback") == "ranked by: BM25 (no stage reordered the hits)"
 
-    as_json = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5", "--json"],
-                                 env={"ESRR_HOME": str(home)})
+    as_json = CliRunner().invoke(
+        main, ["search", "cancer risk and diet", "-k", "5", "--json"], env={"ESRR_HOME": str(home)}
+    )
     assert as_json.exit_code == 0, as_json.output
     body = json.loads(as_json.stdout)
     assert body["esrr"]["ranker"] == "delta-32-lex3 + BM25 guard + candidate feedback"
@@ -103,8 +106,9 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
 
 def test_search_json_scores_descend_past_a_short_window(artifacts, corpus_documents, tmp_path):
     home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
-    result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "8", "--window", "3", "--json"],
-                                env={"ESRR_HOME": str(home)})
+    result = CliRunner().invoke(
+        main, ["search", "cancer risk and diet", "-k", "8", "--window", "3", "--json"], env={"ESRR_HOME": str(home)}
+    )
     assert result.exit_code == 0, result.output
     hits = json.loads(result.stdout)["hits"]
     scores = [h["_score"] for h in hits["hits"]]
@@ -114,8 +118,9 @@ def test_search_json_scores_descend_past_a_short_window(artifacts, corpus_docume
     assert scores[3:] == pytest.approx(bm25)  # the tail is BM25's
     window_bm25 = [h["fields"]["bm25_score"][0] for h in hits["hits"][:3]]
     assert min(scores[:3]) == pytest.approx(min(window_bm25) + 1.0)  # one point above the window's lowest BM25
-    table = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "8", "--window", "3"],
-                               env={"ESRR_HOME": str(home)})
+    table = CliRunner().invoke(
+        main, ["search", "cancer risk and diet", "-k", "8", "--window", "3"], env={"ESRR_HOME": str(home)}
+    )
     assert [float(row.split()[1]) for row in table.stdout.splitlines()[3:]] == pytest.approx(scores, abs=1e-3)
 
 
@@ -125,16 +130,21 @@ def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_do
     hits = text_hits(backend, query, 20)
     first = home / "models" / "delta-32-lex3.pt"
     second = artifacts.another_checkpoint(home / "models" / "delta-32-lex3-seed2.pt")
-    singles = [rerank_scores(query, hits, backend.stats, WorkerSettings(home=home, checkpoint=path))[0]
-               for path in (first, second)]
+    singles = [
+        rerank_scores(query, hits, backend.stats, WorkerSettings(home=home, checkpoint=path))[0]
+        for path in (first, second)
+    ]
     assert np.corrcoef(*singles)[0, 1] < 0.99  # two different rankers
 
     scores, name = rerank_scores(query, hits, backend.stats, WorkerSettings(home=home, checkpoint=f"{first},{second}"))
     assert name == "delta-32-lex3+delta-32-lex3-seed2"
     np.testing.assert_allclose(scores, ensemble_scores([[singles[0]], [singles[1]]])[0], atol=1e-5)
 
-    result = CliRunner().invoke(main, ["search", query, "-k", "3", "--no-neighbours"],
-                                env={"ESRR_HOME": str(home), "ESRR_CHECKPOINT": f"{first},{second}"})
+    result = CliRunner().invoke(
+        main,
+        ["search", query, "-k", "3", "--no-neighbours"],
+        env={"ESRR_HOME": str(home), "ESRR_CHECKPOINT": f"{first},{second}"},
+    )
     assert result.exit_code == 0, result.output
     assert "→ delta-32-lex3+delta-32-lex3-seed2 + BM25 guard + candidate feedback" in result.stdout.splitlines()[0]
 
@@ -165,15 +175,18 @@ def test_a_missing_model_names_the_folder_looked_in_and_both_fixes(tmp_path):
 def _dev_queries(root: Path, texts: list[str]) -> Path:
     """An NFCorpus look-alike whose dev split holds ``texts`` (the corpus itself is the index's)."""
     (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text(json.dumps({"_id": "unused", "title": "t", "text": "a"}) + "\n",
-                                       encoding="utf-8")
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": f"Q{i}", "text": t}) + "\n"
-                                                for i, t in enumerate(texts)), encoding="utf-8")
+    (root / "corpus.jsonl").write_text(
+        json.dumps({"_id": "unused", "title": "t", "text": "a"}) + "\n", encoding="utf-8"
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"Q{i}", "text": t}) + "\n" for i, t in enumerate(texts)), encoding="utf-8"
+    )
     header = "query-id\tcorpus-id\tscore\n"
     for split in ("train", "test"):
         (root / "qrels" / f"{split}.tsv").write_text(header, encoding="utf-8")
-    (root / "qrels" / "dev.tsv").write_text(header + "".join(f"Q{i}\tunused\t1\n" for i in range(len(texts))),
-                                            encoding="utf-8")
+    (root / "qrels" / "dev.tsv").write_text(
+        header + "".join(f"Q{i}\tunused\t1\n" for i in range(len(texts))), encoding="utf-8"
+    )
     return root
 
 
@@ -181,14 +194,26 @@ def test_bench_search_times_every_stage_that_search_serves(artifacts, corpus_doc
     home, _ = _home_with_index(artifacts, corpus_documents, tmp_path)
     data = _dev_queries(tmp_path / "nfcorpus", ["cancer risk and diet", "zebra", "vitamin d and bone"])
     figures = tmp_path / "figures.json"
-    result = CliRunner().invoke(main, ["bench", "search", "--data", str(data), "--rounds", "2",
-                                       "--json-out", str(figures)], env={"ESRR_HOME": str(home)})
+    result = CliRunner().invoke(
+        main,
+        ["bench", "search", "--data", str(data), "--rounds", "2", "--json-out", str(figures)],
+        env={"ESRR_HOME": str(home)},
+    )
     assert result.exit_code == 0, result.output
     body = json.loads(figures.read_text(encoding="utf-8"))
     assert body["ranker"] == "delta-32-lex3 + BM25 guard + candidate feedback" and body["queries"] == 3
     stages = body["stages"]
-    assert list(stages) == ["retrieve", "features", "model", "guard", "feedback vectors", "feedback votes", "merge",
-                            "total", "feedback vectors, uncached"]
+    assert list(stages) == [
+        "retrieve",
+        "features",
+        "model",
+        "guard",
+        "feedback vectors",
+        "feedback votes",
+        "merge",
+        "total",
+        "feedback vectors, uncached",
+    ]
     assert stages["retrieve"]["queries"] == stages["total"]["queries"] == 6  # 3 queries x 2 rounds
     assert stages["model"]["queries"] == stages["feedback vectors, uncached"]["queries"] == 4  # "zebra": no hit
     served = [row["share_of_total"] for name, row in stages.items() if name in STAGES]
@@ -199,8 +224,9 @@ def test_bench_search_times_every_stage_that_search_serves(artifacts, corpus_doc
 
 def test_bench_search_without_an_index_is_a_clean_error(tmp_path):
     data = _dev_queries(tmp_path / "nfcorpus", ["cancer risk and diet"])
-    result = CliRunner().invoke(main, ["bench", "search", "--data", str(data)],
-                                env={"ESRR_HOME": str(tmp_path / "home")})
+    result = CliRunner().invoke(
+        main, ["bench", "search", "--data", str(data)], env={"ESRR_HOME": str(tmp_path / "home")}
+    )
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert "esrr index build" in result.output, result.output
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from worker.model import (PAD_ID, VARIANTS, Checkpoint, CheckpointError, DeltaConfig, DeltaModel, delta_matrix)
+from worker.model import PAD_ID, VARIANTS, Checkpoint, CheckpointError, DeltaConfig, DeltaModel, delta_matrix
 
 N_WORDS, DIM = 400, 300
 
@@ -41,14 +41,16 @@ def make_model(vectors: np.ndarray, variant: str, seed: int = 0) -> DeltaModel:
     return model.eval()
 
 
-def scores(model: DeltaModel, docs: np.ndarray, query: np.ndarray,
-           lex: np.ndarray | None = None) -> np.ndarray:
+def scores(model: DeltaModel, docs: np.ndarray, query: np.ndarray, lex: np.ndarray | None = None) -> np.ndarray:
     n = docs.shape[0]
     if model.config.lex_names and lex is None:
         lex = np.tile(np.array([[5.0, 0.2, 0.5]], np.float32), (n, 1))
     with torch.no_grad():
-        out = model(torch.as_tensor(docs), torch.as_tensor(query)[None, :].expand(n, -1),
-                    None if lex is None else torch.as_tensor(lex))
+        out = model(
+            torch.as_tensor(docs),
+            torch.as_tensor(query)[None, :].expand(n, -1),
+            None if lex is None else torch.as_tensor(lex),
+        )
     return out.numpy()
 
 
@@ -71,8 +73,13 @@ def test_shapes(vectors: np.ndarray, variant: str) -> None:
     doc_ids, query_ids = torch.as_tensor(docs), torch.as_tensor(QUERY)[None].expand(3, -1)
     delta = delta_matrix(doc, query[None].expand(3, -1, -1), doc_ids != PAD_ID, query_ids != PAD_ID, config)
     assert delta.shape == (3, 50, config.delta_width)
-    expected_width = {"delta-32": 303, "delta-32-lex3": 303, "delta-32-lex3-window": 303, "delta-32-no-difference": 3,
-                      "delta-32-no-delta-features": 300}[variant]
+    expected_width = {
+        "delta-32": 303,
+        "delta-32-lex3": 303,
+        "delta-32-lex3-window": 303,
+        "delta-32-no-difference": 3,
+        "delta-32-no-delta-features": 300,
+    }[variant]
     assert config.delta_width == expected_width
     assert [c.in_channels for c in model.convs] == [expected_width, 32, 32]
     assert model.dense[0].in_features == 32 + len(config.lex_names)
@@ -97,8 +104,9 @@ def test_delta_matrix_values(vectors: np.ndarray) -> None:
     proximity = 1 - distance / float(d.norm() + q.norm())
     torch.testing.assert_close(delta[0, 300:], torch.tensor([cosine, distance, proximity]))
     # an exact match: zero difference, cosine 1, distance 0, proximity 1
-    torch.testing.assert_close(delta[1], torch.cat([torch.zeros(300), torch.tensor([1.0, 0.0, 1.0])]),
-                               atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        delta[1], torch.cat([torch.zeros(300), torch.tensor([1.0, 0.0, 1.0])]), atol=1e-5, rtol=0
+    )
     assert torch.all(delta[2] == 0)  # padding zeroed
 
 
@@ -111,8 +119,7 @@ def test_padding_invariance(vectors: np.ndarray, variant: str) -> None:
     wider = np.concatenate([docs, np.zeros((4, 10), np.int64)], axis=1)
     np.testing.assert_allclose(scores(model, wider, QUERY), base, atol=1e-5, rtol=0)
     short = docs_with_lengths([20, 7], seed=5)
-    np.testing.assert_allclose(scores(model, short[:, :20], QUERY), scores(model, short, QUERY),
-                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(scores(model, short[:, :20], QUERY), scores(model, short, QUERY), atol=1e-5, rtol=0)
     for query in (np.array([11, 23, 5]), np.array([0, 11, 0, 23, 0, 5, 0]), np.array([11, 23, 5, 0])):
         np.testing.assert_allclose(scores(model, docs, query), base, atol=1e-5, rtol=0)
 
@@ -176,8 +183,11 @@ def test_checkpoint_roundtrip(tmp_path, vectors: np.ndarray, variant: str) -> No
     Checkpoint(model.config, model.state_dict(), "emb-v1", "stats-v1", {"ndcg@20": 0.31}).save(path)
     loaded = Checkpoint.load(path)
     assert loaded.config == model.config
-    assert (loaded.embeddings_version, loaded.stats_version, loaded.metrics) == ("emb-v1", "stats-v1",
-                                                                                {"ndcg@20": 0.31})
+    assert (loaded.embeddings_version, loaded.stats_version, loaded.metrics) == (
+        "emb-v1",
+        "stats-v1",
+        {"ndcg@20": 0.31},
+    )
     assert "embeddings" not in loaded.state_dict  # frozen vectors live in their own artifact
     rebuilt = loaded.build_model(vectors)
     assert not rebuilt.training
@@ -199,8 +209,20 @@ def test_checkpoint_errors(tmp_path, vectors: np.ndarray) -> None:
         Checkpoint.load(path)
 
 
-@pytest.mark.parametrize("content", ["text", "truncated", "empty", "list", "missing key", "unknown config key",
-                                     "unknown lex feature", "query_len 0", "no embeddings version"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "text",
+        "truncated",
+        "empty",
+        "list",
+        "missing key",
+        "unknown config key",
+        "unknown lex feature",
+        "query_len 0",
+        "no embeddings version",
+    ],
+)
 def test_a_damaged_checkpoint_is_a_checkpoint_error(tmp_path, vectors: np.ndarray, content: str) -> None:
     model = make_model(vectors, "delta-32")
     path = tmp_path / "model.pt"
@@ -238,8 +260,11 @@ def test_a_checkpoint_with_weights_that_are_not_numbers_is_refused(tmp_path, vec
     state["convs.0.bias"][3] = float("inf")
     path = tmp_path / "diverged.pt"
     Checkpoint(model.config, state, "e", "s").save(path)
-    with pytest.raises(CheckpointError, match=r"diverged\.pt holds weights that are not finite numbers "
-                                              r"\(convs\.0\.bias, dense\.1\.weight\).*esrr train"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"diverged\.pt holds weights that are not finite numbers "
+        r"\(convs\.0\.bias, dense\.1\.weight\).*esrr train",
+    ):
         Checkpoint.load(path)
 
 

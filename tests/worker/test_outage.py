@@ -19,10 +19,10 @@ import json
 import signal
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -31,9 +31,8 @@ from es_rerank.ranking.broker import client_app
 from es_rerank.ranking.dispatch import WorkerReranker
 from es_rerank.ranking.pipeline import ScoringUnavailable
 from es_rerank.settings import BrokerSettings
-from tests.worker.test_local_search import _home_with_index
 from tests.conftest import REPO, esrr_serve
-
+from tests.worker.test_local_search import _home_with_index
 
 CLIENTS = 16
 DEADLINE_S = 2.0  # the default ESRR_SCORE_DEADLINE_S
@@ -81,7 +80,7 @@ def wait_for_reranking(pool, url: str) -> None:
 
 
 def _fallback_lines(log_path: Path) -> list[dict]:
-    lines = [line[line.index("{"):] for line in log_path.read_text().splitlines() if '"model_fallback"' in line]
+    lines = [line[line.index("{") :] for line in log_path.read_text().splitlines() if '"model_fallback"' in line]
     return [json.loads(line) for line in lines]
 
 
@@ -132,8 +131,7 @@ def test_a_killed_worker_trips_the_breaker_and_a_new_one_reranks_again(broker, h
 
 
 @pytest.mark.broker
-def test_a_stopped_broker_falls_back_within_the_deadline_then_at_once(broker, home, private_redis, free_port,
-                                                                      tmp_path):
+def test_a_stopped_broker_falls_back_within_the_deadline_then_at_once(broker, home, private_redis, free_port, tmp_path):
     import urllib3
 
     queue = f"frozen-{uuid.uuid4().hex[:6]}"
@@ -171,11 +169,11 @@ def test_the_queue_cap_bounds_what_an_outage_leaves_on_redis(broker, home):
 
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
     stats = backend.stats
-    window = [Hit(stats.doc_ids[row % stats.n_docs], 1.0, "", stats.doc_terms(row % stats.n_docs))
-              for row in range(500)]  # a full window of 500 hits, as a search sends
+    window = [
+        Hit(stats.doc_ids[row % stats.n_docs], 1.0, "", stats.doc_terms(row % stats.n_docs)) for row in range(500)
+    ]  # a full window of 500 hits, as a search sends
     queue = f"nobody-{uuid.uuid4().hex[:6]}"
-    settings = BrokerSettings(home=home, broker_url=broker.redis_url, broker_key_prefix=broker.key_prefix,
-                              queue=queue)
+    settings = BrokerSettings(home=home, broker_url=broker.redis_url, broker_key_prefix=broker.key_prefix, queue=queue)
     app, attempts = client_app(settings), 300
     filling = WorkerReranker(app, queue, 0.2, max_queued=settings.queue_max_tasks)  # no breaker
     # A refusal costs a look at the queue, not a deadline: past the cap, searches with a 60 s deadline are
@@ -194,7 +192,7 @@ def test_the_queue_cap_bounds_what_an_outage_leaves_on_redis(broker, home):
         app.close()  # both rerankers' connections: they share the app
     left = redis.Redis.from_url(broker.redis_url).lrange(broker.key_prefix + queue, 0, -1)
     assert len(left) == settings.queue_max_tasks
-    assert all("no worker answered" in reason for reason in reasons[:settings.queue_max_tasks])
+    assert all("no worker answered" in reason for reason in reasons[: settings.queue_max_tasks])
     assert sum("tasks wait on queue" in reason for reason in reasons) == attempts - settings.queue_max_tasks
     assert sum(map(len, left)) <= 1_000_000  # the floor: at most 1 MB left, whatever the outage's length
 
@@ -207,12 +205,34 @@ def test_bench_chaos_runs_every_phase_without_a_failed_search(broker, home, tmp_
     from tests.worker.test_local_search import _dev_queries
 
     data = _dev_queries(tmp_path / "nfcorpus", ["breast cancer", "cancer risk and diet", "vitamin d and bone"])
-    env = {key: value for key, value in broker.settings_env("unused", home=home, torch_threads=1).items()
-           if key not in ("ESRR_BROKER_URL", "ESRR_QUEUE", "ESRR_BROKER_KEY_PREFIX")}  # the bench starts its own
+    env = {
+        key: value
+        for key, value in broker.settings_env("unused", home=home, torch_threads=1).items()
+        if key not in ("ESRR_BROKER_URL", "ESRR_QUEUE", "ESRR_BROKER_KEY_PREFIX")
+    }  # the bench starts its own
     figures = tmp_path / "chaos.json"
-    result = CliRunner().invoke(main, ["bench", "chaos", "--phase-s", "5", "--clients", "2", "--window", "20",
-                                       "--outage-sends", "30", "--data", str(data), "--log-dir", str(tmp_path / "logs"),
-                                       "--json-out", str(figures)], env=env)
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "chaos",
+            "--phase-s",
+            "5",
+            "--clients",
+            "2",
+            "--window",
+            "20",
+            "--outage-sends",
+            "30",
+            "--data",
+            str(data),
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--json-out",
+            str(figures),
+        ],
+        env=env,
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(figures.read_text())
     assert [row["phase"] for row in report["phases"]][0] == "steady" and len(report["phases"]) == 7

@@ -14,8 +14,18 @@ import pytest
 
 from es_rerank.lex import LEX3, lex_features
 from es_rerank.payload import (
-    DOC_LEN, DOC_PAD, MAX_DOCS, MAX_TOKEN_CHARS, QUERY_LEN, RESULT_VERSION, PayloadError, ScoreRequest, build_request,
-    decode, encode, result_scores,
+    DOC_LEN,
+    DOC_PAD,
+    MAX_DOCS,
+    MAX_TOKEN_CHARS,
+    QUERY_LEN,
+    RESULT_VERSION,
+    PayloadError,
+    ScoreRequest,
+    build_request,
+    decode,
+    encode,
+    result_scores,
 )
 from es_rerank.stats import build_stats
 from es_rerank.text import embedding_tokens, tokenize
@@ -65,8 +75,8 @@ def test_build_request_follows_the_model_inputs(stats):
     assert request.doc_tokens.shape == (5, DOC_LEN)
     for row, terms in enumerate(hits):
         first = terms.first_ids[:DOC_LEN]
-        np.testing.assert_array_equal(request.doc_tokens[row, :len(first)], first)
-        assert (request.doc_tokens[row, len(first):] == DOC_PAD).all()
+        np.testing.assert_array_equal(request.doc_tokens[row, : len(first)], first)
+        assert (request.doc_tokens[row, len(first) :] == DOC_PAD).all()
     np.testing.assert_array_equal(request.lex, lex_features(stats.vocab.lookup(tokens), hits, stats, LEX3))
 
 
@@ -107,16 +117,20 @@ BAD_PAYLOADS = {
     "boolean version": (lambda p: {**p, "v": True}, "payload version True"),
     "float version": (lambda p: {**p, "v": 1.0}, "payload version 1.0"),
     "n mismatch": (lambda p: {**p, "n": 4}, r"doc_tokens has shape \[3, 50\], expected \[4, 50\]"),
-    "lex rows mismatch": (lambda p: {**p, "lex": _array(np.zeros((2, 3)), "<f4")},
-                          r"lex has shape \[2, 3\], expected \[3, 3\]"),
-    "doc width": (lambda p: {**p, "doc_tokens": _array(np.zeros((3, 40)), "<i4", "zlib")},
-                  r"shape \[3, 40\], expected \[3, 50\]"),
+    "lex rows mismatch": (
+        lambda p: {**p, "lex": _array(np.zeros((2, 3)), "<f4")},
+        r"lex has shape \[2, 3\], expected \[3, 3\]",
+    ),
+    "doc width": (
+        lambda p: {**p, "doc_tokens": _array(np.zeros((3, 40)), "<i4", "zlib")},
+        r"shape \[3, 40\], expected \[3, 50\]",
+    ),
     "bad base64": (lambda p: {**p, "lex": {**p["lex"], "b64": "@@not base64@@"}}, "not valid base64"),
-    "truncated data": (lambda p: {**p, "lex": {**p["lex"], "b64": p["lex"]["b64"][:8]}},
-                       "holds 6 bytes.*needs 36"),
-    "bad zlib": (lambda p: {**p, "doc_tokens": {**p["doc_tokens"], "codec": "zlib",
-                                                 "b64": base64.b64encode(b"xx").decode()}},
-                 "not valid zlib"),
+    "truncated data": (lambda p: {**p, "lex": {**p["lex"], "b64": p["lex"]["b64"][:8]}}, "holds 6 bytes.*needs 36"),
+    "bad zlib": (
+        lambda p: {**p, "doc_tokens": {**p["doc_tokens"], "codec": "zlib", "b64": base64.b64encode(b"xx").decode()}},
+        "not valid zlib",
+    ),
     "wrong dtype": (lambda p: {**p, "lex": {**p["lex"], "dtype": "<f8"}}, "dtype '<f8', expected '<f4'"),
     "unknown codec": (lambda p: {**p, "lex": {**p["lex"], "codec": "lz4"}}, "codec 'lz4'"),
     "too many docs": (lambda p: {**p, "n": MAX_DOCS + 1}, f"limit is {MAX_DOCS}"),
@@ -124,11 +138,12 @@ BAD_PAYLOADS = {
     "too-long query": (lambda p: {**p, "query_tokens": ["a"] * (QUERY_LEN + 1)}, "truncate"),
     "empty query": (lambda p: {**p, "query_tokens": []}, "no tokens"),
     "query not strings": (lambda p: {**p, "query_tokens": [1, 2]}, "list of strings"),
-    "unknown lex": (lambda p: {**p, "lex_names": ["abstract_bm25", "title_idf_jaccard", "nope"]},
-                    "unknown Lex feature"),
+    "unknown lex": (
+        lambda p: {**p, "lex_names": ["abstract_bm25", "title_idf_jaccard", "nope"]},
+        "unknown Lex feature",
+    ),
     "lex names vs columns": (lambda p: {**p, "lex_names": ["abstract_bm25"]}, r"expected \[3, 1\]"),
-    "ids below padding": (lambda p: {**p, "doc_tokens": _array(np.full((3, 50), -7), "<i4", "zlib")},
-                          "id -7"),
+    "ids below padding": (lambda p: {**p, "doc_tokens": _array(np.full((3, 50), -7), "<i4", "zlib")}, "id -7"),
     "nan lex": (lambda p: {**p, "lex": _array(np.full((3, 3), np.nan), "<f4")}, "NaN"),
     "no stats version": (lambda p: {**p, "stats_version": ""}, "stats_version"),
     "stats build not text": (lambda p: {**p, "stats_build": 7}, "stats_build must be a string"),
@@ -158,16 +173,19 @@ def test_zlib_bomb_is_bounded(stats):
 
 def test_encode_refuses_a_bad_request(stats):
     request = build_request("breast cancer", [stats.doc_terms(0)], stats)
-    wide = ScoreRequest(request.stats_version, request.query_tokens, np.zeros((1, 60), np.int32),
-                        request.lex, request.lex_names)
+    wide = ScoreRequest(
+        request.stats_version, request.query_tokens, np.zeros((1, 60), np.int32), request.lex, request.lex_names
+    )
     with pytest.raises(PayloadError, match="int32 \\[n, 50\\]"):
         encode(wide)
 
 
 def test_payload_and_celery_config_do_not_import_torch():
     """The gateway (and the round-trip benchmark, a client like it) build, encode and send without torch."""
-    code = ("import sys, es_rerank.payload, worker.celery_app, benchmarks.roundtrip; "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, es_rerank.payload, worker.celery_app, benchmarks.roundtrip; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 

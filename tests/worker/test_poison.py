@@ -23,11 +23,23 @@ TIMEOUT = 30
 
 def _envelope(body: bytes, headers: object = None, **properties: object) -> bytes:
     """A kombu Redis envelope around ``body`` (base64), with ``properties`` over the usual ones."""
-    props = {"body_encoding": "base64", "delivery_info": {"exchange": "", "routing_key": "q"},
-             "delivery_mode": 2, "delivery_tag": str(uuid.uuid4()), "priority": 0, **properties}
-    return json.dumps({"body": base64.b64encode(body).decode(), "headers": {} if headers is None else headers,
-                       "content-type": "application/json", "content-encoding": "utf-8",
-                       "properties": props}).encode()
+    props = {
+        "body_encoding": "base64",
+        "delivery_info": {"exchange": "", "routing_key": "q"},
+        "delivery_mode": 2,
+        "delivery_tag": str(uuid.uuid4()),
+        "priority": 0,
+        **properties,
+    }
+    return json.dumps(
+        {
+            "body": base64.b64encode(body).decode(),
+            "headers": {} if headers is None else headers,
+            "content-type": "application/json",
+            "content-encoding": "utf-8",
+            "properties": props,
+        }
+    ).encode()
 
 
 POISON = {  # each of these ended the worker before the guard
@@ -97,7 +109,10 @@ def test_the_kept_list_is_capped(broker, artifacts, redis_client):
         good = encode(make_request(artifacts, QUERIES[1], rows_for(artifacts, 6, 3)))
         assert len(send(client, queue, good).get(timeout=TIMEOUT)["scores"]) == 3
         assert [json.loads(r)["message"] for r in redis_client.lrange(kept_key, 0, -1)] == [
-            "poison 5", "poison 4", "poison 3"]
+            "poison 5",
+            "poison 4",
+            "poison 3",
+        ]
         assert process.process.poll() is None
     finally:
         process.stop()

@@ -23,8 +23,10 @@ from worker.training.cli import open_workspace
 
 
 def _read_run(path: Path) -> dict[str, dict[str, float]]:
-    return {query_id: {doc.doc_id: doc.score for doc in docs} for query_id, docs in
-            groupby(ir_measures.read_trec_run(str(path)), key=lambda doc: doc.query_id)}
+    return {
+        query_id: {doc.doc_id: doc.score for doc in docs}
+        for query_id, docs in groupby(ir_measures.read_trec_run(str(path)), key=lambda doc: doc.query_id)
+    }
 
 
 def _assert_feedback_of(runs: Path, row: str, stats) -> None:
@@ -34,7 +36,9 @@ def _assert_feedback_of(runs: Path, row: str, stats) -> None:
     for query_id, scores in base.items():
         doc_ids = sorted(scores)
         vectors = document_vectors([stats.doc_terms(stats.row(d)) for d in doc_ids], stats)
-        expected = with_feedback(np.array([scores[d] for d in doc_ids]), vectors, FeedbackParams.from_settings(CommonSettings()))
+        expected = with_feedback(
+            np.array([scores[d] for d in doc_ids]), vectors, FeedbackParams.from_settings(CommonSettings())
+        )
         # run files keep 6 decimals of each score
         assert [fed[query_id][d] for d in doc_ids] == pytest.approx(expected, abs=1e-4), (row, query_id)
 
@@ -58,8 +62,9 @@ def _tiny_nfcorpus(directory: Path, documents) -> Path:
     return directory
 
 
-def test_eval_data_searches_an_index_of_its_own_and_refuses_judgments_of_other_documents(artifacts, corpus_documents,
-                                                                                         tmp_path):
+def test_eval_data_searches_an_index_of_its_own_and_refuses_judgments_of_other_documents(
+    artifacts, corpus_documents, tmp_path
+):
     home = tmp_path / "home"
     shutil.copytree(artifacts.home, home)
     (version,) = [d.name for d in (home / "embeddings").iterdir()]
@@ -67,8 +72,12 @@ def test_eval_data_searches_an_index_of_its_own_and_refuses_judgments_of_other_d
     data = _tiny_nfcorpus(tmp_path / "nfcorpus", corpus_documents[:30])  # test judges documents 22-28
     runner, env = CliRunner(), {"ESRR_HOME": str(home)}
     served = tmp_path / "served.jsonl"  # the served index holds another corpus: eval --data does not use it
-    served.write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n"
-                              for d in corpus_documents[30:33]), encoding="utf-8")
+    served.write_text(
+        "".join(
+            json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n" for d in corpus_documents[30:33]
+        ),
+        encoding="utf-8",
+    )
     assert runner.invoke(main, ["index", "build", "--data", str(served)], env=env).exit_code == 0
     first = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "r")], env=env)
     assert first.exit_code == 0, first.output
@@ -81,8 +90,13 @@ def test_eval_data_searches_an_index_of_its_own_and_refuses_judgments_of_other_d
 
     for indexed, name in ((25, "most"), (28, "one")):
         other = shutil.copytree(data, tmp_path / f"{name}-missing")
-        (other / "corpus.jsonl").write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract})
-                                                    + "\n" for d in corpus_documents[:indexed]), encoding="utf-8")
+        (other / "corpus.jsonl").write_text(
+            "".join(
+                json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n"
+                for d in corpus_documents[:indexed]
+            ),
+            encoding="utf-8",
+        )
         result = runner.invoke(main, ["eval", "--data", str(other), "--out", str(tmp_path / f"r-{name}")], env=env)
         missing = f"of the 7 documents judged relevant in {other / 'qrels' / 'test.tsv'}"
         if name == "most":  # 4 of 7 missing: judgments of other documents, no report
@@ -113,31 +127,64 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert [c.query_id for c in dev] == [f"Q{i}" for i in range(16, 22)]  # what the experiment scripts train on
     assert all(c.lex.shape[1] == 3 and c.grades.max() == 2 for c in dev)
     esrr("train", "--data", str(data), "--variant", "all", "--variant", "drmm", "--max-epochs", "2")
-    esrr("train", "--data", str(data), "--variant", "delta-32-lex3", "--lex-features", "text_bm25,title_jaccard",
-         "--max-epochs", "1",
-         "--loss", "softmax", "--suffix=-lexg")
+    esrr(
+        "train",
+        "--data",
+        str(data),
+        "--variant",
+        "delta-32-lex3",
+        "--lex-features",
+        "text_bm25,title_jaccard",
+        "--max-epochs",
+        "1",
+        "--loss",
+        "softmax",
+        "--suffix=-lexg",
+    )
     assert json.loads((home / "models" / "drmm.json").read_text())["best_epoch"] >= 1
     lexg = json.loads((home / "models" / "delta-32-lex3-lexg.json").read_text())["train"]
     assert (lexg["loss"], lexg["negatives_per_positive"]) == ("softmax", 8)
     assert json.loads((home / "models" / "delta-32-lex3.json").read_text())["train"]["negatives_per_positive"] == 1
     assert json.loads((home / "models" / "delta-32-lex3.json").read_text())["lex_features"] == list(LEX3)
     assert json.loads((home / "models" / "delta-32-lex3-lexg.json").read_text())["lex_features"] == [
-        "text_bm25", "title_jaccard"]
+        "text_bm25",
+        "title_jaccard",
+    ]
     header = esrr("search", "vitamin", "--no-feedback", "--no-neighbours").splitlines()[0]
     assert header.endswith("→ delta-32-lex3 + BM25 guard")  # the paper's model is served while it is the only one
     esrr("train", "--data", str(data), "--max-epochs", "1")  # the default: the window variant
     assert json.loads((home / "models" / "delta-32-lex3-window.json").read_text())["lex_features"] == list(LEX3_WINDOW)
     header = esrr("search", "vitamin", "--no-feedback", "--no-neighbours").splitlines()[0]
     assert header.endswith("→ delta-32-lex3-window + BM25 guard")  # served by default once trained, guarded
-    selection = esrr("select-features", "--data", str(data), "--ranker", "linear", "--max-features", "2",
-                     "--max-epochs", "1", "--out", str(tmp_path / "selection"))
+    selection = esrr(
+        "select-features",
+        "--data",
+        str(data),
+        "--ranker",
+        "linear",
+        "--max-features",
+        "2",
+        "--max-epochs",
+        "1",
+        "--out",
+        str(tmp_path / "selection"),
+    )
     assert "| 2 |" in selection and (tmp_path / "selection" / "selection-linear.json").is_file()
 
     report = tmp_path / "report"
     models = home / "models"
-    esrr("eval", "--data", str(data), "--out", str(report), "--baselines", "--extra",
-         f"Delta-32-LexG={models / 'delta-32-lex3-lexg.pt'}",
-         "--ensemble", f"Lex3+LexG={models / 'delta-32-lex3.pt'},{models / 'delta-32-lex3-lexg.pt'}")
+    esrr(
+        "eval",
+        "--data",
+        str(data),
+        "--out",
+        str(report),
+        "--baselines",
+        "--extra",
+        f"Delta-32-LexG={models / 'delta-32-lex3-lexg.pt'}",
+        "--ensemble",
+        f"Lex3+LexG={models / 'delta-32-lex3.pt'},{models / 'delta-32-lex3-lexg.pt'}",
+    )
     table = (report / "table.md").read_text(encoding="utf-8")
     for row in ("| BM25 |", "| DRMM |", "| Delta-32 |", "| Delta-32-Lex3 |", "| Delta-32-LexG |", "| Lex3+LexG |"):
         assert row in table
@@ -145,9 +192,18 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert {r["name"] for r in results["rows"]} >= {"BM25", "DRMM", "Delta-32-LexG", "Lex3+LexG"}
 
     esrr("neighbours", "build", "--data", str(data))
-    table = esrr("eval", "--data", str(data), "--out", str(tmp_path / "with-votes"), "--baselines", "--extra",
-                 f"LexG={models / 'delta-32-lex3-lexg.pt'}", "--ensemble",
-                 f"Both={models / 'delta-32-lex3.pt'},{models / 'delta-32-lex3-lexg.pt'}")
+    table = esrr(
+        "eval",
+        "--data",
+        str(data),
+        "--out",
+        str(tmp_path / "with-votes"),
+        "--baselines",
+        "--extra",
+        f"LexG={models / 'delta-32-lex3-lexg.pt'}",
+        "--ensemble",
+        f"Both={models / 'delta-32-lex3.pt'},{models / 'delta-32-lex3-lexg.pt'}",
+    )
     for row in ("BM25", "Delta-32-Lex3", "LexG", "Both"):
         for twin in (" + judged neighbours", " + candidate feedback", " + candidate feedback + judged neighbours"):
             assert f"| {row}{twin} |" in table
@@ -165,8 +221,11 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert leaking.exit_code == 1 and "votes with judgments of 6 evaluated queries" in leaking.output, leaking.output
     (models / "judged-neighbours.json").unlink()
     monkeypatch.chdir(tmp_path)  # the default --out is relative: reports/nfcorpus-SPLIT
-    served_elsewhere = runner.invoke(main, ["eval", "--data", str(data), "--split", "dev", "--baselines"],
-                                     env={**env, "ESRR_CHECKPOINT": str(models / "delta-32-lex3-lexg.pt")})
+    served_elsewhere = runner.invoke(
+        main,
+        ["eval", "--data", str(data), "--split", "dev", "--baselines"],
+        env={**env, "ESRR_CHECKPOINT": str(models / "delta-32-lex3-lexg.pt")},
+    )
     assert served_elsewhere.exit_code == 0 and "note: ESRR_CHECKPOINT is set" in served_elsewhere.output
     (dev_report,) = (tmp_path / "reports").glob("eval-nfcorpus-*-dev")
     assert json.loads((dev_report / "results.json").read_text())["split"] == "dev"
@@ -176,24 +235,37 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     for args, message in [
         (["train", "--lex-features", "title_bm25,nonsense", "--suffix=-x"], "unknown Lex feature(s) ['nonsense']"),
         (["train", "--lex-features", "title_bm25"], "--lex-features needs --suffix"),
-        (["train", "--variant", "delta-32", "--variant", "drmm", "--lex-features", "title_bm25", "--suffix=-x"],
-         "the variant(s) delta-32, drmm read none"),
+        (
+            ["train", "--variant", "delta-32", "--variant", "drmm", "--lex-features", "title_bm25", "--suffix=-x"],
+            "the variant(s) delta-32, drmm read none",
+        ),
         (["eval", "--data", str(data), "--extra", f"BM25={models / 'drmm.pt'}"], "built-in rows"),
         (["eval", "--extra", f"X + judged neighbours={models / 'drmm.pt'}"], "built-in rows"),
         (["eval", "--extra", f"X + candidate feedback={models / 'drmm.pt'}"], "built-in rows"),
         (["eval", "--extra", f"BM25 candidate feedback={models / 'drmm.pt'}"], "would share a run file"),
-        (["eval", "--extra", f"A/B={models / 'delta-32.pt'}", "--extra", f"A_B={models / 'drmm.pt'}"],
-         "would share a run file"),
+        (
+            ["eval", "--extra", f"A/B={models / 'delta-32.pt'}", "--extra", f"A_B={models / 'drmm.pt'}"],
+            "would share a run file",
+        ),
         (["eval", "--extra", f"Delta-32 no Delta features={models / 'drmm.pt'}"], "would share a run file"),
         (["eval", "--extra", f"BM25 judged neighbours={models / 'drmm.pt'}"], "would share a run file"),
-        (["eval", "--extra", f"A={models / 'drmm.pt'}", "--extra", f"A judged neighbours={models / 'drmm.pt'}"],
-         "would share a run file"),
+        (
+            ["eval", "--extra", f"A={models / 'drmm.pt'}", "--extra", f"A judged neighbours={models / 'drmm.pt'}"],
+            "would share a run file",
+        ),
         (["eval", "--ensemble", f"E={models / 'delta-32.pt'}"], "at least two existing checkpoint files"),
         (["eval", "--ensemble", f"E={models / 'delta-32.pt'},{models / 'nope.pt'}"], "no such file: "),
-        (["eval", "--extra", f"E={models / 'delta-32.pt'}", "--ensemble",
-          f"E={models / 'delta-32.pt'},{models / 'delta-32-lex3.pt'}"], "['E'] given twice"),
-        (["eval", "--extra", f"E={models / 'delta-32.pt'}", "--extra", f"E={models / 'drmm.pt'}"],
-         "['E'] given twice"),
+        (
+            [
+                "eval",
+                "--extra",
+                f"E={models / 'delta-32.pt'}",
+                "--ensemble",
+                f"E={models / 'delta-32.pt'},{models / 'delta-32-lex3.pt'}",
+            ],
+            "['E'] given twice",
+        ),
+        (["eval", "--extra", f"E={models / 'delta-32.pt'}", "--extra", f"E={models / 'drmm.pt'}"], "['E'] given twice"),
         (["select-features", "--max-features", "19"], "19 is not in the range"),
         (["select-features", "--max-epochs", "0"], "0 is not in the range"),
         (["train", "--max-epochs", "0"], "0 is not in the range"),
@@ -225,8 +297,9 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     assert "Traceback" not in unfit.output
     served = (models / "delta-32-lex3.pt").read_bytes()
     shutil.copy(models / "delta-32.pt", models / "delta-32-lex3.pt")  # a hand copy over the served model
-    mislabelled = runner.invoke(main, ["eval", "--data", str(data), "--out", str(tmp_path / "r2"), "--baselines"],
-                                env=env)
+    mislabelled = runner.invoke(
+        main, ["eval", "--data", str(data), "--out", str(tmp_path / "r2"), "--baselines"], env=env
+    )
     assert mislabelled.exit_code == 1 and "is not a delta-32-lex3 model" in mislabelled.output, mislabelled.output
     (models / "delta-32-lex3.pt").write_bytes(served)
 
@@ -235,10 +308,13 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
     empty_dev = runner.invoke(main, ["train", "--data", str(unjudged), "--suffix=-x"], env=env)
     assert empty_dev.exit_code == 1 and "no dev query has both judgments" in empty_dev.output, empty_dev.output
     lines = (data / "qrels" / "dev.tsv").read_text(encoding="utf-8").splitlines()
-    (unjudged / "qrels" / "dev.tsv").write_text("\n".join([lines[0], *(line[:-1] + "0" for line in lines[1:])]),
-                                                 encoding="utf-8")  # every grade 0: nothing relevant
-    for command, said in ((["train", "--suffix=-x"], "no dev query has a relevant"),
-                          (["eval", "--split", "dev", "--out", str(tmp_path / "r0")], "judges a document relevant")):
+    (unjudged / "qrels" / "dev.tsv").write_text(
+        "\n".join([lines[0], *(line[:-1] + "0" for line in lines[1:])]), encoding="utf-8"
+    )  # every grade 0: nothing relevant
+    for command, said in (
+        (["train", "--suffix=-x"], "no dev query has a relevant"),
+        (["eval", "--split", "dev", "--out", str(tmp_path / "r0")], "judges a document relevant"),
+    ):
         none_relevant = runner.invoke(main, [*command, "--data", str(unjudged)], env=env)
         assert none_relevant.exit_code == 1 and said in none_relevant.output, none_relevant.output
 
@@ -246,6 +322,7 @@ def test_train_select_and_eval_commands(artifacts, corpus_documents, tmp_path, m
 @pytest.fixture
 def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stop the test if a command starts its work (reading the data, the index) before checking its outputs."""
+
     def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("the work started before the output location was checked")
 
@@ -256,8 +333,9 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_out_folder_under_a_file_fails_before_the_work(command: list[str], no_work: None, tmp_path: Path):
     blocker = tmp_path / "report.md"
     blocker.write_text("kept\n", encoding="utf-8")
-    result = CliRunner().invoke(main, [*command, "--out", str(blocker / "report")],
-                                env={"ESRR_HOME": str(tmp_path / "home")})
+    result = CliRunner().invoke(
+        main, [*command, "--out", str(blocker / "report")], env={"ESRR_HOME": str(tmp_path / "home")}
+    )
     assert result.exit_code == 1, result.output
     assert f"cannot write in {blocker / 'report'}: {blocker} is a file, not a folder" in result.output
     assert "as --out" in result.output and "Traceback" not in result.output
@@ -265,8 +343,9 @@ def test_an_out_folder_under_a_file_fails_before_the_work(command: list[str], no
 
 
 @pytest.mark.parametrize("command, blocked", [(["train"], "models"), (["eval", "--out", "{tmp}/report"], "runs")])
-def test_a_blocked_esrr_home_folder_fails_before_the_work(command: list[str], blocked: str, no_work: None,
-                                                          tmp_path: Path):
+def test_a_blocked_esrr_home_folder_fails_before_the_work(
+    command: list[str], blocked: str, no_work: None, tmp_path: Path
+):
     home = tmp_path / "home"
     home.mkdir()
     (home / blocked).write_text("not a folder\n", encoding="utf-8")
@@ -285,14 +364,18 @@ def test_output_checks_create_missing_folders_and_leave_no_probe(tmp_path: Path)
         writable_file(out, "fix")
 
 
-@pytest.mark.parametrize("cuda_devices, args, message", [
-    (0, ["--device", "gpu"], "'gpu': use cpu, cuda or cuda:N"),
-    (0, ["--device", "cuda"], "device cuda requested but CUDA is not available"),
-    (1, ["--device", "cuda:1"], "cuda:1 requested but this machine has 1 CUDA device(s)"),
-    (1, ["--device", "cuda", "--variant", "drmm"], "DRMM trains on the CPU only"),
-])
-def test_train_device_is_checked_before_the_work(cuda_devices: int, args: list[str], message: str, no_work: None,
-                                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+@pytest.mark.parametrize(
+    "cuda_devices, args, message",
+    [
+        (0, ["--device", "gpu"], "'gpu': use cpu, cuda or cuda:N"),
+        (0, ["--device", "cuda"], "device cuda requested but CUDA is not available"),
+        (1, ["--device", "cuda:1"], "cuda:1 requested but this machine has 1 CUDA device(s)"),
+        (1, ["--device", "cuda", "--variant", "drmm"], "DRMM trains on the CPU only"),
+    ],
+)
+def test_train_device_is_checked_before_the_work(
+    cuda_devices: int, args: list[str], message: str, no_work: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
     import torch
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: cuda_devices)

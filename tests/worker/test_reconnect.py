@@ -39,16 +39,18 @@ def test_a_worker_survives_its_redis_killed_and_restarted_and_answers_again(brok
             private_redis.kill_and_restart(down_s=0.5)
             request = make_request(artifacts, QUERIES[restart], rows_for(artifacts, 40 + restart, 6))
             for _ in range(SENDS_AFTER_RESTART):
-                assert worker.process.poll() is None, f"the worker exited after restart {restart + 1}:\n" \
-                                                      f"{worker.log_tail()}"
+                assert worker.process.poll() is None, (
+                    f"the worker exited after restart {restart + 1}:\n{worker.log_tail()}"
+                )
                 try:
                     result = send(client, queue, encode(request)).get(timeout=2)
                     break
                 except (TimeoutError, OperationalError, RedisError):  # not answered yet: send again
                     time.sleep(1)  # a refused connection fails at once: do not spin through the tries
             else:
-                pytest.fail(f"no answer to {SENDS_AFTER_RESTART} sends after restart {restart + 1}:\n"
-                            f"{worker.log_tail()}")
+                pytest.fail(
+                    f"no answer to {SENDS_AFTER_RESTART} sends after restart {restart + 1}:\n{worker.log_tail()}"
+                )
             assert len(result["scores"]) == 6
         time.sleep(3)  # a late exit (the next redelivery sweep) would show here
         assert worker.process.poll() is None, worker.log_tail()

@@ -16,8 +16,8 @@ import redis
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.ranking.dispatch import WorkerReranker
 from es_rerank.ranking.pipeline import SearchPipeline
-from tests.worker.test_local_search import _home_with_index
 from tests.conftest import ranked
+from tests.worker.test_local_search import _home_with_index
 
 QUERIES = ("cancer risk and diet", "vitamin d", "breast cancer", "heart disease", "green tea", "red meat")
 SEARCHES = 24

@@ -20,6 +20,8 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)  # max abs difference allowed (observed ~1e-6)
+
+
 N_WORDS = 3000
 
 
@@ -45,8 +47,11 @@ def reference(model: DeltaModel, query: np.ndarray, docs: np.ndarray, lex: np.nd
     n = docs.shape[0]
     query = query if query.size else np.zeros(1, np.int64)
     with torch.no_grad():
-        return model(torch.as_tensor(docs), torch.as_tensor(query)[None, :].expand(n, -1),
-                     None if lex is None else torch.as_tensor(lex)).numpy()
+        return model(
+            torch.as_tensor(docs),
+            torch.as_tensor(query)[None, :].expand(n, -1),
+            None if lex is None else torch.as_tensor(lex),
+        ).numpy()
 
 
 def lex_for(model: DeltaModel, n: int, seed: int = 0) -> np.ndarray | None:
@@ -56,8 +61,9 @@ def lex_for(model: DeltaModel, n: int, seed: int = 0) -> np.ndarray | None:
     return np.stack([rng.gamma(4, 3, n), rng.random(n), rng.random(n)], axis=1).astype(np.float32)
 
 
-def check(model: DeltaModel, scorer: DeltaScorer, query: np.ndarray, docs: np.ndarray,
-          lex: np.ndarray | None = None) -> np.ndarray:
+def check(
+    model: DeltaModel, scorer: DeltaScorer, query: np.ndarray, docs: np.ndarray, lex: np.ndarray | None = None
+) -> np.ndarray:
     lex = lex_for(model, docs.shape[0]) if lex is None else lex
     expected = reference(model, query, docs, lex)
     got = scorer.score(query, docs, lex)
@@ -169,7 +175,7 @@ def test_dense_buckets_are_exact(model: DeltaModel) -> None:
     requests = []
     for i, (n, width) in enumerate([(30, 50), (7, 20), (45, 50)]):
         batch = realistic_batch(N_WORDS, n_docs=n, doc_len=width, seed=60 + i)
-        requests.append(scorer._check(i, batch.query_rows[:3 + i], batch.doc_rows, lex_for(model, n, seed=i)))
+        requests.append(scorer._check(i, batch.query_rows[: 3 + i], batch.doc_rows, lex_for(model, n, seed=i)))
     plain = _DenseBatch.build(requests, 7)
     padded = _DenseBatch.build(requests, 7, bucket_width=50)
     assert plain.ids.shape == (3, 45, 50) and padded.ids.shape == (4, 128, 50)
@@ -195,8 +201,7 @@ def test_other_architecture(table: np.ndarray) -> None:
     """Kernel width 5 (two gap rows), 2 conv layers, 8 filters, one hidden layer."""
     torch.manual_seed(0)
     for width in (5, 2):
-        config = DeltaConfig(kernel_width=width, n_conv=2, n_filters=8, hidden=(4,),
-                             lex_names=("abstract_bm25",))
+        config = DeltaConfig(kernel_width=width, n_conv=2, n_filters=8, hidden=(4,), lex_names=("abstract_bm25",))
         model = DeltaModel(config, table).eval()
         with torch.no_grad():
             for p in model.parameters():
@@ -297,11 +302,19 @@ def test_gpu_matches_cpu_reference(table: np.ndarray, variant: str, layout: str)
     expected = reference(model, batch.query_rows, batch.doc_rows, lex)  # the model stays on the CPU
     got = scorer.score(batch.query_rows, batch.doc_rows, lex)
     np.testing.assert_allclose(got, expected, atol=TOL, rtol=0)
-    many = scorer.score_many([(batch.query_rows, batch.doc_rows, lex), (np.zeros(7, np.int64),
-                              batch.doc_rows[:7], None if lex is None else lex[:7])])
+    many = scorer.score_many(
+        [
+            (batch.query_rows, batch.doc_rows, lex),
+            (np.zeros(7, np.int64), batch.doc_rows[:7], None if lex is None else lex[:7]),
+        ]
+    )
     np.testing.assert_allclose(many[0], expected, atol=TOL, rtol=0)
-    np.testing.assert_allclose(many[1], reference(model, np.zeros(7, np.int64), batch.doc_rows[:7],
-                                                  None if lex is None else lex[:7]), atol=TOL, rtol=0)
+    np.testing.assert_allclose(
+        many[1],
+        reference(model, np.zeros(7, np.int64), batch.doc_rows[:7], None if lex is None else lex[:7]),
+        atol=TOL,
+        rtol=0,
+    )
 
 
 def test_bench_command(tmp_path, table: np.ndarray) -> None:
@@ -314,9 +327,27 @@ def test_bench_command(tmp_path, table: np.ndarray) -> None:
     from worker.model import Checkpoint
 
     out = tmp_path / "bench.json"
-    result = CliRunner().invoke(bench_score, ["--vocab-sizes", "500,800", "--docs", "30", "--reps", "3",
-                                              "--ref-reps", "2", "--warmup", "1", "--batch-queries", "2",
-                                              "--device", "cpu", "--json-out", str(out)])
+    result = CliRunner().invoke(
+        bench_score,
+        [
+            "--vocab-sizes",
+            "500,800",
+            "--docs",
+            "30",
+            "--reps",
+            "3",
+            "--ref-reps",
+            "2",
+            "--warmup",
+            "1",
+            "--batch-queries",
+            "2",
+            "--device",
+            "cpu",
+            "--json-out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "random weights" in result.output and "ref/fast" in result.output and "layout sparse" in result.output
     rows = json.loads(out.read_text())["rows"]
@@ -327,9 +358,25 @@ def test_bench_command(tmp_path, table: np.ndarray) -> None:
     path = tmp_path / "m.pt"
     Checkpoint(model.config, model.state_dict(), "e", "s").save(path)
     np.save(tmp_path / "vectors.npy", table)
-    result = CliRunner().invoke(bench_score, ["--checkpoint", str(path), "--embeddings", str(tmp_path),
-                                              "--docs", "20", "--reps", "3", "--ref-reps", "2",
-                                              "--device", "cpu", "--layout", "dense"])
+    result = CliRunner().invoke(
+        bench_score,
+        [
+            "--checkpoint",
+            str(path),
+            "--embeddings",
+            str(tmp_path),
+            "--docs",
+            "20",
+            "--reps",
+            "3",
+            "--ref-reps",
+            "2",
+            "--device",
+            "cpu",
+            "--layout",
+            "dense",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "trained m.pt" in result.output and "layout dense" in result.output
 
@@ -339,15 +386,27 @@ def test_bench_command(tmp_path, table: np.ndarray) -> None:
     (artifact / "vocab.txt").write_text("\n".join(["<pad>", "<unk>", *(f"w{i}" for i in range(len(table) - 2))]))
     (artifact / "meta.json").write_text(json.dumps({"format": 1, "version": "v2"}))
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
-    for embeddings, message in [(artifact, "trained on embeddings e, the folder holds v2"),
-                                (tmp_path / "junk.npy", "is not a .npy table")]:
-        bad = CliRunner().invoke(bench_score, ["--checkpoint", str(path), "--embeddings", str(embeddings),
-                                               "--device", "cpu"])
+    for embeddings, message in [
+        (artifact, "trained on embeddings e, the folder holds v2"),
+        (tmp_path / "junk.npy", "is not a .npy table"),
+    ]:
+        bad = CliRunner().invoke(
+            bench_score, ["--checkpoint", str(path), "--embeddings", str(embeddings), "--device", "cpu"]
+        )
         assert bad.exit_code == 1 and message in bad.output and "allow_pickle" not in bad.output, bad.output
 
-    for args in (["--vocab-sizes", "abc"], ["--vocab-sizes", "50"], ["--vocab-sizes", "1000000000"],
-                 ["--device", "gpu"], ["--threads", "0"], ["--layout", "packed"], ["--cuda-graphs", "--device", "cpu"],
-                 ["--docs", "0"], ["--reps", "0"], ["--embeddings", str(tmp_path)]):
+    for args in (
+        ["--vocab-sizes", "abc"],
+        ["--vocab-sizes", "50"],
+        ["--vocab-sizes", "1000000000"],
+        ["--device", "gpu"],
+        ["--threads", "0"],
+        ["--layout", "packed"],
+        ["--cuda-graphs", "--device", "cpu"],
+        ["--docs", "0"],
+        ["--reps", "0"],
+        ["--embeddings", str(tmp_path)],
+    ):
         bad = CliRunner().invoke(bench_score, args)
         assert bad.exit_code == 2 and ("Invalid value" in bad.output or "pass both" in bad.output), (args, bad.output)
     (tmp_path / "notes.pt").write_text("not a checkpoint")

@@ -42,12 +42,13 @@ def test_empty_titles_are_said_for_the_papers_title_features_only() -> None:
 
 
 def test_the_scale_monitor_warns_when_many_full_windows_drift_then_every_thousandth_window() -> None:
-    monitor = ScaleMonitor([*LEX3, "title_idf_jaccard_wz"], np.array([3.5, 0.02, 0.05, 0.0]),
-                           np.array([2.5, 0.03, 0.13, 1.0]))
+    monitor = ScaleMonitor(
+        [*LEX3, "title_idf_jaccard_wz"], np.array([3.5, 0.02, 0.05, 0.0]), np.array([2.5, 0.03, 0.13, 1.0])
+    )
     on_scale = np.tile([3.5, 0.02, 0.05, 0.0], (MIN_WINDOW, 1)).astype(np.float32)
     long_query = on_scale.copy()
     long_query[:, 0] = 8.5  # +2 training standard deviations
-    assert monitor.observe(long_query[:MIN_WINDOW - 1]) is None and monitor.windows == 0  # too short to count
+    assert monitor.observe(long_query[: MIN_WINDOW - 1]) is None and monitor.windows == 0  # too short to count
     said = [monitor.observe(on_scale if i % 4 == 0 else long_query) for i in range(MIN_REQUESTS)]
     assert said[:-1] == [None] * (MIN_REQUESTS - 1)  # too few windows seen to say
     assert said[-1] is not None and "15 of the 20 windows scored so far (75%)" in said[-1]
@@ -76,8 +77,12 @@ class Records(logging.Handler):
 def test_a_worker_checks_the_served_index_when_it_loads(artifacts, corpus_documents, tmp_path: Path) -> None:
     home = tmp_path / "home"
     shutil.copytree(artifacts.home, home)
-    build_embedded_index([Document(d.doc_id, "", d.abstract) for d in corpus_documents[:30]],
-                         home / "indexes" / "embedded", version="untitled", progress=False)
+    build_embedded_index(
+        [Document(d.doc_id, "", d.abstract) for d in corpus_documents[:30]],
+        home / "indexes" / "embedded",
+        version="untitled",
+        progress=False,
+    )
     logger, records = logging.getLogger("worker.runtime"), Records()
     logger.addHandler(records)
     level, disabled = logger.level, logger.disabled

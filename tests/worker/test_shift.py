@@ -10,9 +10,16 @@ from click.testing import CliRunner
 from es_rerank.cli import main
 from es_rerank.stats import Document
 from index_setup.readers import read_beir_corpus, read_qrels, read_queries
-from worker.training.shift import (assign_topics, no_titles, pseudo_queries, relevant, shared_relevant_share,
-                                   topic_disjoint,
-                                   topic_graph_communities, vid_desc)
+from worker.training.shift import (
+    assign_topics,
+    no_titles,
+    pseudo_queries,
+    relevant,
+    shared_relevant_share,
+    topic_disjoint,
+    topic_graph_communities,
+    vid_desc,
+)
 
 DOCS = [Document(f"d{i}", f"title {i}", f"abstract {i}") for i in range(12)]
 
@@ -67,21 +74,26 @@ def test_shift_writes_beir_folders_that_eval_and_train_read(tmp_path: Path):
     root = tmp_path / "nfcorpus"
     (root / "qrels").mkdir(parents=True)
     (root / "original" / "queries").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract})
-                                               + "\n" for d in DOCS), encoding="utf-8")
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n" for d in DOCS),
+        encoding="utf-8",
+    )
     qrels = _qrels()
     texts = {q: f"query {q}" for split in qrels.values() for q in split}
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in texts.items()),
-                                        encoding="utf-8")
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in texts.items()), encoding="utf-8"
+    )
     for split, judged in qrels.items():
         rows = [f"{q}\t{d}\t{g}" for q, docs in judged.items() for d, g in docs.items()]
-        (root / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n",
-                                                      encoding="utf-8")
+        (root / "qrels" / f"{split}.tsv").write_text(
+            "query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n", encoding="utf-8"
+        )
         descriptions = "".join(f"{q}\ta much longer description of {q}\n" for q in judged)
         (root / "original" / "queries" / f"{split}.vid-desc.queries").write_text(descriptions, encoding="utf-8")
     out = tmp_path / "shifted"
-    result = CliRunner().invoke(main, ["shift", "--data", str(root), "--out", str(out)],
-                                env={"ESRR_HOME": str(tmp_path / "home")})
+    result = CliRunner().invoke(
+        main, ["shift", "--data", str(root), "--out", str(out)], env={"ESRR_HOME": str(tmp_path / "home")}
+    )
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["no-titles", "topic-disjoint", "vid-desc"]
     for name in ("no-titles", "topic-disjoint", "vid-desc"):

@@ -21,8 +21,8 @@ import re
 import shutil
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 from xml.etree import ElementTree
 
 import pytest
@@ -36,8 +36,14 @@ from tests.worker.conftest import FALLBACK_DOCS
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium keeps calling hosts a closed network refuses (ARCHITECTURE.md).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 QUERY = "cancer patients"  # several pages of results, from the shared data's text or the fallback documents
 YEARS = (1990, 2009)
 TIMEOUT = 30
@@ -47,8 +53,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.broker]
 def _unavailable(reason: str) -> None:
     """Fail in CI, where the browser test must run; skip elsewhere."""
     if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason}; CI must run the browser test: apt-get install -y chromium (scripts/test.sh does "
-                    "as root) and pip install -e '.[test]'")
+        pytest.fail(
+            f"{reason}; CI must run the browser test: apt-get install -y chromium (scripts/test.sh does "
+            "as root) and pip install -e '.[test]'"
+        )
     pytest.skip(reason)
 
 
@@ -89,8 +97,9 @@ def corpus(tmp_path_factory) -> Path:
     """A generated PubMed baseline of 150 articles."""
     out = tmp_path_factory.mktemp("pubmed") / "generated"
     pool = _text_pool(tmp_path_factory.mktemp("pool"))
-    result = CliRunner().invoke(main, ["generate", "pubmed", "--docs", "150", "--out", str(out), "--update-files",
-                                       "0", "--no-beir", *pool])
+    result = CliRunner().invoke(
+        main, ["generate", "pubmed", "--docs", "150", "--out", str(out), "--update-files", "0", "--no-beir", *pool]
+    )
     assert result.exit_code == 0, result.output
     return out / "baseline"
 
@@ -100,8 +109,9 @@ def home(artifacts, corpus, tmp_path_factory) -> Path:
     """A copy of the artifacts' home (embeddings, model) with an embedded index of the generated corpus."""
     home = tmp_path_factory.mktemp("site") / "home"
     shutil.copytree(artifacts.home, home)
-    result = CliRunner().invoke(main, ["index", "build", "--data", str(corpus)],
-                                env={"ESRR_HOME": str(home), "ESRR_BACKEND": "embedded"})
+    result = CliRunner().invoke(
+        main, ["index", "build", "--data", str(corpus)], env={"ESRR_HOME": str(home), "ESRR_BACKEND": "embedded"}
+    )
     assert result.exit_code == 0, result.output
     return home
 
@@ -112,8 +122,11 @@ def gateway(broker, home, free_port) -> Iterator[str]:
     queue = f"site-{uuid.uuid4().hex[:6]}"
     client = broker.client(queue, home=home)
     worker = broker.worker(queue, home=home).start()
-    env = {**broker.settings_env(queue, home=home, score_deadline_s=TIMEOUT), "PYTHONPATH": str(REPO),
-           "PATH": "/usr/bin:/bin"}
+    env = {
+        **broker.settings_env(queue, home=home, score_deadline_s=TIMEOUT),
+        "PYTHONPATH": str(REPO),
+        "PATH": "/usr/bin:/bin",
+    }
     try:
         worker.wait_ready(client)
         with esrr_serve(env, free_port(), ready_path="/_esrr/health") as (url, _):
@@ -133,14 +146,16 @@ def _articles(corpus: Path) -> dict[str, dict]:
                 articles[record.findtext("PMID")] = {
                     "title": " ".join("".join(article.find("ArticleTitle").itertext()).split()),
                     "year": int(article.findtext("Journal/JournalIssue/PubDate/Year")),
-                    "types": [kind.text for kind in article.iter("PublicationType")]}
+                    "types": [kind.text for kind in article.iter("PublicationType")],
+                }
     return articles
 
 
 def _search(url: str, body: dict) -> dict:
     """The gateway's ``_search`` answer to ``body``, as an Elasticsearch client would get it."""
-    request = urllib.request.Request(f"{url}/_search", data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{url}/_search", data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
         return json.load(response)
 
@@ -200,8 +215,9 @@ def test_a_person_searches_filters_and_pages_in_chromium(browser, gateway, corpu
     page.wait_for_url(re.compile(r"type="))
     both = _search(gateway, search_body(site_query(QUERY, None, *map(str, YEARS), [kind_name])))
     assert _shown(page) == _ids(both) and _ids(both)
-    assert all(kind_name in articles[pmid]["types"] and YEARS[0] <= articles[pmid]["year"] <= YEARS[1]
-               for pmid in _shown(page))
+    assert all(
+        kind_name in articles[pmid]["types"] and YEARS[0] <= articles[pmid]["year"] <= YEARS[1] for pmid in _shown(page)
+    )
 
     # Page 2 of the year-filtered results.
     page.get_by_label(kind_name).uncheck()

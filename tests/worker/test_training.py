@@ -9,18 +9,34 @@ import pytest
 import torch
 
 from worker.ensemble import ensemble_scores
-from worker.model import DeltaConfig, DeltaModel, VARIANTS
-from worker.training.data import (QueryCandidates, TrainingError, Triples, batch_inputs, sample_groups,
-                                  sample_triples, scaled_relevance, select_features)
+from worker.model import VARIANTS, DeltaConfig, DeltaModel
+from worker.training.data import (
+    QueryCandidates,
+    TrainingError,
+    Triples,
+    batch_inputs,
+    sample_groups,
+    sample_triples,
+    scaled_relevance,
+    select_features,
+)
 from worker.training.evaluate import evaluate_runs, markdown_table, reverse_doc_id_scores
-from worker.training.metrics import (PAPER_NDCG20, TREC_NDCG20, mean_metric, per_query, run_from_scores,
-                                     write_trec_run)
-from worker.training.train import (TrainConfig, fit_pairwise, model_score_fn, pairwise_hinge_loss,
-                                   score_candidates, softmax_loss, train_epoch, train_model)
+from worker.training.metrics import PAPER_NDCG20, TREC_NDCG20, mean_metric, per_query, run_from_scores, write_trec_run
+from worker.training.train import (
+    TrainConfig,
+    fit_pairwise,
+    model_score_fn,
+    pairwise_hinge_loss,
+    score_candidates,
+    softmax_loss,
+    train_epoch,
+    train_model,
+)
 
 
-def _candidates(grades: list[int], bm25: list[float] | None = None, query_id: str = "q1",
-                n_lex: int = 3) -> QueryCandidates:
+def _candidates(
+    grades: list[int], bm25: list[float] | None = None, query_id: str = "q1", n_lex: int = 3
+) -> QueryCandidates:
     n = len(grades)
     return QueryCandidates(
         query_id=query_id,
@@ -115,8 +131,16 @@ def test_triples_are_scored_all_positives_then_all_negatives():
 
     weight = torch.nn.Parameter(torch.ones(1))
     triples = Triples(np.array([0, 1]), np.array([4, 5]), np.array([6, 7]), np.ones(2, np.float32))
-    loss = train_epoch(torch.nn.Linear(1, 1), torch.optim.SGD([weight], lr=0.0), triples.as_groups(), score_pairs,
-                       "hinge", batch_size=8, epoch=1, progress=False)
+    loss = train_epoch(
+        torch.nn.Linear(1, 1),
+        torch.optim.SGD([weight], lr=0.0),
+        triples.as_groups(),
+        score_pairs,
+        "hinge",
+        batch_size=8,
+        epoch=1,
+        progress=False,
+    )
     assert seen == [([0, 1, 0, 1], [4, 5, 6, 7])]
     assert loss == pytest.approx(3.0)  # scores 0 1 | 2 3: margins 1 - 0 + 2 and 1 - 1 + 3
 
@@ -137,8 +161,17 @@ def test_a_loss_that_is_not_a_number_stops_training_with_the_fix():
         return weight * torch.full((len(doc_index),), float("nan"))  # what a diverged model outputs
 
     with pytest.raises(TrainingError, match="loss became nan in epoch 1; lower the learning rate"):
-        fit_pairwise(torch.nn.Linear(1, 1), optimizer, candidates, score_pairs, lambda: [np.zeros(3)],
-                     candidates, {"q1": {"D0": 1}}, TrainConfig(max_epochs=2), progress=False)
+        fit_pairwise(
+            torch.nn.Linear(1, 1),
+            optimizer,
+            candidates,
+            score_pairs,
+            lambda: [np.zeros(3)],
+            candidates,
+            {"q1": {"D0": 1}},
+            TrainConfig(max_epochs=2),
+            progress=False,
+        )
 
 
 def test_unretrieved_relevant_documents_are_positives_not_negatives():
@@ -184,15 +217,31 @@ def _query_word_problem() -> tuple[np.ndarray, list[QueryCandidates], _Table, di
         grades = np.zeros(n, dtype=np.int64)
         grades[:4] = 1
         rows[:4, 3] = word
-        return QueryCandidates(qid, np.array([word, 0, 0, 0, 0, 0, 0]), [f"{qid}-d{i}" for i in range(n)],
-                               np.arange(n), np.zeros((n, 0), np.float32), np.ones(n, np.float32), grades), rows
+        return QueryCandidates(
+            qid,
+            np.array([word, 0, 0, 0, 0, 0, 0]),
+            [f"{qid}-d{i}" for i in range(n)],
+            np.arange(n),
+            np.zeros((n, 0), np.float32),
+            np.ones(n, np.float32),
+            grades,
+        ), rows
 
     built = [query(f"q{i}", 2 + i % 8) for i in range(24)]
     # Give every query's documents their own stats rows in one shared table.
     candidates, offset = [], 0
     for cand, rows in built:
-        candidates.append(QueryCandidates(cand.query_id, cand.query_rows, cand.doc_ids,
-                                          np.arange(offset, offset + len(rows)), cand.lex, cand.bm25, cand.grades))
+        candidates.append(
+            QueryCandidates(
+                cand.query_id,
+                cand.query_rows,
+                cand.doc_ids,
+                np.arange(offset, offset + len(rows)),
+                cand.lex,
+                cand.bm25,
+                cand.grades,
+            )
+        )
         offset += len(rows)
     table = _Table(np.concatenate([rows for _, rows in built]))
     qrels = {c.query_id: {d: int(g) for d, g in zip(c.doc_ids, c.grades) if g} for c in candidates}
@@ -205,9 +254,16 @@ def test_a_few_epochs_learn_to_prefer_the_relevant_token(loss: str):
     """Relevant documents contain the query word; training must rank them first on dev."""
     vectors, candidates, table, qrels = _query_word_problem()
     config = DeltaConfig(**VARIANTS["delta-32"], dropout=0.0)
-    result = train_model(config, vectors, candidates[:16], candidates[16:], qrels, table,
-                         TrainConfig(max_epochs=6, patience=6, batch_size=16, learning_rate=0.05, loss=loss),
-                         progress=False)
+    result = train_model(
+        config,
+        vectors,
+        candidates[:16],
+        candidates[16:],
+        qrels,
+        table,
+        TrainConfig(max_epochs=6, patience=6, batch_size=16, learning_rate=0.05, loss=loss),
+        progress=False,
+    )
     assert result.best_dev > 0.9
     assert len(result.history) == 6 and result.best_epoch >= 1
     curve = result.curve()
@@ -226,9 +282,16 @@ def test_training_on_cuda_learns_and_returns_a_cpu_model():
     vectors, candidates, table, qrels = _query_word_problem()
     config = DeltaConfig(**VARIANTS["delta-32"], dropout=0.0)
     dev = candidates[16:]
-    result = train_model(config, vectors, candidates[:16], dev, qrels, table,
-                         TrainConfig(max_epochs=4, patience=4, batch_size=16, learning_rate=0.05, device="cuda"),
-                         progress=False)
+    result = train_model(
+        config,
+        vectors,
+        candidates[:16],
+        dev,
+        qrels,
+        table,
+        TrainConfig(max_epochs=4, patience=4, batch_size=16, learning_rate=0.05, device="cuda"),
+        progress=False,
+    )
     assert result.best_dev > 0.9
     assert {tensor.device.type for tensor in result.model.state_dict().values()} == {"cpu"}
     assert result.model.embeddings.device.type == "cpu"
@@ -276,8 +339,13 @@ def test_evaluation_table_marks_significance_against_bm25():
     cands = [_candidates([1, 0, 0, 0], query_id=f"q{i}") for i in range(12)]
     qrels = {c.query_id: {"D0": 1} for c in cands}
     bm25 = run_from_scores(cands, [np.array([0.0, 3.0, 2.0, 1.0]) for _ in cands])  # relevant doc last
-    good = run_from_scores(cands, [np.array([9.0 if i % 3 else 2.5, 3.0, 2.0, 1.0])  # relevant first or second
-                                   for i in range(len(cands))])
+    good = run_from_scores(
+        cands,
+        [
+            np.array([9.0 if i % 3 else 2.5, 3.0, 2.0, 1.0])  # relevant first or second
+            for i in range(len(cands))
+        ],
+    )
     uninformed = run_from_scores(cands, reverse_doc_id_scores(cands))
     rows = evaluate_runs({"BM25": bm25, "Model": good, "Uninformed": uninformed}, qrels)
     model = next(r for r in rows if r.name == "Model")
@@ -318,12 +386,18 @@ def test_model_trains_with_lex_features_and_standardises_them():
 
 
 def test_wmd_title_ranks_the_title_made_of_the_query_words_first() -> None:
-    from es_rerank.stats import Document, build_stats
     from es_rerank.embeddings import Embeddings
+    from es_rerank.stats import Document, build_stats
     from worker.training.evaluate import wmd_title_scores
 
-    stats = build_stats("v", [Document("a", "zinc absorption", "x"), Document("b", "vitamin d bone", "y"),
-                              Document("c", "unknownword", "z")])
+    stats = build_stats(
+        "v",
+        [
+            Document("a", "zinc absorption", "x"),
+            Document("b", "vitamin d bone", "y"),
+            Document("c", "unknownword", "z"),
+        ],
+    )
     words = ["<pad>", "<unk>", "vitamin", "d", "bone", "zinc", "absorption"]
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(len(words), 8)).astype(np.float32)

@@ -16,9 +16,9 @@ copy as a BEIR folder that ``esrr eval --data`` reads like any judged collection
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
 
 from es_rerank.stats import Document
 from worker.training.shift import PSEUDO_QUERIES, Condition, pseudo_queries, write_condition
@@ -61,16 +61,21 @@ def adapted_checkpoint_path(served: Path, slug: str, suffix: str = "") -> Path:
     return served.with_name(f"{served.stem}{ADAPTED_INFIX}{slug}{suffix}.pt")
 
 
-def plan_adaptation(data: Path, served: Path, home: Path, train_queries: int = ADAPT_TRAIN_QUERIES,
-                    dev_queries: int = ADAPT_DEV_QUERIES, test_queries: int = PSEUDO_QUERIES,
-                    suffix: str = "") -> AdaptationPlan:
+def plan_adaptation(
+    data: Path,
+    served: Path,
+    home: Path,
+    train_queries: int = ADAPT_TRAIN_QUERIES,
+    dev_queries: int = ADAPT_DEV_QUERIES,
+    test_queries: int = PSEUDO_QUERIES,
+    suffix: str = "",
+) -> AdaptationPlan:
     """Names and sizes of one adaptation of ``served`` to the collection at ``data``."""
     slug = collection_slug(data)
     checkpoint = adapted_checkpoint_path(served, slug, suffix)
     if checkpoint.resolve() == served.resolve():  # cannot happen by the name; said rather than overwritten
         raise AdaptationError(f"the adapted checkpoint would replace the served {served}; pick another --suffix")
-    return AdaptationPlan(slug, home / "adapt" / f"{slug}-pseudo", checkpoint, train_queries, dev_queries,
-                          test_queries)
+    return AdaptationPlan(slug, home / "adapt" / f"{slug}-pseudo", checkpoint, train_queries, dev_queries, test_queries)
 
 
 def pseudo_collection(plan: AdaptationPlan, documents: Sequence[Document], seed: int = 13) -> Condition:
@@ -87,9 +92,9 @@ def pseudo_collection(plan: AdaptationPlan, documents: Sequence[Document], seed:
             f"only {titled} of the {len(documents)} records have both a title and an abstract; adaptation asks "
             f"with titles (at least {MIN_PSEUDO_QUERIES} to train on beside a tenth to choose the epoch and a "
             "fifth to test), so there is nothing to learn from here: keep the served model, and check it with "
-            "`esrr eval --data`")
-    return pseudo_queries(f"{plan.name}-pseudo", list(documents), n_queries=test, seed=seed, n_dev=dev,
-                          n_train=train)
+            "`esrr eval --data`"
+        )
+    return pseudo_queries(f"{plan.name}-pseudo", list(documents), n_queries=test, seed=seed, n_dev=dev, n_train=train)
 
 
 def write_pseudo_collection(plan: AdaptationPlan, condition: Condition) -> Path:

@@ -42,8 +42,9 @@ class JudgedCollection:
     qrels_path: Path
 
     @classmethod
-    def locate(cls, data: Path, split: str = "test", queries: Path | None = None,
-               qrels: Path | None = None) -> "JudgedCollection":
+    def locate(
+        cls, data: Path, split: str = "test", queries: Path | None = None, qrels: Path | None = None
+    ) -> JudgedCollection:
         """The collection at ``data``, its queries and ``split``'s judgments (or the files named)."""
         data = Path(data).expanduser()
         queries_path = queries or _queries_file(data)
@@ -52,12 +53,16 @@ class JudgedCollection:
         every_judgment = read_qrels(qrels_path)
         judged = {q: every_judgment[q] for q in relevant_judgments(every_judgment)}
         if not judged:  # every metric would be 0 and say nothing
-            raise CollectionError(f"no query in {qrels_path} judges a document relevant (grade > 0); name the "
-                                  "judgments of this collection, with grades above 0 for relevant documents")
+            raise CollectionError(
+                f"no query in {qrels_path} judges a document relevant (grade > 0); name the "
+                "judgments of this collection, with grades above 0 for relevant documents"
+            )
         texts = {q: every_query[q] for q in sorted(judged) if q in every_query}
         if not texts:
-            raise CollectionError(f"none of the {len(judged)} queries judged in {qrels_path} has a text in "
-                                  f"{queries_path}; check that the two files use the same query ids")
+            raise CollectionError(
+                f"none of the {len(judged)} queries judged in {qrels_path} has a text in "
+                f"{queries_path}; check that the two files use the same query ids"
+            )
         name = (data if data.is_dir() else data.parent).name or "collection"
         return cls(name, data, texts, {q: judged[q] for q in texts}, qrels_path)
 
@@ -102,9 +107,11 @@ def _queries_file(data: Path) -> Path:
         for name in QUERY_FILES:
             if (data / name).is_file():
                 return data / name
-    raise CollectionError(f"no queries file in {data if data.is_dir() else data.parent} (looked for "
-                          f"{', '.join(QUERY_FILES)} in {data}); pass the queries with --queries FILE "
-                          "(BEIR queries.jsonl, or ID<TAB>TEXT lines)")
+    raise CollectionError(
+        f"no queries file in {data if data.is_dir() else data.parent} (looked for "
+        f"{', '.join(QUERY_FILES)} in {data}); pass the queries with --queries FILE "
+        "(BEIR queries.jsonl, or ID<TAB>TEXT lines)"
+    )
 
 
 def _qrels_file(data: Path, split: str) -> Path:
@@ -113,5 +120,7 @@ def _qrels_file(data: Path, split: str) -> Path:
         return folder / f"{split}.tsv"
     found = sorted(p.stem for p in folder.glob("*.tsv")) if folder.is_dir() else []
     other = f"; {folder} holds {', '.join(found)}: pass --split {found[0]}" if found else ""
-    raise CollectionError(f"no judgments for the {split} split at {folder / f'{split}.tsv'}{other}, or name a "
-                          "judgments file with --qrels FILE (BEIR TSV or TREC qrels)")
+    raise CollectionError(
+        f"no judgments for the {split} split at {folder / f'{split}.tsv'}{other}, or name a "
+        "judgments file with --qrels FILE (BEIR TSV or TREC qrels)"
+    )

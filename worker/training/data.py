@@ -8,19 +8,19 @@ as serving. Every document's first-50 embedding rows are computed once per corpu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
 from es_rerank.backends.base import SearchBackend, text_hits
+from es_rerank.embeddings import Embeddings
 from es_rerank.lex import lex_features
-from es_rerank.ranking.neighbours import relevant_judgments
 from es_rerank.payload import QUERY_LEN
+from es_rerank.ranking.neighbours import relevant_judgments
 from es_rerank.stats import FIRST_TOKENS, CorpusStats
 from es_rerank.text import embedding_tokens, tokenize
-from es_rerank.embeddings import Embeddings
 from worker.inputs import query_rows, term_rows
 
 NEGATIVE_SAMPLING = ("uniform", "rank")
@@ -59,9 +59,16 @@ class QueryCandidates:
     grades: np.ndarray  # int64 [n] relevance grade, 0 if unjudged
 
 
-def build_candidates(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
-                     backend: SearchBackend, embeddings: Embeddings, lex_names: Sequence[str], depth: int = 500,
-                     add_judged: bool = False, progress: bool = True) -> list[QueryCandidates]:
+def build_candidates(
+    queries: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, int]],
+    backend: SearchBackend,
+    embeddings: Embeddings,
+    lex_names: Sequence[str],
+    depth: int = 500,
+    add_judged: bool = False,
+    progress: bool = True,
+) -> list[QueryCandidates]:
     """Retrieve BM25 top-``depth`` per query; ``add_judged`` also adds unretrieved relevant docs (training)."""
     stats = backend.stats
     out = []
@@ -79,15 +86,17 @@ def build_candidates(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str
                 terms.append(stats.doc_terms(stats.row(doc_id)))
                 bm25.append(0.0)
         query_ids = stats.vocab.lookup(tokenize(text))
-        out.append(QueryCandidates(
-            query_id=query_id,
-            query_rows=query_rows(embedding_tokens(tokenize(text)), embeddings, QUERY_LEN),
-            doc_ids=doc_ids,
-            stats_rows=np.asarray([stats.row(d) for d in doc_ids], dtype=np.int64),
-            lex=lex_features(query_ids, terms, stats, lex_names),
-            bm25=np.asarray(bm25, dtype=np.float32),
-            grades=np.asarray([judged.get(d, 0) for d in doc_ids], dtype=np.int64),
-        ))
+        out.append(
+            QueryCandidates(
+                query_id=query_id,
+                query_rows=query_rows(embedding_tokens(tokenize(text)), embeddings, QUERY_LEN),
+                doc_ids=doc_ids,
+                stats_rows=np.asarray([stats.row(d) for d in doc_ids], dtype=np.int64),
+                lex=lex_features(query_ids, terms, stats, lex_names),
+                bm25=np.asarray(bm25, dtype=np.float32),
+                grades=np.asarray([judged.get(d, 0) for d in doc_ids], dtype=np.int64),
+            )
+        )
     return out
 
 
@@ -97,8 +106,9 @@ def lex_statistics(candidates: Sequence[QueryCandidates]) -> tuple[np.ndarray, n
     return lex.mean(axis=0), np.maximum(lex.std(axis=0), 1e-6)
 
 
-def select_features(candidates: Sequence[QueryCandidates], available: Sequence[str],
-                    wanted: Sequence[str]) -> list[QueryCandidates]:
+def select_features(
+    candidates: Sequence[QueryCandidates], available: Sequence[str], wanted: Sequence[str]
+) -> list[QueryCandidates]:
     """The candidates (whose Lex columns are ``available``) with only the ``wanted`` features, in that order."""
     missing = [name for name in wanted if name not in available]
     if missing:
@@ -122,7 +132,7 @@ class Triples:
     negative: np.ndarray  # int64 [T]
     weight: np.ndarray  # float32 [T] sqrt(srel+ - srel-) (section 4.2.1)
 
-    def as_groups(self) -> "Groups":
+    def as_groups(self) -> Groups:
         """The triples as groups of two: D+ then D-."""
         return Groups(self.query, np.stack([self.positive, self.negative], axis=1), self.weight)
 
@@ -136,9 +146,13 @@ class Groups:
     weight: np.ndarray  # float32 [G]
 
 
-def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generator,
-                   max_positives: int | None = None, negatives: str = "uniform",
-                   negatives_per_positive: int = 1) -> Triples:
+def sample_triples(
+    candidates: Sequence[QueryCandidates],
+    rng: np.random.Generator,
+    max_positives: int | None = None,
+    negatives: str = "uniform",
+    negatives_per_positive: int = 1,
+) -> Triples:
     """Balanced triples: relevant documents each meet one sampled less-relevant one per epoch.
 
     Per query, as many non-relevant documents (unjudged or grade 0 within the BM25
@@ -170,16 +184,22 @@ def sample_triples(candidates: Sequence[QueryCandidates], rng: np.random.Generat
         p, n = np.concatenate(pos), np.concatenate(neg)
         parts.append((np.full(len(p), qi), p, n, np.sqrt(srel[p] - srel[n])))
     if not parts:
-        raise TrainingError("no training triples: no train query has a relevant document among its BM25 "
-                            "candidates; check qrels/train.tsv against queries.jsonl and the index")
+        raise TrainingError(
+            "no training triples: no train query has a relevant document among its BM25 "
+            "candidates; check qrels/train.tsv against queries.jsonl and the index"
+        )
     q, p, n, w = (np.concatenate(column) for column in zip(*parts))
     order = rng.permutation(len(q))
     return Triples(q[order], p[order], n[order], w[order].astype(np.float32))
 
 
-def sample_groups(candidates: Sequence[QueryCandidates], rng: np.random.Generator,
-                  max_positives: int | None = None, negatives: str = "uniform",
-                  negatives_per_positive: int = SOFTMAX_NEGATIVES) -> Groups:
+def sample_groups(
+    candidates: Sequence[QueryCandidates],
+    rng: np.random.Generator,
+    max_positives: int | None = None,
+    negatives: str = "uniform",
+    negatives_per_positive: int = SOFTMAX_NEGATIVES,
+) -> Groups:
     """Listwise groups: each relevant document with ``negatives_per_positive`` non-relevant ones of its query.
 
     Positives, the negative pool (unjudged or grade 0 within the BM25 top-``depth``),
@@ -196,8 +216,10 @@ def sample_groups(candidates: Sequence[QueryCandidates], rng: np.random.Generato
         docs = np.concatenate([positives[:, None], drawn.reshape(len(positives), negatives_per_positive)], axis=1)
         parts.append((np.full(len(positives), qi), docs, np.sqrt(scaled_relevance(cand.grades)[positives])))
     if not parts:
-        raise TrainingError("no training groups: no train query has a relevant document among its BM25 "
-                            "candidates; check qrels/train.tsv against queries.jsonl and the index")
+        raise TrainingError(
+            "no training groups: no train query has a relevant document among its BM25 "
+            "candidates; check qrels/train.tsv against queries.jsonl and the index"
+        )
     q, d, w = (np.concatenate(column) for column in zip(*parts))
     order = rng.permutation(len(q))
     return Groups(q[order], d[order], w[order].astype(np.float32))
@@ -208,8 +230,9 @@ def _check_sampling(negatives: str) -> None:
         raise ValueError(f"unknown negative sampling {negatives!r}; choose one of {NEGATIVE_SAMPLING}")
 
 
-def _draw(cand: QueryCandidates, rng: np.random.Generator, max_positives: int | None, negatives: str,
-          per_positive: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _draw(
+    cand: QueryCandidates, rng: np.random.Generator, max_positives: int | None, negatives: str, per_positive: int
+) -> tuple[np.ndarray, np.ndarray] | None:
     """A query's relevant documents (at most ``max_positives``) and ``per_positive`` non-relevant draws for each.
 
     None when the query has no relevant or no non-relevant candidate.
@@ -221,8 +244,12 @@ def _draw(cand: QueryCandidates, rng: np.random.Generator, max_positives: int | 
     if len(positives) == 0 or len(pool) == 0:
         return None
     n_drawn = per_positive * len(positives)
-    drawn = rng.choice(pool, size=n_drawn, replace=len(pool) < n_drawn,
-                       p=_rank_weights(cand.bm25, pool) if negatives == "rank" else None)
+    drawn = rng.choice(
+        pool,
+        size=n_drawn,
+        replace=len(pool) < n_drawn,
+        p=_rank_weights(cand.bm25, pool) if negatives == "rank" else None,
+    )
     return positives, drawn
 
 
@@ -234,11 +261,13 @@ def _rank_weights(bm25: np.ndarray, pool: np.ndarray) -> np.ndarray:
     return weights / weights.sum()
 
 
-def batch_inputs(candidates: Sequence[QueryCandidates], doc_rows: DocumentRows,
-                 query_index: np.ndarray, doc_index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def batch_inputs(
+    candidates: Sequence[QueryCandidates], doc_rows: DocumentRows, query_index: np.ndarray, doc_index: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Stack (doc rows [B, N], query rows [B, M], lex [B, L]) for (query, candidate) pairs."""
-    stats_rows = np.fromiter((candidates[q].stats_rows[d] for q, d in zip(query_index, doc_index)),
-                             dtype=np.int64, count=len(query_index))
+    stats_rows = np.fromiter(
+        (candidates[q].stats_rows[d] for q, d in zip(query_index, doc_index)), dtype=np.int64, count=len(query_index)
+    )
     queries = np.stack([candidates[q].query_rows for q in query_index])
     lex = np.stack([candidates[q].lex[d] for q, d in zip(query_index, doc_index)])
     return doc_rows[stats_rows], queries, lex

@@ -15,18 +15,19 @@ they still match exactly when they are the same term.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm import tqdm
 
+from es_rerank.embeddings import UNK, Embeddings
 from es_rerank.payload import QUERY_LEN
 from es_rerank.stats import CorpusStats
 from es_rerank.text import embedding_tokens, tokenize
-from es_rerank.embeddings import UNK, Embeddings
 from worker.model import SavedModel
 from worker.training.data import QueryCandidates
 from worker.training.train import TrainConfig, TrainResult, fit_pairwise, set_seeds
@@ -67,7 +68,7 @@ class HistogramBuilder:
     def query(self, text: str, stats_rows: np.ndarray) -> QueryHistograms:
         """Histograms [n, M, n_bins] of the query's first M terms against each candidate document."""
         cfg = self.config
-        tokens = tokenize(text)[:cfg.query_len]
+        tokens = tokenize(text)[: cfg.query_len]
         m = len(tokens)
         term_ids = self.stats.vocab.lookup(tokens).astype(np.int64)  # negative: not in the corpus
         query_unit = self._unit_vectors(tokens)  # [m, V]
@@ -87,11 +88,14 @@ class HistogramBuilder:
         return QueryHistograms(histograms, idf, mask)
 
 
-def build_histograms(candidates: Sequence[QueryCandidates], queries: Mapping[str, str], builder: HistogramBuilder,
-                     progress: bool = True) -> list[QueryHistograms]:
+def build_histograms(
+    candidates: Sequence[QueryCandidates], queries: Mapping[str, str], builder: HistogramBuilder, progress: bool = True
+) -> list[QueryHistograms]:
     """DRMM inputs for every query's candidates."""
-    return [builder.query(queries[c.query_id], c.stats_rows)
-            for c in tqdm(candidates, desc="histograms", unit="query", disable=not progress)]
+    return [
+        builder.query(queries[c.query_id], c.stats_rows)
+        for c in tqdm(candidates, desc="histograms", unit="query", disable=not progress)
+    ]
 
 
 class DRMM(nn.Module):
@@ -100,8 +104,9 @@ class DRMM(nn.Module):
     def __init__(self, config: DRMMConfig = DRMMConfig()) -> None:
         super().__init__()
         self.config = config
-        self.matching = nn.Sequential(nn.Linear(config.n_bins, config.hidden), nn.Tanh(),
-                                      nn.Linear(config.hidden, 1), nn.Tanh())
+        self.matching = nn.Sequential(
+            nn.Linear(config.n_bins, config.hidden), nn.Tanh(), nn.Linear(config.hidden, 1), nn.Tanh()
+        )
         self.gate = nn.Parameter(torch.ones(1))  # g = softmax(gate * idf) over the real query terms
 
     def forward(self, histograms: torch.Tensor, idf: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -112,8 +117,9 @@ class DRMM(nn.Module):
         return (gates * z).sum(dim=1)  # a query without terms scores 0
 
 
-def _stack(inputs: Sequence[QueryHistograms], query_index: np.ndarray,
-           doc_index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _stack(
+    inputs: Sequence[QueryHistograms], query_index: np.ndarray, doc_index: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     histograms = np.stack([inputs[q].histograms[d] for q, d in zip(query_index, doc_index)]).astype(np.float32)
     idf = np.stack([inputs[q].idf for q in query_index])
     mask = np.stack([inputs[q].mask for q in query_index])
@@ -127,22 +133,41 @@ def drmm_scores(model: DRMM, inputs: Sequence[QueryHistograms]) -> list[np.ndarr
     with torch.no_grad():
         for query in inputs:
             n = len(query.histograms)
-            out.append(model(torch.from_numpy(query.histograms.astype(np.float32)),
-                             torch.from_numpy(np.repeat(query.idf[None], n, axis=0)),
-                             torch.from_numpy(np.repeat(query.mask[None], n, axis=0))).numpy())
+            out.append(
+                model(
+                    torch.from_numpy(query.histograms.astype(np.float32)),
+                    torch.from_numpy(np.repeat(query.idf[None], n, axis=0)),
+                    torch.from_numpy(np.repeat(query.mask[None], n, axis=0)),
+                ).numpy()
+            )
     return out
 
 
-def train_drmm(train: Sequence[QueryCandidates], train_inputs: Sequence[QueryHistograms],
-               dev: Sequence[QueryCandidates], dev_inputs: Sequence[QueryHistograms],
-               dev_qrels: Mapping[str, Mapping[str, int]], settings: TrainConfig,
-               config: DRMMConfig = DRMMConfig(), progress: bool = True) -> TrainResult:
+def train_drmm(
+    train: Sequence[QueryCandidates],
+    train_inputs: Sequence[QueryHistograms],
+    dev: Sequence[QueryCandidates],
+    dev_inputs: Sequence[QueryHistograms],
+    dev_qrels: Mapping[str, Mapping[str, int]],
+    settings: TrainConfig,
+    config: DRMMConfig = DRMMConfig(),
+    progress: bool = True,
+) -> TrainResult:
     """Train DRMM with the shared pairwise loop (Adagrad, L2 as for dense layers), early-stopped on dev."""
     set_seeds(settings.seed)
     model = DRMM(config)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=settings.learning_rate, weight_decay=settings.l2_dense)
-    return fit_pairwise(model, optimizer, train, lambda q, d: model(*_stack(train_inputs, q, d)),
-                        lambda: drmm_scores(model, dev_inputs), dev, dict(dev_qrels), settings, progress)
+    return fit_pairwise(
+        model,
+        optimizer,
+        train,
+        lambda q, d: model(*_stack(train_inputs, q, d)),
+        lambda: drmm_scores(model, dev_inputs),
+        dev,
+        dict(dev_qrels),
+        settings,
+        progress,
+    )
 
 
 @dataclass

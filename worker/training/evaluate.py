@@ -6,22 +6,29 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
+from ir_measures import R
 from scipy import stats as scipy_stats
 
+from es_rerank.embeddings import Embeddings
 from es_rerank.lex import BM25Params, lex_features
 from es_rerank.stats import CorpusStats
 from es_rerank.text import embedding_token, embedding_tokens, tokenize
-from es_rerank.embeddings import Embeddings
 from worker.training.data import QueryCandidates
-from ir_measures import R
-
-from worker.training.metrics import (HEADLINE, MEASURE_LABELS, REPORT_MEASURES, Qrels, Run, per_query,
-                                     run_from_scores, write_trec_run)
+from worker.training.metrics import (
+    HEADLINE,
+    MEASURE_LABELS,
+    REPORT_MEASURES,
+    Qrels,
+    Run,
+    per_query,
+    run_from_scores,
+    write_trec_run,
+)
 
 BASELINE = "BM25"
 SIGNIFICANCE = 0.01  # the paper's 99% confidence, for the table's marks
@@ -41,6 +48,7 @@ class EvalRow:
     p_values: dict[str, float]
     wins: tuple[int, int, int] | None = None  # queries better / equal / worse than the baseline on HEADLINE
 
+
 def _natural_key(doc_id: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", doc_id))
 
@@ -56,8 +64,9 @@ def reverse_doc_id_scores(candidates: Sequence[QueryCandidates]) -> list[np.ndar
     return out
 
 
-def title_bm25_scores(candidates: Sequence[QueryCandidates], queries: Mapping[str, str],
-                      stats: CorpusStats) -> list[np.ndarray]:
+def title_bm25_scores(
+    candidates: Sequence[QueryCandidates], queries: Mapping[str, str], stats: CorpusStats
+) -> list[np.ndarray]:
     """BM25 on the title alone (k1=2.0, b=0.75, the paper's best lexical baseline)."""
     out = []
     for cand in candidates:
@@ -67,8 +76,9 @@ def title_bm25_scores(candidates: Sequence[QueryCandidates], queries: Mapping[st
     return out
 
 
-def wmd_title_scores(candidates: Sequence[QueryCandidates], queries: Mapping[str, str], stats: CorpusStats,
-                     embeddings: Embeddings) -> list[np.ndarray]:
+def wmd_title_scores(
+    candidates: Sequence[QueryCandidates], queries: Mapping[str, str], stats: CorpusStats, embeddings: Embeddings
+) -> list[np.ndarray]:
     """Word Mover's Distance between query and title (the paper's WMD-Title), negated as a score.
 
     gensim's ``wmdistance`` over our word2vec vectors (POT solves the transport);
@@ -113,8 +123,11 @@ def evaluate_runs(runs: Mapping[str, Run], qrels: Qrels, baseline: str = BASELIN
 def wins_ties_losses(values: Mapping[str, float], baseline: Mapping[str, float]) -> tuple[int, int, int]:
     """Queries where ``values`` beat, tie with, and lose to ``baseline``."""
     differences = [values[q] - baseline[q] for q in baseline]
-    return (sum(d > TIE for d in differences), sum(abs(d) <= TIE for d in differences),
-            sum(d < -TIE for d in differences))
+    return (
+        sum(d > TIE for d in differences),
+        sum(abs(d) <= TIE for d in differences),
+        sum(d < -TIE for d in differences),
+    )
 
 
 def verdict(row: EvalRow, base: EvalRow, collection: str) -> str:
@@ -123,15 +136,21 @@ def verdict(row: EvalRow, base: EvalRow, collection: str) -> str:
     mine, theirs, p = row.means[measure], base.means[measure], row.p_values.get(measure, 1.0)
     change = (mine / theirs - 1) * 100 if theirs else float("nan")
     won, tied, lost = row.wins or (0, 0, 0)
-    figures = (f"{label} {mine:.4f} against BM25's {theirs:.4f} ({change:+.1f}%, paired t-test p={p:.2g}; "
-               f"{won} queries better, {tied} equal, {lost} worse)")
+    figures = (
+        f"{label} {mine:.4f} against BM25's {theirs:.4f} ({change:+.1f}%, paired t-test p={p:.2g}; "
+        f"{won} queries better, {tied} equal, {lost} worse)"
+    )
     if p < VERDICT_SIGNIFICANCE and mine > theirs:
         return f"the reranker helps this collection ({collection}): {row.name}, {figures}."
     if p < VERDICT_SIGNIFICANCE:
-        return (f"the reranker does not help this collection ({collection}), it hurts it: {row.name}, {figures}; "
-                "serve BM25's order here (ESRR_GATEWAY_WINDOW=0, or `esrr search --window 0`).")
-    return (f"the reranker does not help this collection ({collection}) measurably: {row.name}, {figures}; the "
-            f"difference is within chance (p >= {VERDICT_SIGNIFICANCE}).")
+        return (
+            f"the reranker does not help this collection ({collection}), it hurts it: {row.name}, {figures}; "
+            "serve BM25's order here (ESRR_GATEWAY_WINDOW=0, or `esrr search --window 0`)."
+        )
+    return (
+        f"the reranker does not help this collection ({collection}) measurably: {row.name}, {figures}; the "
+        f"difference is within chance (p >= {VERDICT_SIGNIFICANCE})."
+    )
 
 
 def adaptation_verdict(rows: Sequence[EvalRow], served: str, adapted: str, collection: str) -> str:
@@ -144,22 +163,30 @@ def adaptation_verdict(rows: Sequence[EvalRow], served: str, adapted: str, colle
     p = float(scipy_stats.ttest_rel(a, b).pvalue) if np.any(a != b) else 1.0
     won, tied, lost = wins_ties_losses(mine, theirs)
     change = (a.mean() / b.mean() - 1) * 100 if b.mean() else float("nan")
-    figures = (f"{label} {a.mean():.4f} against the served model's {b.mean():.4f} ({change:+.1f}%, paired t-test "
-               f"p={p:.2g}; {won} queries better, {tied} equal, {lost} worse)")
+    figures = (
+        f"{label} {a.mean():.4f} against the served model's {b.mean():.4f} ({change:+.1f}%, paired t-test "
+        f"p={p:.2g}; {won} queries better, {tied} equal, {lost} worse)"
+    )
     if p < VERDICT_SIGNIFICANCE and a.mean() > b.mean():
         return f"the adapted model helps this collection ({collection}): {adapted}, {figures}."
     if p < VERDICT_SIGNIFICANCE:
         return f"the adapted model hurts this collection ({collection}): {adapted}, {figures}; keep the served one."
-    return (f"the adapted model does not help this collection ({collection}) measurably: {adapted}, {figures}; "
-            f"the difference is within chance (p >= {VERDICT_SIGNIFICANCE}).")
+    return (
+        f"the adapted model does not help this collection ({collection}) measurably: {adapted}, {figures}; "
+        f"the difference is within chance (p >= {VERDICT_SIGNIFICANCE})."
+    )
 
 
-def markdown_table(rows: Sequence[EvalRow], baseline: str = BASELINE, recall: float | None = None,
-                   depth: int = 500) -> str:
+def markdown_table(
+    rows: Sequence[EvalRow], baseline: str = BASELINE, recall: float | None = None, depth: int = 500
+) -> str:
     """Table 2-style markdown: metric means, relative change vs BM25, significance marks, wins/ties/losses."""
     measures = [str(m) for m in REPORT_MEASURES]
-    header = ("| ranker | " + " | ".join(MEASURE_LABELS[m] for m in REPORT_MEASURES)
-              + f" | {MEASURE_LABELS[HEADLINE]} better/equal/worse |")
+    header = (
+        "| ranker | "
+        + " | ".join(MEASURE_LABELS[m] for m in REPORT_MEASURES)
+        + f" | {MEASURE_LABELS[HEADLINE]} better/equal/worse |"
+    )
     lines = [header, "|" + "---|" * (len(measures) + 2)]
     base = next((r for r in rows if r.name == baseline), None)
     for row in rows:
@@ -174,17 +201,22 @@ def markdown_table(rows: Sequence[EvalRow], baseline: str = BASELINE, recall: fl
             cells.append(cell)
         cells.append("/".join(map(str, row.wins)) if row.wins is not None else "")
         lines.append(f"| {row.name} | " + " | ".join(cells) + " |")
-    notes = [f"\n'+'/'-': significant change vs {baseline} (paired t-test, p < {SIGNIFICANCE}); '=': not "
-             f"significant. The last column counts the queries each ranker ranks better, equally and worse than "
-             f"{baseline} on {MEASURE_LABELS[HEADLINE]}."]
+    notes = [
+        f"\n'+'/'-': significant change vs {baseline} (paired t-test, p < {SIGNIFICANCE}); '=': not "
+        f"significant. The last column counts the queries each ranker ranks better, equally and worse than "
+        f"{baseline} on {MEASURE_LABELS[HEADLINE]}."
+    ]
     if recall is not None:
-        notes.append(f"First stage ({baseline} top-{depth}) Recall@{depth}: {recall:.4f}; every row reorders "
-                     "that window, so it is every row's recall at the window.")
+        notes.append(
+            f"First stage ({baseline} top-{depth}) Recall@{depth}: {recall:.4f}; every row reorders "
+            "that window, so it is every row's recall at the window."
+        )
     return "\n".join(lines) + "\n" + "\n".join(notes) + "\n"
 
 
-def plot_chart(rows: Sequence[EvalRow], path: Path, split: str = "test", collection: str = "NFCorpus",
-               depth: int = 500) -> None:
+def plot_chart(
+    rows: Sequence[EvalRow], path: Path, split: str = "test", collection: str = "NFCorpus", depth: int = 500
+) -> None:
     """Grouped bar chart of the metrics per ranker, one colour per ranker, the legend beside the bars."""
     import matplotlib
 
@@ -237,9 +269,19 @@ def run_tag(row: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", row)  # a tag with spaces breaks the six-column run format
 
 
-def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path, recall: float,
-                 command: str, machine: str, runs_dir: Path | None = None, split: str = "test",
-                 collection: str = "NFCorpus", depth: int = 500, served_default: str | None = None) -> str | None:
+def write_report(
+    rows: Sequence[EvalRow],
+    runs: Mapping[str, Run],
+    out_dir: Path,
+    recall: float,
+    command: str,
+    machine: str,
+    runs_dir: Path | None = None,
+    split: str = "test",
+    collection: str = "NFCorpus",
+    depth: int = 500,
+    served_default: str | None = None,
+) -> str | None:
     """Write table.md, results.json, chart.png (and TREC run files to ``runs_dir``); return the verdict.
 
     With ``served_default`` (a row's name), the verdict on it against BM25 ends table.md, and
@@ -251,15 +293,37 @@ def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path
     served = next((r for r in rows if r.name == served_default), None)
     said = verdict(served, base, f"{collection} {split}") if served is not None and base is not None else None
     ending = f"\nVerdict: {said}\n" if said else ""
-    (out_dir / "table.md").write_text(f"Command: `{command}`  \nMachine: {machine}  \nCollection: {collection}, "
-                                      f"{split} split, {len(base.per_query[str(HEADLINE)]) if base else 0} judged "
-                                      f"queries\n\n{table}{ending}", encoding="utf-8")
-    (out_dir / "results.json").write_text(json.dumps({
-        "command": command, "machine": machine, "collection": collection, "split": split, "depth": depth,
-        f"recall@{depth}": recall, "served_default": served_default, "verdict": said,
-        "rows": [{"name": r.name, "means": r.means, "p_values": r.p_values,
-                  "wins_ties_losses": list(r.wins) if r.wins else None} for r in rows]}, indent=2),
-        encoding="utf-8")
+    (out_dir / "table.md").write_text(
+        f"Command: `{command}`  \nMachine: {machine}  \nCollection: {collection}, "
+        f"{split} split, {len(base.per_query[str(HEADLINE)]) if base else 0} judged "
+        f"queries\n\n{table}{ending}",
+        encoding="utf-8",
+    )
+    (out_dir / "results.json").write_text(
+        json.dumps(
+            {
+                "command": command,
+                "machine": machine,
+                "collection": collection,
+                "split": split,
+                "depth": depth,
+                f"recall@{depth}": recall,
+                "served_default": served_default,
+                "verdict": said,
+                "rows": [
+                    {
+                        "name": r.name,
+                        "means": r.means,
+                        "p_values": r.p_values,
+                        "wins_ties_losses": list(r.wins) if r.wins else None,
+                    }
+                    for r in rows
+                ],
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
     plot_chart(rows, out_dir / "chart.png", split, collection, depth)
     if served is not None and base is not None:
         plot_per_query(served, base, out_dir / "per-query.png", f"{collection} {split}")
@@ -272,9 +336,22 @@ def write_report(rows: Sequence[EvalRow], runs: Mapping[str, Run], out_dir: Path
 
 def first_stage_recall(qrels: Qrels, run: Run, depth: int = 500) -> float:
     """Mean recall at ``depth`` (the window) of the first stage over the judged queries."""
-    return float(np.mean(list(per_query(R@depth, qrels, run).values())))
+    return float(np.mean(list(per_query(R @ depth, qrels, run).values())))
 
 
-__all__ = ["adaptation_verdict", "evaluate_runs", "markdown_table", "plot_chart", "plot_per_query", "run_tag",
-           "verdict", "wins_ties_losses", "write_report",
-           "reverse_doc_id_scores", "title_bm25_scores", "wmd_title_scores", "first_stage_recall", "run_from_scores"]
+__all__ = [
+    "adaptation_verdict",
+    "evaluate_runs",
+    "markdown_table",
+    "plot_chart",
+    "plot_per_query",
+    "run_tag",
+    "verdict",
+    "wins_ties_losses",
+    "write_report",
+    "reverse_doc_id_scores",
+    "title_bm25_scores",
+    "wmd_title_scores",
+    "first_stage_recall",
+    "run_from_scores",
+]

@@ -10,8 +10,8 @@ trains a pairwise linear ranker on the features alone, a fast proxy.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -35,8 +35,9 @@ class SelectionStep:
     trials: dict[str, float]
 
 
-def greedy_select(names: Sequence[str], evaluate: SubsetEvaluator, max_features: int = 3,
-                  progress: bool = True) -> list[SelectionStep]:
+def greedy_select(
+    names: Sequence[str], evaluate: SubsetEvaluator, max_features: int = 3, progress: bool = True
+) -> list[SelectionStep]:
     """Forward selection: at each step add the feature whose subset scores best."""
     if not 0 < max_features <= len(names):
         raise ValueError(f"max_features must be between 1 and {len(names)}, got {max_features}")
@@ -44,8 +45,9 @@ def greedy_select(names: Sequence[str], evaluate: SubsetEvaluator, max_features:
     steps = []
     for step in range(1, max_features + 1):
         trials = {}
-        for name in tqdm([n for n in names if n not in chosen], desc=f"step {step}", unit="subset",
-                         disable=not progress, leave=False):
+        for name in tqdm(
+            [n for n in names if n not in chosen], desc=f"step {step}", unit="subset", disable=not progress, leave=False
+        ):
             trials[name] = evaluate((*chosen, name))
             if progress:
                 tqdm.write(f"step {step}: {' + '.join((*chosen, name))}: dev NDCG@20 {trials[name]:.4f}")
@@ -55,25 +57,48 @@ def greedy_select(names: Sequence[str], evaluate: SubsetEvaluator, max_features:
     return steps
 
 
-def delta_evaluator(all_names: Sequence[str], embeddings: np.ndarray, train: Sequence[QueryCandidates],
-                    dev: Sequence[QueryCandidates], dev_qrels: Qrels, doc_rows: DocumentRows,
-                    settings: TrainConfig) -> SubsetEvaluator:
+def delta_evaluator(
+    all_names: Sequence[str],
+    embeddings: np.ndarray,
+    train: Sequence[QueryCandidates],
+    dev: Sequence[QueryCandidates],
+    dev_qrels: Qrels,
+    doc_rows: DocumentRows,
+    settings: TrainConfig,
+) -> SubsetEvaluator:
     """Best dev NDCG@20 of a Delta-32 model trained with the subset's features (candidates carry ``all_names``)."""
+
     def evaluate(subset: tuple[str, ...]) -> float:
         config = DeltaConfig(lex_names=subset, embedding_dim=embeddings.shape[1])
-        result = train_model(config, embeddings, select_features(train, all_names, subset),
-                             select_features(dev, all_names, subset),
-                             dev_qrels, doc_rows, settings, progress=False)
+        result = train_model(
+            config,
+            embeddings,
+            select_features(train, all_names, subset),
+            select_features(dev, all_names, subset),
+            dev_qrels,
+            doc_rows,
+            settings,
+            progress=False,
+        )
         return result.best_dev
+
     return evaluate
 
 
-def linear_evaluator(all_names: Sequence[str], train: Sequence[QueryCandidates], dev: Sequence[QueryCandidates],
-                     dev_qrels: Qrels, settings: TrainConfig) -> SubsetEvaluator:
+def linear_evaluator(
+    all_names: Sequence[str],
+    train: Sequence[QueryCandidates],
+    dev: Sequence[QueryCandidates],
+    dev_qrels: Qrels,
+    settings: TrainConfig,
+) -> SubsetEvaluator:
     """Best dev NDCG@20 of a linear ranker on the subset's standardised features, same triples and loss."""
+
     def evaluate(subset: tuple[str, ...]) -> float:
-        return train_linear_ranker(select_features(train, all_names, subset),
-                                   select_features(dev, all_names, subset), dev_qrels, settings)
+        return train_linear_ranker(
+            select_features(train, all_names, subset), select_features(dev, all_names, subset), dev_qrels, settings
+        )
+
     return evaluate
 
 
@@ -92,8 +117,9 @@ class LinearLexRanker(torch.nn.Module):
         return ((lex - self.mean) / self.std) @ self.weights
 
 
-def train_linear_ranker(train: Sequence[QueryCandidates], dev: Sequence[QueryCandidates], dev_qrels: Qrels,
-                        settings: TrainConfig) -> float:
+def train_linear_ranker(
+    train: Sequence[QueryCandidates], dev: Sequence[QueryCandidates], dev_qrels: Qrels, settings: TrainConfig
+) -> float:
     """Best dev NDCG@20 of a ``LinearLexRanker`` trained with the Delta model's triples, loss and optimiser."""
     set_seeds(settings.seed)
     model = LinearLexRanker(train)
@@ -106,5 +132,6 @@ def train_linear_ranker(train: Sequence[QueryCandidates], dev: Sequence[QueryCan
     def score_dev() -> list[np.ndarray]:
         return [model(torch.from_numpy(c.lex).float()).numpy() for c in dev]
 
-    return fit_pairwise(model, optimizer, train, score_pairs, score_dev, dev, dev_qrels, settings,
-                        progress=False).best_dev
+    return fit_pairwise(
+        model, optimizer, train, score_pairs, score_dev, dev, dev_qrels, settings, progress=False
+    ).best_dev

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import ir_measures
 import numpy as np
@@ -13,16 +14,22 @@ if TYPE_CHECKING:
     from worker.training.data import QueryCandidates
 
 # The paper's NDCG (section 4.4.1): gain 2^rel - 1. trec_eval's ndcg_cut uses gain = rel, as BEIR reports.
-PAPER_NDCG20 = nDCG(gains={0: 0, 1: 1, 2: 3, 3: 7})@20
-TREC_NDCG20 = nDCG@20
-NDCG10 = nDCG@10  # BEIR's headline measure: what `esrr eval`'s verdict is about
+PAPER_NDCG20 = nDCG(gains={0: 0, 1: 1, 2: 3, 3: 7}) @ 20
+TREC_NDCG20 = nDCG @ 20
+NDCG10 = nDCG @ 10  # BEIR's headline measure: what `esrr eval`'s verdict is about
 MAP = AP
-P5 = P@5
-RECALL500 = R@500
+P5 = P @ 5
+RECALL500 = R @ 500
 REPORT_MEASURES = (NDCG10, PAPER_NDCG20, TREC_NDCG20, MAP, P5)
 HEADLINE = NDCG10
-MEASURE_LABELS = {NDCG10: "nDCG@10", PAPER_NDCG20: "NDCG@20 (2^rel-1)", TREC_NDCG20: "NDCG@20 (trec_eval)",
-                  MAP: "MAP", P5: "P@5", RECALL500: "Recall@500"}
+MEASURE_LABELS = {
+    NDCG10: "nDCG@10",
+    PAPER_NDCG20: "NDCG@20 (2^rel-1)",
+    TREC_NDCG20: "NDCG@20 (trec_eval)",
+    MAP: "MAP",
+    P5: "P@5",
+    RECALL500: "Recall@500",
+}
 
 Run = dict[str, dict[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
@@ -41,8 +48,9 @@ def per_query(measure: Measure, qrels: Qrels, run: Run) -> dict[str, float]:
     return values
 
 
-def mean_metric(measure: Measure, qrels: Qrels, candidates: Sequence[QueryCandidates],
-                scores: Sequence[np.ndarray]) -> float:
+def mean_metric(
+    measure: Measure, qrels: Qrels, candidates: Sequence[QueryCandidates], scores: Sequence[np.ndarray]
+) -> float:
     """Mean of ``measure`` over the queries of ``candidates``."""
     run = run_from_scores(candidates, scores)
     judged = {c.query_id: qrels.get(c.query_id, {}) for c in candidates}

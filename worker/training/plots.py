@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 
 def plot_training_curve(history: Sequence[dict[str, float]], path: Path, title: str) -> None:

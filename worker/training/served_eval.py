@@ -10,12 +10,11 @@ without the model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Mapping
-
-from tqdm import tqdm
 
 import numpy as np
+from tqdm import tqdm
 
 from es_rerank.ranking.answer import answer
 from es_rerank.ranking.pipeline import SearchPipeline, WindowScores
@@ -53,8 +52,11 @@ def row_names(stage_names: list[str]) -> list[str]:
 def served_runs(pipeline: SearchPipeline, queries: Mapping[str, str], progress: bool = True) -> ServedRuns:
     """Every stage of ``pipeline`` over each query's window (its ``window`` BM25 hits), as runs."""
     out = ServedRuns()
-    without_model = (replace(pipeline, reranker=None, neighbours=None)
-                     if pipeline.reranker is not None and pipeline.feedback is not None else None)
+    without_model = (
+        replace(pipeline, reranker=None, neighbours=None)
+        if pipeline.reranker is not None and pipeline.feedback is not None
+        else None
+    )
     stats = pipeline.backend.stats
     names: list[str] | None = None
     for query_id in tqdm(sorted(queries), desc="served stages", unit="query", disable=not progress):
@@ -62,10 +64,12 @@ def served_runs(pipeline: SearchPipeline, queries: Mapping[str, str], progress: 
         answered = answer(pipeline, text_request(text, DEFAULT_SIZE))
         ranking = answered.ranking
         if ranking.fallback is not None:
-            raise ServedEvaluationError(f"the model did not score query {query_id} ({ranking.fallback}); an "
-                                        "evaluation of the served stages needs every query scored")
+            raise ServedEvaluationError(
+                f"the model did not score query {query_id} ({ranking.fallback}); an "
+                "evaluation of the served stages needs every query scored"
+            )
         out.pages[query_id] = [(item.hit.doc_id, item.score) for item in answered.page]
-        window = list(ranking.first_stage.hits[:pipeline.window]) if ranking.first_stage is not None else []
+        window = list(ranking.first_stage.hits[: pipeline.window]) if ranking.first_stage is not None else []
         scored = ranking.scores
         if scored is None or len(scored.final) != len(window):  # no stage reorders: BM25's window alone
             scored = WindowScores([("BM25", np.array([h.score for h in window], dtype=np.float32))])
@@ -77,15 +81,17 @@ def served_runs(pipeline: SearchPipeline, queries: Mapping[str, str], progress: 
             names = row_names(stage_names)
             out.default = names[-1]
         elif row_names(stage_names) != names:  # cannot happen in one process; said rather than mislabelled
-            raise ServedEvaluationError(f"query {query_id} went through other stages ({stage_names}) than the "
-                                        f"queries before it ({names})")
+            raise ServedEvaluationError(
+                f"query {query_id} went through other stages ({stage_names}) than the queries before it ({names})"
+            )
         doc_ids = [h.doc_id for h in window]
         for name, (_, scores) in zip(names, scored.stages):
             out.runs.setdefault(name, {})[query_id] = dict(zip(doc_ids, map(float, scores)))
         if without_model is not None:
             _, fed = without_model.score_window(text, window, stats).stages[-1]
             out.runs.setdefault(SERVED_PREFIX + "BM25 + candidate feedback", {})[query_id] = dict(
-                zip(doc_ids, map(float, fed)))
+                zip(doc_ids, map(float, fed))
+            )
     if names is None:
         out.default = "BM25"
         out.runs["BM25"] = {}

@@ -32,9 +32,9 @@ import itertools
 import json
 import random
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from es_rerank.ranking.neighbours import relevant_judgments
 from es_rerank.stats import Document
@@ -64,8 +64,9 @@ def relevant(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, set[str]]:
     return {q: set(docs) for q, docs in relevant_judgments(qrels).items()}
 
 
-def vid_desc(documents: list[Document], descriptions: Mapping[str, Mapping[str, str]],
-             qrels: Mapping[str, Qrels]) -> Condition:
+def vid_desc(
+    documents: list[Document], descriptions: Mapping[str, Mapping[str, str]], qrels: Mapping[str, Qrels]
+) -> Condition:
     """The video-description queries of each split with that split's judgments of the same query ids."""
     queries: dict[str, str] = {}
     kept: dict[str, Qrels] = {}
@@ -74,21 +75,35 @@ def vid_desc(documents: list[Document], descriptions: Mapping[str, Mapping[str, 
         kept[split] = {q: dict(docs) for q, docs in qrels[split].items() if q in texts}
         queries.update({q: texts[q] for q in kept[split]})
     counts = {split: len(kept[split]) for split in SPLITS}
-    return Condition("vid-desc", documents, queries, kept, {
-        "queries": "original/queries/{split}.vid-desc.queries: NutritionFacts video descriptions",
-        "queries per split": counts, "documents": "unchanged", "judgments": "unchanged, for these query ids"})
+    return Condition(
+        "vid-desc",
+        documents,
+        queries,
+        kept,
+        {
+            "queries": "original/queries/{split}.vid-desc.queries: NutritionFacts video descriptions",
+            "queries per split": counts,
+            "documents": "unchanged",
+            "judgments": "unchanged, for these query ids",
+        },
+    )
 
 
 def no_titles(documents: list[Document], queries: Mapping[str, str], qrels: Mapping[str, Qrels]) -> Condition:
     """Every document's title blanked; queries and judgments unchanged."""
     blanked = [Document(d.doc_id, "", d.abstract) for d in documents]
-    return Condition("no-titles", blanked, dict(queries), {s: dict(qrels[s]) for s in SPLITS}, {
-        "documents": "titles blanked (empty), abstracts unchanged", "queries": "unchanged",
-        "judgments": "unchanged"})
+    return Condition(
+        "no-titles",
+        blanked,
+        dict(queries),
+        {s: dict(qrels[s]) for s in SPLITS},
+        {"documents": "titles blanked (empty), abstracts unchanged", "queries": "unchanged", "judgments": "unchanged"},
+    )
 
 
-def topic_graph_communities(judged: Mapping[str, set[str]], seed: int,
-                            resolution: float = TOPIC_RESOLUTION) -> list[list[str]]:
+def topic_graph_communities(
+    judged: Mapping[str, set[str]], seed: int, resolution: float = TOPIC_RESOLUTION
+) -> list[list[str]]:
     """Topics: Louvain communities of the queries, linked by the relevant documents they share (sorted ids)."""
     import networkx as nx
 
@@ -128,8 +143,9 @@ def shared_relevant_share(held_out: Mapping[str, set[str]], train: Mapping[str, 
     return sum(len(docs & seen) / len(docs) for docs in held_out.values()) / len(held_out)
 
 
-def topic_disjoint(documents: list[Document], queries: Mapping[str, str], qrels: Mapping[str, Qrels],
-                   seed: int = 13) -> Condition:
+def topic_disjoint(
+    documents: list[Document], queries: Mapping[str, str], qrels: Mapping[str, Qrels], seed: int = 13
+) -> Condition:
     """A new train/dev/test split of every judged query that holds whole topics out (module docstring)."""
     graded: Qrels = {}
     for split in SPLITS:
@@ -140,59 +156,89 @@ def topic_disjoint(documents: list[Document], queries: Mapping[str, str], qrels:
     new_qrels = {s: {q: graded[q] for q in splits[s]} for s in SPLITS}
     original = {s: relevant({q: d for q, d in qrels[s].items() if q in queries}) for s in SPLITS}
     mine = {s: {q: judged[q] for q in splits[s]} for s in SPLITS}
-    return Condition("topic-disjoint", documents, {q: queries[q] for q in graded}, new_qrels, {
-        "split": f"Louvain communities (networkx, resolution {TOPIC_RESOLUTION}, seed {seed}) of the judged "
-                 "queries linked by shared relevant documents (weight 1/number of queries judging each); whole "
-                 f"communities to test, then dev, until each holds {HELD_OUT_SHARE:.0%} of the queries",
-        "communities": len(communities), "largest community": max(len(c) for c in communities),
-        "queries per split": {s: len(splits[s]) for s in SPLITS},
-        "share of a test query's relevant documents judged relevant by some train query": {
-            "this split": round(shared_relevant_share(mine["test"], mine["train"]), 4),
-            "the original split": round(shared_relevant_share(original["test"], original["train"]), 4)},
-        "documents": "unchanged", "judgments": "unchanged (train: the graded original labels)"})
+    return Condition(
+        "topic-disjoint",
+        documents,
+        {q: queries[q] for q in graded},
+        new_qrels,
+        {
+            "split": f"Louvain communities (networkx, resolution {TOPIC_RESOLUTION}, seed {seed}) of the judged "
+            "queries linked by shared relevant documents (weight 1/number of queries judging each); whole "
+            f"communities to test, then dev, until each holds {HELD_OUT_SHARE:.0%} of the queries",
+            "communities": len(communities),
+            "largest community": max(len(c) for c in communities),
+            "queries per split": {s: len(splits[s]) for s in SPLITS},
+            "share of a test query's relevant documents judged relevant by some train query": {
+                "this split": round(shared_relevant_share(mine["test"], mine["train"]), 4),
+                "the original split": round(shared_relevant_share(original["test"], original["train"]), 4),
+            },
+            "documents": "unchanged",
+            "judgments": "unchanged (train: the graded original labels)",
+        },
+    )
 
 
-def pseudo_queries(name: str, documents: list[Document], n_queries: int = PSEUDO_QUERIES, seed: int = 13,
-                   n_dev: int = 0, n_train: int = 0) -> Condition:
+def pseudo_queries(
+    name: str,
+    documents: list[Document],
+    n_queries: int = PSEUDO_QUERIES,
+    seed: int = 13,
+    n_dev: int = 0,
+    n_train: int = 0,
+) -> Condition:
     """Titles as queries for their own abstracts, over the documents with every title blanked.
 
     The test queries are the same draw whatever ``n_dev`` and ``n_train`` ask (``esrr shift``'s
     test split is ``esrr train --adapt``'s); dev and train queries come from the other records.
     """
-    usable = sorted({d.doc_id: d for d in documents if d.title.strip() and d.abstract.strip()}.values(),
-                    key=lambda d: d.doc_id)
+    usable = sorted(
+        {d.doc_id: d for d in documents if d.title.strip() and d.abstract.strip()}.values(), key=lambda d: d.doc_id
+    )
     chosen = random.Random(seed).sample(usable, min(n_queries, len(usable)))
     taken = {d.doc_id for d in chosen}
     rest = [d for d in usable if d.doc_id not in taken]
     random.Random(seed + 1).shuffle(rest)
-    drawn = {"test": chosen, "dev": rest[:n_dev], "train": rest[n_dev:n_dev + n_train]}
+    drawn = {"test": chosen, "dev": rest[:n_dev], "train": rest[n_dev : n_dev + n_train]}
     kept = {d.doc_id: Document(d.doc_id, "", d.abstract) for d in documents if d.abstract.strip()}
     queries = {f"pq-{d.doc_id}": d.title for docs in drawn.values() for d in docs}
     qrels = {split: {f"pq-{d.doc_id}": {d.doc_id: 1} for d in drawn[split]} for split in SPLITS}
     counts = ", ".join(f"{len(drawn[s])} {s}" for s in SPLITS if drawn[s])
-    return Condition(name, list(kept.values()), queries, qrels, {
-        "documents": f"{len(kept)} records with an abstract, titles blanked",
-        "queries": f"titles drawn with seed {seed} ({counts}), each judged relevant to its own record only; "
-                   f"test first, then dev and train from the other titled records",
-        "judgments": "one relevant document a query (a known-item search)"})
+    return Condition(
+        name,
+        list(kept.values()),
+        queries,
+        qrels,
+        {
+            "documents": f"{len(kept)} records with an abstract, titles blanked",
+            "queries": f"titles drawn with seed {seed} ({counts}), each judged relevant to its own record only; "
+            f"test first, then dev and train from the other titled records",
+            "judgments": "one relevant document a query (a known-item search)",
+        },
+    )
 
 
 def write_condition(condition: Condition, directory: Path) -> Path:
     """Write ``condition`` as a BEIR folder under ``directory/<name>`` (replacing one written before)."""
     target = directory / condition.name
     (target / "qrels").mkdir(parents=True, exist_ok=True)
-    corpus = b"".join((json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n").encode()
-                      for d in condition.documents)
+    corpus = b"".join(
+        (json.dumps({"_id": d.doc_id, "title": d.title, "text": d.abstract}) + "\n").encode()
+        for d in condition.documents
+    )
     # mtime 0: the same documents give the same bytes, so a file already there is left alone, and the
     # index that `esrr eval --data` keys by the corpus file's size and age is reused, not rebuilt.
     _write_if_changed(target / "corpus.jsonl.gz", gzip.compress(corpus, mtime=0))
     _write_lines(target / "queries.jsonl", (json.dumps({"_id": q, "text": t}) for q, t in condition.queries.items()))
     for split in SPLITS:
-        rows = (f"{q}\t{d}\t{g}" for q in sorted(condition.qrels[split])
-                for d, g in sorted(condition.qrels[split][q].items()))
+        rows = (
+            f"{q}\t{d}\t{g}"
+            for q in sorted(condition.qrels[split])
+            for d, g in sorted(condition.qrels[split][q].items())
+        )
         _write_lines(target / "qrels" / f"{split}.tsv", itertools.chain(["query-id\tcorpus-id\tscore"], rows))
-    (target / "condition.json").write_text(json.dumps({"condition": condition.name, **condition.description},
-                                                      indent=2) + "\n", encoding="utf-8")
+    (target / "condition.json").write_text(
+        json.dumps({"condition": condition.name, **condition.description}, indent=2) + "\n", encoding="utf-8"
+    )
     return target
 
 

@@ -11,16 +11,25 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from worker.model import DeltaConfig, DeltaModel
-from worker.training.data import (SOFTMAX_NEGATIVES, DocumentRows, Groups, QueryCandidates, TrainingError,
-                                  batch_inputs, lex_statistics, sample_groups, sample_triples)
+from worker.training.data import (
+    SOFTMAX_NEGATIVES,
+    DocumentRows,
+    Groups,
+    QueryCandidates,
+    TrainingError,
+    batch_inputs,
+    lex_statistics,
+    sample_groups,
+    sample_triples,
+)
 from worker.training.metrics import PAPER_NDCG20, mean_metric
 
 # (query rows [M], document rows [n, N], raw Lex features [n, L]) -> scores [n]
@@ -112,8 +121,12 @@ class TrainResult:
 
     def curve(self) -> dict[str, object]:
         """The dev curve, best epoch, best dev NDCG@20 and seconds, rounded for a results record."""
-        return {"dev_per_epoch": [round(h["dev_ndcg20"], 4) for h in self.history], "best_epoch": self.best_epoch,
-                "best_dev": round(self.best_dev, 4), "seconds": round(self.seconds)}
+        return {
+            "dev_per_epoch": [round(h["dev_ndcg20"], 4) for h in self.history],
+            "best_epoch": self.best_epoch,
+            "best_dev": round(self.best_dev, 4),
+            "seconds": round(self.seconds),
+        }
 
 
 # (query index [B], candidate index [B]) into the training candidates -> scores [B]
@@ -129,8 +142,9 @@ def set_lex_standardisation(model: DeltaModel, candidates: Sequence[QueryCandida
     model.lex_std.copy_(torch.from_numpy(std))
 
 
-def new_delta_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates],
-                    settings: TrainConfig) -> tuple[DeltaModel, torch.optim.Optimizer]:
+def new_delta_model(
+    config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates], settings: TrainConfig
+) -> tuple[DeltaModel, torch.optim.Optimizer]:
     """A freshly seeded Delta model standardising ``train``'s Lex features, and its Adagrad (L2 per stage)."""
     set_seeds(settings.seed)
     if settings.threads:
@@ -143,15 +157,25 @@ def new_delta_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence
 
 def delta_optimizer(model: DeltaModel, settings: TrainConfig) -> torch.optim.Optimizer:
     """Adagrad over a Delta model's convolution and dense stages, each with its own L2 coefficient."""
-    return torch.optim.Adagrad([
-        {"params": model.conv_parameters(), "weight_decay": settings.l2_conv},
-        {"params": model.dense_parameters(), "weight_decay": settings.l2_dense},
-    ], lr=settings.learning_rate)
+    return torch.optim.Adagrad(
+        [
+            {"params": model.conv_parameters(), "weight_decay": settings.l2_conv},
+            {"params": model.dense_parameters(), "weight_decay": settings.l2_dense},
+        ],
+        lr=settings.learning_rate,
+    )
 
 
-def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[QueryCandidates],
-                dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]], doc_rows: DocumentRows,
-                settings: TrainConfig = TrainConfig(), progress: bool = True) -> TrainResult:
+def train_model(
+    config: DeltaConfig,
+    embeddings: np.ndarray,
+    train: Sequence[QueryCandidates],
+    dev: Sequence[QueryCandidates],
+    dev_qrels: dict[str, dict[str, int]],
+    doc_rows: DocumentRows,
+    settings: TrainConfig = TrainConfig(),
+    progress: bool = True,
+) -> TrainResult:
     """Train a Delta model with early stopping on dev NDCG@20 (exponential gain) and return the best one.
 
     It trains on ``settings.device`` and comes back on the CPU, where checkpoints are saved from.
@@ -160,20 +184,35 @@ def train_model(config: DeltaConfig, embeddings: np.ndarray, train: Sequence[Que
     device = model.embeddings.device
 
     def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
-        docs, query_rows, lex = (torch.from_numpy(a).to(device)
-                                 for a in batch_inputs(train, doc_rows, query_index, doc_index))
+        docs, query_rows, lex = (
+            torch.from_numpy(a).to(device) for a in batch_inputs(train, doc_rows, query_index, doc_index)
+        )
         return model(docs, query_rows, lex)
 
-    result = fit_pairwise(model, optimizer, train, score_pairs,
-                          lambda: score_candidates(model_score_fn(model), dev, doc_rows),
-                          dev, dev_qrels, settings, progress)
+    result = fit_pairwise(
+        model,
+        optimizer,
+        train,
+        score_pairs,
+        lambda: score_candidates(model_score_fn(model), dev, doc_rows),
+        dev,
+        dev_qrels,
+        settings,
+        progress,
+    )
     result.model.to("cpu")
     return result
 
 
-def fine_tune_model(model: DeltaModel, train: Sequence[QueryCandidates], dev: Sequence[QueryCandidates],
-                    dev_qrels: dict[str, dict[str, int]], doc_rows: DocumentRows,
-                    settings: TrainConfig, progress: bool = True) -> TrainResult:
+def fine_tune_model(
+    model: DeltaModel,
+    train: Sequence[QueryCandidates],
+    dev: Sequence[QueryCandidates],
+    dev_qrels: dict[str, dict[str, int]],
+    doc_rows: DocumentRows,
+    settings: TrainConfig,
+    progress: bool = True,
+) -> TrainResult:
     """Go on training a trained Delta model (``esrr train --adapt``), early-stopped on dev NDCG@20.
 
     The model keeps the Lex standardisation it was trained with, so the new checkpoint reads its
@@ -186,21 +225,37 @@ def fine_tune_model(model: DeltaModel, train: Sequence[QueryCandidates], dev: Se
     device = model.embeddings.device
 
     def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
-        docs, query_rows, lex = (torch.from_numpy(a).to(device)
-                                 for a in batch_inputs(train, doc_rows, query_index, doc_index))
+        docs, query_rows, lex = (
+            torch.from_numpy(a).to(device) for a in batch_inputs(train, doc_rows, query_index, doc_index)
+        )
         return model(docs, query_rows, lex)
 
-    result = fit_pairwise(model, delta_optimizer(model, settings), train, score_pairs,
-                          lambda: score_candidates(model_score_fn(model), dev, doc_rows),
-                          dev, dev_qrels, settings, progress)
+    result = fit_pairwise(
+        model,
+        delta_optimizer(model, settings),
+        train,
+        score_pairs,
+        lambda: score_candidates(model_score_fn(model), dev, doc_rows),
+        dev,
+        dev_qrels,
+        settings,
+        progress,
+    )
     result.model.to("cpu")
     return result
 
 
-def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train: Sequence[QueryCandidates],
-                 score_pairs: PairScoreFn, score_dev: Callable[[], list[np.ndarray]],
-                 dev: Sequence[QueryCandidates], dev_qrels: dict[str, dict[str, int]],
-                 settings: TrainConfig, progress: bool = True) -> TrainResult:
+def fit_pairwise(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    train: Sequence[QueryCandidates],
+    score_pairs: PairScoreFn,
+    score_dev: Callable[[], list[np.ndarray]],
+    dev: Sequence[QueryCandidates],
+    dev_qrels: dict[str, dict[str, int]],
+    settings: TrainConfig,
+    progress: bool = True,
+) -> TrainResult:
     """The loop every ranker shares: fresh triples (or groups) each epoch, the weighted loss, early stopping on dev."""
     rng = np.random.default_rng(settings.seed)
     started = time.perf_counter()
@@ -212,18 +267,21 @@ def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train
         if settings.loss == "softmax":
             groups = sample_groups(train, rng, settings.max_positives, settings.negatives, settings.negatives_drawn)
         else:
-            groups = sample_triples(train, rng, settings.max_positives, settings.negatives,
-                                    settings.negatives_drawn).as_groups()
-        loss = train_epoch(model, optimizer, groups, score_pairs, settings.loss, settings.batch_size, epoch,
-                           progress)
+            groups = sample_triples(
+                train, rng, settings.max_positives, settings.negatives, settings.negatives_drawn
+            ).as_groups()
+        loss = train_epoch(model, optimizer, groups, score_pairs, settings.loss, settings.batch_size, epoch, progress)
         if not math.isfinite(loss):
-            raise TrainingError(f"the training loss became {loss} in epoch {epoch}; lower the learning rate "
-                                f"({settings.learning_rate}) or the L2 coefficients")
+            raise TrainingError(
+                f"the training loss became {loss} in epoch {epoch}; lower the learning rate "
+                f"({settings.learning_rate}) or the L2 coefficients"
+            )
         model.eval()
         with torch.no_grad():
             dev_ndcg = mean_metric(PAPER_NDCG20, dev_qrels, dev, score_dev())
-        best.history.append({"epoch": epoch, "loss": loss, "dev_ndcg20": dev_ndcg,
-                             "seconds": time.perf_counter() - started})
+        best.history.append(
+            {"epoch": epoch, "loss": loss, "dev_ndcg20": dev_ndcg, "seconds": time.perf_counter() - started}
+        )
         if progress:
             tqdm.write(f"epoch {epoch}: loss {loss:.4f}  dev NDCG@20 {dev_ndcg:.4f}")
         if dev_ndcg > best.best_dev:
@@ -240,14 +298,23 @@ def fit_pairwise(model: torch.nn.Module, optimizer: torch.optim.Optimizer, train
     return best
 
 
-def train_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, groups: Groups,
-                score_pairs: PairScoreFn, loss_name: str, batch_size: int, epoch: int, progress: bool) -> float:
+def train_epoch(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    groups: Groups,
+    score_pairs: PairScoreFn,
+    loss_name: str,
+    batch_size: int,
+    epoch: int,
+    progress: bool,
+) -> float:
     """One pass over the groups in minibatches; returns the mean weighted loss."""
     model.train()
     total, count = 0.0, 0
     width = groups.docs.shape[1]  # 1 + K
-    bar = tqdm(range(0, len(groups.query), batch_size), desc=f"epoch {epoch}", unit="batch",
-               disable=not progress, leave=False)
+    bar = tqdm(
+        range(0, len(groups.query), batch_size), desc=f"epoch {epoch}", unit="batch", disable=not progress, leave=False
+    )
     for start in bar:
         batch = slice(start, start + batch_size)
         queries = groups.query[batch]

@@ -54,5 +54,7 @@ for _ in range(3):
         client.get(path)
         times.append((time.perf_counter() - started) * 1000)
     p50s.append(statistics.median(times))
-print(f"{machine_description()} | {len(paths)} dev queries, a search the open breaker skips, in-process: "
-      f"p50 {statistics.median(p50s):.2f} ms (passes: {', '.join(f'{p:.2f}' for p in p50s)})")
+print(
+    f"{machine_description()} | {len(paths)} dev queries, a search the open breaker skips, in-process: "
+    f"p50 {statistics.median(p50s):.2f} ms (passes: {', '.join(f'{p:.2f}' for p in p50s)})"
+)

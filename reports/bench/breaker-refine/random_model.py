@@ -33,7 +33,8 @@ np.save(directory / "vectors.npy", vectors)
 (directory / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
 (directory / "meta.json").write_text(
     f'{{"format": 1, "version": "{EMBEDDINGS_VERSION}", "dim": {vectors.shape[1]}, "n_words": {len(words)}}}',
-    encoding="utf-8")
+    encoding="utf-8",
+)
 (settings.home / "embeddings" / "CURRENT").write_text(EMBEDDINGS_VERSION + "\n", encoding="utf-8")
 torch.manual_seed(0)
 model = DeltaModel(config, vectors)

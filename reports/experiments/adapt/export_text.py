@@ -24,8 +24,9 @@ def main(name: str, out: Path, data_root: Path) -> None:
     with gzip.open(out / "corpus.jsonl.gz", "wt", encoding="utf-8") as corpus:
         for path in source.files(data_root):
             for text in source.reader(path):
-                corpus.write(json.dumps({"_id": text.doc_id, "title": text.parts[0],
-                                         "text": " ".join(text.parts[1:])}) + "\n")
+                corpus.write(
+                    json.dumps({"_id": text.doc_id, "title": text.parts[0], "text": " ".join(text.parts[1:])}) + "\n"
+                )
                 count += 1
     print(f"{name}: {count} records -> {out / 'corpus.jsonl.gz'}")
 

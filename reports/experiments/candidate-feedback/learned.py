@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from es_rerank.ranking.feedback import document_vectors, neighbour_votes, with_feedback
 from es_rerank.lex import LEX3
+from es_rerank.ranking.feedback import document_vectors, neighbour_votes, with_feedback
 from es_rerank.stats import CorpusStats
 from worker.model import DeltaConfig
 from worker.training.cli import open_workspace
@@ -41,8 +41,15 @@ def window_vectors(stats: CorpusStats, c: QueryCandidates) -> sparse.csr_matrix:
 
 def with_vote_column(candidates: list[QueryCandidates], stats: CorpusStats, k: int) -> list[QueryCandidates]:
     """The candidates with the BM25 neighbour vote as an extra last Lex column."""
-    return [replace(c, lex=np.concatenate([c.lex, neighbour_votes(window_vectors(stats, c), c.bm25, k)[:, None]],
-                                          axis=1).astype(np.float32)) for c in candidates]
+    return [
+        replace(
+            c,
+            lex=np.concatenate([c.lex, neighbour_votes(window_vectors(stats, c), c.bm25, k)[:, None]], axis=1).astype(
+                np.float32
+            ),
+        )
+        for c in candidates
+    ]
 
 
 def main(seed: int, loss: str) -> None:
@@ -52,13 +59,26 @@ def main(seed: int, loss: str) -> None:
     train = with_vote_column(work.split_candidates("train", progress=False), stats, params.k)
     dev = with_vote_column(work.split_candidates("dev", progress=False), stats, params.k)
     config = DeltaConfig(lex_names=(*LEX3, VOTE_COLUMN), embedding_dim=work.embeddings.vectors.shape[1])
-    result = train_model(config, work.embeddings.vectors, train, dev, dev_qrels, work.doc_rows,
-                         replace(TrainConfig(), seed=seed, loss=loss), progress=False)
+    result = train_model(
+        config,
+        work.embeddings.vectors,
+        train,
+        dev,
+        dev_qrels,
+        work.doc_rows,
+        replace(TrainConfig(), seed=seed, loss=loss),
+        progress=False,
+    )
     learned = score_candidates(model_score_fn(result.model), dev, work.doc_rows)
     fed = [with_feedback(s, window_vectors(stats, c), params) for s, c in zip(learned, dev)]
-    row = {"seed": seed, "loss": loss, "dev_per_epoch": [round(h["dev_ndcg20"], 4) for h in result.history],
-           "best_epoch": result.best_epoch, "learned_dev": round(result.best_dev, 4),
-           "learned_with_feedback_dev": round(mean_metric(PAPER_NDCG20, dev_qrels, dev, fed), 4)}
+    row = {
+        "seed": seed,
+        "loss": loss,
+        "dev_per_epoch": [round(h["dev_ndcg20"], 4) for h in result.history],
+        "best_epoch": result.best_epoch,
+        "learned_dev": round(result.best_dev, 4),
+        "learned_with_feedback_dev": round(mean_metric(PAPER_NDCG20, dev_qrels, dev, fed), 4),
+    }
     print(json.dumps(row))
     with (HERE / "learned.jsonl").open("a", encoding="utf-8") as out:
         out.write(json.dumps(row) + "\n")

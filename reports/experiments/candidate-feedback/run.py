@@ -40,15 +40,21 @@ import numpy as np
 from scipy import sparse
 
 from es_rerank.embeddings import UNK
-from es_rerank.ranking.feedback import (TERMS_PER_DOCUMENT, FeedbackParams, document_vectors, nearest_hits, neighbour_votes,
-                                with_feedback)
+from es_rerank.ranking.feedback import (
+    TERMS_PER_DOCUMENT,
+    FeedbackParams,
+    document_vectors,
+    nearest_hits,
+    neighbour_votes,
+    with_feedback,
+)
 from es_rerank.ranking.neighbours import JudgedNeighbours, fuse, standardised
 from es_rerank.stats import CorpusStats
+from worker.ensemble import ensemble_scores
 from worker.inputs import term_rows
 from worker.model import Checkpoint
 from worker.training.cli import open_workspace
 from worker.training.data import QueryCandidates
-from worker.ensemble import ensemble_scores
 from worker.training.metrics import PAPER_NDCG20, mean_metric
 from worker.training.train import model_score_fn, score_candidates
 
@@ -58,8 +64,9 @@ BETAS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 KINDS = ("sparse", "dense", "neighbours", "neighbours_over_k")
 
 
-def dense_rows(stats: CorpusStats, rows: np.ndarray, idf: np.ndarray, term_vectors: np.ndarray,
-               known: np.ndarray) -> np.ndarray:
+def dense_rows(
+    stats: CorpusStats, rows: np.ndarray, idf: np.ndarray, term_vectors: np.ndarray, known: np.ndarray
+) -> np.ndarray:
     """[n, dim] idf-weighted mean word vector of title + abstract, unit length (UNK words left out)."""
     out = np.zeros((len(rows), term_vectors.shape[1]), dtype=np.float32)
     for i, row in enumerate(rows):
@@ -88,8 +95,9 @@ def feedback(vectors: sparse.csr_matrix, base: np.ndarray, k: int) -> np.ndarray
     return np.asarray(vectors @ (centroid / norm)).ravel() if norm > 0 else np.zeros(vectors.shape[0])
 
 
-def rows_for(name: str, base: list[np.ndarray], vectors: dict[str, list], qrels: dict,
-             dev: list[QueryCandidates]) -> list[dict]:
+def rows_for(
+    name: str, base: list[np.ndarray], vectors: dict[str, list], qrels: dict, dev: list[QueryCandidates]
+) -> list[dict]:
     """The grid of (kind, k, beta) for one base ranker."""
     out = []
     for kind in KINDS:
@@ -102,8 +110,15 @@ def rows_for(name: str, base: list[np.ndarray], vectors: dict[str, list], qrels:
                 fb = [feedback(v, b, k) for v, b in zip(vectors[kind], base)]
             for beta in BETAS:
                 fused = [(standardised(b) + beta * standardised(f)).astype(np.float32) for b, f in zip(base, fb)]
-                out.append({"base": name, "kind": kind, "k": k, "beta": beta,
-                            "dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, fused), 4)})
+                out.append(
+                    {
+                        "base": name,
+                        "kind": kind,
+                        "k": k,
+                        "beta": beta,
+                        "dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, fused), 4),
+                    }
+                )
     return out
 
 
@@ -112,8 +127,13 @@ def window_vectors(stats: CorpusStats, dev: list[QueryCandidates], terms: int = 
     return [document_vectors([stats.doc_terms(int(r)) for r in c.stats_rows], stats, terms) for c in dev]
 
 
-def terms_rows(stats: CorpusStats, dev: list[QueryCandidates], qrels: dict,
-               bases: dict[str, list[np.ndarray]], params: FeedbackParams) -> list[dict]:
+def terms_rows(
+    stats: CorpusStats,
+    dev: list[QueryCandidates],
+    qrels: dict,
+    bases: dict[str, list[np.ndarray]],
+    params: FeedbackParams,
+) -> list[dict]:
     """The served feedback (k, weight) with each document's vector cut to its heaviest T terms, and its times.
 
     window_vectors_ms: document_vectors of one dev window, mean; ms_per_query: votes and fusion.
@@ -127,9 +147,16 @@ def terms_rows(stats: CorpusStats, dev: list[QueryCandidates], qrels: dict,
             start = time.perf_counter()
             fed = [with_feedback(b, h, params) for b, h in zip(base, hits)]
             ms = 1000 * (time.perf_counter() - start) / len(dev)
-            out.append({"base": name, "kind": "terms", "terms_per_document": terms, "ms_per_query": round(ms, 2),
-                        "window_vectors_ms": round(window_ms, 2),
-                        "dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, fed), 4)})
+            out.append(
+                {
+                    "base": name,
+                    "kind": "terms",
+                    "terms_per_document": terms,
+                    "ms_per_query": round(ms, 2),
+                    "window_vectors_ms": round(window_ms, 2),
+                    "dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, fed), 4),
+                }
+            )
             print(out[-1])
     return out
 
@@ -160,8 +187,14 @@ def with_votes_rows(work, dev: list[QueryCandidates], bases: dict[str, list[np.n
     for name, base in bases.items():
         plain = [fuse(b, v, neighbours.params.weight) for b, v in zip(base, votes)]
         fed = [fuse(with_feedback(b, h, params), v, neighbours.params.weight) for b, h, v in zip(base, hits, votes)]
-        out.append({"base": name, "kind": "votes", "votes_dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, plain), 4),
-                    "feedback_then_votes_dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, fed), 4)})
+        out.append(
+            {
+                "base": name,
+                "kind": "votes",
+                "votes_dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, plain), 4),
+                "feedback_then_votes_dev_ndcg20": round(mean_metric(PAPER_NDCG20, qrels, dev, fed), 4),
+            }
+        )
         print(out[-1])
     return out
 
@@ -175,8 +208,10 @@ def main(checkpoints: list[Path]) -> None:
     rows_of_term = term_rows(stats.vocab.terms, work.embeddings)
     term_vectors = np.asarray(work.embeddings.vectors, dtype=np.float32)[rows_of_term]
     known = rows_of_term > UNK
-    vectors = {"sparse": window_vectors(stats, dev, terms=len(stats.vocab)),
-               "dense": [dense_rows(stats, c.stats_rows, idf, term_vectors, known) for c in dev]}
+    vectors = {
+        "sparse": window_vectors(stats, dev, terms=len(stats.vocab)),
+        "dense": [dense_rows(stats, c.stats_rows, idf, term_vectors, known) for c in dev],
+    }
     bases = {"BM25": [c.bm25 for c in dev]}
     models = {}
     for path in checkpoints if checkpoints != [Path("-")] else []:
@@ -198,8 +233,10 @@ def main(checkpoints: list[Path]) -> None:
             mine = [r for r in rows if r["base"] == name and r["kind"] == kind]
             plain = next(r for r in mine if r["beta"] == 0.0)
             best = max(mine, key=lambda r: r["dev_ndcg20"])
-            print(f"{name} {kind}: alone {plain['dev_ndcg20']}, best k={best['k']} beta={best['beta']}: "
-                  f"{best['dev_ndcg20']}")
+            print(
+                f"{name} {kind}: alone {plain['dev_ndcg20']}, best k={best['k']} beta={best['beta']}: "
+                f"{best['dev_ndcg20']}"
+            )
 
 
 if __name__ == "__main__":

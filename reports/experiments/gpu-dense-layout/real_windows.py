@@ -34,8 +34,9 @@ def export(out: Path) -> None:
     checkpoint = Checkpoint.load(path)
     model = checkpoint.build_model(work.embeddings.vectors)
     queries = _split_queries(work, "test")
-    candidates = build_candidates(queries, work.nfcorpus.qrels("test"), work.backend, work.embeddings,
-                                  checkpoint.config.lex_names)
+    candidates = build_candidates(
+        queries, work.nfcorpus.qrels("test"), work.backend, work.embeddings, checkpoint.config.lex_names
+    )
     requests = [(c.query_rows, work.doc_rows[c.stats_rows], c.lex) for c in candidates]
     scorer = DeltaScorer.from_model(model, "cpu")
     start = time.perf_counter()
@@ -43,18 +44,33 @@ def export(out: Path) -> None:
     cpu_s = time.perf_counter() - start
     used = np.unique(np.concatenate([np.concatenate([q, d.ravel()]) for q, d, _ in requests] + [[0]]))
     out.mkdir(parents=True, exist_ok=True)
-    np.savez(out / "windows.npz", table=np.asarray(work.embeddings.vectors)[used],
-             query=np.searchsorted(used, np.stack([q for q, _, _ in requests])),
-             docs=np.searchsorted(used, np.concatenate([d for _, d, _ in requests])).astype(np.int32),
-             lex=np.concatenate([lex for _, _, lex in requests]), sizes=[len(d) for _, d, _ in requests],
-             cpu_scores=np.concatenate(scores))
+    np.savez(
+        out / "windows.npz",
+        table=np.asarray(work.embeddings.vectors)[used],
+        query=np.searchsorted(used, np.stack([q for q, _, _ in requests])),
+        docs=np.searchsorted(used, np.concatenate([d for _, d, _ in requests])).astype(np.int32),
+        lex=np.concatenate([lex for _, _, lex in requests]),
+        sizes=[len(d) for _, d, _ in requests],
+        cpu_scores=np.concatenate(scores),
+    )
     shutil.copy(path, out / "model.pt")
-    (out / "cpu.json").write_text(json.dumps({"machine": machine_description(), "torch": torch.__version__,
-                                              "threads": torch.get_num_threads(), "queries": len(requests),
-                                              "documents": int(sum(len(d) for _, d, _ in requests)),
-                                              "cpu_seconds": cpu_s}, indent=2))
-    print(f"{len(requests)} queries, {len(used)} embedding rows; CPU scorer {cpu_s:.2f} s "
-          f"({cpu_s / len(requests) * 1e3:.1f} ms a query) -> {out}")
+    (out / "cpu.json").write_text(
+        json.dumps(
+            {
+                "machine": machine_description(),
+                "torch": torch.__version__,
+                "threads": torch.get_num_threads(),
+                "queries": len(requests),
+                "documents": int(sum(len(d) for _, d, _ in requests)),
+                "cpu_seconds": cpu_s,
+            },
+            indent=2,
+        )
+    )
+    print(
+        f"{len(requests)} queries, {len(used)} embedding rows; CPU scorer {cpu_s:.2f} s "
+        f"({cpu_s / len(requests) * 1e3:.1f} ms a query) -> {out}"
+    )
 
 
 def check(out: Path) -> None:
@@ -67,7 +83,7 @@ def check(out: Path) -> None:
     for label, graphs in (("dense, CUDA graphs", True), ("dense, eager", False)):
         scorer = DeltaScorer(model, torch.device("cuda"), layout="dense", cuda_graphs=graphs)
         for per_call in (1, 8):
-            calls = [requests[i:i + per_call] for i in range(0, len(requests), per_call)]
+            calls = [requests[i : i + per_call] for i in range(0, len(requests), per_call)]
             for call in calls[:3]:
                 scorer.score_many(call)  # warm-up (and graph capture)
             runs = []
@@ -78,13 +94,19 @@ def check(out: Path) -> None:
             diff = max(float(np.abs(g - e).max(initial=0.0)) for g, e in zip(got, expected))
             differs = [_top20_difference(g, e, request) for g, e, request in zip(got, expected, requests)]
             same_top20 = sum(d is None for d in differs)
-            row = {"seconds_median": float(np.median(runs)), "ms_per_query": float(np.median(runs)) / len(requests) * 1e3,
-                   "max_abs_diff_vs_cpu": diff, "queries_same_top20": int(same_top20),
-                   "top20_differences": [d for d in differs if d is not None]}
+            row = {
+                "seconds_median": float(np.median(runs)),
+                "ms_per_query": float(np.median(runs)) / len(requests) * 1e3,
+                "max_abs_diff_vs_cpu": diff,
+                "queries_same_top20": int(same_top20),
+                "top20_differences": [d for d in differs if d is not None],
+            }
             report[f"{label}, {per_call} per call"] = row
-            print(f"{label:18} {per_call} per call: {row['seconds_median']:.3f} s for {len(requests)} queries "
-                  f"({row['ms_per_query']:.2f} ms a query), max|GPU - CPU| {diff:.1e}, "
-                  f"same top-20 order {same_top20}/{len(requests)}; elsewhere {row['top20_differences']}")
+            print(
+                f"{label:18} {per_call} per call: {row['seconds_median']:.3f} s for {len(requests)} queries "
+                f"({row['ms_per_query']:.2f} ms a query), max|GPU - CPU| {diff:.1e}, "
+                f"same top-20 order {same_top20}/{len(requests)}; elsewhere {row['top20_differences']}"
+            )
     (out / "gpu.json").write_text(json.dumps(report, indent=2))
 
 
@@ -96,8 +118,12 @@ def _top20_difference(got: np.ndarray, expected: np.ndarray, request: tuple) -> 
     rank = int(np.flatnonzero(gpu != cpu)[0])
     a, b = int(cpu[rank]), int(gpu[rank])
     _, docs, lex = request
-    return {"rank": rank, "cpu_score_gap": float(expected[a] - expected[b]), "gpu_score_gap": float(got[a] - got[b]),
-            "same_tokens_and_lex": bool(np.array_equal(docs[a], docs[b]) and np.array_equal(lex[a], lex[b]))}
+    return {
+        "rank": rank,
+        "cpu_score_gap": float(expected[a] - expected[b]),
+        "gpu_score_gap": float(got[a] - got[b]),
+        "same_tokens_and_lex": bool(np.array_equal(docs[a], docs[b]) and np.array_equal(lex[a], lex[b])),
+    }
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 Run on a CUDA machine from the repository root: python3 reports/experiments/gpu-dense-layout/sweep_and_profile.py
 """
+
 import time
 
 import numpy as np
@@ -21,9 +22,13 @@ for group in (1024, 2048, 4096, 8192, 16384):
         scorer.score_many(requests)
     times = []
     for _ in range(15):
-        t = time.perf_counter(); scorer.score_many(requests); times.append(time.perf_counter() - t)
-    print(f"group {group:>6}: 64 queries p50 {np.median(times)*1e3:.1f} ms, "
-          f"{np.median(times)*1e3/64:.2f} ms/query, peak mem {torch.cuda.max_memory_allocated()/2**30:.2f} GiB")
+        t = time.perf_counter()
+        scorer.score_many(requests)
+        times.append(time.perf_counter() - t)
+    print(
+        f"group {group:>6}: 64 queries p50 {np.median(times) * 1e3:.1f} ms, "
+        f"{np.median(times) * 1e3 / 64:.2f} ms/query, peak mem {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
+    )
 scorer.group_docs = 4096
 b = batches[0]
 for _ in range(20):

@@ -31,8 +31,9 @@ HERE = Path(__file__).parent
 VOTE_COLUMN = "text_bm25"  # a placeholder name; the column holds the votes
 
 
-def with_votes(candidates: list[QueryCandidates], queries: dict[str, str], neighbours: JudgedNeighbours,
-               leave_out: bool) -> list[QueryCandidates]:
+def with_votes(
+    candidates: list[QueryCandidates], queries: dict[str, str], neighbours: JudgedNeighbours, leave_out: bool
+) -> list[QueryCandidates]:
     """The candidates with the judged-neighbour vote as an extra last Lex column."""
     out = []
     for c in candidates:
@@ -46,19 +47,40 @@ def main(seed: int) -> None:
     train_queries, train_qrels = work.nfcorpus.queries("train"), work.nfcorpus.qrels("train")
     dev_queries, dev_qrels = work.nfcorpus.queries("dev"), work.nfcorpus.qrels("dev")
     neighbours = JudgedNeighbours(train_queries, train_qrels)
-    train = with_votes(build_candidates(train_queries, train_qrels, work.backend, work.embeddings, LEX3,
-                                        progress=False), train_queries, neighbours, leave_out=True)
-    dev = with_votes(build_candidates(dev_queries, dev_qrels, work.backend, work.embeddings, LEX3,
-                                      progress=False), dev_queries, neighbours, leave_out=False)
+    train = with_votes(
+        build_candidates(train_queries, train_qrels, work.backend, work.embeddings, LEX3, progress=False),
+        train_queries,
+        neighbours,
+        leave_out=True,
+    )
+    dev = with_votes(
+        build_candidates(dev_queries, dev_qrels, work.backend, work.embeddings, LEX3, progress=False),
+        dev_queries,
+        neighbours,
+        leave_out=False,
+    )
     config = DeltaConfig(lex_names=(*LEX3, VOTE_COLUMN), embedding_dim=work.embeddings.vectors.shape[1])
-    result = train_model(config, work.embeddings.vectors, train, dev, dev_qrels, work.doc_rows,
-                         replace(TrainConfig(), seed=seed), progress=False)
+    result = train_model(
+        config,
+        work.embeddings.vectors,
+        train,
+        dev,
+        dev_qrels,
+        work.doc_rows,
+        replace(TrainConfig(), seed=seed),
+        progress=False,
+    )
     learned = score_candidates(model_score_fn(result.model), dev, work.doc_rows)
     weight = neighbours.params.weight
-    row = {"seed": seed, "dev_per_epoch": [round(h["dev_ndcg20"], 4) for h in result.history],
-           "best_epoch": result.best_epoch, "learned_dev": round(result.best_dev, 4),
-           "learned_fused_dev": round(mean_metric(PAPER_NDCG20, dev_qrels, dev,
-                                                  [fuse(s, c.lex[:, -1], weight) for s, c in zip(learned, dev)]), 4)}
+    row = {
+        "seed": seed,
+        "dev_per_epoch": [round(h["dev_ndcg20"], 4) for h in result.history],
+        "best_epoch": result.best_epoch,
+        "learned_dev": round(result.best_dev, 4),
+        "learned_fused_dev": round(
+            mean_metric(PAPER_NDCG20, dev_qrels, dev, [fuse(s, c.lex[:, -1], weight) for s, c in zip(learned, dev)]), 4
+        ),
+    }
     print(json.dumps(row))
     with (HERE / "learned.jsonl").open("a", encoding="utf-8") as out:
         out.write(json.dumps(row) + "\n")

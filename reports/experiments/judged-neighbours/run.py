@@ -35,17 +35,27 @@ def main(checkpoint: Path | None) -> None:
     dev_queries, dev_qrels = work.nfcorpus.queries("dev"), work.nfcorpus.qrels("dev")
     dev = build_candidates(dev_queries, dev_qrels, work.backend, work.embeddings, LEX3, progress=False)
     model = Checkpoint.load(checkpoint or checkpoint_path(work.settings, "delta-32-lex3"))
-    base_scores = {"BM25": [c.bm25 for c in dev],
-                   "Delta-32-Lex3": score_candidates(model_score_fn(model.build_model(work.embeddings.vectors)),
-                                                     dev, work.doc_rows)}
+    base_scores = {
+        "BM25": [c.bm25 for c in dev],
+        "Delta-32-Lex3": score_candidates(
+            model_score_fn(model.build_model(work.embeddings.vectors)), dev, work.doc_rows
+        ),
+    }
     rows = []
     for k, power in product(KS, POWERS):
         neighbours = JudgedNeighbours(train_queries, train_qrels, NeighbourParams(k=k, power=power))
         votes = [neighbours.scores(dev_queries[c.query_id], c.doc_ids) for c in dev]
         for (base, scores), weight in product(base_scores.items(), WEIGHTS):
             fused = [fuse(s, v, weight) for s, v in zip(scores, votes)]
-            rows.append({"base": base, "k": k, "power": power, "weight": weight,
-                         "dev_ndcg20": round(mean_metric(PAPER_NDCG20, dev_qrels, dev, fused), 4)})
+            rows.append(
+                {
+                    "base": base,
+                    "k": k,
+                    "power": power,
+                    "weight": weight,
+                    "dev_ndcg20": round(mean_metric(PAPER_NDCG20, dev_qrels, dev, fused), 4),
+                }
+            )
     with (HERE / "results.jsonl").open("w", encoding="utf-8") as out:
         out.writelines(json.dumps(row) + "\n" for row in rows)
     for base in base_scores:

@@ -18,8 +18,10 @@ from scipy import stats as scipy_stats
 from worker.training.cli import open_workspace
 from worker.training.metrics import PAPER_NDCG20, per_query
 
-PAIRS = [(f"Delta-32-Lex3_softmax_seed_{seed}_", hinge) for seed, hinge in
-         ((13, "Delta-32-Lex3"), (14, "Delta-32-Lex3_seed_14_"), (15, "Delta-32-Lex3_seed_15_"))]
+PAIRS = [
+    (f"Delta-32-Lex3_softmax_seed_{seed}_", hinge)
+    for seed, hinge in ((13, "Delta-32-Lex3"), (14, "Delta-32-Lex3_seed_14_"), (15, "Delta-32-Lex3_seed_15_"))
+]
 PAIRS.append(("Delta-32-Lex3_softmax_3_seeds_averaged", "Delta-32-Lex3_3_seeds_averaged"))
 
 
@@ -28,11 +30,15 @@ def main(split: str) -> None:
     qrels = work.nfcorpus.qrels(split)
     runs = work.settings.home / "runs" / split
     for softmax, hinge in PAIRS:
-        a, b = (per_query(PAPER_NDCG20, qrels, ir_measures.read_trec_run(str(runs / f"{tag}.run")))
-                for tag in (softmax, hinge))
+        a, b = (
+            per_query(PAPER_NDCG20, qrels, ir_measures.read_trec_run(str(runs / f"{tag}.run")))
+            for tag in (softmax, hinge)
+        )
         x, y = np.array([a[q] for q in qrels]), np.array([b[q] for q in qrels])
-        print(f"{softmax} {x.mean():.4f}  {hinge} {y.mean():.4f}  "
-              f"difference {x.mean() - y.mean():+.4f}  p={scipy_stats.ttest_rel(x, y).pvalue:.2g}")
+        print(
+            f"{softmax} {x.mean():.4f}  {hinge} {y.mean():.4f}  "
+            f"difference {x.mean() - y.mean():+.4f}  p={scipy_stats.ttest_rel(x, y).pvalue:.2g}"
+        )
 
 
 if __name__ == "__main__":

@@ -33,9 +33,13 @@ def dump(out: str) -> None:
     except ImportError:  # the text path before the change
         search = backend.search
     corpus = NFCorpus.locate(None, settings)
-    runs = {split: {query_id: [(hit.doc_id, float(hit.score).hex()) for hit in search(text, 500)]
-                    for query_id, text in sorted(corpus.queries(split).items())}
-            for split in ("train", "dev", "test")}
+    runs = {
+        split: {
+            query_id: [(hit.doc_id, float(hit.score).hex()) for hit in search(text, 500)]
+            for query_id, text in sorted(corpus.queries(split).items())
+        }
+        for split in ("train", "dev", "test")
+    }
     with open(out, "w", encoding="utf-8") as file:
         json.dump(runs, file)
 
@@ -76,8 +80,10 @@ def orders(split: str) -> None:
         written, in_order = top(words), top(sorted(words))
         same_ids += [d for d, _ in written] == [d for d, _ in in_order]
         same += written == in_order
-    print(f"{split}: {len(queries)} queries; words as written against sorted: same ids in the same order "
-          f"{same_ids}, same ids and scores {same}")
+    print(
+        f"{split}: {len(queries)} queries; words as written against sorted: same ids in the same order "
+        f"{same_ids}, same ids and scores {same}"
+    )
 
 
 if __name__ == "__main__":

@@ -33,11 +33,20 @@ def main(paths: list[Path]) -> None:
     work = open_workspace(None)
     checkpoints = [Checkpoint.load(path) for path in paths]
     scorers = [DeltaScorer.from_model(c.build_model(work.embeddings.vectors), "cpu") for c in checkpoints]
-    candidates = build_candidates(_split_queries(work, "test"), work.nfcorpus.qrels("test"), work.backend,
-                                  work.embeddings, checkpoints[0].config.lex_names, progress=False)
+    candidates = build_candidates(
+        _split_queries(work, "test"),
+        work.nfcorpus.qrels("test"),
+        work.backend,
+        work.embeddings,
+        checkpoints[0].config.lex_names,
+        progress=False,
+    )
     requests = [(c.query_rows, work.doc_rows[c.stats_rows], c.lex) for c in candidates]
-    rankers = {"1 model": scorers[0], "3 models": EnsembleScorer(scorers[:3]),
-               f"{len(scorers)} models": EnsembleScorer(scorers)}
+    rankers = {
+        "1 model": scorers[0],
+        "3 models": EnsembleScorer(scorers[:3]),
+        f"{len(scorers)} models": EnsembleScorer(scorers),
+    }
     seconds: dict[str, list[float]] = {name: [] for name in rankers}
     for _ in range(ROUNDS):
         for name, ranker in rankers.items():
@@ -46,13 +55,20 @@ def main(paths: list[Path]) -> None:
                 ranker.score(*request)
             seconds[name].append(time.perf_counter() - start)
     single = statistics.median(seconds["1 model"])
-    row = {"machine": machine_description(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-           "queries": len(requests), "documents": sum(len(d) for _, d, _ in requests),
-           "checkpoints": [str(p) for p in paths], "rounds": ROUNDS,
-           "split_seconds": {name: [round(s, 3) for s in values] for name, values in seconds.items()},
-           "ms_per_query_median": {name: round(statistics.median(v) / len(requests) * 1e3, 2)
-                                   for name, v in seconds.items()},
-           "ratio_to_one_model": {name: round(statistics.median(v) / single, 2) for name, v in seconds.items()}}
+    row = {
+        "machine": machine_description(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "queries": len(requests),
+        "documents": sum(len(d) for _, d, _ in requests),
+        "checkpoints": [str(p) for p in paths],
+        "rounds": ROUNDS,
+        "split_seconds": {name: [round(s, 3) for s in values] for name, values in seconds.items()},
+        "ms_per_query_median": {
+            name: round(statistics.median(v) / len(requests) * 1e3, 2) for name, v in seconds.items()
+        },
+        "ratio_to_one_model": {name: round(statistics.median(v) / single, 2) for name, v in seconds.items()},
+    }
     print(json.dumps(row, indent=2))
     with (HERE / "latency.jsonl").open("a", encoding="utf-8") as out:
         out.write(json.dumps(row) + "\n")

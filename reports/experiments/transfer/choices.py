@@ -50,14 +50,16 @@ from worker.training.metrics import per_query, run_from_scores
 from worker.training.train import model_score_fn, score_candidates
 
 HOME = Path("artifacts")
-CONDITIONS = {"standard": (Path("../shared/data/nfcorpus"), HOME),
-              "vid-desc": (HOME / "shifted" / "vid-desc", HOME),
-              "no-titles": (HOME / "shifted" / "no-titles", HOME),
-              "topic-disjoint": (HOME / "shifted" / "topic-disjoint", HOME / "topic-disjoint")}
+CONDITIONS = {
+    "standard": (Path("../shared/data/nfcorpus"), HOME),
+    "vid-desc": (HOME / "shifted" / "vid-desc", HOME),
+    "no-titles": (HOME / "shifted" / "no-titles", HOME),
+    "topic-disjoint": (HOME / "shifted" / "topic-disjoint", HOME / "topic-disjoint"),
+}
 MODELS = ("delta-32-lex3", "delta-32-lex3-window")
 GUARD_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
 CONFIDENCES = (0.0, 1.0, 2.0)
-MEASURE = nDCG@10
+MEASURE = nDCG @ 10
 
 
 def change(values: np.ndarray, base: np.ndarray) -> str:
@@ -88,11 +90,15 @@ def condition_lines(name: str, data: Path, home: Path) -> list[str]:
     rows = DocumentRows(backend.stats, embeddings)
     checkpoints = {m: Checkpoint.load(settings.models_dir / f"{m}.pt") for m in MODELS}
     names = [f for f in KNOWN_FEATURES if any(f in c.config.lex_names for c in checkpoints.values())]
-    candidates = [c for c in build_candidates(collection.queries, collection.qrels, backend, embeddings, names,
-                                              progress=False) if len(c.doc_ids)]
+    candidates = [
+        c
+        for c in build_candidates(collection.queries, collection.qrels, backend, embeddings, names, progress=False)
+        if len(c.doc_ids)
+    ]
     judged = {c.query_id: collection.qrels[c.query_id] for c in candidates}
-    vectors = [document_vectors([backend.stats.doc_terms(int(r)) for r in c.stats_rows], backend.stats)
-               for c in candidates]
+    vectors = [
+        document_vectors([backend.stats.doc_terms(int(r)) for r in c.stats_rows], backend.stats) for c in candidates
+    ]
     feedback = FeedbackParams.from_settings(settings)
 
     def ndcg(scores: list[np.ndarray]) -> np.ndarray:
@@ -111,36 +117,50 @@ def condition_lines(name: str, data: Path, home: Path) -> list[str]:
         full = np.array([len(c.doc_ids) >= MIN_WINDOW for c in mine])
         paper_scale = [j for j, f in enumerate(checkpoint.config.lex_names) if not f.endswith(WINDOW_SUFFIX)]
         drifting = (np.abs(per_window[full][:, paper_scale]).max(axis=1) > SCALE_LIMIT).mean() if paper_scale else 0.0
-        lines.append(f"| {model} | window mean feature, training units; full windows past {SCALE_LIMIT:g} | {scale}; "
-                     f"{drifting:.0%} of {full.sum()} |")
+        lines.append(
+            f"| {model} | window mean feature, training units; full windows past {SCALE_LIMIT:g} | {scale}; "
+            f"{drifting:.0%} of {full.sum()} |"
+        )
         score = model_score_fn(checkpoint.build_model(embeddings.vectors))
         model_scores = score_candidates(score, mine, rows)
         alone = ndcg(model_scores)
         lines.append(f"| {model} | query words: first 7 (paper) | {change(alone, bm25)} |")
-        idf_first = [replace(c, query_rows=highest_idf_rows(collection.queries[c.query_id], backend.stats,
-                                                              embeddings)) for c in mine]
-        lines.append(f"| {model} | query words: 7 of highest idf | "
-                     f"{change(ndcg(score_candidates(score, idf_first, rows)), bm25)} |")
+        idf_first = [
+            replace(c, query_rows=highest_idf_rows(collection.queries[c.query_id], backend.stats, embeddings))
+            for c in mine
+        ]
+        lines.append(
+            f"| {model} | query words: 7 of highest idf | "
+            f"{change(ndcg(score_candidates(score, idf_first, rows)), bm25)} |"
+        )
         for weight in GUARD_WEIGHTS:
             blended = [guarded(s, c.bm25, weight) for s, c in zip(model_scores, candidates)]
             fed = [with_feedback(s, v, feedback) for s, v in zip(blended, vectors)]
-            lines.append(f"| {model} | BM25 guard {weight:g}: alone; with feedback | {change(ndcg(blended), bm25)}; "
-                         f"{change(ndcg(fed), bm25)} |")
-        rho = np.array([stats.spearmanr(s, c.bm25).statistic if len(s) > 2 else 1.0
-                        for s, c in zip(model_scores, candidates)])
+            lines.append(
+                f"| {model} | BM25 guard {weight:g}: alone; with feedback | {change(ndcg(blended), bm25)}; "
+                f"{change(ndcg(fed), bm25)} |"
+            )
+        rho = np.array(
+            [stats.spearmanr(s, c.bm25).statistic if len(s) > 2 else 1.0 for s, c in zip(model_scores, candidates)]
+        )
         rho = np.nan_to_num(rho, nan=1.0)
         gain = alone - bm25
         agreement = stats.spearmanr(gain, rho).statistic
-        tests = "; ".join(f"below {tau:g}: {(rho < tau).sum()} queries, "
-                          f"{change(np.where(rho < tau, bm25, alone), bm25)}" for tau in (0.3, 0.5))
-        lines.append(f"| {model} | agreement test: correlation of gain and Spearman(model, BM25) {agreement:+.2f} "
-                     f"| BM25's order {tests} |")
+        tests = "; ".join(
+            f"below {tau:g}: {(rho < tau).sum()} queries, {change(np.where(rho < tau, bm25, alone), bm25)}"
+            for tau in (0.3, 0.5)
+        )
+        lines.append(
+            f"| {model} | agreement test: correlation of gain and Spearman(model, BM25) {agreement:+.2f} "
+            f"| BM25's order {tests} |"
+        )
     lines += ["", *vote_lines(settings, collection, backend, bm25, candidates), ""]
     return lines
 
 
-def vote_lines(settings: WorkerSettings, collection: JudgedCollection, backend, bm25: np.ndarray,
-               candidates) -> list[str]:
+def vote_lines(
+    settings: WorkerSettings, collection: JudgedCollection, backend, bm25: np.ndarray, candidates
+) -> list[str]:
     """The served stages (the window model, guard, feedback) with votes of each confidence exponent."""
     pipeline = served_pipeline(settings, 500, backend=backend, local_reranker=lambda: LocalReranker(settings))
     if pipeline.neighbours is None:
@@ -171,8 +191,10 @@ def vote_lines(settings: WorkerSettings, collection: JudgedCollection, backend, 
 def main() -> None:
     """Print the markdown of every condition."""
     torch.set_num_threads(1)
-    print("nDCG@10 change against BM25 on the dev queries, paired t-test; "
-          "`python reports/experiments/transfer/choices.py`.\n")
+    print(
+        "nDCG@10 change against BM25 on the dev queries, paired t-test; "
+        "`python reports/experiments/transfer/choices.py`.\n"
+    )
     for name, (data, home) in CONDITIONS.items():
         if len(sys.argv) > 1 and name not in sys.argv[1:]:
             continue

@@ -8,8 +8,11 @@ from pathlib import Path
 
 CONDITIONS = ("standard", "vid-desc", "no-titles", "topic-disjoint", "ohsumed-pseudo", "bc5cdr-pseudo")
 LABELS = {"delta-32-lex3": "paper's Lex3", "delta-32-lex3-window": "window-standardised"}
-STAGES = (("served: {m}", "model alone"), ("served: {m} + BM25 guard", "+ BM25 guard"),
-          ("served: {m} + BM25 guard + candidate feedback", "+ candidate feedback"))
+STAGES = (
+    ("served: {m}", "model alone"),
+    ("served: {m} + BM25 guard", "+ BM25 guard"),
+    ("served: {m} + BM25 guard + candidate feedback", "+ candidate feedback"),
+)
 
 
 def stage_row(rows: dict[str, dict], name: str) -> dict | None:
@@ -33,10 +36,14 @@ def _variant_and_seed(model: str) -> tuple[str, int]:
 
 def main(folder: Path) -> None:
     """Print the markdown table of ``folder``'s conditions and models."""
-    lines = [f"nDCG@10 on the {folder.name} split; in brackets the change against BM25 and a paired t-test. "
-             "The last column is the served default: the row `esrr eval` gives its verdict on.", "",
-             "| condition | queries | BM25 | model | model alone | + BM25 guard | + candidate feedback "
-             "| served default | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"nDCG@10 on the {folder.name} split; in brackets the change against BM25 and a paired t-test. "
+        "The last column is the served default: the row `esrr eval` gives its verdict on.",
+        "",
+        "| condition | queries | BM25 | model | model alone | + BM25 guard | + candidate feedback "
+        "| served default | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     models = sorted({p.parent.name for p in folder.glob("*/*/results.json")}, key=_variant_and_seed)
     for condition in CONDITIONS:
         for model in models:
@@ -55,8 +62,9 @@ def main(folder: Path) -> None:
             default = f"{cell(served)}: {results['served_default'].removeprefix('served default: ')}"
             queries = sum(served["wins_ties_losses"])
             verdict = results["verdict"].split(" (")[0].removeprefix("the reranker ")
-            lines.append(f"| {condition} | {queries} | {base:.4f} | {label} | {' | '.join(stages)} | {default} "
-                         f"| {verdict} |")
+            lines.append(
+                f"| {condition} | {queries} | {base:.4f} | {label} | {' | '.join(stages)} | {default} | {verdict} |"
+            )
     lines += ["", *seed_means(folder, models)]
     print("\n".join(lines))
 
@@ -78,8 +86,12 @@ def seed_means(folder: Path, models: list[str]) -> list[str]:
                     value = row["means"]["nDCG@10"]
                     changes.setdefault((variant, condition, stage), []).append((value / rows["BM25"] - 1) * 100)
     variants = sorted({v for v, _, _ in changes})
-    out = ["Mean change against BM25 over the seeds evaluated (their number in brackets):", "",
-           "| variant | stage | " + " | ".join(CONDITIONS) + " | worst |", "|---|---|" + "---|" * (len(CONDITIONS) + 1)]
+    out = [
+        "Mean change against BM25 over the seeds evaluated (their number in brackets):",
+        "",
+        "| variant | stage | " + " | ".join(CONDITIONS) + " | worst |",
+        "|---|---|" + "---|" * (len(CONDITIONS) + 1),
+    ]
     for variant in variants:
         for stage in ("model alone", "+ guard + feedback"):
             means = [changes.get((variant, c, stage)) for c in CONDITIONS]
