@@ -28,6 +28,9 @@ from es_rerank.stats import CorpusStats, Document, build_stats
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Fixtures every room shares, kept in modules of their own: the artifact home and a real broker.
+pytest_plugins = ("tests.artifact_home", "tests.real_broker")
+
 
 def ranked(
     pipeline: SearchPipeline, text: str, k: int, clock: StageClock = no_clock, window: int | None = None
@@ -215,7 +218,7 @@ def esrr_serve(
 # test itself forgot the marker.
 SERVICE_FIXTURES = {
     "es_url": "es",  # noida-db and a real Elasticsearch 7.17 (tests/backends/conftest.py)
-    "redis_url": "broker",  # a real Redis (tests/worker/conftest.py)
+    "redis_url": "broker",  # a real Redis (tests/real_broker.py)
     "private_redis": "broker",
     "postgres_server": "postgres",  # Debian's postgresql (tests/learning/conftest.py)
 }

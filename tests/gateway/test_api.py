@@ -1,7 +1,7 @@
 """The HTTP gateway (``es_rerank.gateway.app``) over a real embedded index, without a model.
 
 Flask's test client drives the real app; the worker-backed gateway, served over real
-HTTP to the official Elasticsearch client, is tested in ``tests/worker/test_gateway_worker.py``.
+HTTP to the official Elasticsearch client, is tested in ``tests/gateway/test_gateway_worker.py``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from es_rerank.ranking.pipeline import SearchPipeline, StageClock, no_clock
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import CorpusStats
 from index_setup.embedded_index import build_embedded_index
-from tests.worker.conftest import read_documents
+from tests.artifact_home import read_documents
 
 WINDOW = 40
 QUERIES = ("cancer risk", "vitamin d", "breast cancer and diet", "omega 3 fatty acids", "green tea", "obesity")

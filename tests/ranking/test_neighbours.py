@@ -229,7 +229,7 @@ def _loop_votes(neighbours: JudgedNeighbours, text: str, doc_ids: list[str], exc
 
 def test_the_votes_are_the_loops_sums_to_the_bit():
     """The votes added up in numpy equal the plain loops' exactly, not only closely."""
-    from tests.worker.conftest import read_documents  # NFCorpus's documents when the data is there
+    from tests.artifact_home import read_documents  # NFCorpus's documents when the data is there
 
     rng = np.random.default_rng(5)
     words = sorted(

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from es_rerank.cli import main
 from es_rerank.lex import LEX3
 from es_rerank.stats import Document
-from tests.worker.conftest import home_without_index
+from tests.artifact_home import home_without_index
 from worker.model import Checkpoint
 from worker.training.adapt import AdaptationError, adapted_checkpoint_path, plan_adaptation, pseudo_collection
 from worker.training.shift import pseudo_queries

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from es_rerank.cli import main
 from es_rerank.ranking.assemble import served_pipeline
+from tests.artifact_home import home_without_index
 from tests.conftest import ranked
-from tests.worker.conftest import home_without_index
 from worker.local import LocalReranker
 from worker.settings import WorkerSettings
 from worker.training.collection import CollectionError, JudgedCollection

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +10,6 @@ import torch
 from click.testing import CliRunner
 
 from es_rerank.backends.base import text_hits
-from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.lex import LEX3, lex_features
 from es_rerank.payload import WorkerSetupError
@@ -21,7 +18,7 @@ from es_rerank.ranking.guard import guarded
 from es_rerank.ranking.pipeline import STAGES
 from es_rerank.settings import CommonSettings
 from es_rerank.text import embedding_tokens, tokenize
-from index_setup.embedded_index import build_embedded_index
+from tests.artifact_home import home_with_index, nfcorpus_with_dev_queries
 from worker.ensemble import ensemble_scores
 from worker.local import LocalReranker
 from worker.model import Checkpoint
@@ -34,16 +31,8 @@ def rerank_scores(query: str, hits, stats, settings: WorkerSettings) -> tuple[np
         return reranker(query, hits, stats), reranker.name
 
 
-def _home_with_index(artifacts, corpus_documents, tmp_path: Path) -> tuple[Path, EmbeddedBackend]:
-    """A copy of the artifacts' home with an embedded index of 30 documents, and that index opened."""
-    home = tmp_path / "home"
-    shutil.copytree(artifacts.home, home)
-    build_embedded_index(corpus_documents[:30], home / "indexes" / "embedded", version="local", progress=False)
-    return home, EmbeddedBackend.open_current(home / "indexes" / "embedded")
-
-
 def test_rerank_scores_equal_the_reference_model(artifacts, corpus_documents, tmp_path):
-    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
+    home, backend = home_with_index(artifacts, corpus_documents, tmp_path)
     query = "cancer risk and diet"
     hits = text_hits(backend, query, 20)
     assert len(hits) >= 5
@@ -65,7 +54,7 @@ def test_rerank_scores_equal_the_reference_model(artifacts, corpus_documents, tm
 
 
 def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, tmp_path):
-    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
+    home, backend = home_with_index(artifacts, corpus_documents, tmp_path)
     result = CliRunner().invoke(main, ["search", "cancer risk and diet", "-k", "5"], env={"ESRR_HOME": str(home)})
     assert result.exit_code == 0, result.output
     ranker, _, header, *rows = result.stdout.splitlines()
@@ -105,7 +94,7 @@ def test_search_command_prints_the_reranked_window(artifacts, corpus_documents, 
 
 
 def test_search_json_scores_descend_past_a_short_window(artifacts, corpus_documents, tmp_path):
-    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
+    home, backend = home_with_index(artifacts, corpus_documents, tmp_path)
     result = CliRunner().invoke(
         main, ["search", "cancer risk and diet", "-k", "8", "--window", "3", "--json"], env={"ESRR_HOME": str(home)}
     )
@@ -125,7 +114,7 @@ def test_search_json_scores_descend_past_a_short_window(artifacts, corpus_docume
 
 
 def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_documents, tmp_path):
-    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
+    home, backend = home_with_index(artifacts, corpus_documents, tmp_path)
     query = "cancer risk and diet"
     hits = text_hits(backend, query, 20)
     first = home / "models" / "delta-32-lex3.pt"
@@ -150,7 +139,7 @@ def test_an_ensemble_of_checkpoints_is_served_as_one_ranker(artifacts, corpus_do
 
 
 def test_ensemble_members_must_read_the_same_inputs(artifacts, corpus_documents, tmp_path):
-    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
+    home, backend = home_with_index(artifacts, corpus_documents, tmp_path)
     hits = text_hits(backend, "cancer risk and diet", 5)
     other = artifacts.another_checkpoint(home / "models" / "delta-32.pt", lex_names=())
     settings = WorkerSettings(home=home, checkpoint=f"{home / 'models' / 'delta-32-lex3.pt'},{other}")
@@ -172,27 +161,9 @@ def test_a_missing_model_names_the_folder_looked_in_and_both_fixes(tmp_path):
     assert "train one there with `esrr train`" in message and "ESRR_CHECKPOINT" in message
 
 
-def _dev_queries(root: Path, texts: list[str]) -> Path:
-    """An NFCorpus look-alike whose dev split holds ``texts`` (the corpus itself is the index's)."""
-    (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text(
-        json.dumps({"_id": "unused", "title": "t", "text": "a"}) + "\n", encoding="utf-8"
-    )
-    (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": f"Q{i}", "text": t}) + "\n" for i, t in enumerate(texts)), encoding="utf-8"
-    )
-    header = "query-id\tcorpus-id\tscore\n"
-    for split in ("train", "test"):
-        (root / "qrels" / f"{split}.tsv").write_text(header, encoding="utf-8")
-    (root / "qrels" / "dev.tsv").write_text(
-        header + "".join(f"Q{i}\tunused\t1\n" for i in range(len(texts))), encoding="utf-8"
-    )
-    return root
-
-
 def test_bench_search_times_every_stage_that_search_serves(artifacts, corpus_documents, tmp_path):
-    home, _ = _home_with_index(artifacts, corpus_documents, tmp_path)
-    data = _dev_queries(tmp_path / "nfcorpus", ["cancer risk and diet", "zebra", "vitamin d and bone"])
+    home, _ = home_with_index(artifacts, corpus_documents, tmp_path)
+    data = nfcorpus_with_dev_queries(tmp_path / "nfcorpus", ["cancer risk and diet", "zebra", "vitamin d and bone"])
     figures = tmp_path / "figures.json"
     result = CliRunner().invoke(
         main,
@@ -223,7 +194,7 @@ def test_bench_search_times_every_stage_that_search_serves(artifacts, corpus_doc
 
 
 def test_bench_search_without_an_index_is_a_clean_error(tmp_path):
-    data = _dev_queries(tmp_path / "nfcorpus", ["cancer risk and diet"])
+    data = nfcorpus_with_dev_queries(tmp_path / "nfcorpus", ["cancer risk and diet"])
     result = CliRunner().invoke(
         main, ["bench", "search", "--data", str(data)], env={"ESRR_HOME": str(tmp_path / "home")}
     )
@@ -232,7 +203,7 @@ def test_bench_search_without_an_index_is_a_clean_error(tmp_path):
 
 
 def test_the_in_process_reranker_does_not_wait_for_company(artifacts, corpus_documents, tmp_path):
-    home, backend = _home_with_index(artifacts, corpus_documents, tmp_path)
+    home, backend = home_with_index(artifacts, corpus_documents, tmp_path)
     with LocalReranker(WorkerSettings(home=home, batch_wait_ms=5)) as reranker:
         assert reranker.runtime.batcher.max_wait_s == 0  # one caller, one request at a time
         assert len(reranker("cancer risk and diet", text_hits(backend, "cancer risk and diet", 20), backend.stats)) > 0

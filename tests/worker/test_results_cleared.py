@@ -16,8 +16,8 @@ import redis
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.ranking.dispatch import WorkerReranker
 from es_rerank.ranking.pipeline import SearchPipeline
+from tests.artifact_home import home_with_index
 from tests.conftest import ranked
-from tests.worker.test_local_search import _home_with_index
 
 QUERIES = ("cancer risk and diet", "vitamin d", "breast cancer", "heart disease", "green tea", "red meat")
 SEARCHES = 24
@@ -26,7 +26,7 @@ TIMEOUT = 30
 
 @pytest.fixture(scope="module")
 def served_home(artifacts, corpus_documents, tmp_path_factory) -> tuple[Path, EmbeddedBackend]:
-    return _home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("results"))
+    return home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("results"))
 
 
 def _result_keys(redis_url: str, prefix: str) -> list[bytes]:

@@ -31,8 +31,8 @@ from es_rerank.ranking.broker import client_app
 from es_rerank.ranking.dispatch import WorkerReranker
 from es_rerank.ranking.pipeline import ScoringUnavailable
 from es_rerank.settings import BrokerSettings
+from tests.artifact_home import home_with_index
 from tests.conftest import REPO, esrr_serve
-from tests.worker.test_local_search import _home_with_index
 
 CLIENTS = 16
 DEADLINE_S = 2.0  # the default ESRR_SCORE_DEADLINE_S
@@ -41,7 +41,7 @@ WAIT_FOR_RERANKING_S = 120.0  # a hang guard while waiting for the event, not th
 
 @pytest.fixture(scope="module")
 def home(artifacts, corpus_documents, tmp_path_factory) -> Path:
-    return _home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("outage"))[0]
+    return home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("outage"))[0]
 
 
 @contextmanager
@@ -202,9 +202,11 @@ def test_bench_chaos_runs_every_phase_without_a_failed_search(broker, home, tmp_
     from click.testing import CliRunner
 
     from es_rerank.cli import main
-    from tests.worker.test_local_search import _dev_queries
+    from tests.artifact_home import nfcorpus_with_dev_queries
 
-    data = _dev_queries(tmp_path / "nfcorpus", ["breast cancer", "cancer risk and diet", "vitamin d and bone"])
+    data = nfcorpus_with_dev_queries(
+        tmp_path / "nfcorpus", ["breast cancer", "cancer risk and diet", "vitamin d and bone"]
+    )
     env = {
         key: value
         for key, value in broker.settings_env("unused", home=home, torch_threads=1).items()

@@ -31,8 +31,8 @@ from click.testing import CliRunner
 from es_rerank.cli import main
 from es_rerank.gateway.site_search import search_body, site_query
 from es_rerank.settings import DEFAULT_NFCORPUS
+from tests.artifact_home import FALLBACK_DOCS
 from tests.conftest import REPO, esrr_serve
-from tests.worker.conftest import FALLBACK_DOCS
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium keeps calling hosts a closed network refuses (ARCHITECTURE.md).

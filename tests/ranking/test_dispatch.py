@@ -26,8 +26,8 @@ from es_rerank.payload import WorkerSetupError
 from es_rerank.ranking.dispatch import SOCKET_WAITS, UNANSWERED_NAME, WorkerReranker
 from es_rerank.ranking.pipeline import ScoringUnavailable, SearchPipeline
 from es_rerank.ranking.served import ServedSearch
+from tests.artifact_home import home_with_index, nfcorpus_with_dev_queries
 from tests.conftest import ranked
-from tests.worker.test_local_search import _dev_queries, _home_with_index
 from worker.celery_app import create_app
 from worker.local import LocalReranker
 from worker.settings import WorkerSettings
@@ -39,7 +39,7 @@ TIMEOUT = 30
 @pytest.fixture(scope="module")
 def served_home(artifacts, corpus_documents, tmp_path_factory) -> tuple[Path, EmbeddedBackend]:
     """A copy of the artifacts' home with an embedded index of 30 documents, and that index opened."""
-    return _home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("dispatch"))
+    return home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("dispatch"))
 
 
 @pytest.fixture(scope="module")
@@ -307,7 +307,7 @@ def test_bench_search_times_the_trip_to_the_worker_and_refuses_to_time_a_fallbac
 ):
     queue, _ = home_worker
     home, _ = served_home
-    data = _dev_queries(tmp_path / "nfcorpus", [QUERY, "vitamin d and bone"])
+    data = nfcorpus_with_dev_queries(tmp_path / "nfcorpus", [QUERY, "vitamin d and bone"])
     env = broker.settings_env(queue, home=home, score_deadline_s=30)
     figures = tmp_path / "figures.json"
     result = CliRunner().invoke(

@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from elasticsearch import Elasticsearch
 
 from es_rerank.cli import main
+from tests.artifact_home import home_with_index, nfcorpus_with_dev_queries
 from tests.conftest import REPO, esrr_serve
-from tests.worker.test_local_search import _dev_queries, _home_with_index
 
 QUERIES = ("cancer risk and diet", "vitamin d and bone", "breast cancer", "statins", "green tea")
 TIMEOUT = 30
@@ -32,7 +32,7 @@ TIMEOUT = 30
 @pytest.fixture(scope="module")
 def home(artifacts, corpus_documents, tmp_path_factory) -> Path:
     """A copy of the artifacts' home with an embedded index of 30 documents."""
-    return _home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("gateway"))[0]
+    return home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("gateway"))[0]
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_health_is_a_503_while_the_worker_refuses_every_search(broker, artifacts
 
 @pytest.mark.broker
 def test_bench_http_times_a_running_gateway_and_refuses_to_time_a_fallback(broker, queue, home, free_port, tmp_path):
-    data, figures = _dev_queries(tmp_path / "nfcorpus", list(QUERIES[:3])), tmp_path / "figures.json"
+    data, figures = nfcorpus_with_dev_queries(tmp_path / "nfcorpus", list(QUERIES[:3])), tmp_path / "figures.json"
     with _serving(_env(broker, queue, home), free_port()) as url:
         result = CliRunner().invoke(
             main,
