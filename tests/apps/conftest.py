@@ -39,6 +39,7 @@ ALIAS = "esrr-docs"
 N_DOCS = 400
 WINDOW = 50  # below the matches of the queries used, so that pages past the window (BM25's order) are seen too
 NODE_DIR = Path(__file__).resolve().parent / "node"
+PYTHON9_DIR = Path(__file__).resolve().parent / "python9"  # the 9.x Python client, in a venv of its own
 JOURNALS = ("Nutrients", "Circulation", "BMJ")
 IN_CI = os.environ.get("CI") == "true"
 
@@ -149,8 +150,36 @@ def node() -> str:
     return executable
 
 
-def run_node(node: str, script: str, *args: str) -> Any:
-    """Run ``tests/apps/node/<script>`` with ``args``; its last output line, read as JSON."""
-    done = subprocess.run([node, script, *args], cwd=NODE_DIR, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, f"node {script} {' '.join(args)} exited {done.returncode}:\n{done.stderr}"
+@pytest.fixture(scope="session")
+def python9() -> str:
+    """The interpreter of ``tests/apps/python9/.venv``, where the 9.x Python client is installed."""
+    executable = PYTHON9_DIR / ".venv" / "bin" / "python"
+    fix = (
+        f"python3 -m venv {PYTHON9_DIR}/.venv && {PYTHON9_DIR}/.venv/bin/pip install -r {PYTHON9_DIR}/requirements.txt"
+    )
+    if not executable.is_file():
+        missing("the 9.x Python client's environment", fix)
+    version = subprocess.run(
+        [str(executable), "-c", "import elasticsearch; print(elasticsearch.__versionstr__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if version.returncode != 0 or not version.stdout.startswith("9."):
+        missing(f"elasticsearch 9.x in {executable} ({version.stdout.strip() or version.stderr.strip()})", fix)
+    return str(executable)
+
+
+def run_script(executable: str, folder: Path, script: str, *args: str) -> Any:
+    """Run ``folder/script`` with ``executable`` (node, or a Python of its own) and ``args``; its last output line,
+    read as JSON."""
+    done = subprocess.run(
+        [executable, script, *args], cwd=folder, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, f"{script} {' '.join(args)} exited {done.returncode}:\n{done.stderr}"
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_node(node: str, script: str, *args: str) -> Any:
+    """Run ``tests/apps/node/<script>`` with ``args`` (``run_script``)."""
+    return run_script(node, NODE_DIR, script, *args)
