@@ -60,3 +60,12 @@ def test_haystack_bm25_retriever_in_a_pipeline_gets_content_ids_and_metadata(gat
     assert store.count_documents() == len(gateway.docs)
     every = store.filter_documents()  # no filters: pages through the index, 10 hits a request
     assert sorted(doc.id for doc in every) == sorted(metadata) and all(doc.content for doc in every)
+    recent_reviews = {
+        "operator": "AND",
+        "conditions": [
+            {"field": "meta.year", "operator": ">=", "value": 2015},
+            {"field": "meta.publication_types", "operator": "==", "value": "Review"},
+        ],
+    }
+    expected = {doc.doc_id for doc in gateway.docs if doc.year >= 2015 and "Review" in doc.publication_types}
+    assert {doc.id for doc in store.filter_documents(filters=recent_reviews)} == expected and expected
