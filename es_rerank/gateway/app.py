@@ -21,6 +21,7 @@ from es_rerank.backends.base import BackendError, QueryRefused
 from es_rerank.backends.query_tree import bind_limits, unbind_limits
 from es_rerank.gateway.api import api
 from es_rerank.gateway.client_api import client_api
+from es_rerank.gateway.client_layouts import install_client_layouts
 from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import (
     PRODUCT_HEADER,
@@ -130,6 +131,7 @@ def create_app(
         metrics.requests.labels(route, str(response.status_code)).inc()
         return response
 
+    install_client_layouts(app)  # after _as_elasticsearch, so that it runs before: filter_path and the cap see its hits
     return app
 
 

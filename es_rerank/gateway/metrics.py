@@ -6,8 +6,9 @@ Each app has its own registry, so several apps in one process (tests) count apar
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -44,6 +45,15 @@ class GatewayMetrics:
             "Searches answered in BM25 order because no worker scored them in time",
             registry=self.registry,
         )
+        # What each search's answer is ranked by (``ranking_outcome``): applications' libraries send requests of
+        # their own, and this says whether their window was reranked, from outside the answer they filter.
+        self.searches = Counter(
+            "esrr_searches",
+            "Searches answered, by what ranked them: reranked (a stage reordered the window), skipped (on purpose: "
+            "a sort, no words; esrr.skipped says why), fallback (the model did not answer), bm25 (nothing to reorder)",
+            ["ranking"],
+            registry=self.registry,
+        )
         # Events (POST /_esrr/events, es_rerank/learning/recorder.py): taken, written, and dropped by reason.
         self.events_received = Counter(
             "esrr_events_received", "Events accepted by POST /_esrr/events, by type", ["type"], registry=self.registry
@@ -65,3 +75,13 @@ class GatewayMetrics:
             yield
         finally:
             self.stage_seconds.labels(name).observe(time.perf_counter() - started)
+
+
+def ranking_outcome(esrr: Mapping[str, Any]) -> str:
+    """The ``esrr_searches`` label of a search answered with the ``esrr`` section ``esrr`` (``search_response``):
+    the window's first stage alone is named "BM25" (``WindowScores``), any stage that scored it adds its name."""
+    if esrr.get("fallback"):
+        return "fallback"
+    if esrr.get("skipped"):
+        return "skipped"
+    return "bm25" if esrr.get("ranker") == "BM25" else "reranked"

@@ -25,7 +25,7 @@ from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.experiment import interleaved_page, takes_part
 from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
 from es_rerank.gateway.index_names import unserved_name
-from es_rerank.gateway.metrics import GatewayMetrics
+from es_rerank.gateway.metrics import GatewayMetrics, ranking_outcome
 from es_rerank.gateway.scroll_ids import ScrollMissing, ScrollState, decode, encode, keep_alive_seconds
 from es_rerank.gateway.search_request import SearchRequest, parse_search
 from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
@@ -67,7 +67,9 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
         prepared = backend.prepare(asked.body)  # read and weighed; the embedded index translates it when searched
         heavy = _heavy(asked, prepared)
         if heavy and lane.apart is not None:  # the heavy searches' own process runs this function (heavy_process)
-            return lane.run_apart(_ranked, asked, query_id)
+            apart = lane.run_apart(_ranked, asked, query_id)
+            metrics.searches.labels(ranking_outcome(apart["esrr"])).inc()  # counted here: that process's are unread
+            return apart
         with lane.taken(heavy):
             answered = answer(pipeline, asked, limits, clock=metrics.stage, prepared=prepared)
     except QueryRefused as error:
@@ -109,6 +111,7 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
         response["hits"]["max_score"] = None
     if teams is not None:
         response["esrr"]["experiment"] = {"name": experiment.name, "teams": teams}
+    metrics.searches.labels(ranking_outcome(response["esrr"])).inc()
     return response
 
 
@@ -226,6 +229,7 @@ def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) ->
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     response["took"] = round((time.perf_counter() - started) * 1000)
+    current_app.extensions["esrr.metrics"].searches.labels("skipped").inc()
     return in_elasticsearchs_order(response, asked.skipped or "")
 
 
