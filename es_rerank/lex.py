@@ -176,72 +176,91 @@ def lex_features(
         )
     if not names or not docs:
         return np.zeros((len(docs), len(names)), dtype=np.float32)
-    query = _Query(query_ids, stats)
-    fields: dict[str, _FieldBatch] = {}
+    window = _Window(_Query(query_ids, stats), docs, stats, bm25)
+    return np.stack([window.feature(n) for n in names], axis=1).astype(np.float32)
 
-    def field_batch(name: str) -> _FieldBatch:
-        if name not in fields:
-            if name == "text":
-                fields[name] = _FieldBatch([np.concatenate([d.title_ids, d.abstract_ids]) for d in docs])
-            else:
-                fields[name] = _FieldBatch(list(map(attrgetter(f"{name}_ids"), docs)))
-        return fields[name]
 
-    cache: dict[tuple[str, str], np.ndarray] = {}
+class _Window:
+    """One query's candidates: the field batches, term frequencies and idf sums that several features share,
+    each computed once, on first use."""
 
-    def field_tf(name: str) -> np.ndarray:
-        key = (name, "tf")
-        if key not in cache:
-            tf = np.zeros((len(docs), len(query.terms)))
-            tf[:, query.known_mask] = field_batch(name).term_frequencies(query.known)
-            cache[key] = tf
-        return cache[key]
+    def __init__(self, query: _Query, docs: Sequence[DocTerms], stats: CorpusStats, bm25: BM25Params) -> None:
+        self.query, self.docs, self.stats, self.bm25 = query, docs, stats, bm25
+        self._fields: dict[str, _FieldBatch] = {}
+        self._tf: dict[str, np.ndarray] = {}
+        self._unique: dict[str, np.ndarray] = {}
 
-    def field_unique(name: str) -> tuple[np.ndarray, np.ndarray]:
-        key = (name, "unique")
-        if key not in cache:
-            cache[key] = np.stack(field_batch(name).unique_idf_sums(lambda t: stats.idf(t, "text")))
-        return cache[key][0], cache[key][1]
-
-    def feature(name: str) -> np.ndarray:
+    def feature(self, name: str) -> np.ndarray:
+        """[n_docs] values of one of ``KNOWN_FEATURES``."""
+        if name.endswith(WINDOW_SUFFIX):
+            return self._window_relative(name[: -len(WINDOW_SUFFIX)])
         field_name, kind = name.split("_", 1)
-        n_query = max(len(query.terms), 1)
         if kind == "bm25":
-            tf = field_tf(field_name)
-            lengths = field_batch(field_name).lengths[:, None]
-            norm = bm25.k1 * (1 - bm25.b + bm25.b * lengths / max(stats.avg_length(field_name), 1e-9))
-            idf = stats.idf(query.terms, field_name)
-            # tf == 0 terms add nothing; skipping them avoids 0/0 when norm is 0
-            # (b = 1 and an empty field, e.g. a PubMed record without abstract).
-            denominator = np.where(tf > 0, tf + norm, 1.0)
-            return (idf * tf * (bm25.k1 + 1) / denominator).sum(axis=1)
+            return self._bm25(field_name)
         if kind == "bigram_overlap":
-            if len(query.bigrams) == 0:
-                return np.zeros(len(docs))
-            return field_batch(field_name).bigram_presence(query.bigrams).mean(axis=1)
-        present = field_tf(field_name) > 0
+            return self._bigram_overlap(field_name)
+        return self._term_match(field_name, kind)
+
+    def _field(self, name: str) -> _FieldBatch:
+        if name not in self._fields:
+            if name == "text":
+                self._fields[name] = _FieldBatch([np.concatenate([d.title_ids, d.abstract_ids]) for d in self.docs])
+            else:
+                self._fields[name] = _FieldBatch(list(map(attrgetter(f"{name}_ids"), self.docs)))
+        return self._fields[name]
+
+    def _term_frequencies(self, name: str) -> np.ndarray:
+        if name not in self._tf:
+            tf = np.zeros((len(self.docs), len(self.query.terms)))
+            tf[:, self.query.known_mask] = self._field(name).term_frequencies(self.query.known)
+            self._tf[name] = tf
+        return self._tf[name]
+
+    def _unique_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        if name not in self._unique:
+            self._unique[name] = np.stack(self._field(name).unique_idf_sums(lambda t: self.stats.idf(t, "text")))
+        return self._unique[name][0], self._unique[name][1]
+
+    def _bm25(self, field_name: str) -> np.ndarray:
+        bm25, stats = self.bm25, self.stats
+        tf = self._term_frequencies(field_name)
+        lengths = self._field(field_name).lengths[:, None]
+        norm = bm25.k1 * (1 - bm25.b + bm25.b * lengths / max(stats.avg_length(field_name), 1e-9))
+        idf = stats.idf(self.query.terms, field_name)
+        # tf == 0 terms add nothing; skipping them avoids 0/0 when norm is 0
+        # (b = 1 and an empty field, e.g. a PubMed record without abstract).
+        denominator = np.where(tf > 0, tf + norm, 1.0)
+        return (idf * tf * (bm25.k1 + 1) / denominator).sum(axis=1)
+
+    def _bigram_overlap(self, field_name: str) -> np.ndarray:
+        if len(self.query.bigrams) == 0:
+            return np.zeros(len(self.docs))
+        return self._field(field_name).bigram_presence(self.query.bigrams).mean(axis=1)
+
+    def _term_match(self, field_name: str, kind: str) -> np.ndarray:
+        """word_overlap, idf_word_overlap, jaccard or idf_jaccard of the query's terms with one field."""
+        query = self.query
+        present = self._term_frequencies(field_name) > 0
         matched = present.sum(axis=1)
+        if kind == "word_overlap":
+            return matched / max(len(query.terms), 1)
+        if kind == "jaccard":
+            n_unique, _ = self._unique_terms(field_name)
+            return matched / np.maximum(len(query.terms) + n_unique - matched, 1)
         matched_idf = (present * query.idf).sum(axis=1)
         query_idf = max(query.idf.sum(), 1e-12)
-        if kind == "word_overlap":
-            return matched / n_query
         if kind == "idf_word_overlap":
             return matched_idf / query_idf
-        n_unique, unique_idf = field_unique(field_name)
-        if kind == "jaccard":
-            return matched / np.maximum(len(query.terms) + n_unique - matched, 1)
+        _, unique_idf = self._unique_terms(field_name)
         return matched_idf / np.maximum(query_idf + unique_idf - matched_idf, 1e-12)  # idf_jaccard
 
-    def window_relative(name: str) -> np.ndarray:
-        values = feature(name[: -len(WINDOW_SUFFIX)]).astype(np.float64)
+    def _window_relative(self, name: str) -> np.ndarray:
+        """``name`` standardised within the window, a title feature's missing titles at the titled mean first."""
+        values = self.feature(name).astype(np.float64)
         if name.startswith("title_"):
-            titled = field_batch("title").lengths > 0
+            titled = self._field("title").lengths > 0
             values = np.where(titled, values, values[titled].mean() if titled.any() else 0.0)
         return standardised(values)
-
-    return np.stack([window_relative(n) if n.endswith(WINDOW_SUFFIX) else feature(n) for n in names], axis=1).astype(
-        np.float32
-    )
 
 
 def standardised(values: np.ndarray) -> np.ndarray:

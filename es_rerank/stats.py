@@ -15,12 +15,16 @@ document ids are memory-mapped string tables (``es_rerank.string_table``): a
 loaded index holds no Python object per term or per document. ``build_stats``
 builds in memory (small corpora, tests); ``es_rerank.stats_writer`` writes the
 same files from a stream of batches, for corpora of any size.
+
+Beside this module: ``es_rerank.vocabulary`` (the term <-> id tables),
+``es_rerank.stats_format`` (the directory's format, fields and error) and
+``es_rerank.stats_reader`` (opening and checking a saved directory). Their public
+names are importable from here too.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,31 +32,18 @@ from pathlib import Path
 
 import numpy as np
 
-from es_rerank.held_files import FileBeingWritten, HeldFile, NotNumpyError, map_npy
-from es_rerank.manifest import (
-    ManifestError,
-    check_checksum,
-    check_size,
-    checksum_of_descriptor,
-    read_manifest,
-    write_manifest,
-)
-from es_rerank.string_table import StringTable, StringTableError, write_string_table
-from es_rerank.text import NUMBER_CLASSES, embedding_tokens, number_class, tokenize
+from es_rerank.held_files import HeldFile
+from es_rerank.manifest import write_manifest
+from es_rerank.stats_format import FIELDS, FIRST_TOKENS, STATS_FORMAT, StatsError, statistics_files
+from es_rerank.stats_reader import read_statistics
+from es_rerank.string_table import StringTable, write_string_table
+from es_rerank.text import embedding_tokens, tokenize
+from es_rerank.vocabulary import MappedVocabulary, Vocabulary, embedding_map
 
-FIRST_TOKENS = 50  # N of the paper: document tokens the neural model reads
-# 2: vocabulary and document ids as string tables with key indexes; 3: the first tokens derived through
-# embedding_of.npy instead of stored (first_ptr/first_values.npy)
-STATS_FORMAT = 3
-FIELDS = ("title", "abstract", "text")
 NO_DOCUMENTS = (
     "no documents were read, so there is nothing to index; check the corpus path and the load "
     "report (the served index is unchanged)"
 )
-
-
-class StatsError(Exception):
-    """A statistics directory is missing, incomplete or of another format."""
 
 
 @dataclass(frozen=True)
@@ -116,80 +107,6 @@ class DocTerms:
         )
 
 
-class Vocabulary:
-    """Term <-> id table shared by the lexical and the embedding path."""
-
-    def __init__(self, terms: Sequence[str] = NUMBER_CLASSES) -> None:
-        self.terms: list[str] = list(terms)
-        self.ids: dict[str, int] = {t: i for i, t in enumerate(self.terms)}
-
-    def __len__(self) -> int:
-        return len(self.terms)
-
-    def add(self, tokens: Iterable[str]) -> np.ndarray:
-        """Ids of ``tokens``, adding unseen terms to the table."""
-        ids, terms = self.ids, self.terms
-        for token in tokens:
-            if token not in ids:
-                ids[token] = len(terms)
-                terms.append(token)
-        return np.array([ids[t] for t in tokens], dtype=np.int32)
-
-    def lookup(self, tokens: Iterable[str]) -> np.ndarray:
-        """Ids of ``tokens``; each distinct unknown term gets its own negative id."""
-        return _lookup(self.ids, tokens)
-
-
-def _lookup(ids: Mapping[str, int] | _TermIds, tokens: Iterable[str]) -> np.ndarray:
-    unknown: dict[str, int] = {}
-    out = []
-    for t in tokens:
-        term_id = ids.get(t)
-        if term_id is None:  # -1, -2, ... in order of first appearance
-            term_id = unknown.setdefault(t, -1 - len(unknown))
-        out.append(term_id)
-    return np.asarray(out, dtype=np.int32)
-
-
-class _TermIds:
-    """Term -> id of a mapped vocabulary, read like the dict ``Vocabulary.ids``."""
-
-    def __init__(self, terms: StringTable) -> None:
-        self._terms = terms
-
-    def get(self, term: str, default: int | None = None) -> int | None:
-        """The id of ``term``, ``default`` when it is not in the vocabulary."""
-        row = self._terms.row_of(term)
-        return default if row is None else row
-
-    def __getitem__(self, term: str) -> int:
-        row = self._terms.row_of(term)
-        if row is None:
-            raise KeyError(term)
-        return row
-
-    def __contains__(self, term: object) -> bool:
-        return term in self._terms
-
-    def __len__(self) -> int:
-        return len(self._terms)
-
-
-class MappedVocabulary:
-    """A saved vocabulary, memory-mapped: ``terms[id]`` and ``ids[term]`` cost no memory per term."""
-
-    def __init__(self, terms: StringTable) -> None:
-        self.terms = terms
-        self.ids = _TermIds(terms)
-
-    def __len__(self) -> int:
-        return len(self.terms)
-
-    def lookup(self, tokens: Iterable[str]) -> np.ndarray:
-        """Ids of ``tokens``; each distinct unknown term gets its own negative id."""
-        return _lookup(self.ids, tokens)
-
-
 def doc_terms(doc: Document, vocab: Vocabulary) -> DocTerms:
     """Tokenize one document into its precomputed data, growing ``vocab``."""
     title = tokenize(doc.title)
@@ -205,33 +122,6 @@ def _ragged(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum(lengths, out=ptr[1:])
     values = np.concatenate(arrays).astype(np.int32) if arrays else np.zeros(0, np.int32)
     return ptr, values
-
-
-def embedding_map(terms: Iterable[str], ids: Mapping[str, int] | _TermIds) -> np.ndarray:
-    """int32 [n_terms]: the id of each term's embedding-path form (its number class, or itself)."""
-    embedding = []
-    for term_id, term in enumerate(terms):
-        number = number_class(term)
-        # a class not in the vocabulary was never in anyone's first tokens: the term may map to itself
-        embedding.append(term_id if number is None else ids.get(number, term_id))
-    return np.asarray(embedding, dtype=np.int32)
-
-
-_SCAN_BYTES = 16 << 20  # what the id check reads at a time
-
-
-def _id_range(values: np.ndarray, descriptor: int) -> tuple[int, int]:
-    """Min and max of a memory-mapped .npy array, read with ``pread`` in chunks rather than through the map: a
-    scan of the map leaves every page of the file in the process's RSS (about 1 GB at 1M documents)."""
-    offset = os.fstat(descriptor).st_size - values.nbytes  # the data ends the file
-    low, high = None, None
-    for start in range(0, values.nbytes, _SCAN_BYTES):
-        chunk = np.frombuffer(
-            os.pread(descriptor, min(_SCAN_BYTES, values.nbytes - start), offset + start), dtype=values.dtype
-        )
-        low = int(chunk.min()) if low is None else min(low, int(chunk.min()))
-        high = int(chunk.max()) if high is None else max(high, int(chunk.max()))
-    return (low, high) if low is not None else (0, 0)
 
 
 def first_ptr_of(title_ptr: np.ndarray, abstract_ptr: np.ndarray) -> np.ndarray:
@@ -433,122 +323,24 @@ class CorpusStats:
 
         The shapes, dtypes and row pointers, and each file's size against ``manifest.json``,
         are always checked (cheap); the term ids and the files' checksums only when asked,
-        since that reads the whole corpus: ``esrr index use`` does. The arrays are mapped
-        from descriptors held open (``es_rerank.held_files``), so ``changed_files`` can
-        tell a file changed under the process before a search reads it.
+        since that reads the whole corpus: ``esrr index use`` does (``es_rerank.stats_reader``).
+        The arrays are mapped from descriptors held open (``es_rerank.held_files``), so
+        ``changed_files`` can tell a file changed under the process before a search reads it.
         """
-        meta_path = directory / "meta.json"
-        if not meta_path.is_file():
-            raise StatsError(f"no complete statistics at {directory}; build the index first (`esrr index build`)")
-
-        def damaged(detail: str) -> StatsError:
-            return StatsError(
-                f"statistics at {directory} are damaged ({detail}); rebuild the index "
-                "(`esrr index build`) or serve another version (`esrr index use`)"
-            )
-
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            if meta.get("format") != STATS_FORMAT:
-                raise StatsError(
-                    f"statistics at {directory} have format {meta.get('format')}, this code "
-                    f"reads format {STATS_FORMAT} (3 derives each document's first tokens instead of "
-                    "storing them); rebuild the index (`esrr index build`)"
-                )
-            version, n_docs, n_terms = str(meta["version"]), int(meta["n_docs"]), int(meta["n_terms"])
-            build_id = str(meta.get("build_id") or "")  # older statistics: __post_init__ names it
-        except (ValueError, KeyError, TypeError, AttributeError) as error:  # JSONDecodeError is a ValueError
-            raise damaged(f"meta.json: {type(error).__name__}: {error}") from None
-        except OSError as error:  # unreadable: permissions, a folder in its place
-            raise damaged(f"meta.json: {error.strerror}") from None
-
-        try:
-            manifest = read_manifest(directory)
-        except ManifestError as error:
-            raise damaged(str(error)) from None
-        held: list[HeldFile] = []
-
-        def check_manifest() -> None:
-            # After the checks of shape and content, which name the damage better.
-            for file in held:
-                entry = manifest.get(file.name) if manifest is not None else None
-                if entry is None:  # statistics saved before manifests: nothing to compare with
-                    continue
-                try:
-                    check_size(file.name, entry, file.opened.size)
-                    if check_ids:
-                        check_checksum(file.name, entry, checksum_of_descriptor(file.descriptor))
-                except ManifestError as error:
-                    raise damaged(str(error)) from None
-                # What a change of ctime alone is checked against (``HeldFile.change``).
-                file.verify = lambda descriptor, expected=entry.checksum: checksum_of_descriptor(descriptor) == expected
-
-        def missing(name: str) -> StatsError:
-            return StatsError(
-                f"statistics at {directory} lack {name} although meta.json is "
-                "there (a partial copy?); rebuild the index (`esrr index build`)"
-            )
-
-        def array(name: str, length: int | None = None) -> np.ndarray:
-            try:
-                # A plain ndarray view of the map: slicing a np.memmap costs ~1 us more per slice.
-                values, file = map_npy(directory / f"{name}.npy")
-            except FileNotFoundError:
-                raise missing(f"{name}.npy") from None
-            except NotNumpyError as error:
-                raise damaged(f"{name}.npy is {error}") from None
-            except FileBeingWritten:  # not damage: the caller may try again once the writer is done
-                raise
-            except OSError as error:
-                raise damaged(f"{name}.npy: {error.strerror}") from None
-            held.append(file)
-            if values.ndim != 1 or values.dtype.kind not in "iu":
-                raise damaged(f"{name}.npy holds a {values.dtype} array of shape {values.shape}, not a row of integers")
-            if length is not None and values.shape != (length,):
-                raise damaged(f"{name}.npy has shape {values.shape}, meta.json implies ({length},)")
-            return values
-
-        def ragged(field: str, id_limit: int) -> tuple[np.ndarray, np.ndarray]:
-            # Checked once here, so that a search never indexes past a table (an IndexError 500).
-            ptr, values = array(f"{field}_ptr", n_docs + 1), array(f"{field}_values")
-            if ptr[0] != 0 or ptr[-1] != len(values) or (np.diff(ptr) < 0).any():
-                raise damaged(f"{field}_ptr.npy does not index {field}_values.npy")
-            low, high = _id_range(values, held[-1].descriptor) if check_ids else (0, 0)
-            if len(values) and (low < 0 or high >= id_limit):
-                raise damaged(f"{field}_values.npy holds term ids outside the vocabulary of {id_limit}")
-            return ptr, values
-
-        def table(name: str, length: int) -> StringTable:
-            try:
-                strings = StringTable.open(directory, name, length)
-            except StringTableError as error:
-                if "missing" in str(error):
-                    raise missing(str(error).split(" is missing")[0]) from None
-                raise damaged(str(error)) from None
-            except FileBeingWritten:  # not damage: the caller may try again once the writer is done
-                raise
-            except OSError as error:
-                raise damaged(f"{name}.txt: {error.strerror}") from None
-            held.extend(strings.files)
-            return strings
-
-        terms = table("vocab", n_terms)
-        doc_ids = table("doc_ids", n_docs)
-        embedding_of = array("embedding_of", n_terms)
-        if check_ids and n_terms and (embedding_of.min() < 0 or embedding_of.max() >= n_terms):
-            raise damaged(f"embedding_of.npy holds term ids outside the vocabulary of {n_terms}")
+        saved = read_statistics(directory, check_ids)
         stats = cls(
-            version,
-            doc_ids,
-            MappedVocabulary(terms),
-            *ragged("title", n_terms),
-            *ragged("abstract", n_terms),
-            embedding_of,
-            df={name: array(f"df_{name}", n_terms) for name in FIELDS},
-            build_id=build_id,
+            saved.version,
+            saved.doc_ids,
+            MappedVocabulary(saved.terms),
+            saved.title_ptr,
+            saved.title_values,
+            saved.abstract_ptr,
+            saved.abstract_values,
+            saved.embedding_of,
+            df=saved.df,
+            build_id=saved.build_id,
         )
-        check_manifest()
-        stats._held = tuple(held)
+        stats._held = saved.held
         return stats
 
     @property
@@ -568,13 +360,6 @@ class CorpusStats:
             "end the process; serve another version (`esrr index use`) or rebuild it (`esrr index build`), "
             "then reload"
         )
-
-
-def statistics_files(directory: Path) -> list[str]:
-    """The data files of the statistics in ``directory``: all but ``meta.json`` and the manifest, which the manifest lists."""
-    return sorted(
-        path.name for path in directory.iterdir() if path.is_file() and path.name not in ("meta.json", "manifest.json")
-    )
 
 
 def saved_build_id(directory: Path) -> str | None:

@@ -12,7 +12,7 @@ Algorithm (one query: rows q_1..q_M; n documents of N tokens; F filters, k taps)
    with P = E @ W  [n_words, k * F] (77 MB for 200k words, accumulated in
    float64), plus |e|^2 and |e| per word.
 2. Delta stage per *distinct* document word (500 x 50 positions hold 7-10k
-   distinct words; found with an O(n) scatter/read-back, ``_distinct``): one
+   distinct words; found with an O(n) scatter/read-back, ``distinct_ids``): one
    gather of their vectors, d . q_j by one [U, V] x [V, M] matmul, squared
    distances |d|^2 - 2 d.q + |q|^2 (the expansion torch.cdist uses) -> closest
    query word, cosine, distance, proximity. Where the expansion cancels
@@ -40,7 +40,7 @@ slower than the plain reference forward. The GPU's "dense" layout
 (``_forward_dense``) pads every request of a group to one [n_max, N] block and
 computes the Delta stage per position (exact distances for all, as in the
 reference): ~80 kernels per group whatever the number of requests, one
-device->host copy, replayed as a CUDA graph per padded shape (``_GraphCache``).
+device->host copy, replayed as a CUDA graph per padded shape (``GraphCache``).
 Conv 1 still comes from the table P. Only int ids and the Lex features travel
 host->device. Float32 throughout: half precision would not
 hold the 1e-4 agreement. Both layouts run on either device (the tests check
@@ -69,7 +69,7 @@ marked "micro" = the step alone, 1 thread, on a shared machine):
   1.61 ms vs 1.73 (F.conv1d, oneDNN) and 1.72 (unfold copy + one matmul).
 - one-hot folding of -P[q*] and the bias into the feature matmul: 11.7 ->
   9.6 ms end to end (CPU time, shared machine).
-- O(n) ``_distinct`` instead of np.unique: x1.09 end to end (0.2 vs 1.0 ms).
+- O(n) ``distinct_ids`` instead of np.unique: x1.09 end to end (0.2 vs 1.0 ms).
 - CPU ``score_many`` in groups of <= 512 documents: 4 x 500 documents cost
   9.3 ms per query (1 thread) instead of 11.0 ms in one pass.
 - tried and dropped: gathering + dotting the document vectors in cache-sized
@@ -87,16 +87,15 @@ an idle machine (8.3 ms). So: 2 threads on a dedicated worker machine,
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
+from worker.cuda_graphs import GraphCache
 from worker.model import COS_EPS, PAD_ID, PROX_EPS, DeltaModel
+from worker.score_layouts import DenseBatch, Request, SparsePlan, request_groups
 
 # |d - q*|^2 below this fraction of |d|^2 + |q*|^2 is recomputed from the vectors (cancellation)
 NEAR_FRACTION = 0.1
@@ -108,11 +107,9 @@ CPU_GROUP_DOCS = 512
 # vectors and their difference, the [3F] taps): 4096 documents of 50 words are ~1 GB.
 DENSE_GROUP_DOCS = 4096
 # CUDA graphs of the dense forward kept per padded shape (each holds its activations,
-# <= ~1 GB for a full group); requests are padded to few shapes (see _DenseBatch.build).
+# <= ~1 GB for a full group); requests are padded to few shapes (see DenseBatch.build).
 GRAPH_CACHE_SIZE = 8
 LAYOUTS = ("sparse", "dense")
-
-Request = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
 
 
 def default_device() -> torch.device:
@@ -162,7 +159,7 @@ class DeltaScorer:
             cuda_graphs = layout == "dense" and device.type == "cuda"
         if cuda_graphs and (layout != "dense" or device.type != "cuda"):
             raise ValueError("cuda_graphs needs the dense layout on a CUDA device")
-        self._graphs = _GraphCache(self._dense_scores, device, GRAPH_CACHE_SIZE) if cuda_graphs else None
+        self._graphs = GraphCache(self._dense_scores, device, GRAPH_CACHE_SIZE) if cuda_graphs else None
         k, n_f, dim = config.kernel_width, config.n_filters, config.embedding_dim
         self.k, self.n_f = k, n_f
         self.left = (k - 1) // 2  # padding="same": output i reads inputs i - left .. i + k - 1 - left
@@ -226,11 +223,11 @@ class DeltaScorer:
         sizes = [docs.shape[0] for _, docs, _ in checked]
         scores = []
         with torch.inference_mode():
-            for group in _groups(checked, sizes, self.group_docs):
+            for group in request_groups(checked, sizes, self.group_docs):
                 if self.layout == "dense":
                     scores.append(self._forward_dense(group))
                 else:
-                    scores.append(self._forward(group, _Plan.build(group, self.gap)).cpu().numpy())
+                    scores.append(self._forward(group, SparsePlan.build(group, self.gap)).cpu().numpy())
         if not scores:
             return [np.zeros(0, np.float32) for _ in sizes]
         return list(np.split(np.concatenate(scores), np.cumsum(sizes)[:-1]))
@@ -266,7 +263,7 @@ class DeltaScorer:
             query_rows = np.zeros(1, np.int64)  # an empty query behaves as an all-PAD one
         return query_rows, doc_rows, lex
 
-    def _forward(self, requests: Sequence[Request], plan: _Plan) -> torch.Tensor:
+    def _forward(self, requests: Sequence[Request], plan: SparsePlan) -> torch.Tensor:
         """Scores [n_total] for the requests laid out by ``plan``."""
         device, k, n_f, gap = self._device, self.k, self.n_f, self.gap
         # Conv-1 tap contributions of every distinct word of every request, plus the PAD row.
@@ -342,9 +339,10 @@ class DeltaScorer:
         if self.feature_taps is None:
             inputs, weights = one_hot, per_query
         else:
-            inputs = torch.cat(
-                [self._delta_features(words_t, query, q_vectors, dots, sq_d, sq_closest, closest), one_hot], dim=1
+            features = self._delta_features(
+                words_t, query, q_vectors, dots, sq_d=sq_d, sq_closest=sq_closest, closest=closest
             )
+            inputs = torch.cat([features, one_hot], dim=1)
             weights = torch.cat([self.feature_taps, per_query])  # [3 + M, k*F]
         if self.table is not None:
             torch.index_select(self.table, 0, words_t, out=out)
@@ -358,11 +356,13 @@ class DeltaScorer:
         query: torch.Tensor,
         q_vectors: torch.Tensor,
         dots: torch.Tensor,
+        *,
         sq_d: torch.Tensor,
         sq_closest: torch.Tensor,
         closest: torch.Tensor,
     ) -> torch.Tensor:
-        """[cos, |d - q*|, 1 - |d - q*| / (|d| + |q*|)] per document word [U, 3]."""
+        """[cos, |d - q*|, 1 - |d - q*| / (|d| + |q*|)] per document word [U, 3], from the words' dot products
+        with the query [U, M], their squared norms, and the closest query word's slot and squared distance."""
         q_star = query.index_select(0, closest)  # [U] embedding rows of the closest query words
         distance = sq_closest.clamp_min(0).sqrt_()  # [U]
         # The expansion loses digits when d ~ q* (an exact match above all): recompute those
@@ -393,7 +393,7 @@ class DeltaScorer:
         """
         # Under CUDA graphs, shapes are rounded up (most windows hold a full N-word document).
         bucket_width = self.config.doc_len if self.cuda_graphs else None
-        batch = _DenseBatch.build(requests, self.config.query_len, bucket_width)
+        batch = DenseBatch.build(requests, self.config.query_len, bucket_width)
         if self._graphs is not None:
             scores = self._graphs.run(batch.arrays)  # [R, n_max]
         else:
@@ -403,7 +403,7 @@ class DeltaScorer:
     def _dense_scores(
         self, ids: torch.Tensor, query: torch.Tensor, excluded: torch.Tensor, lex: torch.Tensor
     ) -> torch.Tensor:
-        """Scores [R, n_max] from the device tensors of a ``_DenseBatch`` (no host sync)."""
+        """Scores [R, n_max] from the device tensors of a ``DenseBatch`` (no host sync)."""
         k, n_f, left = self.k, self.n_f, self.left
         n_req, n_max, width = ids.shape  # ids [R, n_max, W]; query, excluded [R, M]
         flat = ids.view(n_req, n_max * width)  # [R, S], S = n_max * W
@@ -451,168 +451,6 @@ def _delta_word_features(
     return torch.stack([cosine, distance, proximity], dim=-1)
 
 
-@dataclass
-class _DenseBatch:
-    """Host-side arrays of the dense layout: every request padded to the same block."""
-
-    ids: np.ndarray  # int64 [R, n_max, W] document word rows, 0 = PAD
-    query: np.ndarray  # int64 [R, M] query word rows, PAD-padded
-    excluded: np.ndarray  # bool [R, M] query slots the closest-word search skips
-    lex: np.ndarray  # float32 [R, n_max, L]
-    sizes: list[int]  # documents of each request
-
-    @property
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        """The inputs of ``DeltaScorer._dense_scores``, in order."""
-        return self.ids, self.query, self.excluded, self.lex
-
-    @classmethod
-    def build(cls, requests: Sequence[Request], query_len: int, bucket_width: int | None = None) -> _DenseBatch:
-        """Pad the requests into one block; with ``bucket_width`` the shape is rounded up to one
-        of few (for CUDA graphs): requests to a power of two, documents to a multiple of 128,
-        width to at least ``bucket_width``. Padding is exact: PAD words, documents and query
-        slots change no score."""
-        sizes = [docs.shape[0] for _, docs, _ in requests]
-        n_req, n_max = len(requests), max(sizes)
-        width = max(max((_used_width(docs) for _, docs, _ in requests), default=0), 1)
-        m = max(query_len, *(len(query) for query, _, _ in requests))
-        if bucket_width is not None:
-            n_req = 1 << (n_req - 1).bit_length()
-            n_max = -(-n_max // 128) * 128
-            width = max(width, bucket_width)
-        ids = np.zeros((n_req, n_max, width), np.int64)
-        query = np.zeros((n_req, m), np.int64)
-        n_lex = next((lex.shape[1] for _, _, lex in requests if lex is not None), 0)
-        lex = np.zeros((n_req, n_max, n_lex), np.float32)
-        for i, (query_rows, docs, doc_lex) in enumerate(requests):
-            used = docs[:, :width]
-            ids[i, : len(docs), : used.shape[1]] = used
-            query[i, : len(query_rows)] = query_rows
-            if n_lex:
-                lex[i, : len(docs)] = doc_lex
-        excluded = query == PAD_ID
-        # An all-PAD query: the reference's argmin over all-inf distances picks slot 0.
-        excluded[excluded.all(axis=1), 0] = False
-        return cls(ids, query, excluded, lex, sizes)
-
-
-@dataclass
-class _Plan:
-    """Host-side layout of a batch: distinct words per request and the row of every position.
-
-    The documents are laid end to end, ``gap`` zero rows before each and after the
-    last, so that one long 'same' convolution over the sequence equals the
-    per-document ones. ``rows`` holds, for each position (plus ``gap`` virtual
-    padding rows at each end), the row of its word in the contributions table.
-    """
-
-    words: list[tuple[int, np.ndarray]]  # per request: (first table row, distinct word ids [U])
-    n_rows: int  # table rows used by the words; row n_rows is the PAD row
-    rows: np.ndarray  # int64 [L + 2 gap]
-    padding: np.ndarray  # int64 rows of the L that are PAD or gap (masked)
-    n_docs: int
-    width: int  # positions per document after dropping the all-PAD tail columns
-
-    @classmethod
-    def build(cls, requests: Sequence[Request], gap: int) -> _Plan:
-        """The plan of one forward pass over ``requests``, documents ``gap`` padding rows apart."""
-        n_docs = sum(docs.shape[0] for _, docs, _ in requests)
-        width = max((_used_width(docs) for _, docs, _ in requests), default=0)
-        width = max(width, 1)
-        ids = np.zeros((n_docs, width + gap), np.int64)  # [n, width + gap], the gap is PAD
-        table_rows = np.empty((n_docs, width), np.int64)
-        words, start, first_doc = [], 0, 0
-        for _, docs, _ in requests:
-            n = docs.shape[0]
-            used = docs[:, :width]
-            ids[first_doc : first_doc + n, : used.shape[1]] = used
-            flat = ids[first_doc : first_doc + n, :width].reshape(-1)
-            distinct, inverse = _distinct(flat)
-            table_rows[first_doc : first_doc + n] = (inverse + start).reshape(n, width)
-            words.append((start, distinct))
-            start += len(distinct)
-            first_doc += n
-        pad_row = start
-        rows = np.full((n_docs, width + gap), pad_row, np.int64)
-        rows[:, :width] = np.where(ids[:, :width] == PAD_ID, pad_row, table_rows)
-        rows = np.concatenate([np.full(2 * gap, pad_row), rows.reshape(-1), np.full(gap, pad_row)])
-        padding = np.flatnonzero(rows[gap : len(rows) - gap] == pad_row)
-        return cls(words, start, rows, padding, n_docs, width)
-
-
-class _GraphCache:
-    """CUDA graphs of a forward function, one per input shape, least recently used dropped.
-
-    A dense forward is ~80 kernel launches; replaying them as one graph cuts a
-    500-document query from ~2 ms (launch-bound) to ~0.6 ms on an H100. Inputs are
-    copied into the graph's static tensors and the output read back under a lock
-    (they are shared by every caller).
-    """
-
-    def __init__(self, forward: Callable[..., torch.Tensor], device: torch.device, capacity: int) -> None:
-        self._forward = forward
-        self._device = device
-        self._capacity = capacity
-        self._graphs: OrderedDict[tuple, tuple[torch.cuda.CUDAGraph, list[torch.Tensor], torch.Tensor]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._graphs)
-
-    def run(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        """The forward's output for these host arrays, as a host array."""
-        key = tuple((a.shape, a.dtype.str) for a in arrays)
-        with self._lock, torch.cuda.device(self._device):
-            if key not in self._graphs:
-                self._graphs[key] = self._capture(arrays)
-                if len(self._graphs) > self._capacity:
-                    self._graphs.popitem(last=False)
-            self._graphs.move_to_end(key)
-            graph, inputs, output = self._graphs[key]
-            for static, array in zip(inputs, arrays):
-                static.copy_(torch.from_numpy(array))
-            graph.replay()
-            return output.cpu().numpy()
-
-    def _capture(self, arrays: Sequence[np.ndarray]) -> tuple[torch.cuda.CUDAGraph, list[torch.Tensor], torch.Tensor]:
-        inputs = [torch.from_numpy(a).to(self._device) for a in arrays]
-        side = torch.cuda.Stream()  # warm-up off the default stream, as torch.cuda.graph asks
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                self._forward(*inputs)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: CUDA work of other threads (another scorer, the worker's) may go on meanwhile.
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            output = self._forward(*inputs)
-        return graph, inputs, output
-
-
-def _groups(requests: Sequence[Request], sizes: list[int], limit: int) -> list[list[Request]]:
-    """Consecutive requests with documents, in groups of at most ``limit`` documents; a larger
-    request forms its own group."""
-    groups: list[list[Request]] = []
-    total = 0
-    for request, size in zip(requests, sizes):
-        if size == 0:
-            continue
-        if not groups or total + size > limit:
-            groups.append([])
-            total = 0
-        groups[-1].append(request)
-        total += size
-    return groups
-
-
-def _used_width(docs: np.ndarray) -> int:
-    """Columns up to the last non-PAD one."""
-    if docs.size == 0:
-        return 0
-    used = np.flatnonzero((docs != PAD_ID).any(axis=0))
-    return int(used[-1]) + 1 if used.size else 0
-
-
 def _row_sq_norms(embeddings: torch.Tensor, chunk: int = 65536) -> torch.Tensor:
     """Squared L2 norm of every row [W]."""
     out = torch.empty(embeddings.shape[0], dtype=torch.float32, device=embeddings.device)
@@ -628,20 +466,3 @@ def _word_table(embeddings: torch.Tensor, taps: torch.Tensor, chunk: int = 32768
     for start in range(0, embeddings.shape[0], chunk):
         out[start : start + chunk] = (embeddings[start : start + chunk].double() @ taps64).float()
     return out
-
-
-def _distinct(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct values of ``flat`` and the inverse index (``distinct[inverse] == flat``), no sort.
-
-    Scatter each position into a per-word slot (one of the writers wins), read the
-    slots back: the position that reads itself represents its word. O(n) with a
-    scratch table the size of the largest id (1.6 MB for 200k words); 0.2 ms for
-    25k ids where np.unique takes 1.0 ms and torch.unique 2.3 ms.
-    """
-    positions = np.arange(len(flat))
-    slots = np.empty(int(flat.max()) + 1 if len(flat) else 0, np.int64)
-    slots[flat] = positions
-    representative = slots.take(flat)  # [n] one position per word
-    is_first = representative == positions
-    compact = np.cumsum(is_first) - 1  # [n]
-    return flat.take(np.flatnonzero(is_first)), compact.take(representative)

@@ -7,11 +7,16 @@ import json
 import shlex
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from es_rerank.backends.base import MAX_K, MAX_WINDOW
 from es_rerank.cli_options import BACKEND_OPTION
+
+if TYPE_CHECKING:
+    from es_rerank.ranking.answer import Answer
+    from es_rerank.ranking.pipeline import Ranking, SearchPipeline
 
 
 def stage_options(command: Callable) -> Callable:
@@ -119,6 +124,7 @@ class _SearchCommand(click.Command):
 )
 @BACKEND_OPTION
 def search(
+    *,
     query: str,
     k: int,
     window: int,
@@ -130,13 +136,8 @@ def search(
     backend: str | None,
 ) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
-    from es_rerank.backends import BackendError
-    from es_rerank.backends.base import QueryRefused
     from es_rerank.cli_options import load_settings
-    from es_rerank.payload import PayloadError, WorkerSetupError
-    from es_rerank.ranking.answer import answer
     from es_rerank.ranking.assemble import served_pipeline
-    from es_rerank.ranking.request import text_request
     from es_rerank.ranking.response import search_response
     from es_rerank.text import tokenize
     from worker.local import LocalReranker
@@ -156,18 +157,8 @@ def search(
         via_worker=via_worker,
         local_reranker=lambda: LocalReranker(settings),
     )
-    try:
-        started = time.perf_counter()
-        # The request a client sends for these words, answered as _search answers it; stored fields (the title,
-        # the metadata) are read for the hits shown only.
-        answered = answer(pipeline, text_request(query, k))
-        took_ms = round((time.perf_counter() - started) * 1000)
-        ranking, shown = answered.ranking, answered.shown
-    except (BackendError, PayloadError, WorkerSetupError, QueryRefused) as error:
-        raise click.ClickException(str(error)) from None
-    finally:
-        if pipeline.reranker is not None:
-            pipeline.reranker.close()
+    answered, took_ms = _answer_once(pipeline, query, k)
+    ranking, shown = answered.ranking, answered.shown
     if ranking.fallback:
         click.echo(f"(not reranked: {ranking.fallback})", err=True)
     if as_json:
@@ -187,10 +178,35 @@ def search(
             )
         )
         return
+    _echo_table(ranking, shown, pipeline.window)
+
+
+def _answer_once(pipeline: SearchPipeline, query: str, k: int) -> tuple[Answer, int]:
+    """The request a client sends for these words, answered as _search answers it, and its milliseconds; the
+    pipeline's reranker is closed after. Stored fields (the title, the metadata) are read for the hits shown only."""
+    from es_rerank.backends import BackendError
+    from es_rerank.backends.base import QueryRefused
+    from es_rerank.payload import PayloadError, WorkerSetupError
+    from es_rerank.ranking.answer import answer
+    from es_rerank.ranking.request import text_request
+
+    try:
+        started = time.perf_counter()
+        answered = answer(pipeline, text_request(query, k))
+        return answered, round((time.perf_counter() - started) * 1000)
+    except (BackendError, PayloadError, WorkerSetupError, QueryRefused) as error:
+        raise click.ClickException(str(error)) from None
+    finally:
+        if pipeline.reranker is not None:
+            pipeline.reranker.close()
+
+
+def _echo_table(ranking: Ranking, shown: list[dict[str, Any]], window: int) -> None:
+    """``esrr search``'s table: which ranker ordered the hits, then one line a hit."""
     if not ranking.ranked:
         click.echo("no hits")
         return
-    for line in ranked_by(ranking.ranker, min(pipeline.window, ranking.retrieved), len(ranking.ranked)):
+    for line in ranked_by(ranking.ranker, min(window, ranking.retrieved), len(ranking.ranked)):
         click.echo(line)
     click.echo(TABLE_HEADER)
     # The same scores as the JSON's _score: the window lifted above the BM25 tail (merge).

@@ -8,7 +8,8 @@ import torch
 
 from benchmarks.score import UNK_ROW, random_embeddings, random_model, realistic_batch
 from worker.model import PAD_ID, VARIANTS, DeltaConfig, DeltaModel
-from worker.scorer import LAYOUTS, DeltaScorer, _DenseBatch
+from worker.score_layouts import DenseBatch
+from worker.scorer import LAYOUTS, DeltaScorer
 
 TOL = 1e-4
 
@@ -176,8 +177,8 @@ def test_dense_buckets_are_exact(model: DeltaModel) -> None:
     for i, (n, width) in enumerate([(30, 50), (7, 20), (45, 50)]):
         batch = realistic_batch(N_WORDS, n_docs=n, doc_len=width, seed=60 + i)
         requests.append(scorer._check(i, batch.query_rows[: 3 + i], batch.doc_rows, lex_for(model, n, seed=i)))
-    plain = _DenseBatch.build(requests, 7)
-    padded = _DenseBatch.build(requests, 7, bucket_width=50)
+    plain = DenseBatch.build(requests, 7)
+    padded = DenseBatch.build(requests, 7, bucket_width=50)
     assert plain.ids.shape == (3, 45, 50) and padded.ids.shape == (4, 128, 50)
     with torch.inference_mode():
         got = scorer._dense_scores(*map(torch.from_numpy, padded.arrays))[:3, :45]
