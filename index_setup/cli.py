@@ -161,7 +161,7 @@ def versions(backend: str | None) -> None:
         all_versions = [v.version for v in indices if v.version not in unfinished]
         _echo_unfinished(unfinished, "interrupted load")
     else:
-        from es_rerank.backends.embedded import current_version
+        from es_rerank.backends.embedded_version import current_version
         from es_rerank.versions import CURRENT_FILE
         from index_setup.embedded_index import list_versions, unfinished_builds
 

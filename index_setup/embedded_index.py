@@ -14,7 +14,8 @@ from pathlib import Path
 import tantivy
 from tqdm import tqdm
 
-from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_document, index_schema, whitespace_analyzer
+from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.backends.embedded_schema import TOKENIZER, index_document, index_schema, whitespace_analyzer
 from es_rerank.stats import NO_DOCUMENTS, Document
 from es_rerank.stats_writer import StatsWriter
 from es_rerank.versions import (

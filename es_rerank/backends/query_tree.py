@@ -22,7 +22,7 @@ NUMBER_FIELDS = ("year",)
 AGGREGATABLE = ("year", "publication_types", "journal", "mesh")  # fast fields of the index (aggregations)
 MAX_CLAUSES = 1024  # Elasticsearch's own limit is 4096 (indices.query.bool.max_clause_count)
 MAX_DEPTH = 20
-MAX_SHOULD_EXPANSION = 64  # conjunctions tried for a minimum_should_match between 1 and all (see _at_least)
+MAX_SHOULD_EXPANSION = 64  # conjunctions tried for a minimum_should_match between 1 and all (tantivy_query)
 DEFAULT_MAX_EXPANSIONS = 50  # Elasticsearch's default max_expansions of fuzzy and phrase prefix queries
 MAX_EDITS = 2  # Lucene's Levenshtein automata go no further
 ON_ELASTICSEARCH = "served by the Elasticsearch backend (ESRR_BACKEND=elasticsearch)"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from es_rerank.backends.embedded import CURRENT_FILE
 from es_rerank.cli import main
+from es_rerank.versions import CURRENT_FILE
 
 RECORDS = [
     {"_id": "d1", "title": "Vitamin D deficiency", "text": "Vitamin D deficiency causes bone loss."},
