@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from elasticsearch import AuthorizationException, NotFoundError, helpers
 
-from es_rerank.backends.elasticsearch import TERM_FIELDS
+from es_rerank.backends.es_layout import TERM_FIELDS
 from tests.gateway.test_client_calls import _ids_with
 from tests.gateway.test_query_dsl import DOCS
 
@@ -114,7 +114,8 @@ def test_cluster_health_is_green_and_writes_are_refused(gateway, es_client):
 
 
 def test_documents_are_read_from_the_index_the_alias_names_after_a_prune(es_client, es_settings):
-    from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+    from es_rerank.backends.elasticsearch import ElasticsearchBackend
+    from es_rerank.backends.es_layout import stats_root
     from es_rerank.gateway.app import create_app
     from es_rerank.gateway.config import GatewaySettings
     from es_rerank.ranking.pipeline import SearchPipeline

@@ -15,8 +15,9 @@ import uuid
 import pytest
 
 from es_rerank.backends.base import MAX_K, QueryRefused
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
 from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.backends.es_layout import stats_root
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import Document
 from index_setup.embedded_index import build_embedded_index
