@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from es_rerank.backends.aggregations import AggregationPlan, FieldFacts
+from es_rerank.backends.aggregation_plan import AggregationPlan
+from es_rerank.backends.aggregations import FieldFacts
 from es_rerank.backends.analysis import analysis_settings
 from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits, check_estimate
 from es_rerank.backends.base import BackendError, FirstStage, Hit, check_k

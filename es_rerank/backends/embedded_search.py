@@ -11,7 +11,9 @@ from typing import Any
 
 import tantivy
 
-from es_rerank.backends.aggregations import AggregationPlan, FieldFacts, read_aggregations
+from es_rerank.backends.aggregation_plan import AggregationPlan
+from es_rerank.backends.aggregation_reading import read_aggregations
+from es_rerank.backends.aggregations import FieldFacts
 from es_rerank.backends.base import QueryRefused
 from es_rerank.backends.highlight import FieldHighlight, SourceFilter, read_highlight, read_source_filter
 from es_rerank.backends.query_dsl import read_query
