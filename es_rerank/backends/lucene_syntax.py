@@ -137,7 +137,7 @@ def _parsed(source: str) -> tree.Item:
 
 
 def read_lucene(
-    text: str, all_required: bool, simple: bool, budget: Any, depth: int, kind: str, fuzzy: Fuzziness = Fuzziness()
+    text: str, all_required: bool, simple: bool, budget: Any, depth: int, *, kind: str, fuzzy: Fuzziness | None = None
 ) -> Node:
     """The nodes of a ``query_string`` (``simple`` False) or ``simple_query_string`` text; ``fuzzy`` is the clause's
     fuzzy options (``word~`` without a number takes its fuzziness)."""
@@ -155,7 +155,7 @@ def read_lucene(
             f"[{kind}] cannot parse {text[:40]!r}: {error}; check its quotes, parentheses and "
             "operators (AND, OR, NOT, +, -)"
         ) from None
-    return _Reader(all_required, simple, budget, kind, fuzzy).node(parsed, depth, "text")
+    return _Reader(all_required, simple, budget, kind, fuzzy or Fuzziness()).node(parsed, depth, "text")
 
 
 def wildcard_regex(value: str) -> str:
@@ -211,6 +211,10 @@ class _Reader:
             raise self.refuse("a regular expression (/.../)")
         if isinstance(item, tree.Word):
             return self.word(item.value, field)
+        return self.operation(item, depth, field)
+
+    def operation(self, item: tree.Item, depth: int, field: str) -> Node:
+        """An AND, OR, implicit operation or a +, -, NOT clause: a group of clauses."""
         if isinstance(item, tree.AndOperation):
             return self.group(item.children, depth, field, all_required=True)
         if isinstance(item, tree.OrOperation):

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 TEXT_FIELDS = ("text", "title", "abstract")  # `text` is title and abstract together
 WHOLE_TEXT = ({"text"}, {"title", "abstract"}, {"text", "title", "abstract"}, {"*"}, {"_all"})
@@ -147,7 +147,7 @@ class MatchNone:
     """No document (e.g. a match whose text has no words)."""
 
 
-Node = Union[Words, Phrase, Pattern, Fuzzy, PhrasePrefix, Keyword, Range, Bool, MatchAll, MatchNone]
+Node = Words | Phrase | Pattern | Fuzzy | PhrasePrefix | Keyword | Range | Bool | MatchAll | MatchNone
 
 
 def shortened(value: Any) -> str:
@@ -345,26 +345,8 @@ class QueryCost:
 def check_cost(node: Node, limits: QueryLimits) -> QueryCost:
     """The cost of the query of ``node``, or ``UnsupportedQuery`` naming the first of ``limits`` that it passes, its
     setting and the query's value; checked before any search, so a refused query costs nothing."""
-    terms = phrase_cost = leading = 0
-    patterns: list[Pattern] = []
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Words):
-            terms += len(item.tokens)
-        elif isinstance(item, Phrase):
-            terms += len(item.tokens)
-            phrase_cost += len(item.tokens) * item.slop
-        elif isinstance(item, Fuzzy):  # each token it expands to is looked up as a word is
-            terms += item.max_expansions if item.edits else 1
-        elif isinstance(item, PhrasePrefix):
-            terms += len(item.tokens) - 1 + item.max_expansions
-            phrase_cost += len(item.tokens) * item.slop
-        elif isinstance(item, Pattern):
-            patterns.append(item)
-            leading += item.leading
-        elif isinstance(item, Bool):
-            stack.extend((*item.must, *item.should, *item.filter, *item.must_not))
+    terms, phrase_cost, patterns = _tally(node)
+    leading = sum(pattern.leading for pattern in patterns)
     widest = max(patterns, key=lambda pattern: pattern.marks, default=None)
     _within(
         "words searched (a fuzzy word, or a phrase's last word as a prefix, counting as its max_expansions)",
@@ -404,6 +386,30 @@ def check_cost(node: Node, limits: QueryLimits) -> QueryCost:
         "start each wildcard word with a letter (gree*, not *ree*), or escape a lone ? as \\?",
     )
     return QueryCost(terms, phrase_cost, len(patterns), sum(pattern.light_prefix for pattern in patterns))
+
+
+def _tally(node: Node) -> tuple[int, int, list[Pattern]]:
+    """The words a query looks up, its phrase words times slop, and its wildcard words."""
+    terms = phrase_cost = 0
+    patterns: list[Pattern] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Words):
+            terms += len(item.tokens)
+        elif isinstance(item, Phrase):
+            terms += len(item.tokens)
+            phrase_cost += len(item.tokens) * item.slop
+        elif isinstance(item, Fuzzy):  # each token it expands to is looked up as a word is
+            terms += item.max_expansions if item.edits else 1
+        elif isinstance(item, PhrasePrefix):
+            terms += len(item.tokens) - 1 + item.max_expansions
+            phrase_cost += len(item.tokens) * item.slop
+        elif isinstance(item, Pattern):
+            patterns.append(item)
+        elif isinstance(item, Bool):
+            stack.extend((*item.must, *item.should, *item.filter, *item.must_not))
+    return terms, phrase_cost, patterns
 
 
 def _within(what: str, value: int, limit: int, setting: str, fix: str, per: str = "per search") -> None:
