@@ -51,7 +51,13 @@ from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundErro
 
 from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
-from es_rerank.backends.es_body import on_text, source_without_internal, without_internal_fields
+from es_rerank.backends.es_body import (
+    on_text,
+    source_without_internal,
+    widened_source,
+    with_text,
+    without_internal_fields,
+)
 from es_rerank.backends.es_client import api_problem, cluster_url, connect, product, translate_errors
 from es_rerank.backends.es_layout import BUILD_HINT, INTERNAL_FIELDS, TERM_FIELDS, served_index, stats_dir, stats_root
 from es_rerank.stats import CorpusStats, StatsError
@@ -233,7 +239,8 @@ class ElasticsearchBackend:
             return []
         ids = [hit.doc_id for hit in hits]
         request: dict[str, Any] = {key: prepared[key] for key in PAGE_KEYS if key in prepared}
-        request["_source"] = source_without_internal(prepared.get("_source", True))
+        spec, text_filter = widened_source(prepared.get("_source", True))
+        request["_source"] = source_without_internal(spec)
         query = prepared.get("query") or {"match_all": {}}
         request.update(
             query={"bool": {"must": [query], "filter": [{"ids": {"values": ids}}]}},
@@ -242,6 +249,7 @@ class ElasticsearchBackend:
         )
         request["from"] = 0
         response, _ = self._on_served(lambda index: self.client.search(index=index, body=request).body)
+        with_text(response["hits"]["hits"], text_filter)
         found = {hit["_id"]: hit for hit in response["hits"]["hits"]}
         shown = [
             {
@@ -299,11 +307,17 @@ class ElasticsearchBackend:
     def passthrough(self, body: Mapping[str, Any], params: Mapping[str, str]) -> dict[str, Any]:
         """Elasticsearch's own answer to a search that is not reranked (a sort, a scroll, a point in time)."""
         body = self.prepare(body)
+        text_filter = None
+        if "_source" in body:
+            spec, text_filter = widened_source(body["_source"])
+            body = {**body, "_source": spec}
         if "pit" in body:  # a point in time names its index itself
             response, _ = self._on_served(lambda index: self.client.search(body=dict(body), **params).body)
         else:
             response, _ = self._on_served(lambda index: self.client.search(index=index, body=dict(body), **params).body)
-        return without_internal_fields(response)
+        response = without_internal_fields(response)
+        with_text(response.get("hits", {}).get("hits", []), text_filter)
+        return response
 
     def search_context(self, action: str, body: Mapping[str, Any], keep_alive: str | None = None) -> tuple[int, dict]:
         """Elasticsearch's own status and answer to a scroll's or a point in time's call (``SEARCH_CONTEXT_CALLS``):

@@ -1,11 +1,13 @@
 """The rewrites the Elasticsearch backend makes to a search body and to an answer: ``text`` matches as the
-title-or-abstract query, and esrr's own fields left out of ``_source``."""
+title-or-abstract query, esrr's own fields left out of ``_source``, and ``text`` shown where it is asked for."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from es_rerank.backends.base import QueryRefused
 from es_rerank.backends.es_layout import INTERNAL_FIELDS, TEXT_FIELD
+from es_rerank.backends.highlight import SEARCHED_TEXT, SourceFilter, read_source_filter, with_searched_text
 
 
 def without_internal_fields(response: dict) -> dict:
@@ -65,3 +67,32 @@ def on_text(query: Any, depth: int = 0) -> Any:
             }
         rewritten[kind] = clause
     return rewritten
+
+
+def widened_source(spec: Any) -> tuple[Any, SourceFilter | None]:
+    """``spec`` as asked of Elasticsearch, and where it names ``text`` among its includes, the filter that shows
+    ``text`` (title and abstract joined, as the embedded backend shows it: RAG libraries read the field they searched
+    from ``_source``) once title and abstract are fetched with it; ``text`` itself is indexed only, never stored."""
+    try:
+        patterns = read_source_filter(spec)
+    except QueryRefused:  # Elasticsearch names what is wrong with it
+        return spec, None
+    if patterns is None or SEARCHED_TEXT not in patterns.includes or not patterns.keeps(SEARCHED_TEXT):
+        return spec, None
+    return {"includes": [*patterns.includes, "title", "abstract"], "excludes": list(patterns.excludes)}, patterns
+
+
+def with_text(response_hits: list[dict], patterns: SourceFilter | None) -> None:
+    """Each hit's ``_source`` with ``text`` added (``widened_source``), title and abstract left where not asked."""
+    if patterns is None:
+        return
+    for hit in response_hits:
+        source = hit.get("_source")
+        if isinstance(source, dict):
+            shown = dict(with_searched_text(source, patterns))
+            hit["_source"] = {
+                name: value for name, value in shown.items() if name not in _FETCHED or patterns.keeps(name)
+            }
+
+
+_FETCHED = ("title", "abstract")  # fetched to make `text`, shown only where the request asks for them
