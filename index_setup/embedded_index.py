@@ -79,7 +79,7 @@ def build_embedded_index(
                 for _, batch in tokenized_batches(documents, workers):
                     first_row = stats.add(batch).first_row
                     for i, (text, source) in enumerate(zip(batch.texts, batch.sources)):
-                        writer.add_document(index_document(first_row + i, text, source))
+                        writer.add_document(index_document(first_row + i, text, source, int(batch.lengths[0][i])))
                     bar.update(len(batch))
             writer.commit()
             writer.wait_merging_threads()

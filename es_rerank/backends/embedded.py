@@ -28,7 +28,7 @@ from es_rerank.backends.aggregations import FieldFacts
 from es_rerank.backends.analysis import analysis_settings
 from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits, check_estimate
 from es_rerank.backends.base import BackendError, FirstStage, Hit, check_k
-from es_rerank.backends.embedded_schema import MAPPING_PROPERTIES
+from es_rerank.backends.embedded_schema import mapping_properties, searched_fields
 from es_rerank.backends.embedded_search import EmbeddedSearch, read_search
 from es_rerank.backends.embedded_version import (
     IndexBeingWritten,
@@ -81,7 +81,9 @@ class EmbeddedBackend:
         self._refused: tuple[tuple, str] | None = None  # the last failed verification of a changed folder
         self._index, self._searcher = open_tantivy(version_dir)
         self._schema = self._index.schema
-        self._tantivy = TantivyTranslation(self._schema, lambda: self.text_words)
+        self.searched = searched_fields(self._schema)  # text, and title and abstract alone where built with them
+        self._field_words: dict[str, TermDictionary] = {}
+        self._tantivy = TantivyTranslation(self._schema, self.field_words)
 
     @classmethod
     def open_current(cls, root: Path) -> EmbeddedBackend:
@@ -173,7 +175,7 @@ class EmbeddedBackend:
     def prepare(self, body: Mapping[str, Any]) -> EmbeddedSearch:
         """A search body checked (translated when first searched); ``QueryRefused`` names what the embedded backend
         cannot serve, or the limit of ``active_limits()`` (the request's ``QueryLimits``) that its query passes."""
-        return read_search(body, self._tantivy, self.field_facts, self._scoped_aggregation)
+        return read_search(body, self._tantivy, self.field_facts, self._scoped_aggregation, self.searched)
 
     @_reads_files
     def first_stage(self, prepared: EmbeddedSearch, k: int) -> FirstStage:
@@ -366,7 +368,10 @@ class EmbeddedBackend:
         """The mappings of what this index searches, filters and stores, and its settings, as Elasticsearch shows
         an index."""
         return {
-            "mappings": {"_meta": {"esrr_stats_version": self.version}, "properties": MAPPING_PROPERTIES},
+            "mappings": {
+                "_meta": {"esrr_stats_version": self.version},
+                "properties": mapping_properties(self.searched),
+            },
             "settings": {
                 "index": {
                     "number_of_shards": "1",
@@ -409,13 +414,21 @@ class EmbeddedBackend:
                 span = (int(years["min"]), int(years["max"]))
         return FieldFacts(values, span, tuple(aggregatable))
 
-    @cached_property
+    @property
     def text_words(self) -> TermDictionary:
-        """The words of the ``text`` field (those of the vocabulary with a document), which fuzzy words and a
-        phrase's prefix expand to; read once per version, on its first such search (0.2 s for NFCorpus's 32k)."""
-        return TermDictionary(
-            word for word, frequency in zip(self._stats.vocab.terms, self._stats.df["text"]) if frequency > 0
-        )
+        """The words of the ``text`` field (``field_words``)."""
+        return self.field_words("text")
+
+    def field_words(self, field: str) -> TermDictionary:
+        """The words of a text field (those of the vocabulary with a document there), which fuzzy words and a
+        phrase's prefix expand to; read once per version and field, on its first such search (0.2 s for NFCorpus's
+        32k)."""
+        if field not in self._field_words:
+            frequencies = self._stats.df[field]
+            self._field_words[field] = TermDictionary(
+                word for word, frequency in zip(self._stats.vocab.terms, frequencies) if frequency > 0
+            )
+        return self._field_words[field]
 
 
 _SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}

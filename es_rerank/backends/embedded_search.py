@@ -19,10 +19,12 @@ from es_rerank.backends.highlight import FieldHighlight, SourceFilter, read_high
 from es_rerank.backends.query_dsl import read_query
 from es_rerank.backends.query_tree import (
     ON_ELASTICSEARCH,
+    TEXT_FIELDS,
     Bool,
     Fuzzy,
     MatchAll,
     Node,
+    Pattern,
     Phrase,
     PhrasePrefix,
     QueryCost,
@@ -95,10 +97,11 @@ def read_search(
     translate: Callable[[Node], tantivy.Query],
     facts: FieldFacts,
     search_scope: Callable[[Node, tuple[Node, ...], Mapping[str, Any]], tuple[int, Mapping[str, Any]]],
+    searched: tuple[str, ...] = ("text",),
 ) -> EmbeddedSearch:
     """A search body checked against what the embedded backend serves and the ``active_limits()`` in force
     (``QueryRefused`` names what passes them); ``search_scope(tree, filters, request)`` searches an aggregation's
-    filter bucket."""
+    filter bucket; ``searched`` names the text fields the index holds (an older build: ``text`` alone)."""
     unknown = next((key for key in body if key not in BODY_KEYS), None)
     if unknown is not None:
         raise QueryRefused(
@@ -114,8 +117,9 @@ def read_search(
             plan = read_aggregations(aggs, read_query, facts, active_limits().max_buckets)
             plan = replace(plan, run_scope=functools.partial(search_scope, tree))
         # The query, its post_filter and the aggregations' filters: one budget (QueryLimits), before tantivy runs.
-        searched = (tree,) + ((post_filter,) if post_filter is not None else ()) + (plan.queries() if plan else ())
-        cost = check_cost(Bool(must=searched), active_limits())
+        queries = (tree,) + ((post_filter,) if post_filter is not None else ()) + (plan.queries() if plan else ())
+        cost = check_cost(Bool(must=queries), active_limits())
+        _check_fields(queries, searched)
     except UnsupportedQuery as error:
         raise QueryRefused(str(error)) from None
     sort, search_after = _read_order(body)
@@ -147,6 +151,23 @@ def _read_order(body: Mapping[str, Any]) -> tuple[tuple[SortKey, ...] | None, tu
     if sort is not None and by_score_alone(sort) and search_after is None:
         sort = None  # the default order
     return sort, search_after
+
+
+def _check_fields(nodes: tuple[Node, ...], searched: tuple[str, ...]) -> None:
+    """Refuse a text field the index version does not hold (``title`` or ``abstract`` alone in a version built before
+    they were indexed), naming the rebuild that adds it."""
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Bool):
+            stack.extend((*node.must, *node.should, *node.filter, *node.must_not))
+        elif isinstance(node, (Words, Phrase, Fuzzy, PhrasePrefix, Pattern)) and node.field in TEXT_FIELDS:
+            if node.field not in searched:
+                raise UnsupportedQuery(
+                    f"[{node.field}] cannot be searched alone in this index version, built before title and "
+                    "abstract were indexed each on its own; rebuild the index (`esrr index build`) to search "
+                    f"[{node.field}] alone, or search [text] (title and abstract together) meanwhile"
+                )
 
 
 def _words(node: Node) -> set[str]:

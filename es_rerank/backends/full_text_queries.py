@@ -1,11 +1,12 @@
 """The Query DSL's full-text queries read into the tree (pure): ``match``, ``match_phrase``, ``multi_match``,
 ``match_bool_prefix``, ``match_phrase_prefix``, ``query_string`` and ``simple_query_string``.
 
-Text is searched in ``text``, the field the embedded index holds (title and abstract
-together, tokenized by ``es_rerank.text.tokenize``); a clause naming ``text``, ``title`` and
-``abstract`` together, ``*`` or ``_all`` searches it. ``operator`` and ``minimum_should_match``
-(a count, a percentage, negative forms), phrases with ``slop``, fuzzy words and prefixes keep
-Elasticsearch's semantics; ``query_string`` syntax is parsed by ``luqum`` (``lucene_syntax``).
+Text is searched in ``text`` (title and abstract together, tokenized by
+``es_rerank.text.tokenize``): a clause naming ``text``, ``title`` and ``abstract`` together,
+``*`` or ``_all`` searches it; one naming ``title`` or ``abstract`` alone searches that field.
+``operator`` and ``minimum_should_match`` (a count, a percentage, negative forms), phrases
+with ``slop``, fuzzy words and prefixes keep Elasticsearch's semantics; ``query_string``
+syntax is parsed by ``luqum`` (``lucene_syntax``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from es_rerank.backends.dsl_clauses import (
 from es_rerank.backends.lucene_syntax import read_lucene  # luqum builds its parser tables at import
 from es_rerank.backends.query_tree import (
     ON_ELASTICSEARCH,
+    TEXT_FIELDS,
     WHOLE_TEXT,
     Bool,
     Fuzziness,
@@ -41,18 +43,22 @@ from es_rerank.backends.query_tree import (
 from es_rerank.text import tokenize
 
 
-def text_field(kind: str, fields: Any) -> None:
-    """Refuse fields other than the whole text: the embedded index holds title and abstract together only."""
+def text_field(kind: str, fields: Any) -> str:
+    """The field a text clause searches: ``text`` (title and abstract together: named, both named, ``*`` or
+    ``_all``), or ``title`` or ``abstract`` alone; other sets of fields are refused."""
     listed = [fields] if isinstance(fields, str) else fields
     if not isinstance(listed, list) or not listed or not all(isinstance(name, str) for name in listed):
         raise UnsupportedQuery(f"[{kind}] fields must be a field name or a list of them, got {shortened(fields)}")
     names = {name.split("^")[0] for name in listed}  # a boost ("title^2") does not change what is searched
-    if names not in WHOLE_TEXT:
-        raise UnsupportedQuery(
-            f"[{kind}] on {shortened(sorted(names))}: the embedded backend searches title and "
-            "abstract together, as the field 'text' (name it, or title and abstract both); "
-            f"a search of one of them alone is {ON_ELASTICSEARCH}"
-        )
+    if names in WHOLE_TEXT:
+        return "text"
+    if len(names) == 1 and names <= set(TEXT_FIELDS):
+        return next(iter(names))
+    raise UnsupportedQuery(
+        f"[{kind}] on {shortened(sorted(names))}: the embedded backend searches title and abstract "
+        "together (the field 'text', or title and abstract both named) or each alone; "
+        f"a search of other fields is {ON_ELASTICSEARCH}"
+    )
 
 
 def _words(
@@ -62,10 +68,11 @@ def _words(
     minimum: Any,
     boost: float,
     *,
+    field: str,
     fuzzy: Fuzziness | None = None,
     prefix_last: bool = False,
 ) -> Node:
-    """A match's words: each a clause (fuzzy with ``fuzzy``; the last a prefix with ``prefix_last``, as
+    """A match's words in ``field``: each a clause (fuzzy with ``fuzzy``; the last a prefix with ``prefix_last``, as
     match_bool_prefix), at least one of them required, all with operator and, or ``minimum_should_match``."""
     tokens = tokenize(text)
     if not tokens:
@@ -76,10 +83,13 @@ def _words(
     count = len(words) + prefix_last
     required = count if operator in ("and", "AND") else max(1, minimum_should_match(kind, minimum, count, 1))
     if fuzzy is None and not prefix_last:
-        return Words(words, required, boost)
-    clauses = tuple(fuzzy.word(kind, token) if fuzzy is not None else Words((token,), 1) for token in words)
+        return Words(words, required, boost, field)
+    clauses = tuple(
+        fuzzy.word(kind, token, field=field) if fuzzy is not None else Words((token,), 1, field=field)
+        for token in words
+    )
     if prefix_last:  # as Elasticsearch: the last word is a prefix query, never fuzzy
-        clauses += (prefix_pattern(tokens[-1]),)
+        clauses += (prefix_pattern(tokens[-1], field),)
     return Bool(should=clauses, required_should=required, boost=boost)
 
 
@@ -91,10 +101,10 @@ def _fuzzy(kind: str, clause: dict) -> Fuzziness | None:
 
 
 def _match(clause: dict, budget: ClauseBudget, depth: int) -> Node:
-    field, value = one_field("match", clause)
-    text_field("match", field)
+    name, value = one_field("match", clause)
+    field = text_field("match", name)
     if not isinstance(value, dict):
-        return _words("match", search_text("match", value), None, None, 1.0)
+        return _words("match", search_text("match", value), None, None, 1.0, field=field)
     allowed("match", value, ("query", "operator", "minimum_should_match", "boost") + _FUZZY_OPTIONS)
     return _words(
         "match",
@@ -102,15 +112,17 @@ def _match(clause: dict, budget: ClauseBudget, depth: int) -> Node:
         value.get("operator"),
         value.get("minimum_should_match"),
         boost_of("match", value),
+        field=field,
         fuzzy=_fuzzy("match", value),
     )
 
 
 def _match_bool_prefix(clause: dict, budget: ClauseBudget, depth: int) -> Node:
-    field, value = one_field("match_bool_prefix", clause)
-    text_field("match_bool_prefix", field)
+    name, value = one_field("match_bool_prefix", clause)
+    field = text_field("match_bool_prefix", name)
     if not isinstance(value, dict):
-        return _words("match_bool_prefix", search_text("match_bool_prefix", value), None, None, 1.0, prefix_last=True)
+        text = search_text("match_bool_prefix", value)
+        return _words("match_bool_prefix", text, None, None, 1.0, field=field, prefix_last=True)
     allowed("match_bool_prefix", value, ("query", "operator", "minimum_should_match", "boost") + _FUZZY_OPTIONS)
     return _words(
         "match_bool_prefix",
@@ -118,42 +130,44 @@ def _match_bool_prefix(clause: dict, budget: ClauseBudget, depth: int) -> Node:
         value.get("operator"),
         value.get("minimum_should_match"),
         boost_of("match_bool_prefix", value),
+        field=field,
         fuzzy=_fuzzy("match_bool_prefix", value),
         prefix_last=True,
     )
 
 
-def _phrase_prefix(kind: str, text: str, slop: int, max_expansions: int, boost: float) -> Node:
+def _phrase_prefix(text: str, slop: int, max_expansions: int, boost: float, field: str) -> Node:
     tokens = tuple(tokenize(text))
-    return PhrasePrefix(tokens, slop, max_expansions, boost) if tokens else MatchNone()
+    return PhrasePrefix(tokens, slop, max_expansions, boost, field) if tokens else MatchNone()
 
 
 def _match_phrase_prefix(clause: dict, budget: ClauseBudget, depth: int) -> Node:
     kind = "match_phrase_prefix"
-    field, value = one_field(kind, clause)
-    text_field(kind, field)
+    name, value = one_field(kind, clause)
+    field = text_field(kind, name)
     if not isinstance(value, dict):
-        return _phrase_prefix(kind, search_text(kind, value), 0, expansions(kind, {}), 1.0)
+        return _phrase_prefix(search_text(kind, value), 0, expansions(kind, {}), 1.0, field)
     allowed(kind, value, ("query", "slop", "max_expansions", "boost"))
     return _phrase_prefix(
-        kind,
         search_text(kind, value.get("query")),
         slop_of(kind, value.get("slop", 0)),
         expansions(kind, value),
         boost_of(kind, value),
+        field,
     )
 
 
 def _match_phrase(clause: dict, budget: ClauseBudget, depth: int) -> Node:
-    field, value = one_field("match_phrase", clause)
-    text_field("match_phrase", field)
+    name, value = one_field("match_phrase", clause)
+    field = text_field("match_phrase", name)
     if not isinstance(value, dict):
-        return phrase_node(tokenize(search_text("match_phrase", value)), 0, 1.0)
+        return phrase_node(tokenize(search_text("match_phrase", value)), 0, 1.0, field)
     allowed("match_phrase", value, ("query", "slop", "boost"))
     return phrase_node(
         tokenize(search_text("match_phrase", value.get("query"))),
         slop_of("match_phrase", value.get("slop", 0)),
         boost_of("match_phrase", value),
+        field,
     )
 
 
@@ -169,7 +183,7 @@ def _multi_match(clause: dict, budget: ClauseBudget, depth: int) -> Node:
         + _FUZZY_OPTIONS,
     )
     fields = clause.get("fields", ["*"])
-    text_field("multi_match", fields)
+    field = text_field("multi_match", fields)
     kind = clause.get("type", "best_fields")
     text = search_text("multi_match", clause.get("query"))
     separate = {name.split("^")[0] for name in ([fields] if isinstance(fields, str) else fields)} - {"text"}
@@ -185,16 +199,15 @@ def _multi_match(clause: dict, budget: ClauseBudget, depth: int) -> Node:
             "type best_fields or most_fields"
         )
     if kind == "phrase":
-        return phrase_node(
-            tokenize(text), slop_of("multi_match", clause.get("slop", 0)), boost_of("multi_match", clause)
-        )
+        slop = slop_of("multi_match", clause.get("slop", 0))
+        return phrase_node(tokenize(text), slop, boost_of("multi_match", clause), field)
     if kind == "phrase_prefix":
         return _phrase_prefix(
-            "multi_match",
             text,
             slop_of("multi_match", clause.get("slop", 0)),
             expansions("multi_match", clause),
             boost_of("multi_match", clause),
+            field,
         )
     if kind == "bool_prefix" and clause.get("slop") is not None:
         raise UnsupportedQuery("[multi_match] slop not allowed for type [bool_prefix] (as in Elasticsearch)")
@@ -213,6 +226,7 @@ def _multi_match(clause: dict, budget: ClauseBudget, depth: int) -> Node:
         clause.get("operator"),
         clause.get("minimum_should_match"),
         boost_of("multi_match", clause),
+        field=field,
         fuzzy=fuzzy,
         prefix_last=kind == "bool_prefix",
     )
@@ -233,15 +247,14 @@ def _lucene(kind: str, clause: dict, budget: ClauseBudget, depth: int, simple: b
     fuzzy_options = _LUCENE_FUZZY[1:] if simple else _LUCENE_FUZZY  # simple_query_string has no `fuzziness`
     allowed(kind, clause, ("query", "fields", "default_field", "default_operator", "boost") + fuzzy_options)
     fields = clause.get("fields", clause.get("default_field"))
-    if fields is not None:
-        text_field(kind, fields)
+    field = text_field(kind, fields) if fields is not None else "text"
     operator = str(clause.get("default_operator", "or")).lower()
     if operator not in ("or", "and"):
         raise UnsupportedQuery(f"[{kind}] default_operator must be OR or AND, got {shortened(operator)}")
     # A word~ without a number takes query_string's fuzziness (default AUTO); simple_query_string's is 2 edits.
     fuzzy = read_fuzziness(kind, {"fuzziness": "2" if simple else "AUTO", **clause}, _LUCENE_FUZZY)
     text = search_text(kind, clause.get("query"))
-    return read_lucene(text, operator == "and", simple, budget, depth, kind=kind, fuzzy=fuzzy)
+    return read_lucene(text, operator == "and", simple, budget, depth, kind=kind, fuzzy=fuzzy, field=field)
 
 
 FULL_TEXT_READERS = {

@@ -34,7 +34,15 @@ from typing import Any
 from es_rerank.backends.dsl_clauses import ClauseBudget, allowed, boost_of, minimum_should_match, one_clause
 from es_rerank.backends.full_text_queries import FULL_TEXT_READERS
 from es_rerank.backends.lucene_syntax import lucene_words
-from es_rerank.backends.query_tree import MAX_DEPTH, ON_ELASTICSEARCH, Bool, Node, UnsupportedQuery, shortened
+from es_rerank.backends.query_tree import (
+    MAX_DEPTH,
+    ON_ELASTICSEARCH,
+    TEXT_FIELDS,
+    Bool,
+    Node,
+    UnsupportedQuery,
+    shortened,
+)
 from es_rerank.backends.term_queries import TERM_READERS
 
 
@@ -110,6 +118,11 @@ def _clause_text(kind: str, clause: dict) -> Iterator[str]:
         for value in clause.values():
             text = value.get("query") if isinstance(value, dict) else value
             if isinstance(text, str):
+                yield text
+    elif kind == "term":  # a term on a text field is scored by its word, as a match of it
+        for field, value in clause.items():
+            text = value.get("value") if isinstance(value, dict) else value
+            if field in TEXT_FIELDS and isinstance(text, str):
                 yield text
     elif kind in ("multi_match", "query_string", "simple_query_string"):
         text = clause.get("query")

@@ -15,7 +15,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
-TEXT_FIELDS = ("text", "title", "abstract")  # `text` is title and abstract together
+TEXT_FIELDS = ("text", "title", "abstract")  # `text` is title and abstract together; each is searched alone too
 WHOLE_TEXT = ({"text"}, {"title", "abstract"}, {"text", "title", "abstract"}, {"*"}, {"_all"})
 KEYWORD_FIELDS = ("doc_id", "journal", "mesh", "publication_types", "doi")
 NUMBER_FIELDS = ("year",)
@@ -34,20 +34,22 @@ class UnsupportedQuery(ValueError):
 
 @dataclass(frozen=True)
 class Words:
-    """Documents holding at least ``required`` of the distinct ``tokens`` in ``text`` (1: any, all: AND)."""
+    """Documents holding at least ``required`` of the distinct ``tokens`` in ``field`` (1: any, all: AND)."""
 
     tokens: tuple[str, ...]
     required: int
     boost: float = 1.0
+    field: str = "text"  # one of TEXT_FIELDS
 
 
 @dataclass(frozen=True)
 class Phrase:
-    """Documents holding ``tokens`` in order in ``text``, at most ``slop`` moves apart."""
+    """Documents holding ``tokens`` in order in ``field``, at most ``slop`` moves apart."""
 
     tokens: tuple[str, ...]
     slop: int = 0
     boost: float = 1.0
+    field: str = "text"
 
 
 # On NFCorpus (3.6k documents), a BM25 top-500 of "breast ca*" costs 14 ms of CPU, of "breast can*" 10.5, of
@@ -84,7 +86,7 @@ class Pattern:
 
 @dataclass(frozen=True)
 class Fuzzy:
-    """Documents holding a ``text`` token within ``edits`` edits of ``token`` (Lucene's fuzzy query, as
+    """Documents holding a token of ``field`` within ``edits`` edits of ``token`` (Lucene's fuzzy query, as
     Elasticsearch's ``fuzziness`` asks): the first ``prefix_length`` characters unchanged, a swap of two neighbours
     one edit when ``transpositions``, at most ``max_expansions`` tokens searched (the nearest, then the first in
     term order), each scored by BM25 times its similarity (1 - edits / the shorter length)."""
@@ -95,17 +97,19 @@ class Fuzzy:
     max_expansions: int = DEFAULT_MAX_EXPANSIONS
     transpositions: bool = True
     boost: float = 1.0
+    field: str = "text"
 
 
 @dataclass(frozen=True)
 class PhrasePrefix:
-    """Documents holding ``tokens`` in order in ``text``, the last one a prefix: Lucene's phrase prefix query, the
+    """Documents holding ``tokens`` in order in ``field``, the last one a prefix: Lucene's phrase prefix query, the
     prefix standing for the first ``max_expansions`` tokens of the index that start with it, in term order."""
 
     tokens: tuple[str, ...]
     slop: int = 0
     max_expansions: int = DEFAULT_MAX_EXPANSIONS
     boost: float = 1.0
+    field: str = "text"
 
 
 @dataclass(frozen=True)
@@ -156,13 +160,13 @@ def shortened(value: Any) -> str:
     return text if len(text) <= 40 else text[:40] + "..."
 
 
-def phrase_node(tokens: list[str], slop: int, boost: float) -> Node:
-    """A phrase of ``tokens``; one token is a word, none matches nothing (as Elasticsearch)."""
+def phrase_node(tokens: list[str], slop: int, boost: float, field: str = "text") -> Node:
+    """A phrase of ``tokens`` in ``field``; one token is a word, none matches nothing (as Elasticsearch)."""
     if not tokens:
         return MatchNone()
     if len(tokens) == 1:
-        return Words((tokens[0],), 1, boost)
-    return Phrase(tuple(tokens), slop, boost)
+        return Words((tokens[0],), 1, boost, field)
+    return Phrase(tuple(tokens), slop, boost, field)
 
 
 def keyword_node(kind: str, field: Any, values: list[Any]) -> Node:
@@ -212,13 +216,13 @@ class Fuzziness:
     max_expansions: int = DEFAULT_MAX_EXPANSIONS
     transpositions: bool = True
 
-    def word(self, kind: str, token: str, boost: float = 1.0) -> Node:
-        """The node of ``token`` searched with these options: itself where no edit is allowed (a short word under
-        AUTO, fuzziness 0, or a prefix_length covering it, which Lucene searches as the exact word)."""
+    def word(self, kind: str, token: str, boost: float = 1.0, field: str = "text") -> Node:
+        """The node of ``token`` searched in ``field`` with these options: itself where no edit is allowed (a short
+        word under AUTO, fuzziness 0, or a prefix_length covering it, which Lucene searches as the exact word)."""
         edits = edits_for(kind, self.setting, token)
         if edits == 0 or self.prefix_length >= len(token):
-            return Words((token,), 1, boost)
-        return Fuzzy(token, edits, self.prefix_length, self.max_expansions, self.transpositions, boost)
+            return Words((token,), 1, boost, field)
+        return Fuzzy(token, edits, self.prefix_length, self.max_expansions, self.transpositions, boost, field)
 
 
 def read_fuzziness(kind: str, clause: Mapping[str, Any], names: tuple[str, str, str, str]) -> Fuzziness | None:

@@ -32,11 +32,11 @@ from es_rerank.backends.term_expansion import TermDictionary, fuzzy_query, phras
 
 @dataclass(frozen=True)
 class TantivyTranslation:
-    """Translates query trees against one index's ``schema``; ``words`` gives the words of the ``text`` field (read
+    """Translates query trees against one index's ``schema``; ``words(field)`` gives the words of a text field (read
     on first need), which fuzzy words and a phrase's prefix expand to."""
 
     schema: tantivy.Schema
-    words: Callable[[], TermDictionary]
+    words: Callable[[str], TermDictionary]
 
     def __call__(self, node: Node) -> tantivy.Query:
         """The tantivy query of one node, scored as Elasticsearch scores it (BM25 sums; filters score nothing)."""
@@ -44,14 +44,14 @@ class TantivyTranslation:
         if isinstance(node, Words):
             # In sorted order: tantivy sums the terms' scores in the order given, and a float sum's last bit depends
             # on it (then a tie at the window's edge); every search of the same words scores the same.
-            terms = [Query.term_query(schema, "text", token) for token in sorted(node.tokens)]
+            terms = [Query.term_query(schema, node.field, token) for token in sorted(node.tokens)]
             return _boosted(at_least(terms, node.required), node.boost)
         if isinstance(node, Phrase):
-            return _boosted(Query.phrase_query(schema, "text", list(node.tokens), node.slop), node.boost)
+            return _boosted(Query.phrase_query(schema, node.field, list(node.tokens), node.slop), node.boost)
         if isinstance(node, Fuzzy):
-            return fuzzy_query(schema, "text", self.words(), node)
+            return fuzzy_query(schema, node.field, self.words(node.field), node)
         if isinstance(node, PhrasePrefix):
-            return phrase_prefix_query(schema, "text", self.words(), node)
+            return phrase_prefix_query(schema, node.field, self.words(node.field), node)
         if isinstance(node, Pattern):
             return self._pattern(node)
         if isinstance(node, Keyword):

@@ -13,12 +13,14 @@ from es_rerank.backends.query_tree import (
     MAX_CLAUSES,
     NUMBER_FIELDS,
     ON_ELASTICSEARCH,
+    TEXT_FIELDS,
     Bool,
     MatchAll,
     MatchNone,
     Node,
     Range,
     UnsupportedQuery,
+    Words,
     keyword_node,
     prefix_pattern,
     read_fuzziness,
@@ -28,11 +30,10 @@ from es_rerank.backends.query_tree import (
 
 
 def _term_field(kind: str, field: Any) -> str:
-    """The field of a term-level query on text (``prefix``, ``fuzzy``): ``text``, or a keyword field."""
+    """The field of a term-level query on text (``prefix``, ``fuzzy``): a text field, or a keyword field."""
     if field in KEYWORD_FIELDS:
         return field
-    text_field(kind, field)
-    return "text"
+    return text_field(kind, field)
 
 
 def _prefix(clause: dict, budget: ClauseBudget, depth: int) -> Node:
@@ -66,24 +67,30 @@ def _fuzzy_query(clause: dict, budget: ClauseBudget, depth: int) -> Node:
         options,
         ("value", "fuzziness", "prefix_length", "max_expansions", "transpositions", "boost", "rewrite"),
     )
-    if _term_field("fuzzy", field) != "text":
+    searched = _term_field("fuzzy", field)
+    if searched not in TEXT_FIELDS:
         raise UnsupportedQuery(
             f"[fuzzy] on [{shortened(field)}] is not served by the embedded backend, which "
-            f"searches fuzzy words in the text; it is {ON_ELASTICSEARCH}"
+            f"searches fuzzy words in {', '.join(TEXT_FIELDS)}; it is {ON_ELASTICSEARCH}"
         )
     fuzzy = read_fuzziness(
         "fuzzy", {"fuzziness": "AUTO", **options}, ("fuzziness", "prefix_length", "max_expansions", "transpositions")
     )
     assert fuzzy is not None
     # Term-level: the word is searched as written, not analysed (as Elasticsearch's fuzzy query).
-    return fuzzy.word("fuzzy", search_text("fuzzy", options.get("value")), boost_of("fuzzy", options))
+    return fuzzy.word("fuzzy", search_text("fuzzy", options.get("value")), boost_of("fuzzy", options), searched)
 
 
 def _term(clause: dict, budget: ClauseBudget, depth: int) -> Node:
     field, value = one_field("term", clause)
-    if isinstance(value, dict):
-        allowed("term", value, ("value", "boost"))
-        value = value.get("value")
+    options = value if isinstance(value, dict) else {"value": value}
+    allowed("term", options, ("value", "boost"))
+    value = options.get("value")
+    if field in TEXT_FIELDS:
+        # A term on a text field finds the token as written (not analysed) and scores it by BM25, as Elasticsearch.
+        if not isinstance(value, (str, int)) or isinstance(value, bool):
+            raise UnsupportedQuery(f"[term] on [{field}] takes a string, got {shortened(value)}")
+        return Words((str(value),), 1, boost_of("term", options), field)
     return keyword_node("term", field, [value])
 
 
