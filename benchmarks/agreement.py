@@ -65,8 +65,10 @@ def overlap(first: list[str], second: list[str]) -> float:
 def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: int, json_out: Path | None) -> None:
     """Mean top-k overlap of the embedded and the Elasticsearch backend over one NFCorpus split."""
     from es_rerank.backends.base import text_hits
-    from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect, stats_root
+    from es_rerank.backends.elasticsearch import ElasticsearchBackend
     from es_rerank.backends.embedded import EmbeddedBackend
+    from es_rerank.backends.es_client import connect
+    from es_rerank.backends.es_layout import stats_root
     from es_rerank.machine import machine_description
     from es_rerank.settings import CommonSettings
     from es_rerank.text import tokenize

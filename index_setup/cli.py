@@ -53,7 +53,8 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
                 f"{result.n_terms} terms in {result.seconds:.1f} s at {result.directory}"
             )
         else:
-            from es_rerank.backends.elasticsearch import alias_targets, connect, translate_errors
+            from es_rerank.backends.es_client import connect, translate_errors
+            from es_rerank.backends.es_layout import alias_targets
             from index_setup.es_index import load_index
 
             client = connect(settings)
@@ -149,7 +150,7 @@ def versions(backend: str | None) -> None:
 
     settings = _settings(backend)
     if settings.backend != "embedded":
-        from es_rerank.backends.elasticsearch import connect
+        from es_rerank.backends.es_client import connect
         from index_setup.es_index import current_version, list_indices, unfinished_loads
 
         try:
@@ -161,7 +162,7 @@ def versions(backend: str | None) -> None:
         all_versions = [v.version for v in indices if v.version not in unfinished]
         _echo_unfinished(unfinished, "interrupted load")
     else:
-        from es_rerank.backends.embedded import current_version
+        from es_rerank.backends.embedded_version import current_version
         from es_rerank.versions import CURRENT_FILE
         from index_setup.embedded_index import list_versions, unfinished_builds
 
@@ -206,7 +207,7 @@ def use(version: str, backend: str | None) -> None:
 
             switch_current(settings.indexes_dir / "embedded", version)
         else:
-            from es_rerank.backends.elasticsearch import connect
+            from es_rerank.backends.es_client import connect
             from index_setup.es_index import use_version
 
             use_version(connect(settings), settings, version)
@@ -239,7 +240,7 @@ def prune(keep: int | None, backend: str | None) -> None:
 
             prune_versions(settings.indexes_dir / "embedded", keep, on_deleted=report)
         else:
-            from es_rerank.backends.elasticsearch import connect
+            from es_rerank.backends.es_client import connect
             from index_setup.es_index import delete_old_versions
 
             for version in delete_old_versions(connect(settings), settings.es_alias, keep, settings):

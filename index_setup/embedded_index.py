@@ -14,7 +14,8 @@ from pathlib import Path
 import tantivy
 from tqdm import tqdm
 
-from es_rerank.backends.embedded import TOKENIZER, EmbeddedBackend, index_document, index_schema, whitespace_analyzer
+from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.backends.embedded_schema import TOKENIZER, index_document, index_schema, whitespace_analyzer
 from es_rerank.stats import NO_DOCUMENTS, Document
 from es_rerank.stats_writer import StatsWriter
 from es_rerank.versions import (
@@ -78,7 +79,7 @@ def build_embedded_index(
                 for _, batch in tokenized_batches(documents, workers):
                     first_row = stats.add(batch).first_row
                     for i, (text, source) in enumerate(zip(batch.texts, batch.sources)):
-                        writer.add_document(index_document(first_row + i, text, source))
+                        writer.add_document(index_document(first_row + i, text, source, int(batch.lengths[0][i])))
                     bar.update(len(batch))
             writer.commit()
             writer.wait_merging_threads()

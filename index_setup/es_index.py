@@ -79,7 +79,8 @@ from tqdm import tqdm
 
 from es_rerank.backends.analysis import ANALYZER, TOKEN_PATTERN, analysis_settings
 from es_rerank.backends.base import BackendError
-from es_rerank.backends.elasticsearch import (
+from es_rerank.backends.es_client import translate_errors
+from es_rerank.backends.es_layout import (
     BUILD_META_KEY,
     META_KEY,
     TERM_FIELDS,
@@ -89,7 +90,6 @@ from es_rerank.backends.elasticsearch import (
     served_index,
     stats_dir,
     stats_root,
-    translate_errors,
 )
 from es_rerank.stats import NO_DOCUMENTS, CorpusStats, Document, StatsError, saved_build_id
 from es_rerank.stats_writer import StatsWriter

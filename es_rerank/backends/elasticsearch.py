@@ -41,40 +41,33 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from elasticsearch import (
-    ApiError,
-    BadRequestError,
-    ConnectionTimeout,
-    Elasticsearch,
-    NotFoundError,
-    SSLError,
-    TransportError,
-    UnsupportedProductError,
-)
-from elasticsearch import ConnectionError as ESConnectionError
+from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundError
 
 from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits
 from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
-from es_rerank.backends.es_server import ServerTooOld, VersionedTransport
+from es_rerank.backends.es_body import (
+    on_text,
+    source_without_internal,
+    widened_source,
+    with_text,
+    without_internal_fields,
+)
+from es_rerank.backends.es_client import api_problem, cluster_url, connect, product, translate_errors
+from es_rerank.backends.es_layout import BUILD_HINT, INTERNAL_FIELDS, TERM_FIELDS, served_index, stats_dir, stats_root
 from es_rerank.stats import CorpusStats, StatsError
 
 if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
 
-META_KEY = "esrr_stats_version"
-BUILD_META_KEY = "esrr_stats_build"  # which build of the version: a pruned name can be built again
 # A hit's precomputed data comes from the served statistics, the same ids the load stored in each
 # document (one load writes both): fetching those made a top-500 response 5.7 times larger.
 HIT_FIELDS = ["doc_id", "title"]
-TERM_FIELDS = ("title_ids", "abstract_ids", "first_ids")  # each document's precomputed ids, stored, not indexed
-TEXT_FIELD = "text"  # title and abstract as one field, indexed only
-INTERNAL_FIELDS = [TEXT_FIELD, *TERM_FIELDS]  # never shown in a hit's _source
 PAGE_KEYS = (
     "highlight",
     "_source",
@@ -86,235 +79,7 @@ PAGE_KEYS = (
     "version",
     "seq_no_primary_term",
 )  # what the fetch of the page reads
-BUILD_HINT = "build the index first: esrr index build --backend elasticsearch"
 SEARCH_CONTEXT_CALLS = ("scroll", "clear_scroll", "open_point_in_time", "close_point_in_time")
-
-
-def stats_root(settings: CommonSettings) -> Path:
-    """Directory holding one ``<version>/stats`` directory per Elasticsearch index version."""
-    return settings.indexes_dir / "elasticsearch"
-
-
-def stats_dir(root: Path, version: str) -> Path:
-    """Statistics directory of one index version under ``root`` (see ``stats_root``)."""
-    return root / version / "stats"
-
-
-def connect(settings: CommonSettings) -> Elasticsearch:
-    """A client for ``ESRR_ES_URL`` with the configured timeout, API key and CA certificates: the official
-    Elasticsearch client, or for ``ESRR_BACKEND=opensearch`` opensearch-py in its shape (``opensearch_client.py``)."""
-    if settings.backend == "opensearch":
-        from es_rerank.backends.opensearch_client import connect_opensearch
-
-        return connect_opensearch(settings)  # type: ignore[return-value]  # the same calls, see its docstring
-    security: dict[str, str | tuple[str, str]] = {}
-    if settings.es_api_key is not None:
-        key = settings.es_api_key.get_secret_value()  # checked and normalised by the settings
-        # The 'encoded' form is base64, which has no ':'; ID:API_KEY is the pair it encodes.
-        security["api_key"] = tuple(key.split(":", 1)) if ":" in key else key
-    if settings.es_ca_certs is not None:
-        security["ca_certs"] = str(settings.es_ca_certs)
-    # A request that timed out is not retried: the client's 3 retries made one hung cluster cost
-    # 4 x ESRR_ES_TIMEOUT_S per call (refused connections are still retried, at no cost).
-    # VersionedTransport: a cluster too old for the 8.x client (before 7.14) is refused naming its version.
-    return Elasticsearch(
-        settings.es_url,
-        request_timeout=settings.es_timeout_s,
-        retry_on_timeout=False,
-        transport_class=VersionedTransport,
-        **security,
-    )
-
-
-def product(client: Elasticsearch) -> str:
-    """The engine a client talks to, as messages name it: Elasticsearch, or what the client says (OpenSearch)."""
-    return getattr(client, "product", "Elasticsearch")
-
-
-def cluster_url(client: Elasticsearch) -> str:
-    """The node URL(s) a client talks to, for error messages."""
-    own = getattr(client, "cluster_url", None)  # the OpenSearch client names its own
-    if isinstance(own, str):
-        return own
-    try:
-        return ", ".join(str(node.base_url) for node in client.transport.node_pool.all())
-    except AttributeError:  # a client without the usual transport (a stub in tests)
-        return "the configured URL"
-
-
-def _api_problem(exc: ApiError) -> str:
-    """``HTTP <status> (<error type>: <reason>)`` of an Elasticsearch error answer, as far as it tells."""
-    error = exc.body.get("error") if isinstance(exc.body, dict) else exc.body
-    if isinstance(error, dict):
-        kind, reason = error.get("type"), error.get("reason")
-    else:  # a HEAD request's answer has no body; a proxy may answer plain text
-        kind, reason = None, str(error)[:300] if error else None
-    if not kind and exc.message not in (None, "None"):
-        kind = exc.message
-    detail = ": ".join(str(part) for part in (kind, reason) if part) or "no reason given"
-    return f"HTTP {exc.meta.status} ({detail})"
-
-
-NOT_ELASTICSEARCH_FIX = (
-    "it is not Elasticsearch 8 (its answers lack the X-Elastic-Product header); set ESRR_ES_URL "
-    "to the cluster's address, or check that no proxy answers in its place (for an OpenSearch "
-    "cluster set ESRR_BACKEND=opensearch)"
-)
-
-
-# Answers that Elasticsearch always sends with its product header; others may lack it (401 to an
-# unauthenticated request, 413, or a 502/503 from a proxy in front of a healthy cluster).
-_ALWAYS_LABELLED = (404, 405, 501)
-
-
-def not_elasticsearch(status: int, headers: Any) -> bool:
-    """Whether an answer that Elasticsearch would label (``_ALWAYS_LABELLED``) lacks its X-Elastic-Product header.
-
-    The client checks the header on successful answers only, so a web server that answers
-    404 to everything would otherwise read as a cluster without the alias (elastic/elasticsearch#73434).
-    """
-    return status in _ALWAYS_LABELLED and not (headers and headers.get("x-elastic-product") == "Elasticsearch")
-
-
-def _api_fix(exc: ApiError, engine: str = "Elasticsearch") -> str:
-    """What to do about one Elasticsearch (or OpenSearch) error answer, by its HTTP status."""
-    status = exc.meta.status
-    if engine == "Elasticsearch" and not_elasticsearch(status, exc.meta.headers):
-        return NOT_ELASTICSEARCH_FIX
-    if status == 401:
-        return (
-            "the cluster has security on: put a user and password it accepts in ESRR_ES_URL, e.g. "
-            "https://USER:PASSWORD@HOST:9200, or an API key in ESRR_ES_API_KEY"
-        )
-    if status == 403:
-        return (
-            "the credentials (ESRR_ES_URL's user or ESRR_ES_API_KEY) lack privileges on the ESRR_ES_ALIAS "
-            "alias and its indices (<alias>-*); grant them (e.g. a role with all on those names) or use others"
-        )
-    if status == 429 or status >= 500:
-        return "the cluster is overloaded or failing; check GET _cluster/health and its logs, then retry"
-    return "fix what the reason names (index names come from ESRR_ES_ALIAS) and retry"
-
-
-def _tls_fix(exc: SSLError) -> str:
-    """What to do about a failed TLS handshake, by what OpenSSL reported."""
-    # A plain-HTTP server answers a TLS hello with HTTP bytes (WRONG_VERSION_NUMBER, or "record layer
-    # failure" in newer OpenSSL) or by hanging up (UNEXPECTED_EOF); a CA mismatch is a verify failure.
-    if any(sign in str(exc) for sign in ("WRONG_VERSION_NUMBER", "record layer failure", "UNEXPECTED_EOF")):
-        return (
-            "the server there does not complete a TLS handshake; if it serves plain HTTP, use http:// in "
-            "ESRR_ES_URL, else check the host and port"
-        )
-    return (
-        "ESRR_ES_CA_CERTS must name the PEM file of the CA that signed the cluster's certificate "
-        "(Elasticsearch 8: config/certs/http_ca.crt); set it, or check that the file it names is that CA "
-        "and that ESRR_ES_URL's host is one the certificate names"
-    )
-
-
-@contextmanager
-def translate_errors(client: Elasticsearch, passing: tuple[type[ApiError], ...] = ()) -> Iterator[None]:
-    """Turn Elasticsearch client errors (other than ``passing``) into a ``BackendError`` that names the fix."""
-    try:
-        yield
-    except passing:
-        raise
-    except SSLError as exc:  # before ConnectionError, of which it is a kind
-        raise BackendError(
-            f"the TLS handshake with {product(client)} at {cluster_url(client)} failed; {_tls_fix(exc)} ({exc})"
-        ) from exc
-    except ConnectionTimeout as exc:
-        raise BackendError(
-            f"{product(client)} at {cluster_url(client)} did not answer within ESRR_ES_TIMEOUT_S; "
-            f"check the cluster (GET _cluster/health, its logs) or raise ESRR_ES_TIMEOUT_S "
-            f"({exc})"
-        ) from exc
-    except ESConnectionError as exc:
-        raise BackendError(
-            f"cannot reach {product(client)} at {cluster_url(client)}; start it or set "
-            f"ESRR_ES_URL ({type(exc).__name__}: {exc})"
-        ) from exc
-    except UnsupportedProductError as exc:
-        raise BackendError(
-            f"{cluster_url(client)} does not answer as Elasticsearch 8; set ESRR_ES_URL to an "
-            f"Elasticsearch cluster, or ESRR_BACKEND=opensearch for an OpenSearch one ({exc})"
-        ) from exc
-    except ServerTooOld as exc:
-        raise BackendError(f"{product(client)} at {cluster_url(client)}: {exc.message}") from exc
-    except ApiError as exc:
-        raise BackendError(
-            f"{product(client)} at {cluster_url(client)} refused a request with "
-            f"{_api_problem(exc)}; {_api_fix(exc, product(client))}"
-        ) from exc
-    except TransportError as exc:
-        raise BackendError(
-            f"the request to {product(client)} at {cluster_url(client)} failed "
-            f"({type(exc).__name__}: {exc}); check ESRR_ES_URL and the cluster logs, "
-            "then retry"
-        ) from exc
-
-
-def alias_targets(client: Elasticsearch, alias: str) -> list[str]:
-    """Concrete indices behind ``alias`` (empty when it does not exist).
-
-    Raises ``BackendError`` when ``alias`` names a concrete index instead of an alias.
-    """
-    found = client.indices.exists_alias(name=alias)
-    if product(client) == "Elasticsearch" and not_elasticsearch(found.meta.status, found.meta.headers):
-        raise BackendError(f"{cluster_url(client)} answered HTTP {found.meta.status}, but {NOT_ELASTICSEARCH_FIX}")
-    if found:
-        return sorted(client.indices.get_alias(name=alias).body)
-    if client.indices.exists(index=alias):
-        raise BackendError(
-            f"{alias!r} at {cluster_url(client)} is a concrete index, not an alias; esrr serves "
-            f"versioned indices through an alias. Delete that index (DELETE /{alias}) and rebuild, "
-            "or set ESRR_ES_ALIAS to another name"
-        )
-    return []
-
-
-class IndexMeta(NamedTuple):
-    """The statistics version and build that a concrete index's mapping ``_meta`` records."""
-
-    version: str
-    build_id: str | None  # None: built before build ids were recorded
-
-
-class ServedIndex(NamedTuple):
-    """The concrete index an alias names, with the statistics version and build its ``_meta`` records."""
-
-    index: str
-    version: str
-    build_id: str | None
-
-
-def index_meta(client: Elasticsearch, index: str) -> IndexMeta:
-    """The statistics version and build recorded in a concrete index's mapping ``_meta``."""
-    mapping = client.indices.get_mapping(index=index).body[index]["mappings"]
-    meta = mapping.get("_meta") or {}
-    version = meta.get(META_KEY)
-    if not version:
-        raise BackendError(
-            f"index {index!r} has no {META_KEY!r} in its mapping _meta, so it was not "
-            f"built by esrr and has no statistics; {BUILD_HINT}"
-        )
-    build_id = meta.get(BUILD_META_KEY)
-    return IndexMeta(str(version), str(build_id) if build_id else None)
-
-
-def served_index(client: Elasticsearch, alias: str) -> ServedIndex | None:
-    """The concrete index that ``alias`` serves, with its statistics version and build; None when no alias yet."""
-    with translate_errors(client):
-        targets = alias_targets(client, alias)
-        if not targets:
-            return None
-        if len(targets) > 1:
-            raise BackendError(
-                f"alias {alias!r} points at {len(targets)} indices {targets}; it must point "
-                "at one: rebuild the index (esrr index build --backend elasticsearch) to "
-                "repair it"
-            )
-        return ServedIndex(targets[0], *index_meta(client, targets[0]))
 
 
 @dataclass(frozen=True)
@@ -413,7 +178,7 @@ class ElasticsearchBackend:
             self.reload()
             served = self._served
         except BadRequestError as error:
-            raise QueryRefused(f"{product(self.client)} refused the search: {_api_problem(error)}") from None
+            raise QueryRefused(f"{product(self.client)} refused the search: {api_problem(error)}") from None
         except ApiError as error:
             # A search that meets its index while a prune deletes it fails with "all shards failed" (a 503 on
             # OpenSearch 2.19, 1 search in about 50 during a reindex and prune) rather than a 404: follow the alias
@@ -426,12 +191,12 @@ class ElasticsearchBackend:
             with translate_errors(self.client, passing=(BadRequestError,)):
                 return call(served.index), served
         except BadRequestError as error:
-            raise QueryRefused(f"{product(self.client)} refused the search: {_api_problem(error)}") from None
+            raise QueryRefused(f"{product(self.client)} refused the search: {api_problem(error)}") from None
 
     def prepare(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The body with its text clauses on ``text`` rewritten (see the module docstring); Elasticsearch checks
         the rest."""
-        return {key: (_on_text(value) if key in ("query", "post_filter") else value) for key, value in body.items()}
+        return {key: (on_text(value) if key in ("query", "post_filter") else value) for key, value in body.items()}
 
     def first_stage(self, prepared: Mapping[str, Any], k: int) -> FirstStage:
         """The top-``k`` hits of the body's query (ties by doc id), with its total, aggregations and shards."""
@@ -474,7 +239,8 @@ class ElasticsearchBackend:
             return []
         ids = [hit.doc_id for hit in hits]
         request: dict[str, Any] = {key: prepared[key] for key in PAGE_KEYS if key in prepared}
-        request["_source"] = _without_internal(prepared.get("_source", True))
+        spec, text_filter = widened_source(prepared.get("_source", True))
+        request["_source"] = source_without_internal(spec)
         query = prepared.get("query") or {"match_all": {}}
         request.update(
             query={"bool": {"must": [query], "filter": [{"ids": {"values": ids}}]}},
@@ -483,6 +249,7 @@ class ElasticsearchBackend:
         )
         request["from"] = 0
         response, _ = self._on_served(lambda index: self.client.search(index=index, body=request).body)
+        with_text(response["hits"]["hits"], text_filter)
         found = {hit["_id"]: hit for hit in response["hits"]["hits"]}
         shown = [
             {
@@ -505,7 +272,7 @@ class ElasticsearchBackend:
         return int(response["count"])
 
     def sources(self, doc_ids: Sequence[str]) -> list[dict[str, Any] | None]:
-        """Each document's ``_source`` without esrr's own fields, in the order asked (None where not found): one mget."""
+        """Each document's ``_source`` without esrr's own fields, in the order asked (None where not found): an mget."""
         if not doc_ids:
             return []
 
@@ -540,11 +307,17 @@ class ElasticsearchBackend:
     def passthrough(self, body: Mapping[str, Any], params: Mapping[str, str]) -> dict[str, Any]:
         """Elasticsearch's own answer to a search that is not reranked (a sort, a scroll, a point in time)."""
         body = self.prepare(body)
+        text_filter = None
+        if "_source" in body:
+            spec, text_filter = widened_source(body["_source"])
+            body = {**body, "_source": spec}
         if "pit" in body:  # a point in time names its index itself
             response, _ = self._on_served(lambda index: self.client.search(body=dict(body), **params).body)
         else:
             response, _ = self._on_served(lambda index: self.client.search(index=index, body=dict(body), **params).body)
-        return _without_internal_fields(response)
+        response = without_internal_fields(response)
+        with_text(response.get("hits", {}).get("hits", []), text_filter)
+        return response
 
     def search_context(self, action: str, body: Mapping[str, Any], keep_alive: str | None = None) -> tuple[int, dict]:
         """Elasticsearch's own status and answer to a scroll's or a point in time's call (``SEARCH_CONTEXT_CALLS``):
@@ -559,7 +332,7 @@ class ElasticsearchBackend:
             with translate_errors(self.client):
                 answer = getattr(client, action)(body=dict(body))
         body_out = answer.body if isinstance(answer.body, dict) else {"error": str(answer.body)[:300]}
-        return answer.meta.status, _without_internal_fields(body_out)
+        return answer.meta.status, without_internal_fields(body_out)
 
     @staticmethod
     def _hit(hit: dict, served: _Served) -> Hit:
@@ -573,62 +346,3 @@ class ElasticsearchBackend:
         except StatsError as error:  # a document written to the index behind esrr's back
             raise BackendError(f"index {served.index!r} returned a hit its statistics lack: {error}") from None
         return Hit(doc_id, float(score), source.get("title") or "", terms)
-
-
-def _without_internal_fields(response: dict) -> dict:
-    """A search response with the fields esrr keeps for itself (``text``, the term ids) left out of each hit."""
-    for hit in response.get("hits", {}).get("hits", []):
-        if isinstance(hit.get("_source"), dict):
-            for name in INTERNAL_FIELDS:
-                hit["_source"].pop(name, None)
-    return response
-
-
-def _without_internal(source: Any) -> Any:
-    """A ``_source`` request that leaves out the fields esrr keeps for itself (``text``, the term ids)."""
-    if source is False or source is None:
-        return source
-    if source is True:
-        return {"excludes": INTERNAL_FIELDS}
-    if isinstance(source, (str, list)):
-        return {"includes": [source] if isinstance(source, str) else source, "excludes": INTERNAL_FIELDS}
-    if isinstance(source, dict):
-        excludes = source.get("excludes", source.get("exclude", []))
-        excludes = [excludes] if isinstance(excludes, str) else list(excludes) if isinstance(excludes, list) else []
-        rest = {key: value for key, value in source.items() if key not in ("excludes", "exclude")}
-        return {**rest, "excludes": excludes + INTERNAL_FIELDS}
-    return source  # Elasticsearch names what is wrong with it
-
-
-_DEPTH = 32
-
-
-def _on_text(query: Any, depth: int = 0) -> Any:
-    """``query`` with each ``match`` on ``text`` that asks for any word made the title-or-abstract query (the
-    same documents, per-field scores); everything else as it was."""
-    if depth > _DEPTH or not isinstance(query, dict):
-        return query
-    rewritten = {}
-    for kind, clause in query.items():
-        if kind == "match" and isinstance(clause, dict) and len(clause) == 1 and TEXT_FIELD in clause:
-            value = clause[TEXT_FIELD]
-            options = value if isinstance(value, dict) else {"query": value}
-            if set(options) <= {"query", "boost"} or (
-                set(options) <= {"query", "boost", "operator"} and str(options.get("operator", "or")).lower() == "or"
-            ):
-                should = [{"match": {field: {"query": options.get("query")}}} for field in ("title", "abstract")]
-                rewritten["bool"] = {"should": should, **({"boost": options["boost"]} if "boost" in options else {})}
-                continue
-        if kind == "bool" and isinstance(clause, dict):
-            clause = {
-                occur: (
-                    [_on_text(item, depth + 1) for item in value]
-                    if isinstance(value, list)
-                    else _on_text(value, depth + 1)
-                )
-                if occur in ("must", "should", "filter", "must_not")
-                else value
-                for occur, value in clause.items()
-            }
-        rewritten[kind] = clause
-    return rewritten

@@ -1,246 +1,54 @@
 """The embedded BM25 backend: a tantivy index directory plus its term statistics.
 
-Zero set-up: no server, the index is a directory under ``ESRR_HOME``. Documents
-are indexed pre-tokenized by ``es_rerank.text.tokenize`` (joined by spaces and
-split again by tantivy's whitespace tokenizer), so BM25 sees exactly our tokens;
-tantivy's BM25 is Lucene's (k1 1.2, b 0.75). Each version lives in its own
-directory and ``CURRENT`` names the one being served, swapped atomically.
+Zero set-up: no server, the index is a directory under ``ESRR_HOME`` (its layout:
+``embedded_schema``; its version folders: ``embedded_version``). tantivy's BM25 is
+Lucene's (k1 1.2, b 0.75).
 
-Search bodies (``prepare`` / ``first_stage`` / ``page``) are read by
-``es_rerank.backends.query_dsl`` and translated to tantivy queries here: ``text`` is
-indexed with positions (phrases), the metadata filters are raw-tokenized keyword
-fields and an integer ``year`` (indexed and fast: ranges and aggregations, aggregations.py), and
-each document's whole ``_source`` is one stored JSON field, read only for the page
-shown (a search of the top 500 reads no stored field).
+Search bodies (``prepare`` / ``first_stage`` / ``page``) are read by ``embedded_search``
+(the Query DSL by ``query_dsl``) and translated to tantivy by ``tantivy_query``; each
+document's whole ``_source`` is one stored JSON field, read only for the page shown (a
+search of the top 500 reads no stored field).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
 from functools import cached_property
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tantivy
 
-from es_rerank.backends.aggregations import AggregationPlan, FieldFacts, read_aggregations
-from es_rerank.backends.analysis import ANALYZER, analysis_settings
+from es_rerank.backends.aggregation_plan import AggregationPlan
+from es_rerank.backends.aggregations import FieldFacts
+from es_rerank.backends.analysis import analysis_settings
 from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits, check_estimate
-from es_rerank.backends.base import BackendError, FirstStage, Hit, QueryRefused, check_k
-from es_rerank.backends.highlight import (
-    FieldHighlight,
-    SourceFilter,
-    filter_source,
-    highlight,
-    read_highlight,
-    read_source_filter,
-    with_searched_text,
+from es_rerank.backends.base import BackendError, FirstStage, Hit, check_k
+from es_rerank.backends.embedded_schema import mapping_properties, searched_fields
+from es_rerank.backends.embedded_search import EmbeddedSearch, read_search
+from es_rerank.backends.embedded_version import (
+    IndexBeingWritten,
+    changed_reason,
+    current_version,
+    folder_state,
+    open_files,
+    open_tantivy,
+    read_meta,
 )
-from es_rerank.backends.query_dsl import read_query
-from es_rerank.backends.query_tree import (
-    AGGREGATABLE,
-    MAX_SHOULD_EXPANSION,
-    ON_ELASTICSEARCH,
-    Bool,
-    Fuzzy,
-    Keyword,
-    MatchAll,
-    MatchNone,
-    Node,
-    Pattern,
-    Phrase,
-    PhrasePrefix,
-    QueryCost,
-    Range,
-    UnsupportedQuery,
-    Words,
-    active_limits,
-    check_cost,
-    shortened,
-)
-from es_rerank.backends.sorting import (
-    BY_SCORE,
-    SortKey,
-    after,
-    by_score_alone,
-    in_order,
-    read_search_after,
-    read_sort,
-    sort_values,
-)
-from es_rerank.backends.tantivy_files import TantivyFileError, hold_tantivy_files
-from es_rerank.backends.term_expansion import TermDictionary, fuzzy_query, phrase_prefix_query
-from es_rerank.held_files import FileBeingWritten, FileGuard
-from es_rerank.settings import missing_from_home
-from es_rerank.stats import CorpusStats, StatsError, saved_build_id
-from es_rerank.versions import CURRENT_FILE, VersionNameError, read_pointer
+from es_rerank.backends.highlight import SourceFilter, filter_source, highlight, with_searched_text
+from es_rerank.backends.query_tree import AGGREGATABLE, Bool, Node
+from es_rerank.backends.sorting import after, in_order, sort_values
+from es_rerank.backends.tantivy_query import TantivyTranslation
+from es_rerank.backends.term_expansion import TermDictionary
+from es_rerank.held_files import FileGuard
+from es_rerank.stats import CorpusStats, saved_build_id
 
-TOKENIZER = "esrr_pretokenized"
 _TIE_MARGIN = 64
-
-
-def whitespace_analyzer() -> tantivy.TextAnalyzer:
-    """Tantivy analyzer that splits our pre-tokenized text on spaces only."""
-    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
-
-
-KEYWORD_FIELDS = ("journal", "mesh", "publication_types", "doi")  # filters, beside doc_id
-# What index_schema serves, in Elasticsearch's terms: `text` (title and abstract) is searched, the keywords and
-# `year` filter, and every field of a document's `_source` is returned whether or not it is indexed.
-MAPPING_PROPERTIES = {
-    "doc_id": {"type": "keyword"},
-    "text": {"type": "text", "index_options": "positions", "analyzer": ANALYZER},
-    "title": {"type": "text", "index": False, "copy_to": "text"},
-    "abstract": {"type": "text", "index": False, "copy_to": "text"},
-    **{name: {"type": "keyword"} for name in KEYWORD_FIELDS},
-    "year": {"type": "integer"},
-    "authors": {"type": "keyword", "index": False},
-    "metadata": {"type": "object", "enabled": False},
-}
-# timeout: a search here is answered whole, never cut short, so it changes nothing (the gateway checks its value).
-BODY_KEYS = (
-    "query",
-    "post_filter",
-    "aggs",
-    "aggregations",
-    "track_total_hits",
-    "_source",
-    "highlight",
-    "timeout",
-    "sort",
-    "search_after",
-    "track_scores",
-)
 SOURCE_SAMPLE = 1000  # stored documents read to estimate an answer's weight (ESRR_GATEWAY_MAX_ANSWER_BYTES)
-DEFAULT_TOTAL_LIMIT = 10_000  # Elasticsearch counts hits exactly up to 10,000 unless track_total_hits says otherwise
-
-
-def index_schema() -> tantivy.Schema:
-    """One BM25 field (title + abstract tokens, with positions), the stats row, the metadata filters, and the
-    stored ``_source``."""
-    builder = tantivy.SchemaBuilder()
-    builder.add_text_field("text", stored=False, tokenizer_name=TOKENIZER, index_option="position")
-    builder.add_integer_field("row", stored=False, indexed=False, fast=True)
-    builder.add_text_field("doc_id", stored=False, tokenizer_name="raw", index_option="basic")
-    for name in KEYWORD_FIELDS:
-        builder.add_text_field(
-            name, stored=False, fast=name in AGGREGATABLE, tokenizer_name="raw", index_option="basic"
-        )
-    builder.add_integer_field("year", stored=False, indexed=True, fast=True)
-    builder.add_bytes_field("source", stored=True, indexed=False, fast=False)
-    return builder.build()
-
-
-def index_document(row: int, text: str, source: Mapping[str, Any]) -> tantivy.Document:
-    """The tantivy document of one corpus record: its tokens, statistics row, filters and ``_source``."""
-    document = tantivy.Document(
-        text=text, row=row, doc_id=source["doc_id"], source=json.dumps(source, ensure_ascii=False).encode("utf-8")
-    )
-    if isinstance(source.get("journal"), str):  # "" too: Elasticsearch indexes an empty keyword, and a term finds it
-        document.add_text("journal", source["journal"])
-    for name in ("mesh", "publication_types"):
-        for value in source.get(name, ()):
-            document.add_text(name, value)
-    if source.get("doi"):
-        document.add_text("doi", source["doi"])
-    if source.get("year") is not None:
-        document.add_integer("year", int(source["year"]))
-    return document
-
-
-@dataclass(frozen=True)
-class EmbeddedSearch:
-    """A search body checked for tantivy (``EmbeddedBackend.prepare``); translated on first use.
-
-    Reading a query and weighing its ``cost`` is cheap; building its tantivy query is not
-    (a wildcard's automaton takes milliseconds, holding the GIL), so the gateway weighs the
-    search first (its heavy lane) and the translation waits for the search itself.
-    """
-
-    tree: Node  # the query's tree
-    post_filter: Node | None
-    translate: Callable[[Node], tantivy.Query]  # the backend's translation of a tree
-    cost: QueryCost  # what the query and its post_filter ask of the index (checked against the QueryLimits)
-    aggs: AggregationPlan | None
-    total_limit: int | None  # hits counted exactly up to this; None: not counted (track_total_hits false)
-    source: SourceFilter | None  # _source includes, excludes; None: no _source
-    highlight: tuple[FieldHighlight, ...]
-    words: frozenset[str]  # the text clauses' words, which the highlight marks
-    sort: tuple[SortKey, ...] | None = None  # None: by descending score (sorting.py)
-    search_after: tuple[Any, ...] | None = None  # the sort values the hits come strictly after
-    track_scores: bool = False  # show _score on a sort that does not include it
-
-    @cached_property
-    def aggs_query(self) -> tantivy.Query:
-        """Without the post_filter: what the aggregations count, as in Elasticsearch."""
-        return self.translate(self.tree)
-
-    @cached_property
-    def query(self) -> tantivy.Query:
-        """The query with the post_filter: what the hits match."""
-        if self.post_filter is None:
-            return self.aggs_query
-        return tantivy.Query.boolean_query(
-            [
-                (tantivy.Occur.Must, self.aggs_query),
-                (tantivy.Occur.Must, tantivy.Query.const_score_query(self.translate(self.post_filter), 0.0)),
-            ]
-        )
-
-
-def current_version(root: Path) -> str:
-    """The version named by ``root/CURRENT``."""
-    try:
-        version = read_pointer(root)
-    except VersionNameError as error:
-        raise BackendError(f"{error} (`esrr index use VERSION`, see `esrr index versions`)") from None
-    if version is None and not (root / CURRENT_FILE).is_file():
-        raise BackendError(
-            missing_from_home(
-                f"no embedded index in {Path(root).absolute()}", "build one there with `esrr index build`"
-            )
-        )
-    if version is None:
-        raise BackendError(
-            f"{root / CURRENT_FILE} is empty; serve a version with `esrr index use VERSION` "
-            "(see `esrr index versions`) or build one with `esrr index build`"
-        )
-    return version
-
-
-class IndexBeingWritten(BackendError):
-    """A file of the version is open for writing by another process: not served until it is closed and verifies."""
-
-
-def changed_reason(version: str, change: str) -> str:
-    """Why a version's searches are refused: its files changed on disk (names, no paths), and the admin's fix."""
-    return (
-        f"the files of index version {version!r} changed on disk after they were opened and verified ({change}); "
-        "its searches are refused rather than read other data than the build wrote: serve another version "
-        "(`esrr index use VERSION`) or rebuild it (`esrr index build`); the gateway serves this version again "
-        "once its files verify (checksums), at its next look at the index (ESRR_GATEWAY_INDEX_CHECK_S)"
-    )
-
-
-def _folder_state(version_dir: Path) -> tuple:
-    """What ``stat`` says of every file of a version folder: a failed verification is tried again when it changes."""
-    state = []
-    for folder in (version_dir / "stats", version_dir / "tantivy"):
-        try:
-            for entry in sorted(os.scandir(folder), key=lambda entry: entry.name):
-                st = entry.stat()
-                state.append((folder.name, entry.name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-        except OSError:
-            state.append((folder.name, None))
-    return tuple(state)
 
 
 def _reads_files(method: Callable) -> Callable:
@@ -261,43 +69,8 @@ class EmbeddedBackend:
 
     def __init__(self, version_dir: Path, check_ids: bool = False) -> None:
         self.version_dir = version_dir
-        meta_path = version_dir / "meta.json"
-        if not meta_path.is_file():
-            raise BackendError(
-                f"{version_dir} is not a complete embedded index; build one with "
-                "`esrr index build` or serve another version with `esrr index use VERSION` "
-                "(`esrr index versions` lists them)"
-            )
-        try:
-            self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as error:
-            raise BackendError(
-                f"{meta_path} is damaged ({type(error).__name__}: {error}); rebuild the index "
-                "(`esrr index build`) or serve another version (`esrr index use`)"
-            ) from None
-        # A damaged copy (statistics or tantivy files missing) is a BackendError like
-        # a missing meta.json, so callers that handle one handle all.
-        try:
-            self._stats = CorpusStats.load(version_dir / "stats", check_ids=check_ids)
-            segments = hold_tantivy_files(version_dir / "tantivy", verify=check_ids)
-        except StatsError as error:
-            raise BackendError(f"{error} (index version {version_dir.name})") from None
-        except FileBeingWritten as error:
-            raise IndexBeingWritten(
-                f"index version {version_dir.name} is being written ({error.strerror}); it is "
-                "served once it is done and verifies, or serve another version "
-                "(`esrr index use VERSION`)"
-            ) from None
-        except TantivyFileError as error:
-            raise BackendError(
-                f"the tantivy index of {version_dir} is damaged ({error}); rebuild it with "
-                "`esrr index build` or serve another version with `esrr index use VERSION`"
-            ) from None
-        except OSError as error:
-            raise BackendError(
-                f"cannot read the tantivy index of {version_dir} ({error.strerror}); rebuild "
-                "it with `esrr index build` or serve another version with `esrr index use VERSION`"
-            ) from None
+        self.meta = read_meta(version_dir)
+        self._stats, segments = open_files(version_dir, check_ids)
         # The segment files are held (and leased) before tantivy maps them: a change from then on is seen.
         version = self._stats.version
         self._files = FileGuard(
@@ -306,22 +79,11 @@ class EmbeddedBackend:
             refusal=lambda change: BackendError(changed_reason(version, change)),
         )
         self._refused: tuple[tuple, str] | None = None  # the last failed verification of a changed folder
-        self._schema = index_schema()
-        try:
-            self._index = tantivy.Index.open(str(version_dir / "tantivy"))
-            self._index.register_tokenizer(TOKENIZER, whitespace_analyzer())
-            self._searcher = self._index.searcher()
-        except ValueError as error:
-            if "Lockfile" in str(error):  # tantivy writes lock files even to read
-                raise BackendError(
-                    f"cannot open the tantivy index of {version_dir} ({error}): tantivy needs "
-                    "to write lock files there; make ESRR_HOME writable"
-                ) from None
-            raise BackendError(
-                f"cannot open the tantivy index of {version_dir} ({error}); it is "
-                "incomplete or damaged: rebuild it with `esrr index build` or serve "
-                "another version with `esrr index use VERSION`"
-            ) from None
+        self._index, self._searcher = open_tantivy(version_dir)
+        self._schema = self._index.schema
+        self.searched = searched_fields(self._schema)  # text, and title and abstract alone where built with them
+        self._field_words: dict[str, TermDictionary] = {}
+        self._tantivy = TantivyTranslation(self._schema, self.field_words)
 
     @classmethod
     def open_current(cls, root: Path) -> EmbeddedBackend:
@@ -359,7 +121,7 @@ class EmbeddedBackend:
                 "unlinked while served (this gateway serves the copy it holds)"
             )
         )
-        state = _folder_state(self.version_dir)
+        state = folder_state(self.version_dir)
         if self._refused is not None and self._refused[0] == state:  # not read again until the folder changes
             raise BackendError(self._refused[1])
         try:
@@ -413,48 +175,7 @@ class EmbeddedBackend:
     def prepare(self, body: Mapping[str, Any]) -> EmbeddedSearch:
         """A search body checked (translated when first searched); ``QueryRefused`` names what the embedded backend
         cannot serve, or the limit of ``active_limits()`` (the request's ``QueryLimits``) that its query passes."""
-        unknown = next((key for key in body if key not in BODY_KEYS), None)
-        if unknown is not None:
-            raise QueryRefused(
-                f"[{str(unknown)[:40]}] in the search body is not served by the embedded backend, "
-                f"which reads {', '.join(BODY_KEYS)} (and size, from, ext); it is {ON_ELASTICSEARCH}"
-            )
-        aggs = body.get("aggs", body.get("aggregations"))
-        try:
-            tree = read_query(body["query"]) if body.get("query") is not None else MatchAll()
-            post_filter = read_query(body["post_filter"]) if body.get("post_filter") is not None else None
-            plan = None
-            if aggs is not None:
-                plan = read_aggregations(aggs, read_query, self.field_facts, active_limits().max_buckets)
-                plan = replace(plan, run_scope=functools.partial(self._scoped_aggregation, tree))
-            # The query, its post_filter and the aggregations' filters: one budget (QueryLimits), before tantivy runs.
-            searched = (tree,) + ((post_filter,) if post_filter is not None else ()) + (plan.queries() if plan else ())
-            cost = check_cost(Bool(must=searched), active_limits())
-        except UnsupportedQuery as error:
-            raise QueryRefused(str(error)) from None
-        sort = read_sort(body["sort"]) if body.get("sort") is not None else None
-        search_after = None
-        if body.get("search_after") is not None:
-            search_after = read_search_after(body["search_after"], sort or BY_SCORE)
-            sort = sort or BY_SCORE
-        if sort is not None and by_score_alone(sort) and search_after is None:
-            sort = None  # the default order
-        if not isinstance(body.get("track_scores", False), bool):
-            raise QueryRefused(f"[track_scores] must be true or false, got {str(body['track_scores'])[:40]}")
-        return EmbeddedSearch(
-            tree,
-            post_filter,
-            self._tantivy,
-            cost,
-            plan,
-            _total_limit(body.get("track_total_hits")),
-            read_source_filter(body.get("_source")),
-            read_highlight(body["highlight"]) if body.get("highlight") is not None else (),
-            frozenset(_words(tree)),
-            sort,
-            search_after,
-            bool(body.get("track_scores", False)),
-        )
+        return read_search(body, self._tantivy, self.field_facts, self._scoped_aggregation, self.searched)
 
     @_reads_files
     def first_stage(self, prepared: EmbeddedSearch, k: int) -> FirstStage:
@@ -529,7 +250,7 @@ class EmbeddedBackend:
         stored = [self._stored_bytes(hit) for hit in hits]
         sources = [json.loads(raw) for raw in stored]
         shown: list[dict[str, Any]] = []
-        for raw, source in zip(stored, sources):
+        for source in sources:
             entry: dict[str, Any] = {}
             if patterns is not None:
                 entry["_source"] = filter_source(with_searched_text(source, patterns), patterns)
@@ -647,7 +368,10 @@ class EmbeddedBackend:
         """The mappings of what this index searches, filters and stores, and its settings, as Elasticsearch shows
         an index."""
         return {
-            "mappings": {"_meta": {"esrr_stats_version": self.version}, "properties": MAPPING_PROPERTIES},
+            "mappings": {
+                "_meta": {"esrr_stats_version": self.version},
+                "properties": mapping_properties(self.searched),
+            },
             "settings": {
                 "index": {
                     "number_of_shards": "1",
@@ -657,52 +381,6 @@ class EmbeddedBackend:
                 }
             },
         }
-
-    def _tantivy(self, node: Node, scored: bool = True) -> tantivy.Query:
-        """The tantivy query of one node, scored as Elasticsearch scores it (BM25 sums; filters score nothing)."""
-        schema, Query, Occur = self._schema, tantivy.Query, tantivy.Occur
-        if isinstance(node, Words):
-            # In sorted order: tantivy sums the terms' scores in the order given, and a float sum's last bit depends
-            # on it (then a tie at the window's edge); every search of the same words scores the same.
-            terms = [Query.term_query(schema, "text", token) for token in sorted(node.tokens)]
-            query = _at_least(terms, node.required)
-            return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
-        if isinstance(node, Phrase):
-            query = Query.phrase_query(schema, "text", list(node.tokens), node.slop)
-            return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
-        if isinstance(node, Fuzzy):
-            return fuzzy_query(schema, "text", self.text_words, node)
-        if isinstance(node, PhrasePrefix):
-            return phrase_prefix_query(schema, "text", self.text_words, node)
-        if isinstance(node, Pattern):
-            try:
-                pattern = Query.regex_query(schema, node.field, node.regex)
-            except ValueError as error:  # tantivy's automaton over its size limit, or a regex it cannot read
-                raise QueryRefused(
-                    f"the wildcard {shortened(node.wildcard)!r} cannot be searched here "
-                    f"({str(error)[:120]}); use fewer ? and * in it"
-                ) from None
-            return Query.const_score_query(pattern, 1.0)
-        if isinstance(node, Keyword):
-            if node.field == "year":
-                query = Query.boolean_query(
-                    [
-                        (Occur.Should, Query.range_query(schema, "year", tantivy.FieldType.Integer, value, value))
-                        for value in node.values
-                    ]
-                )
-            else:
-                query = Query.term_set_query(schema, node.field, list(node.values))
-            return Query.const_score_query(query, 1.0)
-        if isinstance(node, Range):
-            return Query.const_score_query(
-                Query.range_query(schema, node.field, tantivy.FieldType.Integer, node.lower, node.upper), 1.0
-            )
-        if isinstance(node, MatchAll):
-            return Query.all_query()
-        if isinstance(node, MatchNone):
-            return Query.empty_query()
-        return self._bool(node)
 
     def _scoped_aggregation(
         self, tree: Node, filters: tuple[Node, ...], request: Mapping[str, Any]
@@ -716,8 +394,8 @@ class EmbeddedBackend:
     @cached_property
     def field_facts(self) -> FieldFacts:
         """The values of each aggregatable field and the span of ``year`` in this version (read once, for the bound
-        on an aggregation's buckets and the zero-count terms), and which fields it can aggregate (a version built before ``mesh``
-        was a fast field cannot aggregate it)."""
+        on an aggregation's buckets and the zero-count terms), and which fields it can aggregate (a version built
+        before ``mesh`` was a fast field cannot aggregate it)."""
         values: dict[str, tuple[Any, ...]] = {}
         aggregatable = []
         everything = tantivy.Query.all_query()
@@ -736,32 +414,21 @@ class EmbeddedBackend:
                 span = (int(years["min"]), int(years["max"]))
         return FieldFacts(values, span, tuple(aggregatable))
 
-    @cached_property
+    @property
     def text_words(self) -> TermDictionary:
-        """The words of the ``text`` field (those of the vocabulary with a document), which fuzzy words and a
-        phrase's prefix expand to; read once per version, on its first such search (0.2 s for NFCorpus's 32k)."""
-        return TermDictionary(
-            word for word, frequency in zip(self._stats.vocab.terms, self._stats.df["text"]) if frequency > 0
-        )
+        """The words of the ``text`` field (``field_words``)."""
+        return self.field_words("text")
 
-    def _bool(self, node: Bool) -> tantivy.Query:
-        Query, Occur = tantivy.Query, tantivy.Occur
-        clauses = [(Occur.Must, self._tantivy(child)) for child in node.must]
-        clauses += [(Occur.Must, Query.const_score_query(self._tantivy(child), 0.0)) for child in node.filter]
-        clauses += [(Occur.MustNot, self._tantivy(child)) for child in node.must_not]
-        should = [self._tantivy(child) for child in node.should]
-        positive = bool(node.must or node.filter)
-        if should and (node.required_should == 0 or (node.required_should == 1 and not positive)):
-            clauses += [(Occur.Should, query) for query in should]  # optional beside must/filter, else one needed
-        elif should:
-            clauses.append((Occur.Must, _at_least(should, node.required_should)))
-        if not any(occur != Occur.MustNot for occur, _ in clauses):
-            # Only exclusions (or nothing): every other document, as Elasticsearch's bool makes it.
-            clauses.append(
-                (Occur.Must, Query.all_query() if not clauses else Query.const_score_query(Query.all_query(), 0.0))
+    def field_words(self, field: str) -> TermDictionary:
+        """The words of a text field (those of the vocabulary with a document there), which fuzzy words and a
+        phrase's prefix expand to; read once per version and field, on its first such search (0.2 s for NFCorpus's
+        32k)."""
+        if field not in self._field_words:
+            frequencies = self._stats.df[field]
+            self._field_words[field] = TermDictionary(
+                word for word, frequency in zip(self._stats.vocab.terms, frequencies) if frequency > 0
             )
-        query = Query.boolean_query(clauses)
-        return query if node.boost == 1.0 else Query.boost_query(query, node.boost)
+        return self._field_words[field]
 
 
 _SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
@@ -774,60 +441,6 @@ def _shown_bytes(stored: bytes, source: Mapping[str, Any], shown: Mapping[str, A
     if shown.keys() == source.keys():
         return len(stored)
     return len(json.dumps(shown, ensure_ascii=False))
-
-
-def _at_least(queries: list[tantivy.Query], required: int) -> tantivy.Query:
-    """Documents matching at least ``required`` of ``queries``, scored by the sum of those they match.
-
-    tantivy's boolean query has no minimum-should-match, so a count between one and all
-    is the disjunction of every ``required``-sized conjunction (scoring nothing) beside the
-    optional clauses that score; refused above ``MAX_SHOULD_EXPANSION`` conjunctions.
-    """
-    Query, Occur = tantivy.Query, tantivy.Occur
-    if required <= 1:
-        return Query.boolean_query([(Occur.Should, query) for query in queries])
-    if required >= len(queries):
-        return Query.boolean_query([(Occur.Must, query) for query in queries])
-    if math.comb(len(queries), required) > MAX_SHOULD_EXPANSION:
-        raise QueryRefused(
-            f"minimum_should_match of {required} out of {len(queries)} clauses is more than the "
-            f"embedded backend expands ({MAX_SHOULD_EXPANSION} combinations); it is {ON_ELASTICSEARCH}"
-        )
-    enough = Query.boolean_query(
-        [
-            (Occur.Should, Query.boolean_query([(Occur.Must, queries[i]) for i in chosen]))
-            for chosen in combinations(range(len(queries)), required)
-        ]
-    )
-    return Query.boolean_query(
-        [(Occur.Must, Query.const_score_query(enough, 0.0))] + [(Occur.Should, query) for query in queries]
-    )
-
-
-def _words(node: Node) -> set[str]:
-    """The words of the text clauses a highlight marks (not those of must_not)."""
-    if isinstance(node, (Words, Phrase)):
-        return set(node.tokens)
-    if isinstance(node, Fuzzy):
-        return {node.token}
-    if isinstance(node, PhrasePrefix):
-        return set(node.tokens[:-1])
-    if isinstance(node, Bool):
-        return set().union(*(_words(child) for child in (*node.must, *node.should)))
-    return set()
-
-
-def _total_limit(track: Any) -> int | None:
-    """Up to how many hits the total is exact: ``track_total_hits`` true (all), false (none: None), or a number."""
-    if track is None:
-        return DEFAULT_TOTAL_LIMIT
-    if track is True:
-        return 2**62
-    if track is False:
-        return None
-    if isinstance(track, int) and track >= 0:
-        return track
-    raise QueryRefused(f"[track_total_hits] must be true, false or a whole number, got {str(track)[:40]}")
 
 
 def _tantivy_aggs(plan: AggregationPlan) -> dict[str, Any]:

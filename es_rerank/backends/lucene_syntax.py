@@ -137,10 +137,19 @@ def _parsed(source: str) -> tree.Item:
 
 
 def read_lucene(
-    text: str, all_required: bool, simple: bool, budget: Any, depth: int, kind: str, fuzzy: Fuzziness = Fuzziness()
+    text: str,
+    all_required: bool,
+    simple: bool,
+    budget: Any,
+    depth: int,
+    *,
+    kind: str,
+    fuzzy: Fuzziness | None = None,
+    field: str = "text",
 ) -> Node:
     """The nodes of a ``query_string`` (``simple`` False) or ``simple_query_string`` text; ``fuzzy`` is the clause's
-    fuzzy options (``word~`` without a number takes its fuzziness)."""
+    fuzzy options (``word~`` without a number takes its fuzziness), ``field`` the text field its words search where
+    no ``name:`` says otherwise."""
     _check_raw(text, kind)
     source = _simple_to_lucene(text) if simple else _bang_as_not(text)
     if not source.strip():
@@ -150,12 +159,12 @@ def read_lucene(
     except _PARSE_FAILURES as error:
         if simple:  # lenient, as Elasticsearch: the words are searched
             tokens = tuple(dict.fromkeys(tokenize(text)))
-            return Words(tokens, len(tokens) if all_required else 1) if tokens else MatchNone()
+            return Words(tokens, len(tokens) if all_required else 1, field=field) if tokens else MatchNone()
         raise UnsupportedQuery(
             f"[{kind}] cannot parse {text[:40]!r}: {error}; check its quotes, parentheses and "
             "operators (AND, OR, NOT, +, -)"
         ) from None
-    return _Reader(all_required, simple, budget, kind, fuzzy).node(parsed, depth, "text")
+    return _Reader(all_required, simple, budget, kind, fuzzy or Fuzziness()).node(parsed, depth, field)
 
 
 def wildcard_regex(value: str) -> str:
@@ -211,6 +220,10 @@ class _Reader:
             raise self.refuse("a regular expression (/.../)")
         if isinstance(item, tree.Word):
             return self.word(item.value, field)
+        return self.operation(item, depth, field)
+
+    def operation(self, item: tree.Item, depth: int, field: str) -> Node:
+        """An AND, OR, implicit operation or a +, -, NOT clause: a group of clauses."""
         if isinstance(item, tree.AndOperation):
             return self.group(item.children, depth, field, all_required=True)
         if isinstance(item, tree.OrOperation):
@@ -223,15 +236,11 @@ class _Reader:
 
     def field(self, name: str) -> str | None:
         """The field searched for ``name:``; None for one the index does not have (``Pork: Yersinia`` in a title)."""
-        if name in KEYWORD_FIELDS or name in NUMBER_FIELDS or {name} in WHOLE_TEXT:
-            return "text" if {name} in WHOLE_TEXT else name
-        if name not in TEXT_FIELDS:
-            return None
-        raise UnsupportedQuery(
-            f"[{self.kind}] field [{name[:40]}]: the embedded backend searches the whole text "
-            f"(text:) and filters on {', '.join(KEYWORD_FIELDS + NUMBER_FIELDS)}; a search of "
-            f"[{name[:40]}] is {ON_ELASTICSEARCH}"
-        )
+        if {name} in WHOLE_TEXT:
+            return "text"
+        if name in KEYWORD_FIELDS or name in NUMBER_FIELDS or name in TEXT_FIELDS:
+            return name
+        return None
 
     def word(self, value: str, field: str) -> Node:
         if re.search(r"(?<!\\)!", value):  # Lucene's parser (and so Elasticsearch's) reads `!` as NOT, not in a word
@@ -242,27 +251,31 @@ class _Reader:
         if _UNESCAPED_WILDCARD.search(value):
             if value == "*" and field == "text":
                 return MatchAll()
-            if field != "text" or self.simple and "?" in value:  # simple_query_string has `*` at the end only
+            if field not in TEXT_FIELDS or self.simple and "?" in value:  # simple_query_string: `*` at the end only
                 raise self.refuse(f"the wildcard {value[:40]!r} on [{field}]")
-            return Pattern(wildcard_regex(value), value.lower())
-        if field != "text":
+            return Pattern(wildcard_regex(value), value.lower(), field)
+        if field not in TEXT_FIELDS:
             return keyword_node(self.kind, field, [value.replace("\\", "")])
         tokens = tuple(dict.fromkeys(tokenize(value)))
         if not tokens:
             return MatchNone()
-        return Words(tokens, len(tokens) if self.all_required else 1)
+        return Words(tokens, len(tokens) if self.all_required else 1, field=field)
 
     def fuzzy_word(self, item: tree.Fuzzy, field: str) -> Node:
         """``word~`` (the clause's fuzziness) or ``word~N`` (N edits) on the text; a keyword field's value is
         refused (Elasticsearch's fuzzy keyword search is served there)."""
-        if field != "text" or not isinstance(item.term, tree.Word) or _UNESCAPED_WILDCARD.search(item.term.value):
+        if (
+            field not in TEXT_FIELDS
+            or not isinstance(item.term, tree.Word)
+            or _UNESCAPED_WILDCARD.search(item.term.value)
+        ):
             raise self.refuse(f"the fuzzy word {str(item)[:40]!r} on [{field}]")
         tokens = tokenize(item.term.value)
         token = tokens[0] if len(tokens) == 1 else item.term.value.lower()  # Elasticsearch normalises, not splits
         options = self.fuzzy
         if not getattr(item, "_implicit_degree", False):
             options = replace(options, setting=str(item.degree))
-        return options.word(self.kind, token)
+        return options.word(self.kind, token, field=field)
 
     def slop(self, item: tree.Proximity) -> int:
         """A phrase's ``~N`` as a whole number (luqum takes ``~1.5`` and ``~`` alone too)."""
@@ -280,9 +293,9 @@ class _Reader:
 
     def phrase(self, item: tree.Phrase, slop: int, field: str) -> Node:
         text = item.value[1:-1]
-        if field != "text":
+        if field not in TEXT_FIELDS:
             return keyword_node(self.kind, field, [text])
-        return phrase_node(tokenize(text), slop, 1.0)
+        return phrase_node(tokenize(text), slop, 1.0, field)
 
     def range(self, item: tree.Range, field: str) -> Node:
         if field not in NUMBER_FIELDS:

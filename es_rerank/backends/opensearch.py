@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_layout import stats_root
 from es_rerank.backends.opensearch_client import NotOpenSearch, OpenSearchClient, connect_opensearch
 
 if TYPE_CHECKING:

@@ -13,16 +13,16 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
-TEXT_FIELDS = ("text", "title", "abstract")  # `text` is title and abstract together
+TEXT_FIELDS = ("text", "title", "abstract")  # `text` is title and abstract together; each is searched alone too
 WHOLE_TEXT = ({"text"}, {"title", "abstract"}, {"text", "title", "abstract"}, {"*"}, {"_all"})
 KEYWORD_FIELDS = ("doc_id", "journal", "mesh", "publication_types", "doi")
 NUMBER_FIELDS = ("year",)
 AGGREGATABLE = ("year", "publication_types", "journal", "mesh")  # fast fields of the index (aggregations)
 MAX_CLAUSES = 1024  # Elasticsearch's own limit is 4096 (indices.query.bool.max_clause_count)
 MAX_DEPTH = 20
-MAX_SHOULD_EXPANSION = 64  # conjunctions tried for a minimum_should_match between 1 and all (see _at_least)
+MAX_SHOULD_EXPANSION = 64  # conjunctions tried for a minimum_should_match between 1 and all (tantivy_query)
 DEFAULT_MAX_EXPANSIONS = 50  # Elasticsearch's default max_expansions of fuzzy and phrase prefix queries
 MAX_EDITS = 2  # Lucene's Levenshtein automata go no further
 ON_ELASTICSEARCH = "served by the Elasticsearch backend (ESRR_BACKEND=elasticsearch)"
@@ -34,20 +34,22 @@ class UnsupportedQuery(ValueError):
 
 @dataclass(frozen=True)
 class Words:
-    """Documents holding at least ``required`` of the distinct ``tokens`` in ``text`` (1: any, all: AND)."""
+    """Documents holding at least ``required`` of the distinct ``tokens`` in ``field`` (1: any, all: AND)."""
 
     tokens: tuple[str, ...]
     required: int
     boost: float = 1.0
+    field: str = "text"  # one of TEXT_FIELDS
 
 
 @dataclass(frozen=True)
 class Phrase:
-    """Documents holding ``tokens`` in order in ``text``, at most ``slop`` moves apart."""
+    """Documents holding ``tokens`` in order in ``field``, at most ``slop`` moves apart."""
 
     tokens: tuple[str, ...]
     slop: int = 0
     boost: float = 1.0
+    field: str = "text"
 
 
 # On NFCorpus (3.6k documents), a BM25 top-500 of "breast ca*" costs 14 ms of CPU, of "breast can*" 10.5, of
@@ -84,7 +86,7 @@ class Pattern:
 
 @dataclass(frozen=True)
 class Fuzzy:
-    """Documents holding a ``text`` token within ``edits`` edits of ``token`` (Lucene's fuzzy query, as
+    """Documents holding a token of ``field`` within ``edits`` edits of ``token`` (Lucene's fuzzy query, as
     Elasticsearch's ``fuzziness`` asks): the first ``prefix_length`` characters unchanged, a swap of two neighbours
     one edit when ``transpositions``, at most ``max_expansions`` tokens searched (the nearest, then the first in
     term order), each scored by BM25 times its similarity (1 - edits / the shorter length)."""
@@ -95,17 +97,19 @@ class Fuzzy:
     max_expansions: int = DEFAULT_MAX_EXPANSIONS
     transpositions: bool = True
     boost: float = 1.0
+    field: str = "text"
 
 
 @dataclass(frozen=True)
 class PhrasePrefix:
-    """Documents holding ``tokens`` in order in ``text``, the last one a prefix: Lucene's phrase prefix query, the
+    """Documents holding ``tokens`` in order in ``field``, the last one a prefix: Lucene's phrase prefix query, the
     prefix standing for the first ``max_expansions`` tokens of the index that start with it, in term order."""
 
     tokens: tuple[str, ...]
     slop: int = 0
     max_expansions: int = DEFAULT_MAX_EXPANSIONS
     boost: float = 1.0
+    field: str = "text"
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,7 @@ class MatchNone:
     """No document (e.g. a match whose text has no words)."""
 
 
-Node = Union[Words, Phrase, Pattern, Fuzzy, PhrasePrefix, Keyword, Range, Bool, MatchAll, MatchNone]
+Node = Words | Phrase | Pattern | Fuzzy | PhrasePrefix | Keyword | Range | Bool | MatchAll | MatchNone
 
 
 def shortened(value: Any) -> str:
@@ -156,13 +160,13 @@ def shortened(value: Any) -> str:
     return text if len(text) <= 40 else text[:40] + "..."
 
 
-def phrase_node(tokens: list[str], slop: int, boost: float) -> Node:
-    """A phrase of ``tokens``; one token is a word, none matches nothing (as Elasticsearch)."""
+def phrase_node(tokens: list[str], slop: int, boost: float, field: str = "text") -> Node:
+    """A phrase of ``tokens`` in ``field``; one token is a word, none matches nothing (as Elasticsearch)."""
     if not tokens:
         return MatchNone()
     if len(tokens) == 1:
-        return Words((tokens[0],), 1, boost)
-    return Phrase(tuple(tokens), slop, boost)
+        return Words((tokens[0],), 1, boost, field)
+    return Phrase(tuple(tokens), slop, boost, field)
 
 
 def keyword_node(kind: str, field: Any, values: list[Any]) -> Node:
@@ -212,13 +216,13 @@ class Fuzziness:
     max_expansions: int = DEFAULT_MAX_EXPANSIONS
     transpositions: bool = True
 
-    def word(self, kind: str, token: str, boost: float = 1.0) -> Node:
-        """The node of ``token`` searched with these options: itself where no edit is allowed (a short word under
-        AUTO, fuzziness 0, or a prefix_length covering it, which Lucene searches as the exact word)."""
+    def word(self, kind: str, token: str, boost: float = 1.0, field: str = "text") -> Node:
+        """The node of ``token`` searched in ``field`` with these options: itself where no edit is allowed (a short
+        word under AUTO, fuzziness 0, or a prefix_length covering it, which Lucene searches as the exact word)."""
         edits = edits_for(kind, self.setting, token)
         if edits == 0 or self.prefix_length >= len(token):
-            return Words((token,), 1, boost)
-        return Fuzzy(token, edits, self.prefix_length, self.max_expansions, self.transpositions, boost)
+            return Words((token,), 1, boost, field)
+        return Fuzzy(token, edits, self.prefix_length, self.max_expansions, self.transpositions, boost, field)
 
 
 def read_fuzziness(kind: str, clause: Mapping[str, Any], names: tuple[str, str, str, str]) -> Fuzziness | None:
@@ -345,26 +349,8 @@ class QueryCost:
 def check_cost(node: Node, limits: QueryLimits) -> QueryCost:
     """The cost of the query of ``node``, or ``UnsupportedQuery`` naming the first of ``limits`` that it passes, its
     setting and the query's value; checked before any search, so a refused query costs nothing."""
-    terms = phrase_cost = leading = 0
-    patterns: list[Pattern] = []
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Words):
-            terms += len(item.tokens)
-        elif isinstance(item, Phrase):
-            terms += len(item.tokens)
-            phrase_cost += len(item.tokens) * item.slop
-        elif isinstance(item, Fuzzy):  # each token it expands to is looked up as a word is
-            terms += item.max_expansions if item.edits else 1
-        elif isinstance(item, PhrasePrefix):
-            terms += len(item.tokens) - 1 + item.max_expansions
-            phrase_cost += len(item.tokens) * item.slop
-        elif isinstance(item, Pattern):
-            patterns.append(item)
-            leading += item.leading
-        elif isinstance(item, Bool):
-            stack.extend((*item.must, *item.should, *item.filter, *item.must_not))
+    terms, phrase_cost, patterns = _tally(node)
+    leading = sum(pattern.leading for pattern in patterns)
     widest = max(patterns, key=lambda pattern: pattern.marks, default=None)
     _within(
         "words searched (a fuzzy word, or a phrase's last word as a prefix, counting as its max_expansions)",
@@ -404,6 +390,30 @@ def check_cost(node: Node, limits: QueryLimits) -> QueryCost:
         "start each wildcard word with a letter (gree*, not *ree*), or escape a lone ? as \\?",
     )
     return QueryCost(terms, phrase_cost, len(patterns), sum(pattern.light_prefix for pattern in patterns))
+
+
+def _tally(node: Node) -> tuple[int, int, list[Pattern]]:
+    """The words a query looks up, its phrase words times slop, and its wildcard words."""
+    terms = phrase_cost = 0
+    patterns: list[Pattern] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Words):
+            terms += len(item.tokens)
+        elif isinstance(item, Phrase):
+            terms += len(item.tokens)
+            phrase_cost += len(item.tokens) * item.slop
+        elif isinstance(item, Fuzzy):  # each token it expands to is looked up as a word is
+            terms += item.max_expansions if item.edits else 1
+        elif isinstance(item, PhrasePrefix):
+            terms += len(item.tokens) - 1 + item.max_expansions
+            phrase_cost += len(item.tokens) * item.slop
+        elif isinstance(item, Pattern):
+            patterns.append(item)
+        elif isinstance(item, Bool):
+            stack.extend((*item.must, *item.should, *item.filter, *item.must_not))
+    return terms, phrase_cost, patterns
 
 
 def _within(what: str, value: int, limit: int, setting: str, fix: str, per: str = "per search") -> None:

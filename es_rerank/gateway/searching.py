@@ -18,7 +18,7 @@ from flask import current_app
 
 from es_rerank.backends.answer_budget import AnswerLimits
 from es_rerank.backends.base import QueryRefused, SearchContexts
-from es_rerank.backends.embedded import EmbeddedSearch
+from es_rerank.backends.embedded_search import EmbeddedSearch
 from es_rerank.backends.highlight import source_patterns
 from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped

@@ -39,7 +39,8 @@ import pytest
 from elasticsearch import Elasticsearch
 from werkzeug.serving import make_server
 
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_layout import stats_root
 from es_rerank.backends.es_server import VersionedTransport
 from es_rerank.backends.opensearch import OpenSearchBackend, OpenSearchClient
 from es_rerank.gateway.app import create_app

@@ -12,7 +12,8 @@ import uuid
 import pytest
 
 from es_rerank.backends.answer_budget import AnswerTooLarge
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_layout import stats_root
 from es_rerank.settings import CommonSettings
 from tests.gateway.test_site import ARTICLES
 

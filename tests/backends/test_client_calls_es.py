@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from elasticsearch import AuthorizationException, NotFoundError, helpers
 
-from es_rerank.backends.elasticsearch import TERM_FIELDS
+from es_rerank.backends.es_layout import TERM_FIELDS
 from tests.gateway.test_client_calls import _ids_with
 from tests.gateway.test_query_dsl import DOCS
 
@@ -114,7 +114,8 @@ def test_cluster_health_is_green_and_writes_are_refused(gateway, es_client):
 
 
 def test_documents_are_read_from_the_index_the_alias_names_after_a_prune(es_client, es_settings):
-    from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+    from es_rerank.backends.elasticsearch import ElasticsearchBackend
+    from es_rerank.backends.es_layout import stats_root
     from es_rerank.gateway.app import create_app
     from es_rerank.gateway.config import GatewaySettings
     from es_rerank.ranking.pipeline import SearchPipeline
@@ -134,3 +135,23 @@ def test_documents_are_read_from_the_index_the_alias_names_after_a_prune(es_clie
     assert found.get_json()["_index"].endswith("v2")  # the index the alias names now
     docs = client.post(f"/{alias}/_mget", json={"ids": ["1", "nope"]}).get_json()["docs"]
     assert [doc["found"] for doc in docs] == [True, False]
+
+
+def test_text_is_in_source_where_the_search_asks_for_it(gateway):
+    """RAG libraries read the field they searched from ``_source`` (LangChain's ElasticsearchStore asks for
+    ``["text", "metadata"]``): ``text`` is title and abstract joined, as on the embedded backend, reranked or sorted."""
+    client, alias, _ = gateway
+    joined = {doc.doc_id: "\n\n".join(part for part in (doc.title, doc.abstract) if part) for doc in DOCS}
+    asked = client.search(index=alias, query={"match": {"text": "tea"}}, source=["text", "metadata"]).body
+    hits = asked["hits"]["hits"]
+    assert hits and all(hit["fields"]["reranked"] == [True] for hit in hits)
+    assert all(set(hit["_source"]) <= {"text", "metadata"} for hit in hits)
+    assert {hit["_id"]: hit["_source"]["text"] for hit in hits} == {hit["_id"]: joined[hit["_id"]] for hit in hits}
+    with_title = client.search(index=alias, query={"match": {"text": "tea"}}, source=["text", "title"]).body
+    assert all(set(hit["_source"]) == {"text", "title"} for hit in with_title["hits"]["hits"])
+    sorted_hits = client.search(
+        index=alias, query={"match": {"text": "tea"}}, source=["text"], sort=[{"year": "desc"}]
+    ).body["hits"]["hits"]
+    assert sorted_hits and all(hit["_source"] == {"text": joined[hit["_id"]]} for hit in sorted_hits)
+    plain = client.search(index=alias, query={"match": {"text": "tea"}}).body["hits"]["hits"]
+    assert all("text" not in hit["_source"] for hit in plain)  # the default _source stays as stored

@@ -17,14 +17,9 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from es_rerank.backends.base import MAX_K, BackendError, text_body, text_hits
-from es_rerank.backends.elasticsearch import (
-    BUILD_META_KEY,
-    META_KEY,
-    ElasticsearchBackend,
-    connect,
-    stats_dir,
-    stats_root,
-)
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_client import connect
+from es_rerank.backends.es_layout import BUILD_META_KEY, META_KEY, stats_dir, stats_root
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import DocTerms, Document
 from es_rerank.text import tokenize

@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 from es_rerank.backends.base import MAX_K, BackendError, text_hits
-from es_rerank.backends.embedded import _TIE_MARGIN, CURRENT_FILE, EmbeddedBackend
+from es_rerank.backends.embedded import _TIE_MARGIN, EmbeddedBackend
 from es_rerank.lex import BM25Params, lex_features
 from es_rerank.settings import DEFAULT_NFCORPUS
 from es_rerank.stats import Document
 from es_rerank.text import tokenize
+from es_rerank.versions import CURRENT_FILE
 from index_setup.embedded_index import build_embedded_index
 from index_setup.readers import read_beir_corpus
 

@@ -20,7 +20,8 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from es_rerank.backends.base import BackendError
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_layout import stats_root
 from es_rerank.stats import DocTerms, Document
 from index_setup.es_index import index_name, load_index
 from index_setup.readers import read_beir_corpus

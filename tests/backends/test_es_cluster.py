@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from es_rerank.backends.base import text_hits
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_client import connect
 from es_rerank.settings import CommonSettings
 from index_setup.es_index import load_index
 from index_setup.readers import read_beir_corpus

@@ -14,7 +14,8 @@ import pytest
 from elasticsearch import Elasticsearch
 
 from es_rerank.backends.base import BackendError
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_layout import stats_root
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import Document
 from index_setup.es_index import current_version, delete_old_versions, list_versions, load_index, use_version
@@ -124,7 +125,7 @@ def test_a_cluster_that_never_answers_costs_one_timeout_and_says_so(tmp_path: Pa
     """A timed-out request is not retried (the client's default made it 4 x ESRR_ES_TIMEOUT_S)."""
     import socket
 
-    from es_rerank.backends.elasticsearch import connect
+    from es_rerank.backends.es_client import connect
 
     # Counted, not timed: each try is a new connection to a server that never answers.
     with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_client import connect
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
 from es_rerank.ranking.pipeline import SearchPipeline

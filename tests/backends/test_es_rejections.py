@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from es_rerank.backends.elasticsearch import connect
+from es_rerank.backends.es_client import connect
 from es_rerank.settings import CommonSettings
 from index_setup.es_index import load_index
 from index_setup.readers import read_beir_corpus

@@ -20,7 +20,8 @@ import pytest
 import trustme
 
 from es_rerank.backends.base import BackendError, text_hits
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_client import connect
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import Document
 from index_setup.es_index import load_index

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from es_rerank.backends.base import BackendError
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, connect
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_client import connect
 from es_rerank.backends.es_server import server_version
 from es_rerank.settings import CommonSettings
 

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from es_rerank.backends import open_backend
 from es_rerank.backends.base import BackendError
-from es_rerank.backends.elasticsearch import stats_root
+from es_rerank.backends.es_layout import stats_root
 from es_rerank.backends.opensearch import OpenSearchBackend, OpenSearchClient
 from es_rerank.backends.opensearch_client import as_elasticsearch_error
 from es_rerank.cli import main

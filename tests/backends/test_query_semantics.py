@@ -15,8 +15,9 @@ import uuid
 import pytest
 
 from es_rerank.backends.base import MAX_K, QueryRefused
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
 from es_rerank.backends.embedded import EmbeddedBackend
+from es_rerank.backends.es_layout import stats_root
 from es_rerank.settings import CommonSettings
 from es_rerank.stats import Document
 from index_setup.embedded_index import build_embedded_index
@@ -249,6 +250,46 @@ CASES = {
         {"bool": {"filter": [{"term": {"year": 2005}}], "should": [{"match": {"text": "green"}}]}},
         lambda d: d.year == 2005,
     ),
+    # title and abstract searched alone: a phrase does not run from the title into the abstract as it does in text
+    "match on title alone": ({"match": {"title": "tea"}}, lambda d: "tea" in d.title.split()),
+    "match on abstract alone, and": (
+        {"match": {"abstract": {"query": "green tea", "operator": "and"}}},
+        lambda d: {"green", "tea"} <= set(d.abstract.split()),
+    ),
+    "match_phrase on title alone": (
+        {"match_phrase": {"title": "tea cancer"}},
+        lambda d: has_phrase(d.title.split(), ["tea", "cancer"]),
+    ),
+    "multi_match on one field": (
+        {"multi_match": {"query": "bone diet", "fields": ["abstract"], "operator": "and"}},
+        lambda d: {"bone", "diet"} <= set(d.abstract.split()),
+    ),
+    "multi_match phrase on title": (
+        {"multi_match": {"query": "green tea", "type": "phrase", "fields": ["title"]}},
+        lambda d: has_phrase(d.title.split(), ["green", "tea"]),
+    ),
+    "query_string title: and abstract:": (
+        {"query_string": {"query": "title:coffee AND abstract:risk"}},
+        lambda d: "coffee" in d.title.split() and "risk" in d.abstract.split(),
+    ),
+    "query_string with fields title": (
+        {"query_string": {"query": "black AND bone", "fields": ["title"]}},
+        lambda d: {"black", "bone"} <= set(d.title.split()),
+    ),
+    "simple_query_string with fields abstract": (
+        {"simple_query_string": {"query": "vitamin +breast", "fields": ["abstract"], "default_operator": "and"}},
+        lambda d: {"vitamin", "breast"} <= set(d.abstract.split()),
+    ),
+    "term on title": ({"term": {"title": "diet"}}, lambda d: "diet" in d.title.split()),
+    "prefix on title": ({"prefix": {"title": "bre"}}, lambda d: any(w.startswith("bre") for w in d.title.split())),
+    "fuzzy on abstract": (
+        {"fuzzy": {"abstract": {"value": "dyet"}}},
+        lambda d: any(edits(w, "dyet") <= 1 for w in d.abstract.split()),
+    ),
+    "match_phrase_prefix on title": (
+        {"match_phrase_prefix": {"title": "green te"}},
+        lambda d: has_phrase_prefix(d.title.split(), ["green", "te"]),
+    ),
 }
 
 
@@ -304,18 +345,22 @@ def test_the_cases_tell_and_from_or():
 
     assert expected("match_phrase") < expected("match operator and") < expected("match any word")
     assert expected("minimum_should_match 2") < {d.doc_id for d in CORPUS if at_least(d, ["green", "tea", "cancer"], 1)}
+    assert expected("match on title alone") < {d.doc_id for d in CORPUS if "tea" in tokens(d)}
+    assert expected("match_phrase on title alone") < {
+        d.doc_id for d in CORPUS if has_phrase(tokens(d), ["tea", "cancer"])
+    }
 
 
 @pytest.mark.parametrize(
     "query, refused",
     [
-        ({"match": {"title": "tea"}}, "title and abstract together"),
+        ({"multi_match": {"query": "tea", "fields": ["title", "text"]}}, "title and abstract together"),
+        ({"match": {"authors": "tea"}}, "title and abstract together"),
         ({"fuzzy": {"journal": "Nutrients"}}, "[fuzzy] on [journal]"),
         ({"prefix": {"text": {"value": "te", "rewrite": "top_terms_10"}}}, "rewrite"),
         ({"query_string": {"query": "/te.*/", "default_field": "text"}}, "regular expression"),
         ({"query_string": {"query": "journal:Nutr*"}}, "wildcard"),
         ({"query_string": {"query": "journal:Nutrients~1"}}, "fuzzy word"),
-        ({"query_string": {"query": "title:tea"}}, "field [title]"),
         ({"wildcard": {"text": "te*"}}, "[wildcard] queries are not served"),
         ({"range": {"journal": {"gte": "A"}}}, "[range] on [journal]"),
         ({"match": {"text": {"query": "a b c d e f g h i j k l", "minimum_should_match": 6}}}, "combinations"),

@@ -12,7 +12,8 @@ import uuid
 
 import pytest
 
-from es_rerank.backends.elasticsearch import ElasticsearchBackend, stats_root
+from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.es_layout import stats_root
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
 from es_rerank.ranking.pipeline import SearchPipeline

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from es_rerank.backends.embedded import CURRENT_FILE
 from es_rerank.cli import main
+from es_rerank.versions import CURRENT_FILE
 
 RECORDS = [
     {"_id": "d1", "title": "Vitamin D deficiency", "text": "Vitamin D deficiency causes bone loss."},
@@ -180,7 +180,7 @@ def test_search_prints_ranked_hits(esrr, corpus: Path) -> None:
     assert header.split() == ["rank", "score", "BM25", "id", "title"]
     assert len(lines) == 2
     ranks, scores, bm25, doc_ids = zip(
-        *[(int(l.split()[0]), float(l.split()[1]), float(l.split()[2]), l.split()[3]) for l in lines]
+        *[(int(line.split()[0]), float(line.split()[1]), float(line.split()[2]), line.split()[3]) for line in lines]
     )
     assert ranks == (1, 2)
     assert doc_ids == ("d2", "d3")

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from es_rerank.backends.base import BackendError, text_hits
-from es_rerank.backends.embedded import CURRENT_FILE, EmbeddedBackend
+from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.stats import CorpusStats, Document
 from es_rerank.stats_writer import StatsWriter
-from es_rerank.versions import new_version
+from es_rerank.versions import CURRENT_FILE, new_version
 from index_setup.embedded_index import (
     BuildResult,
     PruneError,
@@ -341,7 +341,7 @@ def test_prune_of_an_empty_root(tmp_path: Path) -> None:
 
 
 def test_an_empty_corpus_never_replaces_the_served_index(tmp_path: Path) -> None:
-    from es_rerank.backends.embedded import current_version
+    from es_rerank.backends.embedded_version import current_version
     from es_rerank.stats import Document
     from index_setup.embedded_index import build_embedded_index, list_versions
 

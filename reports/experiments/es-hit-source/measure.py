@@ -30,9 +30,9 @@ NOW = ["doc_id", "title"]
 
 def backend_body(query: str) -> dict:
     """The first stage the Elasticsearch backend sends for ``query``'s words (its rewrite of ``text_body``)."""
-    from es_rerank.backends.elasticsearch import _on_text
+    from es_rerank.backends.es_body import on_text
 
-    return {"query": _on_text(text_body(query)["query"])}
+    return {"query": on_text(text_body(query)["query"])}
 
 
 def body(url: str, index: str, query: str, fields: list[str]) -> bytes:
