@@ -50,13 +50,13 @@ from es_rerank.ranking.feedback import (
 )
 from es_rerank.ranking.neighbours import JudgedNeighbours, fuse, standardised
 from es_rerank.stats import CorpusStats
+from training.cli import open_workspace
+from training.data import QueryCandidates
+from training.metrics import PAPER_NDCG20, mean_metric
+from training.train import model_score_fn, score_candidates
 from worker.ensemble import ensemble_scores
 from worker.inputs import term_rows
 from worker.model import Checkpoint
-from worker.training.cli import open_workspace
-from worker.training.data import QueryCandidates
-from worker.training.metrics import PAPER_NDCG20, mean_metric
-from worker.training.train import model_score_fn, score_candidates
 
 HERE = Path(__file__).parent
 TOP_K = (3, 5, 10, 20, 50)

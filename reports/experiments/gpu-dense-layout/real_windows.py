@@ -26,8 +26,8 @@ from worker.scorer import DeltaScorer
 
 
 def export(out: Path) -> None:
-    from worker.training.cli import _split_queries, checkpoint_path, open_workspace
-    from worker.training.data import build_candidates
+    from training.cli import _split_queries, checkpoint_path, open_workspace
+    from training.data import build_candidates
 
     work = open_workspace(None)
     path = checkpoint_path(work.settings, "delta-32-lex3")

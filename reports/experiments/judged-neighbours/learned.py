@@ -21,11 +21,11 @@ import numpy as np
 
 from es_rerank.lex import LEX3
 from es_rerank.ranking.neighbours import JudgedNeighbours, fuse
+from training.cli import open_workspace
+from training.data import QueryCandidates, build_candidates
+from training.metrics import PAPER_NDCG20, mean_metric
+from training.train import TrainConfig, model_score_fn, score_candidates, train_model
 from worker.model import DeltaConfig
-from worker.training.cli import open_workspace
-from worker.training.data import QueryCandidates, build_candidates
-from worker.training.metrics import PAPER_NDCG20, mean_metric
-from worker.training.train import TrainConfig, model_score_fn, score_candidates, train_model
 
 HERE = Path(__file__).parent
 VOTE_COLUMN = "text_bm25"  # a placeholder name; the column holds the votes

@@ -19,11 +19,11 @@ from pathlib import Path
 import torch
 
 from es_rerank.machine import machine_description
+from training.cli import _split_queries, open_workspace
+from training.data import build_candidates
 from worker.ensemble import EnsembleScorer
 from worker.model import Checkpoint
 from worker.scorer import DeltaScorer
-from worker.training.cli import _split_queries, open_workspace
-from worker.training.data import build_candidates
 
 HERE = Path(__file__).parent
 ROUNDS = 5

@@ -31,11 +31,11 @@ if TYPE_CHECKING:
     from es_rerank.ranking.neighbours import JudgedNeighbours
     from es_rerank.stats import CorpusStats
     from index_setup.nfcorpus import NFCorpus
+    from training.data import DocumentRows, QueryCandidates
+    from training.drmm import DRMMCheckpoint
+    from training.metrics import Run
+    from training.train import TrainConfig, TrainResult
     from worker.model import Checkpoint, SavedModelT
-    from worker.training.data import DocumentRows, QueryCandidates
-    from worker.training.drmm import DRMMCheckpoint
-    from worker.training.metrics import Run
-    from worker.training.train import TrainConfig, TrainResult
 
 PAPER_VARIANT_NAMES = {  # what --variant all trains: the paper's Table 2 and 6
     "delta-32": "Delta-32",
@@ -45,7 +45,7 @@ PAPER_VARIANT_NAMES = {  # what --variant all trains: the paper's Table 2 and 6
 }
 VARIANT_NAMES = {**PAPER_VARIANT_NAMES, "delta-32-lex3-window": "Delta-32-Lex3, window-standardised"}
 BASELINE_ROWS = ("Uninformed (reverse doc id)", "BM25", "BM25-Title", "WMD-Title")
-DRMM_NAME = "drmm"  # the histogram baseline of Table 2 (worker.training.drmm)
+DRMM_NAME = "drmm"  # the histogram baseline of Table 2 (training.drmm)
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Workspace:
     ) -> list[QueryCandidates]:
         """BM25 top-500 candidates of every query of an NFCorpus split, graded, with Lex features (Lex3 by default)."""
         from es_rerank.lex import LEX3
-        from worker.training.data import build_candidates
+        from training.data import build_candidates
 
         return build_candidates(
             self.nfcorpus.queries(split),
@@ -80,7 +80,7 @@ def open_workspace(data: Path | None, settings: CommonSettings | None = None) ->
     from es_rerank.backends import BackendError, open_backend
     from es_rerank.embeddings import EmbeddingsError, load_current
     from index_setup.nfcorpus import NFCorpus
-    from worker.training.data import DocumentRows
+    from training.data import DocumentRows
 
     settings = settings or load_settings()
     try:
@@ -252,10 +252,10 @@ def train(
     if adapt_queries is not None or not adapt_test:
         raise click.UsageError("--adapt-queries and --no-adapt-test size and check an adaptation; give --adapt DIR too")
     from es_rerank.lex import LEX3
+    from training.data import TrainingError, build_candidates, select_features
+    from training.plots import plot_training_curve
+    from training.train import TrainConfig, train_model
     from worker.model import VARIANTS, Checkpoint, DeltaConfig
-    from worker.training.data import TrainingError, build_candidates, select_features
-    from worker.training.plots import plot_training_curve
-    from worker.training.train import TrainConfig, train_model
 
     names = list(dict.fromkeys(n for v in variants for n in (PAPER_VARIANT_NAMES if v == "all" else [v])))
     if lex_features and not any(VARIANTS.get(name, {}).get("lex_names") for name in names):
@@ -372,9 +372,7 @@ def _adapt(ctx: click.Context, data: Path, suffix: str, n_train: int | None, tes
     """``esrr train --adapt``: fine-tune the served model on ``data``'s pseudo-queries, then evaluate both."""
     from es_rerank.embeddings import EmbeddingsError, load_current
     from index_setup.readers import CorpusFormatError, read_corpus
-    from worker.model import Checkpoint
-    from worker.settings import WorkerSettings
-    from worker.training.adapt import (
+    from training.adapt import (
         ADAPT_TRAIN_QUERIES,
         ADAPT_TRAINING,
         AdaptationError,
@@ -382,11 +380,13 @@ def _adapt(ctx: click.Context, data: Path, suffix: str, n_train: int | None, tes
         pseudo_collection,
         write_pseudo_collection,
     )
-    from worker.training.collection import CollectionError, JudgedCollection
-    from worker.training.data import DocumentRows, TrainingError, build_candidates
-    from worker.training.metrics import PAPER_NDCG20, mean_metric
-    from worker.training.plots import plot_training_curve
-    from worker.training.train import fine_tune_model, model_score_fn, score_candidates
+    from training.collection import CollectionError, JudgedCollection
+    from training.data import DocumentRows, TrainingError, build_candidates
+    from training.metrics import PAPER_NDCG20, mean_metric
+    from training.plots import plot_training_curve
+    from training.train import fine_tune_model, model_score_fn, score_candidates
+    from worker.model import Checkpoint
+    from worker.settings import WorkerSettings
 
     settings = load_settings(WorkerSettings)
     if len(settings.checkpoint_paths) > 1:
@@ -518,7 +518,7 @@ def _train_drmm(
     train_config: TrainConfig,
 ) -> tuple[TrainResult, DRMMCheckpoint]:
     """Train DRMM on the same candidates and triples as the Delta models."""
-    from worker.training.drmm import DRMMCheckpoint, HistogramBuilder, build_histograms, train_drmm
+    from training.drmm import DRMMCheckpoint, HistogramBuilder, build_histograms, train_drmm
 
     builder = HistogramBuilder(work.backend.stats, work.embeddings)
     result = train_drmm(
@@ -644,9 +644,9 @@ def select_features(
 ) -> None:
     """Greedy forward selection of Lex features on NFCorpus dev NDCG@20 (section 5.1)."""
     from es_rerank.lex import ALL_FEATURES, LEX3
-    from worker.training.data import TrainingError, build_candidates
-    from worker.training.feature_selection import delta_evaluator, greedy_select, linear_evaluator
-    from worker.training.train import TrainConfig
+    from training.data import TrainingError, build_candidates
+    from training.feature_selection import delta_evaluator, greedy_select, linear_evaluator
+    from training.train import TrainConfig
 
     writable_dir(out, "pass a folder you can write to as --out")
     work = open_workspace(data)
@@ -789,8 +789,8 @@ def evaluate(
     The last line is the verdict: whether the served default helps this collection (nDCG@10 against
     BM25, paired t-test at p < 0.05).
     """
-    from worker.training.evaluate import evaluate_runs, first_stage_recall, write_report
-    from worker.training.served_eval import ServedEvaluationError
+    from training.evaluate import evaluate_runs, first_stage_recall, write_report
+    from training.served_eval import ServedEvaluationError
 
     if data is None and (queries_file or qrels_file):
         raise click.UsageError("--queries and --qrels name the parts of a collection given with --data")
@@ -818,7 +818,7 @@ def evaluate(
     runs = dict(served.runs)
     adapted_default = None
     if adapted is not None:
-        from worker.training.served_eval import ADAPTED_PREFIX
+        from training.served_eval import ADAPTED_PREFIX
 
         with _as_cli_error(ServedEvaluationError):
             other = _served_rows(work, queries, window, neighbours is not None, checkpoint=adapted)
@@ -857,7 +857,7 @@ def evaluate(
     click.echo(f"runs in {runs_dir}; report in {out}")
     click.echo(said)
     if adapted_default is not None:
-        from worker.training.evaluate import adaptation_verdict
+        from training.evaluate import adaptation_verdict
 
         compared = adaptation_verdict(rows, served.default, adapted_default, f"{collection} {split}")
         with (out / "table.md").open("a", encoding="utf-8") as table:
@@ -871,7 +871,7 @@ def evaluate(
 def _locate_collection(data: Path, split: str, queries_file: Path | None, qrels_file: Path | None):
     """The judged collection at ``data`` (``JudgedCollection``), or a CLI error naming what is missing."""
     from index_setup.readers import CorpusFormatError
-    from worker.training.collection import CollectionError, JudgedCollection
+    from training.collection import CollectionError, JudgedCollection
 
     with _as_cli_error(CollectionError, CorpusFormatError, FileNotFoundError):
         return JudgedCollection.locate(data, split, queries_file, qrels_file)
@@ -888,7 +888,7 @@ def _evaluation_collection(
         return work, queries, dict(work.nfcorpus.qrels(split)), "NFCorpus"
     from es_rerank.embeddings import EmbeddingsError, load_current
     from index_setup.readers import CorpusFormatError
-    from worker.training.data import DocumentRows
+    from training.data import DocumentRows
 
     with _as_cli_error(CorpusFormatError, FileNotFoundError, EmbeddingsError, ValueError):
         embeddings = load_current(settings)
@@ -908,9 +908,9 @@ def _served_rows(
     """The served pipeline's stages over the collection's index: the model (if trained; ``checkpoint`` instead of
     the served one if given), feedback, votes."""
     from es_rerank.ranking.assemble import served_pipeline
+    from training.served_eval import served_runs
     from worker.local import LocalReranker
     from worker.settings import WorkerSettings
-    from worker.training.served_eval import served_runs
 
     settings = load_settings(WorkerSettings, checkpoint=None if checkpoint is None else str(checkpoint))
     # keep_vectors: each window is scored with and without the model, and both build its feedback vectors.
@@ -947,10 +947,10 @@ def _research_runs(
 ) -> dict[str, Run]:
     """The paper's rows (baselines, trained variants) and the extra checkpoints, each with its twins."""
     from es_rerank.lex import KNOWN_FEATURES
+    from training.data import build_candidates
+    from training.evaluate import reverse_doc_id_scores, run_from_scores, title_bm25_scores, wmd_title_scores
     from worker.ensemble import ensemble_scores
     from worker.model import Checkpoint
-    from worker.training.data import build_candidates
-    from worker.training.evaluate import reverse_doc_id_scores, run_from_scores, title_bm25_scores, wmd_title_scores
 
     if os.environ.get("ESRR_CHECKPOINT", "").strip():  # what search serves need not be a built-in row
         click.echo(
@@ -988,7 +988,7 @@ def _research_runs(
             ),
         }
     if drmm is not None:
-        from worker.training.drmm import HistogramBuilder, build_histograms, drmm_scores
+        from training.drmm import HistogramBuilder, build_histograms, drmm_scores
 
         builder = HistogramBuilder(work.backend.stats, work.embeddings, drmm.config)
         runs["DRMM"] = run_from_scores(
@@ -1025,7 +1025,7 @@ def _check_row_labels(labels: Sequence[str]) -> None:
     """--extra/--ensemble labels must name new rows, each with a run file of its own."""
     from es_rerank.ranking.feedback import FEEDBACK_ROW_SUFFIX
     from es_rerank.ranking.neighbours import FUSED_ROW_SUFFIX
-    from worker.training.evaluate import run_tag
+    from training.evaluate import run_tag
 
     built_in = {*BASELINE_ROWS, "DRMM", *VARIANT_NAMES.values()}
     suffixes = (FEEDBACK_ROW_SUFFIX, FUSED_ROW_SUFFIX)
@@ -1111,7 +1111,7 @@ def _fused_runs(
 ) -> dict[str, Run]:
     """Rows "<ranker> + judged neighbours": each ranker's scores fused with the votes."""
     from es_rerank.ranking.neighbours import FUSED_ROW_SUFFIX, fuse
-    from worker.training.metrics import run_from_scores
+    from training.metrics import run_from_scores
 
     votes = [neighbours.scores(queries[c.query_id], c.doc_ids) for c in candidates]
     weight = neighbours.params.weight
@@ -1123,7 +1123,7 @@ def _fused_runs(
 
 def _load_drmm(work: Workspace) -> DRMMCheckpoint | None:
     """The trained DRMM baseline, None (with a note) when there is none."""
-    from worker.training.drmm import DRMMCheckpoint
+    from training.drmm import DRMMCheckpoint
 
     path = checkpoint_path(work.settings, DRMM_NAME)
     if not path.is_file():
@@ -1168,8 +1168,8 @@ def _checkpoint_scores(
     work: Workspace, checkpoint: Checkpoint, candidates: list[QueryCandidates], lex_names: Sequence[str]
 ) -> list[np.ndarray]:
     """Scores of a Delta checkpoint for every candidate (whose Lex columns are ``lex_names``)."""
-    from worker.training.data import select_features
-    from worker.training.train import model_score_fn, score_candidates
+    from training.data import select_features
+    from training.train import model_score_fn, score_candidates
 
     model = checkpoint.build_model(work.embeddings.vectors)
     mine = select_features(candidates, lex_names, checkpoint.config.lex_names)
@@ -1212,7 +1212,7 @@ def shift(data: Path | None, out: Path, conditions: tuple[str, ...], text_data: 
     from index_setup.nfcorpus import NFCorpus
     from index_setup.readers import read_queries
     from index_setup.text_sources import SOURCES, TextSourceError
-    from worker.training.shift import (
+    from training.shift import (
         CONDITIONS,
         PSEUDO_CONDITIONS,
         SPLITS,
