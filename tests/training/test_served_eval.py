@@ -43,7 +43,7 @@ def test_esrr_evals_runner_ranks_what_the_gateway_serves_hit_for_hit(
 ):
     from es_rerank.backends.base import text_body
     from es_rerank.backends.embedded import EmbeddedBackend
-    from training.cli import _served_rows
+    from training.commands.evaluate import served_rows
     from training.served_eval import DEFAULT_PREFIX
 
     titles = [doc.title for doc in corpus_documents[:30:6]]  # words every index of the module holds
@@ -53,7 +53,7 @@ def test_esrr_evals_runner_ranks_what_the_gateway_serves_hit_for_hit(
         monkeypatch.setenv(name, value)
     backend = EmbeddedBackend.open_current(served_home / "indexes" / "embedded")
     # esrr eval's runner over the served index (it reads the workspace's backend alone), scoring in this process.
-    served = _served_rows(SimpleNamespace(backend=backend), queries, 500, with_votes=False)
+    served = served_rows(SimpleNamespace(backend=backend), queries, 500, with_votes=False)
     with _serving(env, free_port()) as url:
         client = Elasticsearch(url, request_timeout=TIMEOUT)
         # The site page's query (q= would read a title's "Survival: A" as Lucene's field syntax); size 10, as eval.

@@ -24,7 +24,7 @@ from scipy import sparse
 from es_rerank.lex import LEX3
 from es_rerank.ranking.feedback import document_vectors, neighbour_votes, with_feedback
 from es_rerank.stats import CorpusStats
-from training.cli import open_workspace
+from training.commands.workspace import open_workspace
 from training.data import QueryCandidates
 from training.metrics import PAPER_NDCG20, mean_metric
 from training.train import TrainConfig, model_score_fn, score_candidates, train_model

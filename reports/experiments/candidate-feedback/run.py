@@ -50,7 +50,7 @@ from es_rerank.ranking.feedback import (
 )
 from es_rerank.ranking.neighbours import JudgedNeighbours, fuse, standardised
 from es_rerank.stats import CorpusStats
-from training.cli import open_workspace
+from training.commands.workspace import open_workspace
 from training.data import QueryCandidates
 from training.metrics import PAPER_NDCG20, mean_metric
 from training.train import model_score_fn, score_candidates

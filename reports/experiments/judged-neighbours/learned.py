@@ -21,7 +21,7 @@ import numpy as np
 
 from es_rerank.lex import LEX3
 from es_rerank.ranking.neighbours import JudgedNeighbours, fuse
-from training.cli import open_workspace
+from training.commands.workspace import open_workspace
 from training.data import QueryCandidates, build_candidates
 from training.metrics import PAPER_NDCG20, mean_metric
 from training.train import TrainConfig, model_score_fn, score_candidates, train_model

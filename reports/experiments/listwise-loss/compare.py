@@ -15,7 +15,7 @@ import ir_measures
 import numpy as np
 from scipy import stats as scipy_stats
 
-from training.cli import open_workspace
+from training.commands.workspace import open_workspace
 from training.metrics import PAPER_NDCG20, per_query
 
 PAIRS = [

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from es_rerank.machine import machine_description
-from training.cli import _split_queries, open_workspace
+from training.commands.workspace import open_workspace, split_queries
 from training.data import build_candidates
 from worker.ensemble import EnsembleScorer
 from worker.model import Checkpoint
@@ -34,7 +34,7 @@ def main(paths: list[Path]) -> None:
     checkpoints = [Checkpoint.load(path) for path in paths]
     scorers = [DeltaScorer.from_model(c.build_model(work.embeddings.vectors), "cpu") for c in checkpoints]
     candidates = build_candidates(
-        _split_queries(work, "test"),
+        split_queries(work, "test"),
         work.nfcorpus.qrels("test"),
         work.backend,
         work.embeddings,
