@@ -26,9 +26,7 @@ from worker.scorer import DeltaScorer
 
 
 def export(out: Path) -> None:
-    from training.commands.variants import checkpoint_path
-    from training.commands.workspace import open_workspace, split_queries
-    from training.data import build_candidates
+    from training.api import build_candidates, checkpoint_path, open_workspace, split_queries
 
     work = open_workspace(None)
     path = checkpoint_path(work.settings, "delta-32-lex3")

@@ -17,11 +17,15 @@ from pathlib import Path
 
 from es_rerank.lex import LEX3
 from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams, fuse
-from training.commands.variants import checkpoint_path
-from training.commands.workspace import open_workspace
-from training.data import build_candidates
-from training.metrics import PAPER_NDCG20, mean_metric
-from training.train import model_score_fn, score_candidates
+from training.api import (
+    PAPER_NDCG20,
+    build_candidates,
+    checkpoint_path,
+    mean_metric,
+    model_score_fn,
+    open_workspace,
+    score_candidates,
+)
 from worker.model import Checkpoint
 
 HERE = Path(__file__).parent

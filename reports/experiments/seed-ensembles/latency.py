@@ -19,8 +19,7 @@ from pathlib import Path
 import torch
 
 from es_rerank.machine import machine_description
-from training.commands.workspace import open_workspace, split_queries
-from training.data import build_candidates
+from training.api import build_candidates, open_workspace, split_queries
 from worker.ensemble import EnsembleScorer
 from worker.model import Checkpoint
 from worker.scorer import DeltaScorer

@@ -39,10 +39,16 @@ from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_fe
 from es_rerank.ranking.guard import guarded
 from es_rerank.ranking.neighbours import fuse
 from es_rerank.text import embedding_tokens, tokenize
-from training.collection import JudgedCollection
-from training.data import DocumentRows, build_candidates, select_features
-from training.metrics import per_query, run_from_scores
-from training.train import model_score_fn, score_candidates
+from training.api import (
+    DocumentRows,
+    JudgedCollection,
+    build_candidates,
+    model_score_fn,
+    per_query,
+    run_from_scores,
+    score_candidates,
+    select_features,
+)
 from worker.inputs import query_rows
 from worker.local import LocalReranker
 from worker.model import Checkpoint
