@@ -8,6 +8,8 @@ RUN pip install --no-cache-dir --index-url "$TORCH_INDEX_URL" torch==2.13.0
 COPY pyproject.toml README.md ./
 COPY es_rerank es_rerank
 COPY worker worker
+# Not served: `esrr train` and `esrr eval` (an operator's check of a collection) run from the image too.
+COPY training training
 COPY index_setup index_setup
 RUN pip install --no-cache-dir ".[model,opensearch]"
 ENV ESRR_HOME=/data/esrr ESRR_NFCORPUS=/data/nfcorpus PYTHONUNBUFFERED=1

@@ -90,14 +90,14 @@ class LazyGroup(click.Group):
             "es_rerank.learning.experiment_cli:experiment",
             "An interleaving experiment (ESRR_EXPERIMENT): its report, and promoting its candidate.",
         ),
-        "train": ("worker.training.cli:train", "Train a Delta model on NFCorpus train, early-stopped on dev."),
+        "train": ("training.commands.train:train", "Train a Delta model on NFCorpus train, early-stopped on dev."),
         "select-features": (
-            "worker.training.cli:select_features",
+            "training.commands.select_features:select_features",
             "Greedy Lex-feature selection on NFCorpus dev (section 5.1).",
         ),
-        "eval": ("worker.training.cli:evaluate", "Evaluate BM25 and the Delta models on NFCorpus test."),
+        "eval": ("training.commands.evaluate:evaluate", "Evaluate BM25 and the Delta models on NFCorpus test."),
         "shift": (
-            "worker.training.cli:shift",
+            "training.commands.shift:shift",
             "Write shifted copies of NFCorpus (long queries, blank titles, held-out topics).",
         ),
         "worker": ("worker.cli:worker", "Run the Celery scoring worker."),

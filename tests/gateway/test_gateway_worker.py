@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -169,34 +168,3 @@ def test_bench_http_times_a_running_gateway_and_refuses_to_time_a_fallback(broke
         main, ["bench", "http", "--url", f"http://127.0.0.1:{free_port()}", "--data", str(data)]
     )
     assert unreachable.exit_code == 1 and "start it with `esrr serve`" in unreachable.output
-
-
-@pytest.mark.broker
-def test_esrr_evals_runner_ranks_what_the_gateway_serves_hit_for_hit(
-    broker, queue, home, corpus_documents, free_port, monkeypatch
-):
-    from es_rerank.backends.base import text_body
-    from es_rerank.backends.embedded import EmbeddedBackend
-    from worker.training.cli import _served_rows
-    from worker.training.served_eval import DEFAULT_PREFIX
-
-    titles = [doc.title for doc in corpus_documents[:30:6]]  # words every index of the module holds
-    queries = {f"q{n}": text for n, text in enumerate([*QUERIES, *titles])}
-    env = _env(broker, queue, home)
-    for name, value in env.items():  # esrr eval's settings: the same home, model and stages as the gateway's
-        monkeypatch.setenv(name, value)
-    backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
-    # esrr eval's runner over the served index (it reads the workspace's backend alone), scoring in this process.
-    served = _served_rows(SimpleNamespace(backend=backend), queries, 500, with_votes=False)
-    with _serving(env, free_port()) as url:
-        client = Elasticsearch(url, request_timeout=TIMEOUT)
-        # The site page's query (q= would read a title's "Survival: A" as Lucene's field syntax); size 10, as eval.
-        answers = {query_id: client.search(**text_body(text)).body for query_id, text in queries.items()}
-    assert served.default == DEFAULT_PREFIX + "delta-32-lex3 + BM25 guard + candidate feedback"
-    for query_id, body in answers.items():
-        assert body["esrr"]["ranker"] == served.default.removeprefix(DEFAULT_PREFIX) and "fallback" not in body["esrr"]
-        assert _ids(body) == [doc_id for doc_id, _ in served.pages[query_id]], queries[query_id]
-        assert [hit["_score"] for hit in body["hits"]["hits"]] == pytest.approx(
-            [score for _, score in served.pages[query_id]], abs=1e-4
-        )
-    assert sum(len(page) for page in served.pages.values()) >= 5 * len(queries)  # queries with hits to compare

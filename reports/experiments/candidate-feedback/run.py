@@ -50,13 +50,10 @@ from es_rerank.ranking.feedback import (
 )
 from es_rerank.ranking.neighbours import JudgedNeighbours, fuse, standardised
 from es_rerank.stats import CorpusStats
+from training.api import PAPER_NDCG20, QueryCandidates, mean_metric, model_score_fn, open_workspace, score_candidates
 from worker.ensemble import ensemble_scores
 from worker.inputs import term_rows
 from worker.model import Checkpoint
-from worker.training.cli import open_workspace
-from worker.training.data import QueryCandidates
-from worker.training.metrics import PAPER_NDCG20, mean_metric
-from worker.training.train import model_score_fn, score_candidates
 
 HERE = Path(__file__).parent
 TOP_K = (3, 5, 10, 20, 50)
@@ -80,7 +77,8 @@ def dense_rows(
 
 
 def votes_over_k(vectors: sparse.csr_matrix, base: np.ndarray, k: int) -> np.ndarray:
-    """Like ``neighbour_votes`` but divided by k instead of the neighbours' summed cosine: weak neighbours vote weakly."""
+    """Like ``neighbour_votes`` but divided by k instead of the neighbours' summed cosine: weak neighbours vote
+    weakly."""
     nearest, cosines = nearest_hits(vectors, k)
     return (cosines * standardised(base)[nearest]).sum(axis=1) / max(nearest.shape[1], 1)
 

@@ -26,14 +26,13 @@ from worker.scorer import DeltaScorer
 
 
 def export(out: Path) -> None:
-    from worker.training.cli import _split_queries, checkpoint_path, open_workspace
-    from worker.training.data import build_candidates
+    from training.api import build_candidates, checkpoint_path, open_workspace, split_queries
 
     work = open_workspace(None)
     path = checkpoint_path(work.settings, "delta-32-lex3")
     checkpoint = Checkpoint.load(path)
     model = checkpoint.build_model(work.embeddings.vectors)
-    queries = _split_queries(work, "test")
+    queries = split_queries(work, "test")
     candidates = build_candidates(
         queries, work.nfcorpus.qrels("test"), work.backend, work.embeddings, checkpoint.config.lex_names
     )

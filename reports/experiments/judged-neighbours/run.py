@@ -17,11 +17,16 @@ from pathlib import Path
 
 from es_rerank.lex import LEX3
 from es_rerank.ranking.neighbours import JudgedNeighbours, NeighbourParams, fuse
+from training.api import (
+    PAPER_NDCG20,
+    build_candidates,
+    checkpoint_path,
+    mean_metric,
+    model_score_fn,
+    open_workspace,
+    score_candidates,
+)
 from worker.model import Checkpoint
-from worker.training.cli import checkpoint_path, open_workspace
-from worker.training.data import build_candidates
-from worker.training.metrics import PAPER_NDCG20, mean_metric
-from worker.training.train import model_score_fn, score_candidates
 
 HERE = Path(__file__).parent
 KS = (5, 10, 20, 50, 100)

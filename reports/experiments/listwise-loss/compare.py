@@ -15,8 +15,7 @@ import ir_measures
 import numpy as np
 from scipy import stats as scipy_stats
 
-from worker.training.cli import open_workspace
-from worker.training.metrics import PAPER_NDCG20, per_query
+from training.api import PAPER_NDCG20, open_workspace, per_query
 
 PAIRS = [
     (f"Delta-32-Lex3_softmax_seed_{seed}_", hinge)

@@ -19,11 +19,10 @@ from pathlib import Path
 import torch
 
 from es_rerank.machine import machine_description
+from training.api import build_candidates, open_workspace, split_queries
 from worker.ensemble import EnsembleScorer
 from worker.model import Checkpoint
 from worker.scorer import DeltaScorer
-from worker.training.cli import _split_queries, open_workspace
-from worker.training.data import build_candidates
 
 HERE = Path(__file__).parent
 ROUNDS = 5
@@ -34,7 +33,7 @@ def main(paths: list[Path]) -> None:
     checkpoints = [Checkpoint.load(path) for path in paths]
     scorers = [DeltaScorer.from_model(c.build_model(work.embeddings.vectors), "cpu") for c in checkpoints]
     candidates = build_candidates(
-        _split_queries(work, "test"),
+        split_queries(work, "test"),
         work.nfcorpus.qrels("test"),
         work.backend,
         work.embeddings,

@@ -39,15 +39,21 @@ from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_fe
 from es_rerank.ranking.guard import guarded
 from es_rerank.ranking.neighbours import fuse
 from es_rerank.text import embedding_tokens, tokenize
+from training.api import (
+    DocumentRows,
+    JudgedCollection,
+    build_candidates,
+    model_score_fn,
+    per_query,
+    run_from_scores,
+    score_candidates,
+    select_features,
+)
 from worker.inputs import query_rows
 from worker.local import LocalReranker
 from worker.model import Checkpoint
 from worker.served_checks import MIN_WINDOW, SCALE_LIMIT
 from worker.settings import WorkerSettings
-from worker.training.collection import JudgedCollection
-from worker.training.data import DocumentRows, build_candidates, select_features
-from worker.training.metrics import per_query, run_from_scores
-from worker.training.train import model_score_fn, score_candidates
 
 HOME = Path("artifacts")
 CONDITIONS = {

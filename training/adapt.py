@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from es_rerank.stats import Document
-from worker.training.shift import PSEUDO_QUERIES, Condition, pseudo_queries, write_condition
-from worker.training.train import TrainConfig
+from training.shift import PSEUDO_QUERIES, Condition, pseudo_queries, write_condition
+from training.train import TrainConfig
 
 ADAPT_DEV_QUERIES = 200  # dev titles that choose the epoch; 200 known items give a stable NDCG@20
 ADAPT_TRAIN_QUERIES = 1500  # titles trained on: a few minutes on 2 cores per epoch

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from es_rerank.cli import main
 from es_rerank.stats import Document
 from index_setup.readers import read_beir_corpus, read_qrels, read_queries
-from worker.training.shift import (
+from training.shift import (
     assign_topics,
     no_titles,
     pseudo_queries,

@@ -11,7 +11,7 @@ import numpy as np
 from ir_measures import AP, Measure, P, R, nDCG
 
 if TYPE_CHECKING:
-    from worker.training.data import QueryCandidates
+    from training.data import QueryCandidates
 
 # The paper's NDCG (section 4.4.1): gain 2^rel - 1. trec_eval's ndcg_cut uses gain = rel, as BEIR reports.
 PAPER_NDCG20 = nDCG(gains={0: 0, 1: 1, 2: 3, 3: 7}) @ 20

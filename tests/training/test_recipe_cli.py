@@ -19,7 +19,7 @@ from es_rerank.lex import LEX3, LEX3_WINDOW
 from es_rerank.ranking.feedback import FeedbackParams, document_vectors, with_feedback
 from es_rerank.settings import CommonSettings
 from es_rerank.versions import write_pointer
-from worker.training.cli import open_workspace
+from training.commands.workspace import open_workspace
 
 
 def _read_run(path: Path) -> dict[str, dict[str, float]]:
@@ -326,7 +326,8 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("the work started before the output location was checked")
 
-    monkeypatch.setattr("worker.training.cli.open_workspace", started)
+    for command in ("train", "evaluate", "select_features"):
+        monkeypatch.setattr(f"training.commands.{command}.open_workspace", started)
 
 
 @pytest.mark.parametrize("command", [["eval"], ["select-features"]])

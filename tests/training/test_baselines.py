@@ -10,9 +10,8 @@ import torch
 
 from es_rerank.embeddings import Embeddings
 from es_rerank.stats import Document, build_stats
-from worker.model import Checkpoint
-from worker.training.data import QueryCandidates
-from worker.training.drmm import (
+from training.data import QueryCandidates
+from training.drmm import (
     DRMM,
     DRMMCheckpoint,
     DRMMConfig,
@@ -21,8 +20,9 @@ from worker.training.drmm import (
     drmm_scores,
     train_drmm,
 )
-from worker.training.feature_selection import greedy_select, linear_evaluator
-from worker.training.train import TrainConfig
+from training.feature_selection import greedy_select, linear_evaluator
+from training.train import TrainConfig
+from worker.model import Checkpoint
 
 
 def test_greedy_selection_adds_the_best_feature_at_each_step():

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from training.data import DocumentRows, QueryCandidates, lex_statistics, select_features
+from training.metrics import Qrels
+from training.train import TrainConfig, fit_pairwise, set_seeds, train_model
 from worker.model import DeltaConfig
-from worker.training.data import DocumentRows, QueryCandidates, lex_statistics, select_features
-from worker.training.metrics import Qrels
-from worker.training.train import TrainConfig, fit_pairwise, set_seeds, train_model
 
 # A feature subset -> its dev NDCG@20.
 SubsetEvaluator = Callable[[tuple[str, ...]], float]

@@ -19,7 +19,7 @@ from tqdm import tqdm
 from es_rerank.ranking.answer import answer
 from es_rerank.ranking.pipeline import SearchPipeline, WindowScores
 from es_rerank.ranking.request import DEFAULT_SIZE, text_request
-from worker.training.metrics import Run
+from training.metrics import Run
 
 SERVED_PREFIX = "served: "
 DEFAULT_PREFIX = "served default: "

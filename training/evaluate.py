@@ -18,8 +18,8 @@ from es_rerank.embeddings import Embeddings
 from es_rerank.lex import BM25Params, lex_features
 from es_rerank.stats import CorpusStats
 from es_rerank.text import embedding_token, embedding_tokens, tokenize
-from worker.training.data import QueryCandidates
-from worker.training.metrics import (
+from training.data import QueryCandidates
+from training.metrics import (
     HEADLINE,
     MEASURE_LABELS,
     REPORT_MEASURES,

@@ -18,8 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from worker.model import DeltaConfig, DeltaModel
-from worker.training.data import (
+from training.data import (
     SOFTMAX_NEGATIVES,
     DocumentRows,
     Groups,
@@ -30,7 +29,8 @@ from worker.training.data import (
     sample_groups,
     sample_triples,
 )
-from worker.training.metrics import PAPER_NDCG20, mean_metric
+from training.metrics import PAPER_NDCG20, mean_metric
+from worker.model import DeltaConfig, DeltaModel
 
 # (query rows [M], document rows [n, N], raw Lex features [n, L]) -> scores [n]
 ScoreFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]

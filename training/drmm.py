@@ -28,9 +28,9 @@ from es_rerank.embeddings import UNK, Embeddings
 from es_rerank.payload import QUERY_LEN
 from es_rerank.stats import CorpusStats
 from es_rerank.text import embedding_tokens, tokenize
+from training.data import QueryCandidates
+from training.train import TrainConfig, TrainResult, fit_pairwise, set_seeds
 from worker.model import SavedModel
-from worker.training.data import QueryCandidates
-from worker.training.train import TrainConfig, TrainResult, fit_pairwise, set_seeds
 
 
 @dataclass(frozen=True)

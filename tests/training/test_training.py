@@ -8,9 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from worker.ensemble import ensemble_scores
-from worker.model import VARIANTS, DeltaConfig, DeltaModel
-from worker.training.data import (
+from training.data import (
     QueryCandidates,
     TrainingError,
     Triples,
@@ -20,9 +18,9 @@ from worker.training.data import (
     scaled_relevance,
     select_features,
 )
-from worker.training.evaluate import evaluate_runs, markdown_table, reverse_doc_id_scores
-from worker.training.metrics import PAPER_NDCG20, TREC_NDCG20, mean_metric, per_query, run_from_scores, write_trec_run
-from worker.training.train import (
+from training.evaluate import evaluate_runs, markdown_table, reverse_doc_id_scores
+from training.metrics import PAPER_NDCG20, TREC_NDCG20, mean_metric, per_query, run_from_scores, write_trec_run
+from training.train import (
     TrainConfig,
     fit_pairwise,
     model_score_fn,
@@ -32,6 +30,8 @@ from worker.training.train import (
     train_epoch,
     train_model,
 )
+from worker.ensemble import ensemble_scores
+from worker.model import VARIANTS, DeltaConfig, DeltaModel
 
 
 def _candidates(
@@ -322,8 +322,8 @@ def test_run_file_ties_break_by_decreasing_doc_id(tmp_path):
 def test_report_run_files_read_back_with_ir_measures(tmp_path):
     import ir_measures
 
-    from worker.training.evaluate import EvalRow, write_report
-    from worker.training.metrics import REPORT_MEASURES
+    from training.evaluate import EvalRow, write_report
+    from training.metrics import REPORT_MEASURES
 
     run = {"q1": {"MED-1": 2.0, "MED-2": 1.0}}
     name = "Delta-32-Lex3 (seed 14) + judged neighbours"
@@ -388,7 +388,7 @@ def test_model_trains_with_lex_features_and_standardises_them():
 def test_wmd_title_ranks_the_title_made_of_the_query_words_first() -> None:
     from es_rerank.embeddings import Embeddings
     from es_rerank.stats import Document, build_stats
-    from worker.training.evaluate import wmd_title_scores
+    from training.evaluate import wmd_title_scores
 
     stats = build_stats(
         "v",

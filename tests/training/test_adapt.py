@@ -15,9 +15,9 @@ from es_rerank.cli import main
 from es_rerank.lex import LEX3
 from es_rerank.stats import Document
 from tests.artifact_home import home_without_index
+from training.adapt import AdaptationError, adapted_checkpoint_path, plan_adaptation, pseudo_collection
+from training.shift import pseudo_queries
 from worker.model import Checkpoint
-from worker.training.adapt import AdaptationError, adapted_checkpoint_path, plan_adaptation, pseudo_collection
-from worker.training.shift import pseudo_queries
 
 
 def _corpus(directory: Path, documents) -> Path:

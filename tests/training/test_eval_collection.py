@@ -17,10 +17,10 @@ from es_rerank.cli import main
 from es_rerank.ranking.assemble import served_pipeline
 from tests.artifact_home import home_without_index
 from tests.conftest import ranked
+from training.collection import CollectionError, JudgedCollection
+from training.evaluate import EvalRow, verdict, wins_ties_losses
 from worker.local import LocalReranker
 from worker.settings import WorkerSettings
-from worker.training.collection import CollectionError, JudgedCollection
-from worker.training.evaluate import EvalRow, verdict, wins_ties_losses
 
 
 def _beir(directory: Path, documents, n_queries: int = 12) -> Path:
