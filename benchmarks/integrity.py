@@ -38,6 +38,17 @@ def _median_s(run: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
+def _hash_rates() -> dict[str, float]:
+    """GiB/s of each checksum over 256 MiB of random bytes (freed on return, before the other figures)."""
+    block = np.random.default_rng(0).bytes(256 << 20)
+    hashers: dict[str, Callable[[bytes], str]] = {
+        "xxh3_128": xxhash.xxh3_128_hexdigest,
+        "sha256": lambda b: hashlib.sha256(b).hexdigest(),
+        "blake2b": lambda b: hashlib.blake2b(b).hexdigest(),
+    }
+    return {name: len(block) / _median_s(lambda fn=fn: fn(block), 3) / 2**30 for name, fn in hashers.items()}
+
+
 class _PreadRows:
     """Each hit's term ids read with ``pread`` from the statistics files: the read that no cut file can signal."""
 
@@ -347,16 +358,7 @@ def bench_integrity(
         raise click.ClickException(str(error)) from None
     if not documents:
         raise click.ClickException("the corpus holds no readable document; point --data at an NFCorpus folder")
-    block = np.random.default_rng(0).bytes(256 << 20)
-    hash_rates = {
-        name: len(block) / _median_s(lambda fn=fn: fn(block), 3) / 2**30
-        for name, fn in {
-            "xxh3_128": lambda b: xxhash.xxh3_128_hexdigest(b),
-            "sha256": lambda b: hashlib.sha256(b).hexdigest(),
-            "blake2b": lambda b: hashlib.blake2b(b).hexdigest(),
-        }.items()
-    }
-    del block
+    hash_rates = _hash_rates()
 
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "stats"

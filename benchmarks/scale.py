@@ -442,7 +442,9 @@ def bench_scale(
     try:
         counts = sorted({int(s) for s in sizes.split(",") if s.strip()} | ({MILLION} if million else set()))
     except ValueError:
-        raise click.BadParameter(f"{sizes!r}: give sizes as integers, e.g. 10000,100000", param_hint="--sizes")
+        raise click.BadParameter(
+            f"{sizes!r}: give sizes as integers, e.g. 10000,100000", param_hint="--sizes"
+        ) from None
     if not counts or min(counts) < 1000:
         raise click.BadParameter("give sizes of at least 1000 documents", param_hint="--sizes")
     queries = list(NFCorpus.locate(None).queries("dev").values())[:n_queries]
@@ -619,7 +621,7 @@ def _print(figures: dict) -> None:
             f"{'deflated':>8} {'no ids':>6} {'deflated':>8} {'stats B/doc':>11} {'peak RSS':>9} {'load':>9}"
         )
         for n, load in loads:
-            one = next((l for m, l in loads if m == n and l["threads"] == 1), None)
+            one = next((other for m, other in loads if m == n and other["threads"] == 1), None)
             ratio = f"{load['docs_per_s'] / one['docs_per_s']:8.2f}x" if one else f"{'-':>9}"
             click.echo(
                 f"{n:>9,} {load['threads']:>5} {load['docs_per_s']:7.0f} {ratio} "

@@ -192,7 +192,6 @@ def build_request(
     if not tokens:
         raise PayloadError(f"the query {query!r} has no tokens, so there is nothing to rerank by; keep the BM25 order")
     names = tuple(lex_names)
-    n = len(hits_terms)
     lex = lex_features(stats.vocab.lookup(tokens), hits_terms, stats, names)
     doc_tokens = first_tokens([terms.first_ids for terms in hits_terms])
     # A word longer than the payload allows has no vector: cut, it maps to UNK as the whole word would.

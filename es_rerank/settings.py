@@ -113,9 +113,11 @@ def checkpoint_list(value: str) -> tuple[Path, ...]:
 def _require_port_number(variable: str, url: str, example: str) -> None:
     """``ValueError`` naming ``variable`` when ``url``'s port is not a number in 1-65535 (the URL is not echoed)."""
     try:
-        urlsplit(url).port
-    except ValueError:  # its text holds the URL, which may carry a password
-        raise ValueError(f"{variable}: the port must be a number in 1-65535, as in {example}") from None
+        port = urlsplit(url).port  # None without one; urllib raises on a port that is not a number in 0-65535
+    except ValueError:  # its text holds the URL, which may carry a password: not chained
+        port = 0
+    if port == 0:
+        raise ValueError(f"{variable}: the port must be a number in 1-65535, as in {example}")
 
 
 SSL_CERT_REQS = ("required", "optional", "none", "CERT_REQUIRED", "CERT_OPTIONAL", "CERT_NONE")

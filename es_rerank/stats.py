@@ -571,7 +571,8 @@ class CorpusStats:
 
 
 def statistics_files(directory: Path) -> list[str]:
-    """The data files of the statistics in ``directory``: all but ``meta.json`` and the manifest, which the manifest lists."""
+    """The data files of the statistics in ``directory``: all but ``meta.json`` and the manifest, which the manifest
+    lists."""
     return sorted(
         path.name for path in directory.iterdir() if path.is_file() and path.name not in ("meta.json", "manifest.json")
     )

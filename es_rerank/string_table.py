@@ -63,7 +63,8 @@ def string_checks(values: Iterable[str]) -> np.ndarray:
 
 
 def write_string_table(directory: Path, name: str, strings: Sequence[str]) -> None:
-    """Write ``strings`` as the table ``name`` under ``directory`` (in-memory builds; streams use ``StringTableWriter``)."""
+    """Write ``strings`` as the table ``name`` under ``directory`` (in-memory builds; streams use
+    ``StringTableWriter``)."""
     writer = StringTableWriter(directory, name)
     writer.append(list(strings), string_keys(strings))
     writer.finish()
@@ -341,7 +342,8 @@ class KeySet:
         return True
 
     def add_many(self, keys: np.ndarray) -> np.ndarray:
-        """Add ``keys`` (uint64); a bool array, True where a key was there already or repeats an earlier one of ``keys``."""
+        """Add ``keys`` (uint64); a bool array, True where a key was there already or repeats an earlier one of
+        ``keys``."""
         keys = np.asarray(keys, dtype=np.uint64)
         seen, _ = self._sorted.find(keys)
         if self._recent:

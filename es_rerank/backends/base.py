@@ -93,11 +93,13 @@ class SearchBackend(Protocol):
         ...
 
     def sources(self, doc_ids: Sequence[str]) -> list[dict[str, Any] | None]:
-        """Each document's whole ``_source`` in the order asked, None for an id the index lacks (``_doc``, ``_mget``)."""
+        """Each document's whole ``_source`` in the order asked, None for an id the index lacks (``_doc``,
+        ``_mget``)."""
         ...
 
     def description(self) -> dict[str, Any]:
-        """The served index's ``mappings`` and ``settings`` as ``GET /<index>`` shows them, without esrr's own fields."""
+        """The served index's ``mappings`` and ``settings`` as ``GET /<index>`` shows them, without esrr's own
+        fields."""
         ...
 
 

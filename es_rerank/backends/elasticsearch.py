@@ -505,7 +505,8 @@ class ElasticsearchBackend:
         return int(response["count"])
 
     def sources(self, doc_ids: Sequence[str]) -> list[dict[str, Any] | None]:
-        """Each document's ``_source`` without esrr's own fields, in the order asked (None where not found): one mget."""
+        """Each document's ``_source`` without esrr's own fields, in the order asked (None where not found): one
+        mget."""
         if not doc_ids:
             return []
 

@@ -529,7 +529,7 @@ class EmbeddedBackend:
         stored = [self._stored_bytes(hit) for hit in hits]
         sources = [json.loads(raw) for raw in stored]
         shown: list[dict[str, Any]] = []
-        for raw, source in zip(stored, sources):
+        for source in sources:
             entry: dict[str, Any] = {}
             if patterns is not None:
                 entry["_source"] = filter_source(with_searched_text(source, patterns), patterns)
@@ -716,8 +716,8 @@ class EmbeddedBackend:
     @cached_property
     def field_facts(self) -> FieldFacts:
         """The values of each aggregatable field and the span of ``year`` in this version (read once, for the bound
-        on an aggregation's buckets and the zero-count terms), and which fields it can aggregate (a version built before ``mesh``
-        was a fast field cannot aggregate it)."""
+        on an aggregation's buckets and the zero-count terms), and which fields it can aggregate (a version built
+        before ``mesh`` was a fast field cannot aggregate it)."""
         values: dict[str, tuple[Any, ...]] = {}
         aggregatable = []
         everything = tantivy.Query.all_query()

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 TEXT_FIELDS = ("text", "title", "abstract")  # `text` is title and abstract together
 WHOLE_TEXT = ({"text"}, {"title", "abstract"}, {"text", "title", "abstract"}, {"*"}, {"_all"})
@@ -147,7 +147,7 @@ class MatchNone:
     """No document (e.g. a match whose text has no words)."""
 
 
-Node = Union[Words, Phrase, Pattern, Fuzzy, PhrasePrefix, Keyword, Range, Bool, MatchAll, MatchNone]
+Node: TypeAlias = Words | Phrase | Pattern | Fuzzy | PhrasePrefix | Keyword | Range | Bool | MatchAll | MatchNone
 
 
 def shortened(value: Any) -> str:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ContextManager, Protocol
+from typing import Any, Protocol
 
 from es_rerank.learning.events import (
     Click,
@@ -64,7 +65,7 @@ class TableStore:
     def _run(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
         return self._db.execute(self._sql(sql), parameters)
 
-    def _transaction(self) -> ContextManager[Any]:
+    def _transaction(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
 
     def _insert_number(self, table: str, column: str, value: str) -> int:

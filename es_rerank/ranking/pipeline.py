@@ -115,8 +115,8 @@ class SearchPipeline:
     long-lived process (built anew for every window without it). ``guard_weight`` above 0
     blends the model's scores with BM25's (``es_rerank.ranking.guard``). ``refine_while_skipped``
     False answers BM25's page alone, without the feedback and votes, while the reranker skips its
-    workers (``ESRR_BREAKER_REFINE``): the cheapest fallback, in another order than the refined one. Every stage reads the
-    backend's statistics at the time of the query, so a reload after a reindex holds.
+    workers (``ESRR_BREAKER_REFINE``): the cheapest fallback, in another order than the refined one. Every stage
+    reads the backend's statistics at the time of the query, so a reload after a reindex holds.
     """
 
     backend: SearchBackend

@@ -80,7 +80,7 @@ def dense_rows(
 
 
 def votes_over_k(vectors: sparse.csr_matrix, base: np.ndarray, k: int) -> np.ndarray:
-    """Like ``neighbour_votes`` but divided by k instead of the neighbours' summed cosine: weak neighbours vote weakly."""
+    """Like ``neighbour_votes`` but divided by k, not the neighbours' summed cosine: weak neighbours vote weakly."""
     nearest, cosines = nearest_hits(vectors, k)
     return (cosines * standardised(base)[nearest]).sum(axis=1) / max(nearest.shape[1], 1)
 
