@@ -312,7 +312,7 @@ class EmbeddedBackend:
             self._index.register_tokenizer(TOKENIZER, whitespace_analyzer())
             self._searcher = self._index.searcher()
         except ValueError as error:
-            if "Lockfile" in str(error):  # tantivy writes lock files even to read
+            if not os.access(version_dir / "tantivy", os.W_OK):  # tantivy writes lock files even to read
                 raise BackendError(
                     f"cannot open the tantivy index of {version_dir} ({error}): tantivy needs "
                     "to write lock files there; make ESRR_HOME writable"
