@@ -62,6 +62,7 @@ from es_rerank.backends.query_tree import (  # noqa: F401  (the tree's names, re
     phrase_node,
     prefix_pattern,
     read_fuzziness,
+    read_fuzziness_setting,
     shortened,
     whole_number,
 )
@@ -484,7 +485,8 @@ def _lucene(kind: str, clause: dict, budget: _Budget, depth: int, simple: bool) 
     if operator not in ("or", "and"):
         raise UnsupportedQuery(f"[{kind}] default_operator must be OR or AND, got {shortened(operator)}")
     # A word~ without a number takes query_string's fuzziness (default AUTO); simple_query_string's is 2 edits.
-    fuzzy = read_fuzziness(kind, {"fuzziness": "2" if simple else "AUTO", **clause}, _LUCENE_FUZZY)
+    given = clause.get("fuzziness")  # null as absent, as Elasticsearch reads it
+    fuzzy = read_fuzziness_setting(kind, clause, _LUCENE_FUZZY, ("2" if simple else "AUTO") if given is None else given)
     return read_lucene(_text(kind, clause.get("query")), operator == "and", simple, budget, depth, kind, fuzzy)
 
 
