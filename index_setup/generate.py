@@ -36,7 +36,6 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO
 from xml.sax.saxutils import escape
 
 import click
@@ -431,7 +430,7 @@ class GenerationReport:
     pool_sentences: int
 
 
-def _gzip_writer(path: Path) -> IO[str]:
+def _gzip_writer(path: Path) -> gzip.GzipFile:
     # mtime=0 and no file name in the header: the same corpus gives the same bytes.
     raw = path.open("wb")
     return gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=5, mtime=0)

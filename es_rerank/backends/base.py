@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from es_rerank.stats import CorpusStats, DocTerms
 
@@ -47,7 +47,10 @@ class FirstStage:
 class SearchBackend(Protocol):
     """BM25 over title+abstract, returning hits with their precomputed data."""
 
-    engine: ClassVar[str]  # what answers the first stage ("elasticsearch", "embedded"), as info() names it
+    @property
+    def engine(self) -> str:
+        """What answers the first stage ("elasticsearch", "embedded"), as info() names it (a class attribute)."""
+        ...
 
     @property
     def index(self) -> str:

@@ -55,7 +55,10 @@ class Reranker(Protocol):
     Raises ``ScoringUnavailable`` when it cannot answer this query in time.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The ranker's name, as responses and events give it."""
+        ...
 
     def __call__(
         self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock
