@@ -171,7 +171,7 @@ def allowed_worst(words: list[str]) -> dict[str, dict[str, Any]]:
     cycled = " ".join((words[:2] * 10)[:10])
     allowed = DEFAULT_LIMITS.max_wildcard_terms
     wildcards = f"{allowed} one-letter wildcards of {min(8, DEFAULT_LIMITS.max_wildcard_marks)} marks"
-    worst = {
+    worst: dict[str, Any] = {
         "phrase: 10 frequent words x slop 40 (cost 400)": {"query": {"query_string": {"query": f'"{cycled}"~40'}}},
         wildcards: {
             "query": {

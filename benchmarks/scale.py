@@ -31,7 +31,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -238,7 +240,7 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
             text_hits(backend, query, 500)
             bm25.append((time.perf_counter() - t) * 1000)
     uss_index = _uss_bytes() - uss_before
-    figures = {
+    figures: dict[str, Any] = {
         "start_s": start_s,
         "uss_index_bytes": uss_index,
         "uss_process_bytes": _uss_bytes(),
@@ -288,7 +290,8 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
             "ranker": ranking.ranker,
         }
     )
-    pipeline.reranker.close()
+    if pipeline.reranker is not None:
+        pipeline.reranker.close()
     return figures
 
 
@@ -448,8 +451,10 @@ def bench_scale(
     if not counts or min(counts) < 1000:
         raise click.BadParameter("give sizes of at least 1000 documents", param_hint="--sizes")
     queries = list(NFCorpus.locate(None).queries("dev").values())[:n_queries]
-    temporary = tempfile.TemporaryDirectory() if work is None else None
-    work = Path(temporary.name) if temporary else work
+    temporary = None
+    if work is None:
+        temporary = tempfile.TemporaryDirectory()
+        work = Path(temporary.name)
     work.mkdir(parents=True, exist_ok=True)
     pool = None
     rows = []
@@ -532,7 +537,7 @@ def bench_scale(
     finally:
         if temporary is not None:
             temporary.cleanup()
-    figures = {
+    figures: dict[str, Any] = {
         "machine": machine_description(),
         "queries": len(queries),
         "rounds": rounds,
@@ -650,5 +655,10 @@ def _print(figures: dict) -> None:
 
 if __name__ == "__main__":
     step, arguments = sys.argv[1], json.loads(sys.argv[2])
-    steps = {"build": child_build, "baseline": child_baseline, "serve": child_serve, "es_load": child_es_load}
+    steps: dict[str, Callable[..., Any]] = {
+        "build": child_build,
+        "baseline": child_baseline,
+        "serve": child_serve,
+        "es_load": child_es_load,
+    }
     print(json.dumps(steps[step](*arguments)))

@@ -79,7 +79,7 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
         about_the_corpus = (
             report is not None and isinstance(error, ValueError) and not isinstance(error, VersionNameError)
         )
-        loaded = f"\n{report.summary()}" if about_the_corpus else ""
+        loaded = f"\n{report.summary()}" if report is not None and about_the_corpus else ""
         raise click.ClickException(f"{error}{loaded}") from None
     if report is not None:  # set by _documents, which raised otherwise
         click.echo(report.summary())
