@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from elasticsearch import (
     ApiError,
@@ -66,6 +66,8 @@ from es_rerank.stats import CorpusStats, StatsError
 
 if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
+
+T = TypeVar("T")
 
 META_KEY = "esrr_stats_version"
 BUILD_META_KEY = "esrr_stats_build"  # which build of the version: a pruned name can be built again
@@ -107,7 +109,7 @@ def connect(settings: CommonSettings) -> Elasticsearch:
         from es_rerank.backends.opensearch_client import connect_opensearch
 
         return connect_opensearch(settings)  # type: ignore[return-value]  # the same calls, see its docstring
-    security: dict[str, str | tuple[str, str]] = {}
+    security: dict[str, Any] = {}  # api_key: the encoded key or an (id, key) pair
     if settings.es_api_key is not None:
         key = settings.es_api_key.get_secret_value()  # checked and normalised by the settings
         # The 'encoded' form is base64, which has no ':'; ID:API_KEY is the pair it encodes.
@@ -280,7 +282,8 @@ class IndexMeta(NamedTuple):
     build_id: str | None  # None: built before build ids were recorded
 
 
-class ServedIndex(NamedTuple):
+@dataclass(frozen=True)
+class ServedIndex:
     """The concrete index an alias names, with the statistics version and build its ``_meta`` records."""
 
     index: str
@@ -347,7 +350,7 @@ class ElasticsearchBackend:
         served = served_index(self.client, self.alias)
         if served is None:
             raise BackendError(f"no Elasticsearch alias {self.alias!r} at {cluster_url(self.client)}; {BUILD_HINT}")
-        index, version, build_id = served
+        index, version, build_id = served.index, served.version, served.build_id
         if known is not None and known.index == index and build_id in (None, known.stats.build_id):
             return known
         directory = stats_dir(self.stats_root, version)
@@ -400,7 +403,7 @@ class ElasticsearchBackend:
         """The served index's term statistics."""
         return self._served.stats
 
-    def _on_served(self, call: Any) -> tuple[dict, _Served]:
+    def _on_served(self, call: Callable[[str], T]) -> tuple[T, _Served]:
         """``call(index)`` on the served index, following the alias once if that index was deleted meanwhile;
         an Elasticsearch refusal of the request itself (400) is a ``QueryRefused`` with its reason."""
         served = self._served
@@ -531,7 +534,7 @@ class ElasticsearchBackend:
     def description(self) -> dict[str, Any]:
         """The served index's mappings (without the stored term ids) and settings, as Elasticsearch has them."""
         response, served = self._on_served(lambda index: self.client.indices.get(index=index).body)
-        info = response.get(served.index) or next(iter(response.values()), {})
+        info: dict[str, Any] = response.get(served.index) or next(iter(response.values()), {})
         mappings = dict(info.get("mappings") or {})
         mappings["properties"] = {
             name: spec for name, spec in (mappings.get("properties") or {}).items() if name not in TERM_FIELDS
@@ -541,10 +544,13 @@ class ElasticsearchBackend:
     def passthrough(self, body: Mapping[str, Any], params: Mapping[str, str]) -> dict[str, Any]:
         """Elasticsearch's own answer to a search that is not reranked (a sort, a scroll, a point in time)."""
         body = self.prepare(body)
+        options: dict[str, Any] = dict(params)  # URL options, sent on as query parameters
         if "pit" in body:  # a point in time names its index itself
-            response, _ = self._on_served(lambda index: self.client.search(body=dict(body), **params).body)
+            response, _ = self._on_served(lambda index: self.client.search(body=dict(body), **options).body)
         else:
-            response, _ = self._on_served(lambda index: self.client.search(index=index, body=dict(body), **params).body)
+            response, _ = self._on_served(
+                lambda index: self.client.search(index=index, body=dict(body), **options).body
+            )
         return _without_internal_fields(response)
 
     def search_context(self, action: str, body: Mapping[str, Any], keep_alive: str | None = None) -> tuple[int, dict]:
@@ -555,7 +561,10 @@ class ElasticsearchBackend:
             raise ValueError(f"{action!r} is none of {SEARCH_CONTEXT_CALLS}")
         client = self.client.options(ignore_status=(400, 404))
         if action == "open_point_in_time":
-            answer, _ = self._on_served(lambda index: client.open_point_in_time(index=index, keep_alive=keep_alive))
+            if keep_alive is None:  # the gateway refuses a _pit without one (client_api.open_point_in_time)
+                raise ValueError("opening a point in time needs keep_alive")
+            alive = keep_alive
+            answer, _ = self._on_served(lambda index: client.open_point_in_time(index=index, keep_alive=alive))
         else:
             with translate_errors(self.client):
                 answer = getattr(client, action)(body=dict(body))
