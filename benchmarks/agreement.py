@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -90,7 +91,7 @@ def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: in
         try:
             elasticsearch = ElasticsearchBackend(client, settings.es_alias, stats_root(settings))
             server = client.info()["version"]["number"]
-            rows = []
+            rows: list[dict[str, Any]] = []
             for query_id, text in queries.items():
                 ours = [hit.doc_id for hit in text_hits(embedded, text, k)]
                 lucene = [hit.doc_id for hit in text_hits(elasticsearch, text, k)]
@@ -114,8 +115,8 @@ def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: in
         finally:
             client.options(ignore_status=404).indices.delete(index=loaded.index)
     values = [row["overlap"] for row in rows]
-    one_field = [row["overlap_text_field"] for row in rows]
-    figures = {
+    text_field = [row["overlap_text_field"] for row in rows]
+    figures: dict[str, Any] = {
         "split": split,
         "queries": len(rows),
         "k": k,
@@ -125,8 +126,8 @@ def bench_agreement(es_url: str, data: Path | None, split: str, k: int, show: in
         "median_overlap": statistics.median(values) if values else None,
         "share_at_least_0.8": sum(value >= 0.8 for value in values) / len(values) if values else None,
         "identical_sets": sum(value == 1.0 for value in values),
-        "mean_overlap_text_field": statistics.fmean(one_field) if one_field else None,
-        "share_at_least_0.8_text_field": sum(value >= 0.8 for value in one_field) / len(one_field) if rows else None,
+        "mean_overlap_text_field": statistics.fmean(text_field) if text_field else None,
+        "share_at_least_0.8_text_field": sum(value >= 0.8 for value in text_field) / len(text_field) if rows else None,
         "machine": machine_description(),
     }
     click.echo(f"NFCorpus {split}: {len(rows)} queries, top-{k}, embedded (tantivy) vs Elasticsearch {server}")

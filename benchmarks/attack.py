@@ -418,7 +418,7 @@ def check_concurrent_searches(
     requests = [_query_string(q, size=10, _source=False, **ext) for q in queries]
     alone = [_hit_ids(bench.client.send(r, keep_body=True)) for r in requests]
     order = [rng.randrange(distinct) for _ in range(searches)]
-    wrong = Counter()
+    wrong: Counter[str] = Counter()
 
     def work() -> tuple[list[Outcome], str]:
         def one(turn: int) -> tuple[Outcome, bool]:
@@ -824,6 +824,7 @@ def bench_attack(
         except GatewayError as error:
             raise click.ClickException(str(error)) from None
     else:
+        assert url is not None and pid is not None  # checked with the options above
         gateway = Gateway(url.rstrip("/"), pid)
         if not gateway.alive():
             raise click.ClickException(f"no process {pid}; give the pid of the gateway behind {url}")

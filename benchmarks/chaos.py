@@ -103,6 +103,13 @@ class Process:
             self.popen = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         return self
 
+    @property
+    def process(self) -> subprocess.Popen:
+        """The started process; ``ChaosError`` before ``start``."""
+        if self.popen is None:
+            raise ChaosError(f"{self.name} has not been started")
+        return self.popen
+
     def signal(self, number: int) -> None:
         if self.popen is not None and self.popen.poll() is None:
             self.popen.send_signal(number)
@@ -122,7 +129,7 @@ class Process:
         """Seconds until ``ready()``; ``ChaosError`` naming the log if the process exits or time runs out."""
         started = time.monotonic()
         while not ready():
-            if self.popen.poll() is not None or time.monotonic() - started > timeout:
+            if self.process.poll() is not None or time.monotonic() - started > timeout:
                 tail = self.log_path.read_text(errors="replace")[-1500:]
                 raise ChaosError(f"{self.name} did not start (log {self.log_path}):\n{tail}")
             time.sleep(0.1)
@@ -221,7 +228,7 @@ class Load:
             query, turn = self.queries[turn % len(self.queries)], turn + 1
             phase, sent = self.phase, time.monotonic()
             try:
-                response = self.pool.request("GET", f"{self.url}/_search", fields={"q": query, "size": 10})
+                response = self.pool.request("GET", f"{self.url}/_search", fields={"q": query, "size": "10"})
                 esrr = json.loads(response.data)["esrr"] if response.status == 200 else None
             except (urllib3.exceptions.HTTPError, ValueError, KeyError):
                 esrr = None
@@ -434,8 +441,8 @@ def run_chaos(
             redis.signal(signal.SIGCONT)
             tick("broker continued")
             load.phase = "broker restarted"
-            redis.popen.kill()
-            redis.popen.wait(10)
+            redis.process.kill()
+            redis.process.wait(10)
             redis = redis_process(redis_port, Path(redis_dir), log_dir).start()
             running.callback(redis.stop)
             report.events["broker back after kill s"] = redis.wait_until(lambda: redis_answers(broker_url), 10)
@@ -459,7 +466,7 @@ def run_chaos(
             baseline.stop()
             bm25.stop()
         report.phases = phase_rows(load.searches + baseline.searches)
-        report.attacks = measure_attacks(url, gateway.popen.pid)
+        report.attacks = measure_attacks(url, gateway.process.pid)
         report.queue_bound = measure_queue_bound(settings, queries, window, sends)
     return report
 

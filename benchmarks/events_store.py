@@ -22,12 +22,17 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from tqdm import tqdm
 
 from es_rerank.cli_options import json_out_option
 from es_rerank.machine import machine_description
+
+if TYPE_CHECKING:
+    from es_rerank.learning.events import Received
+    from es_rerank.learning.tables import TableStore
 
 RANKER = "delta-32-lex3 + BM25 guard + candidate feedback + judged neighbours"  # as long as a served ranker's name
 PAGE = 10
@@ -36,7 +41,7 @@ IMPRESSIONS_PER_SESSION = 4
 
 def synthetic_events(
     count: int, clicks_per_impression: float, queries: list[str], doc_ids: list[str], seed: int
-) -> Iterator[object]:
+) -> Iterator[Received]:
     """``count`` events like the page's: an impression, then its clicks (Poisson-like, ``clicks_per_impression`` on
     average), sessions of a few impressions; ``learning.events.Received`` objects, time in ms increasing."""
     from es_rerank.learning.events import Click, Impression, Received, Shown
@@ -164,6 +169,9 @@ def bench_events(
             store.close()  # folds the WAL into the file
             size = sum(os.path.getsize(file) for file in path.parent.glob(path.name + "*"))
         else:
+            from es_rerank.learning.store_postgres import PostgresEventStore
+
+            assert isinstance(store, PostgresEventStore)  # the store a postgresql:// URL opens
             size = store.size_bytes()
             store.close()
         request_us = _request_side(Path(scratch) / "requests.sqlite3", requests, queries, doc_ids, seed)
@@ -197,7 +205,7 @@ def bench_events(
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")
 
 
-def _timed_write(store: object, batch: list) -> float:
+def _timed_write(store: TableStore, batch: list[Received]) -> float:
     started = time.perf_counter()
     store.write(batch)
     return time.perf_counter() - started

@@ -6,8 +6,8 @@ the application libraries send for typed words) to a gateway (``esrr serve``),
 response's ``took`` is the gateway's own time from retrieval to the final order, so
 "HTTP and JSON" (latency minus took, request by request) is what serving over HTTP
 adds, measured in the same run; ``took`` is in whole milliseconds, as Elasticsearch
-gives it, so that difference is exact only on average (p50 within 0.5 ms). A search that fell back to BM25 order, or failed,
-stops the benchmark: its time would not be the served model's.
+gives it, so that difference is exact only on average (p50 within 0.5 ms). A search that fell
+back to BM25 order, or failed, stops the benchmark: its time would not be the served model's.
 
 ``--forms`` sends each query in other request forms too, alternated form by form within
 every round, so their latencies compare in the same run: ``q`` (``GET ?q=``, the keyword
@@ -206,7 +206,7 @@ def run_rounds(
             if events:  # each query off and on in turn: a difference per query, under the same load
                 for form in forms if round_number % 2 == 0 else forms[::-1]:
                     started, cpu_before = time.perf_counter(), cpu_s()
-                    pairs = list(threads.map(lambda numbered: pair(form, *numbered), enumerate(queries)))
+                    pairs = list(threads.map(pair, [form] * len(queries), range(len(queries)), queries))
                     per_second = 2 * len(queries) / (time.perf_counter() - started)
                     cpu_ms = (cpu_s() - cpu_before) * 1000 / (2 * len(queries))  # the reports' CPU included
                     record(form, [off for off, _ in pairs], per_second, cpu_ms)

@@ -11,6 +11,7 @@ before and after (what a process without leases does), and with the files leased
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import click
@@ -36,6 +38,17 @@ def _median_s(run: Callable[[], object], repeats: int) -> float:
         run()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
+
+
+def _hash_rates() -> dict[str, float]:
+    """GiB/s of each checksum over 256 MiB of random bytes (freed on return, before the other figures)."""
+    block = np.random.default_rng(0).bytes(256 << 20)
+    hashers: dict[str, Callable[[bytes], str]] = {
+        "xxh3_128": xxhash.xxh3_128_hexdigest,
+        "sha256": lambda b: hashlib.sha256(b).hexdigest(),
+        "blake2b": lambda b: hashlib.blake2b(b).hexdigest(),
+    }
+    return {name: len(block) / _median_s(functools.partial(fn, block), 3) / 2**30 for name, fn in hashers.items()}
 
 
 class _PreadRows:
@@ -103,7 +116,7 @@ def _screen_ms(stats, rows: list[int], repeats: int) -> tuple[float, int]:
     return _median_s(lambda: envelope_problem(envelope, Channel.codecs), repeats) * 1000, len(envelope)
 
 
-def _search_costs(documents: list, queries: list[str], root: Path, repeats: int) -> dict[str, object]:
+def _search_costs(documents: list, queries: list[str], root: Path, repeats: int) -> dict[str, Any]:
     """Per-search medians (ms) of the embedded index's searches unchecked, fingerprinted and leased, interleaved
     in each run so that the machine's load weighs on each alike; the guard's own costs (us)."""
     from es_rerank.backends.embedded import EmbeddedBackend
@@ -112,7 +125,8 @@ def _search_costs(documents: list, queries: list[str], root: Path, repeats: int)
 
     build_embedded_index(documents, root, version="bench", progress=False, workers=0)
     backends = {"unchecked": EmbeddedBackend.open_current(root), "fingerprinted": EmbeddedBackend.open_current(root)}
-    backends["unchecked"].reading = nullcontext  # the same reads with no check at all
+    # The same reads with no check at all: the baseline replaces the method on this one instance.
+    backends["unchecked"].reading = nullcontext  # type: ignore[method-assign]
     if watch_leases():  # this process's main thread: the SIGIO handler, as in esrr serve
         backends["leased"] = EmbeddedBackend.open_current(root)
     files = backends["fingerprinted"]._files
@@ -138,7 +152,7 @@ def _search_costs(documents: list, queries: list[str], root: Path, repeats: int)
         for name in names:
             totals[name].append(spent[name])
     per_search_ms = {name: statistics.median(values) / len(bodies) * 1000 for name, values in totals.items()}
-    figures: dict[str, object] = {
+    figures: dict[str, Any] = {
         "files_held": len(files.files),
         "files_leased": leased_files,
         "search_ms": per_search_ms,
@@ -179,7 +193,7 @@ _CHANGES = (
 )
 
 
-def _http(url: str) -> tuple[int, dict | None]:
+def _http(url: str) -> tuple[int, Any]:
     import urllib.error
     import urllib.request
 
@@ -227,11 +241,11 @@ def _one_change(
             except OSError:
                 time.sleep(0.1)
 
-        def search(query: str) -> tuple[int, dict | None]:
+        def search(query: str) -> tuple[int, Any]:
             return _http(f"{url}/_search?{urlencode({'q': query, 'size': 10})}")
 
         before = {query: search(query)[1]["hits"]["hits"] for query in queries}
-        answers: list[tuple[str, int, dict | None]] = []
+        answers: list[tuple[str, int, Any]] = []
         stop = threading.Event()
 
         def client(offset: int) -> None:
@@ -347,16 +361,7 @@ def bench_integrity(
         raise click.ClickException(str(error)) from None
     if not documents:
         raise click.ClickException("the corpus holds no readable document; point --data at an NFCorpus folder")
-    block = np.random.default_rng(0).bytes(256 << 20)
-    hash_rates = {
-        name: len(block) / _median_s(lambda fn=fn: fn(block), 3) / 2**30
-        for name, fn in {
-            "xxh3_128": lambda b: xxhash.xxh3_128_hexdigest(b),
-            "sha256": lambda b: hashlib.sha256(b).hexdigest(),
-            "blake2b": lambda b: hashlib.blake2b(b).hexdigest(),
-        }.items()
-    }
-    del block
+    hash_rates = _hash_rates()
 
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "stats"
@@ -380,7 +385,7 @@ def bench_integrity(
         searches = _search_costs(documents, queries, Path(tmp) / "embedded", repeats)
         changes = _changes_under_load(documents, queries, Path(tmp), change_runs, gateway_source) if change_runs else []
 
-    figures = {
+    figures: dict[str, Any] = {
         "machine": machine_description(),
         "documents": len(documents),
         "statistics_bytes": size,

@@ -31,7 +31,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -238,7 +240,7 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
             text_hits(backend, query, 500)
             bm25.append((time.perf_counter() - t) * 1000)
     uss_index = _uss_bytes() - uss_before
-    figures = {
+    figures: dict[str, Any] = {
         "start_s": start_s,
         "uss_index_bytes": uss_index,
         "uss_process_bytes": _uss_bytes(),
@@ -288,7 +290,8 @@ def child_serve(home: str, queries: list[str], rounds: int) -> dict:
             "ranker": ranking.ranker,
         }
     )
-    pipeline.reranker.close()
+    if pipeline.reranker is not None:
+        pipeline.reranker.close()
     return figures
 
 
@@ -442,12 +445,16 @@ def bench_scale(
     try:
         counts = sorted({int(s) for s in sizes.split(",") if s.strip()} | ({MILLION} if million else set()))
     except ValueError:
-        raise click.BadParameter(f"{sizes!r}: give sizes as integers, e.g. 10000,100000", param_hint="--sizes")
+        raise click.BadParameter(
+            f"{sizes!r}: give sizes as integers, e.g. 10000,100000", param_hint="--sizes"
+        ) from None
     if not counts or min(counts) < 1000:
         raise click.BadParameter("give sizes of at least 1000 documents", param_hint="--sizes")
     queries = list(NFCorpus.locate(None).queries("dev").values())[:n_queries]
-    temporary = tempfile.TemporaryDirectory() if work is None else None
-    work = Path(temporary.name) if temporary else work
+    temporary = None
+    if work is None:
+        temporary = tempfile.TemporaryDirectory()
+        work = Path(temporary.name)
     work.mkdir(parents=True, exist_ok=True)
     pool = None
     rows = []
@@ -530,7 +537,7 @@ def bench_scale(
     finally:
         if temporary is not None:
             temporary.cleanup()
-    figures = {
+    figures: dict[str, Any] = {
         "machine": machine_description(),
         "queries": len(queries),
         "rounds": rounds,
@@ -619,7 +626,7 @@ def _print(figures: dict) -> None:
             f"{'deflated':>8} {'no ids':>6} {'deflated':>8} {'stats B/doc':>11} {'peak RSS':>9} {'load':>9}"
         )
         for n, load in loads:
-            one = next((l for m, l in loads if m == n and l["threads"] == 1), None)
+            one = next((other for m, other in loads if m == n and other["threads"] == 1), None)
             ratio = f"{load['docs_per_s'] / one['docs_per_s']:8.2f}x" if one else f"{'-':>9}"
             click.echo(
                 f"{n:>9,} {load['threads']:>5} {load['docs_per_s']:7.0f} {ratio} "
@@ -648,5 +655,10 @@ def _print(figures: dict) -> None:
 
 if __name__ == "__main__":
     step, arguments = sys.argv[1], json.loads(sys.argv[2])
-    steps = {"build": child_build, "baseline": child_baseline, "serve": child_serve, "es_load": child_es_load}
+    steps: dict[str, Callable[..., Any]] = {
+        "build": child_build,
+        "baseline": child_baseline,
+        "serve": child_serve,
+        "es_load": child_es_load,
+    }
     print(json.dumps(steps[step](*arguments)))

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -198,7 +199,7 @@ def bench_vocab(
     cuda_graphs: bool | None = None,
 ) -> dict:
     """One row of the table: reference vs fast on the same inputs for one vocabulary size."""
-    if checkpoint is not None:
+    if checkpoint is not None and embeddings_path is not None:  # the command takes both or neither
         model = _trained_model(checkpoint, embeddings_path)
         source = f"trained {checkpoint.name}, real vectors {embeddings_path} (synthetic Zipf documents over its rows)"
         n_words = model.embeddings.shape[0]
@@ -239,7 +240,7 @@ def bench_vocab(
     expected = reference()
     max_diff = float(np.abs(expected - fast()).max())
     ref_times = time_ms(reference, ref_reps, 1, device)
-    row = {
+    row: dict[str, Any] = {
         "vocab": n_words,
         "docs": n_docs,
         "source": source,
@@ -278,8 +279,7 @@ def bench_vocab(
         row["batch_ms_per_query"] = row["batch_p50_ms"] / batch_queries
         row["queries_per_s"] = batch_queries / row["batch_p50_ms"] * 1e3
     row["rss_mb"], row["maxrss_mb"] = rss_mb()
-    del scorer, ref_model, model
-    return row
+    return row  # the model, the scorer and their tensors go with this frame
 
 
 # GoogleNews word2vec's 3M words: 3.6 GB of float32 vectors, the largest table worth timing.

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -55,7 +56,7 @@ class StageTimes:
         finally:
             self.ms[stage].append((time.perf_counter() - started) * 1000)
 
-    def summary(self) -> dict[str, dict[str, float]]:
+    def summary(self) -> dict[str, dict[str, float | None]]:
         """Per stage run (and the total): queries timed, p50, p99 and mean ms, and its share of the total time.
 
         The uncached vector stage ran outside the total, so it has no share.
@@ -155,7 +156,7 @@ def bench_search(
     finally:
         if pipeline.reranker is not None:
             pipeline.reranker.close()
-    figures = {
+    figures: dict[str, Any] = {
         "machine": machine_description(),
         "ranker": ranker,
         "queries": len(texts),

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 
@@ -31,7 +31,11 @@ BACKEND_OPTION = click.option(
 SettingsT = TypeVar("SettingsT", bound="CommonSettings")
 
 
-def load_settings(cls: type[SettingsT] | None = None, **overrides: object) -> SettingsT:
+@overload
+def load_settings(cls: None = None, **overrides: Any) -> CommonSettings: ...
+@overload
+def load_settings(cls: type[SettingsT], **overrides: Any) -> SettingsT: ...
+def load_settings(cls: type[CommonSettings] | None = None, **overrides: Any) -> CommonSettings:
     """Settings from ``ESRR_*`` (plus non-None overrides); a bad value is a clear CLI error.
 
     ``cls`` defaults to ``CommonSettings``; pydantic is imported here, not with the
@@ -41,9 +45,8 @@ def load_settings(cls: type[SettingsT] | None = None, **overrides: object) -> Se
 
     from es_rerank.settings import CommonSettings, settings_problems
 
-    cls = cls or CommonSettings
     try:
-        return cls(**{k: v for k, v in overrides.items() if v is not None})
+        return (cls or CommonSettings)(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as error:
         raise click.ClickException(settings_problems(error)) from None
 
@@ -132,7 +135,7 @@ class FiniteFloat(click.FloatRange):
 
     name = "finite float range"
 
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         """The number, or a usage error for nan and inf."""
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):

@@ -159,9 +159,11 @@ def _check_doc_count(n: int) -> None:
         )
 
 
-def _check_query(tokens: Sequence[str]) -> None:
-    if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+def _check_query(value: object) -> tuple[str, ...]:
+    """``value`` as query tokens, or ``PayloadError`` naming what is wrong."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(t, str) for t in value):
         raise PayloadError("query_tokens must be a list of strings (embedding-path tokens)")
+    tokens: tuple[str, ...] = tuple(value)
     if not tokens:
         raise PayloadError("the query has no tokens, so there is nothing to rerank by; keep the BM25 order")
     if len(tokens) > QUERY_LEN:
@@ -172,16 +174,20 @@ def _check_query(tokens: Sequence[str]) -> None:
         raise PayloadError(
             f"query tokens must be 1..{MAX_TOKEN_CHARS} characters; tokenize the query with es_rerank.text.tokenize"
         )
+    return tokens
 
 
-def _check_lex_names(names: Sequence[str]) -> None:
-    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+def _check_lex_names(value: object) -> tuple[str, ...]:
+    """``value`` as Lex feature names, or ``PayloadError`` naming what is wrong."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) for n in value):
         raise PayloadError("lex_names must be a list of feature names")
+    names: tuple[str, ...] = tuple(value)
     unknown = [n for n in names if n not in KNOWN_FEATURES]
     if unknown:
         raise PayloadError(f"unknown Lex feature(s) {unknown}; choose from {list(KNOWN_FEATURES)}")
     if len(set(names)) != len(names):
         raise PayloadError(f"lex_names {list(names)} repeats a feature")
+    return names
 
 
 def build_request(
@@ -192,7 +198,6 @@ def build_request(
     if not tokens:
         raise PayloadError(f"the query {query!r} has no tokens, so there is nothing to rerank by; keep the BM25 order")
     names = tuple(lex_names)
-    n = len(hits_terms)
     lex = lex_features(stats.vocab.lookup(tokens), hits_terms, stats, names)
     doc_tokens = first_tokens([terms.first_ids for terms in hits_terms])
     # A word longer than the payload allows has no vector: cut, it maps to UNK as the whole word would.
@@ -297,18 +302,16 @@ def decode(payload: Any) -> ScoreRequest:
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise PayloadError(f"n must be a non-negative integer, got {n!r}")
     _check_doc_count(n)
-    query_tokens = payload.get("query_tokens")
-    _check_query(query_tokens)
-    lex_names = payload.get("lex_names")
-    _check_lex_names(lex_names)
+    query_tokens = _check_query(payload.get("query_tokens"))
+    lex_names = _check_lex_names(payload.get("lex_names"))
     doc_tokens = _unpack(payload, "doc_tokens", "<i4", (n, DOC_LEN))
     lex = _unpack(payload, "lex", "<f4", (n, len(lex_names)))
     return ScoreRequest(
-        payload.get("stats_version"),
-        tuple(query_tokens),
+        payload.get("stats_version", ""),  # validate() refuses "" as it refuses a missing one
+        query_tokens,
         doc_tokens,
         lex,
-        tuple(lex_names),
+        lex_names,
         payload.get("stats_build", ""),
     ).validate()
 

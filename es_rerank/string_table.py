@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import overload
 
 import numpy as np
+import numpy.typing as npt
 
 from es_rerank.held_files import HeldFile, NotNumpyError, map_bytes, map_npy
 
@@ -63,7 +64,8 @@ def string_checks(values: Iterable[str]) -> np.ndarray:
 
 
 def write_string_table(directory: Path, name: str, strings: Sequence[str]) -> None:
-    """Write ``strings`` as the table ``name`` under ``directory`` (in-memory builds; streams use ``StringTableWriter``)."""
+    """Write ``strings`` as the table ``name`` under ``directory`` (in-memory builds; streams use
+    ``StringTableWriter``)."""
     writer = StringTableWriter(directory, name)
     writer.append(list(strings), string_keys(strings))
     writer.finish()
@@ -74,7 +76,7 @@ class NpyAppender:
 
     HEADER = 128
 
-    def __init__(self, path: Path, dtype: np.dtype | str) -> None:
+    def __init__(self, path: Path, dtype: npt.DTypeLike) -> None:
         self.path, self.dtype, self.length = path, np.dtype(dtype), 0
         self.file = path.open("wb")
         self.file.write(b"\0" * self.HEADER)
@@ -226,7 +228,7 @@ class StringTable(Sequence[str]):
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size and (rows.min() < 0 or rows.max() >= len(self)):
             raise IndexError(f"rows {rows.min()}..{rows.max()} reach outside the table of {len(self)} strings")
-        text = memoryview(self._text)
+        text = self._text.data  # a memoryview of the bytes
         return [
             str(text[start:end], "utf-8")
             for start, end in zip(self._offsets[rows].tolist(), (self._offsets[rows + 1] - 1).tolist())
@@ -269,7 +271,7 @@ class SortedRuns:
     a run, and there are about log2(n / batch) runs.
     """
 
-    def __init__(self, *payload_dtypes: type) -> None:
+    def __init__(self, *payload_dtypes: npt.DTypeLike) -> None:
         self._dtypes = payload_dtypes
         self._runs: list[tuple[np.ndarray, tuple[np.ndarray, ...]]] = []
 
@@ -280,7 +282,7 @@ class SortedRuns:
         """Where each of ``keys`` (uint64) is: a bool array, and each payload column's value there (0 if absent)."""
         keys = np.asarray(keys, dtype=np.uint64)
         found = np.zeros(len(keys), dtype=bool)
-        values = tuple(np.zeros(len(keys), dtype=dtype) for dtype in self._dtypes)
+        values: tuple[np.ndarray, ...] = tuple(np.zeros(len(keys), dtype=dtype) for dtype in self._dtypes)
         for run_keys, run_values in self._runs:
             position = np.minimum(np.searchsorted(run_keys, keys), len(run_keys) - 1)
             hit = run_keys[position] == keys
@@ -341,7 +343,8 @@ class KeySet:
         return True
 
     def add_many(self, keys: np.ndarray) -> np.ndarray:
-        """Add ``keys`` (uint64); a bool array, True where a key was there already or repeats an earlier one of ``keys``."""
+        """Add ``keys`` (uint64); a bool array, True where a key was there already or repeats an earlier one of
+        ``keys``."""
         keys = np.asarray(keys, dtype=np.uint64)
         seen, _ = self._sorted.find(keys)
         if self._recent:

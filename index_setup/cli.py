@@ -66,8 +66,8 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
                         f"no Elasticsearch index behind the alias {settings.es_alias!r} "
                         "to replace; run `esrr index build` first"
                     )
-            result = load_index(client, documents, settings, version=version)
-            click.echo(f"loaded Elasticsearch index {result}")
+            load_result = load_index(client, documents, settings, version=version)
+            click.echo(f"loaded Elasticsearch index {load_result}")
     except DamagedFileError as error:  # what was read before the damage is no load to report
         raise click.ClickException(f"{error}; nothing was swapped in, the served index stays as it was") from None
     except CorpusFormatError as error:  # a malformed record stops only a --strict load
@@ -80,9 +80,10 @@ def _build(backend: str | None, data: Path | None, strict: bool, version: str | 
         about_the_corpus = (
             report is not None and isinstance(error, ValueError) and not isinstance(error, VersionNameError)
         )
-        loaded = f"\n{report.summary()}" if about_the_corpus else ""
+        loaded = f"\n{report.summary()}" if report is not None and about_the_corpus else ""
         raise click.ClickException(f"{error}{loaded}") from None
-    click.echo(report.summary())
+    if report is not None:  # set by _documents, which raised otherwise
+        click.echo(report.summary())
 
 
 @click.group()
@@ -162,14 +163,14 @@ def versions(backend: str | None) -> None:
         all_versions = [v.version for v in indices if v.version not in unfinished]
         _echo_unfinished(unfinished, "interrupted load")
     else:
-        from es_rerank.backends.embedded_version import current_version
+        from es_rerank.backends.embedded_version import current_version as embedded_current
         from es_rerank.versions import CURRENT_FILE
         from index_setup.embedded_index import list_versions, unfinished_builds
 
         root = settings.indexes_dir / "embedded"
         all_versions = list_versions(root)
         try:
-            current = current_version(root) if all_versions else None
+            current = embedded_current(root) if all_versions else None
         except BackendError as error:  # versions but no usable CURRENT: list them, none marked as served
             current = None
             if (root / CURRENT_FILE).exists():

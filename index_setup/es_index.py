@@ -248,7 +248,7 @@ def bulk_load(
     client: Elasticsearch,
     actions: Iterable[dict],
     settings: CommonSettings,
-    on_indexed: Callable[[], None] = lambda: None,
+    on_indexed: Callable[[], object] = lambda: None,
 ) -> None:
     """Send ``actions`` with ``settings.es_bulk_threads`` ``streaming_bulk`` loops over one shared stream.
 
@@ -413,7 +413,8 @@ def load_index(
                 )
             previous = _move_alias(client, alias, index)
     except BulkIndexError as exc:
-        stats.abort()
+        if stats is not None:
+            stats.abort()
         _discard(client, index, version_dir)
         first = str(exc.errors[0] if exc.errors else {})[:500]
         if _still_busy(exc.errors):

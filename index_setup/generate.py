@@ -36,7 +36,6 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO
 from xml.sax.saxutils import escape
 
 import click
@@ -431,10 +430,23 @@ class GenerationReport:
     pool_sentences: int
 
 
-def _gzip_writer(path: Path) -> IO[str]:
-    # mtime=0 and no file name in the header: the same corpus gives the same bytes.
-    raw = path.open("wb")
-    return gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=5, mtime=0)
+class _GzipWriter(gzip.GzipFile):
+    """A gzip file written to ``path`` that closes the file under it too (GzipFile leaves a given one open)."""
+
+    def __init__(self, path: Path) -> None:
+        self._raw = path.open("wb")
+        # mtime=0 and no file name in the header: the same corpus gives the same bytes.
+        super().__init__(filename="", mode="wb", fileobj=self._raw, compresslevel=5, mtime=0)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+def _gzip_writer(path: Path) -> gzip.GzipFile:
+    return _GzipWriter(path)
 
 
 class _XmlFile:
@@ -449,9 +461,7 @@ class _XmlFile:
 
     def close(self) -> None:
         self.gz.write(b"</PubmedArticleSet>\n")
-        fileobj = self.gz.fileobj
         self.gz.close()
-        fileobj.close()
 
 
 def generate_pubmed(
@@ -535,9 +545,7 @@ def generate_pubmed(
         xml.close()
     bar.close()
     if beir_out is not None:
-        fileobj = beir_out.fileobj
         beir_out.close()
-        fileobj.close()
     report = GenerationReport(
         docs,
         seed,

@@ -60,6 +60,7 @@ applied.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import logging
 import re
@@ -68,7 +69,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import NamedTuple
 from xml.etree import ElementTree
 
 import numpy as np
@@ -172,7 +173,7 @@ def _require_file(path: Path, expected: str) -> Path:
     return path
 
 
-def _open_binary(path: Path) -> IO[bytes]:
+def _open_binary(path: Path) -> io.BufferedIOBase:
     return gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")
 
 
@@ -572,7 +573,7 @@ def _pubmed_document(record: ElementTree.Element) -> tuple[Document | None, str]
         return Document(pmid, title, _abstract_of(article.find("Abstract")), **_article_metadata(record, article)), ""
     book = record.find("BookDocument")
     pmid = _text_of(book.find("PMID")) if book is not None else ""
-    if not pmid:
+    if book is None or not pmid:
         return None, "PubmedBookArticle without BookDocument/PMID"
     title = _text_of(book.find("ArticleTitle")) or _text_of(book.find("Book/BookTitle"))
     return Document(pmid, title, _abstract_of(book.find("Abstract"))), ""
@@ -727,7 +728,7 @@ def _pubmed_xml(
             _problem(report, strict, path, location, f"PMID {problem}")
             continue
         row = updates.find(document.doc_id) if updates is not None else None
-        if row is not None:
+        if updates is not None and row is not None:
             final = (
                 not updates.delete[row]
                 and update_file is not None

@@ -14,13 +14,22 @@
 # `--fast` (first argument) runs the unit and in-process tests only: none marked as needing a
 # service or as slow (FAST below; pyproject.toml lists the markers, tests/conftest.py marks a test by
 # the service fixtures it uses), and it installs and prepares no service. Other arguments go to pytest.
+# Both run the lint, format and type checks first (pyproject.toml: [tool.ruff], [tool.mypy]); a finding
+# stops the run before any test, with the command that fixes it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FAST="not (es or broker or browser or gpu or proxy or postgres or apps or slow)"
+
+checks() {  # in the activated .venv
+    ruff check . || { echo "ruff check failed: run 'ruff check --fix .' and fix by hand what it leaves" >&2; return 1; }
+    ruff format --check . || { echo "ruff format --check failed: run 'ruff format .'" >&2; return 1; }
+    mypy || { echo "mypy failed: fix the types it names (config: [tool.mypy] in pyproject.toml)" >&2; return 1; }
+}
 if [[ ${1:-} == --fast ]]; then
     shift
     bash scripts/setup.sh model,test
     . .venv/bin/activate
+    checks
     exec python -m pytest -q -m "$FAST" "$@"
 fi
 missing=()
@@ -50,4 +59,5 @@ if command -v mvn >/dev/null && command -v javac >/dev/null; then
     done
 fi
 . .venv/bin/activate
+checks
 python -m pytest -q "$@"

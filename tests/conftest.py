@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner, Result
@@ -25,6 +26,9 @@ from es_rerank.ranking.answer import answer
 from es_rerank.ranking.pipeline import Ranking, SearchPipeline, StageClock, no_clock
 from es_rerank.ranking.request import text_request
 from es_rerank.stats import CorpusStats, Document, build_stats
+
+if TYPE_CHECKING:
+    from elasticsearch import Elasticsearch
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,7 +88,7 @@ class QuietElasticsearchHandler(BaseHTTPRequestHandler):
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _any_method
 
     def reply(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
-        """Send ``status`` and ``payload`` (none to a HEAD) with the ``X-Elastic-Product`` header the client insists on."""
+        """Send ``status`` and ``payload`` (none to a HEAD) with the ``X-Elastic-Product`` header the client wants."""
         self.send_response(status)
         for name, value in {
             "Content-Type": "application/json",

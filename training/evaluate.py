@@ -111,9 +111,9 @@ def evaluate_runs(runs: Mapping[str, Run], qrels: Qrels, baseline: str = BASELIN
     for row in rows:
         if base is None or row is base:
             continue
-        for measure, values in row.per_query.items():
-            queries = sorted(values)
-            a = np.array([values[q] for q in queries])
+        for measure, scores in row.per_query.items():
+            queries = sorted(scores)
+            a = np.array([scores[q] for q in queries])
             b = np.array([base.per_query[measure][q] for q in queries])
             row.p_values[measure] = float(scipy_stats.ttest_rel(a, b).pvalue) if np.any(a != b) else 1.0
         row.wins = wins_ties_losses(row.per_query[str(HEADLINE)], base.per_query[str(HEADLINE)])
@@ -226,7 +226,8 @@ def plot_chart(
     measures = [str(m) for m in REPORT_MEASURES]
     width = 0.8 / len(rows)
     if len(rows) <= 20:
-        colours = plt.get_cmap("tab20" if len(rows) > 10 else "tab10").colors
+        # Integers index a listed map's own colours: its first ones, one per ranker.
+        colours = plt.get_cmap("tab20" if len(rows) > 10 else "tab10")(np.arange(len(rows)))
     else:  # a qualitative map would repeat colours
         colours = plt.get_cmap("turbo")(np.linspace(0.05, 0.95, len(rows)))
     fig, ax = plt.subplots(figsize=(13, max(4.5, 1.0 + 0.2 * len(rows))))  # tall enough for every legend entry

@@ -105,6 +105,9 @@ def linear_evaluator(
 class LinearLexRanker(torch.nn.Module):
     """score = w . standardised(Lex features), standardised with training-set statistics."""
 
+    mean: torch.Tensor  # buffers (register_buffer), declared for the type checker
+    std: torch.Tensor
+
     def __init__(self, train: Sequence[QueryCandidates]) -> None:
         super().__init__()
         mean, std = lex_statistics(train)

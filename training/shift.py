@@ -111,7 +111,7 @@ def topic_graph_communities(
     for query_id in sorted(judged):
         for doc_id in judged[query_id]:
             judging[doc_id].append(query_id)
-    graph = nx.Graph()
+    graph: nx.Graph[str] = nx.Graph()
     graph.add_nodes_from(sorted(judged))
     for doc_id in sorted(judging):
         queries = judging[doc_id]

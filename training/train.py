@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -171,7 +171,7 @@ def train_model(
     embeddings: np.ndarray,
     train: Sequence[QueryCandidates],
     dev: Sequence[QueryCandidates],
-    dev_qrels: dict[str, dict[str, int]],
+    dev_qrels: Mapping[str, Mapping[str, int]],
     doc_rows: DocumentRows,
     settings: TrainConfig = TrainConfig(),
     progress: bool = True,
@@ -208,7 +208,7 @@ def fine_tune_model(
     model: DeltaModel,
     train: Sequence[QueryCandidates],
     dev: Sequence[QueryCandidates],
-    dev_qrels: dict[str, dict[str, int]],
+    dev_qrels: Mapping[str, Mapping[str, int]],
     doc_rows: DocumentRows,
     settings: TrainConfig,
     progress: bool = True,
@@ -252,7 +252,7 @@ def fit_pairwise(
     score_pairs: PairScoreFn,
     score_dev: Callable[[], list[np.ndarray]],
     dev: Sequence[QueryCandidates],
-    dev_qrels: dict[str, dict[str, int]],
+    dev_qrels: Mapping[str, Mapping[str, int]],
     settings: TrainConfig,
     progress: bool = True,
 ) -> TrainResult:

@@ -22,6 +22,7 @@ at a time so that an error reaches only the caller whose request caused it.
 
 from __future__ import annotations
 
+import enum
 import logging
 import queue
 import threading
@@ -42,15 +43,25 @@ class BatcherClosed(RuntimeError):
     """``submit`` after ``close``: the process is shutting down."""
 
 
+class BatchFuture(Future[R]):
+    """A future whose ``batch_size``, once done, is how many requests shared its ``run_batch`` call."""
+
+    batch_size: int = 0
+
+
 @dataclass
 class _Pending(Generic[T, R]):
     item: T
     size: int
     enqueued: float  # time.monotonic() of submit
-    future: Future = field(default_factory=Future)
+    future: BatchFuture[R] = field(default_factory=BatchFuture)
 
 
-_STOP = object()
+class _Stop(enum.Enum):
+    STOP = 0
+
+
+_STOP = _Stop.STOP
 
 
 class MicroBatcher(Generic[T, R]):
@@ -79,19 +90,19 @@ class MicroBatcher(Generic[T, R]):
         self.size = size
         self.batches = 0  # run_batch calls that succeeded or failed as a whole
         self.requests = 0
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Pending[T, R] | _Stop] = queue.SimpleQueue()
         self._carry: _Pending | None = None  # an item that did not fit the previous batch
         self._lock = threading.Lock()
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, item: T) -> Future[R]:
+    def submit(self, item: T) -> BatchFuture[R]:
         """Queue ``item``; the future gets its result or the exception its scoring raised.
 
         Once done, ``future.batch_size`` tells how many requests shared its ``run_batch`` call.
         """
-        pending = _Pending(item, self.size(item), time.monotonic())
+        pending: _Pending[T, R] = _Pending(item, self.size(item), time.monotonic())
         with self._lock:
             if self._closed:
                 raise BatcherClosed("the scoring batcher is closed; the worker is shutting down")
@@ -111,7 +122,7 @@ class MicroBatcher(Generic[T, R]):
             self._queue.put(_STOP)
         self._thread.join(timeout)
 
-    def _next(self, timeout: float | None) -> object:
+    def _next(self, timeout: float | None) -> _Pending[T, R] | _Stop | None:
         if self._carry is not None:
             pending, self._carry = self._carry, None
             return pending
@@ -120,7 +131,7 @@ class MicroBatcher(Generic[T, R]):
         except queue.Empty:
             return None
 
-    def _collect(self, first: _Pending) -> tuple[list[_Pending], bool]:
+    def _collect(self, first: _Pending[T, R]) -> tuple[list[_Pending[T, R]], bool]:
         """A batch starting with ``first``; True when the stop marker was seen."""
         batch, total = [first], first.size
         deadline = first.enqueued + self.max_wait_s  # bounded from the first request's arrival
@@ -150,7 +161,7 @@ class MicroBatcher(Generic[T, R]):
             stopping = stopping or saw_stop
             self._run(batch)
 
-    def _run(self, batch: list[_Pending]) -> None:
+    def _run(self, batch: list[_Pending[T, R]]) -> None:
         batch = [p for p in batch if p.future.set_running_or_notify_cancel()]
         if not batch:
             return

@@ -91,10 +91,16 @@ def _settings_from_environment() -> WorkerSettings:
         raise SystemExit(f"esrr worker cannot start: {settings_problems(error)}") from None
 
 
-def create_app(settings: WorkerSettings | None = None) -> Celery:
+class WorkerApp(Celery):
+    """The worker's Celery app, with the validated settings its task and the CLI read."""
+
+    esrr_settings: WorkerSettings
+
+
+def create_app(settings: WorkerSettings | None = None) -> WorkerApp:
     """A Celery app for ``settings`` (default: read from the environment; a bad value exits, named)."""
     settings = settings or _settings_from_environment()
-    app = Celery("esrr-worker", include=["worker.tasks"])
+    app = WorkerApp("esrr-worker", include=["worker.tasks"])
     app.conf.update(celery_config(settings))
     app.esrr_settings = settings  # the validated settings, for the task and the CLI
     return app

@@ -12,7 +12,7 @@ checked without loading the model or initialising CUDA.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -37,7 +37,7 @@ def _settings(**overrides: object):
 
 
 @contextmanager
-def _environment_with(overrides: dict[str, object]) -> Iterator[None]:
+def _environment_with(overrides: Mapping[str, object]) -> Iterator[None]:
     """``ESRR_*`` with the command-line options in it, for the duration of the block.
 
     ``worker.celery_app`` builds its app from ``ESRR_*`` when first imported; without

@@ -114,6 +114,11 @@ def delta_matrix(
 class DeltaModel(nn.Module):
     """Delta stage -> 3 masked conv layers -> max-pool -> [pooled, Lex] -> 3 dense layers."""
 
+    # Buffers (register_buffer), declared for the type checker as PyTorch documents.
+    embeddings: torch.Tensor
+    lex_mean: torch.Tensor
+    lex_std: torch.Tensor
+
     def __init__(self, config: DeltaConfig, embeddings: np.ndarray | torch.Tensor) -> None:
         super().__init__()
         self.config = config

@@ -103,7 +103,9 @@ def keep(client: redis.Redis, key: str, record: dict[str, Any], kept: int) -> No
     if kept <= 0:
         return
     with client.pipeline() as pipe:
-        pipe.lpush(key, json.dumps(record)).ltrim(key, 0, kept - 1).execute()
+        pipe.lpush(key, json.dumps(record))
+        pipe.ltrim(key, 0, kept - 1)
+        pipe.execute()
 
 
 def poison_record(queue: str, problem: str, message: bytes) -> dict[str, Any]:
@@ -171,7 +173,7 @@ class BrokerScreen:
 class PoisonProofConsumer(Consumer):
     """Celery's consumer, with poison screened off the Redis channel and malformed requests rejected."""
 
-    def create_task_handler(self, promise: Callable = promise) -> Callable[[Any], Any]:
+    def create_task_handler(self, promise: type[promise] = promise) -> Callable[[Any], Any]:
         """Celery's handler of task messages, for a consumer that survives the ones it cannot read."""
         self._screen_broker()
         receive = super().create_task_handler(promise)
@@ -190,7 +192,7 @@ class PoisonProofConsumer(Consumer):
         return settings.poison_kept if settings is not None else 100
 
     def _screen_broker(self) -> None:
-        channel = getattr(self.task_consumer, "channel", None)
+        channel = getattr(self.task_consumer, "channel", None)  # type: ignore[attr-defined]  # not in celery-types
         client = getattr(channel, "client", None)  # kombu's Redis channel; AMQP parses no JSON envelope
         if isinstance(client, redis.Redis):
             BrokerScreen(channel, self._kept()).install(client)
@@ -204,9 +206,10 @@ class PoisonProofConsumer(Consumer):
             body,
         )
         _report(record)
-        message.reject_log_error(log, self.connection_errors)  # not requeued: it would fail again
+        # not requeued: it would fail again (connection_errors: Celery's, not in celery-types' Consumer)
+        message.reject_log_error(log, self.connection_errors)  # type: ignore[attr-defined]
         channel = getattr(message, "channel", None)
-        if isinstance(getattr(channel, "client", None), redis.Redis):
+        if channel is not None and isinstance(getattr(channel, "client", None), redis.Redis):
             prefix = getattr(channel, "global_keyprefix", "") or ""
             try:
                 keep(redis.Redis(connection_pool=channel.pool), prefix + POISON_LIST, record, self._kept())

@@ -19,7 +19,6 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from es_rerank.payload import DOC_LEN, DOC_PAD, LexFeaturesMismatch, PayloadErro
 from es_rerank.settings import missing_from_home
 from es_rerank.stats import CorpusStats, StatsError, saved_build_id
 from es_rerank.versions import VersionNameError, check_version
-from worker.batching import MicroBatcher, result_or_cancel
+from worker.batching import BatchFuture, MicroBatcher, result_or_cancel
 from worker.ensemble import EnsembleScorer
 from worker.inputs import query_rows, term_rows
 from worker.model import PAD_ID, Checkpoint
@@ -387,14 +386,13 @@ class Runtime:
             log.warning("%s", drift)
         return rows, doc_rows.astype(np.int64, copy=False), request.lex
 
-    def submit(self, request: ScoreRequest) -> Future:
+    def submit(self, request: ScoreRequest) -> BatchFuture[np.ndarray]:
         """Queue a request for the next forward pass; the future's result is float32 [n] scores.
 
         ``future.batch_size`` (once done) is the number of requests that shared the pass.
         """
         if request.n == 0:
-            future: Future = Future()
-            future.batch_size = 0
+            future: BatchFuture[np.ndarray] = BatchFuture()
             future.set_result(np.zeros(0, dtype=np.float32))
             return future
         return self.batcher.submit(self.prepare(request))

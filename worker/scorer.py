@@ -167,7 +167,10 @@ class DeltaScorer:
         self.slope = config.leaky_slope
         self.n_lex = len(config.lex_names)
 
-        def param(tensor: torch.Tensor) -> torch.Tensor:
+        def param(tensor: torch.Tensor | torch.nn.Module) -> torch.Tensor:
+            """A weight as float32 on the device (a ModuleList's layers are Modules to the type checker)."""
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"expected a weight tensor, got a {type(tensor).__name__}")
             return tensor.detach().to(device=device, dtype=torch.float32)
 
         with torch.inference_mode():
@@ -306,6 +309,8 @@ class DeltaScorer:
         """[B] scores from the pooled convolutions [B, F] (-inf: an all-padding document) and Lex features [B, L]."""
         pooled = pooled.masked_fill_(torch.isinf(pooled), 0.0)  # an all-padding document pools to 0
         if self.n_lex:
+            if lex is None:
+                raise ValueError(f"this model reads {self.n_lex} Lex features: pass lex as [B, {self.n_lex}]")
             pooled = torch.cat([pooled, (lex - self.lex_mean) / self.lex_std], dim=1)  # [B, F + L]
         for weight, bias in self.dense:
             pooled = F.leaky_relu(torch.addmm(bias, pooled, weight), self.slope)
@@ -438,8 +443,8 @@ class DeltaScorer:
             y = bias + sum(padded[:, t : t + width] @ weight[t] for t in range(k))  # [B, W, F]
             y = F.leaky_relu(y, self.slope) * mask_f
         pooled = y.masked_fill(~mask[:, :, None], float("-inf")).amax(dim=1)  # [B, F]
-        lex = lex.view(n_req * n_max, self.n_lex) if self.n_lex else None  # [B, L]
-        return self._head(pooled, lex).view(n_req, n_max)
+        flat_lex = lex.view(n_req * n_max, self.n_lex) if self.n_lex else None  # [B, L]
+        return self._head(pooled, flat_lex).view(n_req, n_max)
 
 
 def _delta_word_features(

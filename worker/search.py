@@ -76,10 +76,11 @@ class _SearchCommand(click.Command):
             # "-statin" is no option; "-kinase" reads as -k with the value "inase"
             if word is not None and "=" not in word and not misspelt:
                 example = " ".join(["esrr search", *self._options_given(given), "--", f'"{word}"'])
-                error.message = (
+                raise click.UsageError(
                     f"{error.message.rstrip('.')}. A query that starts with a dash goes after "
-                    f'"--", options before it, as in: {example}'
-                )
+                    f'"--", options before it, as in: {example}',
+                    error.ctx,
+                ) from None
             raise
 
     def _dashed_word(self, args: list[str]) -> str | None:

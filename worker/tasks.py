@@ -28,7 +28,7 @@ from celery import Task, signals
 from es_rerank.payload import RESULT_VERSION, TASK_NAME, PayloadError, decode
 from worker import task_log
 from worker.batching import result_or_cancel
-from worker.celery_app import app
+from worker.celery_app import WorkerApp, app
 from worker.runtime import Runtime, close_runtime, get_runtime
 from worker.settings import WorkerSettings
 
@@ -42,6 +42,8 @@ class ScoringTask(Task):
     @property
     def settings(self) -> WorkerSettings:
         """The worker's validated settings."""
+        if not isinstance(self.app, WorkerApp):
+            raise TypeError(f"{type(self).__name__} runs in the app of worker.celery_app.create_app")
         return self.app.esrr_settings
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from es_rerank.stats import CorpusStats, DocTerms
 
@@ -47,7 +47,10 @@ class FirstStage:
 class SearchBackend(Protocol):
     """BM25 over title+abstract, returning hits with their precomputed data."""
 
-    engine: ClassVar[str]  # what answers the first stage ("elasticsearch", "embedded"), as info() names it
+    @property
+    def engine(self) -> str:
+        """What answers the first stage ("elasticsearch", "embedded"), as info() names it (a class attribute)."""
+        ...
 
     @property
     def index(self) -> str:
@@ -93,11 +96,13 @@ class SearchBackend(Protocol):
         ...
 
     def sources(self, doc_ids: Sequence[str]) -> list[dict[str, Any] | None]:
-        """Each document's whole ``_source`` in the order asked, None for an id the index lacks (``_doc``, ``_mget``)."""
+        """Each document's whole ``_source`` in the order asked, None for an id the index lacks (``_doc``,
+        ``_mget``)."""
         ...
 
     def description(self) -> dict[str, Any]:
-        """The served index's ``mappings`` and ``settings`` as ``GET /<index>`` shows them, without esrr's own fields."""
+        """The served index's ``mappings`` and ``settings`` as ``GET /<index>`` shows them, without esrr's own
+        fields."""
         ...
 
 

@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundError
 
@@ -64,6 +64,8 @@ from es_rerank.stats import CorpusStats, StatsError
 
 if TYPE_CHECKING:
     from es_rerank.settings import CommonSettings
+
+T = TypeVar("T")
 
 # A hit's precomputed data comes from the served statistics, the same ids the load stored in each
 # document (one load writes both): fetching those made a top-500 response 5.7 times larger.
@@ -112,7 +114,7 @@ class ElasticsearchBackend:
         served = served_index(self.client, self.alias)
         if served is None:
             raise BackendError(f"no Elasticsearch alias {self.alias!r} at {cluster_url(self.client)}; {BUILD_HINT}")
-        index, version, build_id = served
+        index, version, build_id = served.index, served.version, served.build_id
         if known is not None and known.index == index and build_id in (None, known.stats.build_id):
             return known
         directory = stats_dir(self.stats_root, version)
@@ -165,7 +167,7 @@ class ElasticsearchBackend:
         """The served index's term statistics."""
         return self._served.stats
 
-    def _on_served(self, call: Any) -> tuple[dict, _Served]:
+    def _on_served(self, call: Callable[[str], T]) -> tuple[T, _Served]:
         """``call(index)`` on the served index, following the alias once if that index was deleted meanwhile;
         an Elasticsearch refusal of the request itself (400) is a ``QueryRefused`` with its reason."""
         served = self._served
@@ -297,7 +299,7 @@ class ElasticsearchBackend:
     def description(self) -> dict[str, Any]:
         """The served index's mappings (without the stored term ids) and settings, as Elasticsearch has them."""
         response, served = self._on_served(lambda index: self.client.indices.get(index=index).body)
-        info = response.get(served.index) or next(iter(response.values()), {})
+        info: dict[str, Any] = response.get(served.index) or next(iter(response.values()), {})
         mappings = dict(info.get("mappings") or {})
         mappings["properties"] = {
             name: spec for name, spec in (mappings.get("properties") or {}).items() if name not in TERM_FIELDS
@@ -311,10 +313,13 @@ class ElasticsearchBackend:
         if "_source" in body:
             spec, text_filter = widened_source(body["_source"])
             body = {**body, "_source": spec}
+        options: dict[str, Any] = dict(params)  # URL options, sent on as query parameters
         if "pit" in body:  # a point in time names its index itself
-            response, _ = self._on_served(lambda index: self.client.search(body=dict(body), **params).body)
+            response, _ = self._on_served(lambda index: self.client.search(body=dict(body), **options).body)
         else:
-            response, _ = self._on_served(lambda index: self.client.search(index=index, body=dict(body), **params).body)
+            response, _ = self._on_served(
+                lambda index: self.client.search(index=index, body=dict(body), **options).body
+            )
         response = without_internal_fields(response)
         with_text(response.get("hits", {}).get("hits", []), text_filter)
         return response
@@ -327,7 +332,10 @@ class ElasticsearchBackend:
             raise ValueError(f"{action!r} is none of {SEARCH_CONTEXT_CALLS}")
         client = self.client.options(ignore_status=(400, 404))
         if action == "open_point_in_time":
-            answer, _ = self._on_served(lambda index: client.open_point_in_time(index=index, keep_alive=keep_alive))
+            if keep_alive is None:  # the gateway refuses a _pit without one (client_api.open_point_in_time)
+                raise ValueError("opening a point in time needs keep_alive")
+            alive = keep_alive
+            answer, _ = self._on_served(lambda index: client.open_point_in_time(index=index, keep_alive=alive))
         else:
             with translate_errors(self.client):
                 answer = getattr(client, action)(body=dict(body))

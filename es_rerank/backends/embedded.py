@@ -155,15 +155,20 @@ class EmbeddedBackend:
             scored = result.hits
             # Fetch more while a tie at the cut-off could continue past what was fetched.
             if len(scored) < limit or limit >= self._stats.n_docs or scored[min(k, len(scored)) - 1][0] > scored[-1][0]:
-                return scored, result.count
+                return scored, result.count  # type: ignore[attr-defined]  # not in tantivy's stubs
             limit *= 2
+
+    def _int_values(self, field: str, addresses: list[tantivy.DocAddress]) -> list[Any]:
+        """An integer fast field's values (``row``, ``year``: None where a document has none); tantivy's stubs give
+        every fast field's value types at once."""
+        return self._searcher.fast_field_values(field, addresses)
 
     def _ranked(self, scored: list, k: int) -> list[Hit]:
         """The top ``k`` of tantivy's hits, equal scores by ascending doc id, with their precomputed data.
 
         No stored field is read (``page`` reads them for the hits shown): the title is left empty.
         """
-        rows = self._searcher.fast_field_values("row", [address for _, address in scored])
+        rows = self._int_values("row", [address for _, address in scored])
         ids = self._stats.doc_ids_at(rows)  # one lookup for all, not one per hit
         ranked = sorted(zip(scored, rows, ids), key=lambda item: (-item[0][0], item[2]))[:k]
         terms = self._stats.doc_terms_at([row for _, row, _ in ranked])
@@ -188,6 +193,7 @@ class EmbeddedBackend:
                 _empty_aggs(prepared.aggs),
                 _SHARDS,
             )
+        count: int | None
         if prepared.sort is not None:
             scored, count = self._sorted(prepared, k)
         else:
@@ -214,8 +220,8 @@ class EmbeddedBackend:
         assert prepared.sort is not None
         matched = self._searcher.search(prepared.query, self._stats.n_docs, count=True)
         addresses = [address for _, address in matched.hits]
-        rows = self._searcher.fast_field_values("row", addresses)
-        years = self._searcher.fast_field_values("year", addresses)
+        rows = self._int_values("row", addresses)
+        years = self._int_values("year", addresses)
         ids = self._stats.doc_ids_at(rows)
         items = [
             (sort_values(prepared.sort, float(score), int(row), doc_id, year), int(row), (score, address))
@@ -223,11 +229,12 @@ class EmbeddedBackend:
         ]
         if prepared.search_after is not None:
             items = [item for item in items if after(item[0], prepared.search_after, prepared.sort)]
-        return [payload for _, _, payload in in_order(items, prepared.sort)[:k]], matched.count
+        count: int = matched.count  # type: ignore[attr-defined]  # not in tantivy's stubs
+        return [payload for _, _, payload in in_order(items, prepared.sort)[:k]], count
 
     def _in_place(self, scored: list) -> list[Hit]:
         """tantivy's hits in the order given (a sort's), with their precomputed data."""
-        rows = self._searcher.fast_field_values("row", [address for _, address in scored])
+        rows = self._int_values("row", [address for _, address in scored])
         ids = self._stats.doc_ids_at(rows)
         terms = self._stats.doc_terms_at(list(rows))
         return [
@@ -266,13 +273,14 @@ class EmbeddedBackend:
                 ),
                 "would weigh at least",
             )
-            if marks:  # the tags alone, before the work of placing them
+            if marks and prepared is not None:  # the tags alone, before the work of placing them
                 budget.spend(self._fewest_tag_bytes(prepared, hits), "would weigh at least")
+        words = prepared.words if prepared is not None else frozenset()
         for hit_source, entry in zip(sources, shown):
             marked = {
                 field.name: fragments
                 for field in marks
-                if (fragments := highlight(str(hit_source.get(field.name, "")), prepared.words, field))
+                if (fragments := highlight(str(hit_source.get(field.name, "")), words, field))
             }
             if marked:
                 entry["highlight"] = marked
@@ -290,8 +298,8 @@ class EmbeddedBackend:
         as Elasticsearch shows them."""
         assert prepared.sort is not None
         addresses = [hit.address for hit in hits]
-        rows = self._searcher.fast_field_values("row", addresses) if hits else []
-        years = self._searcher.fast_field_values("year", addresses) if hits else []
+        rows = self._int_values("row", addresses) if hits else []
+        years = self._int_values("year", addresses) if hits else []
         scored = prepared.track_scores or any(key.field == "_score" for key in prepared.sort)
         for hit, row, year, entry in zip(hits, rows, years, shown, strict=True):
             entry["sort"] = sort_values(prepared.sort, hit.score, int(row), hit.doc_id, year)
@@ -343,7 +351,7 @@ class EmbeddedBackend:
         """How many documents a prepared search's query matches."""
         if self._stats.n_docs == 0:  # tantivy panics on a search limit of 0
             return 0
-        return self._searcher.search(prepared.query, 1, count=True).count
+        return self._searcher.search(prepared.query, 1, count=True).count  # type: ignore[attr-defined]  # as above
 
     @_reads_files
     def sources(self, doc_ids: Sequence[str]) -> list[dict[str, Any] | None]:
@@ -388,7 +396,7 @@ class EmbeddedBackend:
         """How many documents ``tree`` and ``filters`` match, and tantivy's ``request`` aggregated over them (a
         filter bucket of an aggregation)."""
         query = self._tantivy(Bool(must=(tree,), filter=filters))
-        count = self._searcher.search(query, 1, count=True).count if self._stats.n_docs else 0
+        count = self._searcher.search(query, 1, count=True).count if self._stats.n_docs else 0  # type: ignore[attr-defined]  # as above
         return count, (self._searcher.aggregate(query, dict(request)) if request and count else {})
 
     @cached_property

@@ -30,7 +30,7 @@ def connect(settings: CommonSettings) -> Elasticsearch:
         from es_rerank.backends.opensearch_client import connect_opensearch
 
         return connect_opensearch(settings)  # type: ignore[return-value]  # the same calls, see its docstring
-    security: dict[str, str | tuple[str, str]] = {}
+    security: dict[str, Any] = {}  # api_key: the encoded key or an (id, key) pair
     if settings.es_api_key is not None:
         key = settings.es_api_key.get_secret_value()  # checked and normalised by the settings
         # The 'encoded' form is base64, which has no ':'; ID:API_KEY is the pair it encodes.

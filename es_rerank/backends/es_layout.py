@@ -3,6 +3,7 @@ statistics of the same load (under ``ESRR_HOME``), and the fields it adds to eac
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -64,7 +65,8 @@ class IndexMeta(NamedTuple):
     build_id: str | None  # None: built before build ids were recorded
 
 
-class ServedIndex(NamedTuple):
+@dataclass(frozen=True)
+class ServedIndex:
     """The concrete index an alias names, with the statistics version and build its ``_meta`` records."""
 
     index: str

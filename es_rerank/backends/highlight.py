@@ -288,11 +288,9 @@ def read_source_filter(spec: Any) -> SourceFilter | None:
     ):
         includes = spec.get("includes", spec.get("include", []))
         excludes = spec.get("excludes", spec.get("exclude", []))
-        includes, excludes = ([value] if isinstance(value, str) else value for value in (includes, excludes))
-        if all(
-            isinstance(value, list) and all(isinstance(item, str) for item in value) for value in (includes, excludes)
-        ):
-            return SourceFilter(tuple(includes), tuple(excludes))
+        lists: list[Any] = [[value] if isinstance(value, str) else value for value in (includes, excludes)]
+        if all(isinstance(value, list) and all(isinstance(item, str) for item in value) for value in lists):
+            return SourceFilter(tuple(lists[0]), tuple(lists[1]))
     raise QueryRefused(
         "[_source] must be true, false, a field name or pattern, a list of them, or "
         '{"includes": [...], "excludes": [...], "exclude_vectors": true|false}'

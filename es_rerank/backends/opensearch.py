@@ -24,7 +24,8 @@ class OpenSearchBackend(ElasticsearchBackend):
     @classmethod
     def from_settings(cls, settings: CommonSettings) -> OpenSearchBackend:
         """Connect to the OpenSearch cluster at ``ESRR_ES_URL`` and serve ``ESRR_ES_ALIAS``."""
-        return cls(connect_opensearch(settings), settings.es_alias, stats_root(settings))
+        client = connect_opensearch(settings)  # the Elasticsearch client's shape, see its docstring
+        return cls(client, settings.es_alias, stats_root(settings))  # type: ignore[arg-type]
 
 
 __all__ = ["NotOpenSearch", "OpenSearchBackend", "OpenSearchClient", "connect_opensearch"]

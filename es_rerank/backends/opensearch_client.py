@@ -129,12 +129,12 @@ def _answer(value: Any, meta: Callable[[int], ApiResponseMeta]) -> Any:
     """An opensearch-py answer as the Elasticsearch 8 client returns it (``.body``, ``.meta``, dict access)."""
     if isinstance(value, bool):  # a HEAD request (exists, exists_alias)
         return HeadApiResponse(meta(200 if value else 404))
-    meta = meta(200)
+    ok = meta(200)
     if isinstance(value, list):
-        return ListApiResponse(body=value, meta=meta)
+        return ListApiResponse(body=value, meta=ok)
     if isinstance(value, str):
-        return TextApiResponse(body=value, meta=meta)
-    return ObjectApiResponse(body=value if value is not None else {}, meta=meta)
+        return TextApiResponse(body=value, meta=ok)
+    return ObjectApiResponse(body=value if value is not None else {}, meta=ok)
 
 
 class _Namespace:
@@ -184,7 +184,7 @@ class OpenSearchClient:
         self._timeout: float | None = None
         # The product check and the server version are read once for all the views options() makes.
         self._shared = _shared if _shared is not None else {"lock": threading.Lock(), "version": None, "views": {}}
-        extra = {"ca_certs": ca_certs} if ca_certs else {}
+        extra: dict[str, Any] = {"ca_certs": ca_certs} if ca_certs else {}
         self.raw = opensearchpy.OpenSearch(
             [url],
             timeout=request_timeout,
@@ -209,7 +209,7 @@ class OpenSearchClient:
         unknown = set(options) - set(_OPTIONS)
         if unknown:
             raise TypeError(f"options {sorted(unknown)} are not supported by the OpenSearch client")
-        transport = {
+        transport: dict[str, Any] = {
             key: options[key] for key in ("retry_on_timeout", "retry_on_status", "max_retries") if key in options
         }
         if transport:  # another opensearch-py client (its transport retries), one per set of options

@@ -228,10 +228,16 @@ class Fuzziness:
 def read_fuzziness(kind: str, clause: Mapping[str, Any], names: tuple[str, str, str, str]) -> Fuzziness | None:
     """The fuzzy options of ``clause`` under its ``names`` (fuzziness, prefix length, max expansions,
     transpositions), or None when it sets no fuzziness."""
-    setting_name, prefix_name, expansions_name, transpositions_name = names
-    if clause.get(setting_name) is None:
+    if clause.get(names[0]) is None:
         return None
-    setting = clause[setting_name]
+    return read_fuzziness_setting(kind, clause, names, clause[names[0]])
+
+
+def read_fuzziness_setting(
+    kind: str, clause: Mapping[str, Any], names: tuple[str, str, str, str], setting: Any
+) -> Fuzziness:
+    """The fuzzy options of ``clause`` under its ``names``, with ``setting`` as its fuzziness."""
+    _, prefix_name, expansions_name, transpositions_name = names
     edits_for(kind, setting, "")  # the setting's form, checked once before any word
     prefix_length = clause.get(prefix_name, 0)
     if isinstance(prefix_length, bool) or not isinstance(prefix_length, int) or prefix_length < 0:

@@ -145,7 +145,7 @@ def phrase_prefix_query(schema: tantivy.Schema, field: str, words: TermDictionar
     else:
         # The last word as a regular expression of its expansions; tantivy compiles one of at most 1,000 states
         # (when the search runs), so the expansions are split into expressions that stay well within it.
-        leading = [regex_literal(token) for token in node.tokens[:-1]]
+        leading: list[str | tuple[int, str]] = [regex_literal(token) for token in node.tokens[:-1]]
         prefix = node.tokens[-1]
         query = Query.boolean_query(
             [

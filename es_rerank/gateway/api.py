@@ -92,7 +92,7 @@ def search(index: str | None = None) -> Response:
 
 
 @api.get("/_esrr/health")
-def health() -> Response:
+def health() -> Response | tuple[Response, int]:
     """Green when the index and the model answer; yellow when searches keep BM25's order, or the version
     current on disk cannot be served (the reasons say why); a 503 naming the problem when searches cannot be
     answered: status red and the reason (files of the index changed on disk after they were verified among

@@ -44,7 +44,9 @@ class ModelProbe:
     def fallback(self, pipeline: SearchPipeline) -> str | None:
         """Why ``pipeline``'s searches keep BM25's order now (None: the model answers); a worker's refusal raises."""
         last = self._last
-        if not self._lock.acquire(blocking=last is None or last.pipeline is not pipeline):
+        if last is None or last.pipeline is not pipeline:
+            self._lock.acquire()
+        elif not self._lock.acquire(blocking=False):
             return last.fallback  # a probe of this pipeline is under way: the last answer stands until it ends
         try:
             last = self._last

@@ -43,7 +43,8 @@ def read_filter_path(value: str) -> FilterPath:
             f"[filter_path] lists {len(paths)} paths, over the {MAX_PATHS} the gateway reads; "
             "use * and ** wildcards to name many fields with one path"
         )
-    includes, excludes = [], []
+    includes: list[tuple[str, ...]] = []
+    excludes: list[tuple[str, ...]] = []
     for path in paths:
         wanted = excludes if path.startswith("-") else includes
         segments = tuple(path.lstrip("-").split("."))

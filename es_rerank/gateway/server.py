@@ -92,14 +92,14 @@ def listening_socket(host: str, port: int, backlog: int = 1024) -> socket.socket
 
 def serve_on(app: Any, sock: socket.socket, options: dict) -> None:
     """Serve ``app`` with waitress on the listening ``sock`` until the process is told to stop."""
-    import waitress
+    from waitress.server import create_server
 
     # SIGTERM as Ctrl-C: the caller's ``finally`` (closing the broker connections) runs either way.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # A search that waits on I/O or a lock gives up the GIL and then waits a whole switch
     # interval for it beside a CPU-bound one (the convoy effect): 0.5 ms, not CPython's 5.
     sys.setswitchinterval(GIL_SWITCH_S)
-    waitress.create_server(app, sockets=[sock], **options).run()
+    create_server(app, sockets=[sock], **options).run()
 
 
 def supervise(processes: int, serve_one: Callable[[], None]) -> int:

@@ -154,7 +154,7 @@ def field_types(properties: Mapping[str, Any], prefix: str = "") -> dict[str, st
 def _type_name(kind: str | None, body: Any, types: Mapping[str, str]) -> str:
     if kind in ("terms", "significant_terms", "rare_terms"):
         field = body.get("field") if isinstance(body, dict) else None
-        terms = _TERMS_TYPES.get(types.get(field, "keyword"), "sterms")
+        terms = _TERMS_TYPES.get(types.get(field, "keyword") if isinstance(field, str) else "keyword", "sterms")
         return {"terms": terms, "significant_terms": f"sig{terms}", "rare_terms": f"{terms[0]}rareterms"}[kind]
     return _TYPE_NAMES.get(kind or "", kind or "unknown")
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from es_rerank.cli_options import FiniteFloat, json_out_option, vote_options
 from es_rerank.learning.simulation import CLICK_MODELS
 from es_rerank.ranking.neighbours import NeighbourParams
+
+if TYPE_CHECKING:
+    from es_rerank.learning.click_model import ModelName
 
 
 @click.command(name="simulate")
@@ -170,7 +173,7 @@ def simulate(
 @json_out_option("Also write the report as JSON.")
 def learn(
     events_url: str | None,
-    model_name: str,
+    model_name: ModelName,
     min_sessions: int,
     min_clicks: int,
     grade_1: float | None,

@@ -120,7 +120,8 @@ def fit_click_model(
     alpha = np.full(n_pairs, 0.5)
     gamma = np.where(always_seen, 1.0, 0.5)
     converged, iteration = False, 0
-    for iteration in range(1, max_iterations + 1):
+    while not converged and iteration < max_iterations:
+        iteration += 1
         a, g = alpha[pair], gamma[classes]
         denominator = 1.0 - a * g  # > 0: alpha < 1 under its prior
         attractive = np.where(clicked, 1.0, a * (1.0 - g) / denominator)
@@ -135,7 +136,5 @@ def fit_click_model(
             float(np.abs(new_alpha - alpha).max(initial=0.0)), float(np.abs(new_gamma - gamma).max(initial=0.0))
         )
         alpha, gamma = new_alpha, new_gamma
-        if change < tolerance:
-            converged = True
-            break
+        converged = change < tolerance
     return FittedClickModel(name, alpha, gamma, classes, iteration, converged, max_rank)

@@ -46,9 +46,14 @@ class ClickLog:
 
 def click_log(rows: StoredRows, max_position: int = PAGE) -> ClickLog:
     """The click log of the stored ``rows``: results at positions 1 to ``max_position``, and their clicks."""
-    impression_keys, sessions, query_numbers, doc_numbers, ranks, owners = [], {}, [], [], [], []
-    session_of = []
-    for index, (key, session, query, first, docs, positions) in enumerate(rows.impressions):
+    sessions: dict[str, int] = {}
+    impression_keys: list[int] = []
+    query_numbers: list[np.ndarray] = []
+    doc_numbers: list[np.ndarray] = []
+    ranks: list[np.ndarray] = []
+    owners: list[np.ndarray] = []
+    session_of: list[int] = []
+    for index, (key, session_id, query, first, docs, positions) in enumerate(rows.impressions):
         numbers = np.frombuffer(bytes(docs), dtype="<i4")
         places = (
             np.asarray(json.loads(positions), dtype=np.int64)
@@ -57,7 +62,7 @@ def click_log(rows: StoredRows, max_position: int = PAGE) -> ClickLog:
         )
         keep = places <= max_position
         impression_keys.append(key)
-        session_of.append(sessions.setdefault(session, len(sessions)))
+        session_of.append(sessions.setdefault(session_id, len(sessions)))
         query_numbers.append(np.full(int(keep.sum()), query, dtype=np.int64))
         doc_numbers.append(numbers[keep].astype(np.int64))
         ranks.append(places[keep] - 1)

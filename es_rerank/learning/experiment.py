@@ -35,7 +35,8 @@ def outcomes(
         results = sorted(impression.results, key=lambda shown: shown.position)
         place = {shown.position: index + 1 for index, shown in enumerate(results)}
         on_it = clicked.get(impression.impression_id, ())
-        found.append(([shown.team for shown in results], sorted(place[at] for at in on_it if at in place)))
+        teams: list[str | None] = [shown.team for shown in results]
+        found.append((teams, sorted(place[at] for at in on_it if at in place)))
     return found
 
 

@@ -156,6 +156,7 @@ def promote(value: str | None, alpha: float, force: bool, events_url: str | None
             "ESRR_GATEWAY_WINDOW=0 (restart `esrr serve` after setting it)"
         )
     target = settings.neighbours_path
+    assert spec.path is not None  # votes always name their file (ExperimentSpec)
     if target.exists() and spec.path.resolve() == target.resolve():
         raise click.ClickException(f"the candidate {spec.path} is the served votes file already; nothing to promote")
     verdict, _, _ = _verdict(settings, events_url, spec.name) if not force else (None, None, None)

@@ -141,10 +141,11 @@ def votes_input(
         if grade <= 0 or (in_index is not None and doc_id not in in_index):
             continue
         text = log.queries[query]
-        query_id = by_text.get(text)
-        if query_id is None:
+        known = by_text.get(text)
+        if known is None:
             query_id = click_query_id(text)
         else:
+            query_id = known
             merged.add(query_id)
         texts[query_id] = text
         judged_docs = grades.setdefault(query_id, {})

@@ -126,7 +126,7 @@ def run_sessions(
     model: CascadeClickModel,
     sessions: int,
     seed: int,
-    advance: Callable[[int], None] = lambda count: None,
+    advance: Callable[[int], object] = lambda count: None,
 ) -> SimulationTally:
     """Play ``sessions`` simulated sessions through ``post(path, body) -> (status, decoded answer)``: each draws a
     judged query, searches a page of ``PAGE`` results, and reports the impression and the model's clicks."""

@@ -4,8 +4,8 @@
 Compact on purpose (1 M events within 200 MB, ``benchmarks/events_store.py``; the rows are
 ``tables.TableStore``'s): the documents table is bounded by the corpus and kept by
 retention (an id says nothing of who searched). No index but the keys: retention deletes
-by a scan of the time column, which runs once an hour at most. One writer thread per gateway process writes (``recorder``);
-WAL lets several processes write one file, each waiting up to ``busy_timeout_s``.
+by a scan of the time column, which runs once an hour at most. One writer thread per gateway process writes
+(``recorder``); WAL lets several processes write one file, each waiting up to ``busy_timeout_s``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ cache cleared), not the next.
 
 from __future__ import annotations
 
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 from urllib.parse import urlsplit
 
 from es_rerank.learning.tables import EventStoreError, TableStore
@@ -81,7 +82,7 @@ class PostgresEventStore(TableStore):
     def _sql(self, text: str) -> str:
         return text.replace("?", "%s")
 
-    def _transaction(self) -> ContextManager[Any]:
+    def _transaction(self) -> AbstractContextManager[Any]:
         return self._db.transaction()
 
     def _insert_number(self, table: str, column: str, value: str) -> int:

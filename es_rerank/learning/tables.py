@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ContextManager, Protocol
+from typing import Any, Literal, Protocol
 
 from es_rerank.learning.events import (
     Click,
@@ -30,12 +31,6 @@ class EventStore(Protocol):
 
     def write(self, batch: Sequence[Received]) -> None:
         """Append ``batch`` in one transaction (an impression id seen before is kept as it was)."""
-
-    def _forget_numbers(self) -> None:
-        """Drop the cached numbers: those handed out in a rolled-back transaction are gone."""
-        self._queries.clear()
-        self._names.clear()
-        self._documents.clear()
 
     def delete_before(self, at_ms: int) -> int:
         """Delete the events received before ``at_ms``; how many were deleted."""
@@ -64,7 +59,7 @@ class TableStore:
     def _run(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
         return self._db.execute(self._sql(sql), parameters)
 
-    def _transaction(self) -> ContextManager[Any]:
+    def _transaction(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
 
     def _insert_number(self, table: str, column: str, value: str) -> int:
@@ -230,7 +225,7 @@ def _unpacked(data: bytes) -> tuple[int, ...]:
     return struct.unpack(f"<{len(data) // 4}i", data)
 
 
-_TEAM_LETTERS = {"served": "s", "candidate": "c", None: "-"}
+_TEAM_LETTERS: dict[Literal["served", "candidate"] | None, str] = {"served": "s", "candidate": "c", None: "-"}
 _LETTER_TEAMS = {letter: team for team, letter in _TEAM_LETTERS.items()}
 
 
@@ -241,6 +236,6 @@ def packed_teams(results: Sequence[Shown]) -> str | None:
     return "".join(_TEAM_LETTERS[shown.team] for shown in results)
 
 
-def unpacked_teams(letters: str | None, count: int) -> list[str | None]:
+def unpacked_teams(letters: str | None, count: int) -> list[Literal["served", "candidate"] | None]:
     """The ``count`` teams ``packed_teams`` wrote (all None for NULL)."""
     return [None] * count if letters is None else [_LETTER_TEAMS.get(letter) for letter in letters]

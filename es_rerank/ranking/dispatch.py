@@ -35,7 +35,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from celery.backends.asynchronous import E_RETRY_LIMIT_EXCEEDED
 from celery.exceptions import TaskRevokedError
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from kombu.exceptions import OperationalError
@@ -242,8 +241,9 @@ class WorkerReranker:
             )
         try:
             with self.client.producer_or_acquire() as producer:
-                queued = queued_tasks(producer.channel, self.queue) if self.max_queued is not None else None
-                if queued is not None and queued >= self.max_queued:
+                cap = self.max_queued
+                queued = queued_tasks(producer.channel, self.queue) if cap is not None else None
+                if queued is not None and cap is not None and queued >= cap:
                     raise ScoringUnavailable(
                         f"{queued} tasks wait on queue {self.queue!r} at {self.broker}, its cap "
                         f"(ESRR_QUEUE_MAX_TASKS={self.max_queued}): no worker is taking them; start one with "
@@ -273,12 +273,9 @@ class WorkerReranker:
         """The task's result, by ``deadline`` (a ``time.monotonic`` time); its stored result is deleted once read."""
         # Our own id: a send that fails half-way has subscribed to it, and must unsubscribe.
         pending = self.client.AsyncResult(str(uuid.uuid4()))
-        unreachable = (
-            OperationalError,
-            RuntimeError,
-            *REDIS_ERRORS,
-            *getattr(self.client.backend, "connection_errors", ()),
-        )
+        connection_errors = (OperationalError, *REDIS_ERRORS, *getattr(self.client.backend, "connection_errors", ()))
+        # Celery gives up reconnecting to the result store with a RuntimeError raised from the last connection error.
+        unreachable = (RuntimeError, *connection_errors)
         try:
             self._send(payload, pending.id, deadline)
             result = pending.get(timeout=max(deadline - time.monotonic(), 0.001))
@@ -298,7 +295,7 @@ class WorkerReranker:
                 "the workers are busy; add workers, or raise ESRR_SCORE_DEADLINE_S"
             ) from None
         except unreachable as error:
-            if isinstance(error, RuntimeError) and str(error) != E_RETRY_LIMIT_EXCEEDED:
+            if isinstance(error, RuntimeError) and not isinstance(error.__cause__, connection_errors):
                 self._forget(pending, unreachable, stored=True)
                 raise  # the worker's own failure (e.g. WorkerSetupError): every query would meet it
             self._forget(pending, unreachable)

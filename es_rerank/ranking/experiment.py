@@ -80,7 +80,7 @@ class Experiment:
     @classmethod
     def load(cls, spec: ExperimentSpec, stats: CorpusStats) -> Experiment:
         """The experiment ``spec`` names, its votes read and checked against the served index's ``stats``."""
-        if spec.kind == BM25:
+        if spec.kind == BM25 or spec.path is None:  # votes always name their file
             return cls(spec)
         try:
             neighbours = JudgedNeighbours.load(spec.path)

@@ -97,7 +97,7 @@ def merge(
     # A page of 10 from a window of 500: only the hits at or above the k-th best score can be among the k best, so
     # only those are sorted (by score, then doc id), the same as the whole sort's first k.
     shown = min(k, window)
-    candidates = range(window)
+    candidates: Sequence[int] = range(window)
     if 0 < shown < window:
         kth = float(np.partition(np.asarray(combined), window - shown)[window - shown])
         candidates = [i for i, c in enumerate(combined) if c >= kth]

@@ -227,6 +227,7 @@ class JudgedNeighbours:
         with self._mismatch_lock:
             if stats.build_id in self._mismatches:
                 return self._mismatches[stats.build_id]
+        problem: str | None
         if self.corpus is None:
             problem = (
                 "the votes file does not say which corpus it was built for (written before votes recorded "

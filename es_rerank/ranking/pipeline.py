@@ -55,7 +55,10 @@ class Reranker(Protocol):
     Raises ``ScoringUnavailable`` when it cannot answer this query in time.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The ranker's name, as responses and events give it."""
+        ...
 
     def __call__(
         self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock
@@ -115,8 +118,8 @@ class SearchPipeline:
     long-lived process (built anew for every window without it). ``guard_weight`` above 0
     blends the model's scores with BM25's (``es_rerank.ranking.guard``). ``refine_while_skipped``
     False answers BM25's page alone, without the feedback and votes, while the reranker skips its
-    workers (``ESRR_BREAKER_REFINE``): the cheapest fallback, in another order than the refined one. Every stage reads the
-    backend's statistics at the time of the query, so a reload after a reindex holds.
+    workers (``ESRR_BREAKER_REFINE``): the cheapest fallback, in another order than the refined one. Every stage
+    reads the backend's statistics at the time of the query, so a reload after a reindex holds.
     """
 
     backend: SearchBackend

@@ -141,16 +141,16 @@ class BrokerSettings(CommonSettings):
             return self.result_backend
         return self.broker_url if self.is_redis else "rpc://"
 
-    def _check_result_backend(self) -> None:
+    def _check_result_backend(self, url: str) -> None:
         """A result backend this package can talk to (the URL is not echoed: it may carry a password)."""
-        scheme = urlsplit(self.result_backend).scheme
+        scheme = urlsplit(url).scheme
         if scheme not in REDIS_SCHEMES + RESULT_ONLY_SCHEMES:
             raise ValueError(
                 f"ESRR_RESULT_BACKEND has scheme {scheme!r}: use redis://HOST:6379/DB, rpc:// "
                 "with an AMQP broker, or leave it unset"
             )
-        require_port_number("ESRR_RESULT_BACKEND", self.result_backend, "redis://HOST:6379/1")
-        check_redis_url("ESRR_RESULT_BACKEND", self.result_backend)
+        require_port_number("ESRR_RESULT_BACKEND", url, "redis://HOST:6379/1")
+        check_redis_url("ESRR_RESULT_BACKEND", url)
         if scheme in RESULT_ONLY_SCHEMES and self.is_redis:
             raise ValueError(
                 "ESRR_RESULT_BACKEND=rpc:// needs an AMQP broker; leave it unset to use "
@@ -175,7 +175,7 @@ class BrokerSettings(CommonSettings):
                     "for <home>/models"
                 )
         if self.result_backend:
-            self._check_result_backend()
+            self._check_result_backend(self.result_backend)
         if "lex_features" not in self.model_fields_set:  # what the served model reads, not what a variable says
             self.lex_features = checkpoint_lex_features(self.checkpoint_path)
         return self

@@ -53,9 +53,11 @@ def not_empty_path(value: Any, default: str) -> Any:
 def require_port_number(variable: str, url: str, example: str) -> None:
     """``ValueError`` naming ``variable`` when ``url``'s port is not a number in 1-65535 (the URL is not echoed)."""
     try:
-        _ = urlsplit(url).port  # reading the port is the check: it raises for one that is no number in 0-65535
-    except ValueError:  # its text holds the URL, which may carry a password
-        raise ValueError(f"{variable}: the port must be a number in 1-65535, as in {example}") from None
+        port = urlsplit(url).port  # None without one; urllib raises on a port that is not a number in 0-65535
+    except ValueError:  # its text holds the URL, which may carry a password: not chained
+        port = 0
+    if port == 0:
+        raise ValueError(f"{variable}: the port must be a number in 1-65535, as in {example}")
 
 
 def check_redis_url(variable: str, url: str) -> None:

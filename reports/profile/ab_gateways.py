@@ -60,7 +60,9 @@ def gateway(code: Path, port: int, log: Path) -> Iterator[tuple[str, ProcessCpu]
                 break
             except urllib3.exceptions.HTTPError:
                 if time.monotonic() > deadline:
-                    raise click.ClickException(f"the gateway of {code} did not answer in 120 s; its log: {log}")
+                    raise click.ClickException(
+                        f"the gateway of {code} did not answer in 120 s; its log: {log}"
+                    ) from None
                 time.sleep(0.2)
         yield url, ProcessCpu(process.pid)
     finally:

@@ -13,7 +13,8 @@ the end of the session:
 - ``noida``: noida-db (PyPI), a fresh data directory. It is what the 8.x client meets as an
   Elasticsearch 8 here; a server that cannot start fails the tests loudly (with its output).
 
-``gateway`` is the gateway in front of such an index, for the tests that drive it through the official client.
+``gateway`` is the gateway in front of such an index, for the tests that drive it through the official client;
+``embedded`` and ``elasticsearch`` hold the seeded corpus of ``test_query_semantics`` on either backend.
 (``es_stub``, for the errors noida-db cannot produce, is in ``tests/conftest.py``.)
 """
 
@@ -40,6 +41,7 @@ from elasticsearch import Elasticsearch
 from werkzeug.serving import make_server
 
 from es_rerank.backends.elasticsearch import ElasticsearchBackend
+from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.backends.es_layout import stats_root
 from es_rerank.backends.es_server import VersionedTransport
 from es_rerank.backends.opensearch import OpenSearchBackend, OpenSearchClient
@@ -49,7 +51,9 @@ from es_rerank.ranking.feedback import FeedbackParams
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.settings import CommonSettings
+from index_setup.embedded_index import build_embedded_index
 from index_setup.es_index import load_index
+from tests.backends.test_query_semantics import CORPUS
 from tests.engines import engine_for_tests, report
 from tests.gateway.test_query_dsl import DOCS
 
@@ -269,3 +273,22 @@ def gateway(es_url, es_backend, es_backend_class, es_client, tmp_path_factory: p
     server.shutdown()
     thread.join(10)
     _delete_alias_indices(es_client, alias)
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedBackend:
+    """The embedded index of ``CORPUS`` (``test_query_semantics``, ``test_aggregations``); one per test module."""
+    root = tmp_path_factory.mktemp("semantics")
+    build_embedded_index(CORPUS, root, progress=False)
+    return EmbeddedBackend.open_current(root)
+
+
+@pytest.fixture(scope="module")
+def elasticsearch(es_url, es_client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ElasticsearchBackend]:
+    """An Elasticsearch index of ``CORPUS`` behind its backend, for the same tests; one per test module."""
+    alias = f"esrr-test-dsl-{uuid.uuid4().hex[:10]}"
+    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), es_url=es_url, es_alias=alias)
+    load_index(es_client, CORPUS, settings, progress=False)
+    yield ElasticsearchBackend(es_client, alias, stats_root(settings))
+    for name in es_client.indices.get(index=f"{alias}*").body:
+        es_client.options(ignore_status=404).indices.delete(index=name)

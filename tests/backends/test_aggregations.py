@@ -14,7 +14,7 @@ import pytest
 
 from es_rerank.backends.base import QueryRefused
 from es_rerank.backends.query_tree import QueryLimits, using_limits
-from tests.backends.test_query_semantics import CORPUS, elasticsearch, embedded  # noqa: F401  (fixtures)
+from tests.backends.test_query_semantics import CORPUS
 
 CASES: dict[str, tuple[dict, dict]] = {
     "terms by count, ties by key": ({"match_all": {}}, {"y": {"terms": {"field": "year", "size": 5}}}),

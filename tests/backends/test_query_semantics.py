@@ -10,18 +10,11 @@ the embedded index and on Elasticsearch (noida-db, or ``ESRR_TEST_ES_URL``).
 from __future__ import annotations
 
 import random
-import uuid
 
 import pytest
 
 from es_rerank.backends.base import MAX_K, QueryRefused
-from es_rerank.backends.elasticsearch import ElasticsearchBackend
-from es_rerank.backends.embedded import EmbeddedBackend
-from es_rerank.backends.es_layout import stats_root
-from es_rerank.settings import CommonSettings
 from es_rerank.stats import Document
-from index_setup.embedded_index import build_embedded_index
-from index_setup.es_index import load_index
 
 WORDS = ("green", "tea", "cancer", "black", "coffee", "risk", "breast", "vitamin", "bone", "diet")
 TYPES = ("Journal Article", "Review", "Randomized Controlled Trial")
@@ -291,23 +284,6 @@ CASES = {
         lambda d: has_phrase_prefix(d.title.split(), ["green", "te"]),
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def embedded(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedBackend:
-    root = tmp_path_factory.mktemp("semantics")
-    build_embedded_index(CORPUS, root, progress=False)
-    return EmbeddedBackend.open_current(root)
-
-
-@pytest.fixture(scope="module")
-def elasticsearch(es_url, es_client, tmp_path_factory: pytest.TempPathFactory):
-    alias = f"esrr-test-dsl-{uuid.uuid4().hex[:10]}"
-    settings = CommonSettings(home=tmp_path_factory.mktemp("home"), es_url=es_url, es_alias=alias)
-    load_index(es_client, CORPUS, settings, progress=False)
-    yield ElasticsearchBackend(es_client, alias, stats_root(settings))
-    for name in es_client.indices.get(index=f"{alias}*").body:
-        es_client.options(ignore_status=404).indices.delete(index=name)
 
 
 def matched(backend, query: dict) -> set[str]:

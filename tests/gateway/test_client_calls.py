@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from elasticsearch import AuthorizationException, BadRequestError, NotFoundError
+from flask import Flask
 
 from es_rerank.backends.base import BackendError
 from es_rerank.backends.embedded import EmbeddedBackend
@@ -41,15 +42,20 @@ def _ids_with(*words: str) -> set[str]:
     return {doc.doc_id for doc in DOCS if set(words) <= _words(doc)}
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory):
-    home: Path = tmp_path_factory.mktemp("client-calls")
+def client_calls_app(home: Path) -> Flask:
+    """The gateway over an embedded index of ``DOCS`` in ``home``, with small mget and msearch limits (shared with
+    ``test_url_options``)."""
     build_embedded_index(DOCS, home / "indexes" / "embedded", version="v1", progress=False)
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
     served = ServedSearch(SearchPipeline(backend, 10, feedback=FeedbackParams(2, 1.0)), 3600)
     return create_app(
         served, GatewaySettings(home=home, gateway_max_mget_docs=MAX_MGET, gateway_max_msearch_searches=MAX_MSEARCH)
     )
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Flask:
+    return client_calls_app(tmp_path_factory.mktemp("client-calls"))
 
 
 @pytest.fixture(scope="module")

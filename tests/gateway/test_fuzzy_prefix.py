@@ -93,3 +93,10 @@ def test_fuzzy_options_are_read_as_elasticsearch_reads_them(es):
         es.search(query={"multi_match": {"query": "green tea", "type": "phrase", "fuzziness": 1}})
     with pytest.raises(BadRequestError, match="max_expansions must be a whole number of at least 1"):
         es.search(query={"match_phrase_prefix": {"text": {"query": "green t", "max_expansions": 0}}})
+
+
+def test_a_null_fuzziness_in_query_string_is_its_default(es):
+    query = {"query": "gren~", "fields": ["text"]}
+    expected = _ids(es.search(query={"query_string": query}))
+    assert expected, "gren~ must find green for the comparison to mean something"
+    assert _ids(es.search(query={"query_string": {**query, "fuzziness": None}})) == expected

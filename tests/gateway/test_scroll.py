@@ -12,10 +12,18 @@ import pytest
 from elasticsearch import BadRequestError, NotFoundError, helpers
 
 from es_rerank.gateway.scroll_ids import ScrollState, encode
-from tests.gateway.test_sort import ALIAS, DOCS, _by_year, _ids, es  # noqa: F401  (a fixture)
+from tests.conftest import official_client
+from tests.gateway.test_sort import ALIAS, DOCS, _by_year, _ids, sort_app
 
 FISH = {"match": {"text": "fish"}}
 FISH_IDS = [doc.doc_id for doc in DOCS if "fish" in doc.abstract]  # in index order
+
+
+@pytest.fixture(scope="module")
+def es(tmp_path_factory: pytest.TempPathFactory, free_port):
+    """The official client of ``test_sort``'s gateway, served over HTTP."""
+    with official_client(sort_app(tmp_path_factory.mktemp("scroll")), free_port()) as client:
+        yield client
 
 
 def test_scan_returns_every_match_once_in_index_order(es):

@@ -1,4 +1,4 @@
-"""The site page's pure parts (``es_rerank.gateway.site_search``): the form -> the request body, a response -> the view."""
+"""The site page's pure parts (``es_rerank.gateway.site_search``): the form -> the body, a response -> the view."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from elasticsearch import BadRequestError
 from elasticsearch.dsl import Search
+from flask import Flask
 
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.backends.sorting import LONG_MAX, LONG_MIN
@@ -45,13 +46,17 @@ def _by_year(descending: bool) -> list[str]:
     return [doc.doc_id for doc in dated] + [doc.doc_id for doc in DOCS if doc.year is None]
 
 
-@pytest.fixture(scope="module")
-def es(tmp_path_factory: pytest.TempPathFactory, free_port):
-    home: Path = tmp_path_factory.mktemp("sort")
+def sort_app(home: Path) -> Flask:
+    """The gateway over an embedded index of ``DOCS`` in ``home``, reranked by ``HashReranker`` (shared with
+    ``test_scroll``)."""
     build_embedded_index(DOCS, home / "indexes" / "embedded", version="v1", progress=False)
     backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
-    app = create_app(ServedSearch(SearchPipeline(backend, 20, HashReranker()), 3600), GatewaySettings(home=home))
-    with official_client(app, free_port()) as client:
+    return create_app(ServedSearch(SearchPipeline(backend, 20, HashReranker()), 3600), GatewaySettings(home=home))
+
+
+@pytest.fixture(scope="module")
+def es(tmp_path_factory: pytest.TempPathFactory, free_port):
+    with official_client(sort_app(tmp_path_factory.mktemp("sort")), free_port()) as client:
         yield client
 
 

@@ -10,10 +10,18 @@ import pytest
 from elasticsearch import BadRequestError
 
 from es_rerank.gateway.response_filter import filtered, read_filter_path
-from tests.gateway.test_client_calls import ALIAS, app, es  # noqa: F401  (fixtures)
+from tests.conftest import official_client
+from tests.gateway.test_client_calls import ALIAS, client_calls_app
 from tests.gateway.test_query_dsl import DOCS
 
 QUERY = {"match": {"text": "green tea bone"}}
+
+
+@pytest.fixture(scope="module")
+def es(tmp_path_factory: pytest.TempPathFactory, free_port):
+    """The official client of ``test_client_calls``'s gateway, served over HTTP."""
+    with official_client(client_calls_app(tmp_path_factory.mktemp("url-options")), free_port()) as client:
+        yield client
 
 
 def _unfiltered(es, **kwargs):

@@ -180,7 +180,7 @@ def test_search_prints_ranked_hits(esrr, corpus: Path) -> None:
     assert header.split() == ["rank", "score", "BM25", "id", "title"]
     assert len(lines) == 2
     ranks, scores, bm25, doc_ids = zip(
-        *[(int(line.split()[0]), float(line.split()[1]), float(line.split()[2]), line.split()[3]) for line in lines]
+        *[(int(row[0]), float(row[1]), float(row[2]), row[3]) for row in (line.split() for line in lines)]
     )
     assert ranks == (1, 2)
     assert doc_ids == ("d2", "d3")

@@ -64,7 +64,7 @@ def test_a_beir_directory_with_both_corpus_files_is_refused_as_ambiguous(tmp_pat
     from index_setup.nfcorpus import NFCorpus
 
     with pytest.raises(CorpusNotFoundError, match="holds both"):  # what train, eval and embeddings train read
-        NFCorpus(tmp_path).corpus_path
+        _ = NFCorpus(tmp_path).corpus_path
 
 
 def test_bad_beir_records_are_skipped_and_counted(tmp_path: Path) -> None:

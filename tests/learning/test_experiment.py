@@ -5,6 +5,7 @@ promotion that is explicit, refused without a win, and atomic."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -64,12 +65,7 @@ def test_teams_go_through_the_events_api_into_the_store_and_back(tmp_path):
 def test_a_store_made_before_teams_gains_the_column_and_keeps_its_rows(tmp_path):
     path = tmp_path / "events.sqlite3"
     old = sqlite3.connect(path)
-    old.executescript(
-        SCHEMA.replace("positions TEXT,", "positions TEXT").replace(
-            "    teams TEXT                       -- interleaved: each result's team, s(erved) c(andidate) or -, in order\n",
-            "",
-        )
-    )
+    old.executescript(re.sub(r"\n    teams TEXT .*", "", SCHEMA.replace("positions TEXT,", "positions TEXT")))
     assert "teams" not in {row[1] for row in old.execute("PRAGMA table_info(impressions)")}
     old.close()
     store = open_store(str(path))
@@ -93,7 +89,7 @@ def _synthetic_store(path: Path, wins: int, losses: int, ties: int, unclicked: i
             events.append(Received(_impression(key, ("served", "candidate", "served", "candidate")), key))
             clicked = {"win": [2], "loss": [1, 3], "tie": [1, 2], "none": []}[outcome]
             events += [Received(_click(key, position), key) for position in clicked]
-    for other in range(5):  # another experiment's wins, and a page without teams
+    for _ in range(5):  # another experiment's wins, and a page without teams
         key += 1
         events += [
             Received(_impression(key, ("served", "candidate"), arm="votes:old.json"), key),

@@ -80,7 +80,7 @@ def test_the_worker_drops_poison_and_answers_the_next_task(running_worker, artif
     queue_key = broker.key_prefix + running_worker.queue
     kept_key = broker.key_prefix + POISON_LIST
     redis_client.delete(kept_key)
-    for name, item in POISON.items():
+    for item in POISON.values():
         redis_client.lpush(queue_key, item)
         _answered(running_worker, artifacts)
     # Nothing came back from the unacked set either (a restored poison message would be delivered again).
