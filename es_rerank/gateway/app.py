@@ -41,6 +41,7 @@ from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.response_filter import FilterPath, filtered, read_filter_path
 from es_rerank.gateway.search_request import url_parameters
 from es_rerank.gateway.site import site
+from es_rerank.gateway.state import GatewayState, attach_state
 from es_rerank.gateway.url_limit import UrlLengthLimit
 from es_rerank.gateway.writes import is_write
 from es_rerank.payload import PayloadError, WorkerSetupError
@@ -73,32 +74,17 @@ def create_app(
     )
     app.json.sort_keys = False  # keep Elasticsearch's key order
     metrics = GatewayMetrics()
-    app.extensions["esrr.served"] = served
-    app.extensions["esrr.metrics"] = metrics
-    app.extensions["esrr.probe"] = ModelProbe()
-    app.extensions["esrr.experiment"] = load_experiment(settings, served.pipeline())  # ESRR_EXPERIMENT, or None
-    apart = None
-    if heavy_app is not None and settings.gateway_heavy_process:
-        apart = HeavyProcesses(
-            heavy_app,
-            settings.gateway_heavy_slots,
-            settings.gateway_heavy_timeout_s,
-            settings.gateway_heavy_nice,
-            settings.gateway_heavy_wait_s,
-        )
-    app.extensions["esrr.heavy_lane"] = HeavyLane(
-        settings.gateway_heavy_slots, settings.gateway_heavy_queue, settings.gateway_heavy_wait_s, apart
-    )
+    experiment = load_experiment(settings, served.pipeline())  # ESRR_EXPERIMENT, or None
+    lane = _heavy_lane(settings, heavy_app)
     app.register_blueprint(api)
     app.register_blueprint(client_api)
-    install_events(app, settings, metrics)  # POST /_esrr/events, and the site page's report of what it showed
+    events = install_events(app, settings, metrics)  # POST /_esrr/events, and the site page's report of what it showed
+    attach_state(app, GatewayState(served, metrics, ModelProbe(), lane, experiment, events))
     _register_error_handlers(app)
     if settings.gateway_site:  # the search page for browsers at / (site.py)
         app.register_blueprint(site)
     # A heavy search repeated against a full lane: its 429 before it is read (heavy_refusal.py).
-    app.wsgi_app = RefuseKnownHeavy(
-        app.wsgi_app, app.extensions["esrr.heavy_lane"], on_refused=metrics.requests.labels("/_search", "429").inc
-    )
+    app.wsgi_app = RefuseKnownHeavy(app.wsgi_app, lane, on_refused=metrics.requests.labels("/_search", "429").inc)
     app.wsgi_app = UrlLengthLimit(
         app.wsgi_app, settings.gateway_max_url_bytes, on_refused=metrics.requests.labels("unrouted", "414").inc
     )
@@ -131,6 +117,20 @@ def create_app(
         return response
 
     return app
+
+
+def _heavy_lane(settings: GatewaySettings, heavy_app: Callable[[], Flask] | None) -> HeavyLane:
+    """The lane of heavy searches; with ``heavy_app`` and ``ESRR_GATEWAY_HEAVY_PROCESS``, run in processes apart."""
+    apart = None
+    if heavy_app is not None and settings.gateway_heavy_process:
+        apart = HeavyProcesses(
+            heavy_app,
+            settings.gateway_heavy_slots,
+            settings.gateway_heavy_timeout_s,
+            settings.gateway_heavy_nice,
+            settings.gateway_heavy_wait_s,
+        )
+    return HeavyLane(settings.gateway_heavy_slots, settings.gateway_heavy_queue, settings.gateway_heavy_wait_s, apart)
 
 
 def _filtered(app: Flask, response: Response, spec: FilterPath) -> Response:

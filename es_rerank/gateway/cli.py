@@ -133,6 +133,7 @@ def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.soc
     from es_rerank.gateway.app import create_app
     from es_rerank.gateway.events import close_events
     from es_rerank.gateway.server import serve_on, waitress_options
+    from es_rerank.gateway.state import gateway_state
 
     address = f"http://{settings.gateway_host}:{settings.gateway_port}"
     pipeline = served.pipeline()
@@ -149,5 +150,5 @@ def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.soc
         serve_on(app, sock, waitress_options(**options))
     finally:
         close_events(app)  # here, not at exit: a forked gateway process ends with os._exit, which skips atexit
-        app.extensions["esrr.heavy_lane"].close()
+        gateway_state(app).heavy_lane.close()
         served.close()

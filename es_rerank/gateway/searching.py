@@ -23,16 +23,15 @@ from es_rerank.backends.highlight import source_patterns
 from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.experiment import interleaved_page, takes_part
-from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
+from es_rerank.gateway.heavy_lane import is_heavy
 from es_rerank.gateway.index_names import unserved_name
-from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.scroll_ids import ScrollMissing, ScrollState, decode, encode, keep_alive_seconds
 from es_rerank.gateway.search_request import SearchRequest, parse_search
+from es_rerank.gateway.state import gateway_state
 from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
 from es_rerank.ranking.answer import answer
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.response import search_response
-from es_rerank.ranking.served import ServedSearch
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +41,7 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
 
     Raises the gateway's errors (a bad request, an unknown index) and the backend's, which the app renders.
     """
-    served: ServedSearch = current_app.extensions["esrr.served"]
-    pipeline = served.pipeline()
+    pipeline = gateway_state().served.pipeline()
     backend = pipeline.backend
     check_index(index, backend.index)
     check_source_patterns(params, body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
@@ -58,8 +56,8 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
 
 def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> dict[str, Any]:
     """The answer to a search the pipeline ranks (reranked, or in the first stage's or the sort's order)."""
-    metrics: GatewayMetrics = current_app.extensions["esrr.metrics"]
-    lane: HeavyLane = current_app.extensions["esrr.heavy_lane"]
+    state = gateway_state()
+    metrics, lane = state.metrics, state.heavy_lane
     backend = pipeline.backend
     limits = AnswerLimits(current_app.config["ESRR_MAX_ANSWER_BYTES"], current_app.config["ESRR_MAX_HIGHLIGHT_CHARS"])
     started = time.perf_counter()
@@ -73,7 +71,7 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     ranking, page, shown = answered.ranking, answered.page, answered.shown
-    experiment, teams = current_app.extensions.get("esrr.experiment"), None
+    experiment, teams = state.experiment, None
     if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
         page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, limits.max_bytes)
     took = time.perf_counter() - started
@@ -157,7 +155,7 @@ def continue_scroll(scroll_id: Any, keep_alive: str | None, query_id: str) -> di
             f"No search context found for id [{clipped(str(scroll_id))}]: the scroll's keep-alive "
             f"({state.keep_alive}) passed; start it again, with a longer ?scroll="
         )
-    pipeline = current_app.extensions["esrr.served"].pipeline()
+    pipeline = gateway_state().served.pipeline()
     if pipeline.backend.version != state.version:
         raise ScrollMissing(
             f"No search context found for id [{clipped(str(scroll_id))}]: the scroll began on index "
