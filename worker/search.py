@@ -137,7 +137,7 @@ def search(
     from es_rerank.ranking.answer import answer
     from es_rerank.ranking.assemble import served_pipeline
     from es_rerank.ranking.request import text_request
-    from es_rerank.ranking.response import search_response
+    from es_rerank.ranking.response import ResponseContent, search_response
     from es_rerank.text import tokenize
     from worker.local import LocalReranker
     from worker.settings import WorkerSettings
@@ -174,14 +174,16 @@ def search(
         click.echo(
             json.dumps(
                 search_response(
-                    ranking.ranked,
-                    pipeline.backend.index,
-                    took_ms,
-                    ranking.retrieved,
-                    ranking.depth,
-                    ranking.ranker,
-                    ranking.fallback,
-                    shown,
+                    ResponseContent(
+                        ranking.ranked,
+                        pipeline.backend.index,
+                        ranking.ranker,
+                        ranking.retrieved,
+                        ranking.depth,
+                        took_ms=took_ms,
+                        fallback=ranking.fallback,
+                        shown=shown,
+                    )
                 ),
                 indent=2,
             )

@@ -46,7 +46,7 @@ from es_rerank.gateway.url_options import (
     flag,
 )
 from es_rerank.ranking.merge import SCORE_MODES, Combination
-from es_rerank.ranking.request import DEFAULT_SIZE, NO_WORDS_SKIPPED, SearchRequest, by_score
+from es_rerank.ranking.request import DEFAULT_SIZE, NO_WORDS_SKIPPED, SearchRequest, Skipped, SkipReason, by_score
 from es_rerank.text import tokenize
 
 SEARCHED_FIELD = "text"
@@ -262,22 +262,27 @@ def _boolean_or_count(name: str, value: str) -> bool | int:
     return _count(name, value, limit=2**31 - 1)
 
 
-def _skipped(params: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+def _skipped(params: Mapping[str, str], body: Mapping[str, Any]) -> Skipped | None:
     """Why the request is answered in Elasticsearch's order rather than reranked (None: it is reranked)."""
     sort = params.get("sort", body.get("sort"))
     if sort is not None and not by_score(sort):
-        return (
+        return Skipped(
+            SkipReason.SORT,
             f"the request sorts by {excerpt(sort)}, not by _score; like Elasticsearch's rescore, reranking "
-            "applies to a score order only, so the hits are in the order the sort gives"
+            "applies to a score order only, so the hits are in the order the sort gives",
         )
     if "scroll" in params:
-        return "the request scrolls; scrolled pages are Elasticsearch's order, not reranked"
+        return Skipped(SkipReason.SCROLL, "the request scrolls; scrolled pages are Elasticsearch's order, not reranked")
     if "pit" in body:
-        return "the request pages a point in time; such pages are Elasticsearch's order, not reranked"
+        return Skipped(
+            SkipReason.POINT_IN_TIME,
+            "the request pages a point in time; such pages are Elasticsearch's order, not reranked",
+        )
     if "search_after" in body:
-        return (
+        return Skipped(
+            SkipReason.SEARCH_AFTER,
             "the request pages with search_after; such pages are in the sort's order (by _score: the first "
-            "stage's), not reranked"
+            "stage's), not reranked",
         )
     return None
 

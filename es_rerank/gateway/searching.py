@@ -31,7 +31,7 @@ from es_rerank.gateway.state import gateway_state
 from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
 from es_rerank.ranking.answer import answer
 from es_rerank.ranking.pipeline import SearchPipeline
-from es_rerank.ranking.response import search_response
+from es_rerank.ranking.response import ResponseContent, search_response
 
 log = logging.getLogger(__name__)
 
@@ -90,18 +90,20 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
             )
         )
     response = search_response(
-        page,
-        backend.index,
-        round(took * 1000),
-        ranking.retrieved,
-        ranking.depth,
-        ranking.ranker,
-        ranking.fallback,
-        shown,
-        ranking.first_stage,
-        asked.skipped,
-        asked.explain,
-        _max_score(ranking.ranked, asked.size),
+        ResponseContent(
+            page,
+            backend.index,
+            ranking.ranker,
+            ranking.retrieved,
+            ranking.depth,
+            took_ms=round(took * 1000),
+            fallback=ranking.fallback,
+            skipped=asked.skipped,
+            shown=shown,
+            first_stage=ranking.first_stage,
+            explain=asked.explain,
+            max_score=_max_score(ranking.ranked, asked.size),
+        )
     )
     if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
         response["hits"]["max_score"] = None
@@ -224,7 +226,7 @@ def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) ->
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     response["took"] = round((time.perf_counter() - started) * 1000)
-    return in_elasticsearchs_order(response, asked.skipped or "")
+    return in_elasticsearchs_order(response, asked.skipped.message if asked.skipped else "")
 
 
 def check_source_patterns(params: Mapping[str, str], body: Any, limit: int) -> None:
