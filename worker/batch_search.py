@@ -1,6 +1,6 @@
 """``esrr batch-search``: rank every query of a file with the served pipeline, write a TREC run.
 
-The same assembly as ``esrr search`` (``served_pipeline``), loaded once for all the queries:
+The same assembly as ``esrr search`` (``assemble``), loaded once for all the queries:
 the model, the feedback's document vectors (kept between queries) and the votes. Each query's
 words are the request a client sends for them, answered as ``_search`` answers it
 (``es_rerank.ranking.answer``). A run file is what ``ir_measures``, ``trec_eval`` or
@@ -49,7 +49,7 @@ def batch_search(
     from es_rerank.cli_options import load_settings, writable_file
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.ranking.answer import answer
-    from es_rerank.ranking.assemble import served_pipeline
+    from es_rerank.ranking.assemble import PipelineOptions, Switch, assemble, model_note
     from es_rerank.ranking.request import text_request
     from es_rerank.text import tokenize
     from index_setup.readers import CorpusFormatError, LoadReport, read_queries
@@ -75,16 +75,19 @@ def batch_search(
         click.echo(f"warning: {queries_file}: {report.summary()}; those lines are left out of the run", err=True)
     wordless = {q for q, text in queries.items() if not tokenize(text)}
     settings = load_settings(WorkerSettings)
-    pipeline = served_pipeline(
-        settings,
+    options = PipelineOptions(
         window,
-        rerank,
-        use_feedback,
-        use_neighbours,
+        Switch.of(rerank),
+        Switch.of(use_feedback),
+        Switch.of(use_neighbours),
         keep_vectors=True,
         via_worker=via_worker,
         local_reranker=lambda: LocalReranker(settings),
     )
+    pipeline = assemble(settings, options)  # a SetupError is a CLI error (es_rerank.cli)
+    note = model_note(settings, options)
+    if note is not None:
+        click.echo(f"({note})", err=True)
     rankers: dict[str, int] = {}
     fallbacks = 0
     started = time.perf_counter()

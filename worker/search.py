@@ -135,7 +135,7 @@ def search(
     from es_rerank.cli_options import load_settings
     from es_rerank.payload import PayloadError, WorkerSetupError
     from es_rerank.ranking.answer import answer
-    from es_rerank.ranking.assemble import served_pipeline
+    from es_rerank.ranking.assemble import PipelineOptions, Switch, assemble, model_note
     from es_rerank.ranking.request import text_request
     from es_rerank.ranking.response import ResponseContent, search_response
     from es_rerank.text import tokenize
@@ -147,15 +147,18 @@ def search(
             f"the query {query!r} has no words to search for (only spaces or punctuation); give it at least one word"
         )
     settings = load_settings(WorkerSettings, backend=backend)
-    pipeline = served_pipeline(
-        settings,
+    options = PipelineOptions(
         window,
-        rerank,
-        use_feedback,
-        use_neighbours,
+        Switch.of(rerank),
+        Switch.of(use_feedback),
+        Switch.of(use_neighbours),
         via_worker=via_worker,
         local_reranker=lambda: LocalReranker(settings),
     )
+    pipeline = assemble(settings, options)  # a SetupError is a CLI error (es_rerank.cli)
+    note = model_note(settings, options)
+    if note is not None:
+        click.echo(f"({note})", err=True)
     try:
         started = time.perf_counter()
         # The request a client sends for these words, answered as _search answers it; stored fields (the title,
