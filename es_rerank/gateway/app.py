@@ -88,6 +88,13 @@ def create_app(
     app.wsgi_app = UrlLengthLimit(
         app.wsgi_app, settings.gateway_max_url_bytes, on_refused=metrics.requests.labels("unrouted", "414").inc
     )
+    _install_hooks(app, settings, metrics)
+    return app
+
+
+def _install_hooks(app: Flask, settings: GatewaySettings, metrics: GatewayMetrics) -> None:
+    """Around every request: the query limits bound, ``filter_path`` read first and applied last, the answer's
+    size capped, Elasticsearch's product header, the request counted."""
 
     @app.before_request
     def _bound_the_searches() -> None:  # every search this request prepares, in this thread, has these limits
@@ -115,8 +122,6 @@ def create_app(
         route = request.url_rule.rule if request.url_rule is not None else "unrouted"
         metrics.requests.labels(route, str(response.status_code)).inc()
         return response
-
-    return app
 
 
 def _heavy_lane(settings: GatewaySettings, heavy_app: Callable[[], Flask] | None) -> HeavyLane:
