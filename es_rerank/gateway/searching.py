@@ -71,9 +71,10 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     ranking, page, shown = answered.ranking, answered.page, answered.shown
-    experiment, teams = state.experiment, None
+    experiment, drafted = state.experiment, None
     if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
         page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, limits.max_bytes)
+        drafted = {"name": experiment.name, "teams": teams}
     took = time.perf_counter() - started
     metrics.search_seconds.observe(took)
     if ranking.fallback:
@@ -107,8 +108,8 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     )
     if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
         response["hits"]["max_score"] = None
-    if teams is not None:
-        response["esrr"]["experiment"] = {"name": experiment.name, "teams": teams}
+    if drafted is not None:
+        response["esrr"]["experiment"] = drafted
     return response
 
 

@@ -142,7 +142,7 @@ def check_options(settings: BrokerSettings, options: PipelineOptions) -> None:
         )
 
 
-def model_note(settings: CommonSettings, options: PipelineOptions) -> str | None:
+def model_note(settings: BrokerSettings, options: PipelineOptions) -> str | None:
     """Why the pipeline of ``options`` ranks without the model although none was refused: none is trained yet
     (None: the model scores, or was turned off)."""
     checkpoint = settings.checkpoint_path

@@ -56,7 +56,10 @@ class Reranker(Protocol):
     Raises ``ScoringUnavailable`` when it cannot answer this query in time.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The model's name, as rankers show it ("delta-32-lex3"); a worker's names the model it serves."""
+        ...
 
     def __call__(
         self, query: str, hits: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock
