@@ -132,7 +132,7 @@ def bench_search(
     from es_rerank.backends import BackendError
     from es_rerank.cli_options import load_settings
     from es_rerank.payload import PayloadError, WorkerSetupError
-    from es_rerank.ranking.assemble import served_pipeline
+    from es_rerank.ranking.assemble import PipelineOptions, model_note, served_pipeline
     from worker.local import LocalReranker
     from worker.settings import WorkerSettings
 
@@ -145,6 +145,9 @@ def bench_search(
         via_worker=via_worker,  # many queries
         local_reranker=lambda: LocalReranker(settings),
     )
+    note = model_note(settings, PipelineOptions(window, via_worker=via_worker))
+    if note is not None:
+        click.echo(f"({note})", err=True)
     try:
         times, ranker = time_queries(pipeline, texts, k, rounds)
     except (BackendError, PayloadError, WorkerSetupError) as error:

@@ -11,6 +11,8 @@ import importlib
 
 import click
 
+from es_rerank.errors import OptionsError, SetupError
+
 
 class LazyGroup(click.Group):
     """A click group whose sub-commands are imported on first use.
@@ -39,6 +41,8 @@ class LazyGroup(click.Group):
         belongs) becomes a clear CLI error instead of a traceback."""
         try:
             return super().invoke(ctx)
+        except SetupError as error:  # the library's errors (es_rerank.errors), as the command line's
+            raise self._as_click_error(ctx, error) from None
         except OSError as error:
             if error.errno in (errno.ENOSPC, errno.EDQUOT):  # often raised without a file name
                 raise click.ClickException(
@@ -51,6 +55,16 @@ class LazyGroup(click.Group):
                 f"cannot use {error.filename}: {error.strerror}; check that ESRR_HOME and the paths given "
                 "exist where they should and are writable"
             ) from None
+
+    def _as_click_error(self, ctx: click.Context, error: SetupError) -> click.ClickException:
+        """A usage error of the sub-command invoked (its usage shown, status 2) for contradicting options; else a
+        CLI error (status 1)."""
+        if not isinstance(error, OptionsError):
+            return click.ClickException(str(error))
+        name = ctx.invoked_subcommand
+        command = self.get_command(ctx, name) if name is not None else None
+        usage_of = click.Context(command, info_name=name, parent=ctx) if command is not None else ctx
+        return click.UsageError(str(error), ctx=usage_of)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The help listing; lazy commands show their registered short help, without an import."""

@@ -57,14 +57,15 @@ def _id_range(values: np.ndarray, descriptor: int) -> tuple[int, int]:
     """Min and max of a memory-mapped .npy array, read with ``pread`` in chunks rather than through the map: a
     scan of the map leaves every page of the file in the process's RSS (about 1 GB at 1M documents)."""
     offset = os.fstat(descriptor).st_size - values.nbytes  # the data ends the file
-    low, high = None, None
+    low: int | None = None
+    high: int | None = None
     for start in range(0, values.nbytes, _SCAN_BYTES):
         chunk = np.frombuffer(
             os.pread(descriptor, min(_SCAN_BYTES, values.nbytes - start), offset + start), dtype=values.dtype
         )
         low = int(chunk.min()) if low is None else min(low, int(chunk.min()))
         high = int(chunk.max()) if high is None else max(high, int(chunk.max()))
-    return (low, high) if low is not None else (0, 0)
+    return (low, high) if low is not None and high is not None else (0, 0)
 
 
 class _Reader:

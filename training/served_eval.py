@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from es_rerank.ranking.answer import answer
 from es_rerank.ranking.pipeline import SearchPipeline, WindowScores
+from es_rerank.ranking.ranker_name import BM25
 from es_rerank.ranking.request import DEFAULT_SIZE, text_request
 from training.metrics import Run
 
@@ -72,11 +73,11 @@ def served_runs(pipeline: SearchPipeline, queries: Mapping[str, str], progress: 
         window = list(ranking.first_stage.hits[: pipeline.window]) if ranking.first_stage is not None else []
         scored = ranking.scores
         if scored is None or len(scored.final) != len(window):  # no stage reorders: BM25's window alone
-            scored = WindowScores([("BM25", np.array([h.score for h in window], dtype=np.float32))])
+            scored = WindowScores([(BM25, np.array([h.score for h in window], dtype=np.float32))])
         out.skipped = out.skipped or scored.skipped
         if not window:  # no hit: the query counts 0 in every row
             continue
-        stage_names = [name for name, _ in scored.stages]
+        stage_names = [str(name) for name, _ in scored.stages]
         if names is None:
             names = row_names(stage_names)
             out.default = names[-1]

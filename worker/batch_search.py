@@ -50,7 +50,7 @@ def batch_search(
 ) -> None:
     """Rank every query of QUERIES (BEIR queries.jsonl or ID<TAB>TEXT lines) and write a TREC run."""
     from es_rerank.cli_options import load_settings, writable_file
-    from es_rerank.ranking.assemble import served_pipeline
+    from es_rerank.ranking.assemble import PipelineOptions, Switch, assemble, model_note
     from es_rerank.text import tokenize
     from worker.local import LocalReranker
     from worker.settings import WorkerSettings
@@ -63,16 +63,19 @@ def batch_search(
     queries = _read_query_file(queries_file)
     wordless = {q for q, text in queries.items() if not tokenize(text)}
     settings = load_settings(WorkerSettings)
-    pipeline = served_pipeline(
-        settings,
+    options = PipelineOptions(
         window,
-        rerank,
-        use_feedback,
-        use_neighbours,
+        Switch.of(rerank),
+        Switch.of(use_feedback),
+        Switch.of(use_neighbours),
         keep_vectors=True,
         via_worker=via_worker,
         local_reranker=lambda: LocalReranker(settings),
     )
+    pipeline = assemble(settings, options)  # a SetupError is a CLI error (es_rerank.cli)
+    note = model_note(settings, options)
+    if note is not None:
+        click.echo(f"({note})", err=True)
     started = time.perf_counter()
     rankers, fallbacks = _write_run(pipeline, queries, k, tag, out, skip=wordless)
     seconds = time.perf_counter() - started

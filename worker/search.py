@@ -138,8 +138,8 @@ def search(
 ) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.cli_options import load_settings
-    from es_rerank.ranking.assemble import served_pipeline
-    from es_rerank.ranking.response import search_response
+    from es_rerank.ranking.assemble import PipelineOptions, Switch, assemble, model_note
+    from es_rerank.ranking.response import ResponseContent, search_response
     from es_rerank.text import tokenize
     from worker.local import LocalReranker
     from worker.settings import WorkerSettings
@@ -149,15 +149,18 @@ def search(
             f"the query {query!r} has no words to search for (only spaces or punctuation); give it at least one word"
         )
     settings = load_settings(WorkerSettings, backend=backend)
-    pipeline = served_pipeline(
-        settings,
+    options = PipelineOptions(
         window,
-        rerank,
-        use_feedback,
-        use_neighbours,
+        Switch.of(rerank),
+        Switch.of(use_feedback),
+        Switch.of(use_neighbours),
         via_worker=via_worker,
         local_reranker=lambda: LocalReranker(settings),
     )
+    pipeline = assemble(settings, options)  # a SetupError is a CLI error (es_rerank.cli)
+    note = model_note(settings, options)
+    if note is not None:
+        click.echo(f"({note})", err=True)
     answered, took_ms = _answer_once(pipeline, query, k)
     ranking, shown = answered.ranking, answered.shown
     if ranking.fallback:
@@ -166,14 +169,16 @@ def search(
         click.echo(
             json.dumps(
                 search_response(
-                    ranking.ranked,
-                    pipeline.backend.index,
-                    took_ms,
-                    ranking.retrieved,
-                    ranking.depth,
-                    ranking.ranker,
-                    ranking.fallback,
-                    shown,
+                    ResponseContent(
+                        ranking.ranked,
+                        pipeline.backend.index,
+                        ranking.ranker,
+                        ranking.retrieved,
+                        ranking.depth,
+                        took_ms=took_ms,
+                        fallback=ranking.fallback,
+                        shown=shown,
+                    )
                 ),
                 indent=2,
             )

@@ -58,6 +58,11 @@ class SearchBackend(Protocol):
         ...
 
     @property
+    def version(self) -> str:
+        """The served index version (its statistics' version): what a scroll or a cached answer is tied to."""
+        ...
+
+    @property
     def stats(self) -> CorpusStats:
         """The term statistics of the index version being served."""
         ...

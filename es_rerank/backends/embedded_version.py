@@ -58,7 +58,7 @@ def changed_reason(version: str, change: str) -> str:
 
 def folder_state(version_dir: Path) -> tuple:
     """What ``stat`` says of every file of a version folder: a failed verification is tried again when it changes."""
-    state = []
+    state: list[tuple[object, ...]] = []
     for folder in (version_dir / "stats", version_dir / "tantivy"):
         try:
             for entry in sorted(os.scandir(folder), key=lambda entry: entry.name):

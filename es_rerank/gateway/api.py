@@ -14,16 +14,16 @@ from __future__ import annotations
 import logging
 from importlib import metadata
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from es_rerank.backends.base import BackendError
 from es_rerank.gateway.errors import ServiceUnavailable, public_reason
 from es_rerank.gateway.health import ModelProbe, health_body, model_answers, red_body, serving_state
-from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.request_parts import QUERY_ID_HEADER, json_body, query_id
 from es_rerank.gateway.search_request import url_parameters
 from es_rerank.gateway.searching import run_search
+from es_rerank.gateway.state import gateway_state
 from es_rerank.ranking.served import ServedSearch
 
 api = Blueprint("api", __name__)
@@ -35,15 +35,11 @@ ENGINE_NAMES = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch", "e
 
 
 def _served() -> ServedSearch:
-    return current_app.extensions["esrr.served"]
+    return gateway_state().served
 
 
 def _probe() -> ModelProbe:
-    return current_app.extensions["esrr.probe"]
-
-
-def _metrics() -> GatewayMetrics:
-    return current_app.extensions["esrr.metrics"]
+    return gateway_state().probe
 
 
 @api.get("/")
@@ -127,7 +123,7 @@ def reload() -> Response:
 @api.get("/metrics")
 def metrics() -> Response:
     """Prometheus metrics in the text exposition format."""
-    return Response(generate_latest(_metrics().registry), mimetype=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(gateway_state().metrics.registry), mimetype=CONTENT_TYPE_LATEST)
 
 
 def _package_version() -> str:

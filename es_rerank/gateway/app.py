@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import cast
 
 from flask import Flask, Response, g, jsonify, request
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from es_rerank.backends.base import BackendError, QueryRefused
@@ -42,6 +44,7 @@ from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.response_filter import FilterPath, filtered, read_filter_path
 from es_rerank.gateway.search_request import url_parameters
 from es_rerank.gateway.site import site
+from es_rerank.gateway.state import GatewayState, attach_state
 from es_rerank.gateway.url_limit import UrlLengthLimit
 from es_rerank.gateway.writes import is_write
 from es_rerank.payload import PayloadError, WorkerSetupError
@@ -72,37 +75,32 @@ def create_app(
         ESRR_MAX_SOURCE_PATTERNS=settings.gateway_max_source_patterns,
         ESRR_QUERY_LIMITS=settings.query_limits,
     )
-    app.json.sort_keys = False  # keep Elasticsearch's key order
+    cast(DefaultJSONProvider, app.json).sort_keys = False  # keep Elasticsearch's key order
     metrics = GatewayMetrics()
-    app.extensions["esrr.served"] = served
-    app.extensions["esrr.metrics"] = metrics
-    app.extensions["esrr.probe"] = ModelProbe()
-    app.extensions["esrr.experiment"] = load_experiment(settings, served.pipeline())  # ESRR_EXPERIMENT, or None
-    apart = None
-    if heavy_app is not None and settings.gateway_heavy_process:
-        apart = HeavyProcesses(
-            heavy_app,
-            settings.gateway_heavy_slots,
-            settings.gateway_heavy_timeout_s,
-            settings.gateway_heavy_nice,
-            settings.gateway_heavy_wait_s,
-        )
-    app.extensions["esrr.heavy_lane"] = HeavyLane(
-        settings.gateway_heavy_slots, settings.gateway_heavy_queue, settings.gateway_heavy_wait_s, apart
-    )
+    experiment = load_experiment(settings, served.pipeline())  # ESRR_EXPERIMENT, or None
+    lane = _heavy_lane(settings, heavy_app)
     app.register_blueprint(api)
     app.register_blueprint(client_api)
-    install_events(app, settings, metrics)  # POST /_esrr/events, and the site page's report of what it showed
+    events = install_events(app, settings, metrics)  # POST /_esrr/events, and the site page's report of what it showed
+    attach_state(app, GatewayState(served, metrics, ModelProbe(), lane, experiment, events))
     _register_error_handlers(app)
     if settings.gateway_site:  # the search page for browsers at / (site.py)
         app.register_blueprint(site)
     # A heavy search repeated against a full lane: its 429 before it is read (heavy_refusal.py).
-    app.wsgi_app = RefuseKnownHeavy(
-        app.wsgi_app, app.extensions["esrr.heavy_lane"], on_refused=metrics.requests.labels("/_search", "429").inc
+    # Flask's documented way to add WSGI middleware is to replace wsgi_app, which mypy sees as a method.
+    app.wsgi_app = RefuseKnownHeavy(  # type: ignore[method-assign]
+        app.wsgi_app, lane, on_refused=metrics.requests.labels("/_search", "429").inc
     )
-    app.wsgi_app = UrlLengthLimit(
+    app.wsgi_app = UrlLengthLimit(  # type: ignore[method-assign]
         app.wsgi_app, settings.gateway_max_url_bytes, on_refused=metrics.requests.labels("unrouted", "414").inc
     )
+    _install_hooks(app, settings, metrics)
+    return app
+
+
+def _install_hooks(app: Flask, settings: GatewaySettings, metrics: GatewayMetrics) -> None:
+    """Around every request: the query limits bound, ``filter_path`` read first and applied last, the answer's
+    size capped, Elasticsearch's product header, the request counted."""
 
     @app.before_request
     def _bound_the_searches() -> None:  # every search this request prepares, in this thread, has these limits
@@ -132,7 +130,20 @@ def create_app(
         return response
 
     install_client_layouts(app)  # after _as_elasticsearch, so that it runs before: filter_path and the cap see its hits
-    return app
+
+
+def _heavy_lane(settings: GatewaySettings, heavy_app: Callable[[], Flask] | None) -> HeavyLane:
+    """The lane of heavy searches; with ``heavy_app`` and ``ESRR_GATEWAY_HEAVY_PROCESS``, run in processes apart."""
+    apart = None
+    if heavy_app is not None and settings.gateway_heavy_process:
+        apart = HeavyProcesses(
+            heavy_app,
+            settings.gateway_heavy_slots,
+            settings.gateway_heavy_timeout_s,
+            settings.gateway_heavy_nice,
+            settings.gateway_heavy_wait_s,
+        )
+    return HeavyLane(settings.gateway_heavy_slots, settings.gateway_heavy_queue, settings.gateway_heavy_wait_s, apart)
 
 
 def _filtered(app: Flask, response: Response, spec: FilterPath) -> Response:

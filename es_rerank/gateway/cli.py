@@ -97,19 +97,20 @@ def serve(host: str | None, port: int | None, threads: int | None, processes: in
 
 
 def served_search(settings: GatewaySettings) -> ServedSearch:
-    """The served pipeline that ``settings`` describe (``ServedSearch``); click errors name what is missing."""
-    from es_rerank.ranking.assemble import served_pipeline
+    """The served pipeline that ``settings`` describe (``ServedSearch``): scored by the workers, or not reranked
+    (``ESRR_GATEWAY_RERANK=false``); ``es_rerank.errors.SetupError`` names what is missing (``esrr`` shows it as
+    a CLI error)."""
+    from es_rerank.ranking.assemble import PipelineOptions, Switch, assemble
     from es_rerank.ranking.served import ServedSearch
 
     via_worker = settings.gateway_rerank and settings.gateway_window > 0
-    pipeline = served_pipeline(
-        settings,
+    options = PipelineOptions(
         settings.gateway_window,
-        rerank=None if via_worker else False,
+        rerank=Switch.AUTO if via_worker else Switch.OFF,
         keep_vectors=True,
         via_worker=via_worker,
     )
-    return ServedSearch(pipeline, settings.gateway_index_check_s)
+    return ServedSearch(assemble(settings, options), settings.gateway_index_check_s)
 
 
 def _leased_served_search(settings: GatewaySettings) -> ServedSearch:
@@ -133,6 +134,7 @@ def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.soc
     from es_rerank.gateway.app import create_app
     from es_rerank.gateway.events import close_events
     from es_rerank.gateway.server import serve_on, waitress_options
+    from es_rerank.gateway.state import gateway_state
 
     address = f"http://{settings.gateway_host}:{settings.gateway_port}"
     pipeline = served.pipeline()
@@ -149,5 +151,5 @@ def _serve_one(settings: GatewaySettings, served: ServedSearch, sock: socket.soc
         serve_on(app, sock, waitress_options(**options))
     finally:
         close_events(app)  # here, not at exit: a forked gateway process ends with os._exit, which skips atexit
-        app.extensions["esrr.heavy_lane"].close()
+        gateway_state(app).heavy_lane.close()
         served.close()

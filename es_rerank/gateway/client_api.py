@@ -55,6 +55,7 @@ from es_rerank.gateway.searching import (
     in_elasticsearchs_order,
     run_search,
 )
+from es_rerank.gateway.state import gateway_state
 from es_rerank.gateway.url_options import (
     FORMAT_PARAMETERS,
     SHAPING_PARAMETERS,
@@ -85,7 +86,7 @@ HEALTH_PARAMETERS = (
 
 
 def _backend() -> SearchBackend:
-    return current_app.extensions["esrr.served"].pipeline().backend
+    return gateway_state().served.pipeline().backend
 
 
 def _alias() -> str:
@@ -333,7 +334,7 @@ def cluster_health(index: str | None = None) -> tuple[Response, int]:
     if wanted is not None and wanted not in HEALTH_ORDER:
         raise BadSearchRequest(f"[wait_for_status] must be green, yellow or red, got {clipped(wanted)}")
     try:
-        state = health_body(current_app.extensions["esrr.served"], current_app.extensions["esrr.probe"])
+        state = health_body(gateway_state().served, gateway_state().probe)
     except (BackendError, WorkerSetupError, PayloadError) as error:
         log.error("cluster health is red: %s", error)
         state = {"status": "red", "problem": f"searches cannot be answered: {public_reason(str(error))}"}

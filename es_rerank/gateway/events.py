@@ -22,6 +22,7 @@ from es_rerank.gateway.config import GatewaySettings
 from es_rerank.gateway.errors import BadSearchRequest, GatewayError
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.request_parts import InvalidText, read_json
+from es_rerank.gateway.state import gateway_state
 from es_rerank.learning.events import EventError, Impression, new_impression_id, read_events
 from es_rerank.learning.recorder import EventRecorder
 from es_rerank.learning.store import open_store
@@ -54,9 +55,9 @@ class EventsOff(GatewayError):
     error_type = "resource_not_found_exception"
 
 
-def install_events(app: Flask, settings: GatewaySettings, metrics: GatewayMetrics) -> None:
-    """Register ``POST /_esrr/events`` on ``app``, and when ``settings.events`` a recorder writing to the store
-    (opened by its writer thread on the first event) and the site page's script."""
+def install_events(app: Flask, settings: GatewaySettings, metrics: GatewayMetrics) -> EventRecorder | None:
+    """Register ``POST /_esrr/events`` on ``app`` and the site page's script; when ``settings.events``, the recorder
+    writing to the store (opened by its writer thread on the first event), for the app's state."""
     app.register_blueprint(events)
     app.config.update(
         ESRR_EVENTS_MAX_PER_REQUEST=settings.events_max_per_request,
@@ -69,9 +70,9 @@ def install_events(app: Flask, settings: GatewaySettings, metrics: GatewayMetric
         esrr_new_impression_id=new_impression_id,
     )
     if not settings.events:
-        return
+        return None
     url = settings.events_store_url
-    app.extensions["esrr.events"] = EventRecorder(
+    return EventRecorder(
         lambda: open_store(url),
         settings.events_queue,
         settings.events_retention_ms,
@@ -83,7 +84,7 @@ def install_events(app: Flask, settings: GatewaySettings, metrics: GatewayMetric
 def close_events(app: Flask, timeout_s: float = 2.0) -> None:
     """Write what ``app``'s recorder has queued (for up to ``timeout_s``) and stop its writer; a gateway process
     calls it as it stops."""
-    recorder: EventRecorder | None = app.extensions.get("esrr.events")
+    recorder = gateway_state(app).events
     if recorder is not None:
         recorder.close(timeout_s)
 
@@ -91,7 +92,7 @@ def close_events(app: Flask, timeout_s: float = 2.0) -> None:
 @events.post(EVENTS_PATH)
 def record_events() -> tuple[Response, int]:
     """Queue one event or a list of them; 202 with how many were queued and dropped."""
-    recorder: EventRecorder | None = current_app.extensions.get("esrr.events")
+    recorder = gateway_state().events
     if recorder is None:
         raise EventsOff(
             "this gateway records no events (ESRR_EVENTS=false); set ESRR_EVENTS=true to record them (docs/learning.md)"
@@ -116,7 +117,7 @@ def record_events() -> tuple[Response, int]:
         reported = read_events(payload, current_app.config["ESRR_EVENTS_MAX_PER_REQUEST"])
     except EventError as error:
         raise BadEvent(str(error)) from None
-    metrics: GatewayMetrics = current_app.extensions["esrr.metrics"]
+    metrics = gateway_state().metrics
     for event in reported:
         metrics.events_received.labels("impression" if isinstance(event, Impression) else "click").inc()
     queued = recorder.record(reported)

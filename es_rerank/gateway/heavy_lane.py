@@ -27,12 +27,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from es_rerank.backends.highlight import FieldHighlight
 from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import TooManyHeavySearches
-from es_rerank.gateway.heavy_process import HeavyProcesses
 from es_rerank.gateway.heavy_refusal import weighed_heavy
 
 HEAVY_HITS = 100  # hits rendered with their _source (size 1,000 costs ~90 ms of CPU on NFCorpus)
@@ -61,12 +60,24 @@ def is_heavy(hits: int, highlight: Sequence[FieldHighlight], cost: QueryCost) ->
     )
 
 
+class RunsApart(Protocol):
+    """Where heavy searches run outside this process (``heavy_process.HeavyProcesses``)."""
+
+    def run(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(pipeline, *args)`` elsewhere, with that place's served pipeline."""
+        ...
+
+    def close(self) -> None:
+        """Stop running searches there."""
+        ...
+
+
 class HeavyLane:
     """At most ``slots`` heavy searches at once per process and ``queue`` more waiting (``wait_s`` at most) for a
     slot; a heavy search beyond them is a 429 at once, so heavy searches never hold more than ``slots + queue`` of
     the server's threads and light ones always find one."""
 
-    def __init__(self, slots: int, queue: int, wait_s: float, apart: HeavyProcesses | None = None) -> None:
+    def __init__(self, slots: int, queue: int, wait_s: float, apart: RunsApart | None = None) -> None:
         self.slots, self.queue, self.wait_s = slots, queue, wait_s
         self.apart = apart  # processes of their own that run the heavy searches (heavy_process.py); None: here
         self._free = threading.BoundedSemaphore(slots)

@@ -32,6 +32,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from es_rerank.gateway.errors import ServiceUnavailable
+from es_rerank.gateway.state import gateway_state
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ def serve_heavy(conn: Connection, build_app: Callable[[], Any], nice: int) -> No
         os.nice(nice)
     try:
         app = build_app()  # its own lane runs every search here, in this process
-        served = app.extensions["esrr.served"]
+        served = gateway_state(app).served
     except Exception as error:
         conn.send(f"{type(error).__name__}: {error}")
         return

@@ -46,7 +46,7 @@ from es_rerank.gateway.url_options import (
     flag,
 )
 from es_rerank.ranking.merge import SCORE_MODES, Combination
-from es_rerank.ranking.request import DEFAULT_SIZE, NO_WORDS_SKIPPED, SearchRequest, by_score
+from es_rerank.ranking.request import DEFAULT_SIZE, NO_WORDS_SKIPPED, SearchRequest, Skipped, SkipReason, by_score
 from es_rerank.text import tokenize
 
 SEARCHED_FIELD = "text"
@@ -118,6 +118,34 @@ def parse_search(
     check_url_options(params)
     if "timeout" in body:
         check_time_value("timeout", body["timeout"])
+    size, offset = _page(params, body)
+    first_stage = _first_stage(params, body, offset)
+    options = _esrr_options(body.get("ext"), max_window)
+    _check_text_size(first_stage, max_words)  # on the raw body, before query_text parses a query string
+    text = options.get("query_text")
+    if text is None:
+        text = query_text(first_stage.get("query"))
+    _check_length(text, max_words)
+    skipped = _skipped(params, first_stage)
+    if skipped is None and not tokenize(text):
+        skipped = NO_WORDS_SKIPPED
+    return SearchRequest(
+        text,
+        size,
+        offset,
+        first_stage,
+        window=options.get("window_size"),
+        combination=Combination(
+            options.get("score_mode", "replace"), options.get("query_weight", 1.0), options.get("rerank_weight", 1.0)
+        ),
+        explain=bool(options.get("explain", False)),
+        skipped=skipped,
+        passthrough={"scroll": params["scroll"]} if "scroll" in params else {},
+    )
+
+
+def _page(params: Mapping[str, str], body: Mapping[str, Any]) -> tuple[int, int]:
+    """``size`` and ``from``, the URL's over the body's, within Elasticsearch's result window."""
     size = _count("size", params.get("size", body.get("size", DEFAULT_SIZE)))
     offset = _count("from", params.get("from", body.get("from", 0)))
     if offset + size > MAX_K:
@@ -127,6 +155,12 @@ def parse_search(
             "large data sets (Elasticsearch's index.max_result_window, which this gateway keeps): "
             f"page within the first {MAX_K} hits, or scroll or search_after past them"
         )
+    return size, offset
+
+
+def _first_stage(params: Mapping[str, str], body: Mapping[str, Any], offset: int) -> dict[str, Any]:
+    """The first stage's body: the request's body less the paging, with the URL's query, total, sort and
+    ``_source``."""
     if "q" in params and "query" in body:
         raise BadSearchRequest(
             "the search text is given twice, as q= in the URL and as query in the body; send one of them"
@@ -141,6 +175,23 @@ def parse_search(
         first_stage["query"] = url_query(params)
     if "query" in first_stage and not isinstance(first_stage["query"], dict):
         raise BadSearchRequest(f"[query] must be an object with one clause, as in {EXAMPLE}")
+    _read_total_hits(params, first_stage)
+    if "sort" in params:
+        first_stage["sort"] = _url_sort(params["sort"])
+    source = url_source(params)
+    if source is not None:
+        first_stage["_source"] = source
+    return first_stage
+
+
+def _url_sort(sort: str) -> list[Any]:
+    """The URL's ``sort``, "year:desc,_score", as the body's ``[{"year": "desc"}, "_score"]``."""
+    parts = (part.strip().partition(":") for part in sort.split(",") if part.strip())
+    return [{name: order} if order else name for name, _, order in parts]
+
+
+def _read_total_hits(params: Mapping[str, str], first_stage: dict[str, Any]) -> None:
+    """``track_total_hits`` of the URL into ``first_stage``, checked against ``rest_total_hits_as_int``."""
     if "track_total_hits" in params:
         first_stage["track_total_hits"] = _boolean_or_count("track_total_hits", params["track_total_hits"])
     if flag(params, "rest_total_hits_as_int"):  # a number answers an exact count only, as in Elasticsearch
@@ -150,38 +201,6 @@ def parse_search(
                 f"[rest_total_hits_as_int] cannot be used if the tracking of total hits is not "
                 f"accurate, got {excerpt(tracked)}; send track_total_hits true or false"
             )
-    if "sort" in params:  # "year:desc,_score" as the body's [{"year": "desc"}, "_score"]
-        first_stage["sort"] = [
-            {name: order} if order else name
-            for name, _, order in (part.strip().partition(":") for part in params["sort"].split(",") if part.strip())
-        ]
-    source = url_source(params)
-    if source is not None:
-        first_stage["_source"] = source
-    options = _esrr_options(body.get("ext"), max_window)
-    _check_text_size(first_stage, max_words)  # on the raw body, before query_text parses a query string
-    text = options.get("query_text")
-    if text is None:
-        text = query_text(first_stage.get("query"))
-    _check_length(text, max_words)
-    skipped = _skipped(params, first_stage)
-    if skipped is None and not tokenize(text):
-        skipped = NO_WORDS_SKIPPED
-    combination = Combination(
-        options.get("score_mode", "replace"), options.get("query_weight", 1.0), options.get("rerank_weight", 1.0)
-    )
-    passthrough = {"scroll": params["scroll"]} if "scroll" in params else {}
-    return SearchRequest(
-        text,
-        size,
-        offset,
-        first_stage,
-        options.get("window_size"),
-        combination,
-        bool(options.get("explain", False)),
-        skipped,
-        passthrough,
-    )
 
 
 def parse_count(params: Mapping[str, str], body: Any, max_words: int = DEFAULT_MAX_WORDS) -> dict[str, Any]:
@@ -262,22 +281,27 @@ def _boolean_or_count(name: str, value: str) -> bool | int:
     return _count(name, value, limit=2**31 - 1)
 
 
-def _skipped(params: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+def _skipped(params: Mapping[str, str], body: Mapping[str, Any]) -> Skipped | None:
     """Why the request is answered in Elasticsearch's order rather than reranked (None: it is reranked)."""
     sort = params.get("sort", body.get("sort"))
     if sort is not None and not by_score(sort):
-        return (
+        return Skipped(
+            SkipReason.SORT,
             f"the request sorts by {excerpt(sort)}, not by _score; like Elasticsearch's rescore, reranking "
-            "applies to a score order only, so the hits are in the order the sort gives"
+            "applies to a score order only, so the hits are in the order the sort gives",
         )
     if "scroll" in params:
-        return "the request scrolls; scrolled pages are Elasticsearch's order, not reranked"
+        return Skipped(SkipReason.SCROLL, "the request scrolls; scrolled pages are Elasticsearch's order, not reranked")
     if "pit" in body:
-        return "the request pages a point in time; such pages are Elasticsearch's order, not reranked"
+        return Skipped(
+            SkipReason.POINT_IN_TIME,
+            "the request pages a point in time; such pages are Elasticsearch's order, not reranked",
+        )
     if "search_after" in body:
-        return (
+        return Skipped(
+            SkipReason.SEARCH_AFTER,
             "the request pages with search_after; such pages are in the sort's order (by _score: the first "
-            "stage's), not reranked"
+            "stage's), not reranked",
         )
     return None
 
@@ -301,17 +325,33 @@ def _esrr_options(ext: Any, max_window: int) -> dict[str, Any]:
         )
     read: dict[str, Any] = {}
     if "window_size" in options:
-        window = options["window_size"]
-        if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= max_window:
-            raise BadSearchRequest(
-                f"[ext.esrr.window_size] must be a whole number from 0 to {max_window} (the "
-                f"gateway's window, ESRR_GATEWAY_WINDOW), got {excerpt(window)}"
-            )
-        read["window_size"] = window
+        read["window_size"] = _window_size(options["window_size"], max_window)
     if "query_text" in options:
         if not isinstance(options["query_text"], str):
             raise BadSearchRequest(f"[ext.esrr.query_text] must be a string, got {excerpt(options['query_text'])}")
         read["query_text"] = options["query_text"]
+    read.update(_combination(options))
+    if "explain" in options:
+        if not isinstance(options["explain"], bool):
+            raise BadSearchRequest(f"[ext.esrr.explain] must be true or false, got {excerpt(options['explain'])}")
+        read["explain"] = options["explain"]
+    return read
+
+
+def _window_size(window: Any, max_window: int) -> int:
+    """``ext.esrr.window_size``, a whole number from 0 to ``max_window``."""
+    if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= max_window:
+        raise BadSearchRequest(
+            f"[ext.esrr.window_size] must be a whole number from 0 to {max_window} (the "
+            f"gateway's window, ESRR_GATEWAY_WINDOW), got {excerpt(window)}"
+        )
+    return window
+
+
+def _combination(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``ext.esrr.score_mode``, ``query_weight`` and ``rerank_weight`` where given: a mode of ``SCORE_MODES``,
+    finite numbers."""
+    read: dict[str, Any] = {}
     if "score_mode" in options:
         if options["score_mode"] not in SCORE_MODES:
             raise BadSearchRequest(
@@ -324,10 +364,6 @@ def _esrr_options(ext: Any, max_window: int) -> dict[str, Any]:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise BadSearchRequest(f"[ext.esrr.{name}] must be a number, got {excerpt(value)}")
             read[name] = float(value)
-    if "explain" in options:
-        if not isinstance(options["explain"], bool):
-            raise BadSearchRequest(f"[ext.esrr.explain] must be true or false, got {excerpt(options['explain'])}")
-        read["explain"] = options["explain"]
     return read
 
 

@@ -23,16 +23,16 @@ from es_rerank.backends.highlight import source_patterns
 from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.experiment import interleaved_page, takes_part
-from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
+from es_rerank.gateway.heavy_lane import is_heavy
 from es_rerank.gateway.index_names import unserved_name
-from es_rerank.gateway.metrics import GatewayMetrics, ranking_outcome
+from es_rerank.gateway.metrics import ranking_outcome
 from es_rerank.gateway.scroll_ids import ScrollMissing, ScrollState, decode, encode, keep_alive_seconds
 from es_rerank.gateway.search_request import SearchRequest, parse_search
+from es_rerank.gateway.state import gateway_state
 from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
 from es_rerank.ranking.answer import answer
 from es_rerank.ranking.pipeline import SearchPipeline
-from es_rerank.ranking.response import search_response
-from es_rerank.ranking.served import ServedSearch
+from es_rerank.ranking.response import ResponseContent, search_response
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,7 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
 
     Raises the gateway's errors (a bad request, an unknown index) and the backend's, which the app renders.
     """
-    served: ServedSearch = current_app.extensions["esrr.served"]
-    pipeline = served.pipeline()
+    pipeline = gateway_state().served.pipeline()
     backend = pipeline.backend
     check_index(index, backend.index)
     check_source_patterns(params, body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
@@ -58,8 +57,8 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
 
 def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> dict[str, Any]:
     """The answer to a search the pipeline ranks (reranked, or in the first stage's or the sort's order)."""
-    metrics: GatewayMetrics = current_app.extensions["esrr.metrics"]
-    lane: HeavyLane = current_app.extensions["esrr.heavy_lane"]
+    state = gateway_state()
+    metrics, lane = state.metrics, state.heavy_lane
     backend = pipeline.backend
     limits = AnswerLimits(current_app.config["ESRR_MAX_ANSWER_BYTES"], current_app.config["ESRR_MAX_HIGHLIGHT_CHARS"])
     started = time.perf_counter()
@@ -75,9 +74,10 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     ranking, page, shown = answered.ranking, answered.page, answered.shown
-    experiment, teams = current_app.extensions.get("esrr.experiment"), None
+    experiment, drafted = state.experiment, None
     if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
         page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, limits.max_bytes)
+        drafted = {"name": experiment.name, "teams": teams}
     took = time.perf_counter() - started
     metrics.search_seconds.observe(took)
     if ranking.fallback:
@@ -94,23 +94,25 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
             )
         )
     response = search_response(
-        page,
-        backend.index,
-        round(took * 1000),
-        ranking.retrieved,
-        ranking.depth,
-        ranking.ranker,
-        ranking.fallback,
-        shown,
-        ranking.first_stage,
-        asked.skipped,
-        asked.explain,
-        _max_score(ranking.ranked, asked.size),
+        ResponseContent(
+            page,
+            backend.index,
+            ranking.ranker,
+            ranking.retrieved,
+            ranking.depth,
+            took_ms=round(took * 1000),
+            fallback=ranking.fallback,
+            skipped=asked.skipped,
+            shown=shown,
+            first_stage=ranking.first_stage,
+            explain=asked.explain,
+            max_score=_max_score(ranking.ranked, asked.size),
+        )
     )
     if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
         response["hits"]["max_score"] = None
-    if teams is not None:
-        response["esrr"]["experiment"] = {"name": experiment.name, "teams": teams}
+    if drafted is not None:
+        response["esrr"]["experiment"] = drafted
     metrics.searches.labels(ranking_outcome(response["esrr"])).inc()
     return response
 
@@ -160,7 +162,7 @@ def continue_scroll(scroll_id: Any, keep_alive: str | None, query_id: str) -> di
             f"No search context found for id [{clipped(str(scroll_id))}]: the scroll's keep-alive "
             f"({state.keep_alive}) passed; start it again, with a longer ?scroll="
         )
-    pipeline = current_app.extensions["esrr.served"].pipeline()
+    pipeline = gateway_state().served.pipeline()
     if pipeline.backend.version != state.version:
         raise ScrollMissing(
             f"No search context found for id [{clipped(str(scroll_id))}]: the scroll began on index "
@@ -229,8 +231,8 @@ def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) ->
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     response["took"] = round((time.perf_counter() - started) * 1000)
-    current_app.extensions["esrr.metrics"].searches.labels("skipped").inc()
-    return in_elasticsearchs_order(response, asked.skipped or "")
+    gateway_state().metrics.searches.labels("skipped").inc()
+    return in_elasticsearchs_order(response, asked.skipped.message if asked.skipped else "")
 
 
 def check_source_patterns(params: Mapping[str, str], body: Any, limit: int) -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from es_rerank.ranking.interleaving import team_draft
 from es_rerank.ranking.merge import REPLACE, Combination, RankedHit, merge
-from es_rerank.ranking.neighbours import FUSED_ROW_SUFFIX, JudgedNeighbours, NeighboursError, fuse
+from es_rerank.ranking.neighbours import JudgedNeighbours, NeighboursError, fuse
 from es_rerank.ranking.pipeline import Ranking
+from es_rerank.ranking.ranker_name import Refinement
 from es_rerank.stats import CorpusStats
 
 SETTING = "ESRR_EXPERIMENT"
@@ -106,7 +107,7 @@ class Experiment:
         scored = len(stages[0][1]) if stages else 0
         if self.neighbours is None or not scored:  # BM25, or nothing reordered: BM25's order
             return merge(hits, None, 0, combination, k)
-        served_votes = stages[-1][0].endswith(FUSED_ROW_SUFFIX) and len(stages) > 1
+        served_votes = stages[-1][0].last is Refinement.NEIGHBOURS and len(stages) > 1
         before_votes = stages[-2][1] if served_votes else stages[-1][1]
         votes = self.neighbours.scores(query, [hit.doc_id for hit in hits[:scored]])
         return merge(hits, fuse(before_votes, votes, self.neighbours.params.weight), scored, combination, k)

@@ -27,10 +27,11 @@ import numpy as np
 from scipy import sparse
 
 from es_rerank.ranking.neighbours import standardised
+from es_rerank.ranking.ranker_name import Refinement
 from es_rerank.settings import MAX_VOTE_WEIGHT, CommonSettings
 from es_rerank.stats import CorpusStats, DocTerms
 
-FEEDBACK_ROW_SUFFIX = " + candidate feedback"  # how search output and eval rows name a ranker with feedback
+FEEDBACK_ROW_SUFFIX = Refinement.FEEDBACK.suffix  # how search output and eval rows name a ranker with feedback
 TERMS_PER_DOCUMENT = 50  # why 50: document_vectors
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from es_rerank.ranking.neighbours import standardised
+from es_rerank.ranking.ranker_name import Refinement
 
-GUARD_ROW_SUFFIX = " + BM25 guard"  # how search output and eval rows name a model's scores blended with BM25
+GUARD_ROW_SUFFIX = Refinement.GUARD.suffix  # how search output and eval rows name a model's scores blended with BM25
 
 
 def guarded(model_scores: np.ndarray, bm25_scores: np.ndarray, weight: float) -> np.ndarray:

@@ -41,13 +41,14 @@ from pathlib import Path
 import numpy as np
 
 from es_rerank.lex import standardised  # re-exported: the guard, the feedback and ensembles import it from here
+from es_rerank.ranking.ranker_name import Refinement
 from es_rerank.settings import MAX_VOTE_WEIGHT
 from es_rerank.stats import CorpusStats
 from es_rerank.text import tokenize
 
 log = logging.getLogger(__name__)
 
-FUSED_ROW_SUFFIX = " + judged neighbours"  # how search output and eval rows name a ranker fused with the votes
+FUSED_ROW_SUFFIX = Refinement.NEIGHBOURS.suffix  # how search output and eval rows name a ranker fused with the votes
 PARAM_NAMES = ("k", "power", "weight", "confidence")
 OPTIONAL_PARAMS = {"confidence": 0.0}  # files written before it: the votes as they were then
 

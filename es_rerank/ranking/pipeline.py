@@ -21,7 +21,8 @@ import numpy as np
 
 from es_rerank.backends.base import FirstStage, Hit, SearchBackend
 from es_rerank.ranking.merge import REPLACE, Combination, RankedHit, merge
-from es_rerank.ranking.neighbours import FUSED_ROW_SUFFIX, JudgedNeighbours, fuse
+from es_rerank.ranking.neighbours import JudgedNeighbours, fuse
+from es_rerank.ranking.ranker_name import BM25, RankerName, Refinement
 from es_rerank.stats import CorpusStats
 
 if TYPE_CHECKING:  # scipy loads only where feedback runs
@@ -57,7 +58,7 @@ class Reranker(Protocol):
 
     @property
     def name(self) -> str:
-        """The ranker's name, as responses and events give it."""
+        """The model's name, as rankers show it ("delta-32-lex3"); a worker's names the model it serves."""
         ...
 
     def __call__(
@@ -89,19 +90,19 @@ class Ranking:
 class WindowScores:
     """One query's window scored by each stage that ran, in order: what ``rank`` merges and ``esrr eval`` rows.
 
-    ``stages`` pairs the ranker's name after each stage (e.g. "BM25", "delta-32-lex3",
+    ``stages`` pairs the ranker after each stage (``RankerName``: "BM25", "delta-32-lex3",
     "delta-32-lex3 + candidate feedback") with the window's scores then; the last pair is the
     final order. ``skipped`` says why a stage that is set did not run (votes of another corpus).
     """
 
-    stages: list[tuple[str, np.ndarray]]
+    stages: list[tuple[RankerName, np.ndarray]]
     fallback: str | None = None
     skipped: str | None = None
 
     @property
     def ranker(self) -> str:
         """What made the final scores, with the stage left out and why, if one was."""
-        name = self.stages[-1][0]
+        name = str(self.stages[-1][0])
         return f"{name} (judged neighbours not applied: {self.skipped})" if self.skipped else name
 
     @property
@@ -118,8 +119,9 @@ class SearchPipeline:
     long-lived process (built anew for every window without it). ``guard_weight`` above 0
     blends the model's scores with BM25's (``es_rerank.ranking.guard``). ``refine_while_skipped``
     False answers BM25's page alone, without the feedback and votes, while the reranker skips its
-    workers (``ESRR_BREAKER_REFINE``): the cheapest fallback, in another order than the refined one. Every stage
-    reads the backend's statistics at the time of the query, so a reload after a reindex holds.
+    workers (``ESRR_BREAKER_REFINE``): the cheapest fallback, in another order than the refined one.
+    Every stage reads the backend's statistics at the time of the query, so a reload after a reindex
+    holds.
     """
 
     backend: SearchBackend
@@ -178,24 +180,26 @@ class SearchPipeline:
         self, query: str, window: Sequence[Hit], stats: CorpusStats, clock: StageClock = no_clock
     ) -> WindowScores:
         """The window's scores after each stage; the backend's and the reranker's errors pass through."""
-        stages = [("BM25", np.array([h.score for h in window], dtype=np.float32))]
+        stages = [(BM25, np.array([h.score for h in window], dtype=np.float32))]
         fallback = skipped = None
         if not window:
             return WindowScores(stages)
         if self.reranker is not None:
             try:
                 scores = self.reranker(query, window, stats, clock)
-                stages.append((self.reranker.name, scores))  # named after the call: a worker names its model
+                stages.append(
+                    (RankerName(self.reranker.name), scores)
+                )  # named after the call: a worker names its model
             except ScoringUnavailable as error:
                 fallback = str(error)  # the votes refine BM25's order
             if fallback is None and self.guard_weight > 0:
-                from es_rerank.ranking.guard import GUARD_ROW_SUFFIX, guarded
+                from es_rerank.ranking.guard import guarded
 
                 name, scores = stages[-1]
                 with clock("guard"):
-                    stages.append((name + GUARD_ROW_SUFFIX, guarded(scores, stages[0][1], self.guard_weight)))
+                    stages.append((name.then(Refinement.GUARD), guarded(scores, stages[0][1], self.guard_weight)))
         if self.feedback is not None:
-            from es_rerank.ranking.feedback import FEEDBACK_ROW_SUFFIX, document_vectors, with_feedback
+            from es_rerank.ranking.feedback import document_vectors, with_feedback
 
             with clock("feedback vectors"):
                 terms = [h.terms for h in window]
@@ -206,14 +210,16 @@ class SearchPipeline:
                 )
             name, scores = stages[-1]
             with clock("feedback votes"):
-                stages.append((name + FEEDBACK_ROW_SUFFIX, with_feedback(scores, vectors, self.feedback)))
+                stages.append((name.then(Refinement.FEEDBACK), with_feedback(scores, vectors, self.feedback)))
         if self.neighbours is not None:
             skipped = self.neighbours_problem(stats)
             if skipped is None:
                 name, scores = stages[-1]
                 with clock("neighbours"):
                     votes = self.neighbours.scores(query, [h.doc_id for h in window])
-                    stages.append((name + FUSED_ROW_SUFFIX, fuse(scores, votes, self.neighbours.params.weight)))
+                    stages.append(
+                        (name.then(Refinement.NEIGHBOURS), fuse(scores, votes, self.neighbours.params.weight))
+                    )
         return WindowScores(stages, fallback, skipped)
 
     def rank(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from es_rerank.backends.base import text_body
@@ -17,9 +18,35 @@ from es_rerank.ranking.merge import REPLACE, Combination
 from es_rerank.text import tokenize
 
 DEFAULT_SIZE = 10
-NO_WORDS = "the query has no words for the model"
-NO_WORDS_SKIPPED = (
-    f"{NO_WORDS} to score (only filters, or no text clause); send ext.esrr.query_text to rerank by its words"
+
+
+class SkipReason(Enum):
+    """Why a search is not reranked, on purpose."""
+
+    NO_WORDS = "no words"  # nothing for the model to read: the first stage's order, ranked here
+    SORT = "sort"  # ordered by something other than _score: the engine's order
+    SCROLL = "scroll"
+    POINT_IN_TIME = "point in time"
+    SEARCH_AFTER = "search_after"
+
+    @property
+    def sorted_elsewhere(self) -> bool:
+        """Whether the order is not by score: the engine's own (a sort, a scroll, a point in time, search_after)."""
+        return self is not SkipReason.NO_WORDS
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Reranking skipped on purpose: the ``reason``, and the ``message`` a response shows in ``esrr.skipped``."""
+
+    reason: SkipReason
+    message: str
+
+
+NO_WORDS_SKIPPED = Skipped(
+    SkipReason.NO_WORDS,
+    "the query has no words for the model to score (only filters, or no text clause); send ext.esrr.query_text to "
+    "rerank by its words",
 )
 
 
@@ -34,7 +61,7 @@ class SearchRequest:
     window: int | None = None  # ext.esrr.window_size; None: the gateway's
     combination: Combination = REPLACE
     explain: bool = False
-    skipped: str | None = None  # why reranking is skipped on purpose
+    skipped: Skipped | None = None  # why reranking is skipped on purpose
     passthrough: Mapping[str, str] = field(default_factory=dict)  # URL parameters for Elasticsearch (scroll)
 
     @property
@@ -50,7 +77,7 @@ class SearchRequest:
     @property
     def sorted_elsewhere(self) -> bool:
         """Whether the request's order is not by score (a sort, a scroll, a point in time): Elasticsearch's own."""
-        return self.skipped is not None and not self.skipped.startswith(NO_WORDS)
+        return self.skipped is not None and self.skipped.reason.sorted_elsewhere
 
 
 def text_request(text: str, size: int = DEFAULT_SIZE, window: int | None = None) -> SearchRequest:

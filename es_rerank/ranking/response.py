@@ -7,87 +7,104 @@ It lives with the ranking, not the gateway, because two rooms render it: the gat
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from es_rerank.backends.base import FirstStage
 from es_rerank.ranking.merge import RankedHit
+from es_rerank.ranking.request import Skipped
 
 
-def search_response(
-    ranked: Sequence[RankedHit],
-    index: str,
-    took_ms: int,
-    retrieved: int,
-    depth: int,
-    ranker: str,
-    fallback: str | None = None,
-    shown: Sequence[Mapping[str, Any]] | None = None,
-    first_stage: FirstStage | None = None,
-    skipped: str | None = None,
-    explain: bool = False,
-    max_score: float | None = None,
-) -> dict[str, Any]:
-    """An ES 8 ``_search`` body for ``ranked`` (already cut to the hits shown).
+@dataclass(frozen=True)
+class ResponseContent:
+    """What one ``_search`` response shows: the hits of the page, where they came from and what ranked them.
 
-    ``retrieved`` hits came back from a first stage asked for ``depth``; when it returned
-    all it was asked for, more may match, so the total is a lower bound ("gte"), as ES
-    reports a capped count. ``took_ms`` is the time from the first-stage search to the
-    final order. Each hit's ``_score`` is ``RankedHit.score`` (the same on every page,
-    never negative: ``merge``), its ``fields`` carry its BM25 score and whether the ranker
-    reordered it (never in a fallback answer, where no model scored it);
-    ``max_score`` is the whole result's (its first hit's, from the ranking), not the
-    page's: the page's own when not given (a whole ranking); ``esrr.ranker`` names what made ``_score``, and
-    ``esrr.fallback``, when present, why the model did not score the query, and
-    ``esrr.skipped`` why reranking was skipped on purpose.
-
-    ``shown`` (one entry per hit, from ``SearchBackend.page``) gives each hit's
-    ``_source``, ``highlight`` and ``fields`` as the request asked; without it a hit's
-    ``_source`` is its id and title. ``first_stage``, the backend's answer to a search
-    body, gives the total, aggregations and shards as the backend reported them;
-    ``explain`` adds each hit's ``_explanation`` (first-stage and model scores).
+    ``ranked`` is already cut to the hits shown. ``retrieved`` hits came back from a first stage asked for
+    ``depth``. ``took_ms`` is the time from the first-stage search to the final order. ``fallback`` says why the
+    model did not score the query, ``skipped`` why reranking was skipped on purpose. ``shown`` (one entry per hit,
+    from ``SearchBackend.page``) gives each hit's ``_source``, ``highlight`` and ``fields`` as the request asked;
+    ``first_stage`` is the backend's answer to the search body; ``explain`` adds each hit's ``_explanation``;
+    ``max_score`` is the whole result's (its first hit's), None for the page's own.
     """
-    scores = [float(item.score) for item in ranked]
-    shown = (
-        shown
-        if shown is not None
-        else [{"_source": {"doc_id": item.hit.doc_id, "title": item.hit.title}} for item in ranked]
-    )
-    hits = []
-    for item, score, extra in zip(ranked, scores, shown):
-        hit: dict[str, Any] = {"_index": index, "_id": item.hit.doc_id, "_score": score}
-        hit.update((key, value) for key, value in extra.items() if key != "fields")
-        hit["fields"] = {
-            **extra.get("fields", {}),
-            "bm25_score": [float(item.hit.score)],
-            "reranked": [item.reranked and not fallback],
-        }
-        if explain:
-            hit["_explanation"] = _explanation(item, score)
-        hits.append(hit)
-    if first_stage is None:
-        total: Mapping[str, Any] | None = {"value": retrieved, "relation": "gte" if retrieved >= depth else "eq"}
-    else:
-        total = first_stage.total
-    esrr: dict[str, Any] = {
-        "ranker": ranker,
-        **({"fallback": fallback} if fallback else {}),
-        **({"skipped": skipped} if skipped else {}),
-    }
+
+    ranked: Sequence[RankedHit]
+    index: str
+    ranker: str
+    retrieved: int
+    depth: int
+    took_ms: int = 0
+    fallback: str | None = None
+    skipped: Skipped | None = None
+    shown: Sequence[Mapping[str, Any]] | None = None
+    first_stage: FirstStage | None = None
+    explain: bool = False
+    max_score: float | None = None
+
+
+def search_response(content: ResponseContent) -> dict[str, Any]:
+    """An ES 8 ``_search`` body for ``content``.
+
+    When the first stage returned all it was asked for, more may match, so the total is a lower
+    bound ("gte"), as ES reports a capped count; ``first_stage``, when given, has the total,
+    aggregations and shards as the backend reported them. Each hit's ``_score`` is
+    ``RankedHit.score`` (the same on every page, never negative: ``merge``), its ``fields`` carry
+    its BM25 score and whether the ranker reordered it (never in a fallback answer, where no model
+    scored it); without ``shown`` a hit's ``_source`` is its id and title. ``esrr.ranker`` names
+    what made ``_score``, and ``esrr.fallback`` and ``esrr.skipped``, when present, say why the model
+    did not score the query, or why reranking was skipped.
+    """
+    scores = [float(item.score) for item in content.ranked]
+    first_stage = content.first_stage
     response: dict[str, Any] = {
-        "took": took_ms,
+        "took": content.took_ms,
         "timed_out": bool(first_stage.timed_out) if first_stage is not None else False,
     }
     if first_stage is not None and first_stage.shards is not None:
         response["_shards"] = first_stage.shards
+    total = _total(content)
     response["hits"] = {
         **({"total": total} if total is not None else {}),
-        "max_score": max_score if max_score is not None else max(scores, default=None),
-        "hits": hits,
+        "max_score": content.max_score if content.max_score is not None else max(scores, default=None),
+        "hits": _hits(content, scores),
     }
     if first_stage is not None and first_stage.aggregations is not None:
         response["aggregations"] = first_stage.aggregations
-    response["esrr"] = esrr
+    response["esrr"] = {
+        "ranker": content.ranker,
+        **({"fallback": content.fallback} if content.fallback else {}),
+        **({"skipped": content.skipped.message} if content.skipped else {}),
+    }
     return response
+
+
+def _hits(content: ResponseContent, scores: Sequence[float]) -> list[dict[str, Any]]:
+    """The page's hits as Elasticsearch shows them, with their ``_source`` (``shown``) and our ``fields``."""
+    shown = (
+        content.shown
+        if content.shown is not None
+        else [{"_source": {"doc_id": item.hit.doc_id, "title": item.hit.title}} for item in content.ranked]
+    )
+    hits = []
+    for item, score, extra in zip(content.ranked, scores, shown):
+        hit: dict[str, Any] = {"_index": content.index, "_id": item.hit.doc_id, "_score": score}
+        hit.update((key, value) for key, value in extra.items() if key != "fields")
+        hit["fields"] = {
+            **extra.get("fields", {}),
+            "bm25_score": [float(item.hit.score)],
+            "reranked": [item.reranked and not content.fallback],
+        }
+        if content.explain:
+            hit["_explanation"] = _explanation(item, score)
+        hits.append(hit)
+    return hits
+
+
+def _total(content: ResponseContent) -> Mapping[str, Any] | None:
+    """``hits.total``: the first stage's, else the hits retrieved, a lower bound when the first stage returned as
+    many as it was asked for."""
+    if content.first_stage is not None:
+        return content.first_stage.total
+    return {"value": content.retrieved, "relation": "gte" if content.retrieved >= content.depth else "eq"}
 
 
 def _explanation(item: RankedHit, score: float) -> dict[str, Any]:

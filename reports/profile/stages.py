@@ -87,6 +87,7 @@ def instrumented_app(spent: Spent) -> Any:
     from es_rerank.gateway.app import create_app
     from es_rerank.gateway.cli import _leased_served_search
     from es_rerank.gateway.config import GatewaySettings
+    from es_rerank.gateway.state import gateway_state
     from es_rerank.stats import CorpusStats
 
     settings = load_settings(GatewaySettings)
@@ -101,7 +102,7 @@ def instrumented_app(spent: Spent) -> Any:
     app = create_app(_leased_served_search(settings), settings)  # its files leased, as in `esrr serve`
     spent.wrap(app.json, "dumps", "JSON encoding")
     spent.wrap(app, "wsgi_app", "wsgi")  # the whole request as waitress hands it over (the test client's own work not)
-    app.extensions["esrr.metrics"].stage = spent.timing  # the pipeline's stage clock: CPU, not wall time
+    gateway_state(app).metrics.stage = spent.timing  # the pipeline's stage clock: CPU, not wall time
     return app
 
 

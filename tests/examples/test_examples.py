@@ -38,12 +38,19 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_example(name: str, *args: str, home: Path) -> list[str]:
     """The lines ``python examples/NAME ARGS`` prints with ``ESRR_HOME=home`` (a failure shows its output)."""
+    done = _ran(name, *args, home=home)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.splitlines()
+
+
+def _ran(name: str, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """``python examples/NAME ARGS`` with ``ESRR_HOME=home`` and no other ``ESRR_*`` setting, run to its end."""
     env = {
         **{key: value for key, value in os.environ.items() if not key.startswith("ESRR_")},
         "ESRR_HOME": str(home),
         "PYTHONPATH": str(REPO),
     }
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(REPO / "examples" / name), *args],
         cwd=REPO,
         env=env,
@@ -51,8 +58,6 @@ def run_example(name: str, *args: str, home: Path) -> list[str]:
         text=True,
         timeout=120,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout.splitlines()
 
 
 def test_the_library_example_prints_the_pipelines_ranking(home: Path) -> None:
@@ -66,6 +71,26 @@ def test_the_library_example_prints_the_pipelines_ranking(home: Path) -> None:
     assert [float(line.split()[1]) for line in lines[1:]] == pytest.approx(
         [item.score for item in ranking.ranked], abs=1e-3
     )
+
+
+def test_the_entry_point_example_ranks_as_the_served_pipeline(home: Path, tmp_path: Path) -> None:
+    lines = run_example("python_entry_point.py", str(home), QUERY, home=tmp_path)  # home= wins over ESRR_HOME
+    backend = EmbeddedBackend.open_current(home / "indexes" / "embedded")
+    feedback = FeedbackParams.from_settings(CommonSettings(home=home))
+    ranking = ranked(SearchPipeline(backend, 500, feedback=feedback), QUERY, 10)  # no model, no votes file there
+    assert ranking.ranker == "BM25 + candidate feedback"
+    assert lines[0] == f"index v1: 2 hits, ranker {ranking.ranker}"
+    assert [line.split()[-1] for line in lines[1:]] == [item.hit.doc_id for item in ranking.ranked] == ["a", "b"]
+    assert [float(line.split()[1]) for line in lines[1:]] == pytest.approx(
+        [item.score for item in ranking.ranked], abs=1e-3
+    )
+
+
+def test_the_entry_point_example_says_why_a_home_cannot_be_searched(tmp_path: Path) -> None:
+    done = _ran("python_entry_point.py", str(tmp_path), QUERY, home=tmp_path)
+    assert done.returncode == 1 and not done.stdout, done.stdout + done.stderr
+    assert f"cannot search {tmp_path}: no embedded index in" in done.stderr and "esrr index build" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_the_official_client_example_searches_a_running_gateway(home: Path) -> None:

@@ -21,6 +21,7 @@ from es_rerank.backends.base import BackendError
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
+from es_rerank.gateway.state import gateway_state
 from es_rerank.payload import WorkerSetupError
 from es_rerank.ranking.feedback import FeedbackParams
 from es_rerank.ranking.pipeline import SearchPipeline
@@ -322,7 +323,7 @@ class _RefusingWorker:
 
 
 def test_a_worker_refusal_fails_only_the_searches_of_an_msearch_that_ask_it(app, tmp_path):
-    backend = app.extensions["esrr.served"].pipeline().backend
+    backend = gateway_state(app).served.pipeline().backend
     refusing = create_app(
         ServedSearch(SearchPipeline(backend, 10, _RefusingWorker()), 3600), GatewaySettings(home=tmp_path)
     ).test_client()
@@ -353,7 +354,7 @@ class _BackendThatFails:
 
 
 def test_health_is_red_not_an_error_while_searches_cannot_be_answered(app, tmp_path):
-    backend = app.extensions["esrr.served"].pipeline().backend
+    backend = gateway_state(app).served.pipeline().backend
     failing = create_app(
         ServedSearch(SearchPipeline(_BackendThatFails(backend), 10), 3600), GatewaySettings(home=tmp_path)
     ).test_client()

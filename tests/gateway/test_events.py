@@ -20,6 +20,7 @@ import pytest
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
+from es_rerank.gateway.state import gateway_state
 from es_rerank.learning.store import open_store
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
@@ -64,7 +65,7 @@ def test_an_impression_and_a_click_are_stored_with_the_servers_time_only(home):
     )
     assert response.status_code == 202 and response.get_json() == {"queued": 2, "dropped": 0}
     assert client.post("/_esrr/events", data=json.dumps(CLICK), content_type="text/plain").status_code == 202
-    recorder = app.extensions["esrr.events"]
+    recorder = gateway_state(app).events
     assert recorder.flush(30)
     store = open_store(str(home / "events" / "events.sqlite3"))
     [(impression, at)] = list(store.impressions())
@@ -158,7 +159,7 @@ def test_the_pages_script_reports_what_the_server_stores(home, experiment):
     assert [url for url, _ in beacons] == ["/_esrr/events"] * 2
     for _, body in beacons:  # sendBeacon with a string sends text/plain
         assert client.post("/_esrr/events", data=body, content_type="text/plain;charset=UTF-8").status_code == 202
-    assert app.extensions["esrr.events"].flush(30)
+    assert gateway_state(app).events.flush(30)
     store = open_store(str(home / "events" / "events.sqlite3"))
     [(impression, _)] = list(store.impressions())
     [(click, _)] = list(store.clicks())
@@ -192,7 +193,7 @@ def test_a_store_that_cannot_be_made_never_fails_a_search(home):
     for _ in range(3):
         assert client.post("/_esrr/events", json=[IMPRESSION, CLICK]).status_code == 202
         assert _searches(client) == expected
-    assert app.extensions["esrr.events"].flush(30)
+    assert gateway_state(app).events.flush(30)
     dropped = sum(
         _metric(client, f'esrr_events_dropped_total{{reason="{reason}"}}')
         for reason in ("store_error", "store_unavailable")
@@ -204,7 +205,7 @@ def test_a_locked_store_never_fails_a_search_and_its_events_wait_or_drop(home):
     app = _app(home, events_queue=5)
     client = app.test_client()
     assert client.post("/_esrr/events", json=IMPRESSION).status_code == 202
-    assert app.extensions["esrr.events"].flush(30)
+    assert gateway_state(app).events.flush(30)
     locker = sqlite3.connect(home / "events" / "events.sqlite3", isolation_level=None)
     locker.execute("BEGIN EXCLUSIVE")
     expected = _searches(_app(home, events=False).test_client())
@@ -213,7 +214,7 @@ def test_a_locked_store_never_fails_a_search_and_its_events_wait_or_drop(home):
     queued = sum(answer["queued"] for answer in answers)
     assert sum(answer["dropped"] for answer in answers) == 12 - queued > 0  # the queue of 5 filled up
     locker.execute("ROLLBACK")
-    assert app.extensions["esrr.events"].flush(30)
+    assert gateway_state(app).events.flush(30)
     lost = sum(
         _metric(client, f'esrr_events_dropped_total{{reason="{reason}"}}')
         for reason in ("store_error", "store_unavailable")

@@ -31,6 +31,7 @@ from es_rerank.gateway.errors import TooManyHeavySearches
 from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
 from es_rerank.gateway.heavy_process import HeavyProcesses
 from es_rerank.gateway.heavy_refusal import RefuseKnownHeavy, weighed_heavy
+from es_rerank.gateway.state import gateway_state
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.served import ServedSearch
 from es_rerank.stats import Document
@@ -109,7 +110,7 @@ def app(home: Path):
 
 def test_with_the_lane_held_a_heavy_search_is_a_429_and_a_light_one_answers(app) -> None:
     client = app.test_client()
-    lane: HeavyLane = app.extensions["esrr.heavy_lane"]
+    lane: HeavyLane = gateway_state(app).heavy_lane
     with lane.taken(True):  # another heavy search is running
         refused = client.post("/_search", json={"query": {"match": {"text": "green tea"}}, "size": 200})
         light = client.get("/_search?q=green+tea&size=10")
@@ -166,7 +167,7 @@ def apart_app(home: Path):
     )
     apart = create_app(served_index(str(home)), settings, heavy_app=partial(heavy_app, str(home), settings))
     yield apart
-    apart.extensions["esrr.heavy_lane"].close()
+    gateway_state(apart).heavy_lane.close()
 
 
 def _without_took(answer: dict) -> dict:
@@ -174,7 +175,7 @@ def _without_took(answer: dict) -> dict:
 
 
 def _child_pid(app) -> int:
-    processes: HeavyProcesses = app.extensions["esrr.heavy_lane"].apart
+    processes: HeavyProcesses = gateway_state(app).heavy_lane.apart
     deadline = time.monotonic() + 60
     while not processes.pids() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -216,7 +217,7 @@ def test_the_heavy_searches_process_follows_a_reindex_as_the_gateway_does(tmp_pa
         build_embedded_index(corpus("new"), root, version="v2", progress=False)  # esrr index build's swap
         after = client.post("/_search", json=HEAVY_BODY).get_json()
     finally:
-        app.extensions["esrr.heavy_lane"].close()
+        gateway_state(app).heavy_lane.close()
     assert {hit["_id"][:3] for hit in before["hits"]["hits"]} == {"old"}
     assert {hit["_id"][:3] for hit in after["hits"]["hits"]} == {"new"}
     assert len(after["hits"]["hits"]) == 150
@@ -288,7 +289,7 @@ def test_a_known_heavy_search_is_refused_before_the_app_reads_it_while_the_lane_
 def test_through_the_app_a_repeated_heavy_search_gets_the_same_429_before_and_after_it_is_known(home) -> None:
     app = create_app(served_index(str(home)), GatewaySettings(home=home, gateway_heavy_slots=1, gateway_heavy_queue=0))
     client = app.test_client()
-    lane: HeavyLane = app.extensions["esrr.heavy_lane"]
+    lane: HeavyLane = gateway_state(app).heavy_lane
     body = {**HEAVY_BODY, "size": 120}
     assert client.post("/_search", json=body).status_code == 200  # weighed heavy: now known
     with lane.taken(True):  # the one slot taken, no queue

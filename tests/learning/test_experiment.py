@@ -16,6 +16,7 @@ from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.cli import main
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
+from es_rerank.gateway.state import gateway_state
 from es_rerank.learning.events import Click, Impression, Received, Shown
 from es_rerank.learning.experiment import replace_atomically
 from es_rerank.learning.store import SCHEMA, open_store
@@ -57,7 +58,7 @@ def test_teams_go_through_the_events_api_into_the_store_and_back(tmp_path):
         "/_esrr/events", json={**sent.model_dump(), "results": [{"id": "x", "position": 1, "team": "challenger"}]}
     )
     assert refused.status_code == 400 and "results.0.team" in refused.get_json()["error"]["reason"]
-    assert app.extensions["esrr.events"].flush(30)
+    assert gateway_state(app).events.flush(30)
     store = open_store(str(tmp_path / "events" / "events.sqlite3"))
     assert [event for event, _ in store.impressions()] == [sent]
 

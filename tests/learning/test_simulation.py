@@ -13,6 +13,7 @@ import pytest
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
+from es_rerank.gateway.state import gateway_state
 from es_rerank.learning.simulation import CLICK_MODELS, CascadeClickModel, GatewayRefused, run_sessions
 from es_rerank.learning.store import open_store
 from es_rerank.ranking.pipeline import SearchPipeline
@@ -78,7 +79,7 @@ def test_sessions_through_the_gateway_are_stored_as_the_page_would_report_them(g
     queries = {"q1": "vitamin d", "q2": "bone health", "q3": "breast cancer"}
     qrels = {"q1": {"a": 2, "b": 1}, "q2": {"b": 2}, "q3": {"c": 1}}
     tally = run_sessions(_post_to(app.test_client()), queries, qrels, CLICK_MODELS["perfect"], 30, seed=3)
-    assert app.extensions["esrr.events"].flush(30)
+    assert gateway_state(app).events.flush(30)
     store = open_store(str(home / "events" / "events.sqlite3"))
     impressions = [event for event, _ in store.impressions()]
     clicks = [event for event, _ in store.clicks()]
@@ -101,7 +102,7 @@ def test_an_interleaved_answers_arm_and_teams_go_into_the_impression(tmp_path):
     served = ServedSearch(SearchPipeline(EmbeddedBackend.open_current(tmp_path / "indexes" / "embedded"), 10), 5.0)
     app = create_app(served, GatewaySettings(home=tmp_path, experiment="bm25"))
     run_sessions(_post_to(app.test_client()), {"q1": "vitamin d"}, {"q1": {"a": 2}}, CLICK_MODELS["perfect"], 5, seed=1)
-    assert app.extensions["esrr.events"].flush(30)
+    assert gateway_state(app).events.flush(30)
     impressions = [event for event, _ in open_store(str(tmp_path / "events" / "events.sqlite3")).impressions()]
     assert len(impressions) == 5 and {impression.arm for impression in impressions} == {"bm25"}
     for impression in impressions:

@@ -13,6 +13,7 @@ import pytest
 from es_rerank.backends.embedded import EmbeddedBackend
 from es_rerank.gateway.app import create_app
 from es_rerank.gateway.config import GatewaySettings
+from es_rerank.gateway.state import gateway_state
 from es_rerank.learning.events import Click, Impression, Received, Shown
 from es_rerank.learning.store import EventStoreError, open_store
 from es_rerank.learning.store_postgres import public_url
@@ -108,7 +109,7 @@ def test_a_gateway_records_to_postgresql(tmp_path, postgres_url):
     client = app.test_client()
     event = impression(7).model_dump(exclude_none=True)
     assert client.post("/_esrr/events", json=event).status_code == 202
-    assert app.extensions["esrr.events"].flush(30)
+    assert gateway_state(app).events.flush(30)
     assert [found.model_dump(exclude_none=True) for found, _ in open_store(postgres_url).impressions()] == [event]
     assert not (tmp_path / "events").exists()
 
@@ -119,7 +120,7 @@ def test_a_gateway_whose_postgresql_is_gone_still_answers_its_searches(tmp_path,
     assert client.post("/_esrr/events", json=impression(8).model_dump(exclude_none=True)).status_code == 202
     answer = client.get("/_search?q=vitamin")
     assert answer.status_code == 200 and answer.get_json()["hits"]["hits"]
-    assert app.extensions["esrr.events"].flush(30)
+    assert gateway_state(app).events.flush(30)
     metrics = client.get("/metrics").get_data(as_text=True)
     assert 'esrr_events_dropped_total{reason="store_unavailable"} 1.0' in metrics
 

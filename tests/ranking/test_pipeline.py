@@ -243,7 +243,7 @@ def test_the_guard_blends_the_models_scores_with_bm25s_before_the_feedback(backe
     assert ranking.ranker == "bone-first + BM25 guard + candidate feedback"
     assert clock.stages == ["retrieve", "model", "guard", "feedback vectors", "feedback votes", "merge"]
     stages = pipeline.score_window(QUERY, window, backend.stats).stages
-    assert [name for name, _ in stages] == [
+    assert [str(name) for name, _ in stages] == [
         "BM25",
         "bone-first",
         "bone-first + BM25 guard",
