@@ -50,9 +50,10 @@ def batch_search(
 ) -> None:
     """Rank every query of QUERIES (BEIR queries.jsonl or ID<TAB>TEXT lines) and write a TREC run."""
     from es_rerank.cli_options import load_settings, writable_file
-    from es_rerank.ranking.assemble import PipelineOptions, Switch, assemble, model_note
+    from es_rerank.ranking.assemble import PipelineOptions, Switch
     from es_rerank.text import tokenize
     from worker.local import LocalReranker
+    from worker.search import assembled
     from worker.settings import WorkerSettings
 
     if not tag or any(c.isspace() for c in tag):
@@ -72,10 +73,7 @@ def batch_search(
         via_worker=via_worker,
         local_reranker=lambda: LocalReranker(settings),
     )
-    pipeline = assemble(settings, options)  # a SetupError is a CLI error (es_rerank.cli)
-    note = model_note(settings, options)
-    if note is not None:
-        click.echo(f"({note})", err=True)
+    pipeline = assembled(settings, options)
     started = time.perf_counter()
     rankers, fallbacks = _write_run(pipeline, queries, k, tag, out, skip=wordless)
     seconds = time.perf_counter() - started

@@ -16,7 +16,9 @@ from es_rerank.cli_options import BACKEND_OPTION
 
 if TYPE_CHECKING:
     from es_rerank.ranking.answer import Answer
+    from es_rerank.ranking.assemble import PipelineOptions
     from es_rerank.ranking.pipeline import Ranking, SearchPipeline
+    from es_rerank.settings import BrokerSettings
 
 
 def stage_options(command: Callable) -> Callable:
@@ -138,7 +140,7 @@ def search(
 ) -> None:
     """Search the served index from the shell: BM25, then the Delta model over the top window."""
     from es_rerank.cli_options import load_settings
-    from es_rerank.ranking.assemble import PipelineOptions, Switch, assemble, model_note
+    from es_rerank.ranking.assemble import PipelineOptions, Switch
     from es_rerank.ranking.response import ResponseContent, search_response
     from es_rerank.text import tokenize
     from worker.local import LocalReranker
@@ -157,10 +159,7 @@ def search(
         via_worker=via_worker,
         local_reranker=lambda: LocalReranker(settings),
     )
-    pipeline = assemble(settings, options)  # a SetupError is a CLI error (es_rerank.cli)
-    note = model_note(settings, options)
-    if note is not None:
-        click.echo(f"({note})", err=True)
+    pipeline = assembled(settings, options)
     answered, took_ms = _answer_once(pipeline, query, k)
     ranking, shown = answered.ranking, answered.shown
     if ranking.fallback:
@@ -185,6 +184,18 @@ def search(
         )
         return
     _echo_table(ranking, shown, pipeline.window)
+
+
+def assembled(settings: BrokerSettings, options: PipelineOptions) -> SearchPipeline:
+    """The served pipeline for a command, with a note on stderr when it cannot rerank (no model trained); a
+    ``SetupError`` is the command's error (es_rerank.cli)."""
+    from es_rerank.ranking.assemble import assemble, model_note
+
+    pipeline = assemble(settings, options)
+    note = model_note(settings, options)
+    if note is not None:
+        click.echo(f"({note})", err=True)
+    return pipeline
 
 
 def _answer_once(pipeline: SearchPipeline, query: str, k: int) -> tuple[Answer, int]:
