@@ -12,7 +12,8 @@ import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -67,6 +68,47 @@ class TrainConfig:
 
 
 LOSSES = ("hinge", "softmax")
+
+GivenT = TypeVar("GivenT")
+
+
+def _given(value: GivenT | None, default: GivenT) -> GivenT:
+    """``value`` when it was given, else ``default``."""
+    return default if value is None else value
+
+
+@dataclass(frozen=True)
+class TrainOverrides:
+    """The ``TrainConfig`` fields given on the command line (``esrr train``); None keeps the base config's value."""
+
+    max_epochs: int | None = None
+    patience: int | None = None
+    learning_rate: float | None = None
+    l2_conv: float | None = None
+    l2_dense: float | None = None
+    max_positives: int | None = None
+    negatives: str | None = None
+    negatives_per_positive: int | None = None
+    loss: str | None = None
+    seed: int | None = None
+    device: str | None = None
+
+    def applied_to(self, base: TrainConfig) -> TrainConfig:
+        """``base`` with each value given here in place of its own."""
+        return replace(
+            base,
+            max_epochs=_given(self.max_epochs, base.max_epochs),
+            patience=_given(self.patience, base.patience),
+            learning_rate=_given(self.learning_rate, base.learning_rate),
+            l2_conv=_given(self.l2_conv, base.l2_conv),
+            l2_dense=_given(self.l2_dense, base.l2_dense),
+            max_positives=_given(self.max_positives, base.max_positives),
+            negatives=_given(self.negatives, base.negatives),
+            negatives_per_positive=_given(self.negatives_per_positive, base.negatives_per_positive),
+            loss=_given(self.loss, base.loss),
+            seed=_given(self.seed, base.seed),
+            device=_given(self.device, base.device),
+        )
 
 
 def pairwise_hinge_loss(positive: torch.Tensor, negative: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -8,16 +8,19 @@ import json
 from itertools import groupby
 from pathlib import Path
 
+import click
 import ir_measures
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from es_rerank.cli import main
+from es_rerank.cli_options import load_settings
 from es_rerank.ranking.assemble import served_pipeline
 from tests.artifact_home import home_without_index
 from tests.conftest import ranked
 from training.collection import CollectionError, JudgedCollection
+from training.commands.evaluate import evaluation_collection
 from training.evaluate import EvalRow, verdict, wins_ties_losses
 from worker.local import LocalReranker
 from worker.settings import WorkerSettings
@@ -147,6 +150,17 @@ def test_a_collection_that_cannot_be_evaluated_names_the_fix(corpus_documents, t
         main, ["eval", "--qrels", str(data / "qrels" / "test.tsv")], env={"ESRR_HOME": str(tmp_path / "home")}
     )
     assert result.exit_code == 2 and "given with --data" in result.output
+
+
+def test_a_workspace_of_another_collection_has_no_nfcorpus_splits_and_says_so(
+    artifacts, corpus_documents, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("ESRR_HOME", str(home_without_index(artifacts, tmp_path)))
+    data = _beir(tmp_path / "c", corpus_documents[:20], n_queries=4)
+    work, queries, qrels, name = evaluation_collection(JudgedCollection.locate(data), "test", load_settings())
+    assert (len(queries), len(qrels), name) == (4, 4, "c") and work.nfcorpus_or_none is None
+    with pytest.raises(click.UsageError, match=r"reads another collection .*drop --data to use NFCorpus"):
+        _ = work.nfcorpus
 
 
 def test_a_changed_corpus_gets_an_index_of_its_own(corpus_documents, tmp_path):

@@ -22,6 +22,7 @@ from training.evaluate import evaluate_runs, markdown_table, reverse_doc_id_scor
 from training.metrics import PAPER_NDCG20, TREC_NDCG20, mean_metric, per_query, run_from_scores, write_trec_run
 from training.train import (
     TrainConfig,
+    TrainOverrides,
     fit_pairwise,
     model_score_fn,
     pairwise_hinge_loss,
@@ -150,6 +151,17 @@ def test_train_config_names_the_losses_and_their_negatives():
     assert TrainConfig(loss="softmax", negatives_per_positive=3).negatives_drawn == 3
     with pytest.raises(ValueError, match="unknown loss 'listnet'; choose one of"):
         TrainConfig(loss="listnet")
+
+
+def test_train_overrides_replace_only_the_options_given():
+    base = TrainConfig(max_epochs=3, patience=1, learning_rate=0.01, max_positives=4)
+    config = TrainOverrides(max_epochs=5, loss="softmax", device=None).applied_to(base)
+    assert config == TrainConfig(max_epochs=5, patience=1, learning_rate=0.01, max_positives=4, loss="softmax")
+    assert TrainOverrides().applied_to(base) == base
+    with pytest.raises(ValueError, match="unknown loss 'listnet'"):  # TrainConfig's own checks still run
+        TrainOverrides(loss="listnet").applied_to(base)
+    with pytest.raises(TypeError, match="max_epoch"):  # an option that is not a TrainConfig field
+        TrainOverrides(**{"max_epoch": 2})
 
 
 def test_a_loss_that_is_not_a_number_stops_training_with_the_fix():

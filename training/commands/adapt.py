@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from es_rerank.embeddings import Embeddings
     from training.adapt import AdaptationPlan
     from training.collection import JudgedCollection
-    from training.train import TrainConfig, TrainResult
+    from training.train import TrainConfig, TrainOverrides, TrainResult
     from worker.model import Checkpoint
     from worker.settings import WorkerSettings
 
@@ -32,7 +32,7 @@ class AdaptRequest:
     suffix: str
     train_queries: int | None  # --adapt-queries
     test: bool  # --adapt-test: end with `esrr eval --adapted`
-    overrides: dict[str, object] = field(default_factory=dict)  # TrainConfig fields given on the command line
+    overrides: TrainOverrides  # TrainConfig fields given on the command line
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def adapt_served_model(ctx: click.Context, request: AdaptRequest) -> None:
 
     settings = load_settings(WorkerSettings)
     served = served_checkpoint(settings)
-    config = replace(ADAPT_TRAINING, **{k: v for k, v in request.overrides.items() if v is not None})
+    config = request.overrides.applied_to(ADAPT_TRAINING)
     config = replace(config, negatives_per_positive=config.negatives_drawn)
     a = prepare_adaptation(request, settings, served, config)
     click.echo(

@@ -64,10 +64,14 @@ def load_checkpoint(work: Workspace, path: Path, kind: type[SavedModelT]) -> Sav
     with as_cli_error(ValueError):
         checkpoint = kind.load(path)
     check_embeddings(path, checkpoint.embeddings_version, work.embeddings.version)
+    from training.drmm import DRMMCheckpoint
     from worker.model import Checkpoint
 
     try:  # now, not after minutes of candidates and other models
-        checkpoint.build_model(*([work.embeddings.vectors] if isinstance(checkpoint, Checkpoint) else []))
+        if isinstance(checkpoint, Checkpoint):
+            checkpoint.build_model(work.embeddings.vectors)
+        elif isinstance(checkpoint, DRMMCheckpoint):
+            checkpoint.build_model()  # DRMM reads histograms, not the embedding table
     except (ValueError, RuntimeError) as error:
         raise click.ClickException(
             f"{path} does not fit embeddings {work.embeddings.version}, or its weights are "

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,7 +28,7 @@ from training.commands.workspace import (
 if TYPE_CHECKING:
     from training.data import QueryCandidates
     from training.drmm import DRMMCheckpoint
-    from training.train import TrainConfig, TrainResult
+    from training.train import TrainConfig, TrainOverrides, TrainResult
     from worker.model import SavedModel
 
 # The options that choose what is trained from judgments; --adapt fine-tunes the served model instead.
@@ -47,7 +47,7 @@ class TrainRequest:
     dev_queries: int | None
     lex_features: tuple[str, ...]  # --lex-features, empty when not given
     suffix: str
-    overrides: dict[str, object] = field(default_factory=dict)  # TrainConfig fields given on the command line
+    overrides: TrainOverrides  # TrainConfig fields given on the command line
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def variant_names(variants: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for v in variants for n in (PAPER_VARIANT_NAMES if v == "all" else [v])))
 
 
-def check_train_options(names: tuple[str, ...], lex_option: str | None, suffix: str, device: object) -> None:
+def check_train_options(names: tuple[str, ...], lex_option: str | None, suffix: str, device: str | None) -> None:
     """Usage errors for options that do not go together, before any data is read."""
     from worker.model import VARIANTS
 
@@ -209,11 +209,9 @@ def train_delta(
     options = dict(VARIANTS[variant])
     if options.get("lex_names"):
         options["lex_names"] = variant_lex_features(request)[variant]
-    config = DeltaConfig(
-        **options,
-        embedding_dim=work.embeddings.vectors.shape[1],
-        **({"dropout": request.dropout} if request.dropout is not None else {}),
-    )
+    config = DeltaConfig(**options, embedding_dim=work.embeddings.vectors.shape[1])
+    if request.dropout is not None:
+        config = replace(config, dropout=request.dropout)
     with as_cli_error(TrainingError):
         result = train_model(
             config,
@@ -279,7 +277,7 @@ def train_variants(request: TrainRequest) -> None:
     settings = load_settings()
     writable_dir(settings.models_dir, "make it a folder you can write to, or point ESRR_HOME elsewhere")
     work = open_workspace(request.data, settings)
-    train_config = replace(TrainConfig(), **{k: v for k, v in request.overrides.items() if v is not None})
+    train_config = request.overrides.applied_to(TrainConfig())
     # The record names the number of negatives used.
     train_config = replace(train_config, negatives_per_positive=train_config.negatives_drawn)
     queries = split_queries(work, "train", request.train_queries), split_queries(work, "dev", request.dev_queries)
@@ -413,12 +411,15 @@ def train(
     adapt: Path | None,
     adapt_queries: int | None,
     adapt_test: bool,
-    **overrides,
+    **config_options: Any,  # the TrainConfig options above, typed by their click types
 ) -> None:
     """Train Delta models (or the DRMM baseline) on NFCorpus train, early-stopped on dev NDCG@20.
 
     With --adapt DIR: fine-tune the served model on DIR's own titles instead (no judgments needed).
     """
+    from training.train import TrainOverrides
+
+    overrides = TrainOverrides(**config_options)
     if adapt is not None:
         refuse_options_adapt_ignores(ctx)
         adapt_served_model(ctx, AdaptRequest(adapt, suffix, adapt_queries, adapt_test, overrides))
@@ -426,7 +427,7 @@ def train(
     if adapt_queries is not None or not adapt_test:
         raise click.UsageError("--adapt-queries and --no-adapt-test size and check an adaptation; give --adapt DIR too")
     names = variant_names(variants)
-    check_train_options(names, lex_features, suffix, overrides.get("device"))
+    check_train_options(names, lex_features, suffix, overrides.device)
     request = TrainRequest(
         variants=names,
         data=data,

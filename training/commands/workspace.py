@@ -31,10 +31,20 @@ class Workspace:
     """Everything the train and eval commands share: data, index, embeddings."""
 
     settings: CommonSettings
-    nfcorpus: NFCorpus | None  # None: another judged collection (esrr eval --data)
+    nfcorpus_or_none: NFCorpus | None  # None: another judged collection (esrr eval --data)
     backend: SearchBackend
     embeddings: Embeddings
     doc_rows: DocumentRows
+
+    @property
+    def nfcorpus(self) -> NFCorpus:
+        """The NFCorpus read, or a usage error when this run reads another collection (``esrr eval --data``)."""
+        if self.nfcorpus_or_none is None:
+            raise click.UsageError(
+                "this step reads NFCorpus's splits (queries.jsonl, qrels/SPLIT.tsv), and this run reads another "
+                "collection (--data with --queries/--qrels); drop --data to use NFCorpus"
+            )
+        return self.nfcorpus_or_none
 
     def split_candidates(
         self, split: str, lex_names: Sequence[str] | None = None, progress: bool = True
@@ -132,7 +142,8 @@ def check_judged_are_indexed(
 def with_relevant(candidates: list[QueryCandidates], work: Workspace, split: str) -> list[QueryCandidates]:
     """The candidates, or a CLI error when none is relevant: every metric would be 0 and say nothing."""
     if not any((c.grades > 0).any() for c in candidates):
-        judgments = f"{work.nfcorpus.root}/qrels/{split}.tsv" if work.nfcorpus is not None else "the judgments"
+        nfcorpus = work.nfcorpus_or_none
+        judgments = f"{nfcorpus.root}/qrels/{split}.tsv" if nfcorpus is not None else "the judgments"
         raise click.ClickException(
             f"no {split} query has a relevant (grade > 0) document among its BM25 candidates; check that "
             f"{judgments} judge documents of the indexed corpus (`esrr index build`)"
