@@ -12,15 +12,15 @@ from types import SimpleNamespace
 
 import pytest
 from elasticsearch import Elasticsearch
-from tests.worker.test_gateway_worker import QUERIES, TIMEOUT, _env, _ids, _serving
 
-from tests.worker.test_local_search import _home_with_index
+from tests.artifact_home import home_with_index
+from tests.gateway.test_gateway_worker import QUERIES, TIMEOUT, _env, _ids, _serving
 
 
 @pytest.fixture(scope="module")
 def served_home(artifacts, corpus_documents, tmp_path_factory) -> Path:
     """A copy of the artifacts' home with an embedded index of 30 documents."""
-    return _home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("served-eval"))[0]
+    return home_with_index(artifacts, corpus_documents, tmp_path_factory.mktemp("served-eval"))[0]
 
 
 @pytest.fixture(scope="module")
