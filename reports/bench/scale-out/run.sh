@@ -7,7 +7,8 @@
 # Needs the served home of reports/profile/README.md ("Set-up") in the ESRR_* environment and a worker
 # running on it (`esrr worker start`). Writes reports/bench/scale-out/N<n>-c<c>-run<r>.json and .txt (runs
 # numbered from FIRST);
-# `python reports/bench/scale-out/table.py` prints the medians over the runs.
+# `python reports/bench/scale-out/table.py` prints the medians over the runs. With ESRR_WORKER_PID (the
+# `esrr worker start` process) it also records the worker's CPU over each bench, in N<n>-c<c>-run<r>.worker.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 repetitions=${1:-2} queries=${2:-162} rounds=${3:-2} first=${4:-1}
@@ -20,6 +21,10 @@ out=reports/bench/scale-out
 export ESRR_GATEWAY_HEAVY_PROCESS=false ESRR_GATEWAY_HEAVY_SLOTS=4 ESRR_GATEWAY_HEAVY_QUEUE=8
 export ESRR_SCORE_DEADLINE_S=${ESRR_SCORE_DEADLINE_S:-10}
 esrr=(python -c "from es_rerank.cli import main; main()")
+worker_cpu() {  # the worker's CPU seconds so far, with its children's (0 without ESRR_WORKER_PID)
+  python -c "import sys; from benchmarks.gateway_process import ProcessCpu; print(ProcessCpu(int(sys.argv[1])).seconds())" \
+    "${ESRR_WORKER_PID:-0}" 2>/dev/null || echo 0
+}
 for run in $(seq "$first" $((first + repetitions - 1))); do
   order="1 2 4"; [ $((run % 2)) -eq 0 ] && order="4 2 1"  # the load moves: every other run the other way
   for n in $order; do
@@ -32,8 +37,13 @@ for run in $(seq "$first" $((first + repetitions - 1))); do
     done
     sleep 2  # every process up (the supervisor answers as soon as the first one does)
     for c in 1 4; do
+      before=$(worker_cpu)
       "${esrr[@]}" bench http --url "http://127.0.0.1:$port" --gateway-pid "$server" --concurrency "$c" \
         --queries "$queries" --rounds "$rounds" --json-out "$out/N$n-c$c-run$run.json" | tee "$out/N$n-c$c-run$run.txt"
+      # every query once untimed, ROUNDS timed passes and the one-at-a-time CPU pass
+      if [ -n "${ESRR_WORKER_PID:-}" ]; then
+        echo "$before $(worker_cpu) $((queries * (rounds + 2)))" >"$out/N$n-c$c-run$run.worker"
+      fi
     done
     kill -TERM "$server"
     wait "$server" || true
