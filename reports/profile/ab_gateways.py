@@ -7,7 +7,8 @@ environment's ``ESRR_*`` settings, so both send to the same worker and read the 
 dev query goes to both, alternately first, one search at a time; the gateway's CPU for each search is read
 from its threads' ``schedstat`` (``benchmarks.gateway_process``), so old and new meet the same moment's load
 and the figure is a same-run ratio. The first pass is untimed, and compares each query's top 10 (ids and
-``_score``) between the two: any difference is printed and fails the run (exit 1).
+``_score``) between the two: a query whose ids differ is printed and fails the run (exit 1); scores that
+differ with the same ids are counted, with the largest difference relative to the score.
 
     python reports/profile/ab_gateways.py --old /tmp/old --rounds 3 --json-out reports/profile/ab.json
 """
@@ -118,14 +119,16 @@ def main(old: Path, new: Path, queries: int, rounds: int, ports: str, k: int, js
             "old": stack.enter_context(gateway(old, old_port, logs / "old.log")),
             "new": stack.enter_context(gateway(new, new_port, logs / "new.log")),
         }
-        differ = [
-            query for query in texts if top(pool, served["old"][0], query, k) != top(pool, served["new"][0], query, k)
-        ]
+        tops = {
+            query: (top(pool, served["old"][0], query, k), top(pool, served["new"][0], query, k)) for query in texts
+        }
+        differ = [query for query, (was, now) in tops.items() if [i for i, _ in was] != [i for i, _ in now]]
+        rescored = [query for query, (was, now) in tops.items() if was != now and query not in differ]
+        score_change = max(
+            (abs(a - b) / max(abs(a), 1e-9) for q in rescored for (_, a), (_, b) in zip(*tops[q])), default=0.0
+        )
         for query in differ[:10]:
-            click.echo(
-                f"differs: {query!r}\n  old {top(pool, served['old'][0], query, k)}\n"
-                f"  new {top(pool, served['new'][0], query, k)}"
-            )
+            click.echo(f"differs: {query!r}\n  old {tops[query][0]}\n  new {tops[query][1]}")
         spent: dict[str, list[float]] = {"old": [], "new": []}
         for round_number in range(rounds):
             for number, query in enumerate(texts):
@@ -143,6 +146,7 @@ def main(old: Path, new: Path, queries: int, rounds: int, ports: str, k: int, js
         "queries": len(texts),
         "rounds": rounds,
         "rankings_differ": len(differ),
+        "scores_differ": {"queries": len(rescored), "largest_relative": score_change},
         "cpu_ms": {
             name: {"p50": float(np.median(ms)), "mean": float(ms.mean())}
             for name, ms in (("old", old_ms), ("new", new_ms))
@@ -168,7 +172,8 @@ def main(old: Path, new: Path, queries: int, rounds: int, ports: str, k: int, js
         f"new/old: {ratio['of_means']:.3f} of the means ({by_round} by round), "
         f"{ratio['median_of_pairs']:.3f} median of the pairs"
     )
-    click.echo(f"rankings (top {k}, ids and scores): {'the same' if not differ else f'{len(differ)} queries differ'}")
+    click.echo(f"rankings (top {k} ids): {'the same' if not differ else f'{len(differ)} queries differ'}")
+    click.echo(f"scores: {len(rescored)} queries' differ, by at most {score_change:.2g} of the score")
     if json_out is not None:
         json_out.write_text(json.dumps(figures, indent=2), encoding="utf-8")
     if differ:

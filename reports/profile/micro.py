@@ -5,7 +5,8 @@ environment; the two variants of each pair alternate query by query, which goes 
 
 - ``encode``: the request's payload with the token ids raw (served) or zlib-compressed (before);
 - ``call, ids``: the whole scoring call (features, encoding, send, wait, result) with either payload;
-- ``call, argsrepr``: the whole call with our short ``argsrepr`` (served) or Celery's repr of the payload.
+- ``call, argsrepr``: the whole call with our short ``argsrepr`` (served) or Celery's repr of the payload;
+- ``call, body``: the whole call with the task's body sent as it is (served) or base64ed in kombu's envelope.
 
     python reports/profile/micro.py --queries 120
 """
@@ -50,6 +51,7 @@ def main(queries: int) -> None:
     """Each pair's thread CPU per query (p50, mean) and the ratio of the means."""
     import es_rerank.ranking.dispatch as dispatch
     from benchmarks.queries import dev_query_texts
+    from es_rerank.backends.base import text_hits
     from es_rerank.backends.embedded import EmbeddedBackend
     from es_rerank.cli_options import load_settings
     from es_rerank.gateway.config import GatewaySettings
@@ -63,11 +65,18 @@ def main(queries: int) -> None:
     windows = [
         (text, hits)
         for text in dev_query_texts(None, settings, 324)
-        if len(hits := backend.search(text, settings.gateway_window)) == settings.gateway_window
+        if len(hits := text_hits(backend, text, settings.gateway_window)) == settings.gateway_window
     ][:queries]
-    reranker = served_pipeline(
-        settings, settings.gateway_window, rerank=None, keep_vectors=True, via_worker=True
-    ).reranker
+
+    def reranker_of(**transport_options: Any) -> Any:
+        reranker = served_pipeline(
+            settings, settings.gateway_window, rerank=None, keep_vectors=True, via_worker=True
+        ).reranker
+        conf = reranker.client.conf
+        conf.broker_transport_options = {**conf.broker_transport_options, **transport_options}
+        return reranker
+
+    reranker, base64_body = reranker_of(), reranker_of(body_encoding="base64")
     names = reranker.lex_names
 
     def zlib_encode(request: Any) -> dict[str, Any]:
@@ -86,12 +95,17 @@ def main(queries: int) -> None:
 
         return run
 
+    def call_base64(window: tuple[str, list]) -> Any:
+        return base64_body(window[0], window[1], stats)
+
     for window in windows[:3]:
         call(window)  # connections open, the worker warm
+        call_base64(window)
     results["call, ids"] = paired({"raw (served)": call, "zlib": call_with("encode", zlib_encode)}, windows)
     results["call, argsrepr"] = paired(
         {"ours (served)": call, "Celery's": call_with("payload_summary", lambda payload: None)}, windows
     )
+    results["call, body"] = paired({"as is (served)": call, "base64": call_base64}, windows)
     click.echo(
         f"{machine_description()} | {len(windows)} dev queries with a full window of "
         f"{settings.gateway_window}, thread CPU per query"

@@ -195,6 +195,8 @@ def test_the_queue_cap_bounds_what_an_outage_leaves_on_redis(broker, home):
     assert all("no worker answered" in reason for reason in reasons[: settings.queue_max_tasks])
     assert sum("tasks wait on queue" in reason for reason in reasons) == attempts - settings.queue_max_tasks
     assert sum(map(len, left)) <= 1_000_000  # the floor: at most 1 MB left, whatever the outage's length
+    message = json.loads(left[0])  # the task's body as it is in kombu's envelope, not base64ed once more
+    assert message["properties"]["body_encoding"] is None and json.loads(message["body"])[0][0]["n"] == 500
 
 
 @pytest.mark.broker
