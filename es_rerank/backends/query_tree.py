@@ -289,7 +289,15 @@ def whole_number(kind: str, field: str, value: Any) -> int:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise UnsupportedQuery(f"[{kind}] on [{field}] takes whole numbers (years), got {shortened(value)}")
+    if not INTEGER_RANGE[0] <= value <= INTEGER_RANGE[1]:  # tantivy fails past i64; the mapping says integer
+        raise UnsupportedQuery(
+            f"[{kind}] on [{field}]: value [{shortened(value)}] is out of range for an integer "
+            f"({INTEGER_RANGE[0]} to {INTEGER_RANGE[1]}, the field's type in the mapping)"
+        )
     return value
+
+
+INTEGER_RANGE = (-(2**31), 2**31 - 1)  # Elasticsearch's `integer`, the type `_mapping` gives year
 
 
 @dataclass(frozen=True)
