@@ -33,6 +33,7 @@ from es_rerank.gateway.errors import (
 )
 from es_rerank.gateway.events import install_events
 from es_rerank.gateway.experiment import load_experiment
+from es_rerank.gateway.exploration import load_exploration
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.heavy_lane import HeavyLane
 from es_rerank.gateway.heavy_process import HeavyProcesses
@@ -77,6 +78,7 @@ def create_app(
     app.extensions["esrr.metrics"] = metrics
     app.extensions["esrr.probe"] = ModelProbe()
     app.extensions["esrr.experiment"] = load_experiment(settings, served.pipeline())  # ESRR_EXPERIMENT, or None
+    app.extensions["esrr.exploration"] = load_exploration(settings)  # ESRR_EXPLORE, or None
     apart = None
     if heavy_app is not None and settings.gateway_heavy_process:
         apart = HeavyProcesses(

@@ -23,6 +23,7 @@ from es_rerank.backends.highlight import source_patterns
 from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.experiment import interleaved_page, takes_part
+from es_rerank.gateway.exploration import exploring_page
 from es_rerank.gateway.heavy_lane import HeavyLane, is_heavy
 from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import GatewayMetrics
@@ -76,6 +77,11 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     experiment, teams = current_app.extensions.get("esrr.experiment"), None
     if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
         page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, limits.max_bytes)
+    exploration, explored = current_app.extensions.get("esrr.exploration"), None
+    if exploration is not None and takes_part(asked):  # ESRR_EXPLORE
+        explored = exploring_page(exploration, answered, asked, backend, prepared, limits.max_bytes)
+        if explored is not None:
+            page, shown, explored = explored
     took = time.perf_counter() - started
     metrics.search_seconds.observe(took)
     if ranking.fallback:
@@ -109,6 +115,8 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
         response["hits"]["max_score"] = None
     if teams is not None:
         response["esrr"]["experiment"] = {"name": experiment.name, "teams": teams}
+    if explored is not None:
+        response["esrr"]["explored"] = explored
     return response
 
 

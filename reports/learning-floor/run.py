@@ -48,7 +48,7 @@ def measured(results: Path) -> dict:
     }
 
 
-def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, out: Path) -> None:
+def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, out: Path, options) -> None:
     source = Path(os.environ.get("ESRR_HOME", "artifacts")).resolve()
     for needed in ("indexes", "embeddings"):
         if not (source / needed).is_dir():
@@ -66,18 +66,26 @@ def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, ou
         "ESRR_GATEWAY_RERANK": "false",
         "ESRR_EVENTS_RETENTION_DAYS": "0",
         "ESRR_NFCORPUS": os.environ.get("ESRR_NFCORPUS", ""),
+        "ESRR_EXPLORE": str(options.explore),
+        "ESRR_EXPLORE_SLOTS": str(options.explore_slots),
+        "ESRR_EXPLORE_DEPTH": str(options.explore_depth),
     }
     env = {k: v for k, v in env.items() if v}
     target = out / model
     target.mkdir(parents=True, exist_ok=True)
-    summary = {"model": model, "seed": seed, "checkpoints": [], "command": " ".join(sys.argv)}
+    summary = {"model": model, "seed": seed, "split": options.split, "checkpoints": [], "command": " ".join(sys.argv)}
+    # The rounds: the gateway serves the votes learned at the end of the previous one (a site relearning nightly).
+    every = options.relearn_every
+    rounds = sorted({*checkpoints, *(range(every, max(checkpoints), every) if every else ())})
 
     started = time.monotonic()
-    esrr(env, "eval", "--no-baselines", "--split", "test", "--out", str(work / "eval-0"), log=work / "eval-0.log")
+    esrr(
+        env, "eval", "--no-baselines", "--split", options.split, "--out", str(work / "eval-0"), log=work / "eval-0.log"
+    )
     summary["checkpoints"].append({"sessions": 0, **measured(work / "eval-0" / "results.json")})
     done = 0
-    for round_number, checkpoint in enumerate(checkpoints, start=1):
-        step = target / f"{checkpoint}"
+    for round_number, checkpoint in enumerate(rounds, start=1):
+        step = target / f"{checkpoint}" if checkpoint in checkpoints else work / f"round-{checkpoint}"
         step.mkdir(exist_ok=True)
         gateway = start_gateway(env, port, work / f"serve-{checkpoint}.log")
         began = time.monotonic()
@@ -102,12 +110,14 @@ def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, ou
         simulated_s = time.monotonic() - began
         done = checkpoint
         esrr(env, "learn", "--json-out", str(step / "learn.json"), log=work / f"learn-{checkpoint}.log")
+        if checkpoint not in checkpoints:
+            continue
         esrr(
             env,
             "eval",
             "--no-baselines",
             "--split",
-            "test",
+            options.split,
             "--out",
             str(work / f"eval-{checkpoint}"),
             log=work / f"eval-{checkpoint}.log",
@@ -197,6 +207,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18800)
     parser.add_argument("--work", type=Path, default=Path("/tmp/esrr-learning-floor"))
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument(
+        "--split", default="test", choices=["dev", "test"], help="measured on: dev to choose, test once"
+    )
+    parser.add_argument("--relearn-every", type=int, default=0, help="also relearn every N sessions (0: checkpoints)")
+    parser.add_argument("--explore", type=float, default=0.0, help="ESRR_EXPLORE: share of exploring first pages")
+    parser.add_argument("--explore-slots", type=int, default=3, help="ESRR_EXPLORE_SLOTS")
+    parser.add_argument("--explore-depth", type=int, default=30, help="ESRR_EXPLORE_DEPTH")
     parser.add_argument("--chart", action="store_true", help="only draw table.md and chart.png from the summaries")
     options = parser.parse_args()
     if options.chart:
@@ -209,6 +226,7 @@ def main() -> None:
         options.port,
         options.work,
         options.out,
+        options,
     )
     chart(options.out)
 
