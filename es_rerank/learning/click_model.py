@@ -98,6 +98,7 @@ def fit_click_model(
     clicked: np.ndarray,
     impression: np.ndarray,
     n_pairs: int,
+    *,
     max_rank: int,
     max_iterations: int = 100,
     tolerance: float = 1e-4,
@@ -120,7 +121,8 @@ def fit_click_model(
     alpha = np.full(n_pairs, 0.5)
     gamma = np.where(always_seen, 1.0, 0.5)
     converged, iteration = False, 0
-    for iteration in range(1, max_iterations + 1):
+    while iteration < max_iterations:
+        iteration += 1
         a, g = alpha[pair], gamma[classes]
         denominator = 1.0 - a * g  # > 0: alpha < 1 under its prior
         attractive = np.where(clicked, 1.0, a * (1.0 - g) / denominator)
