@@ -73,7 +73,15 @@ def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, ou
     env = {k: v for k, v in env.items() if v}
     target = out / model
     target.mkdir(parents=True, exist_ok=True)
-    summary = {"model": model, "seed": seed, "split": options.split, "checkpoints": [], "command": " ".join(sys.argv)}
+    summary = {
+        "model": model,
+        "seed": seed,
+        "split": options.split,
+        "explore": [options.explore, options.explore_slots, options.explore_depth] if options.explore else None,
+        "relearn_every": options.relearn_every,
+        "checkpoints": [],
+        "command": " ".join(sys.argv),
+    }
     # The rounds: the gateway serves the votes learned at the end of the previous one (a site relearning nightly).
     every = options.relearn_every
     rounds = sorted({*checkpoints, *(range(every, max(checkpoints), every) if every else ())})
@@ -141,6 +149,24 @@ def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, ou
     (target / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
 
 
+def _name(summary: dict) -> str:
+    """A run's name in the table and the chart: its click model, and its exploration if it explored."""
+    explore = summary.get("explore") or (_explore_of(summary.get("command", "")))
+    if not explore:
+        return summary["model"]
+    share, slots, depth = explore
+    return f"{summary['model']}, exploring {share:.0%} (places {11 - slots}-10 from 11-{depth})"
+
+
+def _explore_of(command: str) -> list | None:
+    """The exploration of a summary written before summaries recorded it, read off its command line."""
+    words = command.split()
+    value = {name: float(words[i + 1]) for i, name in enumerate(words[:-1]) if name.startswith("--explore")}
+    if not value.get("--explore"):
+        return None
+    return [value["--explore"], int(value.get("--explore-slots", 3)), int(value.get("--explore-depth", 30))]
+
+
 def chart(out: Path) -> None:
     """table.md and chart.png over every model's summary.json under ``out``."""
     import matplotlib
@@ -153,12 +179,12 @@ def chart(out: Path) -> None:
         "| click model | sessions | clicks | relevant judgments | nDCG@10 | BM25 | change | p (paired t) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    figure, axes = plt.subplots(figsize=(6.5, 4))
+    figure, axes = plt.subplots(figsize=(10, 4))
     for summary in summaries:
-        points = summary["checkpoints"]
+        points, name = summary["checkpoints"], _name(summary)
         for row in points:
             lines.append(
-                f"| {summary['model']} | {row['sessions']:,} | {row.get('clicks', 0):,} | "
+                f"| {name} | {row['sessions']:,} | {row.get('clicks', 0):,} | "
                 f"{row.get('relevant_judgments', 0):,} | {row['served']:.4f} | {row['bm25']:.4f} | "
                 f"{row['change']:+.1%} | {row['p']:.2g} |"
             )
@@ -166,10 +192,21 @@ def chart(out: Path) -> None:
             [max(row["sessions"], 100) for row in points],
             [row["served"] for row in points],
             marker="o",
-            label=summary["model"],
+            label=name,
         )
-    oracle = out / "oracle" / "eval-results.json"
-    if oracle.is_file():  # oracle.py: true grades of every pair the 20,000 informational sessions were shown
+    oracles = [  # oracle.py: true grades of every pair the 20,000 informational sessions of a run were shown
+        ("oracle", "black", "the pairs shown to 20,000 informational sessions", "shown pairs (20k informational)"),
+        (
+            "oracle-explore",
+            "dimgrey",
+            "the pairs shown to 20,000 informational sessions exploring 50%",
+            "shown pairs (20k exploring 50%)",
+        ),
+    ]
+    for folder, color, shown, label in oracles:
+        oracle = out / folder / "eval-results.json"
+        if not oracle.is_file():
+            continue
         row = measured(oracle)
         axes.plot(
             [20_000],
@@ -177,11 +214,11 @@ def chart(out: Path) -> None:
             marker="*",
             markersize=12,
             linestyle="none",
-            color="black",
-            label="true grades of the shown pairs (20k informational)",
+            color=color,
+            label=f"true grades, {label}",
         )
         lines.append(
-            f"| true grades of the pairs shown to 20,000 informational sessions (oracle.py) | 20,000 | - | "
+            f"| true grades of {shown} (oracle.py) | 20,000 | - | "
             f"- | {row['served']:.4f} | {row['bm25']:.4f} | {row['change']:+.1%} | {row['p']:.2g} |"
         )
     if summaries:
@@ -190,9 +227,9 @@ def chart(out: Path) -> None:
         axes.axhline(bm25 * 1.1, color="grey", linestyle=":", label="BM25 + 10% (floor)")
     axes.set_xscale("log")
     axes.set_xlabel("simulated sessions (train queries; 0 drawn at 100)")
-    axes.set_ylabel("nDCG@10, NFCorpus test")
+    axes.set_ylabel(f"nDCG@10, NFCorpus {summaries[0].get('split', 'test') if summaries else 'test'}")
     axes.set_title("Served default with click-derived votes")
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.tight_layout()
     figure.savefig(out / "chart.png", dpi=120)
     (out / "table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
