@@ -202,6 +202,12 @@ def chart(out: Path) -> None:
             "the pairs shown to 20,000 informational sessions exploring 50%",
             "shown pairs (20k exploring 50%)",
         ),
+        (
+            "oracle-explore-100",
+            "silver",
+            "the pairs shown to 20,000 informational sessions exploring every page",
+            "shown pairs (20k exploring 100%)",
+        ),
     ]
     for folder, color, shown, label in oracles:
         oracle = out / folder / "eval-results.json"
