@@ -30,7 +30,8 @@ from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.gateway.scroll_ids import ScrollMissing, ScrollState, decode, encode, keep_alive_seconds
 from es_rerank.gateway.search_request import SearchRequest, parse_search
 from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
-from es_rerank.ranking.answer import answer
+from es_rerank.ranking.answer import Answer, answer
+from es_rerank.ranking.merge import RankedHit
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.response import search_response
 from es_rerank.ranking.served import ServedSearch
@@ -73,15 +74,8 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
             answered = answer(pipeline, asked, limits, clock=metrics.stage, prepared=prepared)
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
-    ranking, page, shown = answered.ranking, answered.page, answered.shown
-    experiment, teams = current_app.extensions.get("esrr.experiment"), None
-    if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
-        page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, limits.max_bytes)
-    exploration, explored = current_app.extensions.get("esrr.exploration"), None
-    if exploration is not None and takes_part(asked):  # ESRR_EXPLORE
-        explored = exploring_page(exploration, answered, asked, backend, prepared, limits.max_bytes)
-        if explored is not None:
-            page, shown, explored = explored
+    ranking = answered.ranking
+    page, shown, drawn = _drawn_page(answered, asked, backend, prepared, limits.max_bytes)
     took = time.perf_counter() - started
     metrics.search_seconds.observe(took)
     if ranking.fallback:
@@ -113,11 +107,28 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     )
     if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
         response["hits"]["max_score"] = None
-    if teams is not None:
-        response["esrr"]["experiment"] = {"name": experiment.name, "teams": teams}
-    if explored is not None:
-        response["esrr"]["explored"] = explored
+    response["esrr"].update(drawn)
     return response
+
+
+def _drawn_page(
+    answered: Answer, asked: SearchRequest, backend: Any, prepared: object, max_bytes: int | None
+) -> tuple[list[RankedHit], list[dict[str, Any]], dict[str, Any]]:
+    """The first page shown for ``answered``: the served one, or one interleaved with ``ESRR_EXPERIMENT``'s
+    candidate, or one exploring below the page (``ESRR_EXPLORE``); its hits, their rendered ``_source`` and
+    highlight, and what the answer's ``esrr`` says of it (the experiment's teams, the explored places)."""
+    experiment = current_app.extensions.get("esrr.experiment")
+    if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
+        page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, max_bytes)
+        return page, shown, {"experiment": {"name": experiment.name, "teams": teams}}
+    exploration = current_app.extensions.get("esrr.exploration")
+    explored = None
+    if exploration is not None and takes_part(asked):  # ESRR_EXPLORE
+        explored = exploring_page(exploration, answered, asked, backend, prepared, max_bytes)
+    if explored is None:
+        return answered.page, answered.shown, {}
+    page, shown, places = explored
+    return page, shown, {"explored": places}
 
 
 def scroll_page(
