@@ -11,7 +11,10 @@ Each round starts `esrr serve` (ESRR_GATEWAY_RERANK=false: BM25, the candidate f
 from the second round, the votes learned so far), plays the round's sessions with `esrr
 simulate` on the train queries (seed: --seed * 1000 + the round), waits until the gateway
 has stored them, stops it, runs `esrr learn` over every event so far and `esrr eval` on test.
-Test queries are never searched by the simulated users nor used to choose anything.
+Test queries are never searched by the simulated users nor used to choose anything: --split dev
+measures dev instead, to choose settings. --relearn-every N also relearns (without measuring) every N
+sessions, the next round's gateway serving those votes; --explore SHARE (--explore-slots,
+--explore-depth) serves with ESRR_EXPLORE, docs/learning.md#exploration-esrr_explore.
 Writes --out/MODEL/: summary.json, and per checkpoint the simulate tally, the learn report and
 eval's table.md and results.json. `--chart` then draws --out/chart.png and --out/table.md
 over every model's summary.json.
