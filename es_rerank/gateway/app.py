@@ -36,6 +36,7 @@ from es_rerank.gateway.errors import (
 )
 from es_rerank.gateway.events import install_events
 from es_rerank.gateway.experiment import load_experiment
+from es_rerank.gateway.exploration import load_exploration
 from es_rerank.gateway.health import ModelProbe
 from es_rerank.gateway.heavy_lane import HeavyLane
 from es_rerank.gateway.heavy_process import HeavyProcesses
@@ -82,7 +83,8 @@ def create_app(
     app.register_blueprint(api)
     app.register_blueprint(client_api)
     events = install_events(app, settings, metrics)  # POST /_esrr/events, and the site page's report of what it showed
-    attach_state(app, GatewayState(served, metrics, ModelProbe(), lane, experiment, events))
+    exploration = load_exploration(settings)  # ESRR_EXPLORE, or None
+    attach_state(app, GatewayState(served, metrics, ModelProbe(), lane, experiment, events, exploration))
     _register_error_handlers(app)
     if settings.gateway_site:  # the search page for browsers at / (site.py)
         app.register_blueprint(site)

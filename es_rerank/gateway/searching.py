@@ -23,6 +23,7 @@ from es_rerank.backends.highlight import source_patterns
 from es_rerank.backends.query_tree import QueryCost
 from es_rerank.gateway.errors import BadSearchRequest, IndexNotFound, clipped
 from es_rerank.gateway.experiment import interleaved_page, takes_part
+from es_rerank.gateway.exploration import exploring_page
 from es_rerank.gateway.heavy_lane import is_heavy
 from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import ranking_outcome
@@ -30,7 +31,8 @@ from es_rerank.gateway.scroll_ids import ScrollMissing, ScrollState, decode, enc
 from es_rerank.gateway.search_request import SearchRequest, parse_search
 from es_rerank.gateway.state import gateway_state
 from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
-from es_rerank.ranking.answer import answer
+from es_rerank.ranking.answer import Answer, answer
+from es_rerank.ranking.merge import RankedHit
 from es_rerank.ranking.pipeline import SearchPipeline
 from es_rerank.ranking.response import ResponseContent, search_response
 
@@ -73,11 +75,8 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
             answered = answer(pipeline, asked, limits, clock=metrics.stage, prepared=prepared)
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
-    ranking, page, shown = answered.ranking, answered.page, answered.shown
-    experiment, drafted = state.experiment, None
-    if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
-        page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, limits.max_bytes)
-        drafted = {"name": experiment.name, "teams": teams}
+    ranking = answered.ranking
+    page, shown, drawn = _drawn_page(answered, asked, backend, prepared, limits.max_bytes)
     took = time.perf_counter() - started
     metrics.search_seconds.observe(took)
     if ranking.fallback:
@@ -111,10 +110,30 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     )
     if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
         response["hits"]["max_score"] = None
-    if drafted is not None:
-        response["esrr"]["experiment"] = drafted
+    response["esrr"].update(drawn)
     metrics.searches.labels(ranking_outcome(response["esrr"])).inc()
     return response
+
+
+def _drawn_page(
+    answered: Answer, asked: SearchRequest, backend: Any, prepared: object, max_bytes: int | None
+) -> tuple[list[RankedHit], list[dict[str, Any]], dict[str, Any]]:
+    """The first page shown for ``answered``: the served one, or one interleaved with ``ESRR_EXPERIMENT``'s
+    candidate, or one exploring below the page (``ESRR_EXPLORE``); its hits, their rendered ``_source`` and
+    highlight, and what the answer's ``esrr`` says of it (the experiment's teams, the explored places)."""
+    state = gateway_state()
+    experiment = state.experiment
+    if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
+        page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, max_bytes)
+        return page, shown, {"experiment": {"name": experiment.name, "teams": teams}}
+    exploration = state.exploration
+    explored = None
+    if exploration is not None and takes_part(asked):  # ESRR_EXPLORE
+        explored = exploring_page(exploration, answered, asked, backend, prepared, max_bytes)
+    if explored is None:
+        return answered.page, answered.shown, {}
+    page, shown, places = explored
+    return page, shown, {"explored": places}
 
 
 def scroll_page(

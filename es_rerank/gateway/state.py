@@ -15,6 +15,7 @@ from es_rerank.gateway.heavy_lane import HeavyLane
 from es_rerank.gateway.metrics import GatewayMetrics
 from es_rerank.learning.recorder import EventRecorder
 from es_rerank.ranking.experiment import Experiment
+from es_rerank.ranking.exploration import Exploration
 from es_rerank.ranking.served import ServedSearch
 
 EXTENSION = "esrr"  # the app's one entry in ``app.extensions``, Flask's place for an extension's state
@@ -32,6 +33,7 @@ class GatewayState:
     heavy_lane: HeavyLane
     experiment: Experiment | None = None
     events: EventRecorder | None = None
+    exploration: Exploration | None = None  # ESRR_EXPLORE
 
 
 def attach_state(app: Flask, state: GatewayState) -> None:

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 )
 @json_out_option("Also write the tally as JSON.")
 def simulate(
-    url: str, model_name: str, sessions: int, seed: int, data: Path | None, split: str, json_out: Path | None
+    *, url: str, model_name: str, sessions: int, seed: int, data: Path | None, split: str, json_out: Path | None
 ) -> None:
     """Simulated users search the gateway over a collection's judged queries and click by a cascade model; their
     impressions and clicks go to POST /_esrr/events, as the site page's do."""
@@ -89,7 +89,7 @@ def simulate(
     model = CLICK_MODELS[model_name]
     try:
         with tqdm(total=sessions, unit="session", desc=f"simulating ({model_name})") as progress:
-            tally = run_sessions(post, queries, qrels, model, sessions, seed, progress.update)
+            tally = run_sessions(post, queries, qrels, model, sessions, seed, advance=progress.update)
     except GatewayRefused as error:
         raise click.ClickException(f"{error} (the gateway needs ESRR_EVENTS=true)") from None
     except urllib3.exceptions.HTTPError as error:
@@ -172,6 +172,7 @@ def simulate(
 )
 @json_out_option("Also write the report as JSON.")
 def learn(
+    *,
     events_url: str | None,
     model_name: ModelName,
     min_sessions: int,
@@ -180,102 +181,36 @@ def learn(
     grade_2: float | None,
     with_qrels: bool,
     data: Path | None,
-    k: int,
-    power: float,
-    weight: float,
-    confidence: float,
     judgments_out: Path | None,
     json_out: Path | None,
+    **vote_params: Any,  # k, power, weight and confidence (vote_options)
 ) -> None:
     """Fit a click model to the stored impressions and clicks, grade each (query, document) pair from it, and
     rebuild the judged-neighbour votes from those judgments (a gateway serves them once restarted)."""
     import time
 
     from es_rerank.cli_options import load_settings
-    from es_rerank.learning.click_model import fit_click_model
-    from es_rerank.learning.clicklog import PAGE, click_log
-    from es_rerank.learning.judgments import GradeRule, judge, judgment_rows, summary, votes_input
+    from es_rerank.learning.judgments import GradeRule, judgment_rows, summary, votes_input
     from es_rerank.learning.settings import EventSettings
-    from es_rerank.learning.store import EventStoreError, is_postgres, open_store, sqlite_path
-    from es_rerank.ranking.neighbours import CorpusIdentity, JudgedNeighbours, NeighboursError
 
     started = time.perf_counter()
     settings = load_settings(EventSettings)
     url = (events_url or settings.events_store_url).strip()
-    try:
-        if not is_postgres(url) and not sqlite_path(url).is_file():
-            raise click.ClickException(
-                f"no event store at {sqlite_path(url)}: nothing has been recorded there. Serve with events on "
-                "(ESRR_EVENTS=true, the default) and search, or run `esrr simulate`; or point --events (or "
-                "ESRR_EVENTS_URL) at the store"
-            )
-        store = open_store(url)
-        try:
-            rows = store.learning_rows()
-        finally:
-            store.close()
-    except EventStoreError as error:
-        raise click.ClickException(f"{error} (--events / ESRR_EVENTS_URL names the store)") from None
+    rows = _stored_rows(url)
     read_s = time.perf_counter() - started
-    log = click_log(rows, PAGE)
-    if log.clicks == 0:
-        raise click.ClickException(
-            f"{log.impressions:,} impressions and no clicks on their first {PAGE} results in "
-            f"{url}: nothing to learn from yet"
-        )
-    model = fit_click_model(model_name, log.pair, log.rank, log.clicked, log.impression, len(log.pair_query), PAGE)
-    judged = judge(log, model, GradeRule(min_sessions, min_clicks, grade_1, grade_2))
+    log = _click_log(rows, url)
+    model, judged = _fitted(log, model_name, GradeRule(min_sessions, min_clicks, grade_1, grade_2))
     fitted_s = time.perf_counter() - started - read_s
-
-    queries, qrels = None, None
-    if with_qrels:
-        from index_setup.nfcorpus import NFCorpus
-
-        try:
-            collection = NFCorpus.locate(data, settings)
-            queries, qrels = collection.queries("train"), collection.qrels("train")
-        except (FileNotFoundError, ValueError) as error:
-            raise click.ClickException(str(error)) from None
+    queries, qrels = _train_judgments(data, settings) if with_qrels else (None, None)
     stats = _served_stats(settings)
     built = votes_input(log, judged, set(stats.doc_ids), queries, qrels)
-    outside = int(
-        sum(
-            1
-            for doc, grade in zip(judged.doc.tolist(), judged.grade.tolist())
-            if grade > 0 and log.documents[doc] not in stats
-        )
-    )
-    if outside and 2 * outside >= outside + built.from_clicks:
-        raise click.ClickException(
-            f"{outside:,} of the documents judged relevant from clicks are not in the served "
-            f"index {stats.version} ({stats.n_docs} documents): the events were recorded "
-            "over another corpus. Serve that corpus's index, or learn from its own store "
-            "(--events)"
-        )
-    try:
-        votes = JudgedNeighbours(
-            built.queries,
-            built.qrels,
-            NeighbourParams(k=k, power=power, weight=weight, confidence=confidence),
-            CorpusIdentity.of(stats),
-        )
-    except NeighboursError as error:
-        raise click.ClickException(str(error)) from None
-    if len(votes.query_ids) < 2 or not any(idf > 0 for idf in votes.idf.values()):
-        raise click.ClickException(
-            f"{len(votes.query_ids)} queries have a document judged relevant, and votes need "
-            "at least 2 whose words tell them apart; let more sessions come in (or lower "
-            "--min-sessions), then learn again"
-        )
+    outside = _outside_the_index(log, judged, stats, built.from_clicks)
+    votes = _votes(built, vote_params, stats)
     path = settings.neighbours_path
     path.parent.mkdir(parents=True, exist_ok=True)
     votes.save(path)
     judgments_out = judgments_out or settings.models_dir / "click-judgments.tsv"
-    judgments_out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = judgments_out.with_name(judgments_out.name + ".tmp")
-    temporary.write_text("\n".join(judgment_rows(log, judged)) + "\n", encoding="utf-8")
-    os.replace(temporary, judgments_out)
-
+    _write_atomically(judgments_out, "\n".join(judgment_rows(log, judged)) + "\n")
     report = {
         "events": _public(url),
         "model": model_name,
@@ -283,17 +218,7 @@ def learn(
         "converged": model.converged,
         "examination_by_position": [round(value, 4) for value in model.examination_by_position()],
         **summary(log, judged),
-        "votes": {
-            "path": str(path),
-            "queries": len(votes.query_ids),
-            "relevant_judgments": sum(len(docs) for docs in votes.judged.values()),
-            "from_clicks": built.from_clicks,
-            "from_qrels": built.from_qrels,
-            "click_queries_merged_with_qrels": built.merged_queries,
-            "outside_the_index": outside,
-            "index": stats.version,
-            "params": {"k": k, "power": power, "weight": weight, "confidence": confidence},
-        },
+        "votes": _votes_report(path, votes, built, outside, stats.version, vote_params),
         "judgments": str(judgments_out),
         "seconds": {
             "read": round(read_s, 2),
@@ -304,6 +229,121 @@ def learn(
     _print_report(report)
     if json_out is not None:
         json_out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+
+
+def _click_log(rows: Any, url: str) -> Any:
+    """The click log of the stored ``rows`` (their first page of results); a CLI error when nothing was clicked."""
+    from es_rerank.learning.clicklog import PAGE, click_log
+
+    log = click_log(rows, PAGE)
+    if log.clicks == 0:
+        raise click.ClickException(
+            f"{log.impressions:,} impressions and no clicks on their first {PAGE} results in "
+            f"{url}: nothing to learn from yet"
+        )
+    return log
+
+
+def _fitted(log: Any, model_name: ModelName, rule: Any) -> tuple[Any, Any]:
+    """The click model ``model_name`` fitted to ``log`` by EM, and the pairs it judges under ``rule``."""
+    from es_rerank.learning.click_model import fit_click_model
+    from es_rerank.learning.clicklog import PAGE
+    from es_rerank.learning.judgments import judge
+
+    model = fit_click_model(
+        model_name, log.pair, log.rank, log.clicked, log.impression, len(log.pair_query), max_rank=PAGE
+    )
+    return model, judge(log, model, rule)
+
+
+def _votes_report(path: Path, votes: Any, built: Any, outside: int, index: str, params: dict) -> dict[str, Any]:
+    """The report's account of the votes written to ``path``: their queries and where their judgments came from."""
+    return {
+        "path": str(path),
+        "queries": len(votes.query_ids),
+        "relevant_judgments": sum(len(docs) for docs in votes.judged.values()),
+        "from_clicks": built.from_clicks,
+        "from_qrels": built.from_qrels,
+        "click_queries_merged_with_qrels": built.merged_queries,
+        "outside_the_index": outside,
+        "index": index,
+        "params": params,
+    }
+
+
+def _stored_rows(url: str) -> Any:
+    """Every stored impression and click of the store at ``url``, as ``esrr learn`` reads them; a CLI error names
+    the fix when there is no store or it cannot be read."""
+    from es_rerank.learning.store import EventStoreError, is_postgres, open_store, sqlite_path
+
+    try:
+        if not is_postgres(url) and not sqlite_path(url).is_file():
+            raise click.ClickException(
+                f"no event store at {sqlite_path(url)}: nothing has been recorded there. Serve with events on "
+                "(ESRR_EVENTS=true, the default) and search, or run `esrr simulate`; or point --events (or "
+                "ESRR_EVENTS_URL) at the store"
+            )
+        store = open_store(url)
+        try:
+            return store.learning_rows()
+        finally:
+            store.close()
+    except EventStoreError as error:
+        raise click.ClickException(f"{error} (--events / ESRR_EVENTS_URL names the store)") from None
+
+
+def _train_judgments(data: Path | None, settings: Any) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """The train queries and qrels of ``data`` (default NFCorpus), for --with-qrels."""
+    from index_setup.nfcorpus import NFCorpus
+
+    try:
+        collection = NFCorpus.locate(data, settings)
+        return collection.queries("train"), collection.qrels("train")
+    except (FileNotFoundError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _outside_the_index(log: Any, judged: Any, stats: Any, from_clicks: int) -> int:
+    """How many documents judged relevant from clicks the served index lacks; a CLI error when they are most of
+    them (events recorded over another corpus)."""
+    outside = sum(
+        1
+        for doc, grade in zip(judged.doc.tolist(), judged.grade.tolist())
+        if grade > 0 and log.documents[doc] not in stats
+    )
+    if outside and 2 * outside >= outside + from_clicks:
+        raise click.ClickException(
+            f"{outside:,} of the documents judged relevant from clicks are not in the served "
+            f"index {stats.version} ({stats.n_docs} documents): the events were recorded "
+            "over another corpus. Serve that corpus's index, or learn from its own store "
+            "(--events)"
+        )
+    return outside
+
+
+def _votes(built: Any, params: dict[str, Any], stats: Any) -> Any:
+    """The judged-neighbour votes of ``built``'s judgments for the corpus of ``stats``; a CLI error says why none."""
+    from es_rerank.ranking.neighbours import CorpusIdentity, JudgedNeighbours, NeighboursError
+
+    try:
+        votes = JudgedNeighbours(built.queries, built.qrels, NeighbourParams(**params), CorpusIdentity.of(stats))
+    except NeighboursError as error:
+        raise click.ClickException(str(error)) from None
+    if len(votes.query_ids) < 2 or not any(idf > 0 for idf in votes.idf.values()):
+        raise click.ClickException(
+            f"{len(votes.query_ids)} queries have a document judged relevant, and votes need "
+            "at least 2 whose words tell them apart; let more sessions come in (or lower "
+            "--min-sessions), then learn again"
+        )
+    return votes
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """``text`` to ``path`` through a temporary file renamed over it: a reader sees the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def _public(url: str) -> str:

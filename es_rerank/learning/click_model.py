@@ -98,6 +98,7 @@ def fit_click_model(
     clicked: np.ndarray,
     impression: np.ndarray,
     n_pairs: int,
+    *,
     max_rank: int,
     max_iterations: int = 100,
     tolerance: float = 1e-4,

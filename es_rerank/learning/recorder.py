@@ -35,6 +35,7 @@ class EventRecorder:
         open_store: Callable[[], EventStore],
         capacity: int,
         retention_ms: int | None = None,
+        *,
         on_dropped: Callable[[str, int], None] = lambda reason, count: None,
         on_stored: Callable[[int], None] = lambda count: None,
         retry_s: float = 5.0,

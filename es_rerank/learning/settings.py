@@ -89,6 +89,25 @@ class ExperimentSettings(EventSettings):
         "with those votes); empty: none",
     )
 
+    # Exploration (es_rerank/ranking/exploration.py): clicks can judge only what is shown.
+    explore: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of scored first pages whose last ESRR_EXPLORE_SLOTS places show documents drawn at "
+        "random from the served ranking's places below the page down to ESRR_EXPLORE_DEPTH, so that clicks reach "
+        "documents it does not yet show; 0: none (not with ESRR_EXPERIMENT, whose pages are interleaved instead)",
+    )
+    explore_slots: int = Field(
+        3, ge=1, le=10, description="places at the bottom of an exploring first page that show drawn documents"
+    )
+    explore_depth: int = Field(
+        30,
+        ge=2,
+        le=500,
+        description="an exploring page draws from the served ranking's places below the page down to this one",
+    )
+
     @field_validator("experiment")
     @classmethod
     def _an_experiment_this_gateway_runs(cls, value: str) -> str:

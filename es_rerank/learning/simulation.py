@@ -88,6 +88,7 @@ def session_events(
     clicked: Sequence[int],
     session_id: str,
     impression_id: str,
+    *,
     experiment: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The events the site page would report for one page of ``ids``: its impression, then each click; on an
@@ -126,6 +127,7 @@ def run_sessions(
     model: CascadeClickModel,
     sessions: int,
     seed: int,
+    *,
     advance: Callable[[int], object] = lambda count: None,
 ) -> SimulationTally:
     """Play ``sessions`` simulated sessions through ``post(path, body) -> (status, decoded answer)``: each draws a
@@ -152,7 +154,7 @@ def run_sessions(
             clicked,
             f"{rng.getrandbits(128):032x}",
             f"{rng.getrandbits(64):016x}",
-            answer.get("esrr", {}).get("experiment"),
+            experiment=answer.get("esrr", {}).get("experiment"),
         )
         status, answer = post("/_esrr/events", events)
         if status != 202:

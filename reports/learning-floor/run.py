@@ -11,7 +11,10 @@ Each round starts `esrr serve` (ESRR_GATEWAY_RERANK=false: BM25, the candidate f
 from the second round, the votes learned so far), plays the round's sessions with `esrr
 simulate` on the train queries (seed: --seed * 1000 + the round), waits until the gateway
 has stored them, stops it, runs `esrr learn` over every event so far and `esrr eval` on test.
-Test queries are never searched by the simulated users nor used to choose anything.
+Test queries are never searched by the simulated users nor used to choose anything: --split dev
+measures dev instead, to choose settings. --relearn-every N also relearns (without measuring) every N
+sessions, the next round's gateway serving those votes; --explore SHARE (--explore-slots,
+--explore-depth) serves with ESRR_EXPLORE, docs/learning.md#exploration-esrr_explore.
 Writes --out/MODEL/: summary.json, and per checkpoint the simulate tally, the learn report and
 eval's table.md and results.json. `--chart` then draws --out/chart.png and --out/table.md
 over every model's summary.json.
@@ -48,7 +51,7 @@ def measured(results: Path) -> dict:
     }
 
 
-def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, out: Path) -> None:
+def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, out: Path, options) -> None:
     source = Path(os.environ.get("ESRR_HOME", "artifacts")).resolve()
     for needed in ("indexes", "embeddings"):
         if not (source / needed).is_dir():
@@ -66,18 +69,34 @@ def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, ou
         "ESRR_GATEWAY_RERANK": "false",
         "ESRR_EVENTS_RETENTION_DAYS": "0",
         "ESRR_NFCORPUS": os.environ.get("ESRR_NFCORPUS", ""),
+        "ESRR_EXPLORE": str(options.explore),
+        "ESRR_EXPLORE_SLOTS": str(options.explore_slots),
+        "ESRR_EXPLORE_DEPTH": str(options.explore_depth),
     }
     env = {k: v for k, v in env.items() if v}
     target = out / model
     target.mkdir(parents=True, exist_ok=True)
-    summary = {"model": model, "seed": seed, "checkpoints": [], "command": " ".join(sys.argv)}
+    summary = {
+        "model": model,
+        "seed": seed,
+        "split": options.split,
+        "explore": [options.explore, options.explore_slots, options.explore_depth] if options.explore else None,
+        "relearn_every": options.relearn_every,
+        "checkpoints": [],
+        "command": " ".join(sys.argv),
+    }
+    # The rounds: the gateway serves the votes learned at the end of the previous one (a site relearning nightly).
+    every = options.relearn_every
+    rounds = sorted({*checkpoints, *(range(every, max(checkpoints), every) if every else ())})
 
     started = time.monotonic()
-    esrr(env, "eval", "--no-baselines", "--split", "test", "--out", str(work / "eval-0"), log=work / "eval-0.log")
+    esrr(
+        env, "eval", "--no-baselines", "--split", options.split, "--out", str(work / "eval-0"), log=work / "eval-0.log"
+    )
     summary["checkpoints"].append({"sessions": 0, **measured(work / "eval-0" / "results.json")})
     done = 0
-    for round_number, checkpoint in enumerate(checkpoints, start=1):
-        step = target / f"{checkpoint}"
+    for round_number, checkpoint in enumerate(rounds, start=1):
+        step = target / f"{checkpoint}" if checkpoint in checkpoints else work / f"round-{checkpoint}"
         step.mkdir(exist_ok=True)
         gateway = start_gateway(env, port, work / f"serve-{checkpoint}.log")
         began = time.monotonic()
@@ -102,12 +121,14 @@ def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, ou
         simulated_s = time.monotonic() - began
         done = checkpoint
         esrr(env, "learn", "--json-out", str(step / "learn.json"), log=work / f"learn-{checkpoint}.log")
+        if checkpoint not in checkpoints:
+            continue
         esrr(
             env,
             "eval",
             "--no-baselines",
             "--split",
-            "test",
+            options.split,
             "--out",
             str(work / f"eval-{checkpoint}"),
             log=work / f"eval-{checkpoint}.log",
@@ -131,6 +152,24 @@ def run(model: str, checkpoints: list[int], seed: int, port: int, work: Path, ou
     (target / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
 
 
+def _name(summary: dict) -> str:
+    """A run's name in the table and the chart: its click model, and its exploration if it explored."""
+    explore = summary.get("explore") or (_explore_of(summary.get("command", "")))
+    if not explore:
+        return summary["model"]
+    share, slots, depth = explore
+    return f"{summary['model']}, exploring {share:.0%} (places {11 - slots}-10 from 11-{depth})"
+
+
+def _explore_of(command: str) -> list | None:
+    """The exploration of a summary written before summaries recorded it, read off its command line."""
+    words = command.split()
+    value = {name: float(words[i + 1]) for i, name in enumerate(words[:-1]) if name.startswith("--explore")}
+    if not value.get("--explore"):
+        return None
+    return [value["--explore"], int(value.get("--explore-slots", 3)), int(value.get("--explore-depth", 30))]
+
+
 def chart(out: Path) -> None:
     """table.md and chart.png over every model's summary.json under ``out``."""
     import matplotlib
@@ -143,12 +182,12 @@ def chart(out: Path) -> None:
         "| click model | sessions | clicks | relevant judgments | nDCG@10 | BM25 | change | p (paired t) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    figure, axes = plt.subplots(figsize=(6.5, 4))
+    figure, axes = plt.subplots(figsize=(10, 4))
     for summary in summaries:
-        points = summary["checkpoints"]
+        points, name = summary["checkpoints"], _name(summary)
         for row in points:
             lines.append(
-                f"| {summary['model']} | {row['sessions']:,} | {row.get('clicks', 0):,} | "
+                f"| {name} | {row['sessions']:,} | {row.get('clicks', 0):,} | "
                 f"{row.get('relevant_judgments', 0):,} | {row['served']:.4f} | {row['bm25']:.4f} | "
                 f"{row['change']:+.1%} | {row['p']:.2g} |"
             )
@@ -156,10 +195,27 @@ def chart(out: Path) -> None:
             [max(row["sessions"], 100) for row in points],
             [row["served"] for row in points],
             marker="o",
-            label=summary["model"],
+            label=name,
         )
-    oracle = out / "oracle" / "eval-results.json"
-    if oracle.is_file():  # oracle.py: true grades of every pair the 20,000 informational sessions were shown
+    oracles = [  # oracle.py: true grades of every pair the 20,000 informational sessions of a run were shown
+        ("oracle", "black", "the pairs shown to 20,000 informational sessions", "shown pairs (20k informational)"),
+        (
+            "oracle-explore",
+            "dimgrey",
+            "the pairs shown to 20,000 informational sessions exploring 50%",
+            "shown pairs (20k exploring 50%)",
+        ),
+        (
+            "oracle-explore-100",
+            "silver",
+            "the pairs shown to 20,000 informational sessions exploring every page",
+            "shown pairs (20k exploring 100%)",
+        ),
+    ]
+    for folder, color, shown, label in oracles:
+        oracle = out / folder / "eval-results.json"
+        if not oracle.is_file():
+            continue
         row = measured(oracle)
         axes.plot(
             [20_000],
@@ -167,11 +223,11 @@ def chart(out: Path) -> None:
             marker="*",
             markersize=12,
             linestyle="none",
-            color="black",
-            label="true grades of the shown pairs (20k informational)",
+            color=color,
+            label=f"true grades, {label}",
         )
         lines.append(
-            f"| true grades of the pairs shown to 20,000 informational sessions (oracle.py) | 20,000 | - | "
+            f"| true grades of {shown} (oracle.py) | 20,000 | - | "
             f"- | {row['served']:.4f} | {row['bm25']:.4f} | {row['change']:+.1%} | {row['p']:.2g} |"
         )
     if summaries:
@@ -180,9 +236,9 @@ def chart(out: Path) -> None:
         axes.axhline(bm25 * 1.1, color="grey", linestyle=":", label="BM25 + 10% (floor)")
     axes.set_xscale("log")
     axes.set_xlabel("simulated sessions (train queries; 0 drawn at 100)")
-    axes.set_ylabel("nDCG@10, NFCorpus test")
+    axes.set_ylabel(f"nDCG@10, NFCorpus {summaries[0].get('split', 'test') if summaries else 'test'}")
     axes.set_title("Served default with click-derived votes")
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.tight_layout()
     figure.savefig(out / "chart.png", dpi=120)
     (out / "table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -197,6 +253,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18800)
     parser.add_argument("--work", type=Path, default=Path("/tmp/esrr-learning-floor"))
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument(
+        "--split", default="test", choices=["dev", "test"], help="measured on: dev to choose, test once"
+    )
+    parser.add_argument("--relearn-every", type=int, default=0, help="also relearn every N sessions (0: checkpoints)")
+    parser.add_argument("--explore", type=float, default=0.0, help="ESRR_EXPLORE: share of exploring first pages")
+    parser.add_argument("--explore-slots", type=int, default=3, help="ESRR_EXPLORE_SLOTS")
+    parser.add_argument("--explore-depth", type=int, default=30, help="ESRR_EXPLORE_DEPTH")
     parser.add_argument("--chart", action="store_true", help="only draw table.md and chart.png from the summaries")
     options = parser.parse_args()
     if options.chart:
@@ -209,6 +272,7 @@ def main() -> None:
         options.port,
         options.work,
         options.out,
+        options,
     )
     chart(options.out)
 

@@ -26,7 +26,7 @@ def pbm_clicks(seed: int, pairs: int = 60, impressions: int = 6000):
 @pytest.mark.parametrize("name", ["pbm", "ubm"])
 def test_em_recovers_the_examination_and_attractiveness_that_made_the_clicks(name):
     alpha, gamma, pair, rank, clicked, impression = pbm_clicks(seed=1)
-    model = fit_click_model(name, pair, rank, clicked, impression, len(alpha), RANKS)
+    model = fit_click_model(name, pair, rank, clicked, impression, len(alpha), max_rank=RANKS)
     assert model.converged
     assert np.allclose(model.examination_by_position(), gamma, atol=0.03)
     assert np.abs(model.attractiveness - alpha).max() < 0.1
@@ -37,7 +37,7 @@ def test_pbm_estimates_are_not_the_raw_click_rates():
     # The correction matters: a pair's click-through rate is its attractiveness times where it was shown.
     alpha, gamma, pair, rank, clicked, impression = pbm_clicks(seed=2)
     raw = np.bincount(pair, weights=clicked) / np.bincount(pair)
-    model = fit_click_model("pbm", pair, rank, clicked, impression, len(alpha), RANKS)
+    model = fit_click_model("pbm", pair, rank, clicked, impression, len(alpha), max_rank=RANKS)
     assert np.abs(raw - alpha).mean() > 3 * np.abs(model.attractiveness - alpha).mean()
 
 
@@ -70,7 +70,7 @@ def test_dcm_tells_a_skipped_result_from_a_bad_one_when_the_ranking_never_change
             impression.append(number)
     arrays = [np.asarray(values) for values in (pair, rank, clicked, impression)]
     truth = alpha.ravel()
-    models = {name: fit_click_model(name, *arrays, queries * RANKS, RANKS) for name in ("dcm", "ubm", "pbm")}
+    models = {name: fit_click_model(name, *arrays, queries * RANKS, max_rank=RANKS) for name in ("dcm", "ubm", "pbm")}
     # Judged where the evidence suffices: pairs DCM expects to have been read at least 30 times.
     read = np.bincount(arrays[0], weights=models["dcm"].examination[models["dcm"].classes]) >= 30
     error = {name: np.abs(model.attractiveness - truth)[read].mean() for name, model in models.items()}
@@ -81,6 +81,6 @@ def test_dcm_tells_a_skipped_result_from_a_bad_one_when_the_ranking_never_change
 def test_a_model_it_does_not_know_or_a_rank_off_the_page_is_refused():
     one = np.zeros(1, dtype=np.int64)
     with pytest.raises(ValueError, match="not one of dcm, ubm, pbm"):
-        fit_click_model("dbn", one, one, one.astype(bool), one, 1, RANKS)
+        fit_click_model("dbn", one, one, one.astype(bool), one, 1, max_rank=RANKS)
     with pytest.raises(ValueError, match="ranks must lie in 0..9"):
-        fit_click_model("pbm", one, one + RANKS, one.astype(bool), one, 1, RANKS)
+        fit_click_model("pbm", one, one + RANKS, one.astype(bool), one, 1, max_rank=RANKS)

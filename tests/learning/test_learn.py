@@ -102,7 +102,7 @@ def test_perfect_users_clicks_grade_the_relevant_documents_and_only_them(tmp_pat
     log = click_log(store.learning_rows())
     judged = judge(
         log,
-        fit_click_model("dcm", log.pair, log.rank, log.clicked, log.impression, len(log.pair_query), 10),
+        fit_click_model("dcm", log.pair, log.rank, log.clicked, log.impression, len(log.pair_query), max_rank=10),
         GradeRule(min_sessions=5),
     )
     found = {(log.queries[q], log.documents[d]): g for q, d, g in zip(judged.query, judged.doc, judged.grade) if g}
@@ -115,7 +115,7 @@ def test_perfect_users_clicks_grade_the_relevant_documents_and_only_them(tmp_pat
 def test_a_pair_below_the_minimum_evidence_is_not_judged(tmp_path):
     store = open_store(str(stored(tmp_path / "events.sqlite3", simulated_events(30))))
     log = click_log(store.learning_rows())
-    model = fit_click_model("dcm", log.pair, log.rank, log.clicked, log.impression, len(log.pair_query), 10)
+    model = fit_click_model("dcm", log.pair, log.rank, log.clicked, log.impression, len(log.pair_query), max_rank=10)
     sessions_per_query = {log.queries[q]: 0 for q in range(len(log.queries))}
     for pair_query in log.pair_query[log.pair[log.rank == 0]]:
         sessions_per_query[log.queries[pair_query]] += 1
@@ -130,7 +130,7 @@ def test_click_judgments_combine_with_qrels_by_query_text(tmp_path):
     log = click_log(store.learning_rows())
     judged = judge(
         log,
-        fit_click_model("dcm", log.pair, log.rank, log.clicked, log.impression, len(log.pair_query), 10),
+        fit_click_model("dcm", log.pair, log.rank, log.clicked, log.impression, len(log.pair_query), max_rank=10),
         GradeRule(min_sessions=5),
     )
     people = {"train-1": "vitamin d bones", "train-2": "coffee"}
@@ -249,7 +249,7 @@ def test_the_fit_over_many_events_stays_within_a_cpu_budget():
     import time
 
     started = time.process_time()
-    fit_click_model("dcm", pair, rank, clicked, np.repeat(np.arange(impressions), 10), pairs, 10)
+    fit_click_model("dcm", pair, rank, clicked, np.repeat(np.arange(impressions), 10), pairs, max_rank=10)
     assert time.process_time() - started < 60  # some 5 s here; 10x what 1 M events would need of 5 minutes
 
 
