@@ -30,7 +30,7 @@ if [[ ${1:-} == --fast ]]; then
     bash scripts/setup.sh model,test
     . .venv/bin/activate
     checks
-    exec python -m pytest -q -m "$FAST" "$@"
+    exec python -m pytest -q -n auto -m "$FAST" "$@"  # pytest-xdist: one process per core
 fi
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)

@@ -48,6 +48,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_the_bench_reports_status_cpu_memory_and_the_probe_per_row(home, tmp_path):
     figures = tmp_path / "attack.json"
     result = CliRunner().invoke(
@@ -113,6 +114,7 @@ def test_the_bench_reports_status_cpu_memory_and_the_probe_per_row(home, tmp_pat
     assert "| invalid UTF-8 in q= | 400x3 |" in result.output
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_the_heaviest_row_floods_from_another_process_after_one_answer(home, tmp_path):
     figures = tmp_path / "heaviest.json"
     result = CliRunner().invoke(
@@ -150,6 +152,7 @@ def test_the_heaviest_row_floods_from_another_process_after_one_answer(home, tmp
     assert row["probe_before"]["n"] >= 5 and row["extra"]["probe_p99_ratio"] > 0
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_a_gateway_that_dies_is_noted_and_started_again_under_its_cap(home, tmp_path):
     env = {**os.environ, "ESRR_GATEWAY_RERANK": "false"}
     gateway = StartedGateway(home, free_port(), 3 << 30, env, tmp_path / "gateway.log").start()

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from es_rerank.cli import main
@@ -59,6 +60,7 @@ def served_tiny_home(tmp_path) -> tuple[dict[str, str], Path]:
     return env, _beir_folder(tmp_path / "beir")
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_bench_http_with_events_times_both_and_the_gateway_stores_the_reports(tmp_path, free_port):
     env, data = served_tiny_home(tmp_path)
     figures = tmp_path / "figures.json"

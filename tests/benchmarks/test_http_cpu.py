@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from benchmarks.gateway_process import ProcessCpu, serving_pid
@@ -47,6 +48,7 @@ def test_a_processs_cpu_is_read_whole_and_per_thread():
         child.wait()
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_bench_http_reports_the_cpu_of_the_gateway_it_times(tmp_path, free_port):
     env, data = served_tiny_home(tmp_path)
     figures = tmp_path / "figures.json"

@@ -223,6 +223,7 @@ def test_a_locked_store_never_fails_a_search_and_its_events_wait_or_drop(home):
     assert _metric(client, "esrr_events_stored_total") + lost == 1 + queued
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_several_gateway_processes_write_one_store_and_flush_when_stopped(home, free_port):
     """``esrr serve --processes 2``: a forked process starts its own writer on its first event, the processes share
     the one SQLite file (WAL), and what they queued is written when they are stopped."""

@@ -223,6 +223,7 @@ def test_the_heavy_searches_process_follows_a_reindex_as_the_gateway_does(tmp_pa
     assert len(after["hits"]["hits"]) == 150
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_a_killed_heavy_process_costs_its_search_a_503_and_is_started_again(apart_app) -> None:
     client = apart_app.test_client()
     assert client.post("/_search", json=HEAVY_BODY).status_code == 200
@@ -243,6 +244,7 @@ def test_a_killed_heavy_process_costs_its_search_a_503_and_is_started_again(apar
     assert _child_pid(apart_app) != pid
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_a_hung_heavy_process_is_a_503_after_its_timeout_then_replaced(apart_app) -> None:
     client = apart_app.test_client()
     pid = _child_pid(apart_app)
@@ -302,6 +304,7 @@ def test_through_the_app_a_repeated_heavy_search_gets_the_same_429_before_and_af
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_esrr_serve_runs_heavy_searches_in_a_child_that_ends_with_it(home, free_port) -> None:
     port = free_port()
     env = {

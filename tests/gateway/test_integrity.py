@@ -71,6 +71,7 @@ def _serving(home: Path, port: int) -> Iterator[tuple[str, subprocess.Popen]]:
         yield served
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_a_statistics_file_cut_short_under_a_serving_gateway_is_refused_and_reported(tmp_path, free_port):
     # Enough documents that the hit's row pointer lies pages past the cut: the bytes of a cut page that
     # is still partly in the file read as zeros, a page wholly past the end raises SIGBUS.

@@ -42,6 +42,7 @@ def serving(home: Path, port: int, *args: str, **settings: object) -> Iterator[s
         yield process
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_searches_answer_while_300_clients_hang_half_sent_and_idle_ones_are_closed(home, free_port):
     # The order of events, not a stopwatch: every search is answered while all 300 hanging connections are
     # still held (a server that serves only 100 at once would answer them only after its channel timeout
@@ -69,6 +70,7 @@ def test_searches_answer_while_300_clients_hang_half_sent_and_idle_ones_are_clos
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads child processes from /proc")
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_several_processes_share_the_port_and_one_that_dies_is_replaced(home, free_port):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -92,6 +94,7 @@ def test_several_processes_share_the_port_and_one_that_dies_is_replaced(home, fr
     assert not children(parent.pid)
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_bench_slow_clients_reports_held_connections_and_answered_searches(home, free_port, tmp_path):
     from click.testing import CliRunner
 

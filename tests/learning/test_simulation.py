@@ -131,6 +131,7 @@ def _beir_folder(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_esrr_simulate_drives_a_served_gateway_and_its_events_are_stored(tmp_path, free_port):
     from click.testing import CliRunner
 

@@ -62,6 +62,7 @@ def _tiny_nfcorpus(directory: Path, documents) -> Path:
     return directory
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_eval_data_searches_an_index_of_its_own_and_refuses_judgments_of_other_documents(
     artifacts, corpus_documents, tmp_path
 ):

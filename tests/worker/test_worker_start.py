@@ -25,6 +25,7 @@ def _run_python(args: list[str], **settings: str) -> subprocess.CompletedProcess
     return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow  # whole processes: the full run has it, the fast lane not
 def test_celery_started_directly_names_a_bad_setting_without_echoing_it():
     for name, value, expected in [
         ("ESRR_DEVICE", "gpu", "ESRR_DEVICE: String should match pattern"),
