@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -263,6 +264,19 @@ class BrokerSetup:
         from worker.celery_app import create_app
 
         return create_app(self.settings(queue, **overrides))
+
+    @contextmanager
+    def serving(self, name: str, **overrides: object) -> Iterator[tuple[str, object]]:
+        """A worker on a queue of its own (``name`` and a random suffix), ready; yields (queue, sending client)."""
+        queue = f"{name}-{uuid.uuid4().hex[:6]}"
+        client = self.client(queue, **overrides)
+        process = self.worker(queue, **overrides).start()
+        try:
+            process.wait_ready(client)
+            yield queue, client
+        finally:
+            process.stop()
+            client.close()
 
     def worker(self, queue: str, **overrides: object) -> WorkerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ESRR_")}

@@ -37,15 +37,8 @@ def home(artifacts, corpus_documents, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def queue(broker, home) -> Iterator[str]:
     """A queue that a worker serving ``home`` consumes."""
-    name = f"gateway-{uuid.uuid4().hex[:6]}"
-    client = broker.client(name, home=home)
-    process = broker.worker(name, home=home).start()
-    try:
-        process.wait_ready(client)
+    with broker.serving("gateway", home=home) as (name, _):
         yield name
-    finally:
-        process.stop()
-        client.close()
 
 
 @contextmanager

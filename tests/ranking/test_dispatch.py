@@ -45,16 +45,8 @@ def served_home(artifacts, corpus_documents, tmp_path_factory) -> tuple[Path, Em
 @pytest.fixture(scope="module")
 def home_worker(broker, served_home):
     """A worker serving ``served_home`` on a queue of its own; yields (queue, sending client)."""
-    home, _ = served_home
-    queue = f"dispatch-{uuid.uuid4().hex[:6]}"
-    client = broker.client(queue, home=home)
-    process = broker.worker(queue, home=home).start()
-    try:
-        process.wait_ready(client)
+    with broker.serving("dispatch", home=served_home[0]) as (queue, client):
         yield queue, client
-    finally:
-        process.stop()
-        client.close()
 
 
 def _doc_ids(ranking) -> list[str]:

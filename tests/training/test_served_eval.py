@@ -5,7 +5,6 @@ The rows ``esrr eval`` reports as "served" must be the rankings the gateway answ
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,15 +25,8 @@ def served_home(artifacts, corpus_documents, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def served_queue(broker, served_home) -> Iterator[str]:
     """A queue that a worker serving ``served_home`` consumes."""
-    name = f"served-eval-{uuid.uuid4().hex[:6]}"
-    client = broker.client(name, home=served_home)
-    process = broker.worker(name, home=served_home).start()
-    try:
-        process.wait_ready(client)
+    with broker.serving("served-eval", home=served_home) as (name, _):
         yield name
-    finally:
-        process.stop()
-        client.close()
 
 
 @pytest.mark.broker
