@@ -223,19 +223,11 @@ def train_model(
     It trains on ``settings.device`` and comes back on the CPU, where checkpoints are saved from.
     """
     model, optimizer = new_delta_model(config, embeddings, train, settings)
-    device = model.embeddings.device
-
-    def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
-        docs, query_rows, lex = (
-            torch.from_numpy(a).to(device) for a in batch_inputs(train, doc_rows, query_index, doc_index)
-        )
-        return model(docs, query_rows, lex)
-
     result = fit_pairwise(
         model,
         optimizer,
         train,
-        score_pairs,
+        pair_scorer(model, train, doc_rows),
         lambda: score_candidates(model_score_fn(model), dev, doc_rows),
         dev,
         dev_qrels,
@@ -244,6 +236,19 @@ def train_model(
     )
     result.model.to("cpu")
     return result
+
+
+def pair_scorer(model: DeltaModel, train: Sequence[QueryCandidates], doc_rows: DocumentRows) -> PairScoreFn:
+    """The model's scores of training pairs (query index, document index), on the model's device."""
+    device = model.embeddings.device
+
+    def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
+        docs, query_rows, lex = (
+            torch.from_numpy(a).to(device) for a in batch_inputs(train, doc_rows, query_index, doc_index)
+        )
+        return model(docs, query_rows, lex)
+
+    return score_pairs
 
 
 def fine_tune_model(
@@ -264,19 +269,11 @@ def fine_tune_model(
     if settings.threads:
         torch.set_num_threads(settings.threads)
     model.to(settings.device)
-    device = model.embeddings.device
-
-    def score_pairs(query_index: np.ndarray, doc_index: np.ndarray) -> torch.Tensor:
-        docs, query_rows, lex = (
-            torch.from_numpy(a).to(device) for a in batch_inputs(train, doc_rows, query_index, doc_index)
-        )
-        return model(docs, query_rows, lex)
-
     result = fit_pairwise(
         model,
         delta_optimizer(model, settings),
         train,
-        score_pairs,
+        pair_scorer(model, train, doc_rows),
         lambda: score_candidates(model_score_fn(model), dev, doc_rows),
         dev,
         dev_qrels,

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
-import shutil
 from pathlib import Path
 
-from dev_thresholds import esrr
+from dev_thresholds import dev_home, esrr
 
 
 def main() -> None:
@@ -27,11 +25,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--try", dest="tries", action="append", default=[], help="options of esrr learn")
     options = parser.parse_args()
-    source = Path(os.environ.get("ESRR_HOME", "artifacts")).resolve()
-    home = options.work / "home"
-    shutil.rmtree(home, ignore_errors=True)
-    shutil.copytree(source / "indexes", home / "indexes")
-    (home / "embeddings").symlink_to(source / "embeddings", target_is_directory=True)
+    home = dev_home(options.work)
     lines = [f"votes learned from {options.events}, measured on NFCorpus dev (nDCG@10 of the served default)"]
     for index, tried in enumerate(options.tries):
         learned, measured = options.work / f"learn-{index}.json", options.work / f"eval-{index}"

@@ -29,17 +29,23 @@ def esrr(home: Path, *args: str) -> None:
     )
 
 
+def dev_home(work: Path) -> Path:
+    """A home under ``work`` with ESRR_HOME's indexes copied (esrr learn rewrites their votes) and its embeddings."""
+    source = Path(os.environ.get("ESRR_HOME", "artifacts")).resolve()
+    home = work / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(source / "indexes", home / "indexes")
+    (home / "embeddings").symlink_to(source / "embeddings", target_is_directory=True)
+    return home
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("events")
     parser.add_argument("work", type=Path)
     parser.add_argument("--out", type=Path, default=None)
     options = parser.parse_args()
-    source = Path(os.environ.get("ESRR_HOME", "artifacts")).resolve()
-    home = options.work / "home"
-    shutil.rmtree(home, ignore_errors=True)
-    shutil.copytree(source / "indexes", home / "indexes")
-    (home / "embeddings").symlink_to(source / "embeddings", target_is_directory=True)
+    home = dev_home(options.work)
     lines = [f"votes learned from {options.events}, measured on NFCorpus dev (nDCG@10 of the served default)"]
     rules: list[tuple[str, list[str]]] = [("thirds (the default)", [])]
     mean = None
