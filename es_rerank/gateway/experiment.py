@@ -51,12 +51,17 @@ def interleaved_page(
     """The interleaved first page of ``answered``: its hits, each one's rendered ``_source`` and highlight, and the
     team that picked it."""
     drafted = experiment.interleave(answered.ranking, asked.text, asked.size, random.Random(), asked.combination)
+    page = [item for item, _ in drafted]
+    return page, rendered_hits(answered, page, backend, prepared, max_bytes), [team for _, team in drafted]
+
+
+def rendered_hits(
+    answered: Answer, page: list[RankedHit], backend: Any, prepared: object, max_bytes: int | None
+) -> list[dict[str, Any]]:
+    """Each hit of ``page`` (a first page other than the served one) rendered: the served answer's rendering where
+    it showed the hit, else read from ``backend`` (only the hits it did not show are read)."""
     rendered = {item.hit.doc_id: shown for item, shown in zip(answered.page, answered.shown)}
-    missing = [item.hit for item, _ in drafted if item.hit.doc_id not in rendered]
+    missing = [item.hit for item in page if item.hit.doc_id not in rendered]
     if missing:
         rendered.update((hit.doc_id, shown) for hit, shown in zip(missing, backend.page(prepared, missing, max_bytes)))
-    return (
-        [item for item, _ in drafted],
-        [rendered[item.hit.doc_id] for item, _ in drafted],
-        [team for _, team in drafted],
-    )
+    return [rendered[item.hit.doc_id] for item in page]

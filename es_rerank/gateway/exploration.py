@@ -12,6 +12,7 @@ import random
 from typing import Any
 
 from es_rerank.gateway.config import GatewaySettings
+from es_rerank.gateway.experiment import rendered_hits
 from es_rerank.ranking.answer import Answer
 from es_rerank.ranking.exploration import Exploration, explored_page
 from es_rerank.ranking.merge import RankedHit
@@ -39,7 +40,4 @@ def exploring_page(
     if drawn is None:
         return None
     page, places = drawn
-    rendered = {item.hit.doc_id: shown for item, shown in zip(answered.page, answered.shown)}
-    missing = [item.hit for item in page if item.hit.doc_id not in rendered]
-    rendered.update((hit.doc_id, shown) for hit, shown in zip(missing, backend.page(prepared, missing, max_bytes)))
-    return page, [rendered[item.hit.doc_id] for item in page], places
+    return page, rendered_hits(answered, page, backend, prepared, max_bytes), places

@@ -102,8 +102,7 @@ class Experiment:
 
     def candidate(self, ranking: Ranking, query: str, k: int, combination: Combination = REPLACE) -> list[RankedHit]:
         """The candidate's top ``k`` for the search the served ``ranking`` answered (``query``: what it scored)."""
-        hits = ranking.first_stage.hits if ranking.first_stage is not None else [item.hit for item in ranking.ranked]
-        stages = ranking.scores.stages if ranking.scores is not None else []
+        hits, stages = ranking.first_stage_hits(), ranking.window_stages()
         scored = len(stages[0][1]) if stages else 0
         if self.neighbours is None or not scored:  # BM25, or nothing reordered: BM25's order
             return merge(hits, None, 0, combination, k)

@@ -34,8 +34,7 @@ class Exploration:
 
     def served_order(self, ranking: Ranking, combination: Combination = REPLACE) -> list[RankedHit]:
         """The served ranking's first ``depth`` hits, in its order (the page is its first ``size``)."""
-        hits = ranking.first_stage.hits if ranking.first_stage is not None else [item.hit for item in ranking.ranked]
-        stages = ranking.scores.stages if ranking.scores is not None else []
+        hits, stages = ranking.first_stage_hits(), ranking.window_stages()
         scored = len(stages[0][1]) if stages else 0
         return merge(hits, stages[-1][1] if scored else None, scored, combination, self.depth)
 

@@ -85,6 +85,14 @@ class Ranking:
     first_stage: FirstStage | None = None  # the backend's whole answer to the search body
     scores: WindowScores | None = None  # the window's scores after each stage (``esrr eval``'s rows)
 
+    def first_stage_hits(self) -> Sequence[Hit]:
+        """The first stage's hits, best first: all it returned where it was kept, else the ranked ones."""
+        return self.first_stage.hits if self.first_stage is not None else [item.hit for item in self.ranked]
+
+    def window_stages(self) -> list[tuple[RankerName, np.ndarray]]:
+        """The window's scores after each stage that ran (``WindowScores.stages``); none where not kept."""
+        return self.scores.stages if self.scores is not None else []
+
 
 @dataclass(frozen=True)
 class WindowScores:
