@@ -333,14 +333,10 @@ class CorpusStats:
         abstract = Spans.of_rows(self.abstract_ptr, self.abstract_values, rows)
         first_ptr, first = first_ids_of(title, abstract, self.embedding_of)
         first.flags.writeable = False  # one buffer for all rows: a write to one hit's ids would change another's
-        bounds = np.stack(
-            (title.starts, title.starts + title.lengths, abstract.starts, abstract.starts + abstract.lengths)
-        )
+        ends = (title.starts + title.lengths, abstract.starts + abstract.lengths, first_ptr[1:])
+        bounds = np.stack((title.starts, ends[0], abstract.starts, ends[1], first_ptr[:-1], ends[2])).tolist()
         titles, abstracts = self.title_values, self.abstract_values
-        return [
-            _doc_terms(titles[t0:t1], abstracts[a0:a1], first[f0:f1])
-            for t0, t1, a0, a1, f0, f1 in zip(*bounds.tolist(), first_ptr[:-1].tolist(), first_ptr[1:].tolist())
-        ]
+        return [_doc_terms(titles[t0:t1], abstracts[a0:a1], first[f0:f1]) for t0, t1, a0, a1, f0, f1 in zip(*bounds)]
 
     def save(self, directory: Path) -> None:
         """Write the statistics as memory-mappable files under ``directory``."""
