@@ -17,9 +17,8 @@ def best_first(scores: Sequence[float], ids: Sequence[str], k: int) -> list[int]
 
     One sort of the positions on ready-made (-score, id) keys, looked up by the list's own
     ``__getitem__``: no Python function runs per hit. A window has 500 to 600 hits, and
-    about a third of them tie on NFCorpus; numpy's argsort with the ties ordered by id,
-    and its lexsort on the ids' ranks, took more CPU than this at that size
-    (``reports/profile/micro-hitdata.txt``).
+    about a third of them tie on NFCorpus; numpy's argsort with the ties ordered by id
+    took more CPU than this at that size (``reports/profile/micro-hitdata.txt``).
     """
     keys = list(zip([-score for score in scores], ids))
     return sorted(range(len(keys)), key=keys.__getitem__)[:k]
