@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -107,6 +108,20 @@ class DocTerms:
         )
 
 
+def _doc_terms(title_ids: np.ndarray, abstract_ids: np.ndarray, first_ids: np.ndarray) -> DocTerms:
+    """``DocTerms(title_ids, abstract_ids, first_ids)``, its fields set in its ``__dict__`` as ``__init__`` sets them.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``: twice the
+    CPU of this, paid for every hit of every window (500 a search).
+    """
+    terms = object.__new__(DocTerms)
+    attributes = terms.__dict__
+    attributes["title_ids"] = title_ids
+    attributes["abstract_ids"] = abstract_ids
+    attributes["first_ids"] = first_ids
+    return terms
+
+
 def doc_terms(doc: Document, vocab: Vocabulary) -> DocTerms:
     """Tokenize one document into its precomputed data, growing ``vocab``."""
     title = tokenize(doc.title)
@@ -132,6 +147,36 @@ def first_ptr_of(title_ptr: np.ndarray, abstract_ptr: np.ndarray) -> np.ndarray:
     return ptr
 
 
+class Spans(NamedTuple):
+    """Rows of one CSR field: where each starts in ``values``, how many ids it has, and the field's ids."""
+
+    starts: np.ndarray  # int64 [rows]
+    lengths: np.ndarray  # int64 [rows]
+    values: np.ndarray
+
+    @classmethod
+    def of_rows(cls, ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> Spans:
+        """The spans of ``rows`` (int64, any order, repeats allowed) of the field ``ptr`` / ``values``."""
+        starts = ptr[rows]
+        return cls(starts, ptr[rows + 1] - starts, values)
+
+
+def first_ids_of(title: Spans, abstract: Spans, embedding_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr [rows + 1], int ids): the first tokens of each row, concatenated: its first ``FIRST_TOKENS`` lexical
+    ids (title, then abstract) through ``embedding_of``, gathered for all rows at once."""
+    from_title = np.minimum(title.lengths, FIRST_TOKENS)
+    from_abstract = np.minimum(abstract.lengths, FIRST_TOKENS - from_title)
+    ptr = np.zeros(len(from_title) + 1, dtype=np.int64)
+    np.cumsum(from_title + from_abstract, out=ptr[1:])
+    out = np.empty(int(ptr[-1]), dtype=np.intp)
+    for counts, spans, offset in ((from_title, title, 0), (from_abstract, abstract, from_title)):
+        within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        out[np.repeat(ptr[:-1] + offset, counts) + within] = np.asarray(spans.values)[
+            np.repeat(spans.starts, counts) + within
+        ]
+    return ptr, np.asarray(embedding_of)[out]
+
+
 def first_values_of(
     title_ptr: np.ndarray,
     title_values: np.ndarray,
@@ -141,19 +186,9 @@ def first_values_of(
 ) -> np.ndarray:
     """int32: every document's first tokens, concatenated (reads the whole corpus: for training and checks)."""
     title_ptr, abstract_ptr = np.asarray(title_ptr), np.asarray(abstract_ptr)
-    from_title = np.minimum(np.diff(title_ptr), FIRST_TOKENS)
-    from_abstract = np.minimum(np.diff(abstract_ptr), FIRST_TOKENS - from_title)
-    starts = first_ptr_of(title_ptr, abstract_ptr)[:-1]
-    out = np.empty(int(from_title.sum() + from_abstract.sum()), dtype=np.int32)
-    for counts, source_ptr, values, offset in (
-        (from_title, title_ptr, title_values, 0),
-        (from_abstract, abstract_ptr, abstract_values, from_title),
-    ):
-        within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        out[np.repeat(starts + offset, counts) + within] = np.asarray(values)[
-            np.repeat(source_ptr[:-1], counts) + within
-        ]
-    return np.asarray(embedding_of)[out]
+    title = Spans(title_ptr[:-1], np.diff(title_ptr), title_values)
+    abstract = Spans(abstract_ptr[:-1], np.diff(abstract_ptr), abstract_values)
+    return first_ids_of(title, abstract, embedding_of)[1]
 
 
 def _document_frequency(ptr: np.ndarray, values: np.ndarray, n_terms: int) -> np.ndarray:
@@ -286,10 +321,22 @@ class CorpusStats:
             return self.doc_ids.take(rows)
         return [self.doc_ids[row] for row in rows]
 
-    def doc_terms_at(self, rows: Sequence[int]) -> list[DocTerms]:
-        """``doc_terms`` of each of ``rows`` (a search's hits); each row's first tokens derived as ``doc_terms``
-        derives them, never the whole corpus's ``first_values``."""
-        return [self.doc_terms(int(row)) for row in rows]
+    def doc_terms_at(self, rows: Sequence[int] | np.ndarray) -> list[DocTerms]:
+        """``doc_terms`` of each of ``rows`` (a search's hits), read together: the rows' bounds in one gather, their
+        first tokens in one (never the whole corpus's ``first_values``), then one view of each field per row."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return []
+        if rows.min() < 0 or rows.max() >= self.n_docs:
+            raise IndexError(f"rows {rows.min()}..{rows.max()} reach outside the {self.n_docs} documents")
+        title = Spans.of_rows(self.title_ptr, self.title_values, rows)
+        abstract = Spans.of_rows(self.abstract_ptr, self.abstract_values, rows)
+        first_ptr, first = first_ids_of(title, abstract, self.embedding_of)
+        first.flags.writeable = False  # one buffer for all rows: a write to one hit's ids would change another's
+        ends = (title.starts + title.lengths, abstract.starts + abstract.lengths, first_ptr[1:])
+        bounds = np.stack((title.starts, ends[0], abstract.starts, ends[1], first_ptr[:-1], ends[2])).tolist()
+        titles, abstracts = self.title_values, self.abstract_values
+        return [_doc_terms(titles[t0:t1], abstracts[a0:a1], first[f0:f1]) for t0, t1, a0, a1, f0, f1 in zip(*bounds)]
 
     def save(self, directory: Path) -> None:
         """Write the statistics as memory-mappable files under ``directory``."""

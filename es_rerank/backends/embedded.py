@@ -27,7 +27,8 @@ from es_rerank.backends.aggregation_plan import AggregationPlan
 from es_rerank.backends.aggregations import FieldFacts
 from es_rerank.backends.analysis import analysis_settings
 from es_rerank.backends.answer_budget import HIT_ENVELOPE_BYTES, AnswerBudget, AnswerLimits, check_estimate
-from es_rerank.backends.base import BackendError, FirstStage, Hit, check_k
+from es_rerank.backends.base import BackendError, FirstStage, Hit, check_k, unread_hits
+from es_rerank.backends.embedded_order import best_first
 from es_rerank.backends.embedded_schema import mapping_properties, searched_fields
 from es_rerank.backends.embedded_search import EmbeddedSearch, read_search
 from es_rerank.backends.embedded_version import (
@@ -170,12 +171,13 @@ class EmbeddedBackend:
         """
         rows = self._int_values("row", [address for _, address in scored])
         ids = self._stats.doc_ids_at(rows)  # one lookup for all, not one per hit
-        ranked = sorted(zip(scored, rows, ids), key=lambda item: (-item[0][0], item[2]))[:k]
-        terms = self._stats.doc_terms_at([row for _, row, _ in ranked])
-        return [
-            Hit(doc_id, float(score), "", data, address)
-            for ((score, address), _, doc_id), data in zip(ranked, terms, strict=True)
-        ]
+        order = best_first([score for score, _ in scored], ids, k)
+        return unread_hits(
+            [ids[i] for i in order],
+            [float(scored[i][0]) for i in order],
+            self._stats.doc_terms_at(np.asarray(rows, dtype=np.int64)[order]),
+            [scored[i][1] for i in order],
+        )
 
     def prepare(self, body: Mapping[str, Any]) -> EmbeddedSearch:
         """A search body checked (translated when first searched); ``QueryRefused`` names what the embedded backend
@@ -236,11 +238,8 @@ class EmbeddedBackend:
         """tantivy's hits in the order given (a sort's), with their precomputed data."""
         rows = self._int_values("row", [address for _, address in scored])
         ids = self._stats.doc_ids_at(rows)
-        terms = self._stats.doc_terms_at(list(rows))
-        return [
-            Hit(doc_id, float(score), "", data, address)
-            for (score, address), doc_id, data in zip(scored, ids, terms, strict=True)
-        ]
+        scores = [float(score) for score, _ in scored]
+        return unread_hits(ids, scores, self._stats.doc_terms_at(rows), [address for _, address in scored])
 
     @_reads_files
     def page(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import math
 import mmap
@@ -277,3 +279,79 @@ def test_format_2_statistics_are_refused_with_the_rebuild(tiny_stats: CorpusStat
     (tmp_path / "meta.json").write_text(json.dumps({**meta, "format": 2}), encoding="utf-8")
     with pytest.raises(StatsError, match=r"format 2, this code reads format 3 .*esrr index build"):
         CorpusStats.load(tmp_path)
+
+
+PARTS = ("title_ids", "abstract_ids", "first_ids")
+
+
+def _same_as_one_by_one(stats: CorpusStats, rows: list[int]) -> None:
+    """``doc_terms_at(rows)`` holds, hit for hit, what ``doc_terms`` reads of each row: values and dtype."""
+    batched = stats.doc_terms_at(rows)
+    assert len(batched) == len(rows)
+    for terms, row in zip(batched, rows, strict=True):
+        alone = stats.doc_terms(row)
+        assert type(terms) is DocTerms
+        for part in PARTS:
+            assert getattr(terms, part).dtype == getattr(alone, part).dtype
+            np.testing.assert_array_equal(getattr(terms, part), getattr(alone, part))
+
+
+EDGE_DOCUMENTS = [
+    Document("empty", "", ""),
+    Document("long-title", " ".join(f"w{i}" for i in range(70)), "never read for the first tokens"),
+    Document("title-of-50", " ".join(f"t{i}" for i in range(FIRST_TOKENS)), "past the first tokens"),
+    Document("title-of-49", " ".join(f"t{i}" for i in range(FIRST_TOKENS - 1)), "one word 1999 then more"),
+    Document("abstract-only", "", "Calcium 1999 and vitamin K 0.25 mg " * 12),
+    Document("title-only", "Breast cancer in 2001", ""),
+    Document("numbers", "In 1998, 12 of 40 (0.3) cost $20", "and 2010 rose by 4.5% to 18-65 " * 10),
+]
+
+
+def test_doc_terms_at_on_edge_documents_in_any_order_and_repeated(tmp_path: Path) -> None:
+    stats = build_stats("edges", EDGE_DOCUMENTS)
+    stats.save(tmp_path / "edges")
+    loaded = CorpusStats.load(tmp_path / "edges")
+    rows = [0, 6, 0, 3, 2, 1, 5, 4, 4, 0]
+    for built in (stats, loaded):  # in memory, memory-mapped
+        _same_as_one_by_one(built, rows)
+        _same_as_one_by_one(built, [0])  # an empty document alone: no first token at all
+        assert built.doc_terms_at([]) == []
+        assert built.doc_terms_at(np.asarray(rows))[1].title_ids.tolist() == built.doc_terms(6).title_ids.tolist()
+
+
+def test_doc_terms_at_refuses_rows_outside_the_corpus(tiny_stats: CorpusStats) -> None:
+    for rows in ([0, 3], [-1]):
+        with pytest.raises(IndexError, match="outside the 3 documents"):
+            tiny_stats.doc_terms_at(rows)
+
+
+def test_the_first_tokens_of_a_window_share_one_buffer_that_cannot_be_written(tiny_stats: CorpusStats) -> None:
+    first = tiny_stats.doc_terms_at([0, 1])[0].first_ids
+    with pytest.raises(ValueError, match="read-only"):
+        first[0] = 0
+
+
+def test_doc_terms_built_without_init_equal_those_built_with_it(tiny_stats: CorpusStats) -> None:
+    from es_rerank.stats import _doc_terms
+
+    parts = [np.arange(3, dtype=np.int32), np.arange(2, dtype=np.int32), np.arange(1, dtype=np.int32)]
+    fast, slow = _doc_terms(*parts), DocTerms(*parts)
+    assert [f.name for f in dataclasses.fields(DocTerms)] == list(PARTS)  # _doc_terms sets each field
+    assert list(vars(fast)) == list(vars(slow)) and all(vars(fast)[k] is vars(slow)[k] for k in PARTS)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.title_ids = parts[1]  # type: ignore[misc]
+
+
+def test_doc_terms_at_on_nfcorpus_reads_what_doc_terms_reads(tmp_path: Path) -> None:
+    """1500 NFCorpus documents, saved and memory-mapped as served: every row, shuffled, in windows of 500."""
+    from es_rerank.settings import DEFAULT_NFCORPUS
+    from index_setup.readers import read_beir_corpus
+
+    path = DEFAULT_NFCORPUS / "corpus.jsonl.gz"
+    if not path.is_file():
+        pytest.skip(f"NFCorpus is not at {path}; the edge-document test covers the same ground")
+    build_stats("nf", itertools.islice(read_beir_corpus(path), 1500)).save(tmp_path / "nf")
+    stats = CorpusStats.load(tmp_path / "nf")
+    rows = np.random.default_rng(7).permutation(stats.n_docs).tolist()
+    for start in range(0, len(rows), 500):
+        _same_as_one_by_one(stats, rows[start : start + 500])
