@@ -128,7 +128,7 @@ def _install_hooks(app: Flask, settings: GatewaySettings, metrics: GatewayMetric
         response = _capped(response, settings.gateway_max_answer_bytes)
         response.headers[PRODUCT_HEADER[0]] = PRODUCT_HEADER[1]
         route = request.url_rule.rule if request.url_rule is not None else "unrouted"
-        metrics.requests.labels(route, str(response.status_code)).inc()
+        metrics.requests_by(route, str(response.status_code)).inc()
         return response
 
     install_client_layouts(app)  # after _as_elasticsearch, so that it runs before: filter_path and the cap see its hits

@@ -69,7 +69,7 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
         heavy = _heavy(asked, prepared)
         if heavy and lane.apart is not None:  # the heavy searches' own process runs this function (heavy_process)
             apart = lane.run_apart(_ranked, asked, query_id)
-            metrics.searches.labels(ranking_outcome(apart["esrr"])).inc()  # counted here: that process's are unread
+            metrics.searches_by(ranking_outcome(apart["esrr"])).inc()  # counted here: that process's are unread
             return apart
         with lane.taken(heavy):
             answered = answer(pipeline, asked, limits, clock=metrics.stage, prepared=prepared)
@@ -111,7 +111,7 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
         response["hits"]["max_score"] = None
     response["esrr"].update(drawn)
-    metrics.searches.labels(ranking_outcome(response["esrr"])).inc()
+    metrics.searches_by(ranking_outcome(response["esrr"])).inc()
     return response
 
 
@@ -250,7 +250,7 @@ def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) ->
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     response["took"] = round((time.perf_counter() - started) * 1000)
-    gateway_state().metrics.searches.labels("skipped").inc()
+    gateway_state().metrics.searches_by("skipped").inc()
     return in_elasticsearchs_order(response, asked.skipped.message if asked.skipped else "")
 
 
