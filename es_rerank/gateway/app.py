@@ -102,11 +102,21 @@ def create_app(
 
 def _install_hooks(app: Flask, settings: GatewaySettings, metrics: GatewayMetrics) -> None:
     """Around every request: the query limits bound, ``filter_path`` read first and applied last, the answer's
-    size capped, Elasticsearch's product header, the request counted."""
+    size capped, Elasticsearch's product header, the request counted. One hook before and one after (Flask looks
+    each up and calls it through ``ensure_sync``), with what they read from the settings taken once here."""
+    max_answer_bytes = settings.gateway_max_answer_bytes
+    product_header, product = PRODUCT_HEADER
+    count = metrics.requests_by
 
     @app.before_request
-    def _bound_the_searches() -> None:  # every search this request prepares, in this thread, has these limits
+    def _bound_and_filter() -> None:
+        # Every search this request prepares, in this thread, has these limits; a bad filter_path is a 400 before
+        # any work (the limits are unbound by the teardown either way).
         g.esrr_limits_token = bind_limits(app.config["ESRR_QUERY_LIMITS"])
+        query = request.query_string
+        if b"filter_path" in query:
+            wanted = url_parameters(query).get("filter_path")
+            g.esrr_filter_path = read_filter_path(wanted) if wanted is not None else None
 
     @app.teardown_request
     def _unbind(_error: BaseException | None) -> None:
@@ -114,21 +124,15 @@ def _install_hooks(app: Flask, settings: GatewaySettings, metrics: GatewayMetric
         if token is not None:
             unbind_limits(token)
 
-    @app.before_request
-    def _read_filter_path() -> None:  # a bad filter_path is a 400 before any work
-        if b"filter_path" in request.query_string:
-            wanted = url_parameters(request.query_string).get("filter_path")
-            g.esrr_filter_path = read_filter_path(wanted) if wanted is not None else None
-
     @app.after_request
     def _as_elasticsearch(response: Response) -> Response:
         spec = g.pop("esrr_filter_path", None)
         if spec is not None:
             response = _filtered(app, response, spec)
-        response = _capped(response, settings.gateway_max_answer_bytes)
-        response.headers[PRODUCT_HEADER[0]] = PRODUCT_HEADER[1]
-        route = request.url_rule.rule if request.url_rule is not None else "unrouted"
-        metrics.requests.labels(route, str(response.status_code)).inc()
+        response = _capped(response, max_answer_bytes)
+        response.headers[product_header] = product
+        rule = request.url_rule
+        count(rule.rule if rule is not None else "unrouted", str(response.status_code)).inc()
         return response
 
     install_client_layouts(app)  # after _as_elasticsearch, so that it runs before: filter_path and the cap see its hits

@@ -40,7 +40,7 @@ def install_client_layouts(app: Flask) -> None:
 
     @app.after_request
     def _haystack_layout(response: Response) -> Response:
-        if not request.headers.get("User-Agent", "").startswith(HAYSTACK_AGENT):
+        if not request.environ.get("HTTP_USER_AGENT", "").startswith(HAYSTACK_AGENT):  # the header, read directly
             return response
         if response.status_code != 200 or response.is_streamed or not response.is_json:
             return response

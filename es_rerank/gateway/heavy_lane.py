@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
 
 from es_rerank.backends.highlight import FieldHighlight
@@ -84,13 +84,13 @@ class HeavyLane:
         self._admitted = 0  # running or waiting
         self._count = threading.Lock()
 
-    @contextmanager
-    def taken(self, heavy: bool) -> Iterator[None]:
+    def taken(self, heavy: bool) -> AbstractContextManager[None]:
         """Run the block in a slot of the lane when ``heavy`` (at once otherwise); ``TooManyHeavySearches`` when the
         lane and its queue are full, or no slot frees within ``wait_s``."""
-        if not heavy:
-            yield
-            return
+        return self._slot() if heavy else nullcontext()
+
+    @contextmanager
+    def _slot(self) -> Iterator[None]:
         weighed_heavy()  # the same request again is refused before it is read while the lane is full
         with self._count:
             full = self._admitted >= self.slots + self.queue

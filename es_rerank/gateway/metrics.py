@@ -1,19 +1,39 @@
 """Prometheus metrics of one gateway: requests by route and status, time per pipeline stage, model fallbacks.
 
-Each app has its own registry, so several apps in one process (tests) count apart.
+Each app has its own registry, so several apps in one process (tests) count apart. The per-request counts and
+the stage clock reach their labelled children through ``Children``: ``labels`` takes a lock and checks the label
+values at every call (5 us), a dictionary look-up of the child kept does not (1 us).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.context_managers import Timer
+from prometheus_client.metrics import MetricWrapperBase
+
+Metric = TypeVar("Metric", bound=MetricWrapperBase)
 
 # Milliseconds matter here: a reranked search takes 10-30 ms on two cores (README).
 BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Children(Generic[Metric]):
+    """The labelled children of one metric, each looked up by ``labels`` once and kept (thread-safe: ``labels``
+    hands every thread the same child, and a dictionary's item is set atomically)."""
+
+    def __init__(self, metric: Metric) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Metric] = {}
+
+    def __call__(self, *values: str) -> Metric:
+        """The child of ``values``, as ``metric.labels(*values)``."""
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 class GatewayMetrics:
@@ -66,15 +86,14 @@ class GatewayMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.requests_by = Children(self.requests)  # (route, status) -> its counter
+        self.searches_by = Children(self.searches)  # ranking -> its counter
+        self._stages = Children(self.stage_seconds)
 
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        """A ``pipeline.StageClock`` that records each stage's time."""
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.stage_seconds.labels(name).observe(time.perf_counter() - started)
+    def stage(self, name: str) -> Timer:
+        """A ``pipeline.StageClock`` that records each stage's time (``Histogram.time``: wall seconds, observed at the
+        stage's end, an exception's included)."""
+        return self._stages(name).time()
 
 
 def ranking_outcome(esrr: Mapping[str, Any]) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import re
-import uuid
 from typing import Any
 
 from flask import request
@@ -12,6 +12,9 @@ from flask import request
 from es_rerank.gateway.errors import BadSearchRequest
 
 QUERY_ID_HEADER = "X-Opaque-Id"
+_QUERY_ID_KEY = "HTTP_" + QUERY_ID_HEADER.upper().replace(
+    "-", "_"
+)  # its WSGI environ key, read without the translation
 _QUERY_ID = re.compile(r"[\x21-\x7e]{1,64}")  # printable ASCII, no spaces: safe in a log line and a header
 # json.loads reads a surrogate from a \uD800-style escape, or from its UTF-8-like bytes (it decodes with surrogatepass).
 _MAY_HOLD_A_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
@@ -23,9 +26,9 @@ class InvalidText(BadSearchRequest):
 
 
 def query_id() -> str:
-    """The client's ``X-Opaque-Id`` when it is a short printable token, else a new id."""
-    given = request.headers.get(QUERY_ID_HEADER, "")
-    return given if _QUERY_ID.fullmatch(given) else uuid.uuid4().hex[:16]
+    """The client's ``X-Opaque-Id`` when it is a short printable token, else a new id (16 random hex digits)."""
+    given = request.environ.get(_QUERY_ID_KEY, "")
+    return given if _QUERY_ID.fullmatch(given) else os.urandom(8).hex()
 
 
 def json_body() -> Any:

@@ -29,7 +29,7 @@ from es_rerank.gateway.index_names import unserved_name
 from es_rerank.gateway.metrics import ranking_outcome
 from es_rerank.gateway.scroll_ids import ScrollMissing, ScrollState, decode, encode, keep_alive_seconds
 from es_rerank.gateway.search_request import SearchRequest, parse_search
-from es_rerank.gateway.state import gateway_state
+from es_rerank.gateway.state import GatewayState, gateway_state
 from es_rerank.gateway.url_options import field_types, flag, total_as_number, typed_aggregations
 from es_rerank.ranking.answer import Answer, answer
 from es_rerank.ranking.merge import RankedHit
@@ -46,9 +46,10 @@ def run_search(index: str | None, params: Mapping[str, str], body: Any, query_id
     """
     pipeline = gateway_state().served.pipeline()
     backend = pipeline.backend
+    config = current_app.config
     check_index(index, backend.index)
-    check_source_patterns(params, body, current_app.config["ESRR_MAX_SOURCE_PATTERNS"])
-    asked = parse_search(params, body, current_app.config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
+    check_source_patterns(params, body, config["ESRR_MAX_SOURCE_PATTERNS"])
+    asked = parse_search(params, body, config["ESRR_MAX_QUERY_WORDS"], pipeline.window)
     started = time.perf_counter()
     if asked.sorted_elsewhere and isinstance(backend, SearchContexts):  # the engine answers in its own order
         return shaped(_in_backend_order(backend.passthrough, asked, started), params, asked.body, backend)
@@ -62,21 +63,22 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     state = gateway_state()
     metrics, lane = state.metrics, state.heavy_lane
     backend = pipeline.backend
-    limits = AnswerLimits(current_app.config["ESRR_MAX_ANSWER_BYTES"], current_app.config["ESRR_MAX_HIGHLIGHT_CHARS"])
+    config = current_app.config
+    limits = AnswerLimits(config["ESRR_MAX_ANSWER_BYTES"], config["ESRR_MAX_HIGHLIGHT_CHARS"])
     started = time.perf_counter()
     try:
         prepared = backend.prepare(asked.body)  # read and weighed; the embedded index translates it when searched
         heavy = _heavy(asked, prepared)
         if heavy and lane.apart is not None:  # the heavy searches' own process runs this function (heavy_process)
             apart = lane.run_apart(_ranked, asked, query_id)
-            metrics.searches.labels(ranking_outcome(apart["esrr"])).inc()  # counted here: that process's are unread
+            metrics.searches_by(ranking_outcome(apart["esrr"])).inc()  # counted here: that process's are unread
             return apart
         with lane.taken(heavy):
             answered = answer(pipeline, asked, limits, clock=metrics.stage, prepared=prepared)
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     ranking = answered.ranking
-    page, shown, drawn = _drawn_page(answered, asked, backend, prepared, limits.max_bytes)
+    page, shown, drawn = _drawn_page(answered, asked, backend, prepared, limits.max_bytes, state)
     took = time.perf_counter() - started
     metrics.search_seconds.observe(took)
     if ranking.fallback:
@@ -111,17 +113,16 @@ def _ranked(pipeline: SearchPipeline, asked: SearchRequest, query_id: str) -> di
     if asked.sorts_by_field:  # as in Elasticsearch: hits sorted by a field have no max_score
         response["hits"]["max_score"] = None
     response["esrr"].update(drawn)
-    metrics.searches.labels(ranking_outcome(response["esrr"])).inc()
+    metrics.searches_by(ranking_outcome(response["esrr"])).inc()
     return response
 
 
 def _drawn_page(
-    answered: Answer, asked: SearchRequest, backend: Any, prepared: object, max_bytes: int | None
+    answered: Answer, asked: SearchRequest, backend: Any, prepared: object, max_bytes: int | None, state: GatewayState
 ) -> tuple[list[RankedHit], list[dict[str, Any]], dict[str, Any]]:
     """The first page shown for ``answered``: the served one, or one interleaved with ``ESRR_EXPERIMENT``'s
     candidate, or one exploring below the page (``ESRR_EXPLORE``); its hits, their rendered ``_source`` and
     highlight, and what the answer's ``esrr`` says of it (the experiment's teams, the explored places)."""
-    state = gateway_state()
     experiment = state.experiment
     if experiment is not None and takes_part(asked) and experiment.applies(backend.stats):  # ESRR_EXPERIMENT
         page, shown, teams = interleaved_page(experiment, answered, asked, backend, prepared, max_bytes)
@@ -250,7 +251,7 @@ def _in_backend_order(passthrough: Any, asked: SearchRequest, started: float) ->
     except QueryRefused as error:
         raise BadSearchRequest(str(error)) from None
     response["took"] = round((time.perf_counter() - started) * 1000)
-    gateway_state().metrics.searches.labels("skipped").inc()
+    gateway_state().metrics.searches_by("skipped").inc()
     return in_elasticsearchs_order(response, asked.skipped.message if asked.skipped else "")
 
 
