@@ -19,7 +19,7 @@ RM3 would need its own index of the corpus.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -108,18 +108,25 @@ class DocumentVectorCache:
     statistics build: statistics of another build (a reload after a reindex, or a version
     name built again) empty the cache. ``max_documents`` bounds it, the least recently used leave first.
     Thread-safe: a gateway's request threads may share it.
+
+    The rows live in two tables of ``terms_per_document`` columns (terms, weights) and a length per row, so a
+    window's rows are gathered by one fancy index each instead of one small array per document.
     """
 
     def __init__(self, max_documents: int, terms_per_document: int = TERMS_PER_DOCUMENT) -> None:
         if isinstance(max_documents, bool) or not isinstance(max_documents, int) or max_documents < 1:
             raise ValueError(f"max_documents must be a whole number of at least 1, got {max_documents!r}")
         self.max_documents, self.terms_per_document = max_documents, terms_per_document
-        self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # doc id -> (terms, weights)
+        self._slots: OrderedDict[str, int] = OrderedDict()  # doc id -> its row in the tables, least recent first
+        self._free: list[int] = []  # rows of the tables that documents have left
+        self._terms = np.zeros((min(max_documents, 16), terms_per_document), np.int32)  # doubles up to the bound
+        self._weights = np.zeros(self._terms.shape)
+        self._lengths = np.zeros(len(self._terms), np.intp)
         self._build: str | None = None  # the statistics build the rows describe
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._slots)
 
     def vectors(self, doc_ids: Sequence[str], docs: Sequence[DocTerms], stats: CorpusStats) -> sparse.csr_matrix:
         """[len(docs), vocab] ``document_vectors(docs, stats)``; ``doc_ids`` name the documents."""
@@ -127,29 +134,54 @@ class DocumentVectorCache:
             raise ValueError(f"one id per document expected, got {len(doc_ids)} ids for {len(docs)} documents")
         with self._lock:
             if stats.build_id != self._build:
-                self._rows.clear()
-                self._build = stats.build_id
-            known = {doc_id: self._rows[doc_id] for doc_id in doc_ids if doc_id in self._rows}
-        # Built outside the lock, so concurrent windows do not wait on each other's new documents.
-        missing = {doc_id: i for i, doc_id in enumerate(doc_ids) if doc_id not in known}
-        if missing:
-            built = document_vectors([docs[i] for i in missing.values()], stats, self.terms_per_document)
-            for row, doc_id in enumerate(missing):
-                span = slice(built.indptr[row], built.indptr[row + 1])
-                known[doc_id] = (built.indices[span].copy(), built.data[span].copy())
-        with self._lock:
-            if stats.build_id == self._build:  # not emptied for a newer build meanwhile
-                for doc_id in doc_ids:
-                    self._rows[doc_id] = known[doc_id]
-                    self._rows.move_to_end(doc_id)
-                while len(self._rows) > self.max_documents:
-                    self._rows.popitem(last=False)
-        rows = [known[doc_id] for doc_id in doc_ids]
-        lengths = [len(terms) for terms, _ in rows]
-        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-        terms = np.concatenate([np.zeros(0, np.int32), *(t for t, _ in rows)]).astype(np.int32, copy=False)
-        weights = np.concatenate([np.zeros(0), *(w for _, w in rows)])
-        return sparse.csr_matrix((weights, terms, indptr), shape=(len(docs), len(stats.vocab)))
+                self._forget(stats.build_id)
+            slots = self._touch(doc_ids)
+            at = np.maximum(slots, 0)  # the window's own copy: rows may leave the tables once the lock is let go
+            terms, weights, lengths = self._terms[at], self._weights[at], np.where(slots >= 0, self._lengths[at], 0)
+        missing = np.flatnonzero(slots < 0)
+        if len(missing):  # built outside the lock, so concurrent windows do not wait on each other's new documents
+            built = document_vectors([docs[i] for i in missing.tolist()], stats, self.terms_per_document)
+            counts = np.diff(built.indptr)
+            row = np.repeat(missing, counts)
+            column = np.arange(built.nnz) - np.repeat(built.indptr[:-1], counts)
+            terms[row, column], weights[row, column], lengths[missing] = built.indices, built.data, counts
+            with self._lock:
+                if stats.build_id == self._build:  # not emptied for a newer build meanwhile
+                    for i in missing.tolist():
+                        self._keep(doc_ids[i], terms[i], weights[i], int(lengths[i]))
+        filled = np.arange(self.terms_per_document) < lengths[:, None]
+        indptr = np.zeros(len(docs) + 1, np.int32)
+        np.cumsum(lengths, out=indptr[1:])
+        return sparse.csr_matrix((weights[filled], terms[filled], indptr), shape=(len(docs), len(stats.vocab)))
+
+    def _forget(self, build_id: str) -> None:
+        """Empty the cache for statistics of another build."""
+        self._slots.clear()
+        self._free.clear()
+        self._build = build_id
+
+    def _touch(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """The documents' rows in the tables (-1 where one has none), those found now the most recently used."""
+        find = self._slots.get
+        slots = np.array([find(doc_id, -1) for doc_id in doc_ids], dtype=np.intp)
+        found = doc_ids if (slots >= 0).all() else [doc_ids[i] for i in np.flatnonzero(slots >= 0).tolist()]
+        deque(map(self._slots.move_to_end, found), maxlen=0)  # in window order, without a Python loop
+        return slots
+
+    def _keep(self, doc_id: str, terms: np.ndarray, weights: np.ndarray, length: int) -> None:
+        """Store a document's row (unless another window did meanwhile), the least recently used leaving."""
+        if doc_id in self._slots:
+            return
+        if len(self._slots) >= self.max_documents:
+            self._free.append(self._slots.popitem(last=False)[1])
+        slot = self._free.pop() if self._free else len(self._slots)
+        if slot == len(self._terms):  # full: twice the rows, up to the bound
+            grown = min(2 * slot, self.max_documents)
+            self._terms = np.resize(self._terms, (grown, self.terms_per_document))
+            self._weights = np.resize(self._weights, (grown, self.terms_per_document))
+            self._lengths = np.resize(self._lengths, grown)
+        self._terms[slot], self._weights[slot], self._lengths[slot] = terms, weights, length
+        self._slots[doc_id] = slot
 
 
 # Up to this k, k passes of argmax over the [n, n] similarities; above it one stable argsort. Both resolve ties

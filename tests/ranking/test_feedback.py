@@ -98,10 +98,10 @@ def test_the_cache_builds_the_same_matrix_as_document_vectors(stats: CorpusStats
 def test_the_cache_keeps_at_most_its_bound_the_least_recently_used_leaving(stats: CorpusStats) -> None:
     cache = DocumentVectorCache(max_documents=2)
     same_matrix(cached(cache, stats, "abcd"), vectors(stats, "abcd"))  # a window larger than the bound still works
-    assert list(cache._rows) == ["c", "d"]
+    assert list(cache._slots) == ["c", "d"]
     cached(cache, stats, "c")
     cached(cache, stats, "e")
-    assert list(cache._rows) == ["c", "e"]  # d, used longest ago, left
+    assert list(cache._slots) == ["c", "e"]  # d, used longest ago, left
 
 
 def test_the_cache_refuses_misfit_arguments(stats: CorpusStats) -> None:
@@ -124,7 +124,7 @@ def test_statistics_of_another_build_empty_the_cache(stats: CorpusStats, version
         cached(cache, reindexed, "dab"),
         document_vectors([reindexed.doc_terms(reindexed.row(i)) for i in "dab"], reindexed),
     )
-    assert sorted(cache._rows) == ["a", "b", "d"]  # the rows of the first build are gone
+    assert sorted(cache._slots) == ["a", "b", "d"]  # the rows of the first build are gone
 
 
 def test_concurrent_windows_get_their_own_matrices(stats: CorpusStats) -> None:
