@@ -5,7 +5,7 @@ topic resemble each other more than they resemble the rest of the result list, s
 hit whose closest fellow hits score high is likelier relevant than its own score says.
 It reads only the hits' texts and the ranker's scores (no judgments, no training), the
 whole title and abstract where the Delta stage reads the first 50 tokens, and costs one
-sparse [n, n] product per query.
+pass over the pairs of hits sharing a term per query (``similar_hits.nearest_hits``, compiled).
 
     vote(d)  = sum over the k hits most like d of cos(d, e) * z(score)(e) / sum of those cos
     final(d) = z(score)(d) + weight * z(vote)(d)        z: standardised within the query
@@ -28,6 +28,7 @@ from scipy import sparse
 
 from es_rerank.ranking.neighbours import standardised
 from es_rerank.ranking.ranker_name import Refinement
+from es_rerank.ranking.similar_hits import nearest_hits  # re-exported: the hits' k nearest
 from es_rerank.settings import MAX_VOTE_WEIGHT, CommonSettings
 from es_rerank.stats import CorpusStats, DocTerms
 
@@ -182,37 +183,6 @@ class DocumentVectorCache:
             self._lengths = np.resize(self._lengths, grown)
         self._terms[slot], self._weights[slot], self._lengths[slot] = terms, weights, length
         self._slots[doc_id] = slot
-
-
-# Up to this k, k passes of argmax over the [n, n] similarities; above it one stable argsort. Both resolve ties
-# alike, and for the served k (5) the passes cost far less than argpartition's introselect over rows that are
-# two-thirds zeros: the nearest hits of a full window, product included, 0.57 of the CPU
-# (reports/profile/micro_feedback.py).
-MAX_K_BY_ARGMAX = 16
-
-
-def nearest_hits(vectors: sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """int [n, min(k, n-1)] each hit's k most similar other hits, most similar first, and float [n, ...] their cosines.
-
-    Of equally similar hits the one nearer the top of the window (BM25's better) comes first: duplicate
-    documents are equally similar to every other hit.
-    """
-    n = vectors.shape[0]
-    if n < 2:
-        return np.zeros((n, 0), dtype=np.intp), np.zeros((n, 0))
-    similarity = (vectors @ vectors.T).toarray()  # [n, n]
-    np.fill_diagonal(similarity, -np.inf)  # never one's own neighbour
-    k = min(k, n - 1)
-    if k > MAX_K_BY_ARGMAX:
-        nearest = np.argsort(-similarity, axis=1, kind="stable")[:, :k]
-        return nearest, np.maximum(np.take_along_axis(similarity, nearest, axis=1), 0.0)
-    rows = np.arange(n)
-    nearest, cosines = np.empty((n, k), dtype=np.intp), np.empty((n, k))
-    for rank in range(k):
-        best = similarity.argmax(axis=1)  # the first of the row's largest: ties go to the better BM25 rank
-        nearest[:, rank], cosines[:, rank] = best, similarity[rows, best]
-        similarity[rows, best] = -np.inf
-    return nearest, np.maximum(cosines, 0.0)
 
 
 def neighbour_votes(vectors: sparse.csr_matrix, scores: np.ndarray, k: int) -> np.ndarray:

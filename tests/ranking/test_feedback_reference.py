@@ -1,7 +1,11 @@
 """Candidate feedback's fast paths against plain references: on random windows (hypothesis) and on real ones.
 
-The cache's matrices against ``document_vectors`` built afresh, bit for bit, through growth, eviction and reuse of
-its table rows.
+- The cache's matrices against ``document_vectors`` built afresh, bit for bit, through growth, eviction and reuse
+  of its table rows.
+- The compiled nearest hits against the numpy/scipy code they replaced (``reference_nearest_hits``: the sparse
+  product, then k passes of argmax, or one stable argsort above k = 16): the same neighbours in the same order
+  and the same cosines, to the bit, on random windows with duplicate rows, empty rows and tied weights, and on
+  real windows: BM25's top 500 of NFCorpus dev queries over the whole collection.
 """
 
 from __future__ import annotations
@@ -9,10 +13,14 @@ from __future__ import annotations
 from collections import OrderedDict
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import sparse
 
-from es_rerank.ranking.feedback import DocumentVectorCache, document_vectors
+from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
+from es_rerank.ranking.neighbours import standardised
+from es_rerank.ranking.similar_hits import nearest_hits
 from es_rerank.stats import Document, build_stats
 
 WORDS = [f"w{i}" for i in range(40)]
@@ -64,3 +72,107 @@ def test_the_cache_matches_document_vectors_through_growth_and_eviction(
         np.testing.assert_array_equal(got.data, expected.data)
         lru_model(used, [corpus[row].doc_id for row in rows], bound)
         assert list(cache._slots) == list(used)  # the least recently used leave first
+
+
+def reference_nearest_hits(vectors: sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``nearest_hits`` as numpy and scipy computed it before the kernel (841026a)."""
+    n = vectors.shape[0]
+    if n < 2:
+        return np.zeros((n, 0), dtype=np.intp), np.zeros((n, 0))
+    similarity = (vectors @ vectors.T).toarray()
+    np.fill_diagonal(similarity, -np.inf)
+    k = min(k, n - 1)
+    if k > 16:
+        nearest = np.argsort(-similarity, axis=1, kind="stable")[:, :k]
+        return nearest, np.maximum(np.take_along_axis(similarity, nearest, axis=1), 0.0)
+    rows = np.arange(n)
+    nearest, cosines = np.empty((n, k), dtype=np.intp), np.empty((n, k))
+    for rank in range(k):
+        best = similarity.argmax(axis=1)  # the first of the row's largest
+        nearest[:, rank], cosines[:, rank] = best, similarity[rows, best]
+        similarity[rows, best] = -np.inf
+    return nearest, np.maximum(cosines, 0.0)
+
+
+def reference_with_feedback(scores: np.ndarray, vectors: sparse.csr_matrix, params: FeedbackParams) -> np.ndarray:
+    """``with_feedback`` over ``reference_nearest_hits``."""
+    nearest, cosines = reference_nearest_hits(vectors, params.k)
+    z = standardised(scores)
+    votes = (cosines * z[nearest]).sum(axis=1) / np.maximum(cosines.sum(axis=1), 1e-12)
+    return (z + params.weight * standardised(votes)).astype(np.float32)
+
+
+def same_nearest(vectors: sparse.csr_matrix, k: int) -> None:
+    nearest, cosines = nearest_hits(vectors, k)
+    expected_nearest, expected_cosines = reference_nearest_hits(vectors, k)
+    assert nearest.dtype == expected_nearest.dtype and cosines.dtype == expected_cosines.dtype
+    np.testing.assert_array_equal(nearest, expected_nearest)
+    np.testing.assert_array_equal(cosines, expected_cosines)
+
+
+@st.composite
+def windows(draw: st.DrawFn) -> sparse.csr_matrix:
+    """Up to 40 hits over up to 30 terms: weights from a few values (ties), some rows empty, some duplicated,
+    unit rows as ``document_vectors`` gives, or raw weights; entries in a row's stored order, sorted or not."""
+    n, vocab = draw(st.integers(0, 40)), draw(st.integers(1, 30))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    dense = rng.choice([0.25, 0.5, 1.0, 2.0], size=(n, vocab)) * (rng.random((n, vocab)) < draw(st.floats(0, 0.6)))
+    if n > 1 and draw(st.booleans()):
+        dense[rng.integers(0, n, size=n // 3)] = dense[rng.integers(0, n)]  # duplicate documents
+    if draw(st.booleans()):
+        norms = np.linalg.norm(dense, axis=1, keepdims=True)
+        dense = dense / np.where(norms > 0, norms, 1.0)
+    matrix = sparse.csr_matrix(dense)
+    if draw(st.booleans()):  # each row's entries in a shuffled order: both sum in the stored order
+        for row in range(n):
+            span = slice(matrix.indptr[row], matrix.indptr[row + 1])
+            order = rng.permutation(span.stop - span.start)
+            matrix.indices[span], matrix.data[span] = matrix.indices[span][order], matrix.data[span][order]
+        matrix.has_sorted_indices = False
+    return matrix
+
+
+@settings(max_examples=200, deadline=None)
+@given(vectors=windows(), k=st.integers(1, 45))
+def test_the_kernel_finds_the_neighbours_the_numpy_code_found(vectors: sparse.csr_matrix, k: int) -> None:
+    same_nearest(vectors, k)
+
+
+def test_term_ids_outside_the_vocabulary_are_refused() -> None:
+    bad = sparse.csr_matrix((np.ones(2), np.array([0, 7]), np.array([0, 1, 2])), shape=(2, 3))
+    with pytest.raises(ValueError, match=r"term ids must lie in \[0, 3\), got 0 to 7"):
+        nearest_hits(bad, 1)
+
+
+@pytest.fixture(scope="module")
+def real_windows(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[sparse.csr_matrix, np.ndarray]]:
+    """The feedback vectors and BM25 scores of the windows of 500 of the first 40 NFCorpus dev queries, over the
+    whole collection (the fallback documents where the data is not there)."""
+    from benchmarks.queries import dev_query_texts
+    from es_rerank.backends.base import text_hits
+    from es_rerank.backends.embedded import EmbeddedBackend
+    from es_rerank.settings import DEFAULT_NFCORPUS, CommonSettings
+    from index_setup.embedded_index import build_embedded_index
+    from tests.artifact_home import read_documents
+
+    directory = tmp_path_factory.mktemp("nfcorpus") / "embedded"
+    build_embedded_index(read_documents(10**6), directory, version="all", progress=False)
+    backend = EmbeddedBackend.open_current(directory)
+    texts = dev_query_texts(None, CommonSettings(), 40) if DEFAULT_NFCORPUS.is_dir() else ["cancer", "tea", "risk"]
+    hits = [text_hits(backend, text, 500) for text in texts]
+    return [
+        (document_vectors([hit.terms for hit in window], backend.stats), np.array([hit.score for hit in window]))
+        for window in hits
+        if len(window) > 1
+    ]
+
+
+def test_real_windows_get_the_same_neighbours_and_scores(real_windows) -> None:
+    assert len(real_windows) >= 3
+    for vectors, scores in real_windows:
+        for k in (5, 1, 17):
+            same_nearest(vectors, k)
+        params = FeedbackParams(k=5, weight=0.5)
+        np.testing.assert_array_equal(
+            with_feedback(scores, vectors, params), reference_with_feedback(scores, vectors, params)
+        )
