@@ -73,19 +73,17 @@ def document_vectors(
     with all of them, and the [n, n] product is three times faster.
     """
     n, vocab = len(docs), len(stats.vocab)
-    ids = [np.concatenate([d.title_ids, d.abstract_ids]) for d in docs]
-    lengths = [len(i) for i in ids]
-    counts = sparse.csr_matrix(
-        (
-            np.ones(sum(lengths)),
-            np.concatenate([np.zeros(0, np.int32), *ids]),
-            np.concatenate([[0], np.cumsum(lengths)]),
-        ),
-        shape=(n, vocab),
-    )
-    counts.sum_duplicates()  # one entry per (document, term), its tf; terms ascending within a document
-    doc, term = np.repeat(np.arange(n), np.diff(counts.indptr)), counts.indices
-    weights = (1.0 + np.log(counts.data)) * stats.idf(term)
+    lengths = np.fromiter((len(d.title_ids) + len(d.abstract_ids) for d in docs), np.int64, n)
+    tokens = np.concatenate([np.zeros(0, np.int64), *(ids for d in docs for ids in (d.title_ids, d.abstract_ids))])
+    # One (document, term) key per token, sorted: a run of equal keys is a term's tf, terms ascending in a document.
+    keys = np.repeat(np.arange(n, dtype=np.int64) * vocab, lengths) + tokens
+    keys.sort()
+    new_run = np.ones(len(keys), dtype=bool)
+    new_run[1:] = keys[1:] != keys[:-1]
+    starts = np.flatnonzero(new_run)
+    tf = np.diff(np.append(starts, len(keys))).astype(np.float64)
+    doc, term = np.divmod(keys[starts], vocab)
+    weights = (1.0 + np.log(tf)) * stats.idf(term)
     # Weights are positive, so doc * (max + 1) - weight sorts by document, then heaviest
     # first; one stable float argsort is several times faster than lexsort on two keys.
     span = weights.max() + 1.0 if len(weights) else 1.0
@@ -96,7 +94,10 @@ def document_vectors(
     doc, term, weights = doc[keep], term[keep], weights[keep]
     norms = np.sqrt(np.bincount(doc, weights * weights, minlength=n))
     weights /= np.where(norms > 0, norms, 1.0)[doc]
-    return sparse.csr_matrix((weights, (doc, term)), shape=(n, vocab))
+    by_term = np.argsort(doc * vocab + term)  # (document, term) pairs are unique: any sort gives the one order
+    indptr = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(doc, minlength=n), out=indptr[1:])
+    return sparse.csr_matrix((weights[by_term], term[by_term].astype(np.int32), indptr), shape=(n, vocab))
 
 
 class DocumentVectorCache:

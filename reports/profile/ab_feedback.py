@@ -8,6 +8,7 @@ filled with every window (as a serving process's is after a while) and the serve
 window, the two versions taking turns (and turns at going first), the thread CPU of
 
 - ``vectors``: the cache's matrix of the window (the pipeline's "feedback vectors" clock);
+- ``vectors, cold``: ``document_vectors`` of the window, what the cache builds for documents it does not hold;
 - ``nearest hits``: each hit's k nearest other hits (k served, ``ESRR_FEEDBACK_K``);
 - ``with_feedback``: the nearest hits and the votes (the "feedback votes" clock);
 - ``the step``: both clocks' work, ``vectors`` then ``with_feedback``.
@@ -90,6 +91,13 @@ def main(old_path: Path, queries: int, rounds: int) -> None:
                 {
                     "served": lambda w: caches["new"].vectors(w[1][0], w[1][1], stats),
                     "old": lambda w: caches["old"].vectors(w[1][0], w[1][1], stats),
+                },
+                indexed,
+            ),
+            "vectors, cold": paired(
+                {
+                    "served": lambda w: new.document_vectors(w[1][1], stats),
+                    "old": lambda w: old.document_vectors(w[1][1], stats),
                 },
                 indexed,
             ),

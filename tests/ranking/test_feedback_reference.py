@@ -1,5 +1,6 @@
 """Candidate feedback's fast paths against plain references: on random windows (hypothesis) and on real ones.
 
+- ``document_vectors`` against the scipy code it replaced (``reference_document_vectors``), bit for bit.
 - The cache's matrices against ``document_vectors`` built afresh, bit for bit, through growth, eviction and reuse
   of its table rows.
 - The compiled nearest hits against the numpy/scipy code they replaced (``reference_nearest_hits``: the sparse
@@ -21,7 +22,7 @@ from scipy import sparse
 from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
 from es_rerank.ranking.neighbours import standardised
 from es_rerank.ranking.similar_hits import nearest_hits
-from es_rerank.stats import Document, build_stats
+from es_rerank.stats import CorpusStats, DocTerms, Document, build_stats
 
 WORDS = [f"w{i}" for i in range(40)]
 
@@ -38,6 +39,40 @@ def lru_model(used: OrderedDict[str, None], window: list[str], bound: int) -> No
             if len(used) >= bound:
                 used.popitem(last=False)
             used[doc_id] = None
+
+
+def reference_document_vectors(docs: list[DocTerms], stats: CorpusStats, terms_per_document: int) -> sparse.csr_matrix:
+    """``document_vectors`` as scipy built it before (841026a): tf by ``sum_duplicates``, the matrix from COO."""
+    n, vocab = len(docs), len(stats.vocab)
+    ids = [np.concatenate([d.title_ids, d.abstract_ids]) for d in docs]
+    lengths = [len(i) for i in ids]
+    counts = sparse.csr_matrix(
+        (
+            np.ones(sum(lengths)),
+            np.concatenate([np.zeros(0, np.int32), *ids]),
+            np.concatenate([[0], np.cumsum(lengths)]),
+        ),
+        shape=(n, vocab),
+    )
+    counts.sum_duplicates()
+    doc, term = np.repeat(np.arange(n), np.diff(counts.indptr)), counts.indices
+    weights = (1.0 + np.log(counts.data)) * stats.idf(term)
+    span = weights.max() + 1.0 if len(weights) else 1.0
+    heaviest_first = np.argsort(doc * span - weights, kind="stable")
+    doc, term, weights = doc[heaviest_first], term[heaviest_first], weights[heaviest_first]
+    keep = np.arange(len(doc)) - np.searchsorted(doc, doc) < terms_per_document
+    doc, term, weights = doc[keep], term[keep], weights[keep]
+    norms = np.sqrt(np.bincount(doc, weights * weights, minlength=n))
+    weights /= np.where(norms > 0, norms, 1.0)[doc]
+    return sparse.csr_matrix((weights, (doc, term)), shape=(n, vocab))
+
+
+def same_matrix(got: sparse.csr_matrix, expected: sparse.csr_matrix) -> None:
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    assert got.indices.dtype == expected.indices.dtype and got.indptr.dtype == expected.indptr.dtype
+    np.testing.assert_array_equal(got.indptr, expected.indptr)
+    np.testing.assert_array_equal(got.indices, expected.indices)
+    np.testing.assert_array_equal(got.data, expected.data)
 
 
 @st.composite
@@ -66,10 +101,8 @@ def test_the_cache_matches_document_vectors_through_growth_and_eviction(
         docs = [stats.doc_terms(row) for row in rows]
         got = cache.vectors([corpus[row].doc_id for row in rows], docs, stats)
         expected = document_vectors(docs, stats, terms_per_document)
-        assert got.shape == expected.shape and got.dtype == expected.dtype
-        np.testing.assert_array_equal(got.indptr, expected.indptr)
-        np.testing.assert_array_equal(got.indices, expected.indices)
-        np.testing.assert_array_equal(got.data, expected.data)
+        same_matrix(got, expected)
+        same_matrix(expected, reference_document_vectors(docs, stats, terms_per_document))
         lru_model(used, [corpus[row].doc_id for row in rows], bound)
         assert list(cache._slots) == list(used)  # the least recently used leave first
 
@@ -147,7 +180,8 @@ def test_term_ids_outside_the_vocabulary_are_refused() -> None:
 @pytest.fixture(scope="module")
 def real_windows(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[sparse.csr_matrix, np.ndarray]]:
     """The feedback vectors and BM25 scores of the windows of 500 of the first 40 NFCorpus dev queries, over the
-    whole collection (the fallback documents where the data is not there)."""
+    whole collection (the fallback documents where the data is not there); the vectors checked against the
+    reference's on the way."""
     from benchmarks.queries import dev_query_texts
     from es_rerank.backends.base import text_hits
     from es_rerank.backends.embedded import EmbeddedBackend
@@ -160,11 +194,13 @@ def real_windows(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[sparse.
     backend = EmbeddedBackend.open_current(directory)
     texts = dev_query_texts(None, CommonSettings(), 40) if DEFAULT_NFCORPUS.is_dir() else ["cancer", "tea", "risk"]
     hits = [text_hits(backend, text, 500) for text in texts]
-    return [
-        (document_vectors([hit.terms for hit in window], backend.stats), np.array([hit.score for hit in window]))
-        for window in hits
-        if len(window) > 1
-    ]
+    windows = []
+    for window in (window for window in hits if len(window) > 1):
+        docs = [hit.terms for hit in window]
+        vectors = document_vectors(docs, backend.stats)
+        same_matrix(vectors, reference_document_vectors(docs, backend.stats, 50))
+        windows.append((vectors, np.array([hit.score for hit in window])))
+    return windows
 
 
 def test_real_windows_get_the_same_neighbours_and_scores(real_windows) -> None:
