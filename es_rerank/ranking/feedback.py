@@ -188,8 +188,12 @@ class DocumentVectorCache:
 
 def neighbour_votes(vectors: sparse.csr_matrix, scores: np.ndarray, k: int) -> np.ndarray:
     """Cosine-weighted mean z(score) of each hit's k most similar other hits (0 with no similar hit)."""
+    return _votes(vectors, standardised(scores), k)
+
+
+def _votes(vectors: sparse.csr_matrix, z: np.ndarray, k: int) -> np.ndarray:
+    """``neighbour_votes`` of the standardised scores ``z``."""
     nearest, cosines = nearest_hits(vectors, k)
-    z = standardised(scores)
     return (cosines * z[nearest]).sum(axis=1) / np.maximum(cosines.sum(axis=1), 1e-12)
 
 
@@ -200,5 +204,5 @@ def with_feedback(scores: np.ndarray, vectors: sparse.csr_matrix, params: Feedba
         raise ValueError(f"one score per hit expected, got {scores.shape} scores for {vectors.shape[0]} hits")
     if not np.isfinite(scores).all():
         raise ValueError("scores must be finite numbers to take candidate feedback")
-    votes = neighbour_votes(vectors, scores, params.k)
-    return (standardised(scores) + params.weight * standardised(votes)).astype(np.float32)
+    z = standardised(scores)  # once: the votes read it too
+    return (z + params.weight * standardised(_votes(vectors, z, params.k))).astype(np.float32)
