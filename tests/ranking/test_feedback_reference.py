@@ -212,3 +212,24 @@ def test_real_windows_get_the_same_neighbours_and_scores(real_windows) -> None:
         np.testing.assert_array_equal(
             with_feedback(scores, vectors, params), reference_with_feedback(scores, vectors, params)
         )
+
+
+def test_windows_fed_at_once_get_their_own_neighbours(real_windows) -> None:
+    """The kernel runs without the GIL and shares its term tables through a pool: threads must not mix them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    work = [vectors for vectors, _ in real_windows] * 4
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(lambda vectors: nearest_hits(vectors, 5), work))
+    for vectors, (nearest, cosines) in zip(work, got):
+        expected_nearest, expected_cosines = reference_nearest_hits(vectors, 5)
+        np.testing.assert_array_equal(nearest, expected_nearest)
+        np.testing.assert_array_equal(cosines, expected_cosines)
+
+
+def test_a_larger_vocabulary_gets_a_larger_term_table() -> None:
+    """A table kept from a smaller vocabulary (statistics before a reindex) is not indexed past its end."""
+    small = sparse.csr_matrix(np.array([[1.0, 0.0], [1.0, 1.0]]))
+    large = sparse.csr_matrix((np.ones(4), np.array([0, 900, 5, 900]), np.array([0, 2, 4])), shape=(2, 1000))
+    for vectors in (small, large, small, large):
+        same_nearest(vectors, 1)
