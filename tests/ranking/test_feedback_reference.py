@@ -192,7 +192,11 @@ def real_windows(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[sparse.
     directory = tmp_path_factory.mktemp("nfcorpus") / "embedded"
     build_embedded_index(read_documents(10**6), directory, version="all", progress=False)
     backend = EmbeddedBackend.open_current(directory)
-    texts = dev_query_texts(None, CommonSettings(), 40) if DEFAULT_NFCORPUS.is_dir() else ["cancer", "tea", "risk"]
+    texts = (
+        dev_query_texts(None, CommonSettings(), 40)
+        if DEFAULT_NFCORPUS.is_dir()
+        else ["cancer", "risk", "disease", "breast cancer recurrence"]
+    )
     hits = [text_hits(backend, text, 500) for text in texts]
     windows = []
     for window in (window for window in hits if len(window) > 1):
