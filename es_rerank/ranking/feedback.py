@@ -5,7 +5,7 @@ topic resemble each other more than they resemble the rest of the result list, s
 hit whose closest fellow hits score high is likelier relevant than its own score says.
 It reads only the hits' texts and the ranker's scores (no judgments, no training), the
 whole title and abstract where the Delta stage reads the first 50 tokens, and costs one
-sparse [n, n] product per query.
+pass over the pairs of hits sharing a term per query (``similar_hits.nearest_hits``, compiled).
 
     vote(d)  = sum over the k hits most like d of cos(d, e) * z(score)(e) / sum of those cos
     final(d) = z(score)(d) + weight * z(vote)(d)        z: standardised within the query
@@ -19,7 +19,7 @@ RM3 would need its own index of the corpus.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +28,7 @@ from scipy import sparse
 
 from es_rerank.ranking.neighbours import standardised
 from es_rerank.ranking.ranker_name import Refinement
+from es_rerank.ranking.similar_hits import nearest_hits  # re-exported: the hits' k nearest
 from es_rerank.settings import MAX_VOTE_WEIGHT, CommonSettings
 from es_rerank.stats import CorpusStats, DocTerms
 
@@ -72,19 +73,17 @@ def document_vectors(
     with all of them, and the [n, n] product is three times faster.
     """
     n, vocab = len(docs), len(stats.vocab)
-    ids = [np.concatenate([d.title_ids, d.abstract_ids]) for d in docs]
-    lengths = [len(i) for i in ids]
-    counts = sparse.csr_matrix(
-        (
-            np.ones(sum(lengths)),
-            np.concatenate([np.zeros(0, np.int32), *ids]),
-            np.concatenate([[0], np.cumsum(lengths)]),
-        ),
-        shape=(n, vocab),
-    )
-    counts.sum_duplicates()  # one entry per (document, term), its tf; terms ascending within a document
-    doc, term = np.repeat(np.arange(n), np.diff(counts.indptr)), counts.indices
-    weights = (1.0 + np.log(counts.data)) * stats.idf(term)
+    lengths = np.fromiter((len(d.title_ids) + len(d.abstract_ids) for d in docs), np.int64, n)
+    tokens = np.concatenate([np.zeros(0, np.int64), *(ids for d in docs for ids in (d.title_ids, d.abstract_ids))])
+    # One (document, term) key per token, sorted: a run of equal keys is a term's tf, terms ascending in a document.
+    keys = np.repeat(np.arange(n, dtype=np.int64) * vocab, lengths) + tokens
+    keys.sort()
+    new_run = np.ones(len(keys), dtype=bool)
+    new_run[1:] = keys[1:] != keys[:-1]
+    starts = np.flatnonzero(new_run)
+    tf = np.diff(np.append(starts, len(keys))).astype(np.float64)
+    doc, term = np.divmod(keys[starts], vocab)
+    weights = (1.0 + np.log(tf)) * stats.idf(term)
     # Weights are positive, so doc * (max + 1) - weight sorts by document, then heaviest
     # first; one stable float argsort is several times faster than lexsort on two keys.
     span = weights.max() + 1.0 if len(weights) else 1.0
@@ -95,7 +94,10 @@ def document_vectors(
     doc, term, weights = doc[keep], term[keep], weights[keep]
     norms = np.sqrt(np.bincount(doc, weights * weights, minlength=n))
     weights /= np.where(norms > 0, norms, 1.0)[doc]
-    return sparse.csr_matrix((weights, (doc, term)), shape=(n, vocab))
+    by_term = np.argsort(doc * vocab + term)  # (document, term) pairs are unique: any sort gives the one order
+    indptr = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(doc, minlength=n), out=indptr[1:])
+    return sparse.csr_matrix((weights[by_term], term[by_term].astype(np.int32), indptr), shape=(n, vocab))
 
 
 class DocumentVectorCache:
@@ -108,18 +110,25 @@ class DocumentVectorCache:
     statistics build: statistics of another build (a reload after a reindex, or a version
     name built again) empty the cache. ``max_documents`` bounds it, the least recently used leave first.
     Thread-safe: a gateway's request threads may share it.
+
+    The rows live in two tables of ``terms_per_document`` columns (terms, weights) and a length per row, so a
+    window's rows are gathered by one fancy index each instead of one small array per document.
     """
 
     def __init__(self, max_documents: int, terms_per_document: int = TERMS_PER_DOCUMENT) -> None:
         if isinstance(max_documents, bool) or not isinstance(max_documents, int) or max_documents < 1:
             raise ValueError(f"max_documents must be a whole number of at least 1, got {max_documents!r}")
         self.max_documents, self.terms_per_document = max_documents, terms_per_document
-        self._rows: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()  # doc id -> (terms, weights)
+        self._slots: OrderedDict[str, int] = OrderedDict()  # doc id -> its row in the tables, least recent first
+        self._free: list[int] = []  # rows of the tables that documents have left
+        self._terms = np.zeros((min(max_documents, 16), terms_per_document), np.int32)  # doubles up to the bound
+        self._weights = np.zeros(self._terms.shape)
+        self._lengths = np.zeros(len(self._terms), np.intp)
         self._build: str | None = None  # the statistics build the rows describe
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._slots)
 
     def vectors(self, doc_ids: Sequence[str], docs: Sequence[DocTerms], stats: CorpusStats) -> sparse.csr_matrix:
         """[len(docs), vocab] ``document_vectors(docs, stats)``; ``doc_ids`` name the documents."""
@@ -127,66 +136,64 @@ class DocumentVectorCache:
             raise ValueError(f"one id per document expected, got {len(doc_ids)} ids for {len(docs)} documents")
         with self._lock:
             if stats.build_id != self._build:
-                self._rows.clear()
-                self._build = stats.build_id
-            known = {doc_id: self._rows[doc_id] for doc_id in doc_ids if doc_id in self._rows}
-        # Built outside the lock, so concurrent windows do not wait on each other's new documents.
-        missing = {doc_id: i for i, doc_id in enumerate(doc_ids) if doc_id not in known}
-        if missing:
-            built = document_vectors([docs[i] for i in missing.values()], stats, self.terms_per_document)
-            for row, doc_id in enumerate(missing):
-                span = slice(built.indptr[row], built.indptr[row + 1])
-                known[doc_id] = (built.indices[span].copy(), built.data[span].copy())
-        with self._lock:
-            if stats.build_id == self._build:  # not emptied for a newer build meanwhile
-                for doc_id in doc_ids:
-                    self._rows[doc_id] = known[doc_id]
-                    self._rows.move_to_end(doc_id)
-                while len(self._rows) > self.max_documents:
-                    self._rows.popitem(last=False)
-        rows = [known[doc_id] for doc_id in doc_ids]
-        lengths = [len(terms) for terms, _ in rows]
-        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-        terms = np.concatenate([np.zeros(0, np.int32), *(t for t, _ in rows)]).astype(np.int32, copy=False)
-        weights = np.concatenate([np.zeros(0), *(w for _, w in rows)])
-        return sparse.csr_matrix((weights, terms, indptr), shape=(len(docs), len(stats.vocab)))
+                self._forget(stats.build_id)
+            slots = self._touch(doc_ids)
+            at = np.maximum(slots, 0)  # the window's own copy: rows may leave the tables once the lock is let go
+            terms, weights, lengths = self._terms[at], self._weights[at], np.where(slots >= 0, self._lengths[at], 0)
+        missing = np.flatnonzero(slots < 0)
+        if len(missing):  # built outside the lock, so concurrent windows do not wait on each other's new documents
+            built = document_vectors([docs[i] for i in missing.tolist()], stats, self.terms_per_document)
+            counts = np.diff(built.indptr)
+            row = np.repeat(missing, counts)
+            column = np.arange(built.nnz) - np.repeat(built.indptr[:-1], counts)
+            terms[row, column], weights[row, column], lengths[missing] = built.indices, built.data, counts
+            with self._lock:
+                if stats.build_id == self._build:  # not emptied for a newer build meanwhile
+                    for i in missing.tolist():
+                        self._keep(doc_ids[i], terms[i], weights[i], int(lengths[i]))
+        filled = np.arange(self.terms_per_document) < lengths[:, None]
+        indptr = np.zeros(len(docs) + 1, np.int32)
+        np.cumsum(lengths, out=indptr[1:])
+        return sparse.csr_matrix((weights[filled], terms[filled], indptr), shape=(len(docs), len(stats.vocab)))
 
+    def _forget(self, build_id: str) -> None:
+        """Empty the cache for statistics of another build."""
+        self._slots.clear()
+        self._free.clear()
+        self._build = build_id
 
-# Up to this k, k passes of argmax over the [n, n] similarities; above it one stable argsort. Both resolve ties
-# alike, and for the served k (5) the passes cost far less than argpartition's introselect over rows that are
-# two-thirds zeros: the nearest hits of a full window, product included, 0.57 of the CPU
-# (reports/profile/micro_feedback.py).
-MAX_K_BY_ARGMAX = 16
+    def _touch(self, doc_ids: Sequence[str]) -> np.ndarray:
+        """The documents' rows in the tables (-1 where one has none), those found now the most recently used."""
+        find = self._slots.get
+        slots = np.array([find(doc_id, -1) for doc_id in doc_ids], dtype=np.intp)
+        found = doc_ids if (slots >= 0).all() else [doc_ids[i] for i in np.flatnonzero(slots >= 0).tolist()]
+        deque(map(self._slots.move_to_end, found), maxlen=0)  # in window order, without a Python loop
+        return slots
 
-
-def nearest_hits(vectors: sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """int [n, min(k, n-1)] each hit's k most similar other hits, most similar first, and float [n, ...] their cosines.
-
-    Of equally similar hits the one nearer the top of the window (BM25's better) comes first: duplicate
-    documents are equally similar to every other hit.
-    """
-    n = vectors.shape[0]
-    if n < 2:
-        return np.zeros((n, 0), dtype=np.intp), np.zeros((n, 0))
-    similarity = (vectors @ vectors.T).toarray()  # [n, n]
-    np.fill_diagonal(similarity, -np.inf)  # never one's own neighbour
-    k = min(k, n - 1)
-    if k > MAX_K_BY_ARGMAX:
-        nearest = np.argsort(-similarity, axis=1, kind="stable")[:, :k]
-        return nearest, np.maximum(np.take_along_axis(similarity, nearest, axis=1), 0.0)
-    rows = np.arange(n)
-    nearest, cosines = np.empty((n, k), dtype=np.intp), np.empty((n, k))
-    for rank in range(k):
-        best = similarity.argmax(axis=1)  # the first of the row's largest: ties go to the better BM25 rank
-        nearest[:, rank], cosines[:, rank] = best, similarity[rows, best]
-        similarity[rows, best] = -np.inf
-    return nearest, np.maximum(cosines, 0.0)
+    def _keep(self, doc_id: str, terms: np.ndarray, weights: np.ndarray, length: int) -> None:
+        """Store a document's row (unless another window did meanwhile), the least recently used leaving."""
+        if doc_id in self._slots:
+            return
+        if len(self._slots) >= self.max_documents:
+            self._free.append(self._slots.popitem(last=False)[1])
+        slot = self._free.pop() if self._free else len(self._slots)
+        if slot == len(self._terms):  # full: twice the rows, up to the bound
+            grown = min(2 * slot, self.max_documents)
+            self._terms = np.resize(self._terms, (grown, self.terms_per_document))
+            self._weights = np.resize(self._weights, (grown, self.terms_per_document))
+            self._lengths = np.resize(self._lengths, grown)
+        self._terms[slot], self._weights[slot], self._lengths[slot] = terms, weights, length
+        self._slots[doc_id] = slot
 
 
 def neighbour_votes(vectors: sparse.csr_matrix, scores: np.ndarray, k: int) -> np.ndarray:
     """Cosine-weighted mean z(score) of each hit's k most similar other hits (0 with no similar hit)."""
+    return _votes(vectors, standardised(scores), k)
+
+
+def _votes(vectors: sparse.csr_matrix, z: np.ndarray, k: int) -> np.ndarray:
+    """``neighbour_votes`` of the standardised scores ``z``."""
     nearest, cosines = nearest_hits(vectors, k)
-    z = standardised(scores)
     return (cosines * z[nearest]).sum(axis=1) / np.maximum(cosines.sum(axis=1), 1e-12)
 
 
@@ -197,5 +204,5 @@ def with_feedback(scores: np.ndarray, vectors: sparse.csr_matrix, params: Feedba
         raise ValueError(f"one score per hit expected, got {scores.shape} scores for {vectors.shape[0]} hits")
     if not np.isfinite(scores).all():
         raise ValueError("scores must be finite numbers to take candidate feedback")
-    votes = neighbour_votes(vectors, scores, params.k)
-    return (standardised(scores) + params.weight * standardised(votes)).astype(np.float32)
+    z = standardised(scores)  # once: the votes read it too
+    return (z + params.weight * standardised(_votes(vectors, z, params.k))).astype(np.float32)
