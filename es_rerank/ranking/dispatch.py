@@ -150,6 +150,7 @@ class WorkerReranker:
         lex_names: Sequence[str] = LEX3,
         breaker: CircuitBreaker | None = None,
         max_queued: int | None = None,
+        *,
         direct: bool = True,
     ) -> None:
         if deadline_s <= 0:
