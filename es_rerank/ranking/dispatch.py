@@ -317,7 +317,9 @@ class WorkerReranker:
                 f"{self.deadline_s:g} s; start one with `esrr worker start`, or raise "
                 "ESRR_SCORE_DEADLINE_S"
             ) from None
-        except ScoringUnavailable:  # refused before it was sent: nothing subscribed to forget
+        except ScoringUnavailable:  # refused before it was sent: Celery subscribed nothing; our sender stops waiting
+            if isinstance(pending, PendingResult):
+                pending.cancel()
             raise
         except TaskRevokedError:  # it expired in the queue: the workers were busy
             self._forget(pending, unreachable, stored=True)

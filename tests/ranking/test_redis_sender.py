@@ -15,6 +15,7 @@ import redis
 
 from es_rerank.payload import TASK_NAME, PayloadError, ScoreRequest, encode
 from es_rerank.ranking.dispatch import WorkerReranker
+from es_rerank.ranking.pipeline import ScoringUnavailable
 from es_rerank.ranking.redis_sender import RedisSender, glob_escaped
 from es_rerank.ranking.task_message import TaskHeaders, message_fields, plain_message, task_message
 
@@ -136,6 +137,27 @@ def test_a_result_stored_while_the_channel_was_lost_reaches_its_waiter(broker, p
         assert not store.exists(client.backend.get_key_for_task(waiting.id))
     finally:
         sender.close()
+        client.close()
+
+
+@pytest.mark.broker
+def test_the_queue_cap_refuses_and_nothing_is_left_waiting(broker):
+    queue = f"capped-{uuid.uuid4().hex[:6]}"
+    client = broker.client(queue)
+    payload = _payload()
+    try:
+        with WorkerReranker(client, queue, 0.3, max_queued=2) as reranker:
+            reasons = []
+            for _ in range(4):
+                with pytest.raises(ScoringUnavailable) as unavailable:
+                    reranker.answer(payload, time.monotonic() + 0.3)
+                reasons.append(str(unavailable.value))
+            assert reranker._sender is not None and reranker._sender._waiting == {}
+        assert ["no worker answered" in reason for reason in reasons] == [True, True, False, False]
+        assert all("2 tasks wait on queue" in reason and "ESRR_QUEUE_MAX_TASKS=2" in reason for reason in reasons[2:])
+        assert len(_pushed(broker.redis_url, broker.key_prefix + queue)) == 2
+    finally:
+        redis.Redis.from_url(broker.redis_url).delete(broker.key_prefix + queue)
         client.close()
 
 
