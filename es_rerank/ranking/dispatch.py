@@ -135,11 +135,12 @@ class WorkerReranker:
     (``worker.celery_app.create_app``), not yet used: it only sends, under
     ``caller_config``. ``lex_names`` is the first guess at the served model's Lex features:
     a worker whose model reads others says which, and the reranker follows it (a model
-    trained after the gateway started). Celery's result consumer drains once a second, so a wait past
-    the deadline ends at the next whole second. ``breaker``, when given, skips the workers
-    during an outage; ``max_queued`` (Redis) is the most tasks left waiting on the queue
-    before a send is refused. ``direct`` False sends through Celery on Redis too (the sender's measure and
-    test compare the two). Safe to share between threads.
+    trained after the gateway started). Through Celery, whose result consumer drains once a
+    second, a wait past the deadline ends at the next whole second; through ``RedisSender``, at
+    the deadline. ``breaker``, when given, skips the workers during an outage; ``max_queued``
+    (Redis) is the most tasks left waiting on the queue before a send is refused. ``direct``
+    False sends through Celery on Redis too (the sender's measure and test compare the two).
+    Safe to share between threads.
     """
 
     def __init__(

@@ -4,7 +4,7 @@ On the NFCorpus dev queries whose window is full (500 hits), with the worker and
 environment, each call through ``WorkerReranker`` as served. Each part below is a function of Celery, kombu
 or redis-py wrapped to add its own thread CPU (nested parts are counted in their parents too):
 
-    python reports/profile/micro_broker.py split --queries 100
+    python reports/profile/micro_broker.py split --queries 100 [--direct]
 
 and the whole scoring call through ``RedisSender`` (served) against Celery's path, alternated query by query,
 in the calling thread's CPU and the process's (which adds the sender's result reader):
@@ -78,6 +78,22 @@ def celery_parts() -> list[tuple[Any, str, str]]:
     ]
 
 
+def sender_parts() -> list[tuple[Any, str, str]]:
+    """(owner, attribute, label) of each part of ``RedisSender``'s round trip, outermost first."""
+    import es_rerank.ranking.dispatch as dispatch
+    import es_rerank.ranking.redis_sender as redis_sender
+
+    return [
+        (dispatch.WorkerReranker, "_answer", "round trip (all below)"),
+        (redis_sender.RedisSender, "pending", "a task id awaited"),
+        (dispatch.WorkerReranker, "_send", "send (message, cap and LPUSH)"),
+        (redis_sender, "message_fields", "  headers and properties"),
+        (redis_sender, "task_message", "  the message's JSON"),
+        (redis_sender.PendingResult, "get", "wait (result JSON)"),
+        (redis_sender.RedisSender, "release", "forget (DEL)"),
+    ]
+
+
 def full_windows(settings: Any, queries: int) -> tuple[Any, list[tuple[str, list]]]:
     """The embedded index's statistics and the first ``queries`` dev queries whose BM25 window is full."""
     from benchmarks.queries import dev_query_texts
@@ -119,21 +135,22 @@ def main() -> None:
 
 @main.command()
 @click.option("--queries", default=100, show_default=True, help="Full windows to use, the first dev queries'.")
-def split(queries: int) -> None:
-    """Each part's thread CPU per call (mean, p50 of the whole call), the parts of Celery's path."""
+@click.option("--direct/--celery", default=False, show_default=True, help="Split RedisSender's path, or Celery's.")
+def split(queries: int, direct: bool) -> None:
+    """Each part's thread CPU per call (mean, p50 of the whole call), the parts of Celery's path or ours."""
     from es_rerank.cli_options import load_settings
     from es_rerank.gateway.config import GatewaySettings
     from es_rerank.machine import machine_description
 
     settings = load_settings(GatewaySettings)
     stats, windows = full_windows(settings, queries)
-    reranker = served_reranker(settings, direct=False)
+    reranker = served_reranker(settings, direct=direct)
     for text, hits in windows[:3]:
         reranker(text, hits, stats)  # connections open, the worker warm
     spent: dict[str, float] = defaultdict(float)
     calls = []
     with ExitStack() as stack:
-        for owner, attribute, label in celery_parts():
+        for owner, attribute, label in sender_parts() if direct else celery_parts():
             spent[label] = 0.0
             stack.enter_context(timed(owner, attribute, label, spent))
         for text, hits in windows:
