@@ -76,7 +76,7 @@ class PendingResult:
         raise CeleryTimeoutError("The operation timed out.")
 
     def forget(self) -> None:
-        """Stop waiting, and delete the stored result (which nobody reads again)."""
+        """Stop waiting, and delete the stored result if one came (one that comes later, the reader deletes)."""
         self.sender.release(self, stored=True)
 
     def cancel(self) -> None:
@@ -170,10 +170,15 @@ class RedisSender:
         return TaskHeaders(task_id, name, queue, expires_s, argsrepr, self.origin, self.reply_to)
 
     def release(self, pending: PendingResult, stored: bool) -> None:
-        """Stop waiting for ``pending``; ``stored``: delete its stored result too (``RedisError`` if that fails)."""
+        """Stop waiting for ``pending``; ``stored``: delete its result too, if one came (``RedisError`` if that fails).
+
+        A result that comes after this, the reader deletes: a search that waited out its deadline on a Redis that
+        stopped answering does not wait once more for a ``DEL``.
+        """
         with self._lock:
             self._waiting.pop(pending.key, None)
-        if stored:
+            came = pending.data is not None
+        if stored and came:
             self.results.delete(pending.key)
 
     def _start(self) -> None:
@@ -226,19 +231,17 @@ class RedisSender:
 
     def _deliver(self, key: bytes, data: bytes) -> None:
         """Hand ``data``, the result stored at ``key``, to its waiter; a result nobody waits for is deleted."""
-        with self._lock:
+        with self._lock:  # with ``release``'s look at ``data``: either it deletes the result, or this does
             pending = self._waiting.get(key)
+            if pending is not None:
+                pending.data = data
         if pending is None:
             self.results.delete(key)  # its caller gave up: nobody reads it
             return
-        pending.data = data
         pending.arrived.set()
 
     def close(self) -> None:
-        """Stop the reader and close the connections."""
+        """Close the connections; the reader ends at its next look (within ``READ_WAIT_S``), its socket closed."""
         self._closed.set()
-        reader = self._reader
-        if reader is not None and self._pid == os.getpid():
-            reader.join(READ_WAIT_S * 2)
         self.broker.close()
         self.results.close()
