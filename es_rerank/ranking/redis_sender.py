@@ -203,8 +203,10 @@ class RedisSender:
                     message = pubsub.get_message(timeout=READ_WAIT_S)
                     if message is not None and message["type"] == "pmessage":
                         self._deliver(message["channel"], message["data"])
-            except (RedisError, OSError) as error:
-                log.debug("the result channel of %s broke (%s): subscribing again", self._token, error)
+            except (RedisError, OSError, ValueError) as error:  # ValueError: its socket closed under it (close)
+                if not self._closed.is_set():  # said once an outage; its retries, every RECONNECT_S, at debug
+                    level = logging.WARNING if self._ready.is_set() else logging.DEBUG
+                    log.log(level, "the result channel %s* broke (%s): subscribing again", self._token, error)
                 self._broken = str(error)
                 self._ready.clear()
                 self._settled.set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
@@ -158,6 +159,37 @@ def test_the_queue_cap_refuses_and_nothing_is_left_waiting(broker):
         assert len(_pushed(broker.redis_url, broker.key_prefix + queue)) == 2
     finally:
         redis.Redis.from_url(broker.redis_url).delete(broker.key_prefix + queue)
+        client.close()
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)  # a hang guard, far above the deadlines
+def test_a_redis_killed_mid_search_ends_it_by_its_deadline_and_the_next_search_reaches_the_new_one(
+    broker, private_redis
+):
+    client = broker.client("killed", broker_url=private_redis.url, broker_key_prefix="")
+    payload = _payload()
+    try:
+        with WorkerReranker(client, "killed", 1.0) as reranker, ThreadPoolExecutor(1) as pool:
+            with pytest.raises(ScoringUnavailable, match="no worker answered"):
+                reranker.answer(payload, time.monotonic() + 1.0)  # connected: the reader subscribed
+            waiting = pool.submit(reranker.answer, payload, time.monotonic() + 1.0)
+            _wait_for(lambda: reranker._sender._waiting, "the search sent")
+            private_redis.kill_and_restart()
+            with pytest.raises(ScoringUnavailable):  # its deadline, or the lost connection: never a hang
+                waiting.result()
+            reasons = []
+
+            def reached() -> bool:
+                with pytest.raises(ScoringUnavailable) as unavailable:
+                    reranker.answer(payload, time.monotonic() + 1.0)
+                reasons.append(str(unavailable.value))
+                return "no worker answered" in reasons[-1]
+
+            _wait_for(reached, "a search that reaches the restarted Redis")  # the reader subscribed again
+            assert all("cannot reach the broker" in reason for reason in reasons[:-1]), reasons
+            assert reranker._sender._waiting == {}
+    finally:
         client.close()
 
 
