@@ -43,6 +43,12 @@ if queued >= tonumber(ARGV[1]) then return queued end
 redis.call('LPUSH', KEYS[1], ARGV[2])
 return -1
 """
+# At the queue's cap, how long a send waits for a worker to take tasks off before it is refused (a quarter of the
+# deadline at most), looking every CAP_POLL_S, and giving up once the queue has not gone down for CAP_STALL_S: a
+# worker that is there takes a burst within milliseconds; a refusal in an outage costs CAP_STALL_S.
+CAP_GRACE_S = 0.1
+CAP_STALL_S = 0.02
+CAP_POLL_S = 0.005
 READ_WAIT_S = 1.0  # how often the reader looks whether it is closed, between results
 RECONNECT_S = 0.2  # the reader's pause before it subscribes again after losing Redis
 
@@ -163,7 +169,28 @@ class RedisSender:
             self.broker.lpush(queue, message)
             return None
         queued = int(self._push(keys=[queue], args=[cap, message]))
+        if queued >= 0:
+            queued = self._push_once_taken(queue, cap, message, queued, deadline)
         return None if queued < 0 else queued
+
+    def _push_once_taken(self, queue: str, cap: int, message: bytes, queued: int, deadline: float) -> int:
+        """At the cap: push once a worker has taken tasks off below it; -1 then, else how many still wait.
+
+        A burst of searches can push faster than a busy worker pops (one at a time), as sends that took turns
+        through Celery could not: wait while the queue goes down, up to ``CAP_GRACE_S`` (a quarter of what is left
+        of the deadline at most); a queue that does not go down for ``CAP_STALL_S`` has no worker taking from it.
+        """
+        now = time.monotonic()
+        grace_end, last_taken = now + min(CAP_GRACE_S, max(deadline - now, 0) / 4), now
+        while queued >= 0 and time.monotonic() < min(grace_end, last_taken + CAP_STALL_S):
+            time.sleep(CAP_POLL_S)
+            waiting = int(self.broker.llen(queue))
+            if waiting < queued:
+                last_taken = time.monotonic()
+            queued = waiting
+            if waiting < cap:  # the script looks again, and pushes if it still may
+                queued = int(self._push(keys=[queue], args=[cap, message]))
+        return queued
 
     def headers(self, task_id: str, name: str, queue: str, expires_s: float, argsrepr: str) -> TaskHeaders:
         """The headers of one send of task ``name`` from this process."""
