@@ -15,14 +15,19 @@ backend (``AsyncResult.forget``): nobody reads it again, and each kept 6.5 KB in
 ``ESRR_RESULT_EXPIRES_S``; only a worker's answer that comes after its caller gave up stays
 that long.
 
+Sending: on a Redis broker with a Redis result backend (the default), through ``redis_sender.RedisSender``,
+which publishes Celery's own message and reads Celery's own result with two round trips a search (a scoring
+call 0.57 of Celery's CPU, reports/profile/README.md); anywhere else (RabbitMQ, ``rpc://``) through
+``send_task`` and ``AsyncResult``. Both keep what follows.
+
 Outages: a ``breaker.CircuitBreaker`` stops sending after repeated failures (searches
 then fall back at once, before any request is built). And a task nobody waits for must
 not stay on the broker for ever: where the transport honours a message TTL (RabbitMQ)
 each task carries the deadline as one; on Redis, which does not, the queue's length is
 looked at before each send (``LLEN``) and no task is sent while ``max_queued`` wait there,
-so an outage leaves at most ``max_queued`` tasks behind (plus one per other process that
-sends to the queue, whose look and send may interleave with this one's: sends of one
-process take turns).
+so an outage leaves at most ``max_queued`` tasks behind. ``RedisSender`` looks and pushes in one
+script, atomically; through Celery, sends of one process take turns, and one per other process
+that sends to the queue may come between a look and its send.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from es_rerank.lex import LEX3, UnknownFeatureError
 from es_rerank.payload import TASK_NAME, LexFeaturesMismatch, PayloadError, build_request, encode, result_scores
 from es_rerank.ranking.breaker import CLOSED, CircuitBreaker
 from es_rerank.ranking.pipeline import ScoringUnavailable, StageClock, no_clock
+from es_rerank.ranking.redis_sender import PendingResult, RedisSender
 from es_rerank.settings import MAX_GATEWAY_THREADS
 from es_rerank.stats import CorpusStats
 
@@ -129,10 +135,12 @@ class WorkerReranker:
     (``worker.celery_app.create_app``), not yet used: it only sends, under
     ``caller_config``. ``lex_names`` is the first guess at the served model's Lex features:
     a worker whose model reads others says which, and the reranker follows it (a model
-    trained after the gateway started). Celery's result consumer drains once a second, so a wait past
-    the deadline ends at the next whole second. ``breaker``, when given, skips the workers
-    during an outage; ``max_queued`` (Redis) is the most tasks left waiting on the queue
-    before a send is refused. Safe to share between threads.
+    trained after the gateway started). Through Celery, whose result consumer drains once a
+    second, a wait past the deadline ends at the next whole second; through ``RedisSender``, at
+    the deadline. ``breaker``, when given, skips the workers during an outage; ``max_queued``
+    (Redis) is the most tasks left waiting on the queue before a send is refused. ``direct``
+    False sends through Celery on Redis too (the sender's measure and test compare the two).
+    Safe to share between threads.
     """
 
     def __init__(
@@ -143,6 +151,8 @@ class WorkerReranker:
         lex_names: Sequence[str] = LEX3,
         breaker: CircuitBreaker | None = None,
         max_queued: int | None = None,
+        *,
+        direct: bool = True,
     ) -> None:
         if deadline_s <= 0:
             raise ValueError(f"deadline_s must be above 0, got {deadline_s}")
@@ -150,6 +160,8 @@ class WorkerReranker:
             raise ValueError(f"max_queued must be at least 1 (or None), got {max_queued}")
         client.conf.update(caller_config(client.conf, deadline_s))
         self.client = client
+        # Redis broker and results: our own sender (two round trips a search); RabbitMQ, rpc://: Celery's path.
+        self._sender = RedisSender.for_app(client, deadline_s / SOCKET_WAITS) if direct else None
         self.broker = maybe_sanitize_url(client.conf.broker_url)  # for messages: no password
         self.queue = queue
         self.deadline_s = deadline_s
@@ -239,8 +251,23 @@ class WorkerReranker:
         self.breaker.succeeded()
         return result
 
+    def _capped(self, queued: int) -> ScoringUnavailable:
+        """Why a task was not sent: ``queued`` tasks wait on the queue, its cap."""
+        return ScoringUnavailable(
+            f"{queued} tasks wait on queue {self.queue!r} at {self.broker}, its cap "
+            f"(ESRR_QUEUE_MAX_TASKS={self.max_queued}): no worker is taking them; start one with "
+            "`esrr worker start`, or raise the cap if the workers are only busy"
+        )
+
     def _send(self, payload: dict[str, Any], task_id: str, deadline: float) -> None:
         """Send the task unless ``max_queued`` tasks wait already; ``ScoringUnavailable`` then, or past ``deadline``."""
+        if self._sender is not None:  # the cap is looked at with the push, atomically: no turns to take
+            left = max(deadline - time.monotonic(), 0.001)
+            task = self._sender.headers(task_id, TASK_NAME, self.queue, left, payload_summary(payload))
+            queued = self._sender.send(payload, task, self.max_queued, deadline)
+            if queued is not None:
+                raise self._capped(queued)
+            return
         # A send waits at most one socket wait on a broker that does not answer: take a turn only while one fits.
         if not self._sending.acquire(timeout=max(deadline - time.monotonic() - self.deadline_s / SOCKET_WAITS, 0)):
             raise ScoringUnavailable(
@@ -253,11 +280,7 @@ class WorkerReranker:
                 cap = self.max_queued
                 queued = queued_tasks(producer.channel, self.queue) if cap is not None else None
                 if queued is not None and cap is not None and queued >= cap:
-                    raise ScoringUnavailable(
-                        f"{queued} tasks wait on queue {self.queue!r} at {self.broker}, its cap "
-                        f"(ESRR_QUEUE_MAX_TASKS={self.max_queued}): no worker is taking them; start one with "
-                        "`esrr worker start`, or raise the cap if the workers are only busy"
-                    )
+                    raise self._capped(queued)
                 left = max(deadline - time.monotonic(), 0.001)
                 # expires: a worker drops it late; expiration: a broker with message TTLs (RabbitMQ) drops it
                 # unconsumed. retry=False: a broker that is down fails now, not after retries outlast the deadline.
@@ -281,7 +304,7 @@ class WorkerReranker:
     def _answer(self, payload: dict[str, Any], deadline: float) -> Any:
         """The task's result, by ``deadline`` (a ``time.monotonic`` time); its stored result is deleted once read."""
         # Our own id: a send that fails half-way has subscribed to it, and must unsubscribe.
-        pending = self.client.AsyncResult(str(uuid.uuid4()))
+        pending = self._sender.pending() if self._sender is not None else self.client.AsyncResult(str(uuid.uuid4()))
         connection_errors = (OperationalError, *REDIS_ERRORS, *getattr(self.client.backend, "connection_errors", ()))
         # Celery gives up reconnecting to the result store with a RuntimeError raised from the last connection error.
         unreachable = (RuntimeError, *connection_errors)
@@ -295,7 +318,9 @@ class WorkerReranker:
                 f"{self.deadline_s:g} s; start one with `esrr worker start`, or raise "
                 "ESRR_SCORE_DEADLINE_S"
             ) from None
-        except ScoringUnavailable:  # refused before it was sent: nothing subscribed to forget
+        except ScoringUnavailable:  # refused before it was sent: Celery subscribed nothing; our sender stops waiting
+            if isinstance(pending, PendingResult):
+                pending.cancel()
             raise
         except TaskRevokedError:  # it expired in the queue: the workers were busy
             self._forget(pending, unreachable, stored=True)
@@ -322,13 +347,17 @@ class WorkerReranker:
         try:
             if stored:
                 pending.forget()
+            elif isinstance(pending, PendingResult):
+                pending.cancel()
             else:
                 self.client.backend.remove_pending_result(pending)
         except failing:  # the result backend broke since: the result expires by itself; the caller reports the rest
             pass
 
     def close(self) -> None:
-        """Close the app's connections to the broker and the result backend."""
+        """Close the app's connections to the broker and the result backend, and the sender's."""
+        if self._sender is not None:
+            self._sender.close()
         self.client.close()
 
     def __enter__(self) -> WorkerReranker:
