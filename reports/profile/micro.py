@@ -9,6 +9,10 @@ environment; the two variants of each pair alternate query by query, which goes 
 - ``call, body``: the whole call with the task's body sent as it is (served) or base64ed in kombu's envelope.
 
     python reports/profile/micro.py --queries 120
+
+The ``argsrepr`` and ``body`` pairs measured Celery's send, which a Redis broker no longer takes
+(``es_rerank/ranking/redis_sender.py``, measured by ``micro_broker.py``): their figures in
+``micro-body.txt`` and the README are of commit 841026a and are rerun there (``git archive 841026a``).
 """
 
 from __future__ import annotations
