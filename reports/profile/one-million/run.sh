@@ -37,7 +37,7 @@ export ESRR_DEVICE=cpu ESRR_TORCH_THREADS=1
 # Heavy searches (a `q=` with a wildcard: some dev queries end in "?") in the gateway's own process, so that
 # stages.py's thread and bench http's process see all of a search's CPU; a deadline a loaded machine meets.
 export ESRR_GATEWAY_HEAVY_PROCESS=false ESRR_SCORE_DEADLINE_S=${ESRR_SCORE_DEADLINE_S:-10}
-esrr() { $python -c "from es_rerank.cli import main; main()" "$@"; }
+esrr=("$python" -c "from es_rerank.cli import main; main()")  # an array: `&` then gives the process's own pid
 stamp() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
 logs=$(mktemp -d /tmp/onem-run-XXXXXX)
 mkdir -p "$out"
@@ -73,17 +73,17 @@ if ! redis_up 2>/dev/null; then
     pids+=($!)
     wait_for 20 "Redis on $redis_port" redis_up
 fi
-esrr worker start >"$logs/worker.log" 2>&1 &
+"${esrr[@]}" worker start >"$logs/worker.log" 2>&1 &
 pids+=($!)
 wait_for 300 "the worker (log: $logs/worker.log)" grep -q " ready\." "$logs/worker.log"
 
 step stages $python reports/profile/stages.py --queries "$queries" --rounds "$rounds" --json-out "$out/stages.json"
 
-esrr serve --port "$port" >"$logs/gateway.log" 2>&1 &
+"${esrr[@]}" serve --port "$port" >"$logs/gateway.log" 2>&1 &
 pids+=($!)
 health() { curl -sf "http://127.0.0.1:$port/_esrr/health"; }
 wait_for 120 "the gateway (log: $logs/gateway.log)" health
-step bench_http esrr bench http --url "http://127.0.0.1:$port" --queries "$queries" --rounds "$rounds" \
+step bench_http "${esrr[@]}" bench http --url "http://127.0.0.1:$port" --queries "$queries" --rounds "$rounds" \
     --json-out "$out/bench-http.json"
 if [[ ${ONEM_FLAME:-1} == 1 ]] && command -v py-spy >/dev/null; then
     name=$(realpath --relative-to=reports/profile "$out")/gateway

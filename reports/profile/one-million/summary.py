@@ -120,7 +120,7 @@ def main(out: Path, home: Path, loads: str) -> None:
     for name, row in figures["floors"].items():
         shown = "not measured" if row["measured"] is None else f"{row['measured']:.2f} ms"
         verdict = {True: "met", False: "NOT met", None: "-"}[row["met"]]
-        click.echo(f"floor {name} <= {row['floor']:.0f} ms: {shown} ({verdict})")
+        click.echo(f"floor at 1M documents, {name} <= {row['floor']:.0f} ms: {shown} ({verdict})")
     click.echo(f"1-minute load average before/after each step: {figures['load_1min_before_after']}")
 
 
