@@ -14,7 +14,7 @@
 #                         gateway.collapsed.gz, its samples (stacks.py sums them by stage)
 #   (c) served-pipeline.json   the in-process served pipeline p50 as `esrr bench scale` measures it
 #                         (served_pipeline.py: BM25 top-500, the model scored in-process, no broker)
-#   summary.json          the figures against the floors, and the load average around each step
+#   summary.json          the figures against the floors; each step's wall seconds and load average around it
 # The worker and gateway stop before (c), so that only the pipeline runs then.
 #
 # Environment: ONEM_HOME (/tmp/onem-home), ONEM_OUT (reports/profile/one-million/run), ONEM_QUERIES (324 dev
@@ -57,14 +57,14 @@ wait_for() {  # wait_for SECONDS WHAT COMMAND...
     done
 }
 load() { cut -d' ' -f1 /proc/loadavg; }
-loads=()
-step() {  # step NAME COMMAND...: run it, keep the 1-minute load average before and after
-    local name=$1 before
+steps=() load0=$(load)
+step() {  # step NAME COMMAND...: run it, keep its wall seconds and the 1-minute load average before and after
+    local name=$1 before t0=$SECONDS
     shift
     before=$(load)
     stamp "$name"
     "$@"
-    loads+=("\"$name\": [$before, $(load)]")
+    steps+=("\"$name\": {\"seconds\": $((SECONDS - t0)), \"load\": [$before, $(load)]}")
 }
 
 redis_up() { $python -c "import redis; redis.Redis(port=$redis_port).ping()"; }
@@ -97,6 +97,7 @@ cleanup  # the worker and the gateway; (c) scores in its own process
 step served_pipeline $python reports/profile/one-million/served_pipeline.py --home "$home" \
     --queries "$scale_queries" --rounds "$scale_rounds" --json-out "$out/served-pipeline.json"
 
-loads_json="{$(IFS=,; echo "${loads[*]}")}"
-$python reports/profile/one-million/summary.py "$out" --home "$home" --loads "$loads_json" | tee "$out/summary.txt"
+steps+=("\"whole run\": {\"seconds\": $SECONDS, \"load\": [$load0, $(load)]}")
+steps_json="{$(IFS=,; echo "${steps[*]}")}"
+$python reports/profile/one-million/summary.py "$out" --home "$home" --steps "$steps_json" | tee "$out/summary.txt"
 rm -rf "$logs"

@@ -1,6 +1,6 @@
 """run.sh's figures in one place: the gateway's CPU per search and the served pipeline against issue 33's floors.
 
-    python reports/profile/one-million/summary.py OUT --home HOME --loads '{"stages": [1.0, 1.2], ...}'
+    python reports/profile/one-million/summary.py OUT --home HOME --steps '{"stages": {"seconds": 60, "load": [1, 2]}}'
 
 Reads OUT/stages.json, OUT/bench-http.json and OUT/served-pipeline.json; writes OUT/summary.json and prints it.
 """
@@ -37,7 +37,7 @@ def _commit() -> str:
     return done.stdout.strip()
 
 
-def summary(out: Path, home: Path, loads: dict[str, list[float]]) -> dict[str, Any]:
+def summary(out: Path, home: Path, steps: dict[str, dict]) -> dict[str, Any]:
     """The headline figures of one run.sh run, with the floors and whether each is met."""
     stages, http, served = (_read(out / name) for name in ("stages.json", "bench-http.json", "served-pipeline.json"))
     figures: dict[str, Any] = {
@@ -46,7 +46,7 @@ def summary(out: Path, home: Path, loads: dict[str, list[float]]) -> dict[str, A
         "commit": _commit(),
         "home": str(home),
         "documents": _documents(home),
-        "load_1min_before_after": loads,
+        "steps": steps,
     }
     if stages:
         figures["in_process_cpu_ms"] = {
@@ -88,10 +88,10 @@ def summary(out: Path, home: Path, loads: dict[str, list[float]]) -> dict[str, A
 @click.command()
 @click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--home", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
-@click.option("--loads", default="{}", help="JSON: step -> 1-minute load average before and after it.")
-def main(out: Path, home: Path, loads: str) -> None:
+@click.option("--steps", default="{}", help="JSON: step -> its wall seconds and the 1-minute load before and after.")
+def main(out: Path, home: Path, steps: str) -> None:
     """Write OUT/summary.json and print the figures against the floors."""
-    figures = summary(out, home, json.loads(loads))
+    figures = summary(out, home, json.loads(steps))
     (out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     click.echo(f"{figures['machine']} | {figures['documents']:,} documents | {figures['commit']} | {figures['when']}")
     if "in_process_cpu_ms" in figures:
@@ -121,7 +121,12 @@ def main(out: Path, home: Path, loads: str) -> None:
         shown = "not measured" if row["measured"] is None else f"{row['measured']:.2f} ms"
         verdict = {True: "met", False: "NOT met", None: "-"}[row["met"]]
         click.echo(f"floor at 1M documents, {name} <= {row['floor']:.0f} ms: {shown} ({verdict})")
-    click.echo(f"1-minute load average before/after each step: {figures['load_1min_before_after']}")
+    click.echo(
+        "steps, wall seconds and 1-minute load average before/after: "
+        + ", ".join(
+            f"{name} {row['seconds']} s ({row['load'][0]}/{row['load'][1]})" for name, row in figures["steps"].items()
+        )
+    )
 
 
 if __name__ == "__main__":
