@@ -46,6 +46,7 @@ if [[ ! -f $home/models/judged-neighbours.json ]]; then
 fi
 if [[ ! -f $home/models/delta-32-lex3-window.pt ]]; then
     stamp "random-weight model"
-    $python reports/profile/random_model.py
+    # vectors for the 100,000 most frequent forms, as scale.py's model (all of 1M's would be 1.4M, 1.7 GB)
+    $python reports/profile/random_model.py --words 100000
 fi
 stamp "done: $home ($(du -sh "$home" | cut -f1)), corpus $corpus ($(du -sh "$corpus" | cut -f1))"
