@@ -3,7 +3,7 @@
 # the gateway's own CPU per search <= 10 ms, the served pipeline <= 40 ms p50, at 1M).
 #
 #   reports/profile/one-million/setup.sh      (once: the home, /tmp/onem-home)
-#   reports/profile/one-million/run.sh        (from the checkout's root; about 10 minutes at the defaults)
+#   reports/profile/one-million/run.sh        (from the checkout's root; about 7 minutes at the defaults)
 #
 # On the home of setup.sh, with its own Redis (port 6396), a CPU worker (ESRR_DEVICE=cpu, one torch thread,
 # queue onem) and a gateway (`esrr serve`), in turn:
