@@ -3,6 +3,8 @@
 #
 #   reports/profile/flame.sh PORT NAME     (py-spy: pip install py-spy; run as the gateway's user or root)
 #
+# QUERIES (default 324) sets how many dev queries each pass sends; NAME may name a folder under reports/profile/.
+#
 # Writes reports/profile/NAME.svg (py-spy's flame graph) and NAME.collapsed.gz (the same samples as collapsed
 # stacks, which speedscope.app opens once gunzipped; reports/profile/stacks.py sums them by stage). Samples are
 # taken only from the thread holding the GIL (--gil): the gateway's Python CPU; a waiting thread is not counted,
@@ -19,7 +21,7 @@ for format in flamegraph raw; do
     spy=$!
     sleep 2
     $python -c "from es_rerank.cli import main; main()" bench http --url "http://127.0.0.1:$port" --rounds 1 \
-        --queries 324 >/dev/null
+        --queries "${QUERIES:-324}" >/dev/null
     kill -INT $spy
     wait $spy || true
 done
