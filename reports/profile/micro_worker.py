@@ -193,5 +193,21 @@ def split(queries: int, rounds: int, out: Path | None) -> None:
         out.write_text(text + "\n", encoding="utf-8")
 
 
+@main.command()
+@click.option("--queries", default=324, show_default=True, help="The first dev queries (each with a window).")
+def repeats(queries: int) -> None:
+    """How many of the windows' documents repeat another of their window (the same ``doc_len`` token ids)."""
+    from es_rerank.payload import decode
+
+    documents = distinct = 0
+    for payload in recorded_payloads(queries):
+        docs = decode(payload).doc_tokens
+        documents += docs.shape[0]
+        distinct += len(np.unique(docs, axis=0))
+    click.echo(
+        f"{documents} documents in the windows, {distinct} distinct in theirs: {1 - distinct / documents:.1%} repeat"
+    )
+
+
 if __name__ == "__main__":
     main()
