@@ -43,19 +43,22 @@ from celery.worker import state
 from vine import promise
 
 from worker.poison import PoisonProofConsumer
-from worker.redis_channel import share_client
+from worker.redis_channel import copy_items, share_client
 
 log = logging.getLogger(__name__)
 
 
 class WorkerConsumer(PoisonProofConsumer):
     """Celery's consumer with poison screened off (``worker.poison``), a lost Redis reconnected, not fatal, and
-    one Redis client for the tasks' bookkeeping (``worker.redis_channel``)."""
+    the tasks' bookkeeping on one Redis client, their unacknowledged copies unparsed (``worker.redis_channel``)."""
 
     def create_task_handler(self, promise: type[promise] = promise) -> Callable[[Any], Any]:
-        """The poison-proof handler, on a task channel that shares its Redis client (at each consumer start)."""
+        """The poison-proof handler, on a task channel that shares its Redis client and copies items as they are
+        (at each consumer start)."""
         handler = super().create_task_handler(promise)
-        share_client(getattr(self.task_consumer, "channel", None))  # type: ignore[attr-defined]  # not in celery-types
+        channel = getattr(self.task_consumer, "channel", None)  # type: ignore[attr-defined]  # not in celery-types
+        share_client(channel)
+        copy_items(channel, self.screen)
         return handler
 
     def on_connection_error_after_connected(self, exc: Exception) -> None:

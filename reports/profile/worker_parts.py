@@ -31,6 +31,7 @@ PARTS = [  # (module, owner or "", attribute, label)
     ("kombu.transport.redis", "Channel", "_brpop_read", "main: a message's intake (_brpop_read)"),
     ("worker.poison", "", "envelope_problem", "main:   the poison screen"),
     ("kombu.transport.redis", "QoS", "append", "main:   kombu's unacked copy (QoS.append)"),
+    ("worker.redis_channel", "ItemCopy", "__call__", "main:   the unacked copy, the item's text (ItemCopy)"),
     ("kombu.message", "Message", "decode", "main:   the body's JSON"),
     ("celery.worker.request", "Request", "__init__", "main:   Celery's Request"),
     ("kombu.transport.redis", "Channel", "_brpop_start", "main: BRPOP sent"),
@@ -77,7 +78,10 @@ def instrument(control: Path) -> None:
         setattr(owner, attribute, wrapper)
 
     for module, owner, attribute, label in PARTS:
-        imported = importlib.import_module(module)
+        try:
+            imported = importlib.import_module(module)
+        except ImportError:  # an older tree without the module
+            continue
         wrap(getattr(imported, owner) if owner else imported, attribute, label)
 
     def threads_ns() -> dict[str, int]:

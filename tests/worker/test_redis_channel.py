@@ -3,6 +3,8 @@ still copied and acknowledged through it."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import redis
 from kombu import Connection
@@ -61,3 +63,48 @@ def test_tasks_are_copied_and_acknowledged(running_worker, artifacts, broker) ->
         assert client.zcard(broker.key_prefix + "unacked_index") == 0
     finally:
         client.close()
+
+
+def test_the_unacked_copy_is_the_item_as_it_came(redis_url: str, key_prefix: str) -> None:
+    """``ItemCopy`` stores the popped item's text where kombu stores its envelope dumped again: the same JSON value,
+    and kombu's own copy where the message is not that item's."""
+    import json
+
+    from worker.redis_channel import ItemCopy, copy_items, item_tag
+
+    with Connection(redis_url, transport_options={"global_keyprefix": key_prefix}) as connection:
+        channel = connection.default_channel
+        qos = channel.qos
+
+        class Screen:
+            passed = None
+
+        screen = Screen()
+        copy_items(channel, screen)
+        copy_items(channel, screen)  # once
+        assert isinstance(qos.append, ItemCopy) and not isinstance(qos.append.kombus, ItemCopy)
+        client = redis.Redis.from_url(redis_url)
+        stored = {}
+        for number, fed in enumerate([True, False, True]):
+            tag = f"tag-{number}-{uuid.uuid4()}"
+            envelope = {
+                "body": json.dumps([[{"b64": "QUJD" * 100, "n": number}], {}, None]),  # quotes to escape
+                "content-encoding": "utf-8",
+                "content-type": "application/json",
+                "headers": {"task": "rerank.score", "id": tag},
+                "properties": {"delivery_tag": tag, "delivery_info": {"exchange": "", "routing_key": "q"}},
+            }
+            item = json.dumps(envelope).encode()
+            assert item_tag(item) == tag
+            if fed:
+                screen.passed(item)
+            else:
+                screen.passed(json.dumps({**envelope, "properties": {"delivery_tag": "another"}}).encode())
+            qos.append(channel.Message(json.loads(item), channel=channel), tag)
+            stored[tag] = client.hget(key_prefix + "unacked", tag)
+            assert json.loads(stored[tag]) == [envelope, "", "q"]
+            assert client.zscore(key_prefix + "unacked_index", tag) is not None
+            qos.ack(tag)
+        assert client.hlen(key_prefix + "unacked") == 0
+        client.close()
+    assert item_tag(b'{"delivery_tag": "a", "headers": {"delivery_tag": "b"}}') is None  # twice: not told apart
