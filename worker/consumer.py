@@ -36,17 +36,30 @@ scheduled on the event loop in the instant before the connection dropped is not 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery.worker import state
+from vine import promise
 
 from worker.poison import PoisonProofConsumer
+from worker.redis_channel import copy_items, share_client
 
 log = logging.getLogger(__name__)
 
 
 class WorkerConsumer(PoisonProofConsumer):
-    """Celery's consumer with poison screened off (``worker.poison``) and a lost Redis reconnected, not fatal."""
+    """Celery's consumer with poison screened off (``worker.poison``), a lost Redis reconnected, not fatal, and
+    the tasks' bookkeeping on one Redis client, their unacknowledged copies unparsed (``worker.redis_channel``)."""
+
+    def create_task_handler(self, promise: type[promise] = promise) -> Callable[[Any], Any]:
+        """The poison-proof handler, on a task channel that shares its Redis client and copies items as they are
+        (at each consumer start)."""
+        handler = super().create_task_handler(promise)
+        channel = getattr(self.task_consumer, "channel", None)  # type: ignore[attr-defined]  # not in celery-types
+        share_client(channel)
+        copy_items(channel, self.screen)
+        return handler
 
     def on_connection_error_after_connected(self, exc: Exception) -> None:
         """Celery's handling of a lost broker connection, without the two calls that end the worker on Redis."""

@@ -136,6 +136,7 @@ class BrokerScreen:
     def __init__(self, channel: Any, kept: int) -> None:
         self.channel, self.kept = channel, kept
         self.prefix = getattr(channel, "global_keyprefix", "") or ""
+        self.passed: Callable[[bytes], None] | None = None  # told each item let through (worker.redis_channel)
 
     def install(self, client: redis.Redis) -> None:
         """Screen the replies of BRPOP (consuming) and RPOP (``basic_get``) that ``client`` parses."""
@@ -147,12 +148,19 @@ class BrokerScreen:
         if not response:
             return None
         key, item = response
-        return None if self.is_poison(key, item) else (key, item)
+        if self.is_poison(key, item):
+            return None
+        if self.passed is not None:
+            self.passed(item)
+        return key, item
 
     def screen_rpop(self, response: Any, **_: Any) -> Any:
         """RPOP's reply, None for poison (a list, from RPOP with a count, is kombu's business)."""
-        if isinstance(response, bytes) and self.is_poison(b"", response):
-            return None
+        if isinstance(response, bytes):
+            if self.is_poison(b"", response):
+                return None
+            if self.passed is not None:
+                self.passed(response)
         return response
 
     def is_poison(self, key: bytes, item: bytes) -> bool:
@@ -172,6 +180,8 @@ class BrokerScreen:
 
 class PoisonProofConsumer(Consumer):
     """Celery's consumer, with poison screened off the Redis channel and malformed requests rejected."""
+
+    screen: BrokerScreen | None = None  # the task channel's, on Redis
 
     def create_task_handler(self, promise: type[promise] = promise) -> Callable[[Any], Any]:
         """Celery's handler of task messages, for a consumer that survives the ones it cannot read."""
@@ -195,7 +205,8 @@ class PoisonProofConsumer(Consumer):
         channel = getattr(self.task_consumer, "channel", None)  # type: ignore[attr-defined]  # not in celery-types
         client = getattr(channel, "client", None)  # kombu's Redis channel; AMQP parses no JSON envelope
         if isinstance(client, redis.Redis):
-            BrokerScreen(channel, self._kept()).install(client)
+            self.screen = BrokerScreen(channel, self._kept())
+            self.screen.install(client)
 
     def _reject_malformed(self, message: Any, error: Exception) -> None:
         info = message.delivery_info or {}

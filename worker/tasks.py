@@ -47,6 +47,11 @@ class ScoringTask(Task):
         return self.app.esrr_settings
 
     @property
+    def resultrepr_maxsize(self) -> int:  # type: ignore[override]  # a class attribute in Celery
+        """How much of the result Celery's tracer reprs for its success line: nothing unless that is logged."""
+        return task_log.result_repr_size()
+
+    @property
     def runtime(self) -> Runtime:
         """This process's runtime, loaded on first use."""
         return get_runtime(self.settings)
