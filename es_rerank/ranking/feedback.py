@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from es_rerank.ranking.heaviest_terms import heaviest_terms
+from es_rerank.ranking.heaviest_terms import fill_rows, heaviest_terms
 from es_rerank.ranking.neighbours import standardised
 from es_rerank.ranking.ranker_name import Refinement
 from es_rerank.ranking.similar_hits import nearest_hits  # re-exported: the hits' k nearest
@@ -119,13 +119,8 @@ class DocumentVectorCache:
             terms, weights, lengths = self._terms[at], self._weights[at], np.where(slots >= 0, self._lengths[at], 0)
         missing = np.flatnonzero(slots < 0)
         if len(missing):  # built outside the lock, so concurrent windows do not wait on each other's new documents
-            at, built_terms, built_weights = heaviest_terms(
-                [docs[i] for i in missing.tolist()], stats, self.terms_per_document
-            )
-            counts = np.diff(at)
-            row = np.repeat(missing, counts)
-            column = np.arange(len(built_terms)) - np.repeat(at[:-1], counts)
-            terms[row, column], weights[row, column], lengths[missing] = built_terms, built_weights, counts
+            built = heaviest_terms([docs[i] for i in missing.tolist()], stats, self.terms_per_document)
+            fill_rows(built, missing, (terms, weights, lengths))
             with self._lock:
                 if stats.build_id == self._build:  # not emptied for a newer build meanwhile
                     self._keep(

@@ -4,23 +4,27 @@ What ``feedback.document_vectors`` returns, and what the vector cache builds for
 documents nearly every hit of every window (500 documents, about 86k tokens, 64k distinct (document, term) pairs).
 numpy built it by three sorts over the whole window (the tokens' (document, term) keys for tf; a stable argsort of
 the float key ``document * span - weight``, span the largest weight plus 1, to keep each document's heaviest terms;
-an argsort back into term order), with a log and an idf per pair: 12 ms a window on 2 cores
-(``reports/profile/cold-vectors.txt``). Here one document at a time: its terms counted through a vocabulary-long
-table (no sort of the tokens), each weight one product of two table entries, its terms sorted by key (a few
-hundred at most) and the kept ones by term.
+an argsort back into term order), with a log and an idf per pair: 12 ms a window on 2 cores, half of it the two
+argsorts (``reports/profile/cold-vectors.txt``). Here: each document's terms counted through a vocabulary-long
+table (no sort of the tokens); each weight one product of two tables' entries; two sorts of values, which numpy
+does with SIMD several times faster than an argsort (the keys, which give each document's kept-th smallest key,
+and each entry's (document, term) with its index in the low bits, which gives term order); then one pass per
+document in term order keeps the entries numpy's stable argsort put first, and a few dozen are sorted by key.
 
 The same arrays to the bit:
 
-- ``1 + log tf`` and the idf are numpy's, computed by numpy on a table (of tf 1 to the window's largest, and of
-  every term of the statistics, once per build) instead of on the window's pairs: the same function of the same
-  value (numpy's SIMD log need not match the C library's in the last bit, so the kernel does not take its own);
-- the kernel does only what IEEE rounds exactly (products, differences, sums in the same order, a square root, a
-  quotient). Each key is numpy's float, ``float(document) * span - weight``, and the terms are sorted by key, then
-  term: the order of numpy's stable argsort, whose input had a document's terms ascending, even where rounding
-  merges two different weights into one key (it then keeps the lower term, though lighter). Keys of different
-  documents never meet: document d's lie in ``((d - 1) * span + 1, d * span)``, and rounding moves them by less
-  than 1/4 while ``d * span`` stays below 2**50;
-- the norm sums the kept weights' squares heaviest first, the order ``np.bincount`` summed them in.
+- ``1 + log tf`` and the idf are numpy's, computed by numpy on tables (tf 1 to the window's largest; every term of
+  the statistics, once per build: 11 MB and about 0.1 s at 1.4M terms, on the first window of a build) instead of
+  on the window's pairs: the same function of the same values (numpy's SIMD log need not match the C library's in
+  the last bit, so the kernel takes no log of its own);
+- the kernels do only what IEEE rounds exactly (products, differences, sums in the same order, a square root, a
+  quotient). Each key is numpy's float, ``float(document) * span - weight``. numpy's stable argsort, whose input
+  had a document's terms ascending, put first the keys below the kept-th smallest, then those equal to it in term
+  order, even where rounding merged two different weights into one key (the lower term is then kept, though
+  lighter): so are they chosen here. Keys of different documents never meet: document d's lie in
+  ``((d - 1) * span + 1, d * span)``, and rounding moves them by less than 1/4 while ``d * span`` stays below 2**50;
+- the norm sums the kept weights' squares by key, equal keys in term order (an insertion sort, stable), the
+  order ``np.bincount`` summed them in.
 
 ``tests/ranking/test_feedback_reference.py`` checks all this against the numpy code, kept there.
 """
@@ -75,12 +79,23 @@ def heaviest_terms(
     return _keep_heaviest(terms, weights, (keys, keys_ascending), by_term, starts, terms_per_document)
 
 
+def fill_rows(built: tuple[np.ndarray, np.ndarray, np.ndarray], rows: np.ndarray, tables: tuple) -> None:
+    """Write ``heaviest_terms``'s vectors (indptr, terms, weights) into rows ``rows`` of padded tables (terms
+    [m, k], weights [m, k], lengths [m]), each vector at the start of its row."""
+    _fill_rows(built[0], built[1], built[2], rows, tables)
+
+
 def warm_up() -> None:
     """Compile the kernels now (or load them from numba's cache beside this file), not on the first search."""
     place = np.full(3, -1, np.int32)
     terms, counts, starts, _ = _term_counts(np.array([2, 0, 2], np.int32), np.array([0, 1, 3]), place, 3)
     weights, keys, by_term = _weights_and_keys(terms, counts, starts, (np.array([1.0, 1.5]), np.ones(3)), 3, 2)
-    _keep_heaviest(terms, weights, (keys, np.sort(keys)), by_term & 3, starts, 1)
+    indptr, kept_terms, kept_weights = _keep_heaviest(terms, weights, (keys, np.sort(keys)), by_term & 3, starts, 1)
+    fill_rows(
+        (indptr, kept_terms, kept_weights),
+        np.arange(2),
+        (np.zeros((2, 1), np.int32), np.zeros((2, 1)), np.zeros(2, np.intp)),
+    )
 
 
 def _count_table(vocab: int) -> np.ndarray:
@@ -207,3 +222,14 @@ def _keep_heaviest(
             filled += 1
         indptr[doc + 1] = filled
     return indptr, indices[:filled], data[:filled]
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill_rows(indptr: np.ndarray, terms: np.ndarray, weights: np.ndarray, rows: np.ndarray, tables: tuple) -> None:
+    """``fill_rows`` (one small kernel: numpy's two-dimensional fancy assignment took a tenth of the cold window)."""
+    row_terms, row_weights, lengths = tables
+    for at in range(len(rows)):
+        row, first = rows[at], indptr[at]
+        lengths[row] = indptr[at + 1] - first
+        for column in range(indptr[at + 1] - first):
+            row_terms[row, column], row_weights[row, column] = terms[first + column], weights[first + column]

@@ -6,7 +6,8 @@
 On the NFCorpus dev queries whose BM25 window is full (500 hits) on the home of ``ESRR_HOME`` (at 1M documents a
 window's documents are nearly all new to the vector cache), thread CPU per window:
 
-- ``split``: the old ``document_vectors`` cut into its steps (the same code, a clock between steps);
+- ``split``: the old ``document_vectors`` cut into its steps (the same code, a clock between steps), and the
+  served ``heaviest_terms`` likewise (its kernels called in turn; the idf table built before the timing);
 - ``document_vectors``: the old function against the served one;
 - ``cache, cold``: each version's ``DocumentVectorCache`` (the served bound, ``ESRR_FEEDBACK_CACHE_DOCUMENTS``),
   fresh for each round, given the windows in turn: what a serving process does for the documents it does not hold
@@ -80,6 +81,39 @@ def split_document_vectors(docs: list, stats, terms_per_document: int = 50) -> n
     return np.diff(clocks) / 1e6
 
 
+SERVED_SPLIT = ("tokens (Python)", "counting", "weights, keys", "sort keys", "sort by term", "keep the 50")
+
+
+def split_heaviest_terms(docs: list, stats, terms_per_document: int = 50) -> np.ndarray:
+    """Thread CPU ms of each of the served ``heaviest_terms``'s steps (its code, clocks between the steps)."""
+    from es_rerank.ranking import heaviest_terms as served
+
+    clocks = [time.thread_time_ns()]
+    n, vocab = len(docs), len(stats.vocab)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.fromiter((len(d.title_ids) + len(d.abstract_ids) for d in docs), np.int64, n), out=offsets[1:])
+    pieces = (ids for d in docs for ids in (d.title_ids, d.abstract_ids))
+    tokens = np.concatenate([np.zeros(0, np.int32), *pieces]).astype(np.int32, copy=False)
+    clocks.append(time.thread_time_ns())
+    table = served._count_table(vocab)
+    terms, counts, starts, _ = served._term_counts(tokens, offsets, table, vocab)
+    served._COUNT_TABLES.put(table)
+    clocks.append(time.thread_time_ns())
+    one_plus_log = 1.0 + np.log(np.arange(1, int(counts.max()) + 1, dtype=np.float64))
+    shift = max(len(terms), 1).bit_length()
+    tables = (one_plus_log, served._idf_table(stats))
+    weights, keys, packed = served._weights_and_keys(terms, counts, starts, tables, vocab, shift)
+    clocks.append(time.thread_time_ns())
+    keys_ascending = np.sort(keys)
+    clocks.append(time.thread_time_ns())
+    packed.sort()
+    by_term = packed & ((1 << shift) - 1)
+    clocks.append(time.thread_time_ns())
+    served._keep_heaviest(terms, weights, (keys, keys_ascending), by_term, starts, terms_per_document)
+    clocks.append(time.thread_time_ns())
+    return np.diff(clocks) / 1e6
+
+
 def same(x: sparse.csr_matrix, y: sparse.csr_matrix) -> bool:
     """Whether two CSR matrices hold the same arrays, dtypes and bits."""
     return (
@@ -117,10 +151,14 @@ def main(old_path: Path, queries: int, rounds: int) -> None:
     ][:queries]
     warm_up()
     warm_vectors()
+    started = time.thread_time_ns()
+    new.document_vectors(windows[0][1], stats)  # the whole vocabulary's idf table, once per build: not timed below
+    idf_table_ms = (time.thread_time_ns() - started) / 1e6
     bound = settings.feedback_cache_documents
     modules: dict[str, ModuleType] = {"served": new, "old": old}
 
     split = np.array([split_document_vectors(docs, stats) for _ in range(rounds) for _, docs, _ in windows])
+    served_split = np.array([split_heaviest_terms(docs, stats) for _ in range(rounds) for _, docs, _ in windows])
     results: dict[str, dict[str, list[np.ndarray]]] = {}
     missing: list[float] = []
     for _ in range(rounds):
@@ -157,10 +195,16 @@ def main(old_path: Path, queries: int, rounds: int) -> None:
         f"{settings.gateway_window}, {rounds} rounds, thread CPU per window | old: {old_path.name} | cache bound "
         f"{bound:,}, documents new to it: {np.mean(missing):.1%} of a window"
     )
+    click.echo(f"the served first window of this statistics build (its idf table built): {idf_table_ms:.1f} ms")
     click.echo("the old document_vectors, split (ms per window):")
     for name, column in zip(SPLIT, split.T):
         click.echo(f"  {name:<24} p50 {np.median(column):7.3f}  mean {column.mean():7.3f}")
     totals = split.sum(axis=1)
+    click.echo(f"  {'total':<24} p50 {np.median(totals):7.3f}  mean {totals.mean():7.3f}")
+    click.echo("the served heaviest_terms (what document_vectors calls), split (ms per window):")
+    for name, column in zip(SERVED_SPLIT, served_split.T):
+        click.echo(f"  {name:<24} p50 {np.median(column):7.3f}  mean {column.mean():7.3f}")
+    totals = served_split.sum(axis=1)
     click.echo(f"  {'total':<24} p50 {np.median(totals):7.3f}  mean {totals.mean():7.3f}")
     for pair, spent in results.items():
         a, b = (np.concatenate(spent[version]) for version in ("served", "old"))
