@@ -183,7 +183,7 @@ def _keep_heaviest(
     n = len(starts) - 1
     indptr = np.zeros(n + 1, np.int32)
     indices, data = np.empty(len(terms), np.int32), np.empty(len(terms))
-    kept_entries, heaviest = np.empty(keep, np.int64), np.empty(keep, np.int64)
+    kept_entries, kept_keys, heaviest = np.empty(keep + 1, np.int64), np.empty(keep + 1), np.empty(keep, np.int64)
     filled = 0
     for doc in range(n):
         first, size = starts[doc], starts[doc + 1] - starts[doc]
@@ -198,19 +198,18 @@ def _keep_heaviest(
         while first + kept - 1 - equal >= first and keys_ascending[first + kept - 1 - equal] == last:
             equal += 1
         taken = 0
-        for at in range(first, first + size):  # in term order
+        for at in range(first, first + size):  # in term order; without branches, which the keys would mispredict
             entry = by_term[at]
-            if keys[entry] < last or (keys[entry] == last and equal > 0):
-                if keys[entry] == last:
-                    equal -= 1
-                kept_entries[taken] = entry
-                taken += 1
-        for at in range(kept):  # by key, stably (equal keys in term order), by insertion: a few dozen
-            entry, to = kept_entries[at], at
-            while to > 0 and keys[entry] < keys[heaviest[to - 1]]:
-                heaviest[to] = heaviest[to - 1]
-                to -= 1
-            heaviest[to] = entry
+            tie = (keys[entry] == last) & (equal > 0)
+            take = (keys[entry] < last) | tie
+            kept_entries[taken], kept_keys[taken] = entry, keys[entry]  # overwritten unless taken
+            taken += take
+            equal -= tie
+        for at in range(kept):  # by key, equal keys in term order: each one's rank, counted (vectorised)
+            key, rank = kept_keys[at], 0
+            for other in range(kept):
+                rank += (kept_keys[other] < key) | ((kept_keys[other] == key) & (other < at))
+            heaviest[rank] = kept_entries[at]
         square_sum = 0.0
         for at in range(kept):  # heaviest first, as np.bincount summed them
             square_sum += weights[heaviest[at]] * weights[heaviest[at]]
