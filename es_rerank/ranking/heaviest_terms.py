@@ -47,6 +47,7 @@ _COUNT_TABLES: queue.SimpleQueue[np.ndarray] = queue.SimpleQueue()
 _IDF_TABLES: dict[str, np.ndarray] = {}
 _IDF_BUILDS_KEPT = 2
 _IDF_LOCK = threading.Lock()
+_PACKED_BITS = 62  # an entry's (document, term) and index packed in one int64 for numpy's sort of values
 
 
 def heaviest_terms(
@@ -71,7 +72,7 @@ def heaviest_terms(
     # numpy's sorts of values (SIMD, several times faster than an argsort): each document's keys ascending (their
     # documents apart), and its entries by term, an entry's (document, term) above its index in the low bits.
     keys_ascending = np.sort(keys)
-    if n * vocab < 2 ** (62 - shift):
+    if n * vocab < 2 ** (_PACKED_BITS - shift):
         packed.sort()
         by_term = packed & ((1 << shift) - 1)
     else:  # a window too large to pack: the slower sort

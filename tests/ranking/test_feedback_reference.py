@@ -214,6 +214,22 @@ def test_weights_whose_keys_round_to_one_keep_the_lower_term_as_numpy_did() -> N
     same_vectors(first, stats, 1)
 
 
+def test_a_window_too_large_to_pack_is_sorted_by_term_the_slow_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """(document, term, index) packed in one int64 needs n * vocab below 2**(62 - index bits); past that (a window
+    no served setting allows), ``np.lexsort`` gives the term order instead, and the vectors are the same."""
+    import es_rerank.ranking.heaviest_terms as compiled
+
+    rng = np.random.default_rng(7)
+    stats = IdfTable(rng.choice([0.5, 1.0, 2.5], size=90))
+    docs = [
+        DocTerms(rng.integers(0, 90, 60).astype(np.int32), rng.integers(0, 30, 40).astype(np.int32), np.zeros(0))
+        for _ in range(12)
+    ]
+    monkeypatch.setattr(compiled, "_PACKED_BITS", 0)
+    for terms_per_document in (3, 50):
+        same_vectors(docs, stats, terms_per_document)
+
+
 def test_term_ids_outside_the_vocabulary_are_refused_by_the_vectors() -> None:
     stats = IdfTable(np.ones(3))
     for bad in ([0, 3], [-1, 2]):
