@@ -12,10 +12,11 @@ COPY worker worker
 COPY training training
 COPY index_setup index_setup
 RUN pip install --no-cache-dir ".[model,opensearch]"
-# The candidate feedback's kernel (es_rerank/ranking/similar_hits.py) compiled once into the image, not at each
-# container's start; writable by any user, as compose runs the services as the host's.
+# The candidate feedback's kernels (es_rerank/ranking/similar_hits.py, heaviest_terms.py) compiled once into the
+# image, not at each container's start; writable by any user, as compose runs the services as the host's.
 ENV NUMBA_CACHE_DIR=/app/numba-cache
-RUN python -c "from es_rerank.ranking.similar_hits import warm_up; warm_up()" && chmod -R a+rwX /app/numba-cache
+RUN python -c "from es_rerank.ranking import heaviest_terms, similar_hits; similar_hits.warm_up(); heaviest_terms.warm_up()" \
+    && chmod -R a+rwX /app/numba-cache
 ENV ESRR_HOME=/data/esrr ESRR_NFCORPUS=/data/nfcorpus PYTHONUNBUFFERED=1
 # Not root: compose runs the services as the host user that owns ESRR_HOME_HOST (ESRR_UID).
 RUN useradd --uid 1000 --user-group --create-home esrr && mkdir -p /data/esrr && chown esrr:esrr /data/esrr

@@ -177,9 +177,11 @@ def _feedback(
     if not options.feedback.decided(settings.feedback_weight > 0 and options.window > 0):
         return None, None
     from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams  # scipy: only where feedback runs
+    from es_rerank.ranking.heaviest_terms import warm_up as warm_vectors
     from es_rerank.ranking.similar_hits import warm_up
 
-    warm_up()  # the nearest hits' compiled kernel, now rather than on the first search
+    warm_up()  # the compiled kernels (nearest hits, document vectors), now rather than on the first search
+    warm_vectors()
     kept = settings.feedback_cache_documents if options.keep_vectors else 0
     return FeedbackParams.from_settings(settings), DocumentVectorCache(kept) if kept else None
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from es_rerank.ranking.heaviest_terms import fill_rows, heaviest_terms
 from es_rerank.ranking.neighbours import standardised
 from es_rerank.ranking.ranker_name import Refinement
 from es_rerank.ranking.similar_hits import nearest_hits  # re-exported: the hits' k nearest
@@ -72,32 +73,8 @@ def document_vectors(
     heaviest terms: on NFCorpus dev the served model's feedback is the same with 50 as
     with all of them, and the [n, n] product is three times faster.
     """
-    n, vocab = len(docs), len(stats.vocab)
-    lengths = np.fromiter((len(d.title_ids) + len(d.abstract_ids) for d in docs), np.int64, n)
-    tokens = np.concatenate([np.zeros(0, np.int64), *(ids for d in docs for ids in (d.title_ids, d.abstract_ids))])
-    # One (document, term) key per token, sorted: a run of equal keys is a term's tf, terms ascending in a document.
-    keys = np.repeat(np.arange(n, dtype=np.int64) * vocab, lengths) + tokens
-    keys.sort()
-    new_run = np.ones(len(keys), dtype=bool)
-    new_run[1:] = keys[1:] != keys[:-1]
-    starts = np.flatnonzero(new_run)
-    tf = np.diff(np.append(starts, len(keys))).astype(np.float64)
-    doc, term = np.divmod(keys[starts], vocab)
-    weights = (1.0 + np.log(tf)) * stats.idf(term)
-    # Weights are positive, so doc * (max + 1) - weight sorts by document, then heaviest
-    # first; one stable float argsort is several times faster than lexsort on two keys.
-    span = weights.max() + 1.0 if len(weights) else 1.0
-    heaviest_first = np.argsort(doc * span - weights, kind="stable")
-    doc, term, weights = doc[heaviest_first], term[heaviest_first], weights[heaviest_first]
-    rank_in_document = np.arange(len(doc)) - np.searchsorted(doc, doc)
-    keep = rank_in_document < terms_per_document
-    doc, term, weights = doc[keep], term[keep], weights[keep]
-    norms = np.sqrt(np.bincount(doc, weights * weights, minlength=n))
-    weights /= np.where(norms > 0, norms, 1.0)[doc]
-    by_term = np.argsort(doc * vocab + term)  # (document, term) pairs are unique: any sort gives the one order
-    indptr = np.zeros(n + 1, np.int32)
-    np.cumsum(np.bincount(doc, minlength=n), out=indptr[1:])
-    return sparse.csr_matrix((weights[by_term], term[by_term].astype(np.int32), indptr), shape=(n, vocab))
+    indptr, terms, weights = heaviest_terms(docs, stats, terms_per_document)  # compiled: the 1M windows' cost
+    return sparse.csr_matrix((weights, terms, indptr), shape=(len(docs), len(stats.vocab)))
 
 
 class DocumentVectorCache:
@@ -142,15 +119,13 @@ class DocumentVectorCache:
             terms, weights, lengths = self._terms[at], self._weights[at], np.where(slots >= 0, self._lengths[at], 0)
         missing = np.flatnonzero(slots < 0)
         if len(missing):  # built outside the lock, so concurrent windows do not wait on each other's new documents
-            built = document_vectors([docs[i] for i in missing.tolist()], stats, self.terms_per_document)
-            counts = np.diff(built.indptr)
-            row = np.repeat(missing, counts)
-            column = np.arange(built.nnz) - np.repeat(built.indptr[:-1], counts)
-            terms[row, column], weights[row, column], lengths[missing] = built.indices, built.data, counts
+            built = heaviest_terms([docs[i] for i in missing.tolist()], stats, self.terms_per_document)
+            fill_rows(built, missing, (terms, weights, lengths))
             with self._lock:
                 if stats.build_id == self._build:  # not emptied for a newer build meanwhile
-                    for i in missing.tolist():
-                        self._keep(doc_ids[i], terms[i], weights[i], int(lengths[i]))
+                    self._keep(
+                        [doc_ids[i] for i in missing.tolist()], terms[missing], weights[missing], lengths[missing]
+                    )
         filled = np.arange(self.terms_per_document) < lengths[:, None]
         indptr = np.zeros(len(docs) + 1, np.int32)
         np.cumsum(lengths, out=indptr[1:])
@@ -170,20 +145,25 @@ class DocumentVectorCache:
         deque(map(self._slots.move_to_end, found), maxlen=0)  # in window order, without a Python loop
         return slots
 
-    def _keep(self, doc_id: str, terms: np.ndarray, weights: np.ndarray, length: int) -> None:
-        """Store a document's row (unless another window did meanwhile), the least recently used leaving."""
-        if doc_id in self._slots:
+    def _keep(self, doc_ids: list[str], terms: np.ndarray, weights: np.ndarray, lengths: np.ndarray) -> None:
+        """Store the documents' rows (but those another window stored meanwhile), the least recently used leaving."""
+        written: dict[int, int] = {}  # table row -> the document written there last (a small bound reuses rows)
+        for i, doc_id in enumerate(doc_ids):
+            if doc_id in self._slots:
+                continue
+            if len(self._slots) >= self.max_documents:
+                self._free.append(self._slots.popitem(last=False)[1])
+            slot = self._free.pop() if self._free else len(self._slots)
+            self._slots[doc_id], written[slot] = slot, i
+        if not written:
             return
-        if len(self._slots) >= self.max_documents:
-            self._free.append(self._slots.popitem(last=False)[1])
-        slot = self._free.pop() if self._free else len(self._slots)
-        if slot == len(self._terms):  # full: twice the rows, up to the bound
-            grown = min(2 * slot, self.max_documents)
+        while max(written) >= len(self._terms):  # full: twice the rows, up to the bound
+            grown = min(2 * len(self._terms), self.max_documents)
             self._terms = np.resize(self._terms, (grown, self.terms_per_document))
             self._weights = np.resize(self._weights, (grown, self.terms_per_document))
             self._lengths = np.resize(self._lengths, grown)
-        self._terms[slot], self._weights[slot], self._lengths[slot] = terms, weights, length
-        self._slots[doc_id] = slot
+        slots, rows = np.fromiter(written, np.intp, len(written)), np.fromiter(written.values(), np.intp, len(written))
+        self._terms[slots], self._weights[slots], self._lengths[slots] = terms[rows], weights[rows], lengths[rows]
 
 
 def neighbour_votes(vectors: sparse.csr_matrix, scores: np.ndarray, k: int) -> np.ndarray:

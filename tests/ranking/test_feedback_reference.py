@@ -1,6 +1,9 @@
 """Candidate feedback's fast paths against plain references: on random windows (hypothesis) and on real ones.
 
-- ``document_vectors`` against the scipy code it replaced (``reference_document_vectors``), bit for bit.
+- ``document_vectors`` against the scipy code it replaced (``reference_document_vectors``), and its compiled form
+  (``heaviest_terms``) against the numpy code that one replaced (``reference_numpy_document_vectors``), bit for bit:
+  on random windows with tied weights, weights an ulp apart (whose sort keys round to one), documents of more
+  terms than are kept, empty documents and repeated terms, and on real windows.
 - The cache's matrices against ``document_vectors`` built afresh, bit for bit, through growth, eviction and reuse
   of its table rows.
 - The compiled nearest hits against the numpy/scipy code they replaced (``reference_nearest_hits``: the sparse
@@ -11,7 +14,9 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -20,6 +25,7 @@ from hypothesis import strategies as st
 from scipy import sparse
 
 from es_rerank.ranking.feedback import DocumentVectorCache, FeedbackParams, document_vectors, with_feedback
+from es_rerank.ranking.heaviest_terms import heaviest_terms
 from es_rerank.ranking.neighbours import standardised
 from es_rerank.ranking.similar_hits import nearest_hits
 from es_rerank.stats import CorpusStats, DocTerms, Document, build_stats
@@ -67,6 +73,59 @@ def reference_document_vectors(docs: list[DocTerms], stats: CorpusStats, terms_p
     return sparse.csr_matrix((weights, (doc, term)), shape=(n, vocab))
 
 
+def reference_numpy_document_vectors(
+    docs: list[DocTerms], stats: CorpusStats | IdfTable, terms_per_document: int
+) -> sparse.csr_matrix:
+    """``document_vectors`` as numpy built it before the kernel (89ffa9f): three sorts over the whole window."""
+    n, vocab = len(docs), len(stats.vocab)
+    lengths = np.fromiter((len(d.title_ids) + len(d.abstract_ids) for d in docs), np.int64, n)
+    tokens = np.concatenate([np.zeros(0, np.int64), *(ids for d in docs for ids in (d.title_ids, d.abstract_ids))])
+    keys = np.repeat(np.arange(n, dtype=np.int64) * vocab, lengths) + tokens
+    keys.sort()
+    new_run = np.ones(len(keys), dtype=bool)
+    new_run[1:] = keys[1:] != keys[:-1]
+    starts = np.flatnonzero(new_run)
+    tf = np.diff(np.append(starts, len(keys))).astype(np.float64)
+    doc, term = np.divmod(keys[starts], vocab)
+    weights = (1.0 + np.log(tf)) * stats.idf(term)
+    span = weights.max() + 1.0 if len(weights) else 1.0
+    heaviest_first = np.argsort(doc * span - weights, kind="stable")
+    doc, term, weights = doc[heaviest_first], term[heaviest_first], weights[heaviest_first]
+    rank_in_document = np.arange(len(doc)) - np.searchsorted(doc, doc)
+    keep = rank_in_document < terms_per_document
+    doc, term, weights = doc[keep], term[keep], weights[keep]
+    norms = np.sqrt(np.bincount(doc, weights * weights, minlength=n))
+    weights /= np.where(norms > 0, norms, 1.0)[doc]
+    by_term = np.argsort(doc * vocab + term)
+    indptr = np.zeros(n + 1, np.int32)
+    np.cumsum(np.bincount(doc, minlength=n), out=indptr[1:])
+    return sparse.csr_matrix((weights[by_term], term[by_term].astype(np.int32), indptr), shape=(n, vocab))
+
+
+@dataclass
+class IdfTable:
+    """The two things the document vectors read of the statistics (the vocabulary's size, each term's idf), with
+    idf values chosen by the test: equal ones, and ones an ulp apart, which the corpus statistics rarely give."""
+
+    idf_of_term: np.ndarray
+    build_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # a build of its own, as for a new index
+
+    @property
+    def vocab(self) -> range:
+        return range(len(self.idf_of_term))
+
+    def idf(self, term_ids: np.ndarray) -> np.ndarray:
+        return self.idf_of_term[term_ids]
+
+
+def same_vectors(docs: list[DocTerms], stats: CorpusStats | IdfTable, terms_per_document: int) -> None:
+    """The compiled vectors are the numpy code's, to the bit; the cache's, built cold, too."""
+    expected = reference_numpy_document_vectors(docs, stats, terms_per_document)
+    same_matrix(document_vectors(docs, stats, terms_per_document), expected)  # type: ignore[arg-type]
+    cache = DocumentVectorCache(max(len(docs), 1), terms_per_document)
+    same_matrix(cache.vectors([f"d{i}" for i in range(len(docs))], docs, stats), expected)  # type: ignore[arg-type]
+
+
 def same_matrix(got: sparse.csr_matrix, expected: sparse.csr_matrix) -> None:
     assert got.shape == expected.shape and got.dtype == expected.dtype
     assert got.indices.dtype == expected.indices.dtype and got.indptr.dtype == expected.indptr.dtype
@@ -105,6 +164,78 @@ def test_the_cache_matches_document_vectors_through_growth_and_eviction(
         same_matrix(expected, reference_document_vectors(docs, stats, terms_per_document))
         lru_model(used, [corpus[row].doc_id for row in rows], bound)
         assert list(cache._slots) == list(used)  # the least recently used leave first
+
+
+@st.composite
+def token_windows(draw: st.DrawFn) -> tuple[list[DocTerms], IdfTable]:
+    """Up to 30 documents of up to 160 tokens over up to 200 terms (often more distinct terms than the 50 kept;
+    empty documents; terms repeated, more often the lower ids), and an idf per term from a few values (tied
+    weights), from values an ulp or a few apart (different weights whose sort keys round to one), or spread."""
+    n, vocab = draw(st.integers(0, 30)), draw(st.integers(1, 200))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+    def field() -> np.ndarray:
+        size = int(rng.integers(0, 80)) if rng.random() < 0.9 else 0
+        return np.minimum(rng.geometric(draw_p, size) - 1, vocab - 1).astype(np.int32)
+
+    draw_p = draw(st.sampled_from([0.005, 0.02, 0.1, 0.5]))
+    docs = [DocTerms(field(), field(), np.zeros(0, np.int32)) for _ in range(n)]
+    kind = draw(st.sampled_from(["few", "ulps", "spread"]))
+    if kind == "few":
+        idf = rng.choice([0.5, 1.0, 1.5, 3.0], size=vocab)
+    elif kind == "ulps":
+        idf = np.nextafter(2.0, 3.0) + rng.integers(0, 4, size=vocab) * np.spacing(2.0)
+    else:
+        idf = rng.uniform(1e-3, 12.0, size=vocab)
+    return docs, IdfTable(idf)
+
+
+@settings(max_examples=300, deadline=None)
+@given(window=token_windows(), terms_per_document=st.sampled_from([1, 2, 5, 8, 50, 60]))
+def test_the_compiled_vectors_are_the_numpy_ones(window: tuple[list[DocTerms], IdfTable], terms_per_document: int):
+    docs, stats = window
+    same_vectors(docs, stats, terms_per_document)
+
+
+def test_weights_whose_keys_round_to_one_keep_the_lower_term_as_numpy_did() -> None:
+    """numpy sorted by the float ``document * span - weight``: far from document 0, two weights an ulp apart give
+    one key, and its stable sort then kept the lower term id, though lighter. The kernel keeps it too."""
+    light, heavy = 2.0, np.nextafter(2.0, 3.0)
+    stats = IdfTable(np.array([light, heavy, 30.0]))
+    docs = [DocTerms(np.array([2], np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))] * 40
+    docs.append(DocTerms(np.array([1, 0], np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32)))
+    span = 31.0
+    assert 40 * span - heavy == 40 * span - light  # the two keys are one float
+    vectors = document_vectors(docs, stats, 1)  # type: ignore[arg-type]
+    assert vectors.indices[-1] == 0  # the lighter term, as numpy's stable sort left it
+    same_vectors(docs, stats, 1)
+    first = [docs[-1]]  # document 0: the keys differ, the heavier is kept
+    assert document_vectors(first, stats, 1).indices.tolist() == [1]  # type: ignore[arg-type]
+    same_vectors(first, stats, 1)
+
+
+def test_a_window_too_large_to_pack_is_sorted_by_term_the_slow_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """(document, term, index) packed in one int64 needs n * vocab below 2**(62 - index bits); past that (a window
+    no served setting allows), ``np.lexsort`` gives the term order instead, and the vectors are the same."""
+    import es_rerank.ranking.heaviest_terms as compiled
+
+    rng = np.random.default_rng(7)
+    stats = IdfTable(rng.choice([0.5, 1.0, 2.5], size=90))
+    docs = [
+        DocTerms(rng.integers(0, 90, 60).astype(np.int32), rng.integers(0, 30, 40).astype(np.int32), np.zeros(0))
+        for _ in range(12)
+    ]
+    monkeypatch.setattr(compiled, "_PACKED_BITS", 0)
+    for terms_per_document in (3, 50):
+        same_vectors(docs, stats, terms_per_document)
+
+
+def test_term_ids_outside_the_vocabulary_are_refused_by_the_vectors() -> None:
+    stats = IdfTable(np.ones(3))
+    for bad in ([0, 3], [-1, 2]):
+        docs = [DocTerms(np.array(bad, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))]
+        with pytest.raises(ValueError, match=r"term ids must lie in \[0, 3\)"):
+            heaviest_terms(docs, stats, 50)  # type: ignore[arg-type]
 
 
 def reference_nearest_hits(vectors: sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -203,6 +334,8 @@ def real_windows(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[sparse.
         docs = [hit.terms for hit in window]
         vectors = document_vectors(docs, backend.stats)
         same_matrix(vectors, reference_document_vectors(docs, backend.stats, 50))
+        same_vectors(docs, backend.stats, 50)
+        same_vectors(docs, backend.stats, 7)
         windows.append((vectors, np.array([hit.score for hit in window])))
     return windows
 
