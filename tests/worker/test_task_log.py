@@ -12,10 +12,14 @@ from worker.tasks import score
 
 @pytest.fixture
 def trace_level():
+    """Sets the trace logger's level, the logger enabled: a ``logging.config.dictConfig`` run earlier in the process
+    (another test's) disables the loggers it does not name."""
     logger = logging.getLogger(task_log.TRACE_LOGGER)
-    level = logger.level
+    level, disabled = logger.level, logger.disabled
+    logger.disabled = False
     yield logger.setLevel
     logger.setLevel(level)
+    logger.disabled = disabled
 
 
 def test_result_repr_only_where_the_success_line_is_logged(trace_level) -> None:
