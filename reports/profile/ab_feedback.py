@@ -23,6 +23,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import click
 import numpy as np
@@ -40,6 +41,25 @@ def load_module(path: Path, name: str) -> ModuleType:
     return module
 
 
+def full_windows(queries: int) -> tuple[Any, Any, list[tuple[list[str], list[Any], np.ndarray]]]:
+    """The served settings (``ESRR_*``), the embedded index's statistics, and the full windows (ids, ``DocTerms``,
+    BM25 scores) of the first ``queries`` dev queries that fill one."""
+    from benchmarks.queries import dev_query_texts
+    from es_rerank.backends.base import text_hits
+    from es_rerank.backends.embedded import EmbeddedBackend
+    from es_rerank.cli_options import load_settings
+    from es_rerank.gateway.config import GatewaySettings
+
+    settings = load_settings(GatewaySettings)
+    backend = EmbeddedBackend.open_current(settings.indexes_dir / "embedded")
+    windows = [
+        ([hit.doc_id for hit in hits], [hit.terms for hit in hits], np.array([hit.score for hit in hits]))
+        for text in dev_query_texts(None, settings, 324)
+        if len(hits := text_hits(backend, text, settings.gateway_window)) == settings.gateway_window
+    ][:queries]
+    return settings, backend.stats, windows
+
+
 @click.command()
 @click.option("--old", "old_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 @click.option("--queries", default=100, show_default=True, help="Full windows to use, the first dev queries'.")
@@ -47,23 +67,12 @@ def load_module(path: Path, name: str) -> ModuleType:
 def main(old_path: Path, queries: int, rounds: int) -> None:
     """Each pair's thread CPU per window (p50, mean), the ratios, and whether the results agree."""
     import es_rerank.ranking.feedback as new
-    from benchmarks.queries import dev_query_texts
-    from es_rerank.backends.base import text_hits
-    from es_rerank.backends.embedded import EmbeddedBackend
-    from es_rerank.cli_options import load_settings
-    from es_rerank.gateway.config import GatewaySettings
     from es_rerank.machine import machine_description
     from es_rerank.ranking.similar_hits import warm_up
 
     old = load_module(old_path, "feedback_old")
-    settings = load_settings(GatewaySettings)
-    backend = EmbeddedBackend.open_current(settings.indexes_dir / "embedded")
-    stats, params = backend.stats, new.FeedbackParams.from_settings(settings)
-    windows = [
-        ([hit.doc_id for hit in hits], [hit.terms for hit in hits], np.array([hit.score for hit in hits]))
-        for text in dev_query_texts(None, settings, 324)
-        if len(hits := text_hits(backend, text, settings.gateway_window)) == settings.gateway_window
-    ][:queries]
+    settings, stats, windows = full_windows(queries)
+    params = new.FeedbackParams.from_settings(settings)
     caches = {
         version: module.DocumentVectorCache(settings.feedback_cache_documents)
         for version, module in (("new", new), ("old", old))

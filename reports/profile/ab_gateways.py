@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def gateway(code: Path, port: int, log: Path) -> Iterator[tuple[str, ProcessCpu]]:
-    """``esrr serve`` of the code under ``code`` on ``port`` until it answers; its URL and measured process."""
+def gateway(
+    code: Path, port: int, log: Path, settings: Mapping[str, str] | None = None
+) -> Iterator[tuple[str, ProcessCpu]]:
+    """``esrr serve`` of the code under ``code`` on ``port`` (``settings``: ``ESRR_*`` beside the environment's) until
+    it answers; its URL and measured process."""
     import urllib3
 
-    env = {**os.environ, "PYTHONPATH": str(code)}
+    env = {**os.environ, **(settings or {}), "PYTHONPATH": str(code)}
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-c", "from es_rerank.cli import main; main()", "serve", "--port", str(port)],

@@ -28,7 +28,7 @@ from typing import Any
 
 import click
 import numpy as np
-from ab_feedback import load_module  # sibling scripts (their folder is on the path when run as a script)
+from ab_feedback import full_windows, load_module  # sibling scripts (their folder is on the path when run as a script)
 from micro import paired
 from scipy import sparse
 
@@ -131,24 +131,13 @@ def same(x: sparse.csr_matrix, y: sparse.csr_matrix) -> bool:
 def main(old_path: Path, queries: int, rounds: int) -> None:
     """Print the split, each pair's thread CPU per window (p50, mean), the ratios, and whether the results agree."""
     import es_rerank.ranking.feedback as new
-    from benchmarks.queries import dev_query_texts
-    from es_rerank.backends.base import text_hits
-    from es_rerank.backends.embedded import EmbeddedBackend
-    from es_rerank.cli_options import load_settings
-    from es_rerank.gateway.config import GatewaySettings
     from es_rerank.machine import machine_description
     from es_rerank.ranking.heaviest_terms import warm_up as warm_vectors
     from es_rerank.ranking.similar_hits import warm_up
 
     old = load_module(old_path, "feedback_old")
-    settings = load_settings(GatewaySettings)
-    backend = EmbeddedBackend.open_current(settings.indexes_dir / "embedded")
-    stats, params = backend.stats, new.FeedbackParams.from_settings(settings)
-    windows = [
-        ([hit.doc_id for hit in hits], [hit.terms for hit in hits], np.array([hit.score for hit in hits]))
-        for text in dev_query_texts(None, settings, 324)
-        if len(hits := text_hits(backend, text, settings.gateway_window)) == settings.gateway_window
-    ][:queries]
+    settings, stats, windows = full_windows(queries)
+    params = new.FeedbackParams.from_settings(settings)
     warm_up()
     warm_vectors()
     started = time.thread_time_ns()

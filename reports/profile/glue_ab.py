@@ -15,19 +15,17 @@ byte (``took`` set to 0) and their headers' names: a difference is printed and f
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import ab_gateways  # the sibling script (its folder is on the path when run as a script)
 import click
 
 from benchmarks.gateway_process import ProcessCpu
@@ -42,36 +40,8 @@ _VARYING_HEADERS = {"date", "x-opaque-id", "content-length"}  # the length follo
 @contextmanager
 def gateway(code: Path, port: int, log: Path) -> Iterator[tuple[str, ProcessCpu]]:
     """``esrr serve`` of the code under ``code`` on ``port``, BM25 only, until it answers; its URL and process."""
-    import urllib3
-
-    env = {**os.environ, **BM25_ONLY, "PYTHONPATH": str(code)}
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-c", "from es_rerank.cli import main; main()", "serve", "--port", str(port)],
-            cwd=code,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise click.ClickException(f"the gateway of {code} exited; its log: {log}")
-            try:
-                urllib3.request("GET", f"{url}/_esrr/health", timeout=5.0, retries=False)
-                break
-            except urllib3.exceptions.HTTPError:
-                if time.monotonic() > deadline:
-                    raise click.ClickException(
-                        f"the gateway of {code} did not answer in 120 s; its log: {log}"
-                    ) from None
-                time.sleep(0.2)
-        yield url, ProcessCpu(process.pid)
-    finally:
-        process.terminate()
-        process.wait(30)
+    with ab_gateways.gateway(code, port, log, BM25_ONLY) as served:
+        yield served
 
 
 def send(pool: Any, url: str, form: str, query: str) -> Any:
