@@ -31,18 +31,15 @@ The same arrays to the bit:
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Sequence
 
 import numba
 import numpy as np
 
+from es_rerank.ranking.term_tables import blank_table, give_back
 from es_rerank.stats import CorpusStats, DocTerms
 
-# Vocabulary-long tables of -1 (each term's place among a document's terms while it is counted), kept between
-# windows: filling one is a pass over the vocabulary. One per window being built at once; each returns all -1.
-_COUNT_TABLES: queue.SimpleQueue[np.ndarray] = queue.SimpleQueue()
 # Every term's idf, of the last statistics builds used (a reload's new build replaces the oldest).
 _IDF_TABLES: dict[str, np.ndarray] = {}
 _IDF_BUILDS_KEPT = 2
@@ -60,9 +57,9 @@ def heaviest_terms(
     np.cumsum(np.fromiter((len(d.title_ids) + len(d.abstract_ids) for d in docs), np.int64, n), out=offsets[1:])
     pieces = (ids for d in docs for ids in (d.title_ids, d.abstract_ids))
     tokens = np.concatenate([np.zeros(0, np.int32), *pieces]).astype(np.int32, copy=False)
-    table = _count_table(vocab)
+    table = blank_table(vocab)
     terms, counts, starts, outside = _term_counts(tokens, offsets, table, vocab)
-    _COUNT_TABLES.put(table)  # only once the kernel has set it back to all -1
+    give_back(table)  # only once the kernel has set it back to all -1
     if outside:
         raise ValueError(f"term ids must lie in [0, {vocab}), got {tokens.min()} to {tokens.max()}")
     largest = int(counts.max()) if len(counts) else 0
@@ -97,15 +94,6 @@ def warm_up() -> None:
         np.arange(2),
         (np.zeros((2, 1), np.int32), np.zeros((2, 1)), np.zeros(2, np.intp)),
     )
-
-
-def _count_table(vocab: int) -> np.ndarray:
-    """A table of -1 for at least ``vocab`` terms, a kept one where one is free."""
-    try:
-        table = _COUNT_TABLES.get_nowait()
-    except queue.Empty:
-        return np.full(vocab, -1, np.int32)
-    return table if len(table) >= vocab else np.full(vocab, -1, np.int32)
 
 
 def _idf_table(stats: CorpusStats) -> np.ndarray:

@@ -15,15 +15,11 @@ numpy runs without materialising the pairs (that took longer than scipy's produc
 
 from __future__ import annotations
 
-import queue
-
 import numba
 import numpy as np
 from scipy import sparse
 
-# Vocabulary-long tables of -1 for the counting sort by term, kept for the next window: filling one anew is a
-# memset of the vocabulary per search (8 MB at 2M terms). One per window being fed at once; each returns all -1.
-_GROUP_TABLES: queue.SimpleQueue[np.ndarray] = queue.SimpleQueue()
+from es_rerank.ranking.term_tables import blank_table, give_back
 
 
 def nearest_hits(vectors: sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -39,25 +35,16 @@ def nearest_hits(vectors: sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.nda
     indices = np.asarray(vectors.indices, dtype=np.int32)  # as the cache's matrices hold them: no copy
     if len(indices) and (indices.min() < 0 or indices.max() >= vocab):  # the kernel indexes a table by term
         raise ValueError(f"term ids must lie in [0, {vocab}), got {indices.min()} to {indices.max()}")
-    table = _group_table(vocab)
+    table = blank_table(vocab)
     indptr, data = np.asarray(vectors.indptr, dtype=np.int32), np.asarray(vectors.data, dtype=np.float64)
     nearest, cosines = _nearest(indptr, indices, data, table, min(k, n - 1))
-    _GROUP_TABLES.put(table)  # only once the kernel has set it back to all -1
+    give_back(table)  # only once the kernel has set it back to all -1
     return nearest, np.maximum(cosines, 0.0)
 
 
 def warm_up() -> None:
     """Compile the kernel now (or load it from numba's cache beside this file), not on the first search."""
     nearest_hits(sparse.csr_matrix(np.eye(3)), 1)
-
-
-def _group_table(vocab: int) -> np.ndarray:
-    """A table of -1 for at least ``vocab`` terms, a kept one where one is free."""
-    try:
-        table = _GROUP_TABLES.get_nowait()
-    except queue.Empty:
-        return np.full(vocab, -1, np.int32)
-    return table if len(table) >= vocab else np.full(vocab, -1, np.int32)
 
 
 @numba.njit(cache=True, nogil=True)
